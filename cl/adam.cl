@@ -1,0 +1,14 @@
+// Keras Adam over the whole flat parameter buffer. alpha is
+// lr * sqrt(1 - beta2^t) / (1 - beta1^t), computed on the host in double.
+__kernel void adam_update(__global float *p, __global const float *g, __global float *m,
+                          __global float *v, const int n, const float beta1, const float beta2,
+                          const float eps, const float alpha) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  const float gi = g[i];
+  const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+  const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+  m[i] = mi;
+  v[i] = vi;
+  p[i] -= alpha * mi / (sqrt(vi) + eps);
+}

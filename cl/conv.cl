@@ -1,0 +1,107 @@
+// Convolution as im2col + GEMM (the GEMM runs in CLBlast). Activations are NHWC
+// and kernels HWIO, so a row of the column matrix, ordered (ky, kx, c), lines up
+// with the flattened Keras kernel [KH*KW*C][CO] and the GEMM output [B*OH*OW][CO]
+// is already the NHWC output.
+
+// col[(b*OH + oy)*OW + ox][(ky*KW + kx)*C + c] = x[b, oy*S + ky - PT, ox*S + kx - PL, c] or 0
+// One work-item per (output position, ky, kx) copies C contiguous floats: in NHWC
+// a kernel tap is a contiguous run of channels, so this is a row copy (vectorised
+// when C is a multiple of 4) and the index arithmetic is paid once per run.
+// Range: B*OH*OW*KH*KW.
+__kernel void im2col(__global const float *x, __global float *col, const int B, const int H,
+                     const int W, const int C, const int KH, const int KW, const int S,
+                     const int PT, const int PL, const int OH, const int OW) {
+  const int pos = get_global_id(0);
+  if (pos >= B * OH * OW * KH * KW) return;
+  const int kk = pos % (KH * KW);
+  const int row = pos / (KH * KW);
+  const int ky = kk / KW, kx = kk - ky * KW;
+  const int ox = row % OW;
+  const int oy = (row / OW) % OH;
+  const int b = row / (OW * OH);
+  const int iy = oy * S + ky - PT;
+  const int ix = ox * S + kx - PL;
+  __global float *dst = col + (size_t)pos * C;
+  if (iy < 0 || iy >= H || ix < 0 || ix >= W) {
+    for (int c = 0; c < C; c++) dst[c] = 0.0f;
+    return;
+  }
+  __global const float *src = x + (((size_t)b * H + iy) * W + ix) * C;
+  if ((C & 3) == 0) {
+    for (int c = 0; c < C; c += 4) vstore4(vload4(0, src + c), 0, dst + c);
+  } else {
+    for (int c = 0; c < C; c++) dst[c] = src[c];
+  }
+}
+
+// Inverse of im2col for gradients: each input element gathers every column entry
+// it was copied to (no atomics, so the sum order is fixed and runs repeat exactly).
+// Range: (C, B*H*W).
+__kernel void col2im(__global const float *col, __global float *dx, const int B, const int H,
+                     const int W, const int C, const int KH, const int KW, const int S,
+                     const int PT, const int PL, const int OH, const int OW) {
+  const int c = get_global_id(0);
+  const size_t pos = get_global_id(1);
+  if (c >= C || pos >= (size_t)B * H * W) return;
+  const int K = KH * KW * C;
+  const int ix = (int)(pos % W);
+  const int iy = (int)((pos / W) % H);
+  const int b = (int)(pos / ((size_t)W * H));
+  float sum = 0.0f;
+  for (int ky = 0; ky < KH; ky++) {
+    const int ty = iy + PT - ky;
+    if (ty < 0 || ty % S != 0 || ty / S >= OH) continue;
+    const int oy = ty / S;
+    for (int kx = 0; kx < KW; kx++) {
+      const int tx = ix + PL - kx;
+      if (tx < 0 || tx % S != 0 || tx / S >= OW) continue;
+      const int ox = tx / S;
+      sum += col[(((size_t)b * OH + oy) * OW + ox) * K + (ky * KW + kx) * C + c];
+    }
+  }
+  dx[pos * C + c] = sum;
+}
+
+// y[r, c] += bias[c], then ReLU when relu != 0. Shared by conv and dense layers.
+__kernel void bias_act(__global float *y, __global const float *params, const int bias_offset,
+                       const int rows, const int cols, const int relu) {
+  const size_t gid = get_global_id(0);
+  if (gid >= (size_t)rows * cols) return;
+  float v = y[gid] + params[bias_offset + (int)(gid % cols)];
+  if (relu) v = fmax(v, 0.0f);
+  y[gid] = v;
+}
+
+// dy *= (y > 0): ReLU backward from the layer's output, in place.
+__kernel void relu_backward(__global float *dy, __global const float *y, const int n) {
+  const int gid = get_global_id(0);
+  if (gid >= n) return;
+  if (!(y[gid] > 0.0f)) dy[gid] = 0.0f;
+}
+
+// Bias gradient in two fixed-order passes (deterministic, and enough work-items
+// to fill a device even when cols is small): partial[blk, c] = sum of dy[r, c]
+// over the rows r of block blk, then grad[c] = sum over blocks.
+__kernel void bias_grad_partial(__global const float *dy, const int rows, const int cols,
+                                const int rows_per_block, __global float *partial,
+                                const int partial_offset) {
+  const int gid = get_global_id(0);
+  const int nblocks = (rows + rows_per_block - 1) / rows_per_block;
+  if (gid >= nblocks * cols) return;
+  const int blk = gid / cols;
+  const int c = gid - blk * cols;
+  const int end = min(rows, (blk + 1) * rows_per_block);
+  float sum = 0.0f;
+  for (int r = blk * rows_per_block; r < end; r++) sum += dy[(size_t)r * cols + c];
+  partial[partial_offset + gid] = sum;
+}
+
+__kernel void bias_grad_final(__global const float *partial, const int partial_offset,
+                              const int nblocks, const int cols, __global float *grads,
+                              const int offset) {
+  const int c = get_global_id(0);
+  if (c >= cols) return;
+  float sum = 0.0f;
+  for (int blk = 0; blk < nblocks; blk++) sum += partial[partial_offset + blk * cols + c];
+  grads[offset + c] = sum;
+}

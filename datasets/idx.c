@@ -1,0 +1,331 @@
+/* IDX image/label files (the MNIST family), gzipped or plain, read through zlib.
+ *
+ * gzread reads plain files as well as gzip ones, but it reports a gzip stream
+ * that ends early as a short read plus a non-fatal Z_BUF_ERROR ("unexpected end
+ * of file"), so every read here is followed by a gzerror check: a cut-off .gz
+ * file must fail, not yield fewer images. After the declared data one more byte
+ * is read: that makes zlib reach and verify the gzip trailer (CRC-32 and length)
+ * and lets extra bytes in a plain file be reported as trailing data. Bytes after
+ * a complete gzip member that are not another gzip member are skipped by zlib
+ * itself and so are ignored. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* stat */
+#endif
+
+#include "idx.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+enum {
+  IDX_MAGIC_IMAGES = 0x00000803, /* unsigned byte, 3 dimensions */
+  IDX_MAGIC_LABELS = 0x00000801, /* unsigned byte, 1 dimension */
+};
+
+/* Largest payload accepted: keeps every size an int (clt_dataset uses int) and
+ * rejects absurd headers before they turn into a huge malloc. */
+#define IDX_MAX_BYTES ((uint64_t)INT_MAX)
+
+/* One gzread call at most this large; gzread takes an unsigned and returns an int. */
+#define IDX_READ_CHUNK (1u << 30)
+
+static uint32_t be32(const unsigned char *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* zlib's gzerror text is "<path>: <cause>"; the caller adds the path itself. */
+static const char *gz_cause(gzFile gz, const char *path, int *errnum) {
+  const char *m = gzerror(gz, errnum);
+  size_t pl = strlen(path);
+  if (strncmp(m, path, pl) == 0 && m[pl] == ':' && m[pl + 1] == ' ') m += pl + 2;
+  return m;
+}
+
+/* Reads up to n bytes into buf, *got = bytes read. A clean end of a plain file or a
+ * gzip stream cut short (*trunc_gz = 1) return CLT_OK with *got < n so that the
+ * caller can say what was missing; read errors and corrupt gzip data fail here. */
+static int read_full(gzFile gz, const char *path, unsigned char *buf, size_t n,
+                     size_t *got, int *trunc_gz, clt_err *e) {
+  *got = 0;
+  *trunc_gz = 0;
+  while (*got < n) {
+    size_t want = n - *got;
+    if (want > IDX_READ_CHUNK) want = IDX_READ_CHUNK;
+    int r = gzread(gz, buf + *got, (unsigned)want);
+    if (r > 0) *got += (size_t)r;
+    int errnum;
+    const char *cause = gz_cause(gz, path, &errnum);
+    if (errnum == Z_BUF_ERROR) {
+      *trunc_gz = 1;
+      return CLT_OK;
+    }
+    if (errnum == Z_DATA_ERROR) {
+      /* zlib says "incorrect data check" for a CRC-32 mismatch; name it plainly */
+      if (strcmp(cause, "incorrect data check") == 0)
+        return clt_fail(e, CLT_ERR_FORMAT, "%s: corrupt gzip data (CRC-32 mismatch: %s)",
+                        path, cause);
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: corrupt gzip data (%s)", path, cause);
+    }
+    if (errnum == Z_MEM_ERROR)
+      return clt_fail(e, CLT_ERR_NOMEM, "%s: out of memory while decompressing", path);
+    if (errnum != Z_OK || r < 0)
+      return clt_fail(e, CLT_ERR_IO, "%s: read error: %s", path, cause);
+    if (r == 0) break; /* clean end of file */
+  }
+  return CLT_OK;
+}
+
+static const char *trunc_word(int trunc_gz) {
+  return trunc_gz ? "truncated gzip stream (unexpected end of file)" : "truncated";
+}
+
+static int open_gz(const char *path, gzFile *gz, clt_err *e) {
+  errno = 0;
+  *gz = gzopen(path, "rb");
+  if (!*gz) {
+    /* gzopen leaves errno 0 when only its own allocation failed */
+    if (errno == 0) return clt_fail(e, CLT_ERR_NOMEM, "%s: cannot open: out of memory", path);
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  }
+  /* Large buffer: the train images are 47 MB and are read in a few big calls. */
+  if (gzbuffer(*gz, 1u << 20) != 0) {
+    gzclose(*gz);
+    *gz = NULL;
+    return clt_fail(e, CLT_ERR_INTERNAL, "%s: gzbuffer failed", path);
+  }
+  return CLT_OK;
+}
+
+/* Reads the 4-byte magic and `ndims` big-endian dimensions. */
+static int read_header(gzFile gz, const char *path, uint32_t magic_want, const char *kind,
+                       uint32_t *dims, int ndims, clt_err *e) {
+  unsigned char h[16];
+  size_t n = 4 + 4 * (size_t)ndims, got;
+  int tgz;
+  int st = read_full(gz, path, h, 4, &got, &tgz, e);
+  if (st) return st;
+  if (got < 4)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: %s: file holds %zu bytes, too short for an IDX header",
+                    path, trunc_word(tgz), got);
+  uint32_t magic = be32(h);
+  if (magic != magic_want) {
+    const char *hint = "";
+    if (magic == IDX_MAGIC_LABELS) hint = "; this looks like a labels file";
+    if (magic == IDX_MAGIC_IMAGES) hint = "; this looks like an images file";
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: not an %s file (magic 0x%08x, expected 0x%08x%s)",
+                    path, kind, (unsigned)magic, (unsigned)magic_want, hint);
+  }
+  st = read_full(gz, path, h + 4, n - 4, &got, &tgz, e);
+  if (st) return st;
+  if (got < n - 4)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: %s: header needs %zu bytes but file holds %zu",
+                    path, trunc_word(tgz), n, 4 + got);
+  for (int i = 0; i < ndims; i++) dims[i] = be32(h + 4 + 4 * i);
+  return CLT_OK;
+}
+
+/* After the declared data the stream must end: reading one more byte also makes
+ * zlib check the gzip trailer, which a payload-sized read may never reach. */
+static int expect_end(gzFile gz, const char *path, uint32_t count, const char *items,
+                      clt_err *e) {
+  unsigned char extra;
+  size_t got;
+  int tgz;
+  int st = read_full(gz, path, &extra, 1, &got, &tgz, e);
+  if (st) return st;
+  if (tgz)
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: truncated gzip stream (unexpected end of file) after all %u %s; "
+                    "gzip trailer missing", path, (unsigned)count, items);
+  if (got)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: trailing data after %u %s", path,
+                    (unsigned)count, items);
+  return CLT_OK;
+}
+
+static int load_images(const char *path, clt_dataset *d, clt_err *e) {
+  gzFile gz = NULL;
+  unsigned char *px = NULL;
+  uint32_t dims[3];
+  int st = open_gz(path, &gz, e);
+  if (st) goto cleanup;
+  st = read_header(gz, path, IDX_MAGIC_IMAGES, "IDX3 image", dims, 3, e);
+  if (st) goto cleanup;
+  uint32_t count = dims[0], rows = dims[1], cols = dims[2];
+  if (count == 0 || rows == 0 || cols == 0) {
+    st = clt_fail(e, CLT_ERR_FORMAT, "%s: header says %u images of %ux%u; zero %s",
+                  path, (unsigned)count, (unsigned)rows, (unsigned)cols,
+                  count == 0 ? "images" : rows == 0 ? "rows" : "cols");
+    goto cleanup;
+  }
+  /* Each factor is below 2^32, so check after every multiply to stay within 64 bits. */
+  uint64_t image = (uint64_t)rows * cols;
+  if (image > IDX_MAX_BYTES || image * count > IDX_MAX_BYTES) {
+    st = clt_fail(e, CLT_ERR_FORMAT,
+                  "%s: header says %u images of %ux%u, too large (limit %llu bytes)", path,
+                  (unsigned)count, (unsigned)rows, (unsigned)cols,
+                  (unsigned long long)IDX_MAX_BYTES);
+    goto cleanup;
+  }
+  size_t bytes = (size_t)(image * count);
+  px = malloc(bytes);
+  if (!px) {
+    st = clt_fail(e, CLT_ERR_NOMEM, "%s: cannot allocate %zu bytes for %u images", path,
+                  bytes, (unsigned)count);
+    goto cleanup;
+  }
+  size_t got;
+  int tgz;
+  st = read_full(gz, path, px, bytes, &got, &tgz, e);
+  if (st) goto cleanup;
+  if (got < bytes) {
+    st = clt_fail(e, CLT_ERR_FORMAT,
+                  "%s: %s: header says %u images of %ux%u but file holds %zu bytes of pixel data",
+                  path, trunc_word(tgz), (unsigned)count, (unsigned)rows, (unsigned)cols, got);
+    goto cleanup;
+  }
+  st = expect_end(gz, path, count, "images", e);
+  if (st) goto cleanup;
+  d->count = (int)count;
+  d->height = (int)rows;
+  d->width = (int)cols;
+  d->channels = 1;
+  d->pixels = px;
+  px = NULL;
+cleanup:
+  free(px);
+  if (gz) gzclose(gz);
+  return st;
+}
+
+static int load_labels(const char *path, const char *images_path, int count, int classes,
+                       unsigned char **out, clt_err *e) {
+  gzFile gz = NULL;
+  unsigned char *lb = NULL;
+  uint32_t n = 0;
+  int st = open_gz(path, &gz, e);
+  if (st) goto cleanup;
+  st = read_header(gz, path, IDX_MAGIC_LABELS, "IDX1 label", &n, 1, e);
+  if (st) goto cleanup;
+  if (n != (uint32_t)count) {
+    st = clt_fail(e, CLT_ERR_FORMAT, "images file %s has %d images but labels file %s has %u labels",
+                  images_path, count, path, (unsigned)n);
+    goto cleanup;
+  }
+  lb = malloc((size_t)count);
+  if (!lb) {
+    st = clt_fail(e, CLT_ERR_NOMEM, "%s: cannot allocate %d bytes for labels", path, count);
+    goto cleanup;
+  }
+  size_t got;
+  int tgz;
+  st = read_full(gz, path, lb, (size_t)count, &got, &tgz, e);
+  if (st) goto cleanup;
+  if (got < (size_t)count) {
+    st = clt_fail(e, CLT_ERR_FORMAT, "%s: %s: header says %d labels but file holds %zu",
+                  path, trunc_word(tgz), count, got);
+    goto cleanup;
+  }
+  st = expect_end(gz, path, (uint32_t)count, "labels", e);
+  if (st) goto cleanup;
+  for (int i = 0; i < count; i++) {
+    if (lb[i] >= classes) {
+      st = clt_fail(e, CLT_ERR_FORMAT, "%s: label %d at index %d is out of range [0,%d)",
+                    path, lb[i], i, classes);
+      goto cleanup;
+    }
+  }
+  *out = lb;
+  lb = NULL;
+cleanup:
+  free(lb);
+  if (gz) gzclose(gz);
+  return st;
+}
+
+int clt_idx_load(const char *images_path, const char *labels_path, int classes,
+                 clt_dataset *out, clt_err *e) {
+  clt_dataset d = {0};
+  int st = CLT_OK;
+  if (!out) return clt_fail(e, CLT_ERR_ARG, "clt_idx_load: out is NULL");
+  memset(out, 0, sizeof *out);
+  if (!images_path || !labels_path) {
+    st = clt_fail(e, CLT_ERR_ARG, "clt_idx_load: NULL path");
+    goto cleanup;
+  }
+  if (classes <= 0) {
+    st = clt_fail(e, CLT_ERR_ARG, "%s: classes must be positive, got %d", labels_path, classes);
+    goto cleanup;
+  }
+  st = load_images(images_path, &d, e);
+  if (st) goto cleanup;
+  st = load_labels(labels_path, images_path, d.count, classes, &d.labels, e);
+  if (st) goto cleanup;
+  d.classes = classes;
+  *out = d;
+  memset(&d, 0, sizeof d);
+cleanup:
+  clt_dataset_free(&d);
+  return st;
+}
+
+/* Picks DIR/NAME.gz if it exists, else DIR/NAME; fails naming both when neither does. */
+static int pick_path(const char *dir, const char *name, char *buf, size_t cap, clt_err *e) {
+  size_t dl = strlen(dir);
+  const char *sep = (dl > 0 && dir[dl - 1] == '/') ? "" : "/";
+  struct stat sb;
+  int len = snprintf(buf, cap, "%s%s%s.gz", dir, sep, name);
+  if (len < 0 || (size_t)len >= cap)
+    return clt_fail(e, CLT_ERR_ARG, "%s: dataset directory path too long", dir);
+  if (stat(buf, &sb) == 0) return CLT_OK;
+  buf[len - 3] = '\0'; /* drop ".gz" */
+  if (stat(buf, &sb) == 0) return CLT_OK;
+  return clt_fail(e, CLT_ERR_IO, "%s[.gz]: no such file", buf);
+}
+
+int clt_idx_load_dir(const char *dir, const char *split, clt_dataset *out, clt_err *e) {
+  char img[4096], lab[4096], name[256];
+  struct stat sb;
+  int st = CLT_OK;
+  if (!out) return clt_fail(e, CLT_ERR_ARG, "clt_idx_load_dir: out is NULL");
+  memset(out, 0, sizeof *out);
+  if (!dir || !split || !*split) {
+    st = clt_fail(e, CLT_ERR_ARG, "clt_idx_load_dir: missing directory or split name");
+    goto cleanup;
+  }
+  /* Check the folder first so a wrong --data path is reported as such, not as a missing file. */
+  if (stat(dir, &sb) != 0) {
+    st = clt_fail(e, CLT_ERR_IO, "%s: cannot open dataset directory: %s", dir, strerror(errno));
+    goto cleanup;
+  }
+  if (!S_ISDIR(sb.st_mode)) {
+    st = clt_fail(e, CLT_ERR_IO, "%s: dataset path is not a directory", dir);
+    goto cleanup;
+  }
+  int len = snprintf(name, sizeof name, "%s-images-idx3-ubyte", split);
+  if (len < 0 || (size_t)len >= sizeof name) {
+    st = clt_fail(e, CLT_ERR_ARG, "%s: split name too long", split);
+    goto cleanup;
+  }
+  st = pick_path(dir, name, img, sizeof img, e);
+  if (st) goto cleanup;
+  snprintf(name, sizeof name, "%s-labels-idx1-ubyte", split); /* shorter than the above */
+  st = pick_path(dir, name, lab, sizeof lab, e);
+  if (st) goto cleanup;
+  st = clt_idx_load(img, lab, 10, out, e);
+cleanup:
+  return st;
+}
+
+void clt_dataset_free(clt_dataset *d) {
+  if (!d) return;
+  free(d->pixels);
+  free(d->labels);
+  memset(d, 0, sizeof *d);
+}

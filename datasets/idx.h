@@ -1,0 +1,30 @@
+/* IDX image/label files (the MNIST family), gzipped or plain, read through zlib. */
+#ifndef CLT_IDX_H
+#define CLT_IDX_H
+
+#include "status.h"
+
+/* A labelled image set held in host memory. */
+typedef struct clt_dataset {
+  int count;                /* number of examples */
+  int height, width, channels;
+  int classes;              /* labels are in [0, classes) */
+  unsigned char *pixels;    /* count * height * width * channels bytes, NHWC */
+  unsigned char *labels;    /* count bytes */
+} clt_dataset;
+
+/* Loads an IDX3 ubyte image file and an IDX1 ubyte label file (each may be gzip
+ * compressed or plain; detected from content, not the name). Every label must be
+ * below `classes`. On error fills e with one line naming the file and the cause and
+ * leaves *out zeroed. */
+int clt_idx_load(const char *images_path, const char *labels_path, int classes,
+                 clt_dataset *out, clt_err *e);
+
+/* Loads split "train" or "t10k" of a Fashion-MNIST-style folder: DIR/<split>-images-idx3-ubyte
+ * and DIR/<split>-labels-idx1-ubyte, each with or without ".gz" (".gz" preferred when both
+ * exist). classes = 10. */
+int clt_idx_load_dir(const char *dir, const char *split, clt_dataset *out, clt_err *e);
+
+void clt_dataset_free(clt_dataset *d);
+
+#endif

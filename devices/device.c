@@ -1,0 +1,149 @@
+#include "device.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Copies a string property, trimming the trailing spaces some drivers pad with. */
+static void device_string(cl_device_id d, cl_device_info what, char *buf, size_t size) {
+  buf[0] = '\0';
+  if (clGetDeviceInfo(d, what, size, buf, NULL) != CL_SUCCESS) snprintf(buf, size, "?");
+  buf[size - 1] = '\0';
+  size_t n = strlen(buf);
+  while (n > 0 && isspace((unsigned char)buf[n - 1])) buf[--n] = '\0';
+}
+
+int clt_devices_enumerate(clt_device_list *out, clt_err *e) {
+  int status = CLT_OK;
+  cl_platform_id *platforms = NULL;
+  cl_device_id *ids = NULL;
+  cl_uint nplat = 0;
+  memset(out, 0, sizeof *out);
+
+  cl_int rc = clGetPlatformIDs(0, NULL, &nplat);
+  /* The ICD loader answers CL_PLATFORM_NOT_FOUND_KHR when no driver is installed. */
+  if (rc == -1001 || nplat == 0) return CLT_OK;
+  if (rc != CL_SUCCESS) {
+    return clt_fail(e, rc, "cannot list OpenCL platforms: %s", clt_status_name(rc));
+  }
+  platforms = calloc(nplat, sizeof *platforms);
+  if (!platforms) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory listing platforms");
+  rc = clGetPlatformIDs(nplat, platforms, NULL);
+  if (rc != CL_SUCCESS) {
+    status = clt_fail(e, rc, "cannot list OpenCL platforms: %s", clt_status_name(rc));
+    goto cleanup;
+  }
+  for (cl_uint p = 0; p < nplat; p++) {
+    cl_uint ndev = 0;
+    rc = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &ndev);
+    if (rc == CL_DEVICE_NOT_FOUND || ndev == 0) continue; /* a platform without devices */
+    if (rc != CL_SUCCESS) {
+      status = clt_fail(e, rc, "cannot list devices of platform %u: %s", p, clt_status_name(rc));
+      goto cleanup;
+    }
+    free(ids);
+    ids = calloc(ndev, sizeof *ids);
+    clt_device *grown = realloc(out->devices, (out->count + ndev) * sizeof *grown);
+    if (!ids || !grown) {
+      if (grown) out->devices = grown;
+      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory listing devices");
+      goto cleanup;
+    }
+    out->devices = grown;
+    rc = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, ndev, ids, NULL);
+    if (rc != CL_SUCCESS) {
+      status = clt_fail(e, rc, "cannot list devices of platform %u: %s", p, clt_status_name(rc));
+      goto cleanup;
+    }
+    char pname[128];
+    pname[0] = '\0';
+    clGetPlatformInfo(platforms[p], CL_PLATFORM_NAME, sizeof pname, pname, NULL);
+    pname[sizeof pname - 1] = '\0';
+    for (cl_uint i = 0; i < ndev; i++) {
+      clt_device *d = &out->devices[out->count];
+      memset(d, 0, sizeof *d);
+      d->index = out->count;
+      d->platform = platforms[p];
+      d->id = ids[i];
+      snprintf(d->platform_name, sizeof d->platform_name, "%s", pname);
+      device_string(ids[i], CL_DEVICE_NAME, d->name, sizeof d->name);
+      clGetDeviceInfo(ids[i], CL_DEVICE_TYPE, sizeof d->type, &d->type, NULL);
+      clGetDeviceInfo(ids[i], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof d->compute_units,
+                      &d->compute_units, NULL);
+      clGetDeviceInfo(ids[i], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof d->global_mem_bytes,
+                      &d->global_mem_bytes, NULL);
+      clGetDeviceInfo(ids[i], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof d->max_alloc_bytes,
+                      &d->max_alloc_bytes, NULL);
+      out->count++;
+    }
+  }
+
+cleanup:
+  free(ids);
+  free(platforms);
+  if (status != CLT_OK) clt_devices_free(out);
+  return status;
+}
+
+void clt_devices_free(clt_device_list *list) {
+  free(list->devices);
+  list->devices = NULL;
+  list->count = 0;
+}
+
+const char *clt_device_type_name(cl_device_type type) {
+  if (type & CL_DEVICE_TYPE_GPU) return "GPU";
+  if (type & CL_DEVICE_TYPE_CPU) return "CPU";
+  if (type & CL_DEVICE_TYPE_ACCELERATOR) return "ACCELERATOR";
+  return "OTHER";
+}
+
+int clt_devices_select(const clt_device_list *list, const char *spec, int *chosen, int *n,
+                       clt_err *e) {
+  *n = 0;
+  if (list->count == 0) {
+    return clt_fail(e, CLT_ERR_DEVICE,
+                    "no OpenCL device found (is an ICD such as pocl-opencl-icd installed?)");
+  }
+  cl_device_type want = 0;
+  if (strcmp(spec, "all") == 0) want = CL_DEVICE_TYPE_ALL;
+  else if (strcmp(spec, "cpu") == 0) want = CL_DEVICE_TYPE_CPU;
+  else if (strcmp(spec, "gpu") == 0) want = CL_DEVICE_TYPE_GPU;
+  else if (strcmp(spec, "accelerator") == 0) want = CL_DEVICE_TYPE_ACCELERATOR;
+  if (want) {
+    for (int i = 0; i < list->count; i++) {
+      if (list->devices[i].type & want) chosen[(*n)++] = i;
+    }
+    if (*n == 0) {
+      return clt_fail(e, CLT_ERR_DEVICE, "--devices %s: no device of that type (see `cltrain devices`)", spec);
+    }
+    return CLT_OK;
+  }
+  const char *s = spec;
+  while (*s) {
+    char *end = NULL;
+    if (!isdigit((unsigned char)*s)) goto bad;
+    long idx = strtol(s, &end, 10);
+    if (end == s || (*end != ',' && *end != '\0')) goto bad;
+    if (idx < 0 || idx >= list->count) {
+      return clt_fail(e, CLT_ERR_DEVICE, "--devices %s: no device %ld (found %d device%s, 0..%d)",
+                      spec, idx, list->count, list->count == 1 ? "" : "s", list->count - 1);
+    }
+    for (int j = 0; j < *n; j++) {
+      if (chosen[j] == idx) {
+        return clt_fail(e, CLT_ERR_ARG, "--devices %s: device %ld listed twice", spec, idx);
+      }
+    }
+    chosen[(*n)++] = (int)idx;
+    s = *end ? end + 1 : end;
+    if (*end == ',' && *s == '\0') goto bad;
+  }
+  if (*n == 0) goto bad;
+  return CLT_OK;
+bad:
+  *n = 0;
+  return clt_fail(e, CLT_ERR_ARG,
+                  "--devices %s: expected all, cpu, gpu, accelerator or a list of indices like 0,2",
+                  spec);
+}

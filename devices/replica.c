@@ -1,0 +1,268 @@
+#include "replica.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl_sources.h"
+
+#define MAX_KERNELS_PER_PROGRAM 32
+
+struct clt_program_entry {
+  char source[64];
+  char options[256];
+  cl_program program;
+  int nkernels;
+  char kernel_names[MAX_KERNELS_PER_PROGRAM][64];
+  cl_kernel kernels[MAX_KERNELS_PER_PROGRAM];
+  clt_program_entry *next;
+};
+
+int clt_replica_fail(clt_replica *r, clt_err *e, int rc, const char *what) {
+  return clt_fail(e, rc, "device %d (%s): %s: %s", r->device.index, r->device.name, what,
+                  clt_status_name(rc));
+}
+
+int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e) {
+  int status = CLT_OK;
+  cl_int rc = CL_SUCCESS;
+  *out = NULL;
+  clt_replica *r = calloc(1, sizeof *r);
+  if (!r) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a replica");
+  r->device = *device;
+
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)device->platform, 0};
+  r->context = clCreateContext(props, 1, &device->id, NULL, NULL, &rc);
+  if (rc != CL_SUCCESS) {
+    status = clt_replica_fail(r, e, rc, "clCreateContext");
+    goto cleanup;
+  }
+  /* In-order with profiling: per-kernel busy time comes from the events. */
+  r->queue = clCreateCommandQueue(r->context, device->id, CL_QUEUE_PROFILING_ENABLE, &rc);
+  if (rc != CL_SUCCESS) {
+    status = clt_replica_fail(r, e, rc, "clCreateCommandQueue");
+    goto cleanup;
+  }
+  size_t max_wg = 0;
+  clGetDeviceInfo(device->id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
+  r->max_work_group = max_wg ? max_wg : 1;
+  r->work_group = max_wg >= 64 ? 64 : r->max_work_group;
+  *out = r;
+  return CLT_OK;
+
+cleanup:
+  clt_replica_destroy(r);
+  return status;
+}
+
+void clt_replica_destroy(clt_replica *r) {
+  if (!r) return;
+  if (r->queue) clFinish(r->queue);
+  clt_program_entry *p = r->programs;
+  while (p) {
+    clt_program_entry *next = p->next;
+    for (int i = 0; i < p->nkernels; i++) clReleaseKernel(p->kernels[i]);
+    if (p->program) clReleaseProgram(p->program);
+    free(p);
+    p = next;
+  }
+  if (r->gemm_temp) clReleaseMemObject(r->gemm_temp);
+  if (r->profile) {
+    for (int i = 0; i < r->profile->npending; i++) clReleaseEvent(r->profile->pending[i]);
+    free(r->profile);
+  }
+  if (r->queue) clReleaseCommandQueue(r->queue);
+  if (r->context) clReleaseContext(r->context);
+  free(r);
+}
+
+/* Builds cl/<source> with options; on failure the error carries the build log
+ * (newlines folded so the error stays one line). */
+static int build_program(clt_replica *r, const char *source, const char *options,
+                         clt_program_entry **out, clt_err *e) {
+  size_t len = 0;
+  const char *text = clt_cl_source(source, &len);
+  if (!text) return clt_fail(e, CLT_ERR_INTERNAL, "no embedded OpenCL source %s", source);
+  if (strlen(source) >= sizeof((clt_program_entry *)0)->source ||
+      strlen(options) >= sizeof((clt_program_entry *)0)->options) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "program name or options too long: %s %s", source, options);
+  }
+  clt_program_entry *p = calloc(1, sizeof *p);
+  if (!p) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory building %s", source);
+  snprintf(p->source, sizeof p->source, "%s", source);
+  snprintf(p->options, sizeof p->options, "%s", options);
+  cl_int rc = CL_SUCCESS;
+  p->program = clCreateProgramWithSource(r->context, 1, &text, &len, &rc);
+  if (rc != CL_SUCCESS) {
+    free(p);
+    return clt_replica_fail(r, e, rc, "clCreateProgramWithSource");
+  }
+  char opts[512];
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s", options);
+  rc = clBuildProgram(p->program, 1, &r->device.id, opts, NULL, NULL);
+  if (rc != CL_SUCCESS) {
+    char log[3000];
+    log[0] = '\0';
+    size_t n = 0;
+    clGetProgramBuildInfo(p->program, r->device.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &n);
+    log[sizeof log - 1] = '\0';
+    for (char *c = log; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';
+    clt_fail(e, rc, "device %d (%s): building cl/%s [%s] failed: %s: build log: %s",
+             r->device.index, r->device.name, source, options, clt_status_name(rc), log);
+    clReleaseProgram(p->program);
+    free(p);
+    return rc;
+  }
+  p->next = r->programs;
+  r->programs = p;
+  *out = p;
+  return CLT_OK;
+}
+
+int clt_replica_kernel(clt_replica *r, const char *source, const char *options,
+                       const char *name, cl_kernel *out, clt_err *e) {
+  clt_program_entry *p = r->programs;
+  while (p && (strcmp(p->source, source) != 0 || strcmp(p->options, options) != 0)) p = p->next;
+  if (!p) {
+    int status = build_program(r, source, options, &p, e);
+    if (status != CLT_OK) return status;
+  }
+  for (int i = 0; i < p->nkernels; i++) {
+    if (strcmp(p->kernel_names[i], name) == 0) {
+      *out = p->kernels[i];
+      return CLT_OK;
+    }
+  }
+  if (p->nkernels == MAX_KERNELS_PER_PROGRAM || strlen(name) >= sizeof p->kernel_names[0]) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "too many kernels in cl/%s", source);
+  }
+  cl_int rc = CL_SUCCESS;
+  cl_kernel k = clCreateKernel(p->program, name, &rc);
+  if (rc != CL_SUCCESS) {
+    char what[160];
+    snprintf(what, sizeof what, "clCreateKernel %s from cl/%s", name, source);
+    return clt_replica_fail(r, e, rc, what);
+  }
+  snprintf(p->kernel_names[p->nkernels], sizeof p->kernel_names[0], "%s", name);
+  p->kernels[p->nkernels++] = k;
+  *out = k;
+  return CLT_OK;
+}
+
+int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *out, clt_err *e) {
+  *out = NULL;
+  if (bytes == 0) bytes = sizeof(float); /* zero-size buffers are invalid in OpenCL */
+  if (bytes > r->device.max_alloc_bytes && r->device.max_alloc_bytes) {
+    return clt_fail(e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                    "device %d (%s): %s needs %.1f MiB, above the device's largest allocation %.1f MiB",
+                    r->device.index, r->device.name, what, bytes / 1048576.0,
+                    r->device.max_alloc_bytes / 1048576.0);
+  }
+  cl_int rc = CL_SUCCESS;
+  cl_mem m = clCreateBuffer(r->context, CL_MEM_READ_WRITE, bytes, NULL, &rc);
+  if (rc == CL_SUCCESS) {
+    const float zero = 0.0f;
+    rc = clEnqueueFillBuffer(r->queue, m, &zero, sizeof zero, 0, bytes & ~(size_t)3, 0, NULL, NULL);
+    /* Buffer creation is lazy on many drivers: out-of-memory shows up here. */
+    if (rc == CL_SUCCESS) rc = clFinish(r->queue);
+    if (rc != CL_SUCCESS) clReleaseMemObject(m);
+  }
+  if (rc != CL_SUCCESS) {
+    return clt_fail(e, rc, "device %d (%s): allocating %s (%.1f MiB, %.1f MiB held already): %s",
+                    r->device.index, r->device.name, what, bytes / 1048576.0,
+                    r->allocated_bytes / 1048576.0, clt_status_name(rc));
+  }
+  r->allocated_bytes += bytes;
+  *out = m;
+  return CLT_OK;
+}
+
+static int launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                  int nargs, cl_uint dims, const size_t *global, const size_t *local, clt_err *e) {
+  for (int i = 0; i < nargs; i++) {
+    cl_int rc = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
+    if (rc != CL_SUCCESS) {
+      char what[128];
+      snprintf(what, sizeof what, "setting argument %d of kernel %s", i, kname);
+      return clt_replica_fail(r, e, rc, what);
+    }
+  }
+  cl_int rc = clEnqueueNDRangeKernel(r->queue, k, dims, NULL, global, local, 0, NULL,
+                                     clt_replica_profile_event(r));
+  if (rc != CL_SUCCESS) {
+    char what[128];
+    snprintf(what, sizeof what, "launching kernel %s", kname);
+    return clt_replica_fail(r, e, rc, what);
+  }
+  clt_replica_profile_commit(r, kname);
+  return CLT_OK;
+}
+
+int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                 int nargs, size_t n, clt_err *e) {
+  if (n == 0) return CLT_OK;
+  size_t local = r->work_group;
+  size_t global = (n + local - 1) / local * local;
+  return launch(r, k, kname, args, nargs, 1, &global, &local, e);
+}
+
+int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                 int nargs, size_t n0, size_t n1, clt_err *e) {
+  if (n0 == 0 || n1 == 0) return CLT_OK;
+  /* A whole channel row per group when it fits (no idle work-items), else
+   * groups of work_group with a guarded tail; narrow rows (few channels) stack
+   * several positions per group so groups are never tiny. */
+  size_t l0 = n0 <= r->max_work_group && n0 <= 256 ? n0 : r->work_group;
+  size_t l1 = l0 >= r->work_group ? 1 : r->work_group / l0;
+  size_t global[2] = {(n0 + l0 - 1) / l0 * l0, (n1 + l1 - 1) / l1 * l1}, local[2] = {l0, l1};
+  return launch(r, k, kname, args, nargs, 2, global, local, e);
+}
+
+int clt_replica_enable_profiling(clt_replica *r, clt_err *e) {
+  if (r->profile) return CLT_OK;
+  r->profile = calloc(1, sizeof *r->profile);
+  if (!r->profile) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for profiling");
+  r->profile->enabled = 1;
+  return CLT_OK;
+}
+
+cl_event *clt_replica_profile_event(clt_replica *r) {
+  clt_profile *p = r->profile;
+  if (!p || p->npending == CLT_PROFILE_MAX_PENDING) return NULL;
+  p->pending[p->npending] = NULL;
+  return &p->pending[p->npending];
+}
+
+void clt_replica_profile_commit(clt_replica *r, const char *name) {
+  clt_profile *p = r->profile;
+  if (!p || p->npending == CLT_PROFILE_MAX_PENDING || !p->pending[p->npending]) return;
+  int id = 0;
+  while (id < p->nnames && strcmp(p->names[id], name) != 0) id++;
+  if (id == p->nnames) {
+    if (p->nnames == CLT_PROFILE_MAX_NAMES) id = CLT_PROFILE_MAX_NAMES - 1; /* "other" */
+    else snprintf(p->names[p->nnames++], sizeof p->names[0], "%s", name);
+  }
+  p->pending_name[p->npending++] = id;
+}
+
+int clt_replica_profile_collect(clt_replica *r, clt_err *e) {
+  clt_profile *p = r->profile;
+  if (!p) return CLT_OK;
+  cl_int rc = p->npending ? clWaitForEvents((cl_uint)p->npending, p->pending) : CL_SUCCESS;
+  for (int i = 0; i < p->npending; i++) {
+    cl_ulong start = 0, end = 0;
+    if (rc == CL_SUCCESS) {
+      rc = clGetEventProfilingInfo(p->pending[i], CL_PROFILING_COMMAND_START, sizeof start, &start, NULL);
+    }
+    if (rc == CL_SUCCESS) {
+      rc = clGetEventProfilingInfo(p->pending[i], CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
+    }
+    if (rc == CL_SUCCESS && end > start) {
+      p->seconds[p->pending_name[i]] += (double)(end - start) * 1e-9;
+      p->calls[p->pending_name[i]]++;
+    }
+    clReleaseEvent(p->pending[i]);
+  }
+  p->npending = 0;
+  return rc ? clt_replica_fail(r, e, rc, "reading profiling events") : CLT_OK;
+}

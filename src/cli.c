@@ -1,0 +1,78 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_value(const char *command, const clt_flag *f, const char *v, clt_err *e) {
+  char *end = NULL;
+  errno = 0;
+  switch (f->type) {
+    case CLT_FLAG_STRING:
+      if (!*v) return clt_fail(e, CLT_ERR_ARG, "%s: --%s: empty value", command, f->name);
+      *(const char **)f->target = v;
+      return CLT_OK;
+    case CLT_FLAG_DOUBLE: {
+      double d = strtod(v, &end);
+      if (!*v || *end || errno || !isfinite(d) || d < f->min || d > f->max) {
+        return clt_fail(e, CLT_ERR_ARG, "%s: --%s: expected a number in [%g, %g], got '%s'", command,
+                        f->name, f->min, f->max, v);
+      }
+      *(double *)f->target = d;
+      return CLT_OK;
+    }
+    default: {
+      if (*v == '-' && f->min >= 0) goto bad_int; /* strtoull would wrap "-1" */
+      long long x = f->type == CLT_FLAG_U64 ? (long long)strtoull(v, &end, 10) : strtoll(v, &end, 10);
+      if (!*v || *end || errno) goto bad_int;
+      if (f->type != CLT_FLAG_U64 && ((double)x < f->min || (double)x > f->max)) goto bad_int;
+      if (f->type == CLT_FLAG_INT) *(int *)f->target = (int)x;
+      else if (f->type == CLT_FLAG_LONG) *(long *)f->target = (long)x;
+      else *(uint64_t *)f->target = strtoull(v, NULL, 10);
+      return CLT_OK;
+    }
+  }
+bad_int:
+  if (f->type == CLT_FLAG_U64) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: --%s: expected a non-negative integer, got '%s'", command,
+                    f->name, v);
+  }
+  return clt_fail(e, CLT_ERR_ARG, "%s: --%s: expected an integer in [%.0f, %.0f], got '%s'", command,
+                  f->name, f->min, f->max, v);
+}
+
+int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *flags, int nflags,
+                  int *help, clt_err *e) {
+  *help = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+      *help = 1;
+      continue;
+    }
+    if (strncmp(arg, "--", 2) != 0) {
+      return clt_fail(e, CLT_ERR_ARG, "%s: unexpected argument '%s' (see %s --help)", command, arg,
+                      command);
+    }
+    const char *name = arg + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    const clt_flag *f = NULL;
+    for (int j = 0; j < nflags; j++) {
+      if (strlen(flags[j].name) == len && strncmp(flags[j].name, name, len) == 0) f = &flags[j];
+    }
+    if (!f) {
+      return clt_fail(e, CLT_ERR_ARG, "%s: unknown option --%.*s (see %s --help)", command, (int)len,
+                      name, command);
+    }
+    const char *value = eq ? eq + 1 : NULL;
+    if (!value) {
+      if (i + 1 >= argc) return clt_fail(e, CLT_ERR_ARG, "%s: --%s needs a value", command, f->name);
+      value = argv[++i];
+    }
+    int status = parse_value(command, f, value, e);
+    if (status) return status;
+    if (f->seen) *f->seen = 1;
+  }
+  return CLT_OK;
+}

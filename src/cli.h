@@ -1,0 +1,24 @@
+/* Command-line flags: a table per command, "--name value" or "--name=value". */
+#ifndef CLT_CLI_H
+#define CLT_CLI_H
+
+#include <stdint.h>
+
+#include "status.h"
+
+typedef enum { CLT_FLAG_INT, CLT_FLAG_LONG, CLT_FLAG_DOUBLE, CLT_FLAG_U64, CLT_FLAG_STRING } clt_flag_type;
+
+typedef struct clt_flag {
+  const char *name; /* without the leading "--" */
+  clt_flag_type type;
+  void *target;
+  double min, max;  /* inclusive range for numbers */
+  int *seen;        /* optional: set to 1 when given */
+} clt_flag;
+
+/* Parses argv[0..argc) against flags. "--help"/"-h" sets *help. Errors name the
+ * command and the flag: "cltrain train: --epochs: expected an integer in [1, 1000000], got 'x'". */
+int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *flags, int nflags,
+                  int *help, clt_err *e);
+
+#endif

@@ -1,0 +1,163 @@
+/* Conv2D with bias and optional fused ReLU, as im2col + CLBlast GEMM.
+ *
+ * forward:  col = im2col(x)            [M = B*OH*OW, K = KH*KW*C]
+ *           y   = col * W + bias       W is the Keras HWIO kernel seen as [K, CO]
+ *           y   = relu(y)
+ * backward: dy *= (y > 0)
+ *           dbias = column sums of dy
+ *           col = im2col(x) again (scratch is shared between layers)
+ *           dW  = col^T * dy
+ *           dx  = col2im(dy * W^T)
+ * Scratch: [col: M*K floats][bias-gradient partial sums]. */
+#include <stdio.h>
+#include <string.h>
+
+#include "gemm.h"
+#include "layer.h"
+
+static int conv_setup(clt_layer *l, clt_shape in, clt_err *e) {
+  const int kh = l->kernel_h, kw = l->kernel_w, s = l->stride;
+  if (kh < 1 || kw < 1 || s < 1 || l->filters < 1) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad kernel %dx%d, stride %d or filters %d", l->name,
+                    kh, kw, s, l->filters);
+  }
+  l->in = in;
+  if (l->pad_same) {
+    /* TensorFlow's 'same': out = ceil(in / s), extra padding at the bottom/right. */
+    l->out.h = (in.h + s - 1) / s;
+    l->out.w = (in.w + s - 1) / s;
+    int pad_h = (l->out.h - 1) * s + kh - in.h;
+    int pad_w = (l->out.w - 1) * s + kw - in.w;
+    l->pad_top = pad_h > 0 ? pad_h / 2 : 0;
+    l->pad_left = pad_w > 0 ? pad_w / 2 : 0;
+  } else {
+    if (in.h < kh || in.w < kw) {
+      return clt_fail(e, CLT_ERR_ARG, "%s: input %dx%d is smaller than its %dx%d kernel", l->name,
+                      in.h, in.w, kh, kw);
+    }
+    l->out.h = (in.h - kh) / s + 1;
+    l->out.w = (in.w - kw) / s + 1;
+    l->pad_top = l->pad_left = 0;
+  }
+  l->out.c = l->filters;
+  clt_param *k = &l->params[0], *b = &l->params[1];
+  *k = (clt_param){.name = "kernel", .rank = 4, .dims = {kh, kw, in.c, l->filters},
+                   .size = (size_t)kh * kw * in.c * l->filters,
+                   .glorot_fan_in = (double)kh * kw * in.c,
+                   .glorot_fan_out = (double)kh * kw * l->filters};
+  *b = (clt_param){.name = "bias", .rank = 1, .dims = {l->filters}, .size = (size_t)l->filters};
+  l->nparams = 2;
+  return CLT_OK;
+}
+
+static size_t conv_rows(const clt_layer *l, int batch) {
+  return (size_t)batch * l->out.h * l->out.w;
+}
+static size_t conv_k(const clt_layer *l) { return (size_t)l->kernel_h * l->kernel_w * l->in.c; }
+
+static size_t conv_scratch(const clt_layer *l, int batch) {
+  size_t rows = conv_rows(l, batch);
+  return rows * conv_k(l) + clt_bias_grad_scratch((int)rows, l->filters);
+}
+
+/* The three GEMMs, for `batch` examples. */
+static clt_gemm_shape fwd_shape(const clt_layer *l, int batch) {
+  size_t m = conv_rows(l, batch), k = conv_k(l), n = (size_t)l->filters;
+  return (clt_gemm_shape){0, 0, m, n, k, k, n, n};
+}
+static clt_gemm_shape dw_shape(const clt_layer *l, int batch) {
+  size_t m = conv_rows(l, batch), k = conv_k(l), n = (size_t)l->filters;
+  return (clt_gemm_shape){1, 0, k, n, m, k, n, n};
+}
+static clt_gemm_shape dcol_shape(const clt_layer *l, int batch) {
+  size_t m = conv_rows(l, batch), k = conv_k(l), n = (size_t)l->filters;
+  return (clt_gemm_shape){0, 1, m, k, n, n, n, k};
+}
+
+static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+  cl_kernel k;
+  const char *names[] = {"im2col", "col2im", "bias_act", "relu_backward", "bias_grad_partial",
+                         "bias_grad_final"};
+  for (int i = 0; i < 6; i++) {
+    int status = clt_replica_kernel(r, "conv.cl", "", names[i], &k, e);
+    if (status) return status;
+  }
+  clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
+                              dcol_shape(l, max_batch)};
+  for (int i = 0; i < 3; i++) {
+    int status = clt_gemm_reserve(r, &shapes[i], e);
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
+/* Runs im2col (1-D over positions) or col2im (2-D over channels, positions);
+ * they share the argument list. */
+static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kname, cl_mem from,
+                     cl_mem to, size_t positions, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(io->replica, "conv.cl", "", kname, &k, e);
+  if (status) return status;
+  clt_karg args[] = {CLT_ARG(from), CLT_ARG(to), CLT_ARG(io->batch), CLT_ARG(l->in.h),
+                     CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(l->kernel_h),
+                     CLT_ARG(l->kernel_w), CLT_ARG(l->stride), CLT_ARG(l->pad_top),
+                     CLT_ARG(l->pad_left), CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
+  char label[64];
+  snprintf(label, sizeof label, "%s %s", l->name, kname);
+  if (strcmp(kname, "im2col") == 0) return clt_launch1d(io->replica, k, label, args, 13, positions, e);
+  return clt_launch2d(io->replica, k, label, args, 13, (size_t)l->in.c, positions, e);
+}
+
+static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  const size_t rows = conv_rows(l, io->batch);
+  const clt_gemm_shape fwd = fwd_shape(l, io->batch);
+  const size_t im2col_positions = rows * l->kernel_h * l->kernel_w;
+  int status = conv_cols(l, io, "im2col", io->x, io->scratch, im2col_positions, e);
+  if (!status) {
+    status = clt_gemm(io->replica, &fwd, 1.0f, io->scratch, 0, io->params, l->params[0].offset,
+                      0.0f, io->y, 0, e);
+  }
+  if (!status) {
+    status = clt_bias_act(io, io->y, l->params[1].offset, (int)rows, l->filters, l->relu, e);
+  }
+  return status;
+}
+
+static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  const size_t rows = conv_rows(l, io->batch);
+  const size_t col_floats = rows * conv_k(l);
+  int status = CLT_OK;
+  if (l->relu) status = clt_relu_backward(io, io->dy, io->y, rows * l->filters, e);
+  if (!status) {
+    status = clt_bias_grad(io, io->dy, io->scratch, col_floats, (int)rows, l->filters,
+                           l->params[1].offset, e);
+  }
+  if (!status) {
+    status = conv_cols(l, io, "im2col", io->x, io->scratch, rows * l->kernel_h * l->kernel_w, e);
+  }
+  if (!status) {
+    const clt_gemm_shape dw = dw_shape(l, io->batch);
+    status = clt_gemm(io->replica, &dw, 1.0f, io->scratch, 0, io->dy, 0, 0.0f, io->grads,
+                      l->params[0].offset, e);
+  }
+  if (!status && io->dx) {
+    /* The in-order queue runs this after dW has consumed col, so col is reused. */
+    const clt_gemm_shape dcol = dcol_shape(l, io->batch);
+    status = clt_gemm(io->replica, &dcol, 1.0f, io->dy, 0, io->params, l->params[0].offset, 0.0f,
+                      io->scratch, 0, e);
+    if (!status) {
+      status = conv_cols(l, io, "col2im", io->scratch, io->dx,
+                         (size_t)io->batch * l->in.h * l->in.w, e);
+    }
+  }
+  return status;
+}
+
+const clt_layer_ops clt_conv2d_ops = {
+    .kind = "Conv2D",
+    .setup = conv_setup,
+    .scratch_floats = conv_scratch,
+    .prepare = conv_prepare,
+    .forward = conv_forward,
+    .backward = conv_backward,
+};

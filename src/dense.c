@@ -1,0 +1,88 @@
+/* Dense with bias and optional fused ReLU; the GEMMs run in CLBlast.
+ * forward:  y = x W + bias (W is [IN, OUT]), then ReLU
+ * backward: dy *= (y > 0); dbias = column sums of dy; dW = x^T dy; dx = dy W^T
+ * Scratch: the bias-gradient partial sums. */
+#include "gemm.h"
+#include "layer.h"
+
+static int dense_setup(clt_layer *l, clt_shape in, clt_err *e) {
+  if (l->units < 1) return clt_fail(e, CLT_ERR_ARG, "%s: bad units %d", l->name, l->units);
+  if (in.h != 1 || in.w != 1) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: expects a flat input, got %dx%dx%d (add a Flatten)",
+                    l->name, in.h, in.w, in.c);
+  }
+  l->in = in;
+  l->out = (clt_shape){1, 1, l->units};
+  l->params[0] = (clt_param){.name = "kernel", .rank = 2, .dims = {in.c, l->units},
+                             .size = (size_t)in.c * l->units, .glorot_fan_in = in.c,
+                             .glorot_fan_out = l->units};
+  l->params[1] = (clt_param){.name = "bias", .rank = 1, .dims = {l->units},
+                             .size = (size_t)l->units};
+  l->nparams = 2;
+  return CLT_OK;
+}
+
+static size_t dense_scratch(const clt_layer *l, int batch) {
+  return clt_bias_grad_scratch(batch, l->units);
+}
+
+static clt_gemm_shape fwd_shape(const clt_layer *l, int batch) {
+  size_t in = (size_t)l->in.c, out = (size_t)l->units;
+  return (clt_gemm_shape){0, 0, (size_t)batch, out, in, in, out, out};
+}
+static clt_gemm_shape dw_shape(const clt_layer *l, int batch) {
+  size_t in = (size_t)l->in.c, out = (size_t)l->units;
+  return (clt_gemm_shape){1, 0, in, out, (size_t)batch, in, out, out};
+}
+static clt_gemm_shape dx_shape(const clt_layer *l, int batch) {
+  size_t in = (size_t)l->in.c, out = (size_t)l->units;
+  return (clt_gemm_shape){0, 1, (size_t)batch, in, out, out, out, in};
+}
+
+static int dense_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+  clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
+                              dx_shape(l, max_batch)};
+  for (int i = 0; i < 3; i++) {
+    int status = clt_gemm_reserve(r, &shapes[i], e);
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
+static int dense_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  const clt_gemm_shape fwd = fwd_shape(l, io->batch);
+  int status = clt_gemm(io->replica, &fwd, 1.0f, io->x, 0, io->params, l->params[0].offset, 0.0f,
+                        io->y, 0, e);
+  if (!status) {
+    status = clt_bias_act(io, io->y, l->params[1].offset, io->batch, l->units, l->relu, e);
+  }
+  return status;
+}
+
+static int dense_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  int status = CLT_OK;
+  if (l->relu) status = clt_relu_backward(io, io->dy, io->y, (size_t)io->batch * l->units, e);
+  if (!status) {
+    status = clt_bias_grad(io, io->dy, io->scratch, 0, io->batch, l->units, l->params[1].offset, e);
+  }
+  if (!status) {
+    const clt_gemm_shape dw = dw_shape(l, io->batch);
+    status = clt_gemm(io->replica, &dw, 1.0f, io->x, 0, io->dy, 0, 0.0f, io->grads,
+                      l->params[0].offset, e);
+  }
+  if (!status && io->dx) {
+    const clt_gemm_shape dx = dx_shape(l, io->batch);
+    status = clt_gemm(io->replica, &dx, 1.0f, io->dy, 0, io->params, l->params[0].offset, 0.0f,
+                      io->dx, 0, e);
+  }
+  return status;
+}
+
+const clt_layer_ops clt_dense_ops = {
+    .kind = "Dense",
+    .setup = dense_setup,
+    .scratch_floats = dense_scratch,
+    .prepare = dense_prepare,
+    .forward = dense_forward,
+    .backward = dense_backward,
+};

@@ -1,0 +1,23 @@
+/* Row-major SGEMM on a replica through CLBlast, with a scratch buffer reserved
+ * once (CLBlast's plain entry point allocates temporaries on every call). */
+#ifndef CLT_GEMM_H
+#define CLT_GEMM_H
+
+#include "replica.h"
+
+typedef struct clt_gemm_shape {
+  int trans_a, trans_b; /* 0 or 1 */
+  size_t m, n, k;
+  size_t lda, ldb, ldc;
+} clt_gemm_shape;
+
+/* Grows the replica's GEMM scratch to what CLBlast needs for shape s. Call for
+ * every shape at its largest batch before the first clt_gemm. */
+int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e);
+
+/* C[m x n] = alpha * op(A) op(B) + beta * C, offsets in floats. m, n or k of 0:
+ * C is scaled by beta (k = 0) or nothing is done (m or n = 0). */
+int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off,
+             cl_mem b, size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e);
+
+#endif

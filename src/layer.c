@@ -1,0 +1,47 @@
+/* Kernels shared by several layers: bias + activation, bias gradient, ReLU backward. */
+#include "layer.h"
+
+#define BIAS_GRAD_ROWS_PER_BLOCK 256
+
+int clt_bias_act(const clt_layer_io *io, cl_mem y, size_t bias_offset, int rows, int cols,
+                 int relu, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(io->replica, "conv.cl", "", "bias_act", &k, e);
+  if (status) return status;
+  int off = (int)bias_offset;
+  clt_karg args[] = {CLT_ARG(y), CLT_ARG(io->params), CLT_ARG(off), CLT_ARG(rows),
+                     CLT_ARG(cols), CLT_ARG(relu)};
+  return clt_launch1d(io->replica, k, "bias_act", args, 6, (size_t)rows * cols, e);
+}
+
+size_t clt_bias_grad_scratch(int rows, int cols) {
+  return (size_t)((rows + BIAS_GRAD_ROWS_PER_BLOCK - 1) / BIAS_GRAD_ROWS_PER_BLOCK) * cols;
+}
+
+int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem scratch, size_t scratch_offset,
+                  int rows, int cols, size_t grad_offset, clt_err *e) {
+  cl_kernel kp, kf;
+  int status = clt_replica_kernel(io->replica, "conv.cl", "", "bias_grad_partial", &kp, e);
+  if (!status) status = clt_replica_kernel(io->replica, "conv.cl", "", "bias_grad_final", &kf, e);
+  if (status) return status;
+  int per_block = BIAS_GRAD_ROWS_PER_BLOCK;
+  int nblocks = (rows + per_block - 1) / per_block;
+  int part = (int)scratch_offset;
+  clt_karg pargs[] = {CLT_ARG(dy), CLT_ARG(rows), CLT_ARG(cols), CLT_ARG(per_block),
+                      CLT_ARG(scratch), CLT_ARG(part)};
+  status = clt_launch1d(io->replica, kp, "bias_grad_partial", pargs, 6, (size_t)nblocks * cols, e);
+  if (status) return status;
+  int off = (int)grad_offset;
+  clt_karg fargs[] = {CLT_ARG(scratch), CLT_ARG(part), CLT_ARG(nblocks), CLT_ARG(cols),
+                      CLT_ARG(io->grads), CLT_ARG(off)};
+  return clt_launch1d(io->replica, kf, "bias_grad_final", fargs, 6, (size_t)cols, e);
+}
+
+int clt_relu_backward(const clt_layer_io *io, cl_mem dy, cl_mem y, size_t n, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(io->replica, "conv.cl", "", "relu_backward", &k, e);
+  if (status) return status;
+  int count = (int)n;
+  clt_karg args[] = {CLT_ARG(dy), CLT_ARG(y), CLT_ARG(count)};
+  return clt_launch1d(io->replica, k, "relu_backward", args, 3, n, e);
+}

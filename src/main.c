@@ -1,0 +1,127 @@
+/* cltrain: train convolutional networks on every OpenCL device of a host. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "device.h"
+#include "model.h"
+#include "train.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: cltrain <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  devices   list the OpenCL devices cltrain can use\n"
+          "  train     train a model (default: the Fashion-MNIST CNN on all devices)\n"
+          "\n"
+          "`cltrain <command> --help` describes a command's options.\n");
+}
+
+static int report(const clt_err *e) {
+  fprintf(stderr, "cltrain: error: %s\n", e->msg);
+  return 1;
+}
+
+static int cmd_devices(int argc, char **argv) {
+  clt_err e = {0};
+  int help = 0;
+  if (clt_cli_parse("cltrain devices", argc, argv, NULL, 0, &help, &e)) return report(&e);
+  if (help) {
+    printf("usage: cltrain devices\n\n"
+           "Lists every OpenCL device: index (as --devices takes it), type, platform, name,\n"
+           "compute units and global memory.\n");
+    return 0;
+  }
+  clt_device_list list;
+  if (clt_devices_enumerate(&list, &e)) return report(&e);
+  if (list.count == 0) {
+    fprintf(stderr, "cltrain: error: no OpenCL device found (is an ICD such as pocl-opencl-icd installed?)\n");
+    return 1;
+  }
+  for (int i = 0; i < list.count; i++) {
+    const clt_device *d = &list.devices[i];
+    printf("%d  %-11s  %s  %s  %u compute units  %.1f GiB\n", d->index,
+           clt_device_type_name(d->type), d->platform_name, d->name, d->compute_units,
+           d->global_mem_bytes / (1024.0 * 1024.0 * 1024.0));
+  }
+  clt_devices_free(&list);
+  return 0;
+}
+
+static int cmd_train(int argc, char **argv) {
+  clt_err e = {0};
+  clt_train_opts o;
+  clt_train_defaults(&o);
+  int ckpt_dir_seen = 0, ckpt_every_seen = 0, help = 0;
+  const clt_flag flags[] = {
+      {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
+      {"model", CLT_FLAG_STRING, &o.model, 0, 0, NULL},
+      {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
+      {"epochs", CLT_FLAG_INT, &o.epochs, 1, 1000000, NULL},
+      {"lr", CLT_FLAG_DOUBLE, &o.lr, 1e-12, 10, NULL},
+      {"seed", CLT_FLAG_U64, &o.seed, 0, 0, NULL},
+      {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},
+      {"train-limit", CLT_FLAG_LONG, &o.train_limit, 1, 2147483647, NULL},
+      {"test-limit", CLT_FLAG_LONG, &o.test_limit, 1, 2147483647, NULL},
+      {"log", CLT_FLAG_STRING, &o.log_path, 0, 0, NULL},
+      {"checkpoint-dir", CLT_FLAG_STRING, &o.checkpoint_dir, 0, 0, &ckpt_dir_seen},
+      {"checkpoint-every", CLT_FLAG_INT, &o.checkpoint_every, 0, 1000000, &ckpt_every_seen},
+      {"profile", CLT_FLAG_INT, &o.profile, 0, 1, NULL},
+  };
+  if (clt_cli_parse("cltrain train", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), &help, &e)) {
+    return report(&e);
+  }
+  if (help) {
+    printf("usage: cltrain train [options]\n"
+           "\n"
+           "Trains a model on the selected OpenCL devices and prints, after each epoch:\n"
+           "  Epoch 1, Loss: 0.5123, Accuracy: 81.20, Test Loss: 0.3912, Test Accuracy: 86.02\n"
+           "\n"
+           "options:\n"
+           "  --data DIR              Fashion-MNIST-style IDX folder (train-/t10k-*-ubyte[.gz])\n"
+           "                          [/usr/share/datasets/fashion-mnist]\n"
+           "  --model NAME            %s [fmnist-cnn]\n"
+           "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
+           "  --epochs N              [10]\n"
+           "  --lr X                  Adam learning rate [0.001]\n"
+           "  --seed N                initial weights and data order [42]\n"
+           "  --batch-per-replica N   examples per device per step [64]\n"
+           "  --train-limit N         use only the first N training examples\n"
+           "  --test-limit N          use only the first N test examples\n"
+           "  --log FILE              JSON Lines log, one object per epoch\n"
+           "  --checkpoint-dir DIR    [./training_checkpoints] (checkpoints: not written yet)\n"
+           "  --checkpoint-every N    epochs between checkpoints [2]\n"
+           "  --profile 1             print device time per kernel after each epoch\n",
+           clt_model_names);
+    return 0;
+  }
+  o.checkpoint_flags_given = ckpt_dir_seen || ckpt_every_seen;
+  o.progress = isatty(STDOUT_FILENO);
+  if (clt_train(&o, &e)) {
+    if (o.progress) fputc('\n', stdout);
+    return report(&e);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "--version") == 0) {
+    printf("cltrain %s\n", CLT_VERSION);
+    return 0;
+  }
+  if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);
+  if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
+  fprintf(stderr, "cltrain: error: unknown command '%s' (commands: devices, train; see cltrain --help)\n", cmd);
+  return 2;
+}

@@ -1,0 +1,85 @@
+/* MaxPooling2D, window pool x pool, stride pool_stride, 'valid' (floor), as Keras.
+ * backward routes each window's gradient to its first maximum (TensorFlow's rule). */
+#include "layer.h"
+
+static int pool_setup(clt_layer *l, clt_shape in, clt_err *e) {
+  if (l->pool < 1 || l->pool_stride < 1) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad pool %d or stride %d", l->name, l->pool, l->pool_stride);
+  }
+  if (in.h < l->pool || in.w < l->pool) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: input %dx%d is smaller than its %dx%d window", l->name,
+                    in.h, in.w, l->pool, l->pool);
+  }
+  l->in = in;
+  l->out = (clt_shape){(in.h - l->pool) / l->pool_stride + 1, (in.w - l->pool) / l->pool_stride + 1,
+                       in.c};
+  l->nparams = 0;
+  return CLT_OK;
+}
+
+static size_t pool_scratch(const clt_layer *l, int batch) {
+  (void)l;
+  (void)batch;
+  return 0;
+}
+
+static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+  (void)l;
+  (void)max_batch;
+  cl_kernel k;
+  int status = clt_replica_kernel(r, "pool.cl", "", "maxpool_forward", &k, e);
+  if (!status) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_backward", &k, e);
+  if (!status) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_backward_tiled", &k, e);
+  return status;
+}
+
+static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_forward", &k, e);
+  if (status) return status;
+  clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->y), CLT_ARG(io->batch), CLT_ARG(l->in.h),
+                     CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(l->pool),
+                     CLT_ARG(l->pool_stride), CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
+  return clt_launch2d(io->replica, k, "maxpool_forward", args, 10, (size_t)l->in.c,
+                      (size_t)io->batch * l->out.h * l->out.w, e);
+}
+
+static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  if (!io->dx) return CLT_OK;
+  cl_kernel k;
+  int status;
+  if (l->pool_stride == l->pool) {
+    /* Non-overlapping windows: one work-item per window writes all its inputs;
+     * rows and columns past the last window get zero first. */
+    if (l->out.h * l->pool != l->in.h || l->out.w * l->pool != l->in.w) {
+      const float zero = 0.0f;
+      cl_int rc = clEnqueueFillBuffer(io->replica->queue, io->dx, &zero, sizeof zero, 0,
+                                      (size_t)io->batch * clt_shape_size(l->in) * sizeof(float), 0,
+                                      NULL, NULL);
+      if (rc) return clt_replica_fail(io->replica, e, rc, "zeroing a pooling gradient");
+    }
+    status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward_tiled", &k, e);
+    if (status) return status;
+    clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->dy), CLT_ARG(io->dx), CLT_ARG(io->batch),
+                       CLT_ARG(l->in.h), CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(l->pool),
+                       CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
+    return clt_launch2d(io->replica, k, "maxpool_backward_tiled", args, 10, (size_t)l->in.c,
+                        (size_t)io->batch * l->out.h * l->out.w, e);
+  }
+  status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward", &k, e);
+  if (status) return status;
+  clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->dy), CLT_ARG(io->dx), CLT_ARG(io->batch),
+                     CLT_ARG(l->in.h), CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(l->pool),
+                     CLT_ARG(l->pool_stride), CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
+  return clt_launch2d(io->replica, k, "maxpool_backward", args, 11, (size_t)l->in.c,
+                      (size_t)io->batch * l->in.h * l->in.w, e);
+}
+
+const clt_layer_ops clt_maxpool_ops = {
+    .kind = "MaxPooling2D",
+    .setup = pool_setup,
+    .scratch_floats = pool_scratch,
+    .prepare = pool_prepare,
+    .forward = pool_forward,
+    .backward = pool_backward,
+};

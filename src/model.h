@@ -1,0 +1,35 @@
+/* Model descriptions: the layer list, its shapes and the flat parameter layout.
+ * A clt_model is plain data shared read-only by every replica. */
+#ifndef CLT_MODEL_H
+#define CLT_MODEL_H
+
+#include <stdint.h>
+
+#include "layer.h"
+
+#define CLT_MAX_LAYERS 64
+
+typedef struct clt_model {
+  char name[32];
+  clt_shape input;
+  int classes;
+  int nlayers;
+  clt_layer layers[CLT_MAX_LAYERS];
+  size_t param_count; /* trainable values (Keras' count) */
+  size_t flat_floats; /* length of the flat buffer: parameters, each aligned */
+} clt_model;
+
+/* Names cltrain knows, for --help and errors. */
+extern const char *const clt_model_names;
+
+/* Builds model `name` for images of shape `input` and `classes` classes. */
+int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m, clt_err *e);
+
+/* Keras initialisation from the seed: Glorot-uniform kernels, zero biases.
+ * flat has m->flat_floats floats; alignment gaps are zeroed. */
+void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat);
+
+/* Largest per-example activation of any layer, in floats. */
+size_t clt_model_max_activation(const clt_model *m);
+
+#endif

@@ -1,0 +1,237 @@
+#include "net.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int alloc_floats(clt_net *net, size_t n, const char *what, cl_mem *out, clt_err *e) {
+  return clt_replica_alloc(net->replica, n * sizeof(float), what, out, e);
+}
+
+int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
+                   int order_len, clt_net **out, clt_err *e) {
+  int status = CLT_OK;
+  *out = NULL;
+  clt_net *net = calloc(1, sizeof *net);
+  if (!net) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a network");
+  net->model = m;
+  net->replica = r;
+  net->max_batch = max_batch;
+  net->metric_slots = metric_slots;
+  net->order_len = order_len;
+
+  size_t scratch = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    size_t s = m->layers[i].ops->scratch_floats(&m->layers[i], max_batch);
+    if (s > scratch) scratch = s;
+  }
+  const size_t max_act = clt_model_max_activation(m) * max_batch;
+  const size_t in_floats = clt_shape_size(m->input) * max_batch;
+#define ALLOC(n, what, dst) \
+  if ((status = alloc_floats(net, (n), (what), (dst), e))) goto cleanup
+  ALLOC(m->flat_floats, "parameters", &net->params);
+  ALLOC(m->flat_floats, "gradients", &net->grads);
+  ALLOC(m->flat_floats, "Adam first moments", &net->adam_m);
+  ALLOC(m->flat_floats, "Adam second moments", &net->adam_v);
+  ALLOC(in_floats, "input batch", &net->input);
+  ALLOC((size_t)max_batch, "labels", &net->labels);
+  ALLOC(max_act, "activation gradients", &net->grad_a);
+  ALLOC(max_act, "activation gradients", &net->grad_b);
+  ALLOC(scratch, "layer scratch", &net->scratch);
+  ALLOC((size_t)max_batch, "per-example losses", &net->losses);
+  ALLOC((size_t)max_batch, "per-example correctness", &net->correct);
+  ALLOC(2 * (size_t)metric_slots, "metrics", &net->metrics);
+  ALLOC((size_t)order_len, "example order", &net->order);
+  for (int i = 0; i < m->nlayers; i++) {
+    const clt_layer *l = &m->layers[i];
+    if (l->ops->aliases_input) {
+      net->act[i] = i ? net->act[i - 1] : net->input;
+      continue;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%s activations", l->name);
+    ALLOC(clt_shape_size(l->out) * max_batch, what, &net->act[i]);
+  }
+#undef ALLOC
+  for (int i = 0; i < m->nlayers; i++) {
+    status = m->layers[i].ops->prepare(&m->layers[i], r, max_batch, e);
+    if (status) goto cleanup;
+  }
+  const char *kernels[][2] = {{"data.cl", "gather_batch"},       {"loss.cl", "softmax_xent"},
+                              {"loss.cl", "metrics_accumulate"}, {"adam.cl", "adam_update"}};
+  for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
+    cl_kernel k;
+    status = clt_replica_kernel(r, kernels[i][0], "", kernels[i][1], &k, e);
+    if (status) goto cleanup;
+  }
+  *out = net;
+  return CLT_OK;
+
+cleanup:
+  clt_net_destroy(net);
+  return status;
+}
+
+void clt_net_destroy(clt_net *net) {
+  if (!net) return;
+  if (net->replica && net->replica->queue) clFinish(net->replica->queue);
+  cl_mem *all[] = {&net->params, &net->grads, &net->adam_m, &net->adam_v, &net->input,
+                   &net->labels, &net->grad_a, &net->grad_b, &net->scratch, &net->losses,
+                   &net->correct, &net->metrics, &net->order};
+  for (int i = 0; i < net->model->nlayers; i++) {
+    if (net->act[i] && !net->model->layers[i].ops->aliases_input) clReleaseMemObject(net->act[i]);
+  }
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    if (*all[i]) clReleaseMemObject(*all[i]);
+  }
+  free(net);
+}
+
+static int write_buffer(clt_net *net, cl_mem dst, const void *src, size_t bytes, const char *what,
+                        clt_err *e) {
+  cl_int rc = clEnqueueWriteBuffer(net->replica->queue, dst, CL_TRUE, 0, bytes, src, 0, NULL, NULL);
+  return rc ? clt_replica_fail(net->replica, e, rc, what) : CLT_OK;
+}
+
+static int read_buffer(clt_net *net, cl_mem src, void *dst, size_t bytes, const char *what,
+                       clt_err *e) {
+  cl_int rc = clEnqueueReadBuffer(net->replica->queue, src, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
+  return rc ? clt_replica_fail(net->replica, e, rc, what) : CLT_OK;
+}
+
+int clt_net_upload_data(clt_net *net, const unsigned char *pixels, const unsigned char *labels,
+                        int count, clt_device_data *out, clt_err *e) {
+  out->images = out->labels = NULL;
+  out->count = count;
+  const size_t bytes = (size_t)count * clt_shape_size(net->model->input);
+  int status = clt_replica_alloc(net->replica, bytes, "dataset images", &out->images, e);
+  if (!status) status = clt_replica_alloc(net->replica, (size_t)count, "dataset labels", &out->labels, e);
+  if (!status) status = write_buffer(net, out->images, pixels, bytes, "uploading images", e);
+  if (!status) status = write_buffer(net, out->labels, labels, (size_t)count, "uploading labels", e);
+  if (status) clt_device_data_release(out);
+  return status;
+}
+
+void clt_device_data_release(clt_device_data *d) {
+  if (d->images) clReleaseMemObject(d->images);
+  if (d->labels) clReleaseMemObject(d->labels);
+  d->images = d->labels = NULL;
+}
+
+int clt_net_write_params(clt_net *net, const float *flat, clt_err *e) {
+  return write_buffer(net, net->params, flat, net->model->flat_floats * sizeof(float),
+                      "uploading parameters", e);
+}
+
+int clt_net_read_params(clt_net *net, float *flat, clt_err *e) {
+  return read_buffer(net, net->params, flat, net->model->flat_floats * sizeof(float),
+                     "reading parameters", e);
+}
+
+int clt_net_read_grads(clt_net *net, float *flat, clt_err *e) {
+  return read_buffer(net, net->grads, flat, net->model->flat_floats * sizeof(float),
+                     "reading gradients", e);
+}
+
+int clt_net_set_order(clt_net *net, const int *order, int n, clt_err *e) {
+  if (n > net->order_len) return clt_fail(e, CLT_ERR_INTERNAL, "order of %d > %d", n, net->order_len);
+  return write_buffer(net, net->order, order, (size_t)n * sizeof(int), "uploading example order", e);
+}
+
+int clt_net_gather(clt_net *net, const clt_device_data *data, int first, int count, clt_err *e) {
+  if (count > net->max_batch) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "batch %d > %d", count, net->max_batch);
+  }
+  cl_kernel k;
+  int status = clt_replica_kernel(net->replica, "data.cl", "", "gather_batch", &k, e);
+  if (status) return status;
+  int pixels = (int)clt_shape_size(net->model->input);
+  clt_karg args[] = {CLT_ARG(data->images), CLT_ARG(data->labels), CLT_ARG(net->order),
+                     CLT_ARG(first),        CLT_ARG(count),        CLT_ARG(pixels),
+                     CLT_ARG(net->input),   CLT_ARG(net->labels)};
+  return clt_launch1d(net->replica, k, "gather_batch", args, 8, (size_t)count * pixels, e);
+}
+
+static int run_loss(clt_net *net, cl_mem logits, cl_mem dlogits, int count, float scale, int slot,
+                    clt_err *e) {
+  cl_kernel kx, km;
+  int status = clt_replica_kernel(net->replica, "loss.cl", "", "softmax_xent", &kx, e);
+  if (!status) status = clt_replica_kernel(net->replica, "loss.cl", "", "metrics_accumulate", &km, e);
+  if (status) return status;
+  int classes = net->model->classes;
+  clt_karg xargs[] = {CLT_ARG(logits), CLT_ARG(net->labels), CLT_ARG(count), CLT_ARG(classes),
+                      CLT_ARG(scale),  CLT_ARG(dlogits),     CLT_ARG(net->losses),
+                      CLT_ARG(net->correct)};
+  status = clt_launch1d(net->replica, kx, "softmax_xent", xargs, 8, (size_t)count, e);
+  if (status) return status;
+  clt_karg margs[] = {CLT_ARG(net->losses), CLT_ARG(net->correct), CLT_ARG(count),
+                      CLT_ARG(net->metrics), CLT_ARG(slot)};
+  return clt_launch1d(net->replica, km, "metrics_accumulate", margs, 5, 1, e);
+}
+
+int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
+                             clt_err *e) {
+  const clt_model *m = net->model;
+  int status = CLT_OK;
+  if (metric_slot < 0 || metric_slot >= net->metric_slots) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "metric slot %d of %d", metric_slot, net->metric_slots);
+  }
+  if (count == 0) {
+    /* An empty slice: zero metrics, and zero gradients so the replica can still
+     * join the gradient sum. */
+    const float zero = 0.0f;
+    cl_int rc = clEnqueueFillBuffer(net->replica->queue, net->metrics, &zero, sizeof zero,
+                                    2 * metric_slot * sizeof(float), 2 * sizeof(float), 0, NULL, NULL);
+    if (!rc && train) {
+      rc = clEnqueueFillBuffer(net->replica->queue, net->grads, &zero, sizeof zero, 0,
+                               m->flat_floats * sizeof(float), 0, NULL, NULL);
+    }
+    return rc ? clt_replica_fail(net->replica, e, rc, "zeroing an empty slice") : CLT_OK;
+  }
+  clt_layer_io io = {.replica = net->replica, .batch = count, .params = net->params,
+                     .grads = net->grads, .scratch = net->scratch};
+  for (int i = 0; i < m->nlayers && !status; i++) {
+    io.x = i ? net->act[i - 1] : net->input;
+    io.y = net->act[i];
+    status = m->layers[i].ops->forward(&m->layers[i], &io, e);
+  }
+  if (status) return status;
+  /* The logits' gradient lands in grad_a; each layer then reads the gradient of its
+   * output from one ping-pong buffer and writes its input's into the other. */
+  cl_mem dy = net->grad_a, dx = net->grad_b;
+  status = run_loss(net, net->act[m->nlayers - 1], train ? dy : NULL, count, loss_scale,
+                    metric_slot, e);
+  if (status || !train) return status;
+  for (int i = m->nlayers - 1; i >= 0 && !status; i--) {
+    const clt_layer *l = &m->layers[i];
+    if (l->ops->aliases_input) continue; /* its gradient is its output's */
+    io.x = i ? net->act[i - 1] : net->input;
+    io.y = net->act[i];
+    io.dy = dy;
+    io.dx = i ? dx : NULL;
+    status = l->ops->backward(l, &io, e);
+    cl_mem t = dy;
+    dy = dx;
+    dx = t;
+  }
+  return status;
+}
+
+int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(net->replica, "adam.cl", "", "adam_update", &k, e);
+  if (status) return status;
+  int n = (int)net->model->flat_floats;
+  float b1 = (float)opt->beta1, b2 = (float)opt->beta2, eps = (float)opt->eps;
+  float alpha = (float)(opt->lr * sqrt(1.0 - pow(opt->beta2, (double)step)) /
+                        (1.0 - pow(opt->beta1, (double)step)));
+  clt_karg args[] = {CLT_ARG(net->params), CLT_ARG(net->grads), CLT_ARG(net->adam_m),
+                     CLT_ARG(net->adam_v), CLT_ARG(n),          CLT_ARG(b1),
+                     CLT_ARG(b2),          CLT_ARG(eps),        CLT_ARG(alpha)};
+  return clt_launch1d(net->replica, k, "adam_update", args, 9, (size_t)n, e);
+}
+
+int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e) {
+  if (n > net->metric_slots) return clt_fail(e, CLT_ERR_INTERNAL, "metrics %d > %d", n, net->metric_slots);
+  return read_buffer(net, net->metrics, out, 2 * (size_t)n * sizeof(float), "reading metrics", e);
+}

@@ -1,0 +1,74 @@
+/* A model instantiated on one replica: the flat parameter, gradient and Adam
+ * buffers, activation buffers sized for the largest batch, and the step. */
+#ifndef CLT_NET_H
+#define CLT_NET_H
+
+#include "model.h"
+
+typedef struct clt_adam {
+  double lr, beta1, beta2, eps;
+} clt_adam;
+
+/* Keras' defaults (epsilon 1e-7, not PyTorch's 1e-8). */
+#define CLT_ADAM_DEFAULTS ((clt_adam){1e-3, 0.9, 0.999, 1e-7})
+
+/* A labelled image set resident on the device (uint8, as loaded). */
+typedef struct clt_device_data {
+  cl_mem images, labels;
+  int count;
+} clt_device_data;
+
+typedef struct clt_net {
+  const clt_model *model;
+  clt_replica *replica;
+  int max_batch;
+  cl_mem params, grads, adam_m, adam_v; /* flat, model->flat_floats each */
+  cl_mem input;                         /* (max_batch, input) floats */
+  cl_mem labels;                        /* max_batch ints */
+  cl_mem act[CLT_MAX_LAYERS];           /* outputs; aliases of the input for flatten */
+  cl_mem grad_a, grad_b;                /* activation gradients, ping-pong */
+  cl_mem scratch;
+  cl_mem losses, correct;               /* per example */
+  cl_mem metrics;                       /* (loss sum, correct count) per slot */
+  int metric_slots;
+  cl_mem order;                         /* example order of the current pass */
+  int order_len;
+} clt_net;
+
+/* Allocates everything for batches up to max_batch, builds every kernel and
+ * reserves GEMM scratch, so nothing is allocated or compiled inside the step.
+ * order_len: longest example order the net must hold (the dataset size). */
+int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
+                   int order_len, clt_net **out, clt_err *e);
+void clt_net_destroy(clt_net *net);
+
+/* Uploads a dataset to the device (blocking). */
+int clt_net_upload_data(clt_net *net, const unsigned char *pixels, const unsigned char *labels,
+                        int count, clt_device_data *out, clt_err *e);
+void clt_device_data_release(clt_device_data *d);
+
+/* Copies between host and the flat buffers (blocking). */
+int clt_net_write_params(clt_net *net, const float *flat, clt_err *e);
+int clt_net_read_params(clt_net *net, float *flat, clt_err *e);
+int clt_net_read_grads(clt_net *net, float *flat, clt_err *e);
+
+/* Sets the order of examples for the next gathers (blocking upload of n ints). */
+int clt_net_set_order(clt_net *net, const int *order, int n, clt_err *e);
+
+/* Enqueues: gather examples order[first .. first+count) of data as the batch. */
+int clt_net_gather(clt_net *net, const clt_device_data *data, int first, int count, clt_err *e);
+
+/* Enqueues forward, loss and (train) backward for the gathered batch of `count`
+ * examples. Per-example losses are multiplied by loss_scale (1 / global batch)
+ * for the gradient; the metrics slot receives the unscaled loss sum and the
+ * number correct. count may be 0: gradients are then zero. */
+int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot,
+                             int train, clt_err *e);
+
+/* Enqueues one Adam update of params from grads; step counts from 1. */
+int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e);
+
+/* Reads metrics slots [0, n) as 2n floats (blocking). */
+int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e);
+
+#endif

@@ -1,0 +1,39 @@
+/* Status codes and error messages.
+ *
+ * Every fallible function returns an int status: CLT_OK (0), an OpenCL code
+ * (-1 .. -72) or a CLBlast code (-1024 .. -2050) passed through unchanged, or
+ * one of cltrain's own codes below (-3000 range). The one-line human message
+ * is kept in a clt_err that the caller owns, so threads never share it. */
+#ifndef CLT_STATUS_H
+#define CLT_STATUS_H
+
+#include <stddef.h>
+
+enum {
+  CLT_OK = 0,
+  CLT_ERR_ARG = -3001,      /* bad flag, value or shape */
+  CLT_ERR_IO = -3002,       /* file cannot be opened, read or written */
+  CLT_ERR_FORMAT = -3003,   /* file content is not what it claims */
+  CLT_ERR_NOMEM = -3004,    /* host allocation failed */
+  CLT_ERR_DEVICE = -3005,   /* no such device, or device cannot do it */
+  CLT_ERR_NUMERIC = -3006,  /* non-finite loss or gradient */
+  CLT_ERR_INTERNAL = -3007, /* a bug: an invariant did not hold */
+};
+
+typedef struct clt_err {
+  int code;
+  char msg[4096];
+} clt_err;
+
+/* Records code and a printf-style message in e (if non-NULL); returns code. */
+int clt_fail(clt_err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Prefixes the existing message with "what: " (keeps the code). */
+int clt_wrap(clt_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Symbolic name of an OpenCL, CLBlast or cltrain code ("CL_OUT_OF_RESOURCES"). */
+const char *clt_status_name(int code);
+
+#endif

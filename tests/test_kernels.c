@@ -1,0 +1,1041 @@
+/* Tests of the OpenCL kernels and layers against the double-precision references of
+ * src/ref.c (the ground truth; tests/test_ref.c checks those by finite differences).
+ *
+ * 1. Conv2D, MaxPooling2D and Dense layers through their ops tables, forward and
+ *    backward, at awkward sizes (odd batches, channels and spatial sizes that are not
+ *    multiples of the 64-wide work-groups, padding, strides, a 7x7 kernel).
+ * 2. The loss, metrics, Adam and batch-gather kernels, launched directly.
+ * 3. The whole fmnist-cnn model through clt_net: gradient, loss, accuracy, one Adam
+ *    step, an evaluation-only pass and an empty slice.
+ *
+ * Everything runs on ONE replica (PoCL compiles each program once per replica): device
+ * 0 of clt_devices_enumerate, or the index in $CLT_TEST_DEVICE. With no OpenCL device
+ * the test fails, so it can never pass vacuously.
+ *
+ * Inputs are drawn in double, rounded to float, and the references are computed on the
+ * rounded values, so the only differences left are the device's float arithmetic.
+ * Error measure: max |dev - ref| / max(max |ref|, 1e-6) over a tensor. Outputs, the
+ * gradient buffer and scratch are pre-filled with GARBAGE, so an entry a kernel fails
+ * to write (or accumulates into) shows up as a huge error, and regions a layer must
+ * not touch (the alignment gaps of the flat buffers, the tail past the last work-item)
+ * are checked to still hold it.
+ *
+ * Prints "ok: ..." per passed check, "FAIL: <what> max_err=..." per failed one, and
+ * "N passed, M failed" last; exits non-zero if anything failed. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "layer.h"
+#include "model.h"
+#include "net.h"
+#include "ref.h"
+#include "replica.h"
+
+/* Tolerances (relative to the largest |ref| of the tensor). Observed errors on PoCL are
+ * in brackets; an indexing, padding or tie-rule bug gives errors of O(1).
+ * - GEMM paths (conv, dense): float sums of up to 2000 products [<= 1.3e-6].
+ * - exp/log kernels (softmax cross-entropy, metrics): a few float roundings [<= 2e-7].
+ * - copies and max (pooling, gather): exact up to the float rounding of the input
+ *   [<= 1e-7; the pooling gradient of overlapping windows adds two floats].
+ * - the whole model: float accumulation through four layers [<= 2.2e-6]; the margin
+ *   leaves room for a ReLU or max-pool choice within rounding of a tie flipping on
+ *   another device. */
+#define TOL_GEMM 1e-4
+#define TOL_ELEMWISE 1e-5
+#define TOL_EXACT 1e-6
+#define TOL_MODEL 1e-3
+/* Adam runs in float with beta2 = 0.999f, whose 1 - beta2 is 1.3e-5 off 0.001: v (and,
+ * through sqrt(v), the step) carries that relative error, as TensorFlow's float32 Adam
+ * does. A wrong bias correction or eps placement gives errors of 1e-1 to O(1). */
+#define TOL_ADAM 1e-4
+
+/* Pre-fill value of outputs and scratch: finite (CLBlast may compute beta * C with
+ * beta = 0, and 0 * NaN would poison a correct result) but far from any real value. */
+#define GARBAGE 12345.0f
+
+/* Floats of GARBAGE past the end of every output and scratch buffer: at least one
+ * 64-wide work-group, so a missing or off-by-one tail guard writes into it. */
+#define TAIL 64
+
+/* ---- reporting --------------------------------------------------------------------- */
+
+static int n_passed, n_failed;
+static char case_label[160]; /* the case being run; prefixes every report */
+static clt_err E;
+static clt_replica *R;
+
+static void set_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_case(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(case_label, sizeof case_label, fmt, ap);
+  va_end(ap);
+}
+
+/* NaN fails: `!(err <= tol)`. */
+static void report(const char *what, double err, double tol) {
+  int ok = err <= tol;
+  ok ? n_passed++ : n_failed++;
+  printf("%s: %s %s max_err=%.3g (tol %.0e)\n", ok ? "ok" : "FAIL", case_label, what, err, tol);
+}
+
+/* For exact checks: `bad` of `total` entries are wrong. */
+static void expect(const char *what, size_t bad, size_t total) {
+  if (bad == 0) {
+    n_passed++;
+    printf("ok: %s %s\n", case_label, what);
+  } else {
+    n_failed++;
+    printf("FAIL: %s %s max_err=%zu wrong of %zu\n", case_label, what, bad, total);
+  }
+}
+
+static void summary(void) { printf("%d passed, %d failed\n", n_passed, n_failed); }
+
+/* A failed API call under test: reported, and the caller skips the rest of its case. */
+static int api_failed(int status, const char *what) {
+  if (status == CLT_OK) return 0;
+  n_failed++;
+  printf("FAIL: %s %s: %s\n", case_label, what, E.msg);
+  return 1;
+}
+
+/* Infrastructure (allocation, transfers) failing: nothing else can be trusted. */
+static void fatal(const char *what) {
+  n_failed++;
+  printf("FAIL: %s %s: %s\n", case_label, what, E.msg);
+  summary();
+  exit(1);
+}
+
+static void check_cl(cl_int rc, const char *what) {
+  if (rc != CL_SUCCESS) {
+    clt_replica_fail(R, &E, rc, what);
+    fatal(what);
+  }
+}
+
+/* The larger of two errors, NaN counting as the largest. */
+static double worse(double a, double b) { return isnan(a) || a > b ? a : b; }
+
+static double max_err(const double *dev, const double *ref, size_t n) {
+  double big = 0.0, worst = 0.0;
+  for (size_t i = 0; i < n; i++) big = fmax(big, fabs(ref[i]));
+  const double denom = fmax(big, 1e-6);
+  for (size_t i = 0; i < n; i++) worst = worse(worst, fabs(dev[i] - ref[i]) / denom);
+  return worst;
+}
+
+static void check(const char *what, const double *dev, const double *ref, size_t n, double tol) {
+  report(what, max_err(dev, ref, n), tol);
+}
+
+/* ---- per-case host and device memory, released by case_end() ----------------------- */
+
+#define MAX_ALLOCS 64
+static void *host_allocs[MAX_ALLOCS];
+static int n_host;
+static cl_mem dev_allocs[MAX_ALLOCS];
+static int n_dev;
+
+static void *hnew(size_t bytes) {
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (!p || n_host == MAX_ALLOCS) {
+    clt_fail(&E, CLT_ERR_NOMEM, "out of host memory");
+    fatal("allocating host memory");
+  }
+  return host_allocs[n_host++] = p;
+}
+static double *dnew(size_t n) { return hnew(n * sizeof(double)); }
+static int *inew(size_t n) { return hnew(n * sizeof(int)); }
+
+/* A device buffer of n floats (or ints), pre-filled with GARBAGE. */
+static cl_mem dev_new(size_t n) {
+  cl_mem m = NULL;
+  if (n_dev == MAX_ALLOCS) clt_fail(&E, CLT_ERR_INTERNAL, "too many test buffers");
+  if (n_dev == MAX_ALLOCS || clt_replica_alloc(R, n * sizeof(float), "test buffer", &m, &E)) {
+    fatal("allocating a device buffer");
+  }
+  const float g = GARBAGE;
+  check_cl(clEnqueueFillBuffer(R->queue, m, &g, sizeof g, 0, n * sizeof(float), 0, NULL, NULL),
+           "pre-filling a buffer");
+  return dev_allocs[n_dev++] = m;
+}
+
+static void case_end(void) {
+  clFinish(R->queue);
+  while (n_dev) clReleaseMemObject(dev_allocs[--n_dev]);
+  while (n_host) free(host_allocs[--n_host]);
+}
+
+/* ---- transfers (blocking; offsets and counts in floats) ---------------------------- */
+
+static void dev_fill(cl_mem m, size_t off, size_t n, float v) {
+  if (n == 0) return;
+  check_cl(clEnqueueFillBuffer(R->queue, m, &v, sizeof v, off * sizeof v, n * sizeof v, 0, NULL,
+                               NULL),
+           "clEnqueueFillBuffer");
+}
+
+static void upload_bytes(cl_mem m, size_t off_bytes, const void *src, size_t bytes) {
+  if (bytes == 0) return;
+  check_cl(clEnqueueWriteBuffer(R->queue, m, CL_TRUE, off_bytes, bytes, src, 0, NULL, NULL),
+           "clEnqueueWriteBuffer");
+}
+
+static void download_bytes(cl_mem m, size_t off_bytes, void *dst, size_t bytes) {
+  if (bytes == 0) return;
+  check_cl(clEnqueueReadBuffer(R->queue, m, CL_TRUE, off_bytes, bytes, dst, 0, NULL, NULL),
+           "clEnqueueReadBuffer");
+}
+
+static void upload(cl_mem m, size_t off, const double *src, size_t n) {
+  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
+  if (!tmp) fatal("allocating a staging buffer");
+  for (size_t i = 0; i < n; i++) tmp[i] = (float)src[i];
+  upload_bytes(m, off * sizeof(float), tmp, n * sizeof(float));
+  free(tmp);
+}
+
+static void download(cl_mem m, size_t off, double *dst, size_t n) {
+  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
+  if (!tmp) fatal("allocating a staging buffer");
+  download_bytes(m, off * sizeof(float), tmp, n * sizeof(float));
+  for (size_t i = 0; i < n; i++) dst[i] = tmp[i];
+  free(tmp);
+}
+
+/* Checks that floats [off, off + n) of m still hold GARBAGE. */
+static void check_untouched(const char *what, cl_mem m, size_t off, size_t n) {
+  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
+  if (!tmp) fatal("allocating a staging buffer");
+  download_bytes(m, off * sizeof(float), tmp, n * sizeof(float));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += tmp[i] != GARBAGE;
+  free(tmp);
+  expect(what, bad, n);
+}
+
+/* A layer's outputs and scratch must end where they are declared to end. */
+static void check_tails(cl_mem y, size_t ny, cl_mem dx, size_t nx, cl_mem scratch, size_t ns) {
+  check_untouched("y tail", y, ny, TAIL);
+  check_untouched("dx tail", dx, nx, TAIL);
+  check_untouched("scratch tail", scratch, ns, TAIL);
+}
+
+/* ---- deterministic random numbers (splitmix64) ------------------------------------- */
+
+static uint64_t rng_state = 0x5eed;
+
+static uint64_t rng_next(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi), rounded to float so the device sees exactly the same value. */
+static double urand(double lo, double hi) {
+  return (float)(lo + (hi - lo) * (double)(rng_next() >> 11) * 0x1.0p-53);
+}
+
+static int irand(int n) { return (int)(rng_next() % (uint64_t)n); }
+
+static void rand_fill(double *p, size_t n, double lo, double hi) {
+  for (size_t i = 0; i < n; i++) p[i] = urand(lo, hi);
+}
+
+static void shuffle(int *p, int n) {
+  for (int i = n - 1; i > 0; i--) {
+    int j = irand(i + 1), t = p[i];
+    p[i] = p[j];
+    p[j] = t;
+  }
+}
+
+/* n distinct values, exact in float (n < 2^24), in random order: no max-pool ties. */
+static void distinct_fill(double *p, size_t n) {
+  int *perm = malloc(n * sizeof *perm);
+  if (!perm) fatal("allocating a permutation");
+  for (size_t i = 0; i < n; i++) perm[i] = (int)i;
+  shuffle(perm, (int)n);
+  for (size_t i = 0; i < n; i++) p[i] = ((double)perm[i] - (double)n / 2) * 0x1.0p-12;
+  free(perm);
+}
+
+static size_t align32(size_t n) { return (n + 31) / 32 * 32; }
+
+/* Zeroes dy where the layer's own output y is not positive: what the fused ReLU's
+ * backward does. The mask comes from the device's y (checked separately) so that an
+ * output within rounding of 0 cannot make the reference take the other branch. */
+static void relu_mask(double *dy, const double *y, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!(y[i] > 0.0)) dy[i] = 0.0;
+}
+
+/* Places a layer's two parameters (kernel, bias) in a flat buffer the way the model
+ * does, but with the kernel at offset 32 so that a layer ignoring offsets fails.
+ * Returns the buffer's length, leaving 32 floats of tail. */
+static size_t place_params(clt_layer *l) {
+  l->params[0].offset = 32;
+  l->params[1].offset = 32 + align32(l->params[0].size);
+  return l->params[1].offset + align32(l->params[1].size) + 32;
+}
+
+/* The gaps around the kernel and bias in a flat buffer laid out by place_params. */
+static void check_param_gaps(const char *what, cl_mem m, const clt_layer *l, size_t flat) {
+  const clt_param *k = &l->params[0], *b = &l->params[1];
+  char buf[96];
+  snprintf(buf, sizeof buf, "%s: gaps untouched", what);
+  float *tmp = malloc(flat * sizeof *tmp);
+  if (!tmp) fatal("allocating a staging buffer");
+  download_bytes(m, 0, tmp, flat * sizeof *tmp);
+  size_t bad = 0, n = 0;
+  for (size_t i = 0; i < flat; i++) {
+    int inside = (i >= k->offset && i < k->offset + k->size) ||
+                 (i >= b->offset && i < b->offset + b->size);
+    if (inside) continue;
+    n++;
+    bad += tmp[i] != GARBAGE;
+  }
+  free(tmp);
+  expect(buf, bad, n);
+}
+
+/* ---- 1. Conv2D ----------------------------------------------------------------------- */
+
+typedef struct conv_case {
+  int B, H, W, C, CO, KH, KW, stride, pad_same, relu;
+} conv_case;
+
+/* TensorFlow's output size and top/left padding, computed independently of the layer. */
+static void tf_out_pad(int in, int k, int s, int same, int *out, int *before) {
+  if (!same) {
+    *out = (in - k) / s + 1;
+    *before = 0;
+    return;
+  }
+  *out = (in + s - 1) / s;
+  int total = (*out - 1) * s + k - in;
+  *before = total > 0 ? total / 2 : 0;
+}
+
+static void test_conv(const conv_case *t) {
+  set_case("conv2d %dx%d s%d %s%s C%d->%d %dx%d B%d:", t->KH, t->KW, t->stride,
+           t->pad_same ? "same" : "valid", t->relu ? " relu" : "", t->C, t->CO, t->H, t->W, t->B);
+  clt_layer l;
+  memset(&l, 0, sizeof l);
+  l.ops = &clt_conv2d_ops;
+  snprintf(l.name, sizeof l.name, "conv_under_test");
+  l.filters = t->CO;
+  l.kernel_h = t->KH;
+  l.kernel_w = t->KW;
+  l.stride = t->stride;
+  l.pad_same = t->pad_same;
+  l.relu = t->relu;
+  if (api_failed(l.ops->setup(&l, (clt_shape){t->H, t->W, t->C}, &E), "setup")) goto done;
+
+  int OH, OW, pt, pl;
+  tf_out_pad(t->H, t->KH, t->stride, t->pad_same, &OH, &pt);
+  tf_out_pad(t->W, t->KW, t->stride, t->pad_same, &OW, &pl);
+  expect("setup: output shape and padding as TensorFlow",
+         (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->CO) + (l.pad_top != pt) +
+             (l.pad_left != pl),
+         5);
+  if (l.out.h != OH || l.out.w != OW || l.out.c != t->CO) goto done;
+  const size_t flat = place_params(&l);
+  if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
+
+  const size_t nx = (size_t)t->B * t->H * t->W * t->C, ny = (size_t)t->B * OH * OW * t->CO;
+  const size_t nw = l.params[0].size, nb = l.params[1].size;
+  const size_t koff = l.params[0].offset, boff = l.params[1].offset;
+  double *x = dnew(nx), *w = dnew(nw), *bias = dnew(nb), *dy = dnew(ny);
+  double *y_ref = dnew(ny), *dx_ref = dnew(nx), *dw_ref = dnew(nw), *db_ref = dnew(nb);
+  double *y = dnew(ny), *dx = dnew(nx), *dw = dnew(nw), *db = dnew(nb);
+  double *dw2 = dnew(nw), *db2 = dnew(nb);
+  const double wscale = sqrt(3.0 / ((double)t->KH * t->KW * t->C)); /* keeps y ~ O(1) */
+  rand_fill(x, nx, -1, 1);
+  rand_fill(w, nw, -wscale, wscale);
+  rand_fill(bias, nb, -0.5, 0.5);
+  rand_fill(dy, ny, -1, 1);
+
+  const size_t ns = l.ops->scratch_floats(&l, t->B);
+  cl_mem X = dev_new(nx), Y = dev_new(ny + TAIL), DY = dev_new(ny), DX = dev_new(nx + TAIL);
+  cl_mem P = dev_new(flat), G = dev_new(flat), S = dev_new(ns + TAIL);
+  upload(X, 0, x, nx);
+  upload(P, koff, w, nw);
+  upload(P, boff, bias, nb);
+  upload(DY, 0, dy, ny);
+  clt_layer_io io = {.replica = R, .batch = t->B, .x = X, .y = Y, .dy = DY, .dx = DX,
+                     .params = P, .grads = G, .scratch = S};
+
+  if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
+  download(Y, 0, y, ny);
+  ref_conv2d_forward(x, t->B, t->H, t->W, t->C, w, bias, t->KH, t->KW, t->CO, t->stride, pt, pl,
+                     OH, OW, y_ref);
+  if (t->relu) ref_relu_forward(y_ref, ny, y_ref);
+  check("y", y, y_ref, ny, TOL_GEMM);
+
+  if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
+  download(DX, 0, dx, nx);
+  download(G, koff, dw, nw);
+  download(G, boff, db, nb);
+  if (t->relu) relu_mask(dy, y, ny);
+  ref_conv2d_backward(x, t->B, t->H, t->W, t->C, w, t->KH, t->KW, t->CO, t->stride, pt, pl, OH,
+                      OW, dy, dx_ref, dw_ref, db_ref);
+  check("dx", dx, dx_ref, nx, TOL_GEMM);
+  check("dW", dw, dw_ref, nw, TOL_GEMM);
+  check("dbias", db, db_ref, nb, TOL_GEMM);
+  check_param_gaps("grads", G, &l, flat);
+  check_tails(Y, ny, DX, nx, S, ns);
+
+  /* As the first layer (dx = NULL): the same dW and dbias, written afresh. dy is
+   * uploaded again because the fused ReLU's backward masks it in place. */
+  upload(DY, 0, dy, ny);
+  dev_fill(G, 0, flat, GARBAGE);
+  io.dx = NULL;
+  if (api_failed(l.ops->backward(&l, &io, &E), "backward with dx = NULL")) goto done;
+  download(G, koff, dw2, nw);
+  download(G, boff, db2, nb);
+  check("dx=NULL: dW unchanged", dw2, dw, nw, TOL_EXACT);
+  check("dx=NULL: dbias unchanged", db2, db, nb, TOL_EXACT);
+done:
+  case_end();
+}
+
+static void test_conv_all(void) {
+  static const conv_case cases[] = {
+      /* B, H, W, C, CO, KH, KW, stride, same, relu */
+      {3, 28, 28, 1, 64, 3, 3, 1, 0, 1},  /* fmnist-cnn's first conv */
+      {5, 13, 13, 64, 80, 3, 3, 1, 0, 1}, /* its second (K = 576) */
+      {1, 7, 9, 3, 5, 3, 3, 1, 0, 0},
+      {3, 13, 11, 33, 31, 1, 1, 1, 0, 1}, /* 1x1 */
+      {3, 12, 11, 5, 33, 3, 3, 2, 1, 1},  /* same, s2: padding 0 top / 1 left (uneven) */
+      {3, 15, 14, 5, 64, 7, 7, 2, 1, 0},  /* 7x7 same s2: padding 3 top, 2 left */
+      {5, 10, 9, 31, 33, 3, 3, 2, 0, 0},  /* valid s2: the last input row is never read */
+      {1, 7, 9, 5, 3, 2, 3, 1, 1, 1},     /* even, non-square kernel, same */
+      {1, 9, 7, 80, 64, 3, 3, 1, 1, 1},   /* C = 80 (vectorised im2col), same s1 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_conv(&cases[i]);
+}
+
+/* ---- 2. MaxPooling2D ----------------------------------------------------------------- */
+
+typedef struct pool_case {
+  int B, H, W, C, pool, stride;
+  int ties; /* values from {0, 1, 2}: most windows hold equal maxima */
+} pool_case;
+
+static void test_pool(const pool_case *t) {
+  set_case("maxpool %d s%d C%d %dx%d B%d%s:", t->pool, t->stride, t->C, t->H, t->W, t->B,
+           t->ties ? " with ties" : "");
+  clt_layer l;
+  memset(&l, 0, sizeof l);
+  l.ops = &clt_maxpool_ops;
+  snprintf(l.name, sizeof l.name, "pool_under_test");
+  l.pool = t->pool;
+  l.pool_stride = t->stride;
+  if (api_failed(l.ops->setup(&l, (clt_shape){t->H, t->W, t->C}, &E), "setup")) goto done;
+  const int OH = (t->H - t->pool) / t->stride + 1, OW = (t->W - t->pool) / t->stride + 1;
+  expect("setup: output shape", (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->C), 3);
+  if (l.out.h != OH || l.out.w != OW || l.out.c != t->C) goto done;
+  if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
+
+  const size_t nx = (size_t)t->B * t->H * t->W * t->C, ny = (size_t)t->B * OH * OW * t->C;
+  double *x = dnew(nx), *dy = dnew(ny), *y = dnew(ny), *dx = dnew(nx);
+  double *y_ref = dnew(ny), *dx_ref = dnew(nx);
+  if (t->ties) {
+    for (size_t i = 0; i < nx; i++) x[i] = irand(3);
+  } else {
+    distinct_fill(x, nx);
+  }
+  rand_fill(dy, ny, -1, 1);
+  const size_t ns = l.ops->scratch_floats(&l, t->B);
+  cl_mem X = dev_new(nx), Y = dev_new(ny + TAIL), DY = dev_new(ny);
+  cl_mem DX = dev_new(nx + TAIL), S = dev_new(ns + TAIL);
+  upload(X, 0, x, nx);
+  upload(DY, 0, dy, ny);
+  /* dx starts as 7.0 everywhere: inputs no window selects (the last row and column of
+   * an odd size) must be overwritten with 0, not left alone. */
+  dev_fill(DX, 0, nx, 7.0f);
+  clt_layer_io io = {.replica = R, .batch = t->B, .x = X, .y = Y, .dy = DY, .dx = DX,
+                     .scratch = S};
+  if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
+  if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
+  download(Y, 0, y, ny);
+  download(DX, 0, dx, nx);
+  ref_maxpool_forward(x, t->B, t->H, t->W, t->C, t->pool, t->stride, OH, OW, y_ref);
+  ref_maxpool_backward(x, t->B, t->H, t->W, t->C, t->pool, t->stride, OH, OW, dy, dx_ref);
+  check("y", y, y_ref, ny, TOL_EXACT);
+  check("dx", dx, dx_ref, nx, TOL_EXACT);
+  check_tails(Y, ny, DX, nx, S, ns);
+done:
+  case_end();
+}
+
+/* TensorFlow's rule by hand, independent of ref.c: each window's gradient goes to its
+ * first maximum in raster order. x is 1 x H x W x 1. */
+static void test_pool_tie_by_hand(int pool, int stride, int H, int W, const double *x,
+                                  const double *dy, const double *dx_expected) {
+  set_case("maxpool %d s%d %dx%d explicit ties:", pool, stride, H, W);
+  clt_layer l;
+  memset(&l, 0, sizeof l);
+  l.ops = &clt_maxpool_ops;
+  snprintf(l.name, sizeof l.name, "pool_under_test");
+  l.pool = pool;
+  l.pool_stride = stride;
+  if (api_failed(l.ops->setup(&l, (clt_shape){H, W, 1}, &E), "setup")) goto done;
+  if (api_failed(l.ops->prepare(&l, R, 1, &E), "prepare")) goto done;
+  const size_t nx = (size_t)H * W, ny = (size_t)l.out.h * l.out.w;
+  double *dx = dnew(nx);
+  cl_mem X = dev_new(nx), Y = dev_new(ny), DY = dev_new(ny), DX = dev_new(nx), S = dev_new(1);
+  upload(X, 0, x, nx);
+  upload(DY, 0, dy, ny);
+  clt_layer_io io = {.replica = R, .batch = 1, .x = X, .y = Y, .dy = DY, .dx = DX, .scratch = S};
+  if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
+  if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
+  download(DX, 0, dx, nx);
+  check("dx to the first maximum", dx, dx_expected, nx, TOL_EXACT);
+done:
+  case_end();
+}
+
+static void test_pool_all(void) {
+  static const pool_case cases[] = {
+      /* B, H, W, C, pool, stride, ties */
+      {3, 26, 26, 64, 2, 2, 0}, /* fmnist-cnn's first pool: exact tiling */
+      {5, 11, 11, 80, 2, 2, 0}, /* its second: 11 -> 5, last row/col unused */
+      {1, 13, 11, 5, 2, 2, 0},
+      {3, 7, 9, 33, 3, 3, 0},   /* tiled with pool 3, uncovered row and column */
+      {3, 13, 11, 31, 3, 2, 0}, /* overlapping windows: the other kernel */
+      {5, 12, 10, 3, 3, 2, 0},  /* overlapping, last row/col unused */
+      {3, 11, 11, 5, 2, 2, 1},
+      {3, 12, 10, 33, 3, 2, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_pool(&cases[i]);
+
+  /* Tiled: window 0 is all 3s -> its top-left; window 1 has 5 at (0,3), (1,2), (1,3)
+   * -> (0,3). A last-maximum rule would pick (1,1) and (1,3). */
+  const double xt[] = {3, 3, 0, 5, /**/ 3, 3, 5, 5}, dyt[] = {10, 20};
+  const double dxt[] = {10, 0, 0, 20, /**/ 0, 0, 0, 0};
+  test_pool_tie_by_hand(2, 2, 2, 4, xt, dyt, dxt);
+  /* Overlapping (pool 2, stride 1): both windows' first maximum is (0,1), so it gets
+   * both gradients; the equal 4s at (1,0) and (1,2) get nothing. */
+  const double xo[] = {1, 4, 4, /**/ 4, 2, 4}, dyo[] = {10, 20};
+  const double dxo[] = {0, 30, 0, /**/ 0, 0, 0};
+  test_pool_tie_by_hand(2, 1, 2, 3, xo, dyo, dxo);
+}
+
+/* ---- 3. Dense ------------------------------------------------------------------------ */
+
+typedef struct dense_case {
+  int B, IN, OUT, relu;
+} dense_case;
+
+static void test_dense(const dense_case *t) {
+  set_case("dense %d->%d%s B%d:", t->IN, t->OUT, t->relu ? " relu" : "", t->B);
+  clt_layer l;
+  memset(&l, 0, sizeof l);
+  l.ops = &clt_dense_ops;
+  snprintf(l.name, sizeof l.name, "dense_under_test");
+  l.units = t->OUT;
+  l.relu = t->relu;
+  if (api_failed(l.ops->setup(&l, (clt_shape){1, 1, t->IN}, &E), "setup")) goto done;
+  const size_t flat = place_params(&l);
+  if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
+
+  const size_t nx = (size_t)t->B * t->IN, ny = (size_t)t->B * t->OUT;
+  const size_t nw = (size_t)t->IN * t->OUT, nb = (size_t)t->OUT;
+  const size_t koff = l.params[0].offset, boff = l.params[1].offset;
+  double *x = dnew(nx), *w = dnew(nw), *bias = dnew(nb), *dy = dnew(ny);
+  double *y_ref = dnew(ny), *dx_ref = dnew(nx), *dw_ref = dnew(nw), *db_ref = dnew(nb);
+  double *y = dnew(ny), *dx = dnew(nx), *dw = dnew(nw), *db = dnew(nb);
+  const double wscale = sqrt(3.0 / t->IN);
+  rand_fill(x, nx, -1, 1);
+  rand_fill(w, nw, -wscale, wscale);
+  rand_fill(bias, nb, -0.5, 0.5);
+  rand_fill(dy, ny, -1, 1);
+
+  const size_t ns = l.ops->scratch_floats(&l, t->B);
+  cl_mem X = dev_new(nx), Y = dev_new(ny + TAIL), DY = dev_new(ny), DX = dev_new(nx + TAIL);
+  cl_mem P = dev_new(flat), G = dev_new(flat), S = dev_new(ns + TAIL);
+  upload(X, 0, x, nx);
+  upload(P, koff, w, nw);
+  upload(P, boff, bias, nb);
+  upload(DY, 0, dy, ny);
+  clt_layer_io io = {.replica = R, .batch = t->B, .x = X, .y = Y, .dy = DY, .dx = DX,
+                     .params = P, .grads = G, .scratch = S};
+  if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
+  if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
+  download(Y, 0, y, ny);
+  download(DX, 0, dx, nx);
+  download(G, koff, dw, nw);
+  download(G, boff, db, nb);
+  ref_dense_forward(x, t->B, t->IN, w, bias, t->OUT, y_ref);
+  if (t->relu) ref_relu_forward(y_ref, ny, y_ref);
+  if (t->relu) relu_mask(dy, y, ny);
+  ref_dense_backward(x, t->B, t->IN, w, t->OUT, dy, dx_ref, dw_ref, db_ref);
+  check("y", y, y_ref, ny, TOL_GEMM);
+  check("dx", dx, dx_ref, nx, TOL_GEMM);
+  check("dW", dw, dw_ref, nw, TOL_GEMM);
+  check("dbias", db, db_ref, nb, TOL_GEMM);
+  check_param_gaps("grads", G, &l, flat);
+  check_tails(Y, ny, DX, nx, S, ns);
+done:
+  case_end();
+}
+
+static void test_dense_all(void) {
+  static const int batches[] = {1, 3, 65}, ins[] = {1, 33, 2000};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      /* OUT and relu alternate so that each appears with every batch and width. */
+      dense_case c = {batches[i], ins[j], (i + j) % 2 ? 64 : 10, (i + 2 * j) % 3 != 0};
+      test_dense(&c);
+    }
+  dense_case model_head = {65, 64, 10, 0}; /* fmnist-cnn's last layer */
+  test_dense(&model_head);
+}
+
+/* ---- 4. Loss, metrics, Adam, gather kernels ------------------------------------------ */
+
+static cl_kernel get_kernel(const char *source, const char *name) {
+  cl_kernel k = NULL;
+  if (clt_replica_kernel(R, source, "", name, &k, &E)) fatal("building a kernel");
+  return k;
+}
+
+/* Logits for n examples of K classes, built to hit the awkward cases:
+ * row 0: logits +100 and -100 (exp() of the raw logits would overflow a float) with the
+ *        label on the -100 (loss 200); row 1: two equal maxima, label on the
+ *        second (tf.argmax picks the first: wrong); row 2: the same, label on the first
+ *        (right); other rows: +-3 with random labels. */
+static void make_logits(double *z, int *labels, int n, int K) {
+  for (int i = 0; i < n; i++) {
+    double *zi = z + (size_t)i * K;
+    rand_fill(zi, (size_t)K, i == 0 ? -100 : -3, i == 0 ? 100 : 3);
+    labels[i] = irand(K);
+    if (i == 0) {
+      int hi = irand(K), lo = (hi + 1 + irand(K - 1)) % K; /* lo != hi */
+      zi[hi] = 100.0;
+      zi[lo] = -100.0;
+      labels[i] = lo;
+    } else if (i <= 2) {
+      int a = irand(K - 1), b = a + 1 + irand(K - 1 - a); /* a < b */
+      zi[a] = zi[b] = 4.0;
+      labels[i] = i == 1 ? b : a;
+    }
+  }
+}
+
+static void test_softmax(int n, int K, int with_dz) {
+  set_case("softmax_xent n%d K%d%s:", n, K, with_dz ? "" : " (no dz)");
+  const float scale = 0.25f; /* not 1, so a missing scale shows */
+  const size_t nz = (size_t)n * K;
+  double *z = dnew(nz), *dz = dnew(nz), *loss = dnew((size_t)n), *corr = dnew((size_t)n);
+  double *dz_ref = dnew(nz), *loss_ref = dnew((size_t)n), *corr_ref = dnew((size_t)n);
+  int *labels = inew((size_t)n), *ok_ref = inew((size_t)n);
+  make_logits(z, labels, n, K);
+  ref_softmax_xent(z, labels, n, K, scale, loss_ref, dz_ref, ok_ref);
+  for (int i = 0; i < n; i++) corr_ref[i] = ok_ref[i];
+
+  cl_mem Z = dev_new(nz), L = dev_new((size_t)n), DZ = dev_new(nz + TAIL);
+  cl_mem LOSS = dev_new((size_t)n + TAIL), CORR = dev_new((size_t)n + TAIL);
+  cl_mem DZARG = with_dz ? DZ : NULL; /* eval passes no gradient buffer */
+  upload(Z, 0, z, nz);
+  upload_bytes(L, 0, labels, (size_t)n * sizeof(int));
+  cl_kernel kx = get_kernel("loss.cl", "softmax_xent");
+  clt_karg args[] = {CLT_ARG(Z),     CLT_ARG(L),    CLT_ARG(n),    CLT_ARG(K),
+                     CLT_ARG(scale), CLT_ARG(DZARG), CLT_ARG(LOSS), CLT_ARG(CORR)};
+  if (api_failed(clt_launch1d(R, kx, "softmax_xent", args, 8, (size_t)n, &E), "launch")) goto done;
+  download(LOSS, 0, loss, (size_t)n);
+  download(CORR, 0, corr, (size_t)n);
+  check("loss", loss, loss_ref, (size_t)n, TOL_ELEMWISE);
+  check("correct (first maximum)", corr, corr_ref, (size_t)n, 0.0);
+  check_untouched("loss/correct tail", LOSS, (size_t)n, TAIL);
+  if (with_dz) {
+    download(DZ, 0, dz, nz);
+    check("dz", dz, dz_ref, nz, TOL_ELEMWISE);
+    check_untouched("dz tail", DZ, nz, TAIL);
+  }
+
+  /* metrics_accumulate into slot 2 of 4: sums of the per-example values. */
+  cl_mem M = dev_new(8);
+  int slot = 2;
+  cl_kernel km = get_kernel("loss.cl", "metrics_accumulate");
+  clt_karg margs[] = {CLT_ARG(LOSS), CLT_ARG(CORR), CLT_ARG(n), CLT_ARG(M), CLT_ARG(slot)};
+  if (api_failed(clt_launch1d(R, km, "metrics_accumulate", margs, 5, 1, &E), "metrics")) goto done;
+  double m[2], m_ref[2] = {0, 0};
+  download(M, 4, m, 2);
+  for (int i = 0; i < n; i++) {
+    m_ref[0] += loss_ref[i];
+    m_ref[1] += corr_ref[i];
+  }
+  check("metrics loss sum", &m[0], &m_ref[0], 1, TOL_ELEMWISE);
+  check("metrics correct count", &m[1], &m_ref[1], 1, 0.0);
+  check_untouched("metrics slots 0 and 1 untouched", M, 0, 4);
+  check_untouched("metrics slot 3 untouched", M, 6, 2);
+done:
+  case_end();
+}
+
+/* Gradients of every magnitude, from 1 down to 1e-8 and exact zeros, so that eps's
+ * place (sqrt(v) + eps, uncorrected) matters for some entries. */
+static void adam_gradient(double *g, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int decade = irand(10);
+    g[i] = decade == 9 ? 0.0 : urand(-1, 1) * pow(10.0, -decade);
+    g[i] = (float)g[i];
+  }
+}
+
+static void test_adam(void) {
+  const int n = 1000;
+  const clt_adam opt = CLT_ADAM_DEFAULTS;
+  set_case("adam_update n%d:", n);
+  double *p = dnew((size_t)n), *g = dnew((size_t)n), *m = dnew((size_t)n), *v = dnew((size_t)n);
+  double *p0 = dnew((size_t)n), *pd = dnew((size_t)n), *md = dnew((size_t)n);
+  double *vd = dnew((size_t)n), *dp = dnew((size_t)n), *dp_ref = dnew((size_t)n);
+  rand_fill(p, (size_t)n, -0.1, 0.1); /* weights' scale: their float ulp << lr */
+  memcpy(p0, p, (size_t)n * sizeof *p);
+  cl_mem P = dev_new((size_t)n + TAIL), G = dev_new((size_t)n), M = dev_new((size_t)n);
+  cl_mem V = dev_new((size_t)n);
+  upload(P, 0, p, (size_t)n);
+  dev_fill(M, 0, (size_t)n, 0.0f);
+  dev_fill(V, 0, (size_t)n, 0.0f);
+  cl_kernel k = get_kernel("adam.cl", "adam_update");
+  float b1 = (float)opt.beta1, b2 = (float)opt.beta2, eps = (float)opt.eps;
+  for (long step = 1; step <= 3; step++) {
+    adam_gradient(g, (size_t)n);
+    upload(G, 0, g, (size_t)n);
+    /* As clt_net_adam: both bias corrections folded into alpha, in double. */
+    float alpha = (float)(opt.lr * sqrt(1.0 - pow(opt.beta2, (double)step)) /
+                          (1.0 - pow(opt.beta1, (double)step)));
+    clt_karg args[] = {CLT_ARG(P), CLT_ARG(G), CLT_ARG(M),   CLT_ARG(V),    CLT_ARG(n),
+                       CLT_ARG(b1), CLT_ARG(b2), CLT_ARG(eps), CLT_ARG(alpha)};
+    if (api_failed(clt_launch1d(R, k, "adam_update", args, 9, (size_t)n, &E), "launch")) goto done;
+    ref_adam(p, g, m, v, (size_t)n, opt.lr, opt.beta1, opt.beta2, opt.eps, step);
+  }
+  download(P, 0, pd, (size_t)n);
+  download(M, 0, md, (size_t)n);
+  download(V, 0, vd, (size_t)n);
+  /* Parameters move by ~lr per step: compare the moves, not the O(1) values. */
+  for (int i = 0; i < n; i++) {
+    dp[i] = pd[i] - p0[i];
+    dp_ref[i] = p[i] - p0[i];
+  }
+  check("3 steps: parameter change", dp, dp_ref, (size_t)n, TOL_ADAM);
+  check("3 steps: m", md, m, (size_t)n, TOL_ELEMWISE);
+  check("3 steps: v", vd, v, (size_t)n, TOL_ADAM);
+  check_untouched("tail", P, (size_t)n, TAIL);
+done:
+  case_end();
+}
+
+/* gather_batch: x[i] = images[order[first + i]] / 255, y[i] = labels[...]. */
+static void test_gather(int count_images, int pixels, int first, int count) {
+  set_case("gather_batch %d of %d images, %d pixels, from %d:", count, count_images, pixels,
+           first);
+  const size_t npix = (size_t)count_images * pixels, nx = (size_t)count * pixels;
+  unsigned char *images = hnew(npix), *labels = hnew((size_t)count_images);
+  int *order = inew((size_t)count_images), *y = inew((size_t)count + 1);
+  double *x = dnew(nx), *x_ref = dnew(nx);
+  for (size_t i = 0; i < npix; i++) images[i] = (unsigned char)irand(256);
+  images[0] = 255; /* the extremes, wherever order puts them */
+  images[1] = 0;
+  images[npix - 1] = 255;
+  for (int i = 0; i < count_images; i++) {
+    labels[i] = (unsigned char)irand(10);
+    order[i] = i;
+  }
+  shuffle(order, count_images);
+  cl_mem IMG = dev_new(npix / 4 + 1), LAB = dev_new((size_t)count_images / 4 + 1);
+  cl_mem ORD = dev_new((size_t)count_images), X = dev_new(nx + TAIL), Y = dev_new((size_t)count + 1);
+  upload_bytes(IMG, 0, images, npix);
+  upload_bytes(LAB, 0, labels, (size_t)count_images);
+  upload_bytes(ORD, 0, order, (size_t)count_images * sizeof(int));
+  cl_kernel k = get_kernel("data.cl", "gather_batch");
+  clt_karg args[] = {CLT_ARG(IMG),   CLT_ARG(LAB),    CLT_ARG(ORD), CLT_ARG(first),
+                     CLT_ARG(count), CLT_ARG(pixels), CLT_ARG(X),   CLT_ARG(Y)};
+  if (api_failed(clt_launch1d(R, k, "gather_batch", args, 8, nx, &E), "launch")) goto done;
+  download(X, 0, x, nx);
+  download_bytes(Y, 0, y, ((size_t)count + 1) * sizeof(int));
+  size_t bad_labels = 0;
+  for (int i = 0; i < count; i++) {
+    const int src = order[first + i];
+    for (int p = 0; p < pixels; p++) {
+      x_ref[(size_t)i * pixels + p] = images[(size_t)src * pixels + p] / 255.0;
+    }
+    bad_labels += y[i] != labels[src];
+  }
+  check("pixels / 255", x, x_ref, nx, TOL_EXACT);
+  expect("labels", bad_labels, (size_t)count);
+  check_untouched("x tail", X, nx, TAIL);
+  check_untouched("labels tail", Y, (size_t)count, 1);
+done:
+  case_end();
+}
+
+static void test_kernels_all(void) {
+  static const int ns[] = {1, 3, 65}, ks[] = {10, 3};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 2; j++) test_softmax(ns[i], ks[j], 1);
+  test_softmax(65, 10, 0);
+  test_adam();
+  test_gather(7, 13 * 11, 2, 3);
+  test_gather(9, 28 * 28, 4, 5); /* up to the end of the order */
+}
+
+/* ---- 5. The whole model -------------------------------------------------------------- */
+
+/* Copies between the model's aligned flat layout and ref_cnn_loss_grad's packed one
+ * (the same tensors in the same order, without gaps). */
+static void flat_to_packed(const clt_model *m, const float *flat, double *packed) {
+  size_t at = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    for (int p = 0; p < m->layers[i].nparams; p++) {
+      const clt_param *prm = &m->layers[i].params[p];
+      for (size_t j = 0; j < prm->size; j++) packed[at++] = flat[prm->offset + j];
+    }
+}
+
+/* Compares each parameter tensor of a flat (device) vector with a packed (reference). */
+static void check_tensors(const clt_model *m, const char *what, const double *flat,
+                          const double *packed, double tol) {
+  size_t at = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    for (int p = 0; p < m->layers[i].nparams; p++) {
+      const clt_param *prm = &m->layers[i].params[p];
+      char name[96];
+      snprintf(name, sizeof name, "%s %s/%s", what, m->layers[i].name, prm->name);
+      check(name, flat + prm->offset, packed + at, prm->size, tol);
+      at += prm->size;
+    }
+}
+
+/* Zeroes the Adam moves (device: flat, reference: packed) of the entries whose reference
+ * gradient is below ADAM_G_MIN, where Adam magnifies rounding (see test_model). Returns
+ * how many. */
+#define ADAM_G_MIN 1e-4
+static size_t skip_small_gradients(const clt_model *m, const double *grad_ref, double *flat,
+                                   double *packed) {
+  size_t at = 0, skipped = 0;
+  for (int i = 0; i < m->nlayers; i++)
+    for (int p = 0; p < m->layers[i].nparams; p++) {
+      const clt_param *prm = &m->layers[i].params[p];
+      for (size_t j = 0; j < prm->size; j++, at++) {
+        if (fabs(grad_ref[at]) >= ADAM_G_MIN) continue;
+        flat[prm->offset + j] = packed[at] = 0.0;
+        skipped++;
+      }
+    }
+  return skipped;
+}
+
+/* Number of flat entries outside every tensor that do not hold `value`. */
+static size_t gaps_not(const clt_model *m, const float *flat, float value) {
+  char *inside = calloc(m->flat_floats, 1);
+  if (!inside) fatal("allocating a mask");
+  for (int i = 0; i < m->nlayers; i++)
+    for (int p = 0; p < m->layers[i].nparams; p++) {
+      const clt_param *prm = &m->layers[i].params[p];
+      memset(inside + prm->offset, 1, prm->size);
+    }
+  size_t bad = 0;
+  for (size_t i = 0; i < m->flat_floats; i++) bad += !inside[i] && flat[i] != value;
+  free(inside);
+  return bad;
+}
+
+static void test_model(void) {
+  enum { B = 5, CLASSES = 10 };
+  set_case("fmnist-cnn B%d:", B);
+  const ref_cnn_shape shape = {28, 28, 1, 64, 80, 64, CLASSES};
+  static clt_model model; /* large: not on the stack */
+  clt_net *net = NULL;
+  clt_device_data data = {0};
+  if (api_failed(clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, CLASSES, &model, &E),
+                 "clt_model_build"))
+    goto done;
+  const size_t nflat = model.flat_floats, npacked = ref_cnn_param_count(&shape);
+  expect("parameter count matches the reference's", model.param_count != npacked, 1);
+  if (model.param_count != npacked) goto done;
+  if (api_failed(clt_net_create(&model, R, B, 4, B, &net, &E), "clt_net_create")) goto done;
+
+  /* Glorot kernels, and biases made non-zero so a bias bug cannot hide. */
+  float *flat = hnew(nflat * sizeof(float)), *back = hnew(nflat * sizeof(float));
+  clt_model_init_params(&model, 42, flat);
+  for (int i = 0; i < model.nlayers; i++)
+    for (int p = 0; p < model.layers[i].nparams; p++) {
+      const clt_param *prm = &model.layers[i].params[p];
+      if (prm->glorot_fan_in != 0) continue;
+      for (size_t j = 0; j < prm->size; j++) flat[prm->offset + j] = (float)urand(-0.05, 0.05);
+    }
+  double *params = dnew(npacked), *grad_ref = dnew(npacked), *x = dnew((size_t)B * 784);
+  double *grad = dnew(nflat), *p_after = dnew(nflat), *p_before = dnew(nflat);
+  flat_to_packed(&model, flat, params);
+  for (size_t i = 0; i < nflat; i++) p_before[i] = flat[i];
+
+  unsigned char pixels[B * 784], labels[B];
+  int ilabels[B], order[B];
+  for (int i = 0; i < B * 784; i++) {
+    pixels[i] = (unsigned char)irand(256);
+    x[i] = pixels[i] / 255.0;
+  }
+  for (int i = 0; i < B; i++) {
+    labels[i] = (unsigned char)irand(CLASSES);
+    ilabels[i] = labels[i];
+    order[i] = i;
+  }
+  const double scale = 1.0 / B;
+  int correct_ref = 0;
+  const double loss_ref = ref_cnn_loss_grad(&shape, params, x, ilabels, B, scale, grad_ref,
+                                            &correct_ref);
+
+  if (api_failed(clt_net_write_params(net, flat, &E), "clt_net_write_params")) goto done;
+  if (api_failed(clt_net_upload_data(net, pixels, labels, B, &data, &E), "upload data")) goto done;
+  if (api_failed(clt_net_set_order(net, order, B, &E), "clt_net_set_order")) goto done;
+  if (api_failed(clt_net_gather(net, &data, 0, B, &E), "clt_net_gather")) goto done;
+  /* Every gradient entry must be written, not accumulated, and the gaps left alone. */
+  dev_fill(net->grads, 0, nflat, GARBAGE);
+
+  /* Evaluation only (slot 1): metrics, and no gradient written. */
+  if (api_failed(clt_net_forward_backward(net, B, (float)scale, 1, 0, &E), "evaluation pass"))
+    goto done;
+  if (api_failed(clt_net_read_grads(net, back, &E), "clt_net_read_grads")) goto done;
+  size_t touched = 0;
+  for (size_t i = 0; i < nflat; i++) touched += back[i] != GARBAGE;
+  expect("evaluation writes no gradient", touched, nflat);
+
+  if (api_failed(clt_net_forward_backward(net, B, (float)scale, 0, 1, &E), "training pass"))
+    goto done;
+  if (api_failed(clt_net_read_grads(net, back, &E), "clt_net_read_grads")) goto done;
+  for (size_t i = 0; i < nflat; i++) grad[i] = back[i];
+  check_tensors(&model, "gradient", grad, grad_ref, TOL_MODEL);
+  expect("gradient gaps untouched", gaps_not(&model, back, GARBAGE), nflat - model.param_count);
+
+  float metrics[4];
+  if (api_failed(clt_net_read_metrics(net, metrics, 2, &E), "clt_net_read_metrics")) goto done;
+  double loss_sum[2] = {metrics[0], metrics[2]}, want = loss_ref / scale;
+  check("loss sum (training slot)", &loss_sum[0], &want, 1, TOL_ELEMWISE * 10);
+  check("loss sum (evaluation slot)", &loss_sum[1], &want, 1, TOL_ELEMWISE * 10);
+  expect("correct count (both slots)",
+         (metrics[1] != (float)correct_ref) + (metrics[3] != (float)correct_ref), 2);
+
+  /* One Adam step from zero moments. Against ref_adam on the device's own gradient the
+   * update must match tightly, everywhere. Against ref_adam on the reference gradient
+   * it is compared where |g| >= ADAM_G_MIN only: step 1 moves by lr * g / (|g| + 3.2e-6),
+   * which near g = 0 magnifies a gradient error d to lr * d / 3.2e-6 (a 1e-8 rounding
+   * difference of a tiny g shows as 3e-3 of lr), while above ADAM_G_MIN it shrinks it
+   * to at most lr * 300 * d. Most entries below it are exact zeros (dead ReLU units). */
+  const clt_adam opt = CLT_ADAM_DEFAULTS;
+  for (size_t i = 0; i < nflat; i++) grad[i] = back[i];
+  if (api_failed(clt_net_adam(net, &opt, 1, &E), "clt_net_adam")) goto done;
+  if (api_failed(clt_net_read_params(net, back, &E), "clt_net_read_params")) goto done;
+  double *m0 = dnew(nflat), *v0 = dnew(nflat), *p_dev_ref = dnew(nflat);
+  memcpy(p_dev_ref, p_before, nflat * sizeof *p_dev_ref);
+  ref_adam(p_dev_ref, grad, m0, v0, nflat, opt.lr, opt.beta1, opt.beta2, opt.eps, 1);
+  for (size_t i = 0; i < nflat; i++) {
+    p_after[i] = (double)back[i] - p_before[i]; /* device's move */
+    p_dev_ref[i] -= p_before[i];               /* reference move from the same gradient */
+  }
+  check("adam step (device gradient): parameter change", p_after, p_dev_ref, nflat, TOL_ADAM);
+  double *m1 = dnew(npacked), *v1 = dnew(npacked), *p_ref = dnew(npacked);
+  memcpy(p_ref, params, npacked * sizeof *p_ref);
+  ref_adam(p_ref, grad_ref, m1, v1, npacked, opt.lr, opt.beta1, opt.beta2, opt.eps, 1);
+  for (size_t i = 0; i < npacked; i++) p_ref[i] -= params[i];
+  size_t skipped = skip_small_gradients(&model, grad_ref, p_after, p_ref);
+  char what[96];
+  snprintf(what, sizeof what, "adam step (reference gradient, the %zu of %zu with |g| >= %g):",
+           npacked - skipped, npacked, ADAM_G_MIN);
+  check_tensors(&model, what, p_after, p_ref, TOL_ADAM);
+
+  /* An empty slice: zero gradient everywhere and a zeroed metrics slot 0; slot 1 kept. */
+  if (api_failed(clt_net_forward_backward(net, 0, 1.0f, 0, 1, &E), "empty slice")) goto done;
+  if (api_failed(clt_net_read_grads(net, back, &E), "clt_net_read_grads")) goto done;
+  if (api_failed(clt_net_read_metrics(net, metrics, 2, &E), "clt_net_read_metrics")) goto done;
+  size_t nonzero = 0;
+  for (size_t i = 0; i < nflat; i++) nonzero += back[i] != 0.0f;
+  expect("empty slice: gradient all zero", nonzero, nflat);
+  expect("empty slice: metrics slot zeroed, other slot kept",
+         (metrics[0] != 0.0f) + (metrics[1] != 0.0f) + (metrics[3] != (float)correct_ref), 3);
+done:
+  clt_device_data_release(&data);
+  clt_net_destroy(net);
+  case_end();
+}
+
+/* ---- main -------------------------------------------------------------------------- */
+
+/* A program that fails to compile must name the device and carry the build log;
+ * the same source with good options must still build (the failure is not cached). */
+static void test_build_failure(void) {
+  set_case("build failure:");
+  cl_kernel k;
+  clt_err err = {0};
+  /* Redefining float breaks every declaration in adam.cl. */
+  int status = clt_replica_kernel(R, "adam.cl", "-Dfloat=no_such_type", "adam_update", &k, &err);
+  char device[300];
+  snprintf(device, sizeof device, "(%s)", R->device.name);
+  expect("status is CL_BUILD_PROGRAM_FAILURE", status != CL_BUILD_PROGRAM_FAILURE, 1);
+  expect("message names the device", strstr(err.msg, device) == NULL, 1);
+  expect("message names the source and options",
+         strstr(err.msg, "building cl/adam.cl [-Dfloat=no_such_type] failed") == NULL, 1);
+  expect("message carries the build log", strstr(err.msg, "build log: ") == NULL ||
+                                              strstr(err.msg, "no_such_type") == NULL, 1);
+  expect("message is one line", strchr(err.msg, '\n') != NULL, 1);
+  status = clt_replica_kernel(R, "adam.cl", "", "adam_update", &k, &err);
+  expect("good options still build", status != CLT_OK, 1);
+  status = clt_replica_kernel(R, "no_such.cl", "", "x", &k, &err);
+  expect("unknown source is an error", status == CLT_OK, 1);
+}
+
+int main(void) {
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  set_case("setup:");
+  clt_device_list list;
+  if (clt_devices_enumerate(&list, &E)) fatal("enumerating OpenCL devices");
+  int index = 0;
+  const char *env = getenv("CLT_TEST_DEVICE");
+  if (env && *env) {
+    char *end;
+    long v = strtol(env, &end, 10);
+    index = *end || v < 0 || v > 1000 ? -1 : (int)v;
+  }
+  if (list.count == 0 || index < 0 || index >= list.count) {
+    /* Nothing to test is a failure: the test must not pass vacuously. */
+    if (list.count == 0) {
+      printf("FAIL: no OpenCL device found: install an OpenCL driver (e.g. PoCL)\n");
+    } else {
+      printf("FAIL: CLT_TEST_DEVICE=%s is not a device index 0..%d (see `cltrain devices`)\n",
+             env, list.count - 1);
+    }
+    n_failed++;
+    summary();
+    clt_devices_free(&list);
+    return 1;
+  }
+  if (clt_replica_create(&list.devices[index], &R, &E)) fatal("creating the replica");
+  printf("device %d: %s (%s)\n", index, R->device.name, R->device.platform_name);
+
+  test_conv_all();
+  test_pool_all();
+  test_dense_all();
+  test_kernels_all();
+  test_model();
+  test_build_failure();
+
+  clt_replica_destroy(R);
+  clt_devices_free(&list);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  printf("time: %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
+  summary();
+  return n_failed ? 1 : 0;
+}
