@@ -68,7 +68,7 @@ __kernel void bias_act(__global float *y, __global const float *params, const in
   const size_t gid = get_global_id(0);
   if (gid >= (size_t)rows * cols) return;
   float v = y[gid] + params[bias_offset + (int)(gid % cols)];
-  if (relu) v = fmax(v, 0.0f);
+  if (relu && v < 0.0f) v = 0.0f; // not fmax: a NaN must propagate to the loss, where it is caught
   y[gid] = v;
 }
 

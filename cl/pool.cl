@@ -15,7 +15,10 @@ __kernel void maxpool_forward(__global const float *x, __global float *y, const 
   __global const float *base = x + (((size_t)b * H + oy * S) * W + ox * S) * C + c;
   float best = base[0];
   for (int ky = 0; ky < P; ky++)
-    for (int kx = 0; kx < P; kx++) best = fmax(best, base[((size_t)ky * W + kx) * C]);
+    for (int kx = 0; kx < P; kx++) {
+      const float v = base[((size_t)ky * W + kx) * C];
+      if (v > best || isnan(v)) best = v; // not fmax: NaN propagates to the loss guard
+    }
   y[pos * C + c] = best;
 }
 

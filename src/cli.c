@@ -65,6 +65,12 @@ int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *fl
       return clt_fail(e, CLT_ERR_ARG, "%s: unknown option --%.*s (see %s --help)", command, (int)len,
                       name, command);
     }
+    if (f->type == CLT_FLAG_BOOL) {
+      if (eq) return clt_fail(e, CLT_ERR_ARG, "%s: --%s takes no value", command, f->name);
+      *(int *)f->target = 1;
+      if (f->seen) *f->seen = 1;
+      continue;
+    }
     const char *value = eq ? eq + 1 : NULL;
     if (!value) {
       if (i + 1 >= argc) return clt_fail(e, CLT_ERR_ARG, "%s: --%s needs a value", command, f->name);

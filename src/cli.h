@@ -6,7 +6,8 @@
 
 #include "status.h"
 
-typedef enum { CLT_FLAG_INT, CLT_FLAG_LONG, CLT_FLAG_DOUBLE, CLT_FLAG_U64, CLT_FLAG_STRING } clt_flag_type;
+/* CLT_FLAG_BOOL takes no value: its presence sets the int target to 1. */
+typedef enum { CLT_FLAG_INT, CLT_FLAG_LONG, CLT_FLAG_DOUBLE, CLT_FLAG_U64, CLT_FLAG_STRING, CLT_FLAG_BOOL } clt_flag_type;
 
 typedef struct clt_flag {
   const char *name; /* without the leading "--" */

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
           "commands:\n"
           "  devices   list the OpenCL devices cltrain can use\n"
           "  train     train a model (default: the Fashion-MNIST CNN on all devices)\n"
+          "  eval      evaluate a checkpoint on the test set\n"
           "\n"
           "`cltrain <command> --help` describes a command's options.\n");
 }
@@ -54,21 +55,24 @@ static int cmd_train(int argc, char **argv) {
   clt_err e = {0};
   clt_train_opts o;
   clt_train_defaults(&o);
-  int ckpt_dir_seen = 0, ckpt_every_seen = 0, help = 0;
+  int help = 0;
   const clt_flag flags[] = {
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
-      {"model", CLT_FLAG_STRING, &o.model, 0, 0, NULL},
+      {"model", CLT_FLAG_STRING, &o.model, 0, 0, &o.model_given},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"epochs", CLT_FLAG_INT, &o.epochs, 1, 1000000, NULL},
-      {"lr", CLT_FLAG_DOUBLE, &o.lr, 1e-12, 10, NULL},
-      {"seed", CLT_FLAG_U64, &o.seed, 0, 0, NULL},
+      {"lr", CLT_FLAG_DOUBLE, &o.lr, 1e-12, 1e6, NULL},
+      {"seed", CLT_FLAG_U64, &o.seed, 0, 0, &o.seed_given},
       {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},
       {"train-limit", CLT_FLAG_LONG, &o.train_limit, 1, 2147483647, NULL},
       {"test-limit", CLT_FLAG_LONG, &o.test_limit, 1, 2147483647, NULL},
       {"log", CLT_FLAG_STRING, &o.log_path, 0, 0, NULL},
-      {"checkpoint-dir", CLT_FLAG_STRING, &o.checkpoint_dir, 0, 0, &ckpt_dir_seen},
-      {"checkpoint-every", CLT_FLAG_INT, &o.checkpoint_every, 0, 1000000, &ckpt_every_seen},
-      {"profile", CLT_FLAG_INT, &o.profile, 0, 1, NULL},
+      {"checkpoint-dir", CLT_FLAG_STRING, &o.checkpoint_dir, 0, 0, NULL},
+      {"checkpoint-every", CLT_FLAG_INT, &o.checkpoint_every, 0, 1000000, NULL},
+      {"keep", CLT_FLAG_INT, &o.keep, 0, 1000000, NULL},
+      {"resume", CLT_FLAG_BOOL, &o.resume, 0, 0, NULL},
+      {"check-replicas", CLT_FLAG_BOOL, &o.check_replicas, 0, 0, NULL},
+      {"profile", CLT_FLAG_BOOL, &o.profile, 0, 0, NULL},
   };
   if (clt_cli_parse("cltrain train", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), &help, &e)) {
     return report(&e);
@@ -90,19 +94,62 @@ static int cmd_train(int argc, char **argv) {
            "  --batch-per-replica N   examples per device per step [64]\n"
            "  --train-limit N         use only the first N training examples\n"
            "  --test-limit N          use only the first N test examples\n"
-           "  --log FILE              JSON Lines log, one object per epoch\n"
-           "  --checkpoint-dir DIR    [./training_checkpoints] (checkpoints: not written yet)\n"
-           "  --checkpoint-every N    epochs between checkpoints [2]\n"
-           "  --profile 1             print device time per kernel after each epoch\n",
+           "  --log FILE              JSON Lines log, one object per epoch (appended with --resume)\n"
+           "  --checkpoint-dir DIR    where checkpoints go [./training_checkpoints]\n"
+           "  --checkpoint-every N    save every N epochs and after the last; 0: never [2]\n"
+           "  --keep N                keep the newest N checkpoints; 0: all [5]\n"
+           "  --resume                continue from the newest checkpoint in --checkpoint-dir\n"
+           "                          (weights, optimizer, epoch, data order) up to --epochs\n"
+           "  --check-replicas        verify after every step that all replicas hold\n"
+           "                          bitwise-identical parameters (slow; for testing)\n"
+           "  --profile               print device time per kernel after each epoch\n",
            clt_model_names);
     return 0;
   }
-  o.checkpoint_flags_given = ckpt_dir_seen || ckpt_every_seen;
   o.progress = isatty(STDOUT_FILENO);
   if (clt_train(&o, &e)) {
     if (o.progress) fputc('\n', stdout);
     return report(&e);
   }
+  return 0;
+}
+
+static int cmd_eval(int argc, char **argv) {
+  clt_err e = {0};
+  clt_eval_opts o = {.checkpoint = NULL, .data_dir = "/usr/share/datasets/fashion-mnist",
+                     .devices = "all", .batch_per_replica = 64, .out = stdout};
+  int help = 0;
+  const clt_flag flags[] = {
+      {"checkpoint", CLT_FLAG_STRING, &o.checkpoint, 0, 0, NULL},
+      {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
+      {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
+      {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},
+      {"test-limit", CLT_FLAG_LONG, &o.test_limit, 1, 2147483647, NULL},
+  };
+  if (clt_cli_parse("cltrain eval", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), &help, &e)) {
+    return report(&e);
+  }
+  if (help) {
+    printf("usage: cltrain eval --checkpoint DIR|FILE [options]\n"
+           "\n"
+           "Restores a checkpoint into a fresh model on the selected devices and prints the\n"
+           "test-set accuracy (percent) and mean loss:\n"
+           "  Accuracy: 90.12\n"
+           "  Loss: 0.2876\n"
+           "\n"
+           "options:\n"
+           "  --checkpoint DIR|FILE   a checkpoint folder (its index names the newest) or a .npz\n"
+           "  --data DIR              Fashion-MNIST-style IDX folder [/usr/share/datasets/fashion-mnist]\n"
+           "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
+           "  --batch-per-replica N   examples per device per step [64]\n"
+           "  --test-limit N          use only the first N test examples\n");
+    return 0;
+  }
+  if (!o.checkpoint) {
+    fprintf(stderr, "cltrain: error: cltrain eval: --checkpoint DIR|FILE is required\n");
+    return 1;
+  }
+  if (clt_eval(&o, &e)) return report(&e);
   return 0;
 }
 
@@ -122,6 +169,7 @@ int main(int argc, char **argv) {
   }
   if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
-  fprintf(stderr, "cltrain: error: unknown command '%s' (commands: devices, train; see cltrain --help)\n", cmd);
+  if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
+  fprintf(stderr, "cltrain: error: unknown command '%s' (commands: devices, train, eval; see cltrain --help)\n", cmd);
   return 2;
 }

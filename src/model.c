@@ -52,7 +52,12 @@ int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m
   m->input = input;
   m->classes = classes;
   if (strcmp(name, "fmnist-cnn") == 0) {
-    /* The reference CNN of shared/seeds (TensorFlow's custom-training tutorial). */
+    /* The reference CNN of shared/seeds (TensorFlow's custom-training tutorial),
+     * defined for Fashion-MNIST's images. */
+    if (input.h != 28 || input.w != 28 || input.c != 1) {
+      return clt_fail(e, CLT_ERR_FORMAT, "images are %dx%dx%d, model fmnist-cnn expects 28x28x1",
+                      input.h, input.w, input.c);
+    }
     add_conv(m, 64, 3, 1);
     add_pool(m, 2);
     add_conv(m, 80, 3, 1);
@@ -104,4 +109,24 @@ size_t clt_model_max_activation(const clt_model *m) {
     if (s > best) best = s;
   }
   return best;
+}
+
+void clt_model_describe(const clt_model *m, char *buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < m->nlayers && used < size; i++) {
+    const clt_layer *l = &m->layers[i];
+    char one[160];
+    if (l->ops == &clt_conv2d_ops) {
+      snprintf(one, sizeof one, "%s=Conv2D(%d,%dx%d,s%d,%s%s)", l->name, l->filters, l->kernel_h,
+               l->kernel_w, l->stride, l->pad_same ? "same" : "valid", l->relu ? ",relu" : "");
+    } else if (l->ops == &clt_maxpool_ops) {
+      snprintf(one, sizeof one, "%s=MaxPooling2D(%d,s%d)", l->name, l->pool, l->pool_stride);
+    } else if (l->ops == &clt_dense_ops) {
+      snprintf(one, sizeof one, "%s=Dense(%d%s)", l->name, l->units, l->relu ? ",relu" : "");
+    } else {
+      snprintf(one, sizeof one, "%s=%s", l->name, l->ops->kind);
+    }
+    used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? " " : "", one);
+  }
 }

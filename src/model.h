@@ -29,6 +29,11 @@ int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m
  * flat has m->flat_floats floats; alignment gaps are zeroed. */
 void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat);
 
+/* One line naming every layer and its hyper-parameters, e.g.
+ * "conv2d=Conv2D(64,3x3,s1,valid,relu) max_pooling2d=MaxPooling2D(2,s2) ...":
+ * two models compute the same function iff their descriptions are equal. */
+void clt_model_describe(const clt_model *m, char *buf, size_t size);
+
 /* Largest per-example activation of any layer, in floats. */
 size_t clt_model_max_activation(const clt_model *m);
 

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#define CHECK_BLOCK 4096 /* floats per partial count of the gradient check */
+
 static int alloc_floats(clt_net *net, size_t n, const char *what, cl_mem *out, clt_err *e) {
   return clt_replica_alloc(net->replica, n * sizeof(float), what, out, e);
 }
@@ -41,6 +43,8 @@ int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric
   ALLOC((size_t)max_batch, "per-example losses", &net->losses);
   ALLOC((size_t)max_batch, "per-example correctness", &net->correct);
   ALLOC(2 * (size_t)metric_slots, "metrics", &net->metrics);
+  ALLOC((size_t)metric_slots, "gradient checks", &net->grad_checks);
+  ALLOC((m->flat_floats + CHECK_BLOCK - 1) / CHECK_BLOCK, "gradient check partials", &net->check_partial);
   ALLOC((size_t)order_len, "example order", &net->order);
   for (int i = 0; i < m->nlayers; i++) {
     const clt_layer *l = &m->layers[i];
@@ -58,7 +62,8 @@ int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric
     if (status) goto cleanup;
   }
   const char *kernels[][2] = {{"data.cl", "gather_batch"},       {"loss.cl", "softmax_xent"},
-                              {"loss.cl", "metrics_accumulate"}, {"adam.cl", "adam_update"}};
+                              {"loss.cl", "metrics_accumulate"}, {"adam.cl", "adam_update"},
+                              {"reduce.cl", "count_nonfinite_partial"}, {"reduce.cl", "count_final"}};
   for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
     cl_kernel k;
     status = clt_replica_kernel(r, kernels[i][0], "", kernels[i][1], &k, e);
@@ -77,7 +82,8 @@ void clt_net_destroy(clt_net *net) {
   if (net->replica && net->replica->queue) clFinish(net->replica->queue);
   cl_mem *all[] = {&net->params, &net->grads, &net->adam_m, &net->adam_v, &net->input,
                    &net->labels, &net->grad_a, &net->grad_b, &net->scratch, &net->losses,
-                   &net->correct, &net->metrics, &net->order};
+                   &net->correct, &net->metrics, &net->order, &net->grad_checks,
+                   &net->check_partial};
   for (int i = 0; i < net->model->nlayers; i++) {
     if (net->act[i] && !net->model->layers[i].ops->aliases_input) clReleaseMemObject(net->act[i]);
   }
@@ -234,4 +240,24 @@ int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e) {
   if (n > net->metric_slots) return clt_fail(e, CLT_ERR_INTERNAL, "metrics %d > %d", n, net->metric_slots);
   return read_buffer(net, net->metrics, out, 2 * (size_t)n * sizeof(float), "reading metrics", e);
+}
+
+int clt_net_check_grads(clt_net *net, int slot, clt_err *e) {
+  cl_kernel kp, kf;
+  int status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_nonfinite_partial", &kp, e);
+  if (!status) status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_final", &kf, e);
+  if (status) return status;
+  if (slot < 0 || slot >= net->metric_slots) return clt_fail(e, CLT_ERR_INTERNAL, "check slot %d", slot);
+  int n = (int)net->model->flat_floats, block = CHECK_BLOCK, nblocks = (n + block - 1) / block;
+  clt_karg pargs[] = {CLT_ARG(net->grads), CLT_ARG(n), CLT_ARG(block), CLT_ARG(net->check_partial)};
+  status = clt_launch1d(net->replica, kp, "gradient check", pargs, 4, (size_t)nblocks, e);
+  if (status) return status;
+  clt_karg fargs[] = {CLT_ARG(net->check_partial), CLT_ARG(nblocks), CLT_ARG(net->grad_checks),
+                      CLT_ARG(slot)};
+  return clt_launch1d(net->replica, kf, "gradient check", fargs, 4, 1, e);
+}
+
+int clt_net_read_grad_checks(clt_net *net, float *out, int n, clt_err *e) {
+  if (n > net->metric_slots) return clt_fail(e, CLT_ERR_INTERNAL, "checks %d > %d", n, net->metric_slots);
+  return read_buffer(net, net->grad_checks, out, (size_t)n * sizeof(float), "reading gradient checks", e);
 }

@@ -30,6 +30,8 @@ typedef struct clt_net {
   cl_mem scratch;
   cl_mem losses, correct;               /* per example */
   cl_mem metrics;                       /* (loss sum, correct count) per slot */
+  cl_mem grad_checks;                   /* non-finite gradient count per slot */
+  cl_mem check_partial;                 /* its per-block partial counts */
   int metric_slots;
   cl_mem order;                         /* example order of the current pass */
   int order_len;
@@ -70,5 +72,10 @@ int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e);
 
 /* Reads metrics slots [0, n) as 2n floats (blocking). */
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e);
+
+/* Enqueues a count of the non-finite values of the gradient into grad-check slot
+ * `slot`, and reads slots [0, n) back (blocking). */
+int clt_net_check_grads(clt_net *net, int slot, clt_err *e);
+int clt_net_read_grad_checks(clt_net *net, float *out, int n, clt_err *e);
 
 #endif

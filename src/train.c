@@ -7,9 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "checkpoint.h"
 #include "idx.h"
-#include "net.h"
-#include "rng.h"
+#include "trainer.h"
 
 void clt_train_defaults(clt_train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -22,6 +22,7 @@ void clt_train_defaults(clt_train_opts *o) {
   o->batch_per_replica = 64;
   o->checkpoint_dir = "./training_checkpoints";
   o->checkpoint_every = 2;
+  o->keep = 5;
   o->out = stdout;
 }
 
@@ -31,50 +32,59 @@ static double now_seconds(void) {
   return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* Keras-style progress line, redrawn in place:
- *  312/938 [=========>....................] - 12s 38ms/step - loss: 0.6123 - accuracy: 0.7712 */
-static void draw_progress(FILE *out, int step, int steps, double elapsed, double loss, double acc,
-                          int done) {
-  const int width = 30;
-  int filled = steps ? (int)((double)step / steps * width) : width;
-  char bar[64];
-  for (int i = 0; i < width; i++) bar[i] = i < filled ? '=' : '.';
-  if (filled < width && filled > 0) bar[filled - 1] = '>';
-  bar[width] = '\0';
-  fprintf(out, "\r%*d/%d [%s] - %.0fs %.0fms/step - loss: %.4f - accuracy: %.4f%s", 5, step, steps,
-          bar, elapsed, step ? elapsed / step * 1e3 : 0.0, loss, acc, done ? "\n" : "");
-  fflush(out);
-}
-
-/* Per-epoch figures, all global. */
-typedef struct epoch_stats {
-  double train_loss, train_acc, test_loss, test_acc, train_seconds, seconds;
-  long train_examples;
-} epoch_stats;
-
-/* Sums per-batch metrics: mean of per-batch mean losses (what the reference
- * prints), accuracy over examples. */
-static void sum_metrics(const float *metrics, int batches, int total, int global_batch,
-                        double *mean_batch_loss, double *example_loss, double *acc) {
-  double loss_of_batches = 0, loss_sum = 0, correct = 0;
-  for (int b = 0; b < batches; b++) {
-    int n = total - b * global_batch < global_batch ? total - b * global_batch : global_batch;
-    loss_sum += metrics[2 * b];
-    loss_of_batches += metrics[2 * b] / n;
-    correct += metrics[2 * b + 1];
+/* Loads the train (optional) and test splits, applying the limits. */
+static int load_data(const char *dir, long train_limit, long test_limit, clt_dataset *train,
+                     clt_dataset *test, clt_err *e) {
+  int status = CLT_OK;
+  if (train) {
+    if ((status = clt_idx_load_dir(dir, "train", train, e))) return status;
+    if (train_limit > 0 && train_limit < train->count) train->count = (int)train_limit;
   }
-  *mean_batch_loss = batches ? loss_of_batches / batches : 0;
-  *example_loss = total ? loss_sum / total : 0;
-  *acc = total ? correct / total : 0;
+  if ((status = clt_idx_load_dir(dir, "t10k", test, e))) return status;
+  if (test_limit > 0 && test_limit < test->count) test->count = (int)test_limit;
+  if (train && (test->height != train->height || test->width != train->width)) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: test images are %dx%d but training images are %dx%d",
+                    dir, test->height, test->width, train->height, train->width);
+  }
+  return CLT_OK;
 }
 
-/* Prints device time per kernel for the epoch, largest first, and resets it. */
+/* Images must have the shape the model was built for. */
+static int check_input(const clt_model *m, const clt_dataset *d, const char *dir, clt_err *e) {
+  if (d->height != m->input.h || d->width != m->input.w || d->channels != m->input.c) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: images are %dx%dx%d, model %s expects %dx%dx%d", dir,
+                    d->height, d->width, d->channels, m->name, m->input.h, m->input.w, m->input.c);
+  }
+  if (d->classes != m->classes) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: %d classes, model has %d outputs", dir, d->classes, m->classes);
+  }
+  return CLT_OK;
+}
+
+/* The selected devices, in selection order. */
+static int select_devices(const char *spec, clt_device_list *list, const clt_device **chosen,
+                          int *n, clt_err *e) {
+  int status = clt_devices_enumerate(list, e);
+  if (status) return status;
+  int idx[CLT_MAX_REPLICAS * 4];
+  if (list->count > (int)(sizeof idx / sizeof idx[0])) {
+    return clt_fail(e, CLT_ERR_DEVICE, "%d OpenCL devices: more than cltrain handles", list->count);
+  }
+  if ((status = clt_devices_select(list, spec, idx, n, e))) return status;
+  if (*n > CLT_MAX_REPLICAS) {
+    return clt_fail(e, CLT_ERR_DEVICE, "--devices %s selects %d devices; cltrain handles up to %d",
+                    spec, *n, CLT_MAX_REPLICAS);
+  }
+  for (int i = 0; i < *n; i++) chosen[i] = &list->devices[idx[i]];
+  return CLT_OK;
+}
+
 static void print_profile(FILE *out, clt_replica *r, double wall) {
   clt_profile *p = r->profile;
   double busy = 0;
   for (int i = 0; i < p->nnames; i++) busy += p->seconds[i];
-  fprintf(out, "  profile: device busy %.2fs of %.2fs wall (%.0f%% idle)\n", busy, wall,
-          wall > 0 ? 100.0 * (1.0 - busy / wall) : 0.0);
+  fprintf(out, "  profile of device %d: busy %.2fs of %.2fs (%.0f%% idle)\n", r->device.index, busy,
+          wall, wall > 0 ? 100.0 * (1.0 - busy / wall) : 0.0);
   int done[CLT_PROFILE_MAX_NAMES] = {0};
   for (int k = 0; k < p->nnames; k++) {
     int best = -1;
@@ -84,44 +94,39 @@ static void print_profile(FILE *out, clt_replica *r, double wall) {
     done[best] = 1;
     fprintf(out, "  %8.3fs %5.1f%% %7ld calls  %s\n", p->seconds[best],
             busy > 0 ? 100.0 * p->seconds[best] / busy : 0.0, p->calls[best], p->names[best]);
-    p->seconds[best] = 0;
-    p->calls[best] = 0;
   }
 }
 
-static int evaluate(clt_net *net, const clt_device_data *test, int batch, float *metrics,
-                    int *identity, double *loss, double *acc, clt_err *e) {
-  const int steps = (test->count + batch - 1) / batch;
-  int status = clt_net_set_order(net, identity, test->count, e);
-  for (int s = 0; s < steps && !status; s++) {
-    int first = s * batch;
-    int n = test->count - first < batch ? test->count - first : batch;
-    status = clt_net_gather(net, test, first, n, e);
-    if (!status) status = clt_net_forward_backward(net, n, 1.0f, s, 0, e);
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    if ((unsigned char)*s >= 0x20) fputc(*s, f);
   }
-  if (!status) status = clt_net_read_metrics(net, metrics, steps, e);
-  if (status) return status;
-  double unused;
-  sum_metrics(metrics, steps, test->count, batch, &unused, loss, acc);
-  return CLT_OK;
+  fputc('"', f);
 }
 
-static void write_log(FILE *log, int epoch, const epoch_stats *s, const clt_train_opts *o,
-                      const char *device) {
+static void write_log(FILE *log, int epoch, const clt_epoch_result *r, double test_loss,
+                      double test_acc, double seconds, long examples, const clt_train_opts *o,
+                      clt_trainer *t) {
   if (!log) return;
   fprintf(log,
           "{\"epoch\": %d, \"train_loss\": %.6f, \"train_accuracy\": %.4f, \"test_loss\": %.6f, "
           "\"test_accuracy\": %.4f, \"seconds\": %.3f, \"train_seconds\": %.3f, "
           "\"images_per_second\": %.1f, \"train_examples\": %ld, \"global_batch\": %d, "
-          "\"model\": \"%s\", \"device\": \"",
-          epoch, s->train_loss, s->train_acc * 100, s->test_loss, s->test_acc * 100, s->seconds,
-          s->train_seconds, s->train_examples / s->train_seconds, s->train_examples,
-          o->batch_per_replica, o->model);
-  for (const char *c = device; *c; c++) {
-    if (*c == '"' || *c == '\\') fputc('\\', log);
-    if ((unsigned char)*c >= 0x20) fputc(*c, log);
+          "\"model\": ",
+          epoch, r->train_loss, r->train_acc * 100, test_loss, test_acc * 100, seconds, r->seconds,
+          examples / r->seconds, examples, clt_trainer_global_batch(t));
+  json_string(log, o->model);
+  fprintf(log, ", \"allreduce_seconds\": %.3f, \"replicas\": [", r->allreduce_seconds);
+  for (int i = 0; i < clt_trainer_replicas(t); i++) {
+    const clt_replica *rep = clt_trainer_replica(t, i);
+    fprintf(log, "%s{\"index\": %d, \"device\": ", i ? ", " : "", rep->device.index);
+    json_string(log, rep->device.name);
+    fprintf(log, ", \"examples\": %ld, \"busy_seconds\": %.3f}", r->replicas[i].examples,
+            r->replicas[i].busy_seconds);
   }
-  fprintf(log, "\"}\n");
+  fprintf(log, "]}\n");
   fflush(log);
 }
 
@@ -129,156 +134,190 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   int status = CLT_OK;
   clt_dataset train = {0}, test = {0};
   clt_device_list devices = {0};
-  clt_replica *replica = NULL;
-  clt_net *net = NULL;
-  clt_device_data dtrain = {0}, dtest = {0};
-  int *order = NULL, *chosen = NULL;
-  float *flat = NULL, *metrics = NULL;
+  clt_trainer *t = NULL;
+  clt_checkpoint state = {0};
   FILE *log = NULL;
   clt_model model;
-
-  if ((status = clt_idx_load_dir(o->data_dir, "train", &train, e))) goto cleanup;
-  if ((status = clt_idx_load_dir(o->data_dir, "t10k", &test, e))) goto cleanup;
-  if (o->train_limit > 0 && o->train_limit < train.count) train.count = (int)o->train_limit;
-  if (o->test_limit > 0 && o->test_limit < test.count) test.count = (int)o->test_limit;
-  if (test.height != train.height || test.width != train.width) {
-    status = clt_fail(e, CLT_ERR_FORMAT, "%s: test images are %dx%d but training images are %dx%d",
-                      o->data_dir, test.height, test.width, train.height, train.width);
-    goto cleanup;
-  }
-  clt_shape input = {train.height, train.width, train.channels};
-  if ((status = clt_model_build(o->model, input, train.classes, &model, e))) goto cleanup;
-  if (strcmp(o->model, "fmnist-cnn") == 0 && (input.h != 28 || input.w != 28 || input.c != 1)) {
-    status = clt_fail(e, CLT_ERR_FORMAT, "%s: images are %dx%dx%d, model fmnist-cnn expects 28x28x1",
-                      o->data_dir, input.h, input.w, input.c);
-    goto cleanup;
-  }
-
-  if ((status = clt_devices_enumerate(&devices, e))) goto cleanup;
-  chosen = calloc(devices.count ? devices.count : 1, sizeof *chosen);
-  if (!chosen) {
-    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
-    goto cleanup;
-  }
+  const clt_device *chosen[CLT_MAX_REPLICAS];
   int nchosen = 0;
-  if ((status = clt_devices_select(&devices, o->devices, chosen, &nchosen, e))) goto cleanup;
-  const clt_device *dev = &devices.devices[chosen[0]];
-  if (o->log_path && !(log = fopen(o->log_path, "w"))) {
+  char ckpt_path[4096];
+  uint64_t seed = o->seed;
+  int first_epoch = 0;
+  long step = 0;
+
+  if ((status = load_data(o->data_dir, o->train_limit, o->test_limit, &train, &test, e))) goto cleanup;
+  if (o->resume) {
+    /* The model, weights, optimizer, counters and data order come from the checkpoint. */
+    if ((status = clt_checkpoint_resolve(o->checkpoint_dir, ckpt_path, sizeof ckpt_path, e))) {
+      clt_wrap(e, "--resume");
+      goto cleanup;
+    }
+    if ((status = clt_checkpoint_model(ckpt_path, &model, e))) goto cleanup;
+    if (o->model_given && strcmp(o->model, model.name) != 0) {
+      status = clt_fail(e, CLT_ERR_ARG, "--resume: %s holds model %s, not --model %s", ckpt_path,
+                        model.name, o->model);
+      goto cleanup;
+    }
+    if ((status = clt_checkpoint_load(ckpt_path, &model, 1, &state, e))) goto cleanup;
+    if (o->seed_given && o->seed != state.seed) {
+      status = clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --seed %llu, not %llu",
+                        ckpt_path, (unsigned long long)state.seed, (unsigned long long)o->seed);
+      goto cleanup;
+    }
+    seed = state.seed;
+    first_epoch = (int)state.epoch;
+    step = (long)state.iterations;
+  } else {
+    clt_shape input = {train.height, train.width, train.channels};
+    if ((status = clt_model_build(o->model, input, train.classes, &model, e))) {
+      if (e->code == CLT_ERR_FORMAT) clt_wrap(e, "%s", o->data_dir);
+      goto cleanup;
+    }
+  }
+  if ((status = check_input(&model, &train, o->data_dir, e))) goto cleanup;
+  if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
+  if (o->log_path && !(log = fopen(o->log_path, o->resume ? "a" : "w"))) {
     status = clt_fail(e, CLT_ERR_IO, "%s: cannot open log for writing: %s", o->log_path, strerror(errno));
     goto cleanup;
   }
 
-  const int global_batch = o->batch_per_replica;
+  const int global_batch = o->batch_per_replica * nchosen;
   const int steps = (train.count + global_batch - 1) / global_batch;
-  const int test_steps = (test.count + global_batch - 1) / global_batch;
-  const int slots = steps > test_steps ? steps : test_steps;
   fprintf(o->out, "Model %s: %zu parameters, %d layers; %d training and %d test images of %dx%dx%d\n",
-          model.name, model.param_count, model.nlayers, train.count, test.count, input.h, input.w,
-          input.c);
-  fprintf(o->out, "Device %d: %s (%s, %s)\n", dev->index, dev->name,
-          clt_device_type_name(dev->type), dev->platform_name);
-  if (nchosen > 1) {
-    fprintf(o->out, "note: %d devices selected; training uses the first one only "
-                    "(multi-replica training is not implemented yet)\n", nchosen);
+          model.name, model.param_count, model.nlayers, train.count, test.count, model.input.h,
+          model.input.w, model.input.c);
+  for (int i = 0; i < nchosen; i++) {
+    fprintf(o->out, "Replica %d: device %d, %s (%s, %s)\n", i, chosen[i]->index, chosen[i]->name,
+            clt_device_type_name(chosen[i]->type), chosen[i]->platform_name);
   }
-  if (o->checkpoint_flags_given) {
-    fprintf(o->out, "note: --checkpoint-dir/--checkpoint-every are accepted but checkpoints "
-                    "are not written yet\n");
+  fprintf(o->out, "Global batch %d (%d per replica), %d steps per epoch, epochs %d to %d\n",
+          global_batch, o->batch_per_replica, steps, first_epoch + 1, o->epochs);
+  if (o->resume) {
+    fprintf(o->out, "Resuming from %s: %d epochs and %ld steps done\n", ckpt_path, first_epoch, step);
   }
-  fprintf(o->out, "Batch %d, %d steps per epoch, %d epochs\n", global_batch, steps, o->epochs);
   fflush(o->out);
-
-  double t_setup = now_seconds();
-  if ((status = clt_replica_create(dev, &replica, e))) goto cleanup;
-  if (o->profile && (status = clt_replica_enable_profiling(replica, e))) goto cleanup;
-  int order_len = train.count > test.count ? train.count : test.count;
-  if ((status = clt_net_create(&model, replica, global_batch, slots, order_len, &net, e))) goto cleanup;
-  if ((status = clt_net_upload_data(net, train.pixels, train.labels, train.count, &dtrain, e))) goto cleanup;
-  if ((status = clt_net_upload_data(net, test.pixels, test.labels, test.count, &dtest, e))) goto cleanup;
-  flat = malloc(model.flat_floats * sizeof *flat);
-  order = malloc((size_t)order_len * sizeof *order);
-  metrics = malloc(2 * (size_t)slots * sizeof *metrics);
-  if (!flat || !order || !metrics) {
-    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  if (first_epoch >= o->epochs) {
+    fprintf(o->out, "Nothing to do: the checkpoint has %d epochs, --epochs is %d\n", first_epoch, o->epochs);
     goto cleanup;
   }
-  clt_model_init_params(&model, o->seed, flat);
-  if ((status = clt_net_write_params(net, flat, e))) goto cleanup;
-  fprintf(o->out, "Set-up (kernels, buffers, data upload): %.1fs, %.1f MiB on the device\n",
-          now_seconds() - t_setup, replica->allocated_bytes / 1048576.0);
+
+  double t_setup = now_seconds();
+  const int max_examples = train.count > test.count ? train.count : test.count;
+  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, max_examples, &t, e))) {
+    goto cleanup;
+  }
+  clt_trainer_check_replicas(t, o->check_replicas);
+  if (o->progress) clt_trainer_progress(t, o->out);
+  if ((status = clt_trainer_upload(t, &train, &test, e))) goto cleanup;
+  if (!o->resume) {
+    state.params = malloc(model.flat_floats * sizeof(float));
+    state.adam_m = calloc(model.flat_floats, sizeof(float));
+    state.adam_v = calloc(model.flat_floats, sizeof(float));
+    if (!state.params || !state.adam_m || !state.adam_v) {
+      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+      goto cleanup;
+    }
+    /* Initialised once on the host, broadcast: every replica starts identical. */
+    clt_model_init_params(&model, seed, state.params);
+  }
+  if ((status = clt_trainer_set_state(t, state.params, state.adam_m, state.adam_v, e))) goto cleanup;
+  size_t device_bytes = 0;
+  for (int i = 0; i < nchosen; i++) device_bytes += clt_trainer_replica(t, i)->allocated_bytes;
+  fprintf(o->out, "Set-up (kernels, buffers, data upload): %.1fs, %.1f MiB of device memory per replica\n",
+          now_seconds() - t_setup, device_bytes / 1048576.0 / nchosen);
   fflush(o->out);
 
   const clt_adam adam = {o->lr, 0.9, 0.999, 1e-7};
-  long step = 0;
-  for (int epoch = 0; epoch < o->epochs; epoch++) {
-    epoch_stats st = {0};
+  for (int epoch = first_epoch; epoch < o->epochs; epoch++) {
     double t0 = now_seconds();
-    clt_epoch_order(o->seed, epoch, order, train.count);
-    if ((status = clt_net_set_order(net, order, train.count, e))) goto cleanup;
-    double last_draw = 0;
-    for (int s = 0; s < steps; s++) {
-      int first = s * global_batch;
-      int n = train.count - first < global_batch ? train.count - first : global_batch;
-      /* The loss is divided by the actual batch size, the last partial batch included. */
-      if ((status = clt_net_gather(net, &dtrain, first, n, e))) goto cleanup;
-      if ((status = clt_net_forward_backward(net, n, 1.0f / n, s, 1, e))) goto cleanup;
-      if ((status = clt_net_adam(net, &adam, ++step, e))) goto cleanup;
-      cl_int flushed = clFlush(replica->queue);
-      if (flushed) {
-        status = clt_replica_fail(replica, e, flushed, "clFlush");
-        goto cleanup;
-      }
-      if (o->profile && s % 32 == 31 && (status = clt_replica_profile_collect(replica, e))) goto cleanup;
-      double t = now_seconds();
-      if (o->progress && (t - last_draw > 0.25 || s == steps - 1)) {
-        /* A blocking read drains the queue: done a few times a second only. */
-        if ((status = clt_net_read_metrics(net, metrics, s + 1, e))) goto cleanup;
-        double mean_loss, ex_loss, acc;
-        sum_metrics(metrics, s + 1, first + n, global_batch, &mean_loss, &ex_loss, &acc);
-        draw_progress(o->out, s + 1, steps, now_seconds() - t0, mean_loss, acc, s == steps - 1);
-        last_draw = now_seconds();
-      }
-    }
-    if ((status = clt_net_read_metrics(net, metrics, steps, e))) goto cleanup;
-    st.train_seconds = now_seconds() - t0;
-    st.train_examples = train.count;
-    double ex_loss;
-    sum_metrics(metrics, steps, train.count, global_batch, &st.train_loss, &ex_loss, &st.train_acc);
-    if (!isfinite(st.train_loss)) {
+    clt_epoch_result r;
+    if ((status = clt_trainer_epoch(t, seed, epoch, &adam, &step, &r, e))) goto cleanup;
+    if (r.bad_step >= 0) {
       status = clt_fail(e, CLT_ERR_NUMERIC,
-                        "epoch %d: training loss is not finite (%g); stopping (try a lower --lr)",
-                        epoch + 1, st.train_loss);
+                        "epoch %d, step %d: non-finite loss or gradient; stopping without saving "
+                        "(the newest checkpoint is left as it was; try a lower --lr)",
+                        epoch + 1, r.bad_step + 1);
       goto cleanup;
     }
-    for (int i = 0; i < test.count; i++) order[i] = i;
-    if ((status = evaluate(net, &dtest, global_batch, metrics, order, &st.test_loss, &st.test_acc, e))) goto cleanup;
-    st.seconds = now_seconds() - t0;
+    double test_loss, test_acc;
+    if ((status = clt_trainer_evaluate(t, &test_loss, &test_acc, e))) goto cleanup;
+    double seconds = now_seconds() - t0;
     fprintf(o->out, "Epoch %d, Loss: %.4f, Accuracy: %.2f, Test Loss: %.4f, Test Accuracy: %.2f\n",
-            epoch + 1, st.train_loss, st.train_acc * 100, st.test_loss, st.test_acc * 100);
-    fprintf(o->out, "  %.1fs (%.0f images/s training)\n", st.seconds,
-            st.train_examples / st.train_seconds);
-    fflush(o->out);
-    write_log(log, epoch + 1, &st, o, dev->name);
-    if (o->profile) {
-      if ((status = clt_replica_profile_collect(replica, e))) goto cleanup;
-      print_profile(o->out, replica, st.seconds);
+            epoch + 1, r.train_loss, r.train_acc * 100, test_loss, test_acc * 100);
+    fprintf(o->out, "  %.1fs, %.0f images/s training", seconds, train.count / r.seconds);
+    if (nchosen > 1) fprintf(o->out, ", all-reduce %.2fs", r.allreduce_seconds);
+    fprintf(o->out, "\n");
+    for (int i = 0; i < nchosen && nchosen > 1; i++) {
+      const clt_replica *rep = clt_trainer_replica(t, i);
+      fprintf(o->out, "  device %d (%s): %ld examples, %.0f images/s, busy %.0f%%\n",
+              rep->device.index, rep->device.name, r.replicas[i].examples,
+              r.replicas[i].examples / r.seconds, 100.0 * r.replicas[i].busy_seconds / r.seconds);
     }
+    write_log(log, epoch + 1, &r, test_loss, test_acc, seconds, train.count, o, t);
+    if (o->profile) {
+      for (int i = 0; i < nchosen; i++) print_profile(o->out, clt_trainer_replica(t, i), r.seconds);
+    }
+    const int last = epoch + 1 == o->epochs;
+    if (o->checkpoint_every > 0 && ((epoch + 1) % o->checkpoint_every == 0 || last)) {
+      if ((status = clt_trainer_get_state(t, state.params, state.adam_m, state.adam_v, e))) goto cleanup;
+      state.iterations = step;
+      state.epoch = epoch + 1;
+      state.seed = seed;
+      char written[4096];
+      if ((status = clt_checkpoint_save(o->checkpoint_dir, o->keep, &model, &state, written,
+                                        sizeof written, e))) {
+        goto cleanup;
+      }
+      fprintf(o->out, "  saved %s\n", written);
+    }
+    fflush(o->out);
   }
 
 cleanup:
   if (log && fclose(log) != 0 && status == CLT_OK) {
     status = clt_fail(e, CLT_ERR_IO, "%s: cannot write log: %s", o->log_path, strerror(errno));
   }
-  clt_device_data_release(&dtrain);
-  clt_device_data_release(&dtest);
-  clt_net_destroy(net);
-  clt_replica_destroy(replica);
+  clt_trainer_destroy(t);
   clt_devices_free(&devices);
   clt_dataset_free(&train);
   clt_dataset_free(&test);
-  free(order);
-  free(chosen);
-  free(flat);
-  free(metrics);
+  clt_checkpoint_free(&state);
+  return status;
+}
+
+int clt_eval(const clt_eval_opts *o, clt_err *e) {
+  int status = CLT_OK;
+  clt_dataset test = {0};
+  clt_device_list devices = {0};
+  clt_trainer *t = NULL;
+  clt_checkpoint state = {0};
+  clt_model model;
+  const clt_device *chosen[CLT_MAX_REPLICAS];
+  int nchosen = 0;
+  char path[4096];
+
+  if ((status = clt_checkpoint_resolve(o->checkpoint, path, sizeof path, e))) goto cleanup;
+  if ((status = clt_checkpoint_model(path, &model, e))) goto cleanup;
+  if ((status = clt_checkpoint_load(path, &model, 0, &state, e))) goto cleanup;
+  if ((status = load_data(o->data_dir, 0, o->test_limit, NULL, &test, e))) goto cleanup;
+  if ((status = check_input(&model, &test, o->data_dir, e))) goto cleanup;
+  if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
+  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, test.count, &t, e))) {
+    goto cleanup;
+  }
+  if ((status = clt_trainer_upload(t, NULL, &test, e))) goto cleanup;
+  if ((status = clt_trainer_set_state(t, state.params, NULL, NULL, e))) goto cleanup;
+  double loss, acc;
+  if ((status = clt_trainer_evaluate(t, &loss, &acc, e))) goto cleanup;
+  fprintf(o->out, "Checkpoint %s: model %s, %lld epochs, %lld steps; %d test images on %d device%s\n",
+          path, model.name, (long long)state.epoch, (long long)state.iterations, test.count, nchosen,
+          nchosen == 1 ? "" : "s");
+  fprintf(o->out, "Accuracy: %.2f\nLoss: %.4f\n", acc * 100, loss);
+
+cleanup:
+  clt_trainer_destroy(t);
+  clt_devices_free(&devices);
+  clt_dataset_free(&test);
+  clt_checkpoint_free(&state);
   return status;
 }

@@ -1,4 +1,4 @@
-/* `cltrain train`: the training loop over a dataset on the selected devices. */
+/* `cltrain train` and `cltrain eval`: the loops around the trainer. */
 #ifndef CLT_TRAIN_H
 #define CLT_TRAIN_H
 
@@ -18,8 +18,11 @@ typedef struct clt_train_opts {
   long train_limit, test_limit; /* 0: all */
   const char *log_path;         /* JSON Lines, one object per epoch; NULL: none */
   const char *checkpoint_dir;
-  int checkpoint_every;
-  int checkpoint_flags_given;   /* the user asked for checkpoints explicitly */
+  int checkpoint_every;         /* epochs; 0: never */
+  int keep;                     /* newest checkpoints kept; 0: all */
+  int resume;                   /* continue from the newest checkpoint in checkpoint_dir */
+  int model_given, seed_given;  /* set explicitly (checked against a resumed checkpoint) */
+  int check_replicas;           /* verify identical parameters after every step */
   int progress;                 /* draw a progress bar (stdout is a terminal) */
   int profile;                  /* print device time per kernel after each epoch */
   FILE *out;                    /* where epoch lines go */
@@ -27,5 +30,16 @@ typedef struct clt_train_opts {
 
 void clt_train_defaults(clt_train_opts *o);
 int clt_train(const clt_train_opts *o, clt_err *e);
+
+typedef struct clt_eval_opts {
+  const char *checkpoint;       /* folder (its index names the newest) or .npz file */
+  const char *data_dir;
+  const char *devices;
+  int batch_per_replica;
+  long test_limit;
+  FILE *out;
+} clt_eval_opts;
+
+int clt_eval(const clt_eval_opts *o, clt_err *e);
 
 #endif

@@ -1,0 +1,28 @@
+// dst[dst_offset + i] += src[src_offset + i]: the receiving side of a reduce-scatter step.
+__kernel void add_into(__global float *dst, const int dst_offset, __global const float *src,
+                       const int src_offset, const int n) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  dst[dst_offset + i] += src[src_offset + i];
+}
+
+// Counts non-finite values of x[0..n) per block of `block` floats into
+// partial[blk]; then count_final adds the partials into out[slot] (fixed order).
+__kernel void count_nonfinite_partial(__global const float *x, const int n, const int block,
+                                      __global float *partial) {
+  const int blk = get_global_id(0);
+  const int begin = blk * block;
+  if (begin >= n) return;
+  const int end = min(n, begin + block);
+  int bad = 0;
+  for (int i = begin; i < end; i++) bad += !isfinite(x[i]);
+  partial[blk] = (float)bad;
+}
+
+__kernel void count_final(__global const float *partial, const int nblocks, __global float *out,
+                          const int slot) {
+  if (get_global_id(0) != 0) return;
+  float sum = 0.0f;
+  for (int i = 0; i < nblocks; i++) sum += partial[i];
+  out[slot] = sum;
+}

@@ -1,0 +1,472 @@
+#define _POSIX_C_SOURCE 200809L
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "npz.h"
+
+int clt_checkpoint_fail_before_step;
+
+#define INDEX_NAME "checkpoint"
+
+/* The injected failure of the test hook, reported like a real one. */
+static int injected(int step, const char *path, clt_err *e) {
+  if (clt_checkpoint_fail_before_step != step) return CLT_OK;
+  return clt_fail(e, CLT_ERR_IO, "%s: injected failure before step %d", path, step);
+}
+
+/* fsync of a folder makes a rename in it durable. */
+static int sync_dir(const char *dir, clt_err *e) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return clt_fail(e, CLT_ERR_IO, "%s: cannot open folder to sync: %s", dir, strerror(errno));
+  int rc = fsync(fd);
+  int err = errno;
+  close(fd);
+  /* Some file systems cannot fsync folders (EINVAL); the rename is then as durable as they allow. */
+  if (rc != 0 && err != EINVAL) return clt_fail(e, CLT_ERR_IO, "%s: fsync: %s", dir, strerror(err));
+  return CLT_OK;
+}
+
+static int make_dir(const char *dir, clt_err *e) {
+  struct stat st;
+  if (stat(dir, &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) return clt_fail(e, CLT_ERR_IO, "%s: exists and is not a folder", dir);
+    return CLT_OK;
+  }
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot create checkpoint folder: %s", dir, strerror(errno));
+  }
+  return CLT_OK;
+}
+
+/* K of "ckpt-K.npz", or 0 if name is not of that form. */
+static long ckpt_number(const char *name) {
+  if (strncmp(name, "ckpt-", 5) != 0) return 0;
+  char *end = NULL;
+  long k = strtol(name + 5, &end, 10);
+  if (k <= 0 || end == name + 5 || strcmp(end, ".npz") != 0) return 0;
+  return k;
+}
+
+/* Temp files of saves that crashed (".ckpt-K.npz.tmp-PID", ".checkpoint.tmp-PID"):
+ * never named by the index, so safe to remove before a new save. */
+static void remove_stale_temps(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *ent;
+  while ((ent = readdir(d))) {
+    const char *n = ent->d_name;
+    if ((strncmp(n, ".ckpt-", 6) == 0 || strncmp(n, "." INDEX_NAME ".tmp-", strlen(INDEX_NAME) + 6) == 0) &&
+        strstr(n, ".tmp-")) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s", dir, n);
+      unlink(path);
+    }
+  }
+  closedir(d);
+}
+
+/* The checkpoint numbers present in dir, ascending. */
+static int list_checkpoints(const char *dir, long **out, int *n, clt_err *e) {
+  *out = NULL;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return clt_fail(e, CLT_ERR_IO, "%s: cannot list folder: %s", dir, strerror(errno));
+  long *ks = NULL;
+  int count = 0, cap = 0;
+  struct dirent *ent;
+  while ((ent = readdir(d))) {
+    long k = ckpt_number(ent->d_name);
+    if (!k) continue;
+    if (count == cap) {
+      cap = cap ? 2 * cap : 16;
+      long *grown = realloc(ks, (size_t)cap * sizeof *ks);
+      if (!grown) {
+        free(ks);
+        closedir(d);
+        return clt_fail(e, CLT_ERR_NOMEM, "out of host memory listing %s", dir);
+      }
+      ks = grown;
+    }
+    ks[count++] = k;
+  }
+  closedir(d);
+  for (int i = 1; i < count; i++) { /* insertion sort: a handful of files */
+    long v = ks[i];
+    int j = i - 1;
+    while (j >= 0 && ks[j] > v) {
+      ks[j + 1] = ks[j];
+      j--;
+    }
+    ks[j + 1] = v;
+  }
+  *out = ks;
+  *n = count;
+  return CLT_OK;
+}
+
+static int write_index(const char *dir, const long *ks, int n, clt_err *e) {
+  char tmp[4096], final[4096];
+  snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, INDEX_NAME, (long)getpid());
+  snprintf(final, sizeof final, "%s/%s", dir, INDEX_NAME);
+  int status = injected(4, tmp, e);
+  if (status) return status;
+  FILE *f = fopen(tmp, "w");
+  if (!f) return clt_fail(e, CLT_ERR_IO, "%s: cannot write index: %s", tmp, strerror(errno));
+  /* TensorFlow's CheckpointState text format: newest first, then all in order. */
+  fprintf(f, "model_checkpoint_path: \"ckpt-%ld\"\n", ks[n - 1]);
+  for (int i = 0; i < n; i++) fprintf(f, "all_model_checkpoint_paths: \"ckpt-%ld\"\n", ks[i]);
+  int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
+  int err = errno;
+  if (fclose(f) != 0 && !bad) {
+    bad = 1;
+    err = errno;
+  }
+  if (bad) {
+    unlink(tmp);
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot write index: %s", tmp, strerror(err));
+  }
+  if ((status = injected(5, final, e))) {
+    unlink(tmp);
+    return status;
+  }
+  if (rename(tmp, final) != 0) {
+    err = errno;
+    unlink(tmp);
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot rename index into place: %s", final, strerror(err));
+  }
+  if ((status = injected(6, dir, e))) return status;
+  return sync_dir(dir, e);
+}
+
+/* The members of a checkpoint, in Keras get_weights() order, then the optimizer's. */
+typedef struct member_table {
+  int n;
+  clt_npz_array *arrays;
+  uint32_t *meta_text;
+  int64_t counters[3];
+  uint64_t seed;
+} member_table;
+
+static void json_metadata(const clt_model *m, char *buf, size_t size) {
+  char arch[2048];
+  clt_model_describe(m, arch, sizeof arch);
+  snprintf(buf, size,
+           "{\"format\": %d, \"model\": \"%s\", \"input\": [%d, %d, %d], \"classes\": %d, "
+           "\"architecture\": \"%s\", \"cltrain_version\": \"%s\"}",
+           CLT_CHECKPOINT_FORMAT, m->name, m->input.h, m->input.w, m->input.c, m->classes, arch,
+           CLT_VERSION);
+}
+
+static void set_param_array(clt_npz_array *a, const char *name, const clt_param *p, const float *flat) {
+  memset(a, 0, sizeof *a);
+  snprintf(a->name, sizeof a->name, "%s", name);
+  snprintf(a->dtype, sizeof a->dtype, "<f4");
+  a->rank = p->rank;
+  for (int d = 0; d < p->rank; d++) a->dims[d] = p->dims[d];
+  a->data = flat + p->offset;
+  a->bytes = p->size * sizeof(float);
+}
+
+static void set_scalar(clt_npz_array *a, const char *name, const char *dtype, const void *v) {
+  memset(a, 0, sizeof *a);
+  snprintf(a->name, sizeof a->name, "%s", name);
+  snprintf(a->dtype, sizeof a->dtype, "%s", dtype);
+  a->data = v;
+  a->bytes = 8;
+}
+
+int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_checkpoint *st,
+                        char *path_out, size_t path_size, clt_err *e) {
+  int status = CLT_OK;
+  long *ks = NULL;
+  int nk = 0;
+  clt_npz_array *arrays = NULL;
+  uint32_t *meta_text = NULL;
+  char tmp[4096] = "", final[4096];
+
+  if ((status = make_dir(dir, e))) goto cleanup;
+  remove_stale_temps(dir);
+  if ((status = list_checkpoints(dir, &ks, &nk, e))) goto cleanup;
+  const long k = nk ? ks[nk - 1] + 1 : 1;
+  st->save_counter = k;
+
+  int nparams = 0;
+  for (int i = 0; i < m->nlayers; i++) nparams += m->layers[i].nparams;
+  const int narrays = 3 * nparams + 5;
+  arrays = calloc((size_t)narrays, sizeof *arrays);
+  char meta[4096];
+  json_metadata(m, meta, sizeof meta);
+  meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
+  if (!arrays || !meta_text) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory saving a checkpoint");
+    goto cleanup;
+  }
+  int a = 0;
+  for (int pass = 0; pass < 3; pass++) {
+    const float *flat = pass == 0 ? st->params : pass == 1 ? st->adam_m : st->adam_v;
+    for (int i = 0; i < m->nlayers; i++) {
+      const clt_layer *l = &m->layers[i];
+      for (int p = 0; p < l->nparams; p++) {
+        char name[128];
+        if (pass == 0) snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
+        else snprintf(name, sizeof name, "optimizer/%s/%s/%s", l->name, l->params[p].name, pass == 1 ? "m" : "v");
+        set_param_array(&arrays[a++], name, &l->params[p], flat);
+      }
+    }
+  }
+  set_scalar(&arrays[a++], "optimizer/iterations", "<i8", &st->iterations);
+  set_scalar(&arrays[a++], "epoch", "<i8", &st->epoch);
+  set_scalar(&arrays[a++], "save_counter", "<i8", &st->save_counter);
+  set_scalar(&arrays[a++], "data/seed", "<u8", &st->seed);
+  clt_npz_string(&arrays[a++], "metadata", meta, meta_text);
+
+  snprintf(tmp, sizeof tmp, "%s/.ckpt-%ld.npz.tmp-%ld", dir, k, (long)getpid());
+  snprintf(final, sizeof final, "%s/ckpt-%ld.npz", dir, k);
+  if ((status = injected(1, tmp, e))) goto cleanup;
+  if ((status = clt_npz_write(tmp, arrays, a, e))) goto cleanup;
+  if ((status = injected(2, final, e))) goto cleanup;
+  if (rename(tmp, final) != 0) {
+    status = clt_fail(e, CLT_ERR_IO, "%s: cannot rename checkpoint into place: %s", final, strerror(errno));
+    goto cleanup;
+  }
+  tmp[0] = '\0';
+  if ((status = injected(3, dir, e))) goto cleanup;
+  if ((status = sync_dir(dir, e))) goto cleanup;
+
+  /* The index lists what remains after pruning, newest last. */
+  long *all = realloc(ks, (size_t)(nk + 1) * sizeof *ks);
+  if (!all) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory saving a checkpoint");
+    goto cleanup;
+  }
+  ks = all;
+  ks[nk++] = k;
+  const int first_kept = keep > 0 && nk > keep ? nk - keep : 0;
+  if ((status = write_index(dir, ks + first_kept, nk - first_kept, e))) goto cleanup;
+  if ((status = injected(7, dir, e))) goto cleanup;
+  for (int i = 0; i < first_kept; i++) {
+    char old[4096];
+    snprintf(old, sizeof old, "%s/ckpt-%ld.npz", dir, ks[i]);
+    if (unlink(old) != 0 && errno != ENOENT) {
+      status = clt_fail(e, CLT_ERR_IO, "%s: cannot remove old checkpoint: %s", old, strerror(errno));
+      goto cleanup;
+    }
+  }
+  if (path_out) snprintf(path_out, path_size, "%s", final);
+
+cleanup:
+  if (tmp[0]) unlink(tmp); /* a failed save leaves no temp file behind */
+  free(ks);
+  free(arrays);
+  free(meta_text);
+  return status;
+}
+
+int clt_checkpoint_resolve(const char *dir_or_file, char *path, size_t size, clt_err *e) {
+  struct stat st;
+  if (stat(dir_or_file, &st) != 0) {
+    return clt_fail(e, CLT_ERR_IO, "%s: no such checkpoint file or folder", dir_or_file);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(path, size, "%s", dir_or_file);
+    return CLT_OK;
+  }
+  char index[4096];
+  snprintf(index, sizeof index, "%s/%s", dir_or_file, INDEX_NAME);
+  FILE *f = fopen(index, "r");
+  if (!f) {
+    return clt_fail(e, CLT_ERR_IO, "%s: no checkpoint index (%s) in this folder", index, strerror(errno));
+  }
+  char line[512] = "";
+  char *got = fgets(line, sizeof line, f);
+  fclose(f);
+  char name[256];
+  if (!got || sscanf(line, "model_checkpoint_path: \"%255[^\"]\"", name) != 1) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: not a checkpoint index (first line should be "
+                    "model_checkpoint_path: \"ckpt-K\")", index);
+  }
+  snprintf(path, size, "%s/%s.npz", dir_or_file, name);
+  if (stat(path, &st) != 0) {
+    return clt_fail(e, CLT_ERR_IO, "%s: the index names %s, which does not exist", index, path);
+  }
+  return CLT_OK;
+}
+
+/* Extracts "key": <int>, "key": "<string>" or "key": [list] from our own metadata JSON. */
+static int json_find(const char *json, const char *key, char *out, size_t size) {
+  char pattern[64];
+  snprintf(pattern, sizeof pattern, "\"%s\": ", key);
+  const char *p = strstr(json, pattern);
+  if (!p) return -1;
+  p += strlen(pattern);
+  size_t n = 0;
+  if (*p == '"') {
+    p++;
+    while (p[n] && p[n] != '"') n++;
+  } else if (*p == '[') {
+    while (p[n] && p[n] != ']') n++;
+    if (p[n]) n++;
+  } else {
+    while (p[n] && p[n] != ',' && p[n] != '}') n++;
+  }
+  if (n >= size) return -1;
+  memcpy(out, p, n);
+  out[n] = '\0';
+  return 0;
+}
+
+typedef struct checkpoint_meta {
+  int format;
+  char model[64];
+  clt_shape input;
+  int classes;
+  char architecture[2048];
+} checkpoint_meta;
+
+static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, clt_err *e) {
+  const clt_npz_array *a = clt_npz_find(z, "metadata");
+  char json[4096], v[2048];
+  if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member metadata", path);
+  if (clt_npz_get_string(a, json, sizeof json) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member metadata is not a string", path);
+  }
+  memset(meta, 0, sizeof *meta);
+  if (json_find(json, "format", v, sizeof v) != 0 || sscanf(v, "%d", &meta->format) != 1) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata has no format version", path);
+  }
+  if (meta->format != CLT_CHECKPOINT_FORMAT) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: unknown checkpoint format version %d (this cltrain reads %d)",
+                    path, meta->format, CLT_CHECKPOINT_FORMAT);
+  }
+  if (json_find(json, "model", meta->model, sizeof meta->model) != 0 ||
+      json_find(json, "input", v, sizeof v) != 0 ||
+      sscanf(v, "[%d, %d, %d]", &meta->input.h, &meta->input.w, &meta->input.c) != 3 ||
+      json_find(json, "classes", v, sizeof v) != 0 || sscanf(v, "%d", &meta->classes) != 1 ||
+      json_find(json, "architecture", meta->architecture, sizeof meta->architecture) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata lacks model, input, classes or architecture", path);
+  }
+  return CLT_OK;
+}
+
+int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
+  clt_npz *z = NULL;
+  checkpoint_meta meta;
+  int status = clt_npz_read(path, &z, e);
+  if (!status) status = read_meta(path, z, &meta, e);
+  if (!status) {
+    status = clt_model_build(meta.model, meta.input, meta.classes, m, e);
+    if (status) clt_wrap(e, "%s", path);
+  }
+  clt_npz_free(z);
+  return status;
+}
+
+static int load_array(const char *path, const clt_npz *z, const char *name, const clt_param *p,
+                      float *flat, clt_err *e) {
+  const clt_npz_array *a = clt_npz_find(z, name);
+  if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member %s", path, name);
+  if (strcmp(a->dtype, "<f4") != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has dtype %s, expected <f4", path, name, a->dtype);
+  }
+  int same = a->rank == p->rank;
+  for (int d = 0; same && d < p->rank; d++) same = a->dims[d] == p->dims[d];
+  if (!same) {
+    char want[64] = "", got[64] = "";
+    for (int d = 0; d < p->rank; d++) {
+      snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", d ? "," : "", p->dims[d]);
+    }
+    for (int d = 0; d < a->rank && d < CLT_NPZ_MAX_RANK; d++) {
+      snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "", (long long)a->dims[d]);
+    }
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has shape (%s), the model needs (%s)", path,
+                    name, got, want);
+  }
+  memcpy(flat + p->offset, a->data, p->size * sizeof(float)); /* data may be unaligned */
+  return CLT_OK;
+}
+
+static int load_scalar(const char *path, const clt_npz *z, const char *name, const char *dtype,
+                       void *out, clt_err *e) {
+  const clt_npz_array *a = clt_npz_find(z, name);
+  if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member %s", path, name);
+  if (strcmp(a->dtype, dtype) != 0 || a->rank != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s should be a %s scalar", path, name, dtype);
+  }
+  memcpy(out, a->data, 8);
+  return CLT_OK;
+}
+
+int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer,
+                        clt_checkpoint *st, clt_err *e) {
+  int status = CLT_OK;
+  clt_npz *z = NULL;
+  checkpoint_meta meta;
+  memset(st, 0, sizeof *st);
+  if ((status = clt_npz_read(path, &z, e))) goto cleanup;
+  if ((status = read_meta(path, z, &meta, e))) goto cleanup;
+  char arch[2048];
+  clt_model_describe(m, arch, sizeof arch);
+  if (strcmp(meta.model, m->name) != 0 || meta.classes != m->classes ||
+      meta.input.h != m->input.h || meta.input.w != m->input.w || meta.input.c != m->input.c) {
+    status = clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: checkpoint of model %s for %dx%dx%d inputs and %d classes, not of %s "
+                      "for %dx%dx%d and %d classes",
+                      path, meta.model, meta.input.h, meta.input.w, meta.input.c, meta.classes,
+                      m->name, m->input.h, m->input.w, m->input.c, m->classes);
+    goto cleanup;
+  }
+  if (strcmp(meta.architecture, arch) != 0) {
+    status = clt_fail(e, CLT_ERR_FORMAT, "%s: architecture differs from this cltrain's %s: "
+                      "checkpoint has [%s], cltrain builds [%s]", path, m->name, meta.architecture, arch);
+    goto cleanup;
+  }
+  st->params = calloc(m->flat_floats, sizeof(float));
+  if (with_optimizer) {
+    st->adam_m = calloc(m->flat_floats, sizeof(float));
+    st->adam_v = calloc(m->flat_floats, sizeof(float));
+  }
+  if (!st->params || (with_optimizer && (!st->adam_m || !st->adam_v))) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
+    goto cleanup;
+  }
+  for (int pass = 0; pass < (with_optimizer ? 3 : 1); pass++) {
+    float *flat = pass == 0 ? st->params : pass == 1 ? st->adam_m : st->adam_v;
+    for (int i = 0; i < m->nlayers; i++) {
+      const clt_layer *l = &m->layers[i];
+      for (int p = 0; p < l->nparams; p++) {
+        char name[128];
+        if (pass == 0) snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
+        else snprintf(name, sizeof name, "optimizer/%s/%s/%s", l->name, l->params[p].name, pass == 1 ? "m" : "v");
+        if ((status = load_array(path, z, name, &l->params[p], flat, e))) goto cleanup;
+      }
+    }
+  }
+  if ((status = load_scalar(path, z, "optimizer/iterations", "<i8", &st->iterations, e))) goto cleanup;
+  if ((status = load_scalar(path, z, "epoch", "<i8", &st->epoch, e))) goto cleanup;
+  if ((status = load_scalar(path, z, "save_counter", "<i8", &st->save_counter, e))) goto cleanup;
+  if ((status = load_scalar(path, z, "data/seed", "<u8", &st->seed, e))) goto cleanup;
+  if (st->iterations < 0 || st->epoch < 0 || st->save_counter < 1) {
+    status = clt_fail(e, CLT_ERR_FORMAT, "%s: negative step, epoch or save counter", path);
+    goto cleanup;
+  }
+
+cleanup:
+  clt_npz_free(z);
+  if (status) clt_checkpoint_free(st);
+  return status;
+}
+
+void clt_checkpoint_free(clt_checkpoint *st) {
+  free(st->params);
+  free(st->adam_m);
+  free(st->adam_v);
+  st->params = st->adam_m = st->adam_v = NULL;
+}

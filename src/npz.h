@@ -1,0 +1,48 @@
+/* NumPy .npz archives (zip, stored members, CRC-32 written and verified), the
+ * checkpoint format: `numpy.load(path, allow_pickle=False)` reads them. */
+#ifndef CLT_NPZ_H
+#define CLT_NPZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+#define CLT_NPZ_MAX_RANK 8
+
+/* Supported dtypes: "<f4" (float32), "<i8" (int64), "<u8" (uint64), and "<U<n>"
+ * (a unicode string of n characters, stored UTF-32LE as numpy does). */
+typedef struct clt_npz_array {
+  char name[128];       /* member name without ".npy", e.g. "conv2d/kernel" */
+  char dtype[16];
+  int rank;             /* 0 for a scalar */
+  int64_t dims[CLT_NPZ_MAX_RANK];
+  const void *data;     /* little-endian, C order */
+  size_t bytes;         /* must equal product(dims) * itemsize */
+} clt_npz_array;
+
+/* Writes the arrays as members "<name>.npy" of a new zip at path (created or
+ * truncated), flushes and fsyncs it before closing. Atomic replacement (temp
+ * file + rename) is the caller's job. Errors name the path. */
+int clt_npz_write(const char *path, const clt_npz_array *arrays, int n, clt_err *e);
+
+typedef struct clt_npz clt_npz; /* an archive read into memory */
+
+/* Reads the whole archive, verifying the zip structure, each member's CRC-32 and
+ * .npy header (dtype among the supported ones, C order, shape matching the data
+ * size). Errors name the path and the member. */
+int clt_npz_read(const char *path, clt_npz **out, clt_err *e);
+int clt_npz_count(const clt_npz *z);
+const clt_npz_array *clt_npz_at(const clt_npz *z, int i);
+/* NULL if absent. */
+const clt_npz_array *clt_npz_find(const clt_npz *z, const char *name);
+void clt_npz_free(clt_npz *z);
+
+/* Convenience for strings: builds a "<U<n>" scalar from UTF-8/ASCII text into
+ * buf (4 bytes per character, caller-provided, at least 4*strlen(text) bytes). */
+void clt_npz_string(clt_npz_array *a, const char *name, const char *text, uint32_t *buf);
+/* Reads a "<U<n>" scalar back into ASCII/Latin-1 text (non-Latin-1 code points
+ * become '?'); returns 0 on success, -1 if the member is not such a string. */
+int clt_npz_get_string(const clt_npz_array *a, char *out, size_t size);
+
+#endif

@@ -1,0 +1,73 @@
+/* Synchronous data parallelism over replicas (MirroredStrategy without CUDA).
+ *
+ * Every replica holds the whole model, its own flat parameter/gradient/Adam
+ * buffers and the dataset. Each global batch (batch_per_replica x N) is sliced
+ * across replicas as evenly as possible; each computes the gradient of its
+ * examples' losses divided by the *global* batch size, the gradients are summed
+ * by the ring all-reduce, and every replica applies the same Adam update, so
+ * all replicas hold the same bits and N replicas compute what one device
+ * computes on the whole batch. One host thread per replica drives it. */
+#ifndef CLT_TRAINER_H
+#define CLT_TRAINER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "device.h"
+#include "idx.h"
+#include "net.h"
+#include "ring.h"
+
+#define CLT_MAX_REPLICAS 64
+
+typedef struct clt_replica_stats {
+  long examples;       /* training examples this replica processed in the epoch */
+  double busy_seconds; /* device time of its kernels (profiling events) */
+} clt_replica_stats;
+
+typedef struct clt_epoch_result {
+  double train_loss;   /* mean of per-batch mean losses (the reference's figure) */
+  double train_acc;    /* fraction correct */
+  double seconds;      /* wall time of the training pass */
+  double allreduce_seconds;
+  int bad_step;        /* first step (0-based) with a non-finite loss or gradient, or -1 */
+  clt_replica_stats replicas[CLT_MAX_REPLICAS];
+} clt_epoch_result;
+
+typedef struct clt_trainer clt_trainer;
+
+/* Creates a replica and network on each chosen device, builds every kernel and
+ * allocates every buffer for batches of batch_per_replica per replica and
+ * datasets of up to max_examples. */
+int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
+                       int batch_per_replica, int max_examples, clt_trainer **out, clt_err *e);
+void clt_trainer_destroy(clt_trainer *t);
+
+int clt_trainer_replicas(const clt_trainer *t);
+clt_replica *clt_trainer_replica(const clt_trainer *t, int i);
+int clt_trainer_global_batch(const clt_trainer *t);
+
+/* Verifies after every step that all replicas hold bitwise-identical parameters. */
+void clt_trainer_check_replicas(clt_trainer *t, int on);
+/* Draws a Keras-style progress bar on `out` during training epochs (NULL: none). */
+void clt_trainer_progress(clt_trainer *t, FILE *out);
+
+/* Uploads datasets to every replica (blocking); either may be NULL. */
+int clt_trainer_upload(clt_trainer *t, const clt_dataset *train, const clt_dataset *test, clt_err *e);
+
+/* Writes the same parameters (and Adam moments, if not NULL) to every replica,
+ * or reads them from replica 0. Flat arrays of model->flat_floats. */
+int clt_trainer_set_state(clt_trainer *t, const float *params, const float *adam_m,
+                          const float *adam_v, clt_err *e);
+int clt_trainer_get_state(clt_trainer *t, float *params, float *adam_m, float *adam_v, clt_err *e);
+
+/* One training epoch over the uploaded training set in the order of (seed,
+ * epoch). *step counts Adam steps and is advanced. */
+int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *adam, long *step,
+                      clt_epoch_result *res, clt_err *e);
+
+/* Loss (mean per example) and accuracy on the uploaded test set, its batches
+ * sliced across replicas like training batches. */
+int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e);
+
+#endif

@@ -1,0 +1,180 @@
+/* Checkpoint saves survive crashes: a failure injected before each file-system
+ * step of a save, and kill -9 of a process in the middle of saving, both leave
+ * an index that names a complete, loadable checkpoint and no temp files. Also:
+ * numbering, --keep pruning, exact round trip. Host only: no device needed. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+
+static int n_passed, n_failed;
+
+static void expect(const char *what, int ok) {
+  ok ? n_passed++ : n_failed++;
+  printf("%s: %s\n", ok ? "ok" : "FAIL", what);
+}
+
+static clt_model model;
+static clt_checkpoint state;
+
+/* A state whose every value identifies the save it came from. */
+static void fill_state(int tag) {
+  for (size_t i = 0; i < model.flat_floats; i++) {
+    state.params[i] = (float)tag + (float)i * 1e-6f;
+    state.adam_m[i] = (float)-tag;
+    state.adam_v[i] = (float)tag * 0.5f;
+  }
+  state.iterations = 100 * tag;
+  state.epoch = tag;
+  state.seed = 42;
+}
+
+/* The index resolves to a checkpoint that loads; returns its epoch tag or -1. */
+static int newest_tag(const char *dir) {
+  char path[4096];
+  clt_err e = {0};
+  clt_checkpoint got;
+  if (clt_checkpoint_resolve(dir, path, sizeof path, &e)) {
+    printf("  resolve: %s\n", e.msg);
+    return -1;
+  }
+  if (clt_checkpoint_load(path, &model, 1, &got, &e)) {
+    printf("  load: %s\n", e.msg);
+    return -1;
+  }
+  int tag = (int)got.epoch;
+  int exact = got.params[7] == (float)tag + 7e-6f && got.adam_m[3] == (float)-tag &&
+              got.iterations == 100 * tag;
+  clt_checkpoint_free(&got);
+  return exact ? tag : -1;
+}
+
+static int count_files(const char *dir, const char *prefix) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *ent;
+  while (d && (ent = readdir(d))) n += strncmp(ent->d_name, prefix, strlen(prefix)) == 0;
+  if (d) closedir(d);
+  return n;
+}
+
+static void test_injected_failures(const char *root) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/injected", root);
+  clt_err e = {0};
+  fill_state(1);
+  expect("first save succeeds", clt_checkpoint_save(dir, 0, &model, &state, NULL, 0, &e) == CLT_OK);
+  expect("index names the first save", newest_tag(dir) == 1);
+  for (int step = 1; step <= 7; step++) {
+    fill_state(step + 1);
+    clt_checkpoint_fail_before_step = step;
+    int status = clt_checkpoint_save(dir, 2, &model, &state, NULL, 0, &e);
+    clt_checkpoint_fail_before_step = 0;
+    char what[256];
+    snprintf(what, sizeof what, "failure before step %d is reported", step);
+    expect(what, status != CLT_OK && strstr(e.msg, "injected failure") != NULL);
+    /* Before the index is renamed the previous save stays newest; after it, the
+     * new one is complete already. Either way it must load exactly. */
+    int tag = newest_tag(dir);
+    snprintf(what, sizeof what, "after a failure before step %d the index names a complete checkpoint (tag %d)",
+             step, tag);
+    expect(what, step <= 5 ? tag == step : tag == step + 1);
+    snprintf(what, sizeof what, "after a failure before step %d no temp file is left", step);
+    expect(what, count_files(dir, ".") == 2); /* "." and ".." only */
+    /* Bring the folder back to "one newest save with tag step + 1". */
+    fill_state(step + 1);
+    expect("a clean save after the failure succeeds",
+           clt_checkpoint_save(dir, 2, &model, &state, NULL, 0, &e) == CLT_OK && newest_tag(dir) == step + 1);
+  }
+}
+
+static void test_keep_and_numbering(const char *root) {
+  char dir[4096], path[4096];
+  snprintf(dir, sizeof dir, "%s/keep", root);
+  clt_err e = {0};
+  for (int k = 1; k <= 6; k++) {
+    fill_state(k);
+    if (clt_checkpoint_save(dir, 3, &model, &state, path, sizeof path, &e)) printf("  %s\n", e.msg);
+  }
+  char want[4200];
+  snprintf(want, sizeof want, "%s/ckpt-6.npz", dir);
+  expect("saves are numbered ckpt-1, ckpt-2, ... (sixth is ckpt-6)", strcmp(path, want) == 0);
+  expect("save_counter is the number", state.save_counter == 6);
+  expect("--keep 3 leaves three files", count_files(dir, "ckpt-") == 3);
+  snprintf(want, sizeof want, "%s/ckpt-3.npz", dir);
+  expect("the oldest kept is ckpt-4", access(want, F_OK) != 0);
+  char index[4200], text[1024] = "";
+  snprintf(index, sizeof index, "%s/checkpoint", dir);
+  FILE *f = fopen(index, "r");
+  size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  text[n] = '\0';
+  if (f) fclose(f);
+  expect("index in TensorFlow's format",
+         strcmp(text, "model_checkpoint_path: \"ckpt-6\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-4\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-5\"\n"
+                      "all_model_checkpoint_paths: \"ckpt-6\"\n") == 0);
+  expect("newest loads exactly", newest_tag(dir) == 6);
+}
+
+/* A child saves in a loop; the parent kills it with SIGKILL at a random moment,
+ * many times. Every time the index must name a complete checkpoint. */
+static void test_kill(const char *root) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/kill", root);
+  clt_err e = {0};
+  fill_state(1);
+  clt_checkpoint_save(dir, 3, &model, &state, NULL, 0, &e);
+  srand(12345);
+  int good = 0, rounds = 25;
+  for (int round = 0; round < rounds; round++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (int k = 2;; k++) {
+        fill_state(k);
+        clt_checkpoint_save(dir, 3, &model, &state, NULL, 0, &e);
+      }
+    }
+    struct timespec d = {0, (rand() % 40 + 1) * 1000000L};
+    nanosleep(&d, NULL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    good += newest_tag(dir) >= 1;
+  }
+  char what[128];
+  snprintf(what, sizeof what, "after %d kill -9 mid-save the index names a complete checkpoint (%d ok)", rounds, good);
+  expect(what, good == rounds);
+  fill_state(999);
+  expect("a save after the kills cleans temp files and succeeds",
+         clt_checkpoint_save(dir, 3, &model, &state, NULL, 0, &e) == CLT_OK && newest_tag(dir) == 999 &&
+             count_files(dir, ".") == 2);
+}
+
+int main(void) {
+  clt_err e = {0};
+  char root[] = "/tmp/cltrain-ckpt-XXXXXX";
+  if (!mkdtemp(root) || clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &model, &e)) {
+    printf("FAIL: setup: %s\n0 passed, 1 failed\n", e.msg);
+    return 1;
+  }
+  state.params = malloc(model.flat_floats * sizeof(float));
+  state.adam_m = malloc(model.flat_floats * sizeof(float));
+  state.adam_v = malloc(model.flat_floats * sizeof(float));
+  test_injected_failures(root);
+  test_keep_and_numbering(root);
+  test_kill(root);
+  clt_checkpoint_free(&state);
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  if (system(cmd) != 0) printf("note: could not remove %s\n", root);
+  printf("%d passed, %d failed\n", n_passed, n_failed);
+  return n_failed != 0;
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Checkpoints through the command line: saving and the index, eval reproducing
+# the training-time test figures, an independent NumPy reading of the Keras-layout
+# weights, exact resume, resume on another device set, the NaN guard, and every
+# kind of bad checkpoint refused with one error line.
+#   test_checkpoint.sh CLTRAIN CKPT_TOOL
+set -u
+CLT=$1
+TOOL=$2
+DATA=/usr/share/datasets/fashion-mnist
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+field() { sed -n "$2p" "$1" | grep -Eo "\"$3\": [-0-9.eE+]+" | cut -d' ' -f2; }
+# expect_fail NAME REGEX CMD...: non-zero exit, stderr is one line matching REGEX.
+expect_fail() {
+  local name=$1 re=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -Eq -- "$re" "$tmp/err"; then ok "$name"; else
+    bad "$name (rc=$rc, $lines stderr lines: $(head -c 400 "$tmp/err"))"
+  fi
+}
+small=(--train-limit 640 --test-limit 300 --seed 5)
+
+# --- saving, eval, NumPy ------------------------------------------------------------
+"$CLT" train --epochs 3 "${small[@]}" --checkpoint-dir "$tmp/run" --checkpoint-every 1 --keep 2 \
+  --log "$tmp/run.jsonl" >"$tmp/train.txt" 2>&1 || bad "training with checkpoints ($(tail -3 "$tmp/train.txt"))"
+if [ -f "$tmp/run/ckpt-2.npz" ] && [ -f "$tmp/run/ckpt-3.npz" ] && [ ! -e "$tmp/run/ckpt-1.npz" ] &&
+  [ "$(head -1 "$tmp/run/checkpoint")" = 'model_checkpoint_path: "ckpt-3"' ]; then
+  ok "ckpt-K files, --keep 2 and the index"
+else
+  bad "ckpt-K files, --keep 2 and the index ($(ls "$tmp/run"))"
+fi
+for epoch in 2 3; do
+  want=$(printf '%.2f' "$(field "$tmp/run.jsonl" $epoch test_accuracy)")
+  got=$("$CLT" eval --checkpoint "$tmp/run/ckpt-$epoch.npz" --test-limit 300 2>&1 | sed -n 's/^Accuracy: //p')
+  if [ -n "$got" ] && [ "$got" = "$want" ]; then ok "eval of ckpt-$epoch reproduces the training figure $want"; else
+    bad "eval of ckpt-$epoch reproduces the training figure ($got vs $want)"
+  fi
+done
+"$CLT" eval --checkpoint "$tmp/run" --test-limit 300 >"$tmp/eval.txt" 2>&1
+if grep -Eq '^Accuracy: [0-9]+\.[0-9]{2}$' "$tmp/eval.txt" && grep -Eq '^Loss: [0-9]+\.[0-9]{4}$' "$tmp/eval.txt"; then
+  ok "eval of a folder prints Accuracy and Loss"
+else
+  bad "eval of a folder prints Accuracy and Loss ($(cat "$tmp/eval.txt"))"
+fi
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  np_acc=$(/usr/bin/python3 "$(dirname "$0")/npz_numpy_eval.py" "$tmp/run/ckpt-3.npz" "$DATA" 300 | sed -n 's/^Accuracy: //p')
+  cl_acc=$(sed -n 's/^Accuracy: //p' "$tmp/eval.txt")
+  if awk -v a="$np_acc" -v b="$cl_acc" 'BEGIN { d = a - b; exit !(a != "" && d <= 0.2 && d >= -0.2) }'; then
+    ok "independent NumPy network on the Keras-layout weights agrees ($np_acc vs $cl_acc)"
+  else
+    bad "independent NumPy network on the Keras-layout weights agrees ($np_acc vs $cl_acc)"
+  fi
+else
+  echo "note: numpy not installed; NumPy cross-check skipped"
+fi
+
+# --- resume -------------------------------------------------------------------------
+"$CLT" train --epochs 2 "${small[@]}" --checkpoint-dir "$tmp/straight" --checkpoint-every 1 >/dev/null 2>&1
+"$CLT" train --epochs 1 "${small[@]}" --checkpoint-dir "$tmp/resumed" --checkpoint-every 1 >/dev/null 2>&1
+"$CLT" train --epochs 2 --resume --train-limit 640 --test-limit 300 --checkpoint-dir "$tmp/resumed" \
+  --checkpoint-every 1 >"$tmp/resume.txt" 2>&1
+if cmp -s "$tmp/straight/ckpt-2.npz" "$tmp/resumed/ckpt-2.npz"; then ok "1 epoch + resume = 2 epochs, bit for bit"; else
+  bad "1 epoch + resume = 2 epochs, bit for bit ($(tail -2 "$tmp/resume.txt"))"
+fi
+if grep -q "Resuming from $tmp/resumed/ckpt-1.npz: 1 epochs and 10 steps done" "$tmp/resume.txt"; then
+  ok "resume says where it starts"
+else
+  bad "resume says where it starts ($(head -5 "$tmp/resume.txt"))"
+fi
+expect_fail "resume with another seed" "trained with --seed 5, not 6" \
+  "$CLT" train --epochs 3 --resume --seed 6 --train-limit 640 --checkpoint-dir "$tmp/resumed"
+expect_fail "resume without a checkpoint" "--resume: $tmp/empty: no such checkpoint" \
+  "$CLT" train --resume --checkpoint-dir "$tmp/empty"
+# Another device set (2 replicas of 32 = the same global batch of 64): equal up to rounding.
+POCL_DEVICES="pthread pthread" "$CLT" train --epochs 1 "${small[@]}" --devices 0 --batch-per-replica 64 \
+  --checkpoint-dir "$tmp/moved" --checkpoint-every 1 >/dev/null 2>&1
+POCL_DEVICES="pthread pthread" "$CLT" train --epochs 2 --resume --devices 0,1 --batch-per-replica 32 \
+  --train-limit 640 --test-limit 300 --checkpoint-dir "$tmp/moved" --checkpoint-every 1 >/dev/null 2>&1
+d=$("$TOOL" diff "$tmp/straight/ckpt-2.npz" "$tmp/moved/ckpt-2.npz" | awk '{ print $2 }')
+if awk -v d="$d" 'BEGIN { exit !(d != "" && d <= 1e-3) }'; then ok "resume on two devices matches ($d)"; else
+  bad "resume on two devices matches ($d)"
+fi
+
+# --- NaN guard ----------------------------------------------------------------------
+mkdir -p "$tmp/nan"
+"$TOOL" poison "$tmp/straight/ckpt-1.npz" "$tmp/nan/ckpt-1.npz" dense/bias
+printf 'model_checkpoint_path: "ckpt-1"\n' >"$tmp/nan/checkpoint"
+expect_fail "a non-finite loss stops training naming epoch and step" \
+  "epoch 2, step 1: non-finite loss or gradient" \
+  "$CLT" train --epochs 2 --resume --train-limit 640 --test-limit 300 --checkpoint-dir "$tmp/nan" --checkpoint-every 1
+if [ "$(head -1 "$tmp/nan/checkpoint")" = 'model_checkpoint_path: "ckpt-1"' ] && [ ! -e "$tmp/nan/ckpt-2.npz" ]; then
+  ok "after the NaN stop the last good checkpoint stays the newest"
+else
+  bad "after the NaN stop the last good checkpoint stays the newest"
+fi
+
+# --- bad checkpoints ----------------------------------------------------------------
+good=$tmp/straight/ckpt-2.npz
+size=$(stat -c %s "$good")
+head -c $((size / 2)) "$good" >"$tmp/truncated.npz"
+expect_fail "truncated checkpoint" "truncated.npz: .*(truncated|central directory|end of central)" \
+  "$CLT" eval --checkpoint "$tmp/truncated.npz"
+cp "$good" "$tmp/flipped.npz"
+printf '\xff' | dd of="$tmp/flipped.npz" bs=1 seek=$((size / 3)) conv=notrunc status=none
+expect_fail "flipped byte" "flipped.npz: .*CRC" "$CLT" eval --checkpoint "$tmp/flipped.npz"
+"$TOOL" drop "$good" "$tmp/missing.npz" conv2d_1/bias
+expect_fail "missing member" "missing.npz: missing member conv2d_1/bias" "$CLT" eval --checkpoint "$tmp/missing.npz"
+"$TOOL" reshape "$good" "$tmp/shape.npz" dense/kernel
+expect_fail "shape that does not fit" "shape.npz: member dense/kernel has shape \(1999,64\), the model needs \(2000,64\)" \
+  "$CLT" eval --checkpoint "$tmp/shape.npz"
+"$TOOL" set-string "$good" "$tmp/arch.npz" metadata "Dense(64,relu)" "Dense(65,relu)"
+expect_fail "another architecture" "arch.npz: architecture differs" "$CLT" eval --checkpoint "$tmp/arch.npz"
+"$TOOL" set-string "$good" "$tmp/model.npz" metadata '"model": "fmnist-cnn"' '"model": "lenet-9"'
+expect_fail "unknown model" "model.npz: .*unknown model 'lenet-9'" "$CLT" eval --checkpoint "$tmp/model.npz"
+"$TOOL" set-string "$good" "$tmp/version.npz" metadata '"format": 1' '"format": 7'
+expect_fail "unknown format version" "version.npz: unknown checkpoint format version 7" \
+  "$CLT" eval --checkpoint "$tmp/version.npz"
+mkdir -p "$tmp/noindex" "$tmp/dangling" "$tmp/garbage"
+cp "$good" "$tmp/noindex/ckpt-1.npz"
+expect_fail "missing index" "noindex/checkpoint: no checkpoint index" "$CLT" eval --checkpoint "$tmp/noindex"
+printf 'model_checkpoint_path: "ckpt-9"\n' >"$tmp/dangling/checkpoint"
+expect_fail "dangling index" "dangling/checkpoint: the index names .*ckpt-9.npz, which does not exist" \
+  "$CLT" eval --checkpoint "$tmp/dangling"
+echo "hello" >"$tmp/garbage/checkpoint"
+expect_fail "garbage index" "garbage/checkpoint: not a checkpoint index" "$CLT" eval --checkpoint "$tmp/garbage"
+expect_fail "eval without --checkpoint" "--checkpoint DIR\|FILE is required" "$CLT" eval
+expect_fail "no such checkpoint" "$tmp/nothing: no such checkpoint" "$CLT" eval --checkpoint "$tmp/nothing"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
