@@ -34,14 +34,35 @@ static int sync_dir(const char *dir, clt_err *e) {
   return CLT_OK;
 }
 
+/* mkdir -p: the folder and any missing parents. */
 static int make_dir(const char *dir, clt_err *e) {
-  struct stat st;
-  if (stat(dir, &st) == 0) {
-    if (!S_ISDIR(st.st_mode)) return clt_fail(e, CLT_ERR_IO, "%s: exists and is not a folder", dir);
-    return CLT_OK;
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+    return clt_fail(e, CLT_ERR_IO, "%s: path too long", dir);
   }
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-    return clt_fail(e, CLT_ERR_IO, "%s: cannot create checkpoint folder: %s", dir, strerror(errno));
+  for (char *p = path + 1;; p++) {
+    if (*p != '/' && *p != '\0') continue;
+    char saved = *p;
+    *p = '\0';
+    struct stat st;
+    if (stat(path, &st) != 0) {
+      if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        return clt_fail(e, CLT_ERR_IO, "%s: cannot create checkpoint folder: %s", path, strerror(errno));
+      }
+    } else if (!S_ISDIR(st.st_mode)) {
+      return clt_fail(e, CLT_ERR_IO, "%s: exists and is not a folder", path);
+    }
+    *p = saved;
+    if (!saved) break;
+  }
+  return CLT_OK;
+}
+
+int clt_checkpoint_prepare_dir(const char *dir, clt_err *e) {
+  int status = make_dir(dir, e);
+  if (status) return status;
+  if (access(dir, W_OK | X_OK) != 0) {
+    return clt_fail(e, CLT_ERR_IO, "%s: checkpoint folder is not writable: %s", dir, strerror(errno));
   }
   return CLT_OK;
 }

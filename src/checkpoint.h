@@ -38,6 +38,10 @@ typedef struct clt_checkpoint {
 int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_checkpoint *st,
                         char *path_out, size_t path_size, clt_err *e);
 
+/* Creates dir (and parents) if missing and checks it is writable: called before
+ * training so a bad --checkpoint-dir fails at once, not after the first epochs. */
+int clt_checkpoint_prepare_dir(const char *dir, clt_err *e);
+
 /* DIR (through its index) or a .npz file → the checkpoint file's path. */
 int clt_checkpoint_resolve(const char *dir_or_file, char *path, size_t size, clt_err *e);
 

@@ -60,6 +60,7 @@ static int cmd_train(int argc, char **argv) {
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
       {"model", CLT_FLAG_STRING, &o.model, 0, 0, &o.model_given},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
+      {"split", CLT_FLAG_STRING, &o.split, 0, 0, NULL},
       {"epochs", CLT_FLAG_INT, &o.epochs, 1, 1000000, NULL},
       {"lr", CLT_FLAG_DOUBLE, &o.lr, 1e-12, 1e6, NULL},
       {"seed", CLT_FLAG_U64, &o.seed, 0, 0, &o.seed_given},
@@ -88,6 +89,8 @@ static int cmd_train(int argc, char **argv) {
            "                          [/usr/share/datasets/fashion-mnist]\n"
            "  --model NAME            %s [fmnist-cnn]\n"
            "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
+           "  --split auto|equal|W    how each global batch is sliced across devices: auto by\n"
+           "                          measured speed, equal, or fixed weights like 3,1 [auto]\n"
            "  --epochs N              [10]\n"
            "  --lr X                  Adam learning rate [0.001]\n"
            "  --seed N                initial weights and data order [42]\n"

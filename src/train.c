@@ -16,6 +16,7 @@ void clt_train_defaults(clt_train_opts *o) {
   o->data_dir = "/usr/share/datasets/fashion-mnist";
   o->model = "fmnist-cnn";
   o->devices = "all";
+  o->split = "auto";
   o->epochs = 10;
   o->lr = 1e-3;
   o->seed = 42;
@@ -97,6 +98,13 @@ static void print_profile(FILE *out, clt_replica *r, double wall) {
   }
 }
 
+/* A replica's own throughput: examples over the time it spent computing them
+ * (the epoch's wall time when that was not measured, i.e. with one replica). */
+static double replica_rate(const clt_replica_stats *st, double epoch_seconds) {
+  double t = st->compute_seconds > 0 ? st->compute_seconds : epoch_seconds;
+  return t > 0 ? st->examples / t : 0.0;
+}
+
 static void json_string(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
@@ -123,8 +131,11 @@ static void write_log(FILE *log, int epoch, const clt_epoch_result *r, double te
     const clt_replica *rep = clt_trainer_replica(t, i);
     fprintf(log, "%s{\"index\": %d, \"device\": ", i ? ", " : "", rep->device.index);
     json_string(log, rep->device.name);
-    fprintf(log, ", \"examples\": %ld, \"busy_seconds\": %.3f}", r->replicas[i].examples,
-            r->replicas[i].busy_seconds);
+    const clt_replica_stats *st = &r->replicas[i];
+    fprintf(log, ", \"examples\": %ld, \"share\": %.4f, \"examples_per_second\": %.1f, "
+            "\"busy_seconds\": %.3f, \"compute_seconds\": %.3f}", st->examples,
+            (double)st->examples / examples, replica_rate(st, r->seconds), st->busy_seconds,
+            st->compute_seconds);
   }
   fprintf(log, "]}\n");
   fflush(log);
@@ -176,6 +187,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   }
   if ((status = check_input(&model, &train, o->data_dir, e))) goto cleanup;
   if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
+  clt_split_mode split;
+  double weights[CLT_BALANCE_MAX];
+  if ((status = clt_split_parse(o->split, nchosen, &split, weights, e))) goto cleanup;
+  if (o->checkpoint_every > 0 && (status = clt_checkpoint_prepare_dir(o->checkpoint_dir, e))) goto cleanup;
   if (o->log_path && !(log = fopen(o->log_path, o->resume ? "a" : "w"))) {
     status = clt_fail(e, CLT_ERR_IO, "%s: cannot open log for writing: %s", o->log_path, strerror(errno));
     goto cleanup;
@@ -190,8 +205,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     fprintf(o->out, "Replica %d: device %d, %s (%s, %s)\n", i, chosen[i]->index, chosen[i]->name,
             clt_device_type_name(chosen[i]->type), chosen[i]->platform_name);
   }
-  fprintf(o->out, "Global batch %d (%d per replica), %d steps per epoch, epochs %d to %d\n",
-          global_batch, o->batch_per_replica, steps, first_epoch + 1, o->epochs);
+  fprintf(o->out, "Global batch %d (%d per replica), %d steps per epoch, epochs %d to %d", global_batch,
+          o->batch_per_replica, steps, first_epoch + 1, o->epochs);
+  if (nchosen > 1) fprintf(o->out, ", --split %s", o->split);
+  fprintf(o->out, "\n");
   if (o->resume) {
     fprintf(o->out, "Resuming from %s: %d epochs and %ld steps done\n", ckpt_path, first_epoch, step);
   }
@@ -203,7 +220,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
 
   double t_setup = now_seconds();
   const int max_examples = train.count > test.count ? train.count : test.count;
-  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, max_examples, &t, e))) {
+  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, max_examples, split,
+                                   weights, &t, e))) {
     goto cleanup;
   }
   clt_trainer_check_replicas(t, o->check_replicas);
@@ -228,6 +246,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   fflush(o->out);
 
   const clt_adam adam = {o->lr, 0.9, 0.999, 1e-7};
+  int excluded_said[CLT_MAX_REPLICAS] = {0};
   for (int epoch = first_epoch; epoch < o->epochs; epoch++) {
     double t0 = now_seconds();
     clt_epoch_result r;
@@ -249,9 +268,16 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     fprintf(o->out, "\n");
     for (int i = 0; i < nchosen && nchosen > 1; i++) {
       const clt_replica *rep = clt_trainer_replica(t, i);
-      fprintf(o->out, "  device %d (%s): %ld examples, %.0f images/s, busy %.0f%%\n",
-              rep->device.index, rep->device.name, r.replicas[i].examples,
-              r.replicas[i].examples / r.seconds, 100.0 * r.replicas[i].busy_seconds / r.seconds);
+      const clt_replica_stats *st = &r.replicas[i];
+      fprintf(o->out, "  device %d (%s): share %.1f%%, %ld examples, %.0f images/s, busy %.0f%%\n",
+              rep->device.index, rep->device.name, 100.0 * st->examples / train.count, st->examples,
+              replica_rate(st, r.seconds), 100.0 * st->busy_seconds / r.seconds);
+      if (clt_balancer_excluded(clt_trainer_balancer(t), i) && !excluded_said[i]) {
+        excluded_said[i] = 1;
+        fprintf(o->out, "  note: --split auto gives device %d no examples: it is so slow that any share "
+                "would lengthen the step; it stays in the all-reduce (force it with --split weights)\n",
+                rep->device.index);
+      }
     }
     write_log(log, epoch + 1, &r, test_loss, test_acc, seconds, train.count, o, t);
     if (o->profile) {
@@ -302,7 +328,8 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   if ((status = load_data(o->data_dir, 0, o->test_limit, NULL, &test, e))) goto cleanup;
   if ((status = check_input(&model, &test, o->data_dir, e))) goto cleanup;
   if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
-  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, test.count, &t, e))) {
+  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, test.count,
+                                   CLT_SPLIT_EQUAL, NULL, &t, e))) {
     goto cleanup;
   }
   if ((status = clt_trainer_upload(t, NULL, &test, e))) goto cleanup;

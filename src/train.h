@@ -11,6 +11,7 @@ typedef struct clt_train_opts {
   const char *data_dir;
   const char *model;
   const char *devices;
+  const char *split;            /* auto, equal or weights "3,1" */
   int epochs;
   double lr;
   uint64_t seed;

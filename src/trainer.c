@@ -19,6 +19,7 @@ struct clt_trainer {
   clt_net *nets[CLT_MAX_REPLICAS];
   clt_device_data train[CLT_MAX_REPLICAS], test[CLT_MAX_REPLICAS];
   clt_ring *ring;
+  clt_balancer balancer;
   int *order;      /* host copy of the current example order */
   float *metrics;  /* 2 * slots per replica, read back after a pass */
   float *checks;   /* slots per replica */
@@ -33,16 +34,23 @@ static double now_seconds(void) {
   return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* Slice r of a batch of `count` examples over n replicas: sizes differ by at
- * most one, earlier replicas take the remainder; a slice may be empty. */
-static void slice(int count, int n, int r, int *first, int *len) {
-  int base = count / n, extra = count % n;
-  *len = base + (r < extra);
-  *first = r * base + (r < extra ? r : extra);
+/* Device memory one example costs a network (activations, their gradients,
+ * scratch, input), in bytes; the parameters and dataset come on top. */
+static size_t bytes_per_example(const clt_model *m) {
+  size_t floats = clt_shape_size(m->input) + 4 + 2 * clt_model_max_activation(m);
+  size_t scratch = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const clt_layer *l = &m->layers[i];
+    if (!l->ops->aliases_input) floats += clt_shape_size(l->out);
+    size_t s = l->ops->scratch_floats(l, 1);
+    if (s > scratch) scratch = s;
+  }
+  return (floats + scratch) * sizeof(float);
 }
 
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
-                       int batch_per_replica, int max_examples, clt_trainer **out, clt_err *e) {
+                       int batch_per_replica, int max_examples, clt_split_mode split,
+                       const double *weights, clt_trainer **out, clt_err *e) {
   int status = CLT_OK;
   *out = NULL;
   if (n < 1 || n > CLT_MAX_REPLICAS) {
@@ -64,12 +72,33 @@ int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the trainer");
     goto cleanup;
   }
+  /* Equal slices never exceed batch_per_replica; other splits may hand one replica
+   * the whole global batch, as far as its memory allows (using at most 70% of it
+   * for activations, so the parameters, dataset and driver fit beside them). */
+  int caps[CLT_MAX_REPLICAS];
+  for (int i = 0; i < n; i++) {
+    if (split == CLT_SPLIT_EQUAL || n == 1) {
+      caps[i] = batch_per_replica;
+      continue;
+    }
+    double fit = 0.7 * (double)devices[i]->global_mem_bytes / (double)bytes_per_example(m);
+    caps[i] = fit < global ? (int)fit : global;
+    if (caps[i] < 1) {
+      status = clt_fail(e, CLT_ERR_DEVICE, "device %d (%s): %.0f MiB cannot hold even one example "
+                        "of model %s", devices[i]->index, devices[i]->name,
+                        devices[i]->global_mem_bytes / 1048576.0, m->name);
+      goto cleanup;
+    }
+  }
+  clt_balancer_init(&t->balancer, n, n == 1 ? CLT_SPLIT_EQUAL : split, weights, caps);
   for (int i = 0; i < n; i++) {
     if ((status = clt_replica_create(devices[i], &t->replicas[i], e))) goto cleanup;
     /* Busy time per replica comes from profiling events. */
     if ((status = clt_replica_enable_profiling(t->replicas[i], e))) goto cleanup;
-    if ((status = clt_net_create(m, t->replicas[i], batch_per_replica, t->slots, max_examples,
-                                 &t->nets[i], e))) {
+    if ((status = clt_net_create(m, t->replicas[i], caps[i], t->slots, max_examples, &t->nets[i], e))) {
+      if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES) {
+        clt_wrap(e, "slices of up to %d examples do not fit; try a smaller --batch-per-replica", caps[i]);
+      }
       goto cleanup;
     }
   }
@@ -99,6 +128,7 @@ void clt_trainer_destroy(clt_trainer *t) {
 }
 
 int clt_trainer_replicas(const clt_trainer *t) { return t->n; }
+const clt_balancer *clt_trainer_balancer(const clt_trainer *t) { return &t->balancer; }
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i) { return t->replicas[i]; }
 int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica * t->n; }
 void clt_trainer_check_replicas(clt_trainer *t, int on) { t->check_replicas = on; }
@@ -171,6 +201,11 @@ typedef struct pass {
   clt_err err[CLT_MAX_REPLICAS];
   long examples[CLT_MAX_REPLICAS];
   int mismatch_step;    /* --check-replicas: first step where replicas differed */
+  int dynamic;          /* slices re-balanced every step (auto split, training) */
+  int full[CLT_MAX_REPLICAS], tail[CLT_MAX_REPLICAS]; /* fixed slices: full and last batch */
+  int next[CLT_MAX_REPLICAS];                          /* dynamic: slices of the coming step */
+  double compute[CLT_MAX_REPLICAS];                    /* this step's forward+backward seconds */
+  double compute_total[CLT_MAX_REPLICAS];
 } pass;
 
 typedef struct worker_arg {
@@ -254,8 +289,10 @@ static int run_worker(pass *p, int rank, clt_err *e) {
   for (int s = 0; s < p->steps && !status; s++) {
     const int batch_first = s * global;
     const int batch = p->count - batch_first < global ? p->count - batch_first : global;
-    int first, len;
-    slice(batch, t->n, rank, &first, &len);
+    const int *slices = p->dynamic ? p->next : batch == global ? p->full : p->tail;
+    int first = 0, len = slices[rank];
+    for (int r = 0; r < rank; r++) first += slices[r];
+    double c0 = now_seconds();
     /* Profiling events of earlier steps are complete or nearly: collecting them
      * here keeps the pending list short without stalling the device. */
     if ((status = clt_replica_profile_collect(rep, e))) break;
@@ -265,15 +302,42 @@ static int run_worker(pass *p, int rank, clt_err *e) {
     p->examples[rank] += len;
     if (!p->train) continue;
     /* Waiting for the backward pass first keeps compute out of the all-reduce's time
-     * (its first download would wait for it anyway). */
+     * (its first download would wait for it anyway) and times this replica's work. */
     cl_int rc = t->n > 1 ? clFinish(rep->queue) : CL_SUCCESS;
     if (rc) {
       status = clt_replica_fail(rep, e, rc, "clFinish");
       break;
     }
+    double c1 = now_seconds();
+    p->compute[rank] = len ? c1 - c0 : 0.0;
+    p->compute_total[rank] += p->compute[rank];
+    /* All replicas done: what follows is the all-reduce alone, not waiting for a
+     * slower replica's backward pass. */
+    if (t->n > 1 && clt_ring_barrier(t->ring)) {
+      status = clt_fail(e, CLT_ERR_INTERNAL, "aborted");
+      break;
+    }
     double a0 = now_seconds();
     if ((status = clt_ring_allreduce(t->ring, rank, net->grads, e))) break;
     if (rank == 0) p->allreduce_seconds += now_seconds() - a0;
+    if (p->dynamic) {
+      /* Every replica's time of this step is in: rank 0 re-balances the next step
+       * while the others wait (microseconds against a step's milliseconds). */
+      if (clt_ring_barrier(t->ring)) {
+        status = clt_fail(e, CLT_ERR_INTERNAL, "aborted");
+        break;
+      }
+      if (rank == 0) {
+        clt_balancer_observe(&t->balancer, p->next, p->compute);
+        const int next_first = batch_first + global;
+        const int next_batch = p->count - next_first < global ? p->count - next_first : global;
+        if (next_batch > 0) clt_balancer_split(&t->balancer, next_batch, p->next);
+      }
+      if (clt_ring_barrier(t->ring)) {
+        status = clt_fail(e, CLT_ERR_INTERNAL, "aborted");
+        break;
+      }
+    }
     if ((status = clt_net_check_grads(net, s, e))) break;
     if ((status = clt_net_adam(net, p->adam, p->first_step + s + 1, e))) break;
     rc = clFlush(rep->queue);
@@ -316,6 +380,17 @@ static int run_pass(pass *p, clt_err *e) {
   pthread_t threads[CLT_MAX_REPLICAS];
   worker_arg args[CLT_MAX_REPLICAS];
   int started = 0;
+  const int global = clt_trainer_global_batch(t);
+  const int last = p->count % global ? p->count % global : global;
+  p->dynamic = p->train && t->n > 1 && t->balancer.mode == CLT_SPLIT_AUTO;
+  if (p->dynamic) {
+    clt_balancer_split(&t->balancer, p->count < global ? p->count : global, p->next);
+  } else {
+    /* Fixed for the pass; evaluation under auto uses the latest estimates. */
+    clt_balancer_split(&t->balancer, global, p->full);
+    clt_balancer_split(&t->balancer, last, p->tail);
+    if (t->balancer.mode == CLT_SPLIT_AUTO) clt_balancer_split(&t->balancer, global, p->full);
+  }
   p->t0 = now_seconds();
   p->mismatch_step = -1;
   for (int r = 0; r < t->n; r++) {
@@ -386,6 +461,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *
     for (int r = 0; r < t->n; r++) {
       const clt_profile *prof = t->replicas[r]->profile;
       res->replicas[r].examples = p->examples[r];
+      res->replicas[r].compute_seconds = p->compute_total[r];
       for (int i = 0; i < prof->nnames; i++) res->replicas[r].busy_seconds += prof->seconds[i];
     }
     *step += p->steps;

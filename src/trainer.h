@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "balance.h"
 #include "device.h"
 #include "idx.h"
 #include "net.h"
@@ -21,8 +22,9 @@
 #define CLT_MAX_REPLICAS 64
 
 typedef struct clt_replica_stats {
-  long examples;       /* training examples this replica processed in the epoch */
-  double busy_seconds; /* device time of its kernels (profiling events) */
+  long examples;          /* training examples this replica processed in the epoch */
+  double busy_seconds;    /* device time of its kernels (profiling events) */
+  double compute_seconds; /* wall time of its forward+backward passes (host view) */
 } clt_replica_stats;
 
 typedef struct clt_epoch_result {
@@ -37,13 +39,18 @@ typedef struct clt_epoch_result {
 typedef struct clt_trainer clt_trainer;
 
 /* Creates a replica and network on each chosen device, builds every kernel and
- * allocates every buffer for batches of batch_per_replica per replica and
- * datasets of up to max_examples. */
+ * allocates every buffer for datasets of up to max_examples and global batches
+ * of batch_per_replica x n, split by `split` (weights: one per device, for
+ * CLT_SPLIT_WEIGHTS). With equal slices each replica holds batch_per_replica
+ * examples; otherwise as many as the global batch or its memory allows. */
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
-                       int batch_per_replica, int max_examples, clt_trainer **out, clt_err *e);
+                       int batch_per_replica, int max_examples, clt_split_mode split,
+                       const double *weights, clt_trainer **out, clt_err *e);
 void clt_trainer_destroy(clt_trainer *t);
 
 int clt_trainer_replicas(const clt_trainer *t);
+/* The batch balancer (its estimates and latest split), for reporting. */
+const clt_balancer *clt_trainer_balancer(const clt_trainer *t);
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i);
 int clt_trainer_global_batch(const clt_trainer *t);
 

@@ -1,0 +1,227 @@
+#include "balance.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FORGET 0.85 /* weight of the past per step: about the last 7 steps count */
+#define OUTLIER 1.5 /* an observation this far above or below the prediction is suspect */
+#define MARGIN 0.03 /* predicted gains below 3% are noise: keep the split */
+
+int clt_split_parse(const char *spec, int n, clt_split_mode *mode, double *weights, clt_err *e) {
+  if (strcmp(spec, "auto") == 0) {
+    *mode = CLT_SPLIT_AUTO;
+    return CLT_OK;
+  }
+  if (strcmp(spec, "equal") == 0) {
+    *mode = CLT_SPLIT_EQUAL;
+    return CLT_OK;
+  }
+  const char *s = spec;
+  double sum = 0;
+  int count = 0;
+  while (*s) {
+    char *end = NULL;
+    double w = strtod(s, &end);
+    if (end == s || (*end != ',' && *end != '\0') || !(w >= 0) || !isfinite(w)) {
+      return clt_fail(e, CLT_ERR_ARG, "--split %s: expected auto, equal or non-negative weights like 3,1", spec);
+    }
+    if (count < CLT_BALANCE_MAX) weights[count] = w;
+    count++;
+    sum += w;
+    s = *end ? end + 1 : end;
+    if (*end == ',' && !*s) return clt_fail(e, CLT_ERR_ARG, "--split %s: trailing comma", spec);
+  }
+  if (count != n) {
+    return clt_fail(e, CLT_ERR_ARG, "--split %s: %d weight%s for %d device%s", spec, count,
+                    count == 1 ? "" : "s", n, n == 1 ? "" : "s");
+  }
+  if (!(sum > 0)) return clt_fail(e, CLT_ERR_ARG, "--split %s: the weights sum to zero", spec);
+  *mode = CLT_SPLIT_WEIGHTS;
+  return CLT_OK;
+}
+
+void clt_balancer_init(clt_balancer *b, int n, clt_split_mode mode, const double *weights,
+                       const int *caps) {
+  memset(b, 0, sizeof *b);
+  b->n = n;
+  b->mode = mode;
+  for (int i = 0; i < n; i++) {
+    b->weights[i] = weights ? weights[i] : 1.0;
+    b->cap[i] = caps ? caps[i] : 1 << 30;
+  }
+}
+
+/* Time of replica i for n examples under the estimates; an empty slice costs nothing. */
+static double time_of(const clt_balancer *b, int i, double n) {
+  return n > 0 ? b->overhead[i] + n * b->cost[i] : 0.0;
+}
+
+double clt_balancer_predict(const clt_balancer *b, const int *slices) {
+  double worst = 0;
+  for (int i = 0; i < b->n; i++) worst = fmax(worst, time_of(b, i, slices[i]));
+  return worst;
+}
+
+/* Largest-remainder rounding of non-negative shares to integers summing to
+ * total, within caps. */
+static void round_shares(const clt_balancer *b, const double *share, int total, int *out) {
+  double frac[CLT_BALANCE_MAX];
+  int sum = 0;
+  for (int i = 0; i < b->n; i++) {
+    double s = fmin(share[i], b->cap[i]);
+    out[i] = (int)floor(s);
+    frac[i] = s - out[i];
+    sum += out[i];
+  }
+  while (sum < total) {
+    int best = -1;
+    for (int i = 0; i < b->n; i++) {
+      if (out[i] < b->cap[i] && (best < 0 || frac[i] > frac[best])) best = i;
+    }
+    if (best < 0) break; /* caps below the total: the caller checked they are not */
+    out[best]++;
+    frac[best] = -1.0 + frac[best]; /* each replica gets at most one per round */
+    sum++;
+  }
+  while (sum > total) { /* only when caps clipped nothing and floors overshot: never, but safe */
+    int best = 0;
+    for (int i = 1; i < b->n; i++) if (out[i] > out[best]) best = i;
+    out[best]--;
+    sum--;
+  }
+}
+
+static void proportional(const clt_balancer *b, const double *w, int total, int *out) {
+  double sum = 0, share[CLT_BALANCE_MAX];
+  for (int i = 0; i < b->n; i++) sum += w[i];
+  for (int i = 0; i < b->n; i++) share[i] = sum > 0 ? total * w[i] / sum : (double)total / b->n;
+  round_shares(b, share, total, out);
+}
+
+/* Water filling: the finishing time T at which the replicas together take
+ * `total` examples, each n_i = clamp((T - overhead_i) / cost_i, 0, cap_i). */
+static void water_fill(const clt_balancer *b, int total, double *share) {
+  double lo = 0, hi = 0;
+  for (int i = 0; i < b->n; i++) hi = fmax(hi, b->overhead[i] + total * b->cost[i]);
+  for (int iter = 0; iter < 100; iter++) {
+    double mid = 0.5 * (lo + hi), sum = 0;
+    for (int i = 0; i < b->n; i++) sum += fmin(b->cap[i], fmax(0.0, (mid - b->overhead[i]) / b->cost[i]));
+    if (sum >= total) hi = mid;
+    else lo = mid;
+  }
+  for (int i = 0; i < b->n; i++) share[i] = fmin(b->cap[i], fmax(0.0, (hi - b->overhead[i]) / b->cost[i]));
+}
+
+/* Moves single examples off the slowest replica while that shortens the step:
+ * rounding can hand a replica one example that costs it a whole overhead. */
+static void repair(const clt_balancer *b, int *slices) {
+  for (int guard = 0; guard < 100000; guard++) {
+    int slow = 0;
+    for (int i = 1; i < b->n; i++) {
+      if (time_of(b, i, slices[i]) > time_of(b, slow, slices[slow])) slow = i;
+    }
+    double before = time_of(b, slow, slices[slow]);
+    int to = -1;
+    double best = before;
+    for (int j = 0; j < b->n; j++) {
+      if (j == slow || slices[j] >= b->cap[j]) continue;
+      double after = time_of(b, j, slices[j] + 1);
+      if (after < best) {
+        best = after;
+        to = j;
+      }
+    }
+    if (to < 0 || slices[slow] == 0) return;
+    /* The slow replica's own time drops; the step improves if no one else is now slower. */
+    slices[slow]--;
+    slices[to]++;
+    double worst = clt_balancer_predict(b, slices);
+    if (!(worst < before)) {
+      slices[slow]++;
+      slices[to]--;
+      return;
+    }
+  }
+}
+
+void clt_balancer_split(clt_balancer *b, int global, int *slices) {
+  int known = 1;
+  for (int i = 0; i < b->n; i++) known &= b->observed[i] > 0;
+  if (b->mode == CLT_SPLIT_WEIGHTS) {
+    proportional(b, b->weights, global, slices);
+  } else if (b->mode == CLT_SPLIT_EQUAL || !known) {
+    /* MirroredStrategy's slices; auto starts here until every replica was timed. */
+    double ones[CLT_BALANCE_MAX];
+    for (int i = 0; i < b->n; i++) ones[i] = 1.0;
+    proportional(b, ones, global, slices);
+  } else {
+    double share[CLT_BALANCE_MAX], ones[CLT_BALANCE_MAX];
+    int equal[CLT_BALANCE_MAX];
+    water_fill(b, global, share);
+    round_shares(b, share, global, slices);
+    repair(b, slices);
+    /* Estimates carry noise: move away from the equal split, or from the previous
+     * one, only for a predicted gain above it, so equal devices stay equal and
+     * slices do not jitter from step to step. */
+    for (int i = 0; i < b->n; i++) ones[i] = 1.0;
+    proportional(b, ones, global, equal);
+    if (clt_balancer_predict(b, slices) > (1.0 - MARGIN) * clt_balancer_predict(b, equal)) {
+      memcpy(slices, equal, sizeof(int) * (size_t)b->n);
+    }
+    int last_sum = 0;
+    for (int i = 0; i < b->n; i++) last_sum += b->last[i];
+    if (last_sum == global &&
+        clt_balancer_predict(b, b->last) <= (1.0 + MARGIN) * clt_balancer_predict(b, slices)) {
+      memcpy(slices, b->last, sizeof(int) * (size_t)b->n);
+    }
+  }
+  memcpy(b->last, slices, sizeof(int) * (size_t)b->n);
+}
+
+int clt_balancer_excluded(const clt_balancer *b, int replica) {
+  return b->mode == CLT_SPLIT_AUTO && b->observed[replica] > 0 && b->last[replica] == 0;
+}
+
+/* Refits overhead and cost of replica i from its weighted sums. */
+static void refit(clt_balancer *b, int i) {
+  double sw = b->sw[i], sn = b->sn[i], st = b->st[i];
+  double det = sw * b->snn[i] - sn * sn;
+  double cost = 0, overhead = 0;
+  /* The line is identifiable only once slice sizes varied enough; until then
+   * (and if the fit is unphysical) assume no overhead. */
+  if (det > 1e-9 * sw * b->snn[i]) {
+    cost = (sw * b->snt[i] - sn * st) / det;
+    overhead = (st - cost * sn) / sw;
+  }
+  if (!(cost > 0) || !(overhead >= 0)) {
+    overhead = 0;
+    cost = st / sn;
+  }
+  b->cost[i] = fmax(cost, 1e-12);
+  b->overhead[i] = overhead;
+}
+
+void clt_balancer_observe(clt_balancer *b, const int *slices, const double *seconds) {
+  for (int i = 0; i < b->n; i++) {
+    if (slices[i] <= 0 || !(seconds[i] > 0)) continue;
+    double n = slices[i], t = seconds[i];
+    if (b->observed[i] > 0) {
+      /* A lone step far off the prediction (a hiccup: page faults, another
+       * process) is ignored; a second one in a row means the device changed. */
+      double p = time_of(b, i, n);
+      if (t > p * OUTLIER || t < p / OUTLIER) {
+        if (!b->outliers[i]++) continue;
+      } else {
+        b->outliers[i] = 0;
+      }
+    }
+    b->sw[i] = FORGET * b->sw[i] + 1;
+    b->sn[i] = FORGET * b->sn[i] + n;
+    b->st[i] = FORGET * b->st[i] + t;
+    b->snn[i] = FORGET * b->snn[i] + n * n;
+    b->snt[i] = FORGET * b->snt[i] + n * t;
+    b->observed[i]++;
+    refit(b, i);
+  }
+}

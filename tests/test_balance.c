@@ -1,0 +1,137 @@
+/* The batch balancer against a simulated cost model: devices of given speeds
+ * and fixed per-step overheads, with noise and occasional very slow steps.
+ * After it settles, the step time of its split must be within 10% of the ideal
+ * split (the continuous optimum, computed exactly from the true model) and never
+ * worse than MirroredStrategy's equal split. Also: --split parsing, fixed
+ * weights, caps, a device too slow to admit. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "balance.h"
+
+static int n_passed, n_failed;
+static void expect(const char *what, int ok) {
+  ok ? n_passed++ : n_failed++;
+  printf("%s: %s\n", ok ? "ok" : "FAIL", what);
+}
+
+typedef struct sim {
+  int n;
+  double rate[8];     /* examples per second */
+  double overhead[8]; /* seconds per step when given any examples */
+} sim;
+
+static double true_time(const sim *s, int i, double n) { return n > 0 ? s->overhead[i] + n / s->rate[i] : 0; }
+
+static double step_time(const sim *s, const int *slices) {
+  double worst = 0;
+  for (int i = 0; i < s->n; i++) worst = fmax(worst, true_time(s, i, slices[i]));
+  return worst;
+}
+
+/* The continuous optimum: water filling on the true model, trying every subset
+ * of admitted devices implicitly (a device is admitted iff T > its overhead). */
+static double ideal_time(const sim *s, int global) {
+  double lo = 0, hi = 1e9;
+  for (int it = 0; it < 200; it++) {
+    double mid = 0.5 * (lo + hi), sum = 0;
+    for (int i = 0; i < s->n; i++) sum += fmax(0, (mid - s->overhead[i]) * s->rate[i]);
+    if (sum >= global) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+static uint64_t rng = 99;
+static double noise(void) { /* uniform in [-1, 1] */
+  rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(rng >> 11) * 0x1.0p-53 * 2 - 1;
+}
+
+/* Runs the balancer for `steps` steps with 5% noise and a 10x slow step every 50;
+ * returns the true step time of its final split. */
+static double settle(const sim *s, int global, int steps, int *slices) {
+  clt_balancer b;
+  clt_balancer_init(&b, s->n, CLT_SPLIT_AUTO, NULL, NULL);
+  for (int k = 0; k < steps; k++) {
+    clt_balancer_split(&b, global, slices);
+    double t[8];
+    for (int i = 0; i < s->n; i++) {
+      t[i] = true_time(s, i, slices[i]) * (1 + 0.05 * noise());
+      if (k % 50 == 49 && i == 0) t[i] *= 10; /* a hiccup */
+    }
+    clt_balancer_observe(&b, slices, t);
+  }
+  clt_balancer_split(&b, global, slices);
+  return step_time(s, slices);
+}
+
+static void check_case(const char *name, sim s, int global) {
+  int slices[8], equal[8];
+  double got = settle(&s, global, 300, slices);
+  for (int i = 0; i < s.n; i++) equal[i] = global / s.n + (i < global % s.n);
+  double ideal = ideal_time(&s, global), even = step_time(&s, equal);
+  int sum = 0;
+  for (int i = 0; i < s.n; i++) sum += slices[i];
+  char what[300], split[100] = "";
+  for (int i = 0; i < s.n; i++) snprintf(split + strlen(split), sizeof split - strlen(split), "%s%d", i ? "," : "", slices[i]);
+  snprintf(what, sizeof what, "%s: split %s, step %.4gs vs ideal %.4gs (equal split %.4gs)", name, split,
+           got, ideal, even);
+  /* Integer slices cost up to one example's time above the continuous ideal. */
+  double one = 0;
+  for (int i = 0; i < s.n; i++) one = fmax(one, 1 / s.rate[i]);
+  expect(what, sum == global && got <= 1.10 * ideal + one && got <= even * (1 + 1e-9));
+}
+
+int main(void) {
+  /* Speeds like this machine's PoCL pair (basic ~ 70/s, pthread ~ 300/s) and GPUs
+   * 10x and 30x a CPU, with launch overheads. */
+  check_case("basic + pthread", (sim){2, {70, 300}, {0.002, 0.004}}, 128);
+  check_case("CPU + GPU 10x", (sim){2, {400, 4000}, {0.003, 0.002}}, 128);
+  check_case("CPU + GPU 30x", (sim){2, {400, 12000}, {0.003, 0.002}}, 128);
+  check_case("CPU + 2 GPUs of different speeds", (sim){3, {400, 4000, 8000}, {0.003, 0.002, 0.002}}, 192);
+  check_case("equal devices", (sim){3, {500, 500, 500}, {0.001, 0.001, 0.001}}, 96);
+  check_case("large global batch", (sim){2, {400, 12000}, {0.003, 0.002}}, 4096);
+
+  /* A device whose overhead alone exceeds the others' whole step gets nothing. */
+  sim slow = {2, {20, 10000}, {0.05, 0.002}};
+  int slices[8];
+  double got = settle(&slow, 64, 300, slices);
+  char what[200];
+  snprintf(what, sizeof what, "too slow a device is left out (split %d,%d, step %.4gs)", slices[0], slices[1], got);
+  expect(what, slices[0] == 0 && slices[1] == 64);
+
+  clt_split_mode mode;
+  double w[CLT_BALANCE_MAX];
+  clt_err e = {0};
+  expect("parse auto", clt_split_parse("auto", 2, &mode, w, &e) == CLT_OK && mode == CLT_SPLIT_AUTO);
+  expect("parse equal", clt_split_parse("equal", 3, &mode, w, &e) == CLT_OK && mode == CLT_SPLIT_EQUAL);
+  expect("parse weights", clt_split_parse("3,1,0", 3, &mode, w, &e) == CLT_OK && mode == CLT_SPLIT_WEIGHTS &&
+                              w[0] == 3 && w[1] == 1 && w[2] == 0);
+  expect("weights count must match devices", clt_split_parse("3,1", 3, &mode, w, &e) == CLT_ERR_ARG &&
+                                                 strstr(e.msg, "2 weights for 3 devices"));
+  expect("negative weight refused", clt_split_parse("3,-1", 2, &mode, w, &e) == CLT_ERR_ARG);
+  expect("zero weights refused", clt_split_parse("0,0", 2, &mode, w, &e) == CLT_ERR_ARG);
+  expect("garbage refused", clt_split_parse("fast", 2, &mode, w, &e) == CLT_ERR_ARG);
+
+  clt_balancer b;
+  double weights[3] = {3, 1, 0};
+  clt_balancer_init(&b, 3, CLT_SPLIT_WEIGHTS, weights, NULL);
+  clt_balancer_split(&b, 100, slices);
+  expect("weights 3,1,0 split 100 as 75,25,0", slices[0] == 75 && slices[1] == 25 && slices[2] == 0);
+  clt_balancer_split(&b, 5, slices);
+  expect("weights split a short batch exactly", slices[0] + slices[1] + slices[2] == 5 && slices[2] == 0);
+  int caps[2] = {10, 1000};
+  clt_balancer_init(&b, 2, CLT_SPLIT_WEIGHTS, (double[]){9, 1}, caps);
+  clt_balancer_split(&b, 100, slices);
+  expect("caps are respected", slices[0] == 10 && slices[1] == 90);
+  clt_balancer_init(&b, 3, CLT_SPLIT_EQUAL, NULL, NULL);
+  clt_balancer_split(&b, 7, slices);
+  expect("equal split of 7 over 3 is 3,2,2", slices[0] == 3 && slices[1] == 2 && slices[2] == 2);
+
+  printf("%d passed, %d failed\n", n_passed, n_failed);
+  return n_failed != 0;
+}
