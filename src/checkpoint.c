@@ -167,14 +167,12 @@ static int write_index(const char *dir, const long *ks, int n, clt_err *e) {
   return sync_dir(dir, e);
 }
 
-/* The members of a checkpoint, in Keras get_weights() order, then the optimizer's. */
-typedef struct member_table {
-  int n;
-  clt_npz_array *arrays;
-  uint32_t *meta_text;
-  int64_t counters[3];
-  uint64_t seed;
-} member_table;
+/* Member name of parameter p of layer l: pass 0 the weight ("conv2d/kernel"),
+ * 1 and 2 Adam's moments ("optimizer/conv2d/kernel/m", ".../v"). */
+static void member_name(const clt_layer *l, int p, int pass, char *buf, size_t size) {
+  if (pass == 0) snprintf(buf, size, "%s/%s", l->name, l->params[p].name);
+  else snprintf(buf, size, "optimizer/%s/%s/%s", l->name, l->params[p].name, pass == 1 ? "m" : "v");
+}
 
 static void json_metadata(const clt_model *m, char *buf, size_t size) {
   char arch[2048];
@@ -237,8 +235,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
       const clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
         char name[128];
-        if (pass == 0) snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
-        else snprintf(name, sizeof name, "optimizer/%s/%s/%s", l->name, l->params[p].name, pass == 1 ? "m" : "v");
+        member_name(l, p, pass, name, sizeof name);
         set_param_array(&arrays[a++], name, &l->params[p], flat);
       }
     }
@@ -464,8 +461,7 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
       const clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
         char name[128];
-        if (pass == 0) snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
-        else snprintf(name, sizeof name, "optimizer/%s/%s/%s", l->name, l->params[p].name, pass == 1 ? "m" : "v");
+        member_name(l, p, pass, name, sizeof name);
         if ((status = load_array(path, z, name, &l->params[p], flat, e))) goto cleanup;
       }
     }

@@ -4,38 +4,9 @@
 set -u
 CLT=$1
 DATA=/usr/share/datasets/fashion-mnist
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
 
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 
-# expect_ok NAME REGEX CMD...: exit 0 and stdout matches REGEX.
-expect_ok() {
-  local name=$1 re=$2
-  shift 2
-  local out
-  out=$("$@" 2>"$tmp/err")
-  local rc=$?
-  if [ $rc -eq 0 ] && grep -Eq -- "$re" <<<"$out"; then ok "$name"; else
-    bad "$name (rc=$rc, stdout: $(head -c 300 <<<"$out"), stderr: $(head -c 300 "$tmp/err"))"
-  fi
-}
-
-# expect_fail NAME REGEX CMD...: non-zero exit, stderr is one line matching REGEX.
-expect_fail() {
-  local name=$1 re=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$tmp/err")
-  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -Eq -- "$re" "$tmp/err"; then ok "$name"; else
-    bad "$name (rc=$rc, $lines stderr lines: $(head -c 400 "$tmp/err"))"
-  fi
-}
 
 # Writes a big-endian 32-bit integer as four bytes.
 be32() {
@@ -118,5 +89,4 @@ make_data "$tmp/good" 28 28
 expect_fail "log in a missing folder" "$tmp/nodir/log.jsonl: cannot open log" \
   "$CLT" train --data "$tmp/good" --epochs 1 --log "$tmp/nodir/log.jsonl"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -8,22 +8,7 @@ set -u
 CLT=$1
 TOOL=$2
 export POCL_DEVICES="basic pthread"
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-expect_fail() {
-  local name=$1 re=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$? lines
-  lines=$(wc -l <"$tmp/err")
-  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -Eq -- "$re" "$tmp/err"; then ok "$name"; else
-    bad "$name (rc=$rc, $lines stderr lines: $(head -c 400 "$tmp/err"))"
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 
 # run NAME DEVICES BATCH SPLIT LIMIT EPOCHS
 run() {
@@ -31,11 +16,7 @@ run() {
     --test-limit 200 --seed 13 --checkpoint-dir "$tmp/$1" --checkpoint-every "$6" --log "$tmp/$1.jsonl" \
     >"$tmp/$1.txt" 2>&1 || bad "run $1 ($(tail -2 "$tmp/$1.txt"))"
 }
-close() {
-  local d
-  d=$("$TOOL" diff "$tmp/$2/ckpt-1.npz" "$tmp/$3/ckpt-1.npz" | awk '{ print $2 }')
-  if awk -v d="$d" 'BEGIN { exit !(d != "" && d <= 1e-4) }'; then ok "$1 ($d)"; else bad "$1 ($d)"; fi
-}
+close() { expect_close "$1" "$tmp/$2/ckpt-1.npz" "$tmp/$3/ckpt-1.npz" 1e-4; }
 
 # Auto converges to favour the fast device: its share in the second epoch.
 run auto 0,1 64 auto 3072 2
@@ -72,5 +53,4 @@ expect_fail "weights must match the devices" "--split 1,2,3: 3 weights for 2 dev
 expect_fail "bad split" "--split fast: expected auto, equal or non-negative weights" \
   "$CLT" train --devices 0,1 --split fast
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

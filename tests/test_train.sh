@@ -4,14 +4,7 @@
 # and a run with the same seed repeats bit for bit.
 set -u
 CLT=$1
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-# field FILE LINE NAME: a number from line LINE of a JSONL file.
-field() { sed -n "$2p" "$1" | grep -Eo "\"$3\": [-0-9.eE+]+" | cut -d' ' -f2; }
+. "$(dirname "$0")/lib.sh"
 
 # 3000 examples at batch 64: 46 full batches and a partial one of 56.
 "$CLT" train --epochs 2 --train-limit 3000 --test-limit 1000 --seed 7 --log "$tmp/log.jsonl" \
@@ -58,5 +51,4 @@ if command -v script >/dev/null; then
   fi
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -1,0 +1,51 @@
+# Shared by the shell tests: counters, a temp folder removed on exit, checks.
+# Each test sources it, runs its checks, and ends with `finish`.
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+
+# field FILE LINE NAME: a number from line LINE of a JSONL file.
+field() { sed -n "$2p" "$1" | grep -Eo "\"$3\": [-0-9.eE+]+" | cut -d' ' -f2; }
+
+# expect_ok NAME REGEX CMD...: exit 0 and stdout matches REGEX.
+expect_ok() {
+  local name=$1 re=$2
+  shift 2
+  local out rc
+  out=$("$@" 2>"$tmp/err")
+  rc=$?
+  if [ $rc -eq 0 ] && grep -Eq -- "$re" <<<"$out"; then ok "$name"; else
+    bad "$name (rc=$rc, stdout: $(head -c 300 <<<"$out"), stderr: $(head -c 300 "$tmp/err"))"
+  fi
+}
+
+# expect_fail NAME REGEX CMD...: non-zero exit, and stderr is one line matching REGEX.
+expect_fail() {
+  local name=$1 re=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -Eq -- "$re" "$tmp/err"; then ok "$name"; else
+    bad "$name (rc=$rc, $lines stderr lines: $(head -c 400 "$tmp/err"))"
+  fi
+}
+
+# max_rel_diff A.npz B.npz: the parameters' largest difference relative to the largest weight.
+max_rel_diff() { "$TOOL" diff "$1" "$2" | awk '{ print $2 }'; }
+
+# expect_close NAME A.npz B.npz LIMIT: parameters of A and B within LIMIT of the largest weight.
+expect_close() {
+  local d
+  d=$(max_rel_diff "$2" "$3")
+  if awk -v d="$d" -v l="$4" 'BEGIN { exit !(d != "" && d <= l) }'; then ok "$1 ($d <= $4)"; else bad "$1 ($d > $4)"; fi
+}
+
+finish() {
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+}
