@@ -34,32 +34,43 @@ __kernel void im2col(__global const float *x, __global float *col, const int B, 
   }
 }
 
-// Inverse of im2col for gradients: each input element gathers every column entry
-// it was copied to (no atomics, so the sum order is fixed and runs repeat exactly).
-// Range: (C, B*H*W).
+// Inverse of im2col for gradients: each input position gathers, tap by tap in a
+// fixed order, the column entries it was copied to (no atomics, so runs repeat
+// exactly). As in im2col, a tap is a run of C contiguous channels, added as
+// vectors when C is a multiple of 4. Range: B*H*W.
 __kernel void col2im(__global const float *col, __global float *dx, const int B, const int H,
                      const int W, const int C, const int KH, const int KW, const int S,
                      const int PT, const int PL, const int OH, const int OW) {
-  const int c = get_global_id(0);
-  const size_t pos = get_global_id(1);
-  if (c >= C || pos >= (size_t)B * H * W) return;
+  const int pos = get_global_id(0);
+  if (pos >= B * H * W) return;
   const int K = KH * KW * C;
-  const int ix = (int)(pos % W);
-  const int iy = (int)((pos / W) % H);
-  const int b = (int)(pos / ((size_t)W * H));
-  float sum = 0.0f;
+  const int ix = pos % W;
+  const int iy = (pos / W) % H;
+  const int b = pos / (W * H);
+  __global float *dst = dx + (size_t)pos * C;
+  int first = 1;
   for (int ky = 0; ky < KH; ky++) {
     const int ty = iy + PT - ky;
     if (ty < 0 || ty % S != 0 || ty / S >= OH) continue;
-    const int oy = ty / S;
     for (int kx = 0; kx < KW; kx++) {
       const int tx = ix + PL - kx;
       if (tx < 0 || tx % S != 0 || tx / S >= OW) continue;
-      const int ox = tx / S;
-      sum += col[(((size_t)b * OH + oy) * OW + ox) * K + (ky * KW + kx) * C + c];
+      __global const float *src =
+          col + (((size_t)b * OH + ty / S) * OW + tx / S) * K + (ky * KW + kx) * C;
+      if ((C & 3) == 0) {
+        for (int c = 0; c < C; c += 4) {
+          const float4 v = vload4(0, src + c);
+          vstore4(first ? v : v + vload4(0, dst + c), 0, dst + c);
+        }
+      } else {
+        for (int c = 0; c < C; c++) dst[c] = first ? src[c] : dst[c] + src[c];
+      }
+      first = 0;
     }
   }
-  dx[pos * C + c] = sum;
+  if (first) {
+    for (int c = 0; c < C; c++) dst[c] = 0.0f;
+  }
 }
 
 // y[r, c] += bias[c], then ReLU when relu != 0. Shared by conv and dense layers.

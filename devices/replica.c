@@ -177,8 +177,8 @@ int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *ou
   return CLT_OK;
 }
 
-static int launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                  int nargs, cl_uint dims, const size_t *global, const size_t *local, clt_err *e) {
+int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+               cl_uint dims, const size_t *global, const size_t *local, clt_err *e) {
   for (int i = 0; i < nargs; i++) {
     cl_int rc = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
     if (rc != CL_SUCCESS) {
@@ -203,7 +203,7 @@ int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg 
   if (n == 0) return CLT_OK;
   size_t local = r->work_group;
   size_t global = (n + local - 1) / local * local;
-  return launch(r, k, kname, args, nargs, 1, &global, &local, e);
+  return clt_launch(r, k, kname, args, nargs, 1, &global, &local, e);
 }
 
 int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
@@ -215,7 +215,7 @@ int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg 
   size_t l0 = n0 <= r->max_work_group && n0 <= 256 ? n0 : r->work_group;
   size_t l1 = l0 >= r->work_group ? 1 : r->work_group / l0;
   size_t global[2] = {(n0 + l0 - 1) / l0 * l0, (n1 + l1 - 1) / l1 * l1}, local[2] = {l0, l1};
-  return launch(r, k, kname, args, nargs, 2, global, local, e);
+  return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
 }
 
 int clt_replica_enable_profiling(clt_replica *r, clt_err *e) {

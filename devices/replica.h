@@ -61,6 +61,10 @@ typedef struct clt_karg {
 int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
                  int nargs, size_t n, clt_err *e);
 
+/* A launch with explicit global and local sizes (local may be NULL). */
+int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+               cl_uint dims, const size_t *global, const size_t *local, clt_err *e);
+
 /* 2-D launch over (n0, n1) work-items, n0 the fastest-varying (channels):
  * work-groups of (n0 rounded to a divisor-friendly size, 1); kernels guard the tail. */
 int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,

@@ -10,7 +10,6 @@
  *           dx  = col2im(dy * W^T)
  * Scratch: [col: M*K floats][bias-gradient partial sums]. */
 #include <stdio.h>
-#include <string.h>
 
 #include "gemm.h"
 #include "layer.h"
@@ -91,8 +90,7 @@ static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_e
   return CLT_OK;
 }
 
-/* Runs im2col (1-D over positions) or col2im (2-D over channels, positions);
- * they share the argument list. */
+/* Runs im2col or col2im (they share the argument list) over `positions`. */
 static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kname, cl_mem from,
                      cl_mem to, size_t positions, clt_err *e) {
   cl_kernel k;
@@ -104,8 +102,7 @@ static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kna
                      CLT_ARG(l->pad_left), CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
   char label[64];
   snprintf(label, sizeof label, "%s %s", l->name, kname);
-  if (strcmp(kname, "im2col") == 0) return clt_launch1d(io->replica, k, label, args, 13, positions, e);
-  return clt_launch2d(io->replica, k, label, args, 13, (size_t)l->in.c, positions, e);
+  return clt_launch1d(io->replica, k, label, args, 13, positions, e);
 }
 
 static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {

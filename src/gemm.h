@@ -1,5 +1,6 @@
-/* Row-major SGEMM on a replica through CLBlast, with a scratch buffer reserved
- * once (CLBlast's plain entry point allocates temporaries on every call). */
+/* Row-major SGEMM on a replica: CLBlast, with a scratch buffer reserved once
+ * (its plain entry point allocates temporaries on every call), or on CPU
+ * devices cl/gemm.cl's explicitly vectorised kernel where the shape allows. */
 #ifndef CLT_GEMM_H
 #define CLT_GEMM_H
 

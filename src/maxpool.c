@@ -40,7 +40,7 @@ static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->y), CLT_ARG(io->batch), CLT_ARG(l->in.h),
                      CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(l->pool),
                      CLT_ARG(l->pool_stride), CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
-  return clt_launch2d(io->replica, k, "maxpool_forward", args, 10, (size_t)l->in.c,
+  return clt_launch1d(io->replica, k, "maxpool_forward", args, 10,
                       (size_t)io->batch * l->out.h * l->out.w, e);
 }
 
@@ -63,7 +63,7 @@ static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
     clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->dy), CLT_ARG(io->dx), CLT_ARG(io->batch),
                        CLT_ARG(l->in.h), CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(l->pool),
                        CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
-    return clt_launch2d(io->replica, k, "maxpool_backward_tiled", args, 10, (size_t)l->in.c,
+    return clt_launch1d(io->replica, k, "maxpool_backward_tiled", args, 10,
                         (size_t)io->batch * l->out.h * l->out.w, e);
   }
   status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward", &k, e);

@@ -1,0 +1,60 @@
+// Row-major C[M][N] = op(A)[M][K] * B[K][N] for N a multiple of 16, written for
+// CPU OpenCL (PoCL): each work-item computes a TM x (16*NB) block of C in
+// TM*NB explicit float16 accumulators, so each loaded element of A feeds NB
+// vector FMAs and each row segment of B feeds TM. PoCL does not vectorise
+// across work-items: scalar kernels ran at 8-12 GFLOP/s where explicit vectors
+// reach the cores' FMA peak. Each work-item sums over k in order, so results
+// repeat bit for bit.
+//
+// Build options: -DTRANS_A=0|1, -DTM=rows, -DNB=16-column blocks per work-item.
+//   op(A)[m][k] = TRANS_A ? A[k*lda + m] : A[m*lda + k]
+// Range: (N / (16*NB), ceil(M / TM)).  (B^T operands are transposed first.)
+#ifndef TM
+#define TM 4
+#endif
+#ifndef NB
+#define NB 4
+#endif
+
+#if TRANS_A
+#define A_AT(m, k) A[(size_t)(k) * lda + (m)]
+#else
+#define A_AT(m, k) A[(size_t)(m) * lda + (k)]
+#endif
+
+__kernel void gemm16(const int M, const int N, const int K, __global const float *A,
+                     const int a_off, const int lda, __global const float *B, const int b_off,
+                     const int ldb, __global float *C, const int c_off, const int ldc) {
+  const int col = get_global_id(0) * 16 * NB;
+  const int row0 = get_global_id(1) * TM;
+  if (col >= N || row0 >= M) return;
+  A += a_off;
+  B += b_off + col;
+  // Rows past M read row M-1 (always valid) and are not stored.
+  int rows[TM];
+  for (int i = 0; i < TM; i++) rows[i] = min(row0 + i, M - 1);
+  float16 acc[TM][NB];
+  for (int i = 0; i < TM; i++)
+    for (int j = 0; j < NB; j++) acc[i][j] = (float16)(0.0f);
+  for (int k = 0; k < K; k++) {
+    float16 b[NB];
+    for (int j = 0; j < NB; j++) b[j] = vload16(j, B + (size_t)k * ldb);
+    for (int i = 0; i < TM; i++) {
+      const float16 a = (float16)(A_AT(rows[i], k));
+      for (int j = 0; j < NB; j++) acc[i][j] = fma(a, b[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < TM; i++) {
+    if (row0 + i >= M) break;
+    for (int j = 0; j < NB; j++) vstore16(acc[i][j], j, C + c_off + (size_t)(row0 + i) * ldc + col);
+  }
+}
+
+// dst[k][n] = src[src_off + n*ld + k]: a [N][K] operand laid out as [K][N] so
+// the GEMM above reads it in rows. Range: (K, N).
+__kernel void transpose(__global const float *src, const int src_off, const int ld, const int K,
+                        const int N, __global float *dst) {
+  const int k = get_global_id(0), n = get_global_id(1);
+  if (k >= K || n >= N) return;
+  dst[(size_t)k * N + n] = src[src_off + (size_t)n * ld + k];
+}
