@@ -36,6 +36,19 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
   float16 acc[TM][NB];
   for (int i = 0; i < TM; i++)
     for (int j = 0; j < NB; j++) acc[i][j] = (float16)(0.0f);
+#if TRANS_A && TM == 8
+  if (row0 + TM <= M) {
+    // Op(A)'s TM rows at one k are contiguous in A^T: one vector load.
+    for (int k = 0; k < K; k++) {
+      float16 b[NB];
+      for (int j = 0; j < NB; j++) b[j] = vload16(j, B + (size_t)k * ldb);
+      const float8 a8 = vload8(0, A + (size_t)k * lda + row0);
+      const float a[8] = {a8.s0, a8.s1, a8.s2, a8.s3, a8.s4, a8.s5, a8.s6, a8.s7};
+      for (int i = 0; i < TM; i++)
+        for (int j = 0; j < NB; j++) acc[i][j] = fma((float16)(a[i]), b[j], acc[i][j]);
+    }
+  } else
+#endif
   for (int k = 0; k < K; k++) {
     float16 b[NB];
     for (int j = 0; j < NB; j++) b[j] = vload16(j, B + (size_t)k * ldb);

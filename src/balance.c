@@ -6,7 +6,8 @@
 
 #define FORGET 0.85 /* weight of the past per step: about the last 7 steps count */
 #define OUTLIER 1.5 /* an observation this far above or below the prediction is suspect */
-#define MARGIN 0.03 /* predicted gains below 3% are noise: keep the split */
+#define MARGIN 0.03 /* leave the equal split only for a predicted gain above 3% */
+#define STICKY 0.01 /* change the previous split only for a predicted gain above 1% */
 
 int clt_split_parse(const char *spec, int n, clt_split_mode *mode, double *weights, clt_err *e) {
   if (strcmp(spec, "auto") == 0) {
@@ -161,9 +162,9 @@ void clt_balancer_split(clt_balancer *b, int global, int *slices) {
     water_fill(b, global, share);
     round_shares(b, share, global, slices);
     repair(b, slices);
-    /* Estimates carry noise: move away from the equal split, or from the previous
-     * one, only for a predicted gain above it, so equal devices stay equal and
-     * slices do not jitter from step to step. */
+    /* Estimates carry noise: move away from the equal split only for a clear
+     * predicted gain, so equal devices stay equal, and from the previous split
+     * only for a small one, so slices do not jitter but still converge. */
     for (int i = 0; i < b->n; i++) ones[i] = 1.0;
     proportional(b, ones, global, equal);
     if (clt_balancer_predict(b, slices) > (1.0 - MARGIN) * clt_balancer_predict(b, equal)) {
@@ -172,7 +173,7 @@ void clt_balancer_split(clt_balancer *b, int global, int *slices) {
     int last_sum = 0;
     for (int i = 0; i < b->n; i++) last_sum += b->last[i];
     if (last_sum == global &&
-        clt_balancer_predict(b, b->last) <= (1.0 + MARGIN) * clt_balancer_predict(b, slices)) {
+        clt_balancer_predict(b, b->last) <= (1.0 + STICKY) * clt_balancer_predict(b, slices)) {
       memcpy(slices, b->last, sizeof(int) * (size_t)b->n);
     }
   }

@@ -16,8 +16,8 @@ static int use_own(const clt_replica *r, const clt_gemm_shape *s) {
  * Measured on PoCL with AVX-512 (tests/bench, this model's shapes): large
  * NN products run best with TM=8 and a whole row of up to 5 blocks, wider
  * ones with at most 3 (more accumulators spill); small-M products with TM=4;
- * A^T products with TM=8 and 1-2 blocks. 50-90 GFLOP/s against CLBlast's
- * default 10-22 on the same shapes. */
+ * A^T products with TM=8 and up to 5 blocks (2 for small M). 50-115 GFLOP/s
+ * against CLBlast's default 10-22 on the same shapes. */
 static int largest_divisor(size_t blocks, int limit) {
   for (int d = limit; d > 1; d--) {
     if (blocks % (size_t)d == 0) return d;
@@ -28,8 +28,8 @@ static int largest_divisor(size_t blocks, int limit) {
 static void own_blocking(const clt_gemm_shape *s, int *tm, int *nb) {
   const size_t blocks = s->n / 16;
   if (s->trans_a) {
-    *tm = 8;
-    *nb = largest_divisor(blocks, 2);
+    *tm = 8; /* rows are contiguous in A^T: loaded as one float8 */
+    *nb = s->m < 256 ? largest_divisor(blocks, 2) : largest_divisor(blocks, 5);
   } else if (s->m < 256) {
     *tm = 4;
     *nb = largest_divisor(blocks, 5);

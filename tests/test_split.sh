@@ -18,11 +18,16 @@ run() {
 }
 close() { expect_close "$1" "$tmp/$2/ckpt-1.npz" "$tmp/$3/ckpt-1.npz" 1e-4; }
 
-# Auto converges to favour the fast device: its share in the second epoch.
-run auto 0,1 64 auto 3072 2
-share=$(sed -n 2p "$tmp/auto.jsonl" | grep -Eo '"share": [0-9.]+' | sed -n 2p | cut -d' ' -f2)
-if awk -v s="$share" 'BEGIN { exit !(s != "" && s >= 0.6) }'; then ok "auto gives the pthread device $share of the examples"; else
-  bad "auto gives the pthread device >= 60% (got $share; $(tail -4 "$tmp/auto.txt"))"
+# Auto converges to favour the fast device: its share over epochs 2 and 3.
+# Measured 60-65% here: both PoCL devices share the same 2 cores, and with the
+# vectorised kernels the single-threaded basic device trains at ~550 images/s
+# next to pthread's ~900, so the fair share sits near 62%. The bound leaves
+# room for that noise.
+run auto 0,1 64 auto 6144 3
+share=$(sed -n '2,3p' "$tmp/auto.jsonl" | grep -Eo '"examples": [0-9]+' | cut -d' ' -f2 |
+  awk '{ n[NR % 2] += $1 } END { if (n[0] + n[1]) printf "%.4f", n[0] / (n[0] + n[1]) }')
+if awk -v s="$share" 'BEGIN { exit !(s != "" && s >= 0.58) }'; then ok "auto gives the pthread device $share of the examples"; else
+  bad "auto gives the pthread device >= 58% (got $share; $(tail -4 "$tmp/auto.txt"))"
 fi
 if grep -Eq '^  device 1 \(pthread.*\): share [0-9.]+%, [0-9]+ examples, [0-9]+ images/s, busy [0-9]+%$' "$tmp/auto.txt"; then
   ok "epoch output gives each device's share, images/s and busy %"
@@ -31,8 +36,8 @@ else
 fi
 
 # Same maths whatever the split, against one device with the global batch:
-# fixed weights 1,3 and 0,1 on one step of 128; auto on two steps (the first
-# equal, the second re-balanced by the first's timings). Kept short on purpose:
+# fixed weights 1,3 and 0,1 on one step of 128; auto on six steps (the first
+# equal, the next re-balanced by the timings so far). Kept short on purpose:
 # a slice size changes the GEMM blocking and so the rounding, and over more
 # steps this network amplifies rounding chaotically (a near-tie in a pooling
 # window flips its argmax; Adam turns tiny gradient changes into full steps):
@@ -40,13 +45,13 @@ fi
 run one1 1 128 equal 128 1
 run weights 0,1 64 1,3 128 1
 run zero 0,1 64 0,1 128 1
-run one2 1 128 equal 256 1
-run auto_eq 0,1 64 auto 256 1
+run one2 1 128 equal 768 1
+run auto_eq 0,1 64 auto 768 1
 close "fixed split 1,3 = one device" one1 weights
 close "split 0,1 (a replica with no examples) = one device" one1 zero
 close "auto split = one device" one2 auto_eq
 n=$(grep -Eo '"examples": [0-9]+' "$tmp/auto_eq.jsonl" | cut -d' ' -f2 | tr '\n' ' ')
-if [ "$n" != "128 128 " ] && [ -n "$n" ]; then ok "auto re-balanced the second step ($n)"; else bad "auto re-balanced the second step ($n)"; fi
+if [ "$n" != "384 384 " ] && [ -n "$n" ]; then ok "auto re-balanced within six steps ($n)"; else bad "auto re-balanced within six steps ($n)"; fi
 
 expect_fail "weights must match the devices" "--split 1,2,3: 3 weights for 2 devices" \
   "$CLT" train --devices 0,1 --split 1,2,3

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""The reference CNN in PyTorch, for tests/bench/bench_vs_pytorch.sh.
+
+Trains the same network as `cltrain --model fmnist-cnn` (Conv2D 64 3x3 relu,
+MaxPool 2, Conv2D 80 3x3 relu, MaxPool 2, Flatten, Dense 64 relu, Dense 10;
+Adam lr 1e-3, eps 1e-7; batch 64) on the first IMAGES Fashion-MNIST training
+images for EPOCHS epochs with THREADS threads, shuffling every epoch, and prints
+one line per epoch: "epoch E images_per_second R".
+
+    pytorch_fmnist.py DATA_DIR IMAGES EPOCHS [THREADS]
+"""
+import gzip
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def idx(path):
+    with gzip.open(path) as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def main():
+    data_dir, images, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    torch.set_num_threads(int(sys.argv[4]) if len(sys.argv) > 4 else 2)
+    torch.manual_seed(42)
+    x = torch.from_numpy(idx(data_dir + "/train-images-idx3-ubyte.gz")[:images].astype(np.float32) / 255.0)
+    x = x.unsqueeze(1)
+    y = torch.from_numpy(idx(data_dir + "/train-labels-idx1-ubyte.gz")[:images].astype(np.int64))
+    model = nn.Sequential(
+        nn.Conv2d(1, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 80, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(2000, 64), nn.ReLU(), nn.Linear(64, 10))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+    loss_fn = nn.CrossEntropyLoss()
+    for epoch in range(1, epochs + 1):
+        order = torch.randperm(images)
+        start = time.perf_counter()
+        for first in range(0, images, 64):
+            idx_batch = order[first:first + 64]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x[idx_batch]), y[idx_batch])
+            loss.backward()
+            opt.step()
+        seconds = time.perf_counter() - start
+        print("epoch %d images_per_second %.1f" % (epoch, images / seconds), flush=True)
+
+
+if __name__ == "__main__":
+    main()
