@@ -8,6 +8,9 @@
 //
 // Build options: -DTRANS_A=0|1, -DTM=rows, -DNB=16-column blocks per work-item.
 //   op(A)[m][k] = TRANS_A ? A[k*lda + m] : A[m*lda + k]
+// Epilogue (a layer's bias and ReLU, saving a pass over C): when bias_off >= 0,
+// C[m][n] += bias[bias_off + n]; then, when relu, negative values become 0
+// (not fmax: a NaN passes on to the loss guard).
 // Range: (N / (16*NB), ceil(M / TM)).  (B^T operands are transposed first.)
 #ifndef TM
 #define TM 4
@@ -24,7 +27,8 @@
 
 __kernel void gemm16(const int M, const int N, const int K, __global const float *A,
                      const int a_off, const int lda, __global const float *B, const int b_off,
-                     const int ldb, __global float *C, const int c_off, const int ldc) {
+                     const int ldb, __global float *C, const int c_off, const int ldc,
+                     __global const float *bias, const int bias_off, const int relu) {
   const int col = get_global_id(0) * 16 * NB;
   const int row0 = get_global_id(1) * TM;
   if (col >= N || row0 >= M) return;
@@ -57,9 +61,16 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
       for (int j = 0; j < NB; j++) acc[i][j] = fma(a, b[j], acc[i][j]);
     }
   }
+  float16 add[NB];
+  for (int j = 0; j < NB; j++) add[j] = bias_off >= 0 ? vload16(j, bias + bias_off + col) : (float16)(0.0f);
   for (int i = 0; i < TM; i++) {
     if (row0 + i >= M) break;
-    for (int j = 0; j < NB; j++) vstore16(acc[i][j], j, C + c_off + (size_t)(row0 + i) * ldc + col);
+    for (int j = 0; j < NB; j++) {
+      float16 v = acc[i][j];
+      if (bias_off >= 0) v += add[j];
+      if (relu) v = select(v, (float16)(0.0f), isless(v, (float16)(0.0f)));
+      vstore16(v, j, C + c_off + (size_t)(row0 + i) * ldc + col);
+    }
   }
 }
 

@@ -111,11 +111,8 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   const size_t im2col_positions = rows * l->kernel_h * l->kernel_w;
   int status = conv_cols(l, io, "im2col", io->x, io->scratch, im2col_positions, e);
   if (!status) {
-    status = clt_gemm(io->replica, &fwd, 1.0f, io->scratch, 0, io->params, l->params[0].offset,
-                      0.0f, io->y, 0, e);
-  }
-  if (!status) {
-    status = clt_bias_act(io, io->y, l->params[1].offset, (int)rows, l->filters, l->relu, e);
+    status = clt_gemm_bias_act(io->replica, &fwd, io->scratch, 0, io->params, l->params[0].offset,
+                               io->y, 0, io->params, l->params[1].offset, l->relu, e);
   }
   return status;
 }

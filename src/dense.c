@@ -51,11 +51,8 @@ static int dense_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_
 
 static int dense_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
-  int status = clt_gemm(io->replica, &fwd, 1.0f, io->x, 0, io->params, l->params[0].offset, 0.0f,
-                        io->y, 0, e);
-  if (!status) {
-    status = clt_bias_act(io, io->y, l->params[1].offset, io->batch, l->units, l->relu, e);
-  }
+  int status = clt_gemm_bias_act(io->replica, &fwd, io->x, 0, io->params, l->params[0].offset,
+                                 io->y, 0, io->params, l->params[1].offset, l->relu, e);
   return status;
 }
 

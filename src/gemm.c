@@ -45,8 +45,10 @@ static void own_options(const clt_gemm_shape *s, char *buf, size_t size) {
   snprintf(buf, size, "-DTRANS_A=%d -DTM=%d -DNB=%d", s->trans_a, tm, nb);
 }
 
+/* bias_offset < 0: no bias. */
 static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
-                    size_t b_off, cl_mem c, size_t c_off, clt_err *e) {
+                    size_t b_off, cl_mem c, size_t c_off, cl_mem bias, long bias_offset, int relu,
+                    clt_err *e) {
   char options[64];
   own_options(s, options, sizeof options);
   cl_kernel k;
@@ -67,15 +69,18 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   }
   int tm, nb;
   own_blocking(s, &tm, &nb);
-  clt_karg args[] = {CLT_ARG(m), CLT_ARG(n),  CLT_ARG(kk),  CLT_ARG(a), CLT_ARG(ao), CLT_ARG(lda),
-                     CLT_ARG(b), CLT_ARG(bo), CLT_ARG(ldb), CLT_ARG(c), CLT_ARG(co), CLT_ARG(ldc)};
+  int bias_off = (int)bias_offset;
+  if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
+  clt_karg args[] = {CLT_ARG(m),   CLT_ARG(n),   CLT_ARG(kk),   CLT_ARG(a),   CLT_ARG(ao),
+                     CLT_ARG(lda), CLT_ARG(b),   CLT_ARG(bo),   CLT_ARG(ldb), CLT_ARG(c),
+                     CLT_ARG(co),  CLT_ARG(ldc), CLT_ARG(bias), CLT_ARG(bias_off), CLT_ARG(relu)};
   char name[48];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s", s->m, s->n, s->k, s->trans_a ? " At" : "",
            s->trans_b ? " Bt" : "");
   /* One work-item per group: its float16 code is the vector code; PoCL gains
    * nothing from grouping, and large groups measured slower. */
   size_t global[2] = {s->n / (16 * (size_t)nb), (s->m + (size_t)tm - 1) / (size_t)tm}, local[2] = {1, 1};
-  return clt_launch(r, k, name, args, 12, 2, global, local, e);
+  return clt_launch(r, k, name, args, 15, 2, global, local, e);
 }
 
 /* Grows the scratch buffer to at least `bytes`. */
@@ -118,7 +123,9 @@ int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, siz
              cl_mem b, size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e) {
   if (s->m == 0 || s->n == 0) return CLT_OK;
   if (s->k == 0) return clt_fail(e, CLT_ERR_INTERNAL, "GEMM with k = 0");
-  if (alpha == 1.0f && beta == 0.0f && use_own(r, s)) return own_gemm(r, s, a, a_off, b, b_off, c, c_off, e);
+  if (alpha == 1.0f && beta == 0.0f && use_own(r, s)) {
+    return own_gemm(r, s, a, a_off, b, b_off, c, c_off, NULL, -1, 0, e);
+  }
   CLBlastStatusCode rc;
   if (r->gemm_temp) {
     rc = CLBlastSgemmWithTempBuffer(CLBlastLayoutRowMajor, tr(s->trans_a), tr(s->trans_b), s->m,
@@ -143,4 +150,20 @@ int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, siz
                     s->trans_b ? " B^T" : "", clt_status_name(rc));
   }
   return CLT_OK;
+}
+
+int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
+                      size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
+                      int relu, clt_err *e) {
+  if (s->m == 0 || s->n == 0) return CLT_OK;
+  if (use_own(r, s)) return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, e);
+  int status = clt_gemm(r, s, 1.0f, a, a_off, b, b_off, 0.0f, c, c_off, e);
+  if (status) return status;
+  cl_kernel k;
+  if ((status = clt_replica_kernel(r, "conv.cl", "", "bias_act", &k, e))) return status;
+  /* bias_act works on C from its start: the layers' outputs begin at offset 0. */
+  if (c_off != 0 || s->ldc != s->n) return clt_fail(e, CLT_ERR_INTERNAL, "bias_act on a strided C");
+  int off = (int)bias_offset, rows = (int)s->m, cols = (int)s->n;
+  clt_karg args[] = {CLT_ARG(c), CLT_ARG(bias), CLT_ARG(off), CLT_ARG(rows), CLT_ARG(cols), CLT_ARG(relu)};
+  return clt_launch1d(r, k, "bias_act", args, 6, s->m * s->n, e);
 }

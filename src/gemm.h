@@ -21,4 +21,11 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e);
 int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off,
              cl_mem b, size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e);
 
+/* C = op(A) op(B) + bias (bias[bias_offset + n] added to every row), then ReLU
+ * when relu: a layer's forward product. Fused into the GEMM where cltrain's own
+ * kernel runs; otherwise a CLBlast GEMM and cl/conv.cl's bias_act. */
+int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
+                      size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
+                      int relu, clt_err *e);
+
 #endif

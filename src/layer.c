@@ -1,18 +1,7 @@
-/* Kernels shared by several layers: bias + activation, bias gradient, ReLU backward. */
+/* Kernels shared by several layers: bias gradient, ReLU backward. */
 #include "layer.h"
 
 #define BIAS_GRAD_ROWS_PER_BLOCK 256
-
-int clt_bias_act(const clt_layer_io *io, cl_mem y, size_t bias_offset, int rows, int cols,
-                 int relu, clt_err *e) {
-  cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "conv.cl", "", "bias_act", &k, e);
-  if (status) return status;
-  int off = (int)bias_offset;
-  clt_karg args[] = {CLT_ARG(y), CLT_ARG(io->params), CLT_ARG(off), CLT_ARG(rows),
-                     CLT_ARG(cols), CLT_ARG(relu)};
-  return clt_launch1d(io->replica, k, "bias_act", args, 6, (size_t)rows * cols, e);
-}
 
 size_t clt_bias_grad_scratch(int rows, int cols) {
   return (size_t)((rows + BIAS_GRAD_ROWS_PER_BLOCK - 1) / BIAS_GRAD_ROWS_PER_BLOCK) * cols;

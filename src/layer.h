@@ -79,8 +79,6 @@ extern const clt_layer_ops clt_flatten_ops;
 extern const clt_layer_ops clt_dense_ops;
 
 /* Helpers shared by layers. */
-int clt_bias_act(const clt_layer_io *io, cl_mem y, size_t bias_offset, int rows, int cols,
-                 int relu, clt_err *e);
 /* grads[offset + c] = sum over rows of dy[r, c]; uses scratch (clt_bias_grad_scratch floats). */
 int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem scratch, size_t scratch_offset,
                   int rows, int cols, size_t grad_offset, clt_err *e);
