@@ -75,9 +75,9 @@ static clt_gemm_shape dcol_shape(const clt_layer *l, int batch) {
 
 static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   cl_kernel k;
-  const char *names[] = {"im2col", "col2im", "bias_act", "relu_backward", "bias_grad_partial",
-                         "bias_grad_final"};
-  for (int i = 0; i < 6; i++) {
+  const char *names[] = {"im2col", "im2col_rows", "col2im", "bias_act", "relu_backward",
+                         "bias_grad_partial", "bias_grad_final"};
+  for (int i = 0; i < 7; i++) {
     int status = clt_replica_kernel(r, "conv.cl", "", names[i], &k, e);
     if (status) return status;
   }
@@ -105,11 +105,17 @@ static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kna
   return clt_launch1d(io->replica, k, label, args, 13, positions, e);
 }
 
-static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+/* im2col of io->x into scratch: a work-item per kernel tap copies C channels;
+ * with few channels, a work-item per output row copies all its taps. */
+static int conv_im2col(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const size_t rows = conv_rows(l, io->batch);
+  if (l->in.c < 4) return conv_cols(l, io, "im2col_rows", io->x, io->scratch, rows, e);
+  return conv_cols(l, io, "im2col", io->x, io->scratch, rows * l->kernel_h * l->kernel_w, e);
+}
+
+static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
-  const size_t im2col_positions = rows * l->kernel_h * l->kernel_w;
-  int status = conv_cols(l, io, "im2col", io->x, io->scratch, im2col_positions, e);
+  int status = conv_im2col(l, io, e);
   if (!status) {
     status = clt_gemm_bias_act(io->replica, &fwd, io->scratch, 0, io->params, l->params[0].offset,
                                io->y, 0, io->params, l->params[1].offset, l->relu, e);
@@ -126,9 +132,7 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
     status = clt_bias_grad(io, io->dy, io->scratch, col_floats, (int)rows, l->filters,
                            l->params[1].offset, e);
   }
-  if (!status) {
-    status = conv_cols(l, io, "im2col", io->x, io->scratch, rows * l->kernel_h * l->kernel_w, e);
-  }
+  if (!status) status = conv_im2col(l, io, e);
   if (!status) {
     const clt_gemm_shape dw = dw_shape(l, io->batch);
     status = clt_gemm(io->replica, &dw, 1.0f, io->scratch, 0, io->dy, 0, 0.0f, io->grads,
