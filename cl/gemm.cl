@@ -11,7 +11,11 @@
 // Epilogue (a layer's bias and ReLU, saving a pass over C): when bias_off >= 0,
 // C[m][n] += bias[bias_off + n]; then, when relu, negative values become 0
 // (not fmax: a NaN passes on to the loss guard).
-// Range: (N / (16*NB), ceil(M / TM)).  (B^T operands are transposed first.)
+// Split K (few rows, long sums: a weight gradient over a whole batch): the third
+// range dimension takes k in chunks of k_chunk, and chunk s writes its partial
+// product to C + s * c_split (no epilogue); sum_splits then adds the chunks in
+// order. Without a split the range's third dimension is 1.
+// Range: (N / (16*NB), ceil(M / TM), splits).  (B^T operands are transposed first.)
 #ifndef TM
 #define TM 4
 #endif
@@ -28,10 +32,14 @@
 __kernel void gemm16(const int M, const int N, const int K, __global const float *A,
                      const int a_off, const int lda, __global const float *B, const int b_off,
                      const int ldb, __global float *C, const int c_off, const int ldc,
-                     __global const float *bias, const int bias_off, const int relu) {
+                     __global const float *bias, const int bias_off, const int relu,
+                     const int k_chunk, const int c_split) {
   const int col = get_global_id(0) * 16 * NB;
   const int row0 = get_global_id(1) * TM;
   if (col >= N || row0 >= M) return;
+  const int k_begin = get_global_id(2) * k_chunk;
+  const int k_end = min(K, k_begin + k_chunk);
+  C += (size_t)get_global_id(2) * c_split;
   A += a_off;
   B += b_off + col;
   // Rows past M read row M-1 (always valid) and are not stored.
@@ -43,7 +51,7 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
 #if TRANS_A && TM == 8
   if (row0 + TM <= M) {
     // Op(A)'s TM rows at one k are contiguous in A^T: one vector load.
-    for (int k = 0; k < K; k++) {
+    for (int k = k_begin; k < k_end; k++) {
       float16 b[NB];
       for (int j = 0; j < NB; j++) b[j] = vload16(j, B + (size_t)k * ldb);
       const float8 a8 = vload8(0, A + (size_t)k * lda + row0);
@@ -53,7 +61,7 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
     }
   } else
 #endif
-  for (int k = 0; k < K; k++) {
+  for (int k = k_begin; k < k_end; k++) {
     float16 b[NB];
     for (int j = 0; j < NB; j++) b[j] = vload16(j, B + (size_t)k * ldb);
     for (int i = 0; i < TM; i++) {
@@ -72,6 +80,16 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
       vstore16(v, j, C + c_off + (size_t)(row0 + i) * ldc + col);
     }
   }
+}
+
+// C[c_off + i] = sum over s of P[s * stride + i], in order of s. Range: count.
+__kernel void sum_splits(__global const float *P, const int splits, const int stride,
+                         const int count, __global float *C, const int c_off) {
+  const int i = get_global_id(0);
+  if (i >= count) return;
+  float sum = 0.0f;
+  for (int s = 0; s < splits; s++) sum += P[(size_t)s * stride + i];
+  C[c_off + i] = sum;
 }
 
 // dst[k][n] = src[src_off + n*ld + k]: a [N][K] operand laid out as [K][N] so

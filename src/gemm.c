@@ -39,6 +39,18 @@ static void own_blocking(const clt_gemm_shape *s, int *tm, int *nb) {
   }
 }
 
+/* K is split when the output has too few blocks to keep a device's cores busy
+ * and the sums are long (the first layer's weight gradient: 9 x 64 outputs, K =
+ * batch x 676); chunks of at least 512 keep the extra pass small. */
+static int own_splits(const clt_gemm_shape *s) {
+  int tm, nb;
+  own_blocking(s, &tm, &nb);
+  const size_t items = s->n / (16 * (size_t)nb) * ((s->m + (size_t)tm - 1) / (size_t)tm);
+  if (items >= 64 || s->k < 1024 || s->trans_b || s->ldc != s->n) return 1;
+  size_t splits = s->k / 512;
+  return (int)(splits > 16 ? 16 : splits);
+}
+
 static void own_options(const clt_gemm_shape *s, char *buf, size_t size) {
   int tm, nb;
   own_blocking(s, &tm, &nb);
@@ -71,16 +83,33 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   own_blocking(s, &tm, &nb);
   int bias_off = (int)bias_offset;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
-  clt_karg args[] = {CLT_ARG(m),   CLT_ARG(n),   CLT_ARG(kk),   CLT_ARG(a),   CLT_ARG(ao),
-                     CLT_ARG(lda), CLT_ARG(b),   CLT_ARG(bo),   CLT_ARG(ldb), CLT_ARG(c),
-                     CLT_ARG(co),  CLT_ARG(ldc), CLT_ARG(bias), CLT_ARG(bias_off), CLT_ARG(relu)};
+  /* An epilogue applies to whole sums only: no split with one. */
+  const int splits = bias_offset >= 0 || relu ? 1 : own_splits(s);
+  int k_chunk = (kk + splits - 1) / splits, c_split = m * n;
+  cl_mem out = c;
+  if (splits > 1) { /* partial products go to the scratch, summed below */
+    out = r->gemm_temp;
+    co = 0;
+  }
+  clt_karg args[] = {CLT_ARG(m),   CLT_ARG(n),    CLT_ARG(kk),       CLT_ARG(a),    CLT_ARG(ao),
+                     CLT_ARG(lda), CLT_ARG(b),    CLT_ARG(bo),       CLT_ARG(ldb),  CLT_ARG(out),
+                     CLT_ARG(co),  CLT_ARG(ldc),  CLT_ARG(bias),     CLT_ARG(bias_off), CLT_ARG(relu),
+                     CLT_ARG(k_chunk), CLT_ARG(c_split)};
   char name[48];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s", s->m, s->n, s->k, s->trans_a ? " At" : "",
            s->trans_b ? " Bt" : "");
   /* One work-item per group: its float16 code is the vector code; PoCL gains
    * nothing from grouping, and large groups measured slower. */
-  size_t global[2] = {s->n / (16 * (size_t)nb), (s->m + (size_t)tm - 1) / (size_t)tm}, local[2] = {1, 1};
-  return clt_launch(r, k, name, args, 15, 2, global, local, e);
+  size_t global[3] = {s->n / (16 * (size_t)nb), (s->m + (size_t)tm - 1) / (size_t)tm, (size_t)splits};
+  size_t local[3] = {1, 1, 1};
+  if ((status = clt_launch(r, k, name, args, 17, 3, global, local, e))) return status;
+  if (splits == 1) return CLT_OK;
+  cl_kernel sum;
+  if ((status = clt_replica_kernel(r, "gemm.cl", options, "sum_splits", &sum, e))) return status;
+  int count = m * n, final_off = (int)c_off;
+  clt_karg sargs[] = {CLT_ARG(r->gemm_temp), CLT_ARG(splits), CLT_ARG(c_split), CLT_ARG(count),
+                      CLT_ARG(c), CLT_ARG(final_off)};
+  return clt_launch1d(r, sum, "gemm split-K sum", sargs, 6, (size_t)count, e);
 }
 
 /* Grows the scratch buffer to at least `bytes`. */
@@ -106,6 +135,10 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
     int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
     if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", options, "transpose", &k, e);
     if (!status && s->trans_b) status = grow_temp(r, s->k * s->n * sizeof(float), e);
+    if (!status && own_splits(s) > 1) {
+      status = clt_replica_kernel(r, "gemm.cl", options, "sum_splits", &k, e);
+      if (!status) status = grow_temp(r, (size_t)own_splits(s) * s->m * s->n * sizeof(float), e);
+    }
     return status;
   }
   size_t bytes = 0;
