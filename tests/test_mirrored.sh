@@ -10,7 +10,7 @@
 # ulp on a single device grows to a 1.6e-4 relative difference in 40 steps, and
 # summing the same gradient in another order (2 replicas vs 1) gives 2e-6 after
 # 15 steps but 2e-3 after 25. So after an epoch the test compares what training
-# produced (loss, accuracy) instead.
+# produced (mean loss and accuracy over the epoch) instead.
 #   test_mirrored.sh CLTRAIN CKPT_TOOL
 set -u
 CLT=$1
@@ -44,18 +44,20 @@ run three_uneven 0,1,2 16 242 --check-replicas
 close "2 replicas = 1 device after 6 steps ending in an uneven batch" one_uneven two_uneven 1e-4
 close "3 replicas (one with an empty last slice) = 1 device after 6 steps" one_uneven three_uneven 1e-4
 
-# An epoch of 201 steps, again with a last batch of 2: same training outcome.
-run one_epoch 0 48 9602 --test-limit 2000
-run two_epoch 0,1 24 9602 --test-limit 2000 --check-replicas
-run three_epoch 0,1,2 16 9602 --test-limit 2000 --check-replicas
+# An epoch of 201 steps, again with a last batch of 2: the same training, judged
+# by the epoch's mean loss and accuracy (over every step; the test accuracy of
+# the epoch's last weights swung by 4 points between such runs).
+run one_epoch 0 48 9602
+run two_epoch 0,1 24 9602 --check-replicas
+run three_epoch 0,1,2 16 9602 --check-replicas
 for name in two_epoch three_epoch; do
   l1=$(field "$tmp/one_epoch.jsonl" 1 train_loss) l2=$(field "$tmp/$name.jsonl" 1 train_loss)
-  a1=$(field "$tmp/one_epoch.jsonl" 1 test_accuracy) a2=$(field "$tmp/$name.jsonl" 1 test_accuracy)
+  a1=$(field "$tmp/one_epoch.jsonl" 1 train_accuracy) a2=$(field "$tmp/$name.jsonl" 1 train_accuracy)
   if awk -v l1="$l1" -v l2="$l2" -v a1="$a1" -v a2="$a2" \
     'BEGIN { exit !(l2 != "" && (l2 - l1) / l1 < 0.02 && (l1 - l2) / l1 < 0.02 && a2 - a1 <= 1.5 && a1 - a2 <= 1.5) }'; then
-    ok "$name trains like one device (loss $l2 vs $l1, test accuracy $a2 vs $a1)"
+    ok "$name trains like one device (loss $l2 vs $l1, training accuracy $a2 vs $a1)"
   else
-    bad "$name trains like one device (loss $l2 vs $l1, test accuracy $a2 vs $a1)"
+    bad "$name trains like one device (loss $l2 vs $l1, training accuracy $a2 vs $a1)"
   fi
   if grep -q "different parameters" "$tmp/$name.txt"; then bad "$name replicas identical"; fi
 done
