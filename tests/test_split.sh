@@ -18,16 +18,24 @@ run() {
 }
 close() { expect_close "$1" "$tmp/$2/ckpt-1.npz" "$tmp/$3/ckpt-1.npz" 1e-4; }
 
-# Auto converges to favour the fast device: its share over epochs 2 and 3.
-# Measured 60-65% here: both PoCL devices share the same 2 cores, and with the
-# vectorised kernels the single-threaded basic device trains at ~550 images/s
-# next to pthread's ~900, so the fair share sits near 62%. The bound leaves
-# room for that noise.
+# Auto converges to favour the fast device and to balance the devices' time.
+# The fast device's share over epochs 2 and 3 measured 57-65% here: both PoCL
+# devices share the same 2 cores, and with the vectorised kernels the
+# single-threaded basic device trains at ~550 images/s next to pthread's ~900.
+# So the test asserts a clear majority, plus what the balancer is for: in the
+# last epoch both devices spent about the same time computing.
 run auto 0,1 64 auto 6144 3
 share=$(sed -n '2,3p' "$tmp/auto.jsonl" | grep -Eo '"examples": [0-9]+' | cut -d' ' -f2 |
   awk '{ n[NR % 2] += $1 } END { if (n[0] + n[1]) printf "%.4f", n[0] / (n[0] + n[1]) }')
-if awk -v s="$share" 'BEGIN { exit !(s != "" && s >= 0.58) }'; then ok "auto gives the pthread device $share of the examples"; else
-  bad "auto gives the pthread device >= 58% (got $share; $(tail -4 "$tmp/auto.txt"))"
+if awk -v s="$share" 'BEGIN { exit !(s != "" && s >= 0.55) }'; then ok "auto gives the pthread device $share of the examples"; else
+  bad "auto gives the pthread device >= 55% (got $share; $(tail -4 "$tmp/auto.txt"))"
+fi
+times=$(sed -n 3p "$tmp/auto.jsonl" | grep -Eo '"compute_seconds": [0-9.]+' | cut -d' ' -f2 | tr '\n' ' ')
+if awk -v t="$times" 'BEGIN { split(t, c, " "); hi = c[1] > c[2] ? c[1] : c[2]; lo = c[1] > c[2] ? c[2] : c[1]
+    exit !(hi > 0 && (hi - lo) / hi <= 0.15) }'; then
+  ok "auto balances the devices' compute time ($times s)"
+else
+  bad "auto balances the devices' compute time within 15% ($times s)"
 fi
 if grep -Eq '^  device 1 \(pthread.*\): share [0-9.]+%, [0-9]+ examples, [0-9]+ images/s, busy [0-9]+%$' "$tmp/auto.txt"; then
   ok "epoch output gives each device's share, images/s and busy %"
