@@ -293,9 +293,13 @@ static int run_worker(pass *p, int rank, clt_err *e) {
     int first = 0, len = slices[rank];
     for (int r = 0; r < rank; r++) first += slices[r];
     double c0 = now_seconds();
-    /* Profiling events of earlier steps are complete or nearly: collecting them
-     * here keeps the pending list short without stalling the device. */
-    if ((status = clt_replica_profile_collect(rep, e))) break;
+    /* Busy time comes from the events of earlier steps; collecting them waits for
+     * those steps, so it is done only when the pending list fills up (a step
+     * enqueues a few dozen), not every step. */
+    if (rep->profile->npending > CLT_PROFILE_MAX_PENDING - 256 &&
+        (status = clt_replica_profile_collect(rep, e))) {
+      break;
+    }
     if (len && (status = clt_net_gather(net, data, batch_first + first, len, e))) break;
     /* Losses are divided by the actual global batch, the last partial one included. */
     if ((status = clt_net_forward_backward(net, len, 1.0f / batch, s, p->train, e))) break;

@@ -27,7 +27,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+. "$here/common.sh"
 
 "$cltrain" devices | sed -n "$((${devices%%,*} + 1))p" | sed 's/^/device: /' || true
 for ((r = 1; r <= runs; r++)); do

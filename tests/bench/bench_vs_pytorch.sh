@@ -27,7 +27,7 @@ if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+. "$here/common.sh"
 
 for ((r = 1; r <= runs; r++)); do
   "$build/cltrain" train --devices 0 --epochs 3 --train-limit "$images" --test-limit 64 --checkpoint-every 0 \
