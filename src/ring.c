@@ -229,22 +229,20 @@ int clt_ring_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
       if (!len) continue;
       const size_t dst = chunk_begin(r, recv) + k * r->segment;
       const float *src = r->staging[prev] + slot + k * r->segment;
-      cl_int rc;
-      if (reduce) {
-        rc = clEnqueueWriteBuffer(rep->queue, r->recv[rank], CL_FALSE, k * r->segment * sizeof(float),
-                                  len * sizeof(float), src, 0, NULL, &write_ev[k]);
-        if (rc) return fail_rank(r, rank, e, rc, "all-reduce upload");
-        int dst_off = (int)dst, src_off = (int)(k * r->segment), count = (int)len;
-        clt_karg args[] = {CLT_ARG(buffer), CLT_ARG(dst_off), CLT_ARG(r->recv[rank]),
-                           CLT_ARG(src_off), CLT_ARG(count)};
-        if ((status = clt_launch1d(rep, add, "all-reduce add", args, 5, len, e))) {
-          clt_ring_abort(r);
-          return status;
-        }
-      } else {
-        rc = clEnqueueWriteBuffer(rep->queue, buffer, CL_FALSE, dst * sizeof(float),
-                                  len * sizeof(float), src, 0, NULL, &write_ev[k]);
-        if (rc) return fail_rank(r, rank, e, rc, "all-reduce upload");
+      /* Reduce-scatter lands in the receive buffer and is added by a kernel;
+       * all-gather copies the complete chunk straight into place. */
+      cl_mem to = reduce ? r->recv[rank] : buffer;
+      size_t to_off = reduce ? k * r->segment : dst;
+      cl_int rc = clEnqueueWriteBuffer(rep->queue, to, CL_FALSE, to_off * sizeof(float),
+                                       len * sizeof(float), src, 0, NULL, &write_ev[k]);
+      if (rc) return fail_rank(r, rank, e, rc, "all-reduce upload");
+      if (!reduce) continue;
+      int dst_off = (int)dst, src_off = (int)to_off, count = (int)len;
+      clt_karg args[] = {CLT_ARG(buffer), CLT_ARG(dst_off), CLT_ARG(r->recv[rank]),
+                         CLT_ARG(src_off), CLT_ARG(count)};
+      if ((status = clt_launch1d(rep, add, "all-reduce add", args, 5, len, e))) {
+        clt_ring_abort(r);
+        return status;
       }
     }
     clFlush(rep->queue);
