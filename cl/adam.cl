@@ -12,3 +12,13 @@ __kernel void adam_update(__global float *p, __global const float *g, __global f
   v[i] = vi;
   p[i] -= alpha * mi / (sqrt(vi) + eps);
 }
+
+// BatchNormalization's moving statistics, p[first..total): their gradient slots
+// hold the batch statistics averaged over the replicas by the all-reduce (see
+// batchnorm.c). Keras' assign_moving_average: p -= (p - batch) * (1 - momentum).
+__kernel void moving_average(__global float *p, __global const float *g, const int first,
+                             const int total, const float momentum) {
+  const int i = first + get_global_id(0);
+  if (i >= total) return;
+  p[i] -= (p[i] - g[i]) * (1.0f - momentum);
+}

@@ -1,4 +1,5 @@
-// Max pooling, window P x P, stride S, no padding (floor). NHWC.
+// Max pooling, window P x P, stride S, no padding (floor), and the same with zero
+// padding folded in (maxpool_pad_*, at the end). NHWC.
 
 // One work-item per output position loops over the channels, 4 at a time when
 // C allows: the channels of a window tap are contiguous in NHWC. Maxima let a
@@ -116,4 +117,119 @@ __kernel void maxpool_backward(__global const float *x, __global const float *dy
     }
   }
   dx[pos * C + c] = sum;
+}
+
+// ---- Zero padding folded in (ZeroPadding2D(PAD) then MaxPooling2D valid) --------
+//
+// Padded positions hold 0 and take part in the max, exactly as if the zeros were
+// there. Work-items take the C contiguous channels of a position 8 at a time as
+// float8 (PoCL does not vectorise across work-items), the C % 8 left as scalars.
+
+// One work-item per output position. The window's taps inside the input are
+// maxed (a NaN wins, as above); a window reaching into the padding then also
+// maxes with 0. Range: B*OH*OW.
+__kernel void maxpool_pad_forward(__global const float *x, __global float *y, const int B,
+                                  const int H, const int W, const int C, const int P,
+                                  const int S, const int PAD, const int OH, const int OW) {
+  const int pos = get_global_id(0);
+  if (pos >= B * OH * OW) return;
+  const int ox = pos % OW;
+  const int oy = (pos / OW) % OH;
+  const int b = pos / (OW * OH);
+  const int y0 = oy * S - PAD, x0 = ox * S - PAD;
+  const int ky0 = max(0, -y0), ky1 = min(P, H - y0);
+  const int kx0 = max(0, -x0), kx1 = min(P, W - x0);
+  const int padded = ky0 > 0 || kx0 > 0 || ky1 < P || kx1 < P;
+  __global const float *base = x + ((size_t)b * H * W) * C;
+  __global float *out = y + (size_t)pos * C;
+  int c = 0;
+  for (; c + 8 <= C; c += 8) {
+    float8 best = (float8)(-INFINITY);
+    for (int ky = ky0; ky < ky1; ky++)
+      for (int kx = kx0; kx < kx1; kx++) {
+        const float8 v = vload8(0, base + ((size_t)(y0 + ky) * W + x0 + kx) * C + c);
+        best = select(best, v, isgreater(v, best) | isnan(v));
+      }
+    if (padded) best = select(best, (float8)(0.0f), isgreater((float8)(0.0f), best));
+    vstore8(best, 0, out + c);
+  }
+  for (; c < C; c++) {
+    float best = -INFINITY;
+    for (int ky = ky0; ky < ky1; ky++)
+      for (int kx = kx0; kx < kx1; kx++) {
+        const float v = base[((size_t)(y0 + ky) * W + x0 + kx) * C + c];
+        if (v > best || isnan(v)) best = v;
+      }
+    if (padded && 0.0f > best) best = 0.0f;
+    out[c] = best;
+  }
+}
+
+// One work-item per input position gathers, window by window in a fixed order,
+// the gradient of every window whose first maximum (raster order over the padded
+// window, padding included, strict '>' as TensorFlow) it is; a window whose first
+// maximum is padding sends its gradient nowhere. Every dx entry is written, so
+// no zeroing is needed and overlapping windows need no atomics. Range: B*H*W.
+__kernel void maxpool_pad_backward(__global const float *x, __global const float *dy,
+                                   __global float *dx, const int B, const int H, const int W,
+                                   const int C, const int P, const int S, const int PAD,
+                                   const int OH, const int OW) {
+  const int pos = get_global_id(0);
+  if (pos >= B * H * W) return;
+  const int ix = pos % W;
+  const int iy = (pos / W) % H;
+  const int b = pos / (W * H);
+  // In padded coordinates; windows oy with oy*S <= py < oy*S + P.
+  const int py = iy + PAD, px = ix + PAD;
+  const int oy_lo = py >= P ? (py - P) / S + 1 : 0, oy_hi = min(py / S, OH - 1);
+  const int ox_lo = px >= P ? (px - P) / S + 1 : 0, ox_hi = min(px / S, OW - 1);
+  __global const float *img = x + (size_t)b * H * W * C;
+  __global float *out = dx + (size_t)pos * C;
+  int c = 0;
+  for (; c + 8 <= C; c += 8) {
+    float8 sum = (float8)(0.0f);
+    for (int oy = oy_lo; oy <= oy_hi; oy++)
+      for (int ox = ox_lo; ox <= ox_hi; ox++) {
+        const int y0 = oy * S - PAD, x0 = ox * S - PAD;
+        float8 best = (float8)(0.0f);
+        int8 arg = (int8)(-1);
+        for (int ky = 0; ky < P; ky++)
+          for (int kx = 0; kx < P; kx++) {
+            const int yy = y0 + ky, xx = x0 + kx;
+            const int inside = yy >= 0 && yy < H && xx >= 0 && xx < W;
+            const float8 v = inside ? vload8(0, img + ((size_t)yy * W + xx) * C + c)
+                                    : (float8)(0.0f);
+            // The first tap seeds the maximum; later ones must be strictly greater.
+            const int8 take = (ky == 0 && kx == 0) ? (int8)(-1) : isgreater(v, best);
+            best = select(best, v, take);
+            arg = select(arg, (int8)(ky * P + kx), take);
+          }
+        const int8 mine = arg == (int8)((py - oy * S) * P + (px - ox * S));
+        sum += select((float8)(0.0f), vload8(0, dy + (((size_t)b * OH + oy) * OW + ox) * C + c),
+                      mine);
+      }
+    vstore8(sum, 0, out + c);
+  }
+  for (; c < C; c++) {
+    float sum = 0.0f;
+    for (int oy = oy_lo; oy <= oy_hi; oy++)
+      for (int ox = ox_lo; ox <= ox_hi; ox++) {
+        const int y0 = oy * S - PAD, x0 = ox * S - PAD;
+        float best = 0.0f;
+        int arg = -1;
+        for (int ky = 0; ky < P; ky++)
+          for (int kx = 0; kx < P; kx++) {
+            const int yy = y0 + ky, xx = x0 + kx;
+            const int inside = yy >= 0 && yy < H && xx >= 0 && xx < W;
+            const float v = inside ? img[((size_t)yy * W + xx) * C + c] : 0.0f;
+            if (arg < 0 || v > best) {
+              best = v;
+              arg = ky * P + kx;
+            }
+          }
+        if (arg == (py - oy * S) * P + (px - ox * S))
+          sum += dy[(((size_t)b * OH + oy) * OW + ox) * C + c];
+      }
+    out[c] = sum;
+  }
 }

@@ -6,6 +6,17 @@ __kernel void add_into(__global float *dst, const int dst_offset, __global const
   dst[dst_offset + i] += src[src_offset + i];
 }
 
+// dst[0..n) += src[0..n), eight floats per work-item (PoCL does not vectorise
+// across work-items). Range: ceil(n / 8).
+__kernel void accumulate(__global float *dst, __global const float *src, const int n) {
+  const int i = get_global_id(0) * 8;
+  if (i + 8 <= n) {
+    vstore8(vload8(0, dst + i) + vload8(0, src + i), 0, dst + i);
+  } else {
+    for (int j = i; j < n; j++) dst[j] += src[j];
+  }
+}
+
 // Counts non-finite values of x[0..n) per block of `block` floats into
 // partial[blk]; then count_final adds the partials into out[slot] (fixed order).
 __kernel void count_nonfinite_partial(__global const float *x, const int n, const int block,

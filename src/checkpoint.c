@@ -175,7 +175,7 @@ static void member_name(const clt_layer *l, int p, int pass, char *buf, size_t s
 }
 
 static void json_metadata(const clt_model *m, char *buf, size_t size) {
-  char arch[2048];
+  static _Thread_local char arch[CLT_DESCRIBE_MAX];
   clt_model_describe(m, arch, sizeof arch);
   snprintf(buf, size,
            "{\"format\": %d, \"model\": \"%s\", \"input\": [%d, %d, %d], \"classes\": %d, "
@@ -221,7 +221,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   for (int i = 0; i < m->nlayers; i++) nparams += m->layers[i].nparams;
   const int narrays = 3 * nparams + 5;
   arrays = calloc((size_t)narrays, sizeof *arrays);
-  char meta[4096];
+  static _Thread_local char meta[CLT_DESCRIBE_MAX + 1024];
   json_metadata(m, meta, sizeof meta);
   meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
   if (!arrays || !meta_text) {
@@ -234,6 +234,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
     for (int i = 0; i < m->nlayers; i++) {
       const clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
+        if (pass > 0 && l->params[p].non_trainable) continue; /* Adam has no slots for them */
         char name[128];
         member_name(l, p, pass, name, sizeof name);
         set_param_array(&arrays[a++], name, &l->params[p], flat);
@@ -346,12 +347,13 @@ typedef struct checkpoint_meta {
   char model[64];
   clt_shape input;
   int classes;
-  char architecture[2048];
+  char architecture[CLT_DESCRIBE_MAX];
 } checkpoint_meta;
 
 static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, clt_err *e) {
   const clt_npz_array *a = clt_npz_find(z, "metadata");
-  char json[4096], v[2048];
+  static _Thread_local char json[CLT_DESCRIBE_MAX + 1024];
+  char v[2048];
   if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member metadata", path);
   if (clt_npz_get_string(a, json, sizeof json) != 0) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member metadata is not a string", path);
@@ -376,7 +378,7 @@ static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, 
 
 int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
   clt_npz *z = NULL;
-  checkpoint_meta meta;
+  static _Thread_local checkpoint_meta meta;
   int status = clt_npz_read(path, &z, e);
   if (!status) status = read_meta(path, z, &meta, e);
   if (!status) {
@@ -426,11 +428,11 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
                         clt_checkpoint *st, clt_err *e) {
   int status = CLT_OK;
   clt_npz *z = NULL;
-  checkpoint_meta meta;
+  static _Thread_local checkpoint_meta meta;
+  static _Thread_local char arch[CLT_DESCRIBE_MAX];
   memset(st, 0, sizeof *st);
   if ((status = clt_npz_read(path, &z, e))) goto cleanup;
   if ((status = read_meta(path, z, &meta, e))) goto cleanup;
-  char arch[2048];
   clt_model_describe(m, arch, sizeof arch);
   if (strcmp(meta.model, m->name) != 0 || meta.classes != m->classes ||
       meta.input.h != m->input.h || meta.input.w != m->input.w || meta.input.c != m->input.c) {
@@ -460,6 +462,7 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
     for (int i = 0; i < m->nlayers; i++) {
       const clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
+        if (pass > 0 && l->params[p].non_trainable) continue;
         char name[128];
         member_name(l, p, pass, name, sizeof name);
         if ((status = load_array(path, z, name, &l->params[p], flat, e))) goto cleanup;

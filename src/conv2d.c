@@ -14,14 +14,27 @@
 #include "gemm.h"
 #include "layer.h"
 
-static int conv_setup(clt_layer *l, clt_shape in, clt_err *e) {
+static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
+  const clt_shape in = ins[0];
   const int kh = l->kernel_h, kw = l->kernel_w, s = l->stride;
   if (kh < 1 || kw < 1 || s < 1 || l->filters < 1) {
     return clt_fail(e, CLT_ERR_ARG, "%s: bad kernel %dx%d, stride %d or filters %d", l->name,
                     kh, kw, s, l->filters);
   }
   l->in = in;
-  if (l->pad_same) {
+  if (l->pad_same && l->pad) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: 'same' padding and an explicit padding of %d", l->name, l->pad);
+  }
+  if (l->pad) {
+    /* A ZeroPadding2D(pad) folded in front of a 'valid' convolution. */
+    if (in.h + 2 * l->pad < kh || in.w + 2 * l->pad < kw) {
+      return clt_fail(e, CLT_ERR_ARG, "%s: padded input %dx%d is smaller than its %dx%d kernel",
+                      l->name, in.h + 2 * l->pad, in.w + 2 * l->pad, kh, kw);
+    }
+    l->out.h = (in.h + 2 * l->pad - kh) / s + 1;
+    l->out.w = (in.w + 2 * l->pad - kw) / s + 1;
+    l->pad_top = l->pad_left = l->pad;
+  } else if (l->pad_same) {
     /* TensorFlow's 'same': out = ceil(in / s), extra padding at the bottom/right. */
     l->out.h = (in.h + s - 1) / s;
     l->out.w = (in.w + s - 1) / s;
@@ -49,6 +62,12 @@ static int conv_setup(clt_layer *l, clt_shape in, clt_err *e) {
   return CLT_OK;
 }
 
+/* A 1x1 convolution with stride 1 reads the input as its column matrix. */
+static int conv_pointwise(const clt_layer *l) {
+  return l->kernel_h == 1 && l->kernel_w == 1 && l->stride == 1 && l->pad_top == 0 &&
+         l->pad_left == 0;
+}
+
 static size_t conv_rows(const clt_layer *l, int batch) {
   return (size_t)batch * l->out.h * l->out.w;
 }
@@ -56,7 +75,8 @@ static size_t conv_k(const clt_layer *l) { return (size_t)l->kernel_h * l->kerne
 
 static size_t conv_scratch(const clt_layer *l, int batch) {
   size_t rows = conv_rows(l, batch);
-  return rows * conv_k(l) + clt_bias_grad_scratch((int)rows, l->filters);
+  size_t col = conv_pointwise(l) ? 0 : rows * conv_k(l);
+  return col + clt_bias_grad_scratch((int)rows, l->filters);
 }
 
 /* The three GEMMs, for `batch` examples. */
@@ -115,35 +135,40 @@ static int conv_im2col(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
 
 static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
-  int status = conv_im2col(l, io, e);
+  const int pointwise = conv_pointwise(l);
+  int status = pointwise ? CLT_OK : conv_im2col(l, io, e);
   if (!status) {
-    status = clt_gemm_bias_act(io->replica, &fwd, io->scratch, 0, io->params, l->params[0].offset,
-                               io->y, 0, io->params, l->params[1].offset, l->relu, e);
+    status = clt_gemm_bias_act(io->replica, &fwd, pointwise ? io->x : io->scratch, 0, io->params,
+                               l->params[0].offset, io->y, 0, io->params, l->params[1].offset,
+                               l->relu, e);
   }
   return status;
 }
 
 static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const size_t rows = conv_rows(l, io->batch);
-  const size_t col_floats = rows * conv_k(l);
+  const int pointwise = conv_pointwise(l);
+  const size_t col_floats = pointwise ? 0 : rows * conv_k(l);
+  cl_mem col = pointwise ? io->x : io->scratch;
   int status = CLT_OK;
   if (l->relu) status = clt_relu_backward(io, io->dy, io->y, rows * l->filters, e);
   if (!status) {
     status = clt_bias_grad(io, io->dy, io->scratch, col_floats, (int)rows, l->filters,
                            l->params[1].offset, e);
   }
-  if (!status) status = conv_im2col(l, io, e);
+  if (!status && !pointwise) status = conv_im2col(l, io, e);
   if (!status) {
     const clt_gemm_shape dw = dw_shape(l, io->batch);
-    status = clt_gemm(io->replica, &dw, 1.0f, io->scratch, 0, io->dy, 0, 0.0f, io->grads,
+    status = clt_gemm(io->replica, &dw, 1.0f, col, 0, io->dy, 0, 0.0f, io->grads,
                       l->params[0].offset, e);
   }
   if (!status && io->dx) {
-    /* The in-order queue runs this after dW has consumed col, so col is reused. */
+    /* The in-order queue runs this after dW has consumed col, so col is reused;
+     * a pointwise convolution's column gradient is the input gradient itself. */
     const clt_gemm_shape dcol = dcol_shape(l, io->batch);
     status = clt_gemm(io->replica, &dcol, 1.0f, io->dy, 0, io->params, l->params[0].offset, 0.0f,
-                      io->scratch, 0, e);
-    if (!status) {
+                      pointwise ? io->dx : io->scratch, 0, e);
+    if (!status && !pointwise) {
       status = conv_cols(l, io, "col2im", io->scratch, io->dx,
                          (size_t)io->batch * l->in.h * l->in.w, e);
     }

@@ -5,7 +5,8 @@
 #include "gemm.h"
 #include "layer.h"
 
-static int dense_setup(clt_layer *l, clt_shape in, clt_err *e) {
+static int dense_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
+  const clt_shape in = ins[0];
   if (l->units < 1) return clt_fail(e, CLT_ERR_ARG, "%s: bad units %d", l->name, l->units);
   if (in.h != 1 || in.w != 1) {
     return clt_fail(e, CLT_ERR_ARG, "%s: expects a flat input, got %dx%dx%d (add a Flatten)",

@@ -2,7 +2,8 @@
  * so the layer moves no data: its output is its input buffer seen as (1, 1, h*w*c). */
 #include "layer.h"
 
-static int flatten_setup(clt_layer *l, clt_shape in, clt_err *e) {
+static int flatten_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
+  const clt_shape in = ins[0];
   (void)e;
   l->in = in;
   l->out = (clt_shape){1, 1, (int)clt_shape_size(in)};

@@ -84,7 +84,10 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   int bias_off = (int)bias_offset;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
   /* An epilogue applies to whole sums only: no split with one. */
-  const int splits = bias_offset >= 0 || relu ? 1 : own_splits(s);
+  int splits = bias_offset >= 0 || relu ? 1 : own_splits(s);
+  /* The scratch was sized at the largest batch, where this shape may not have
+   * split (more rows, more blocks): never split past what it holds. */
+  while (splits > 1 && (size_t)splits * s->m * s->n * sizeof(float) > r->gemm_temp_bytes) splits--;
   int k_chunk = (kk + splits - 1) / splits, c_split = m * n;
   cl_mem out = c;
   if (splits > 1) { /* partial products go to the scratch, summed below */

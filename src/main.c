@@ -58,6 +58,8 @@ static int cmd_train(int argc, char **argv) {
   int help = 0;
   const clt_flag flags[] = {
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
+      {"image-size", CLT_FLAG_INT, &o.image_size, 8, 4096, NULL},
+      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99, NULL},
       {"model", CLT_FLAG_STRING, &o.model, 0, 0, &o.model_given},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"split", CLT_FLAG_STRING, &o.split, 0, 0, NULL},
@@ -85,9 +87,14 @@ static int cmd_train(int argc, char **argv) {
            "  Epoch 1, Loss: 0.5123, Accuracy: 81.20, Test Loss: 0.3912, Test Accuracy: 86.02\n"
            "\n"
            "options:\n"
-           "  --data DIR              Fashion-MNIST-style IDX folder (train-/t10k-*-ubyte[.gz])\n"
+           "  --data DIR              Fashion-MNIST-style IDX folder (train-/t10k-*-ubyte[.gz]),\n"
+           "                          or a photo folder: one subfolder of JPEG/PNG files per class\n"
            "                          [/usr/share/datasets/fashion-mnist]\n"
-           "  --model NAME            %s [fmnist-cnn]\n"
+           "  --image-size N          photo folders: resize images to NxN [224]\n"
+           "  --validation-split F    photo folders: hold out this fraction (chosen by --seed)\n"
+           "                          and evaluate it after each epoch [0]\n"
+           "  --model NAME            %s\n"
+           "                          [fmnist-cnn; resnet50 for photo folders]\n"
            "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
            "  --split auto|equal|W    how each global batch is sliced across devices: auto by\n"
            "                          measured speed, equal, or fixed weights like 3,1 [auto]\n"
@@ -120,11 +127,13 @@ static int cmd_train(int argc, char **argv) {
 static int cmd_eval(int argc, char **argv) {
   clt_err e = {0};
   clt_eval_opts o = {.checkpoint = NULL, .data_dir = "/usr/share/datasets/fashion-mnist",
-                     .devices = "all", .batch_per_replica = 64, .out = stdout};
+                     .devices = "all", .batch_per_replica = 64, .seed = 42, .out = stdout};
   int help = 0;
   const clt_flag flags[] = {
       {"checkpoint", CLT_FLAG_STRING, &o.checkpoint, 0, 0, NULL},
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
+      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99, NULL},
+      {"seed", CLT_FLAG_U64, &o.seed, 0, 0, NULL},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},
       {"test-limit", CLT_FLAG_LONG, &o.test_limit, 1, 2147483647, NULL},
@@ -142,7 +151,10 @@ static int cmd_eval(int argc, char **argv) {
            "\n"
            "options:\n"
            "  --checkpoint DIR|FILE   a checkpoint folder (its index names the newest) or a .npz\n"
-           "  --data DIR              Fashion-MNIST-style IDX folder [/usr/share/datasets/fashion-mnist]\n"
+           "  --data DIR              Fashion-MNIST-style IDX folder [/usr/share/datasets/fashion-mnist],\n"
+           "                          or a photo folder (images resized to the checkpoint's size)\n"
+           "  --validation-split F    photo folders: evaluate only the fraction held out in\n"
+           "  --seed N                training with these values [0: the whole folder; 42]\n"
            "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
            "  --batch-per-replica N   examples per device per step [64]\n"
            "  --test-limit N          use only the first N test examples\n");

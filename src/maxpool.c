@@ -1,18 +1,26 @@
 /* MaxPooling2D, window pool x pool, stride pool_stride, 'valid' (floor), as Keras.
- * backward routes each window's gradient to its first maximum (TensorFlow's rule). */
+ * backward routes each window's gradient to its first maximum (TensorFlow's rule).
+ * With l->pad > 0 a ZeroPadding2D(pad) is folded in front (ResNet's pool1_pad):
+ * padded positions hold 0 and take part in the max, a window whose first maximum is
+ * padding drops its gradient, and separate kernels run it (maxpool_pad_*), leaving
+ * the unpadded paths as they are. */
 #include "layer.h"
 
-static int pool_setup(clt_layer *l, clt_shape in, clt_err *e) {
+static int pool_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
+  const clt_shape in = ins[0];
   if (l->pool < 1 || l->pool_stride < 1) {
     return clt_fail(e, CLT_ERR_ARG, "%s: bad pool %d or stride %d", l->name, l->pool, l->pool_stride);
   }
-  if (in.h < l->pool || in.w < l->pool) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: input %dx%d is smaller than its %dx%d window", l->name,
-                    in.h, in.w, l->pool, l->pool);
+  if (l->pad < 0) return clt_fail(e, CLT_ERR_ARG, "%s: bad padding %d", l->name, l->pad);
+  const int h = in.h + 2 * l->pad, w = in.w + 2 * l->pad;
+  if (h < l->pool || w < l->pool) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: %sinput %dx%d is smaller than its %dx%d window", l->name,
+                    l->pad ? "padded " : "", h, w, l->pool, l->pool);
   }
   l->in = in;
-  l->out = (clt_shape){(in.h - l->pool) / l->pool_stride + 1, (in.w - l->pool) / l->pool_stride + 1,
+  l->out = (clt_shape){(h - l->pool) / l->pool_stride + 1, (w - l->pool) / l->pool_stride + 1,
                        in.c};
+  l->pad_top = l->pad_left = l->pad;
   l->nparams = 0;
   return CLT_OK;
 }
@@ -24,16 +32,45 @@ static size_t pool_scratch(const clt_layer *l, int batch) {
 }
 
 static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
-  (void)l;
   (void)max_batch;
   cl_kernel k;
   int status = clt_replica_kernel(r, "pool.cl", "", "maxpool_forward", &k, e);
   if (!status) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_backward", &k, e);
   if (!status) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_backward_tiled", &k, e);
+  if (!status && l->pad) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_pad_forward", &k, e);
+  if (!status && l->pad) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_pad_backward", &k, e);
   return status;
 }
 
+/* Padded forward: one work-item per output position. */
+static int pool_pad_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_pad_forward", &k, e);
+  if (status) return status;
+  clt_karg args[] = {CLT_ARG(io->x),    CLT_ARG(io->y),         CLT_ARG(io->batch),
+                     CLT_ARG(l->in.h),  CLT_ARG(l->in.w),       CLT_ARG(l->in.c),
+                     CLT_ARG(l->pool),  CLT_ARG(l->pool_stride), CLT_ARG(l->pad),
+                     CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
+  return clt_launch1d(io->replica, k, "maxpool_pad_forward", args, 11,
+                      (size_t)io->batch * l->out.h * l->out.w, e);
+}
+
+/* Padded backward: one work-item per input position gathers from its windows, so
+ * overlapping windows add without atomics and every dx entry is written. */
+static int pool_pad_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_pad_backward", &k, e);
+  if (status) return status;
+  clt_karg args[] = {CLT_ARG(io->x),     CLT_ARG(io->dy),    CLT_ARG(io->dx),
+                     CLT_ARG(io->batch), CLT_ARG(l->in.h),   CLT_ARG(l->in.w),
+                     CLT_ARG(l->in.c),   CLT_ARG(l->pool),   CLT_ARG(l->pool_stride),
+                     CLT_ARG(l->pad),    CLT_ARG(l->out.h),  CLT_ARG(l->out.w)};
+  return clt_launch1d(io->replica, k, "maxpool_pad_backward", args, 12,
+                      (size_t)io->batch * l->in.h * l->in.w, e);
+}
+
 static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  if (l->pad) return pool_pad_forward(l, io, e);
   cl_kernel k;
   int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_forward", &k, e);
   if (status) return status;
@@ -46,6 +83,7 @@ static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
 
 static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (!io->dx) return CLT_OK;
+  if (l->pad) return pool_pad_backward(l, io, e);
   cl_kernel k;
   int status;
   if (l->pool_stride == l->pool) {

@@ -7,16 +7,26 @@
 
 #include "layer.h"
 
-#define CLT_MAX_LAYERS 64
+#define CLT_MAX_LAYERS 256 /* ResNet50 takes 125 (padding and activations folded in) */
 
+/* How the uint8 images become the network's input. */
+typedef enum clt_preprocess {
+  CLT_PRE_UNIT,  /* x / 255 (the reference CNN) */
+  CLT_PRE_CAFFE, /* Keras' ResNet50 preprocess_input: RGB -> BGR, minus ImageNet's channel means */
+} clt_preprocess;
+
+/* A directed acyclic graph of layers, stored so that every layer's inputs come
+ * before it; the last layer outputs the logits. */
 typedef struct clt_model {
   char name[32];
   clt_shape input;
   int classes;
+  clt_preprocess preprocess;
   int nlayers;
   clt_layer layers[CLT_MAX_LAYERS];
-  size_t param_count; /* trainable values (Keras' count) */
-  size_t flat_floats; /* length of the flat buffer: parameters, each aligned */
+  size_t param_count;      /* every value, moving statistics included (Keras' count) */
+  size_t trainable_floats; /* the trainable parameters fill the flat buffer's [0, this) */
+  size_t flat_floats;      /* length of the flat buffer: parameters, each aligned */
 } clt_model;
 
 /* Names cltrain knows, for --help and errors. */
@@ -29,6 +39,9 @@ int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m
  * flat has m->flat_floats floats; alignment gaps are zeroed. */
 void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat);
 
+/* Longest description clt_model_describe writes (ResNet50's is about 10 KB). */
+#define CLT_DESCRIBE_MAX 32768
+
 /* One line naming every layer and its hyper-parameters, e.g.
  * "conv2d=Conv2D(64,3x3,s1,valid,relu) max_pooling2d=MaxPooling2D(2,s2) ...":
  * two models compute the same function iff their descriptions are equal. */
@@ -36,5 +49,8 @@ void clt_model_describe(const clt_model *m, char *buf, size_t size);
 
 /* Largest per-example activation of any layer, in floats. */
 size_t clt_model_max_activation(const clt_model *m);
+
+/* Index of the layer named `name`, or -1. */
+int clt_model_find(const clt_model *m, const char *name);
 
 #endif

@@ -10,6 +10,93 @@ static int alloc_floats(clt_net *net, size_t n, const char *what, cl_mem *out, c
   return clt_replica_alloc(net->replica, n * sizeof(float), what, out, e);
 }
 
+/* Plans the activation-gradient buffers of a backward pass (see clt_grad_plan):
+ * walking the layers backwards, a layer's input gradient takes a pool buffer
+ * when first written and is accumulated through a temporary when a second
+ * consumer writes it (ResNet's shortcuts); buffers return to the pool when the
+ * producing layer's backward has read them. */
+static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers, clt_err *e) {
+  int owner[CLT_MAX_LAYERS], busy[CLT_MAX_GRAD_BUFFERS] = {0};
+  int high = 0;
+  for (int i = 0; i < m->nlayers; i++) owner[i] = -1;
+#define TAKE(dst)                                                                      \
+  do {                                                                                 \
+    int b_ = 0;                                                                        \
+    while (b_ < CLT_MAX_GRAD_BUFFERS && busy[b_]) b_++;                                \
+    if (b_ == CLT_MAX_GRAD_BUFFERS) {                                                  \
+      return clt_fail(e, CLT_ERR_INTERNAL, "model %s needs more than %d gradient buffers", \
+                      m->name, CLT_MAX_GRAD_BUFFERS);                                  \
+    }                                                                                  \
+    busy[b_] = 1;                                                                      \
+    if (b_ + 1 > high) high = b_ + 1;                                                  \
+    (dst) = b_;                                                                        \
+  } while (0)
+  TAKE(owner[m->nlayers - 1]); /* the loss writes the logits' gradient */
+  for (int i = m->nlayers - 1; i >= 0; i--) {
+    const clt_layer *l = &m->layers[i];
+    clt_grad_plan *p = &plan[i];
+    p->out = owner[i];
+    if (p->out < 0) {
+      return clt_fail(e, CLT_ERR_INTERNAL, "model %s: layer %s feeds no other layer", m->name, l->name);
+    }
+    int keep_out = 0;
+    for (int k = 0; k < 2; k++) {
+      p->in[k] = p->add_to[k] = -1;
+      const int t = k < l->ninputs ? l->inputs[k] : -1;
+      if (t < 0) continue; /* the model's input needs no gradient */
+      if (l->ops->aliases_input) {
+        /* The output is the input's memory, so its gradient is the input's. */
+        p->in[k] = p->out;
+        if (owner[t] < 0) {
+          owner[t] = p->out;
+          keep_out = 1;
+        } else {
+          p->add_to[k] = owner[t];
+        }
+      } else if (owner[t] < 0) {
+        TAKE(owner[t]);
+        p->in[k] = owner[t];
+      } else {
+        TAKE(p->in[k]);
+        p->add_to[k] = owner[t];
+      }
+    }
+    for (int k = 0; k < 2; k++) {
+      if (p->add_to[k] >= 0 && p->in[k] != p->out) busy[p->in[k]] = 0;
+    }
+    if (!keep_out) busy[p->out] = 0;
+  }
+#undef TAKE
+  *nbuffers = high;
+  return CLT_OK;
+}
+
+static size_t scratch_floats(const clt_model *m, int max_batch) {
+  size_t scratch = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    size_t s = m->layers[i].ops->scratch_floats(&m->layers[i], max_batch);
+    if (s > scratch) scratch = s;
+  }
+  return scratch;
+}
+
+size_t clt_net_bytes(const clt_model *m, int max_batch) {
+  clt_grad_plan plan[CLT_MAX_LAYERS];
+  int nbuf = 0;
+  clt_err ignored;
+  if (plan_gradients(m, plan, &nbuf, &ignored)) nbuf = CLT_MAX_GRAD_BUFFERS;
+  const size_t in = clt_shape_size(m->input) * max_batch;
+  size_t floats = 4 * m->flat_floats + in + (in + 3) / 4 + 3 * (size_t)max_batch +
+                  (size_t)nbuf * clt_model_max_activation(m) * max_batch +
+                  scratch_floats(m, max_batch);
+  for (int i = 0; i < m->nlayers; i++) {
+    const clt_layer *l = &m->layers[i];
+    if (!l->ops->aliases_input) floats += clt_shape_size(l->out) * max_batch;
+    if (l->ops->state_floats) floats += l->ops->state_floats(l);
+  }
+  return floats * sizeof(float);
+}
+
 int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
                    int order_len, clt_net **out, clt_err *e) {
   int status = CLT_OK;
@@ -21,14 +108,26 @@ int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric
   net->max_batch = max_batch;
   net->metric_slots = metric_slots;
   net->order_len = order_len;
-
-  size_t scratch = 0;
+  if ((status = plan_gradients(m, net->plan, &net->grad_buffers, e))) goto cleanup;
+  net->stat_momentum = 0.99f;
   for (int i = 0; i < m->nlayers; i++) {
-    size_t s = m->layers[i].ops->scratch_floats(&m->layers[i], max_batch);
-    if (s > scratch) scratch = s;
+    if (m->layers[i].ops == &clt_batchnorm_ops) net->stat_momentum = (float)m->layers[i].momentum;
   }
+  /* Fail before allocating when the device cannot hold it all: on CPU devices an
+   * allocation past the RAM may only fail when touched, taking the host down. */
+  const size_t need = clt_net_bytes(m, max_batch);
+  if (r->device.global_mem_bytes && need > r->device.global_mem_bytes) {
+    status = clt_fail(e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                      "device %d (%s): model %s with slices of %d examples needs %.0f MiB, the device "
+                      "has %.0f MiB",
+                      r->device.index, r->device.name, m->name, max_batch, need / 1048576.0,
+                      r->device.global_mem_bytes / 1048576.0);
+    goto cleanup;
+  }
+
   const size_t max_act = clt_model_max_activation(m) * max_batch;
   const size_t in_floats = clt_shape_size(m->input) * max_batch;
+  const size_t held = r->allocated_bytes;
 #define ALLOC(n, what, dst) \
   if ((status = alloc_floats(net, (n), (what), (dst), e))) goto cleanup
   ALLOC(m->flat_floats, "parameters", &net->params);
@@ -36,10 +135,12 @@ int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric
   ALLOC(m->flat_floats, "Adam first moments", &net->adam_m);
   ALLOC(m->flat_floats, "Adam second moments", &net->adam_v);
   ALLOC(in_floats, "input batch", &net->input);
+  ALLOC((in_floats + 3) / 4, "input staging", &net->staging);
   ALLOC((size_t)max_batch, "labels", &net->labels);
-  ALLOC(max_act, "activation gradients", &net->grad_a);
-  ALLOC(max_act, "activation gradients", &net->grad_b);
-  ALLOC(scratch, "layer scratch", &net->scratch);
+  for (int b = 0; b < net->grad_buffers; b++) {
+    ALLOC(max_act, "activation gradients", &net->grad_pool[b]);
+  }
+  ALLOC(scratch_floats(m, max_batch), "layer scratch", &net->scratch);
   ALLOC((size_t)max_batch, "per-example losses", &net->losses);
   ALLOC((size_t)max_batch, "per-example correctness", &net->correct);
   ALLOC(2 * (size_t)metric_slots, "metrics", &net->metrics);
@@ -48,8 +149,11 @@ int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric
   ALLOC((size_t)order_len, "example order", &net->order);
   for (int i = 0; i < m->nlayers; i++) {
     const clt_layer *l = &m->layers[i];
+    if (l->ops->state_floats && l->ops->state_floats(l)) {
+      ALLOC(l->ops->state_floats(l), "layer state", &net->state[i]);
+    }
     if (l->ops->aliases_input) {
-      net->act[i] = i ? net->act[i - 1] : net->input;
+      net->act[i] = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
       continue;
     }
     char what[64];
@@ -57,12 +161,15 @@ int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric
     ALLOC(clt_shape_size(l->out) * max_batch, what, &net->act[i]);
   }
 #undef ALLOC
+  net->device_bytes = r->allocated_bytes - held;
   for (int i = 0; i < m->nlayers; i++) {
     status = m->layers[i].ops->prepare(&m->layers[i], r, max_batch, e);
     if (status) goto cleanup;
   }
-  const char *kernels[][2] = {{"data.cl", "gather_batch"},       {"loss.cl", "softmax_xent"},
-                              {"loss.cl", "metrics_accumulate"}, {"adam.cl", "adam_update"},
+  const char *kernels[][2] = {{"data.cl", "gather_batch"},       {"data.cl", "convert_batch"},
+                              {"loss.cl", "softmax_xent"},       {"loss.cl", "metrics_accumulate"},
+                              {"adam.cl", "adam_update"},        {"adam.cl", "moving_average"},
+                              {"reduce.cl", "accumulate"},
                               {"reduce.cl", "count_nonfinite_partial"}, {"reduce.cl", "count_final"}};
   for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
     cl_kernel k;
@@ -81,11 +188,15 @@ void clt_net_destroy(clt_net *net) {
   if (!net) return;
   if (net->replica && net->replica->queue) clFinish(net->replica->queue);
   cl_mem *all[] = {&net->params, &net->grads, &net->adam_m, &net->adam_v, &net->input,
-                   &net->labels, &net->grad_a, &net->grad_b, &net->scratch, &net->losses,
+                   &net->staging, &net->labels, &net->scratch, &net->losses,
                    &net->correct, &net->metrics, &net->order, &net->grad_checks,
                    &net->check_partial};
   for (int i = 0; i < net->model->nlayers; i++) {
     if (net->act[i] && !net->model->layers[i].ops->aliases_input) clReleaseMemObject(net->act[i]);
+    if (net->state[i]) clReleaseMemObject(net->state[i]);
+  }
+  for (int b = 0; b < CLT_MAX_GRAD_BUFFERS; b++) {
+    if (net->grad_pool[b]) clReleaseMemObject(net->grad_pool[b]);
   }
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
     if (*all[i]) clReleaseMemObject(*all[i]);
@@ -152,10 +263,39 @@ int clt_net_gather(clt_net *net, const clt_device_data *data, int first, int cou
   int status = clt_replica_kernel(net->replica, "data.cl", "", "gather_batch", &k, e);
   if (status) return status;
   int pixels = (int)clt_shape_size(net->model->input);
+  int mode = (int)net->model->preprocess;
   clt_karg args[] = {CLT_ARG(data->images), CLT_ARG(data->labels), CLT_ARG(net->order),
                      CLT_ARG(first),        CLT_ARG(count),        CLT_ARG(pixels),
-                     CLT_ARG(net->input),   CLT_ARG(net->labels)};
-  return clt_launch1d(net->replica, k, "gather_batch", args, 8, (size_t)count * pixels, e);
+                     CLT_ARG(mode),         CLT_ARG(net->input),   CLT_ARG(net->labels)};
+  return clt_launch1d(net->replica, k, "gather_batch", args, 9, (size_t)count * pixels, e);
+}
+
+int clt_net_load(clt_net *net, const unsigned char *pixels, const int *labels, int count,
+                 clt_err *e) {
+  if (count > net->max_batch) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "batch %d > %d", count, net->max_batch);
+  }
+  cl_kernel k;
+  int status = clt_replica_kernel(net->replica, "data.cl", "", "convert_batch", &k, e);
+  if (status || count == 0) return status;
+  const size_t bytes = (size_t)count * clt_shape_size(net->model->input);
+  if ((status = write_buffer(net, net->staging, pixels, bytes, "uploading a batch", e))) return status;
+  status = write_buffer(net, net->labels, labels, (size_t)count * sizeof(int), "uploading labels", e);
+  if (status) return status;
+  int n = (int)bytes, channels = net->model->input.c, mode = (int)net->model->preprocess;
+  clt_karg args[] = {CLT_ARG(net->staging), CLT_ARG(n), CLT_ARG(channels), CLT_ARG(mode),
+                     CLT_ARG(net->input)};
+  return clt_launch1d(net->replica, k, "convert_batch", args, 5, bytes, e);
+}
+
+/* dst[0..n) += src[0..n) */
+static int accumulate(clt_net *net, cl_mem dst, cl_mem src, size_t n, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(net->replica, "reduce.cl", "", "accumulate", &k, e);
+  if (status) return status;
+  int count = (int)n;
+  clt_karg args[] = {CLT_ARG(dst), CLT_ARG(src), CLT_ARG(count)};
+  return clt_launch1d(net->replica, k, "gradient accumulate", args, 3, (n + 7) / 8, e);
 }
 
 static int run_loss(clt_net *net, cl_mem logits, cl_mem dlogits, int count, float scale, int slot,
@@ -194,31 +334,40 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
     }
     return rc ? clt_replica_fail(net->replica, e, rc, "zeroing an empty slice") : CLT_OK;
   }
-  clt_layer_io io = {.replica = net->replica, .batch = count, .params = net->params,
+  clt_layer_io io = {.replica = net->replica, .batch = count, .train = train,
+                     .stat_weight = loss_scale * (float)count, .params = net->params,
                      .grads = net->grads, .scratch = net->scratch};
   for (int i = 0; i < m->nlayers && !status; i++) {
-    io.x = i ? net->act[i - 1] : net->input;
+    const clt_layer *l = &m->layers[i];
+    io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
+    io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
     io.y = net->act[i];
-    status = m->layers[i].ops->forward(&m->layers[i], &io, e);
+    io.state = net->state[i];
+    status = l->ops->forward(l, &io, e);
   }
   if (status) return status;
-  /* The logits' gradient lands in grad_a; each layer then reads the gradient of its
-   * output from one ping-pong buffer and writes its input's into the other. */
-  cl_mem dy = net->grad_a, dx = net->grad_b;
-  status = run_loss(net, net->act[m->nlayers - 1], train ? dy : NULL, count, loss_scale,
-                    metric_slot, e);
+  const int last = m->nlayers - 1;
+  status = run_loss(net, net->act[last], train ? net->grad_pool[net->plan[last].out] : NULL, count,
+                    loss_scale, metric_slot, e);
   if (status || !train) return status;
-  for (int i = m->nlayers - 1; i >= 0 && !status; i--) {
+  for (int i = last; i >= 0 && !status; i--) {
     const clt_layer *l = &m->layers[i];
-    if (l->ops->aliases_input) continue; /* its gradient is its output's */
-    io.x = i ? net->act[i - 1] : net->input;
-    io.y = net->act[i];
-    io.dy = dy;
-    io.dx = i ? dx : NULL;
-    status = l->ops->backward(l, &io, e);
-    cl_mem t = dy;
-    dy = dx;
-    dx = t;
+    const clt_grad_plan *p = &net->plan[i];
+    if (!l->ops->aliases_input) {
+      io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
+      io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
+      io.y = net->act[i];
+      io.state = net->state[i];
+      io.dy = net->grad_pool[p->out];
+      io.dx = p->in[0] >= 0 ? net->grad_pool[p->in[0]] : NULL;
+      io.dx2 = p->in[1] >= 0 ? net->grad_pool[p->in[1]] : NULL;
+      status = l->ops->backward(l, &io, e);
+    }
+    for (int k = 0; k < l->ninputs && !status; k++) {
+      if (p->add_to[k] < 0) continue;
+      const size_t n = clt_shape_size(m->layers[l->inputs[k]].out) * (size_t)count;
+      status = accumulate(net, net->grad_pool[p->add_to[k]], net->grad_pool[p->in[k]], n, e);
+    }
   }
   return status;
 }
@@ -227,14 +376,21 @@ int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
   cl_kernel k;
   int status = clt_replica_kernel(net->replica, "adam.cl", "", "adam_update", &k, e);
   if (status) return status;
-  int n = (int)net->model->flat_floats;
+  int n = (int)net->model->trainable_floats;
   float b1 = (float)opt->beta1, b2 = (float)opt->beta2, eps = (float)opt->eps;
   float alpha = (float)(opt->lr * sqrt(1.0 - pow(opt->beta2, (double)step)) /
                         (1.0 - pow(opt->beta1, (double)step)));
   clt_karg args[] = {CLT_ARG(net->params), CLT_ARG(net->grads), CLT_ARG(net->adam_m),
                      CLT_ARG(net->adam_v), CLT_ARG(n),          CLT_ARG(b1),
                      CLT_ARG(b2),          CLT_ARG(eps),        CLT_ARG(alpha)};
-  return clt_launch1d(net->replica, k, "adam_update", args, 9, (size_t)n, e);
+  status = clt_launch1d(net->replica, k, "adam_update", args, 9, (size_t)n, e);
+  const int first = n, total = (int)net->model->flat_floats;
+  if (status || total == first) return status;
+  if ((status = clt_replica_kernel(net->replica, "adam.cl", "", "moving_average", &k, e))) return status;
+  float momentum = net->stat_momentum;
+  clt_karg margs[] = {CLT_ARG(net->params), CLT_ARG(net->grads), CLT_ARG(first), CLT_ARG(total),
+                      CLT_ARG(momentum)};
+  return clt_launch1d(net->replica, k, "moving_average", margs, 5, (size_t)(total - first), e);
 }
 
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e) {

@@ -18,15 +18,34 @@ typedef struct clt_device_data {
   int count;
 } clt_device_data;
 
+/* Activation gradients live in a small pool of buffers, each large enough for
+ * any layer's output: a layer's output gradient is taken from the pool when its
+ * first consumer's backward writes it and returned once the layer's own backward
+ * has read it. clt_net_create plans the schedule once. */
+#define CLT_MAX_GRAD_BUFFERS 16
+
+typedef struct clt_grad_plan {
+  int out;        /* pool buffer holding the gradient of this layer's output */
+  int in[2];      /* buffer the backward writes input k's gradient to, or -1 (none needed) */
+  int add_to[2];  /* if >= 0: input k's gradient already exists there; in[k] is a temporary
+                     whose content is added into it */
+} clt_grad_plan;
+
 typedef struct clt_net {
   const clt_model *model;
   clt_replica *replica;
   int max_batch;
+  size_t device_bytes;                  /* everything this net allocated on the device */
   cl_mem params, grads, adam_m, adam_v; /* flat, model->flat_floats each */
   cl_mem input;                         /* (max_batch, input) floats */
+  cl_mem staging;                       /* (max_batch, input) uint8: a batch from the host */
   cl_mem labels;                        /* max_batch ints */
   cl_mem act[CLT_MAX_LAYERS];           /* outputs; aliases of the input for flatten */
-  cl_mem grad_a, grad_b;                /* activation gradients, ping-pong */
+  cl_mem state[CLT_MAX_LAYERS];         /* layers' forward-to-backward state, or NULL */
+  cl_mem grad_pool[CLT_MAX_GRAD_BUFFERS];
+  int grad_buffers;
+  clt_grad_plan plan[CLT_MAX_LAYERS];
+  float stat_momentum;                  /* BatchNormalization's, for the moving statistics */
   cl_mem scratch;
   cl_mem losses, correct;               /* per example */
   cl_mem metrics;                       /* (loss sum, correct count) per slot */
@@ -60,6 +79,15 @@ int clt_net_set_order(clt_net *net, const int *order, int n, clt_err *e);
 /* Enqueues: gather examples order[first .. first+count) of data as the batch. */
 int clt_net_gather(clt_net *net, const clt_device_data *data, int first, int count, clt_err *e);
 
+/* Uploads a batch of count uint8 images (the model's input shape, RGB) and int
+ * labels from the host as the batch, preprocessed for the model. The copy is
+ * complete when this returns, so the host memory may be reused. */
+int clt_net_load(clt_net *net, const unsigned char *pixels, const int *labels, int count,
+                 clt_err *e);
+
+/* Device bytes a net for max_batch examples allocates, without the dataset. */
+size_t clt_net_bytes(const clt_model *m, int max_batch);
+
 /* Enqueues forward, loss and (train) backward for the gathered batch of `count`
  * examples. Per-example losses are multiplied by loss_scale (1 / global batch)
  * for the gradient; the metrics slot receives the unscaled loss sum and the
@@ -67,7 +95,9 @@ int clt_net_gather(clt_net *net, const clt_device_data *data, int first, int cou
 int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot,
                              int train, clt_err *e);
 
-/* Enqueues one Adam update of params from grads; step counts from 1. */
+/* Enqueues one Adam update of the trainable params from grads (step counts
+ * from 1), and the moving-average update of BatchNormalization's statistics from
+ * the batch statistics the all-reduce averaged into their gradient slots. */
 int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e);
 
 /* Reads metrics slots [0, n) as 2n floats (blocking). */

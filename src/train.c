@@ -14,6 +14,7 @@
 void clt_train_defaults(clt_train_opts *o) {
   memset(o, 0, sizeof *o);
   o->data_dir = "/usr/share/datasets/fashion-mnist";
+  o->image_size = 224;
   o->model = "fmnist-cnn";
   o->devices = "all";
   o->split = "auto";
@@ -33,31 +34,107 @@ static double now_seconds(void) {
   return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-/* Loads the train (optional) and test splits, applying the limits. */
-static int load_data(const char *dir, long train_limit, long test_limit, clt_dataset *train,
-                     clt_dataset *test, clt_err *e) {
+/* Where the examples come from: IDX files held in memory and uploaded to every
+ * device, or a photo folder decoded on host threads while training runs. */
+typedef struct data_source {
+  const char *dir;
+  int photos;
+  clt_dataset train, test;    /* IDX */
+  clt_photos *ptrain, *ptest; /* photo folder; ptest NULL without a validation split */
+  clt_loader *ltrain, *ltest;
+  int ntrain, ntest;          /* examples used (after the limits) */
+  clt_shape shape;
+  int classes;
+} data_source;
+
+/* Decoded photos kept in host memory across epochs (later epochs decode nothing
+ * when the set fits). */
+#define PHOTO_CACHE_BYTES ((size_t)2 << 30)
+#define PHOTO_BATCHES_AHEAD 3
+
+static long limited(long count, long limit) { return limit > 0 && limit < count ? limit : count; }
+
+/* Opens dir. with_train 0 (evaluation): the test set is the validation subset of
+ * a photo folder if validation_split > 0, else the whole folder. */
+static int open_data(const char *dir, int with_train, long train_limit, long test_limit,
+                     int image_size, double validation_split, uint64_t seed, data_source *d,
+                     clt_err *e) {
   int status = CLT_OK;
-  if (train) {
-    if ((status = clt_idx_load_dir(dir, "train", train, e))) return status;
-    if (train_limit > 0 && train_limit < train->count) train->count = (int)train_limit;
+  memset(d, 0, sizeof *d);
+  d->dir = dir;
+  if (clt_photos_is_folder(dir)) {
+    d->photos = 1;
+    clt_photos *a = NULL, *b = NULL;
+    if ((status = clt_photos_open(dir, image_size, validation_split, seed, &a, &b, e))) return status;
+    if (with_train) {
+      d->ptrain = a;
+      d->ptest = b;
+    } else {
+      d->ptest = b ? b : a;
+      if (b) clt_photos_free(a);
+    }
+    const clt_photos *any = d->ptrain ? d->ptrain : d->ptest;
+    d->ntrain = d->ptrain ? (int)limited(clt_photos_count(d->ptrain), train_limit) : 0;
+    d->ntest = d->ptest ? (int)limited(clt_photos_count(d->ptest), test_limit) : 0;
+    d->shape = (clt_shape){image_size, image_size, 3};
+    d->classes = clt_photos_classes(any);
+    return CLT_OK;
   }
-  if ((status = clt_idx_load_dir(dir, "t10k", test, e))) return status;
-  if (test_limit > 0 && test_limit < test->count) test->count = (int)test_limit;
-  if (train && (test->height != train->height || test->width != train->width)) {
+  if (with_train) {
+    if ((status = clt_idx_load_dir(dir, "train", &d->train, e))) return status;
+    d->train.count = d->ntrain = (int)limited(d->train.count, train_limit);
+  }
+  if ((status = clt_idx_load_dir(dir, "t10k", &d->test, e))) return status;
+  d->test.count = d->ntest = (int)limited(d->test.count, test_limit);
+  if (with_train && (d->test.height != d->train.height || d->test.width != d->train.width)) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: test images are %dx%d but training images are %dx%d",
-                    dir, test->height, test->width, train->height, train->width);
+                    dir, d->test.height, d->test.width, d->train.height, d->train.width);
   }
+  d->shape = (clt_shape){d->test.height, d->test.width, d->test.channels};
+  d->classes = d->test.classes;
+  if (with_train && d->train.classes > d->classes) d->classes = d->train.classes;
   return CLT_OK;
 }
 
+/* Puts the data where the trainer reads it: uploads IDX sets to every device,
+ * or starts photo decoders feeding global batches to every replica. */
+static int feed_data(data_source *d, clt_trainer *t, clt_err *e) {
+  if (!d->photos) {
+    return clt_trainer_upload(t, d->ntrain ? &d->train : NULL, &d->test, e);
+  }
+  const int n = clt_trainer_replicas(t), global = clt_trainer_global_batch(t);
+  int status = CLT_OK;
+  if (d->ptrain) {
+    status = clt_loader_create(d->ptrain, n, global, PHOTO_BATCHES_AHEAD, 0, PHOTO_CACHE_BYTES,
+                               &d->ltrain, e);
+  }
+  if (!status && d->ptest) {
+    status = clt_loader_create(d->ptest, n, global, PHOTO_BATCHES_AHEAD, 0, PHOTO_CACHE_BYTES,
+                               &d->ltest, e);
+  }
+  if (!status) clt_trainer_attach_loaders(t, d->ltrain, d->ntrain, d->ltest, d->ntest);
+  return status;
+}
+
+static void close_data(data_source *d) {
+  clt_loader_destroy(d->ltrain);
+  clt_loader_destroy(d->ltest);
+  clt_photos_free(d->ptrain);
+  clt_photos_free(d->ptest);
+  clt_dataset_free(&d->train);
+  clt_dataset_free(&d->test);
+}
+
 /* Images must have the shape the model was built for. */
-static int check_input(const clt_model *m, const clt_dataset *d, const char *dir, clt_err *e) {
-  if (d->height != m->input.h || d->width != m->input.w || d->channels != m->input.c) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: images are %dx%dx%d, model %s expects %dx%dx%d", dir,
-                    d->height, d->width, d->channels, m->name, m->input.h, m->input.w, m->input.c);
+static int check_input(const clt_model *m, const data_source *d, clt_err *e) {
+  if (d->shape.h != m->input.h || d->shape.w != m->input.w || d->shape.c != m->input.c) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: images are %dx%dx%d, model %s expects %dx%dx%d%s", d->dir,
+                    d->shape.h, d->shape.w, d->shape.c, m->name, m->input.h, m->input.w, m->input.c,
+                    d->photos ? " (set --image-size)" : "");
   }
   if (d->classes != m->classes) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: %d classes, model has %d outputs", dir, d->classes, m->classes);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: %d classes, model has %d outputs", d->dir, d->classes,
+                    m->classes);
   }
   return CLT_OK;
 }
@@ -118,13 +195,16 @@ static void write_log(FILE *log, int epoch, const clt_epoch_result *r, double te
                       double test_acc, double seconds, long examples, const clt_train_opts *o,
                       clt_trainer *t) {
   if (!log) return;
+  char tl[32] = "null", ta[32] = "null"; /* no test set: JSON null, not nan */
+  if (!isnan(test_loss)) snprintf(tl, sizeof tl, "%.6f", test_loss);
+  if (!isnan(test_acc)) snprintf(ta, sizeof ta, "%.4f", test_acc * 100);
   fprintf(log,
-          "{\"epoch\": %d, \"train_loss\": %.6f, \"train_accuracy\": %.4f, \"test_loss\": %.6f, "
-          "\"test_accuracy\": %.4f, \"seconds\": %.3f, \"train_seconds\": %.3f, "
+          "{\"epoch\": %d, \"train_loss\": %.6f, \"train_accuracy\": %.4f, \"test_loss\": %s, "
+          "\"test_accuracy\": %s, \"seconds\": %.3f, \"train_seconds\": %.3f, "
           "\"images_per_second\": %.1f, \"train_examples\": %ld, \"global_batch\": %d, "
-          "\"model\": ",
-          epoch, r->train_loss, r->train_acc * 100, test_loss, test_acc * 100, seconds, r->seconds,
-          examples / r->seconds, examples, clt_trainer_global_batch(t));
+          "\"data_wait_seconds\": %.3f, \"model\": ",
+          epoch, r->train_loss, r->train_acc * 100, tl, ta, seconds, r->seconds,
+          examples / r->seconds, examples, clt_trainer_global_batch(t), r->data_wait_seconds);
   json_string(log, o->model);
   fprintf(log, ", \"allreduce_seconds\": %.3f, \"replicas\": [", r->allreduce_seconds);
   for (int i = 0; i < clt_trainer_replicas(t); i++) {
@@ -143,7 +223,7 @@ static void write_log(FILE *log, int epoch, const clt_epoch_result *r, double te
 
 int clt_train(const clt_train_opts *o, clt_err *e) {
   int status = CLT_OK;
-  clt_dataset train = {0}, test = {0};
+  data_source data = {0};
   clt_device_list devices = {0};
   clt_trainer *t = NULL;
   clt_checkpoint state = {0};
@@ -156,7 +236,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   int first_epoch = 0;
   long step = 0;
 
-  if ((status = load_data(o->data_dir, o->train_limit, o->test_limit, &train, &test, e))) goto cleanup;
+  if ((status = open_data(o->data_dir, 1, o->train_limit, o->test_limit, o->image_size,
+                          o->validation_split, o->seed, &data, e))) {
+    goto cleanup;
+  }
   if (o->resume) {
     /* The model, weights, optimizer, counters and data order come from the checkpoint. */
     if ((status = clt_checkpoint_resolve(o->checkpoint_dir, ckpt_path, sizeof ckpt_path, e))) {
@@ -178,14 +261,23 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     seed = state.seed;
     first_epoch = (int)state.epoch;
     step = (long)state.iterations;
+    if (data.photos && (seed != o->seed || model.input.h != o->image_size)) {
+      /* The split and the image size are the checkpoint's. */
+      close_data(&data);
+      if ((status = open_data(o->data_dir, 1, o->train_limit, o->test_limit, model.input.h,
+                              o->validation_split, seed, &data, e))) {
+        goto cleanup;
+      }
+    }
   } else {
-    clt_shape input = {train.height, train.width, train.channels};
-    if ((status = clt_model_build(o->model, input, train.classes, &model, e))) {
+    /* Photo folders default to the second reference workload's model. */
+    const char *name = data.photos && !o->model_given ? "resnet50" : o->model;
+    if ((status = clt_model_build(name, data.shape, data.classes, &model, e))) {
       if (e->code == CLT_ERR_FORMAT) clt_wrap(e, "%s", o->data_dir);
       goto cleanup;
     }
   }
-  if ((status = check_input(&model, &train, o->data_dir, e))) goto cleanup;
+  if ((status = check_input(&model, &data, e))) goto cleanup;
   if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
   clt_split_mode split;
   double weights[CLT_BALANCE_MAX];
@@ -197,10 +289,16 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   }
 
   const int global_batch = o->batch_per_replica * nchosen;
-  const int steps = (train.count + global_batch - 1) / global_batch;
-  fprintf(o->out, "Model %s: %zu parameters, %d layers; %d training and %d test images of %dx%dx%d\n",
-          model.name, model.param_count, model.nlayers, train.count, test.count, model.input.h,
-          model.input.w, model.input.c);
+  const int steps = (data.ntrain + global_batch - 1) / global_batch;
+  fprintf(o->out, "Model %s: %zu parameters, %d layers; %d training and %d %s images of %dx%dx%d\n",
+          model.name, model.param_count, model.nlayers, data.ntrain, data.ntest,
+          data.photos ? "validation" : "test", model.input.h, model.input.w, model.input.c);
+  if (data.photos) {
+    fprintf(o->out, "Photos from %s: %d classes (%s", o->data_dir, data.classes,
+            clt_photos_class_name(data.ptrain, 0));
+    for (int c = 1; c < data.classes; c++) fprintf(o->out, ", %s", clt_photos_class_name(data.ptrain, c));
+    fprintf(o->out, ")\n");
+  }
   for (int i = 0; i < nchosen; i++) {
     fprintf(o->out, "Replica %d: device %d, %s (%s, %s)\n", i, chosen[i]->index, chosen[i]->name,
             clt_device_type_name(chosen[i]->type), chosen[i]->platform_name);
@@ -219,14 +317,14 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   }
 
   double t_setup = now_seconds();
-  const int max_examples = train.count > test.count ? train.count : test.count;
+  const int max_examples = data.ntrain > data.ntest ? data.ntrain : data.ntest;
   if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, max_examples, split,
                                    weights, &t, e))) {
     goto cleanup;
   }
   clt_trainer_check_replicas(t, o->check_replicas);
   if (o->progress) clt_trainer_progress(t, o->out);
-  if ((status = clt_trainer_upload(t, &train, &test, e))) goto cleanup;
+  if ((status = feed_data(&data, t, e))) goto cleanup;
   if (!o->resume) {
     state.params = malloc(model.flat_floats * sizeof(float));
     state.adam_m = calloc(model.flat_floats, sizeof(float));
@@ -239,10 +337,14 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     clt_model_init_params(&model, seed, state.params);
   }
   if ((status = clt_trainer_set_state(t, state.params, state.adam_m, state.adam_v, e))) goto cleanup;
-  size_t device_bytes = 0;
-  for (int i = 0; i < nchosen; i++) device_bytes += clt_trainer_replica(t, i)->allocated_bytes;
-  fprintf(o->out, "Set-up (kernels, buffers, data upload): %.1fs, %.1f MiB of device memory per replica\n",
-          now_seconds() - t_setup, device_bytes / 1048576.0 / nchosen);
+  fprintf(o->out, "Set-up (kernels, buffers, data upload): %.1fs; device memory per replica:",
+          now_seconds() - t_setup);
+  for (int i = 0; i < nchosen; i++) {
+    const clt_replica *rep = clt_trainer_replica(t, i);
+    fprintf(o->out, "%s %.0f MiB (network %.0f MiB)", i ? "," : "", rep->allocated_bytes / 1048576.0,
+            clt_trainer_replica_bytes(t, i) / 1048576.0);
+  }
+  fprintf(o->out, "\n");
   fflush(o->out);
 
   const clt_adam adam = {o->lr, 0.9, 0.999, 1e-7};
@@ -258,19 +360,23 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                         epoch + 1, r.bad_step + 1);
       goto cleanup;
     }
-    double test_loss, test_acc;
-    if ((status = clt_trainer_evaluate(t, &test_loss, &test_acc, e))) goto cleanup;
+    double test_loss = NAN, test_acc = NAN;
+    if (data.ntest && (status = clt_trainer_evaluate(t, &test_loss, &test_acc, e))) goto cleanup;
     double seconds = now_seconds() - t0;
-    fprintf(o->out, "Epoch %d, Loss: %.4f, Accuracy: %.2f, Test Loss: %.4f, Test Accuracy: %.2f\n",
-            epoch + 1, r.train_loss, r.train_acc * 100, test_loss, test_acc * 100);
-    fprintf(o->out, "  %.1fs, %.0f images/s training", seconds, train.count / r.seconds);
+    fprintf(o->out, "Epoch %d, Loss: %.4f, Accuracy: %.2f", epoch + 1, r.train_loss, r.train_acc * 100);
+    if (data.ntest) {
+      fprintf(o->out, ", %s Loss: %.4f, %s Accuracy: %.2f", data.photos ? "Validation" : "Test",
+              test_loss, data.photos ? "Validation" : "Test", test_acc * 100);
+    }
+    fprintf(o->out, "\n  %.1fs, %.0f images/s training", seconds, data.ntrain / r.seconds);
     if (nchosen > 1) fprintf(o->out, ", all-reduce %.2fs", r.allreduce_seconds);
+    if (data.photos) fprintf(o->out, ", waited %.2fs for images", r.data_wait_seconds);
     fprintf(o->out, "\n");
     for (int i = 0; i < nchosen && nchosen > 1; i++) {
       const clt_replica *rep = clt_trainer_replica(t, i);
       const clt_replica_stats *st = &r.replicas[i];
       fprintf(o->out, "  device %d (%s): share %.1f%%, %ld examples, %.0f images/s, busy %.0f%%\n",
-              rep->device.index, rep->device.name, 100.0 * st->examples / train.count, st->examples,
+              rep->device.index, rep->device.name, 100.0 * st->examples / data.ntrain, st->examples,
               replica_rate(st, r.seconds), 100.0 * st->busy_seconds / r.seconds);
       if (clt_balancer_excluded(clt_trainer_balancer(t), i) && !excluded_said[i]) {
         excluded_said[i] = 1;
@@ -279,7 +385,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                 rep->device.index);
       }
     }
-    write_log(log, epoch + 1, &r, test_loss, test_acc, seconds, train.count, o, t);
+    write_log(log, epoch + 1, &r, test_loss, test_acc, seconds, data.ntrain, o, t);
     if (o->profile) {
       for (int i = 0; i < nchosen; i++) print_profile(o->out, clt_trainer_replica(t, i), r.seconds);
     }
@@ -304,16 +410,15 @@ cleanup:
     status = clt_fail(e, CLT_ERR_IO, "%s: cannot write log: %s", o->log_path, strerror(errno));
   }
   clt_trainer_destroy(t);
+  close_data(&data);
   clt_devices_free(&devices);
-  clt_dataset_free(&train);
-  clt_dataset_free(&test);
   clt_checkpoint_free(&state);
   return status;
 }
 
 int clt_eval(const clt_eval_opts *o, clt_err *e) {
   int status = CLT_OK;
-  clt_dataset test = {0};
+  data_source data = {0};
   clt_device_list devices = {0};
   clt_trainer *t = NULL;
   clt_checkpoint state = {0};
@@ -325,26 +430,29 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   if ((status = clt_checkpoint_resolve(o->checkpoint, path, sizeof path, e))) goto cleanup;
   if ((status = clt_checkpoint_model(path, &model, e))) goto cleanup;
   if ((status = clt_checkpoint_load(path, &model, 0, &state, e))) goto cleanup;
-  if ((status = load_data(o->data_dir, 0, o->test_limit, NULL, &test, e))) goto cleanup;
-  if ((status = check_input(&model, &test, o->data_dir, e))) goto cleanup;
+  if ((status = open_data(o->data_dir, 0, 0, o->test_limit, model.input.h, o->validation_split,
+                          o->seed, &data, e))) {
+    goto cleanup;
+  }
+  if ((status = check_input(&model, &data, e))) goto cleanup;
   if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
-  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, test.count,
+  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, data.ntest,
                                    CLT_SPLIT_EQUAL, NULL, &t, e))) {
     goto cleanup;
   }
-  if ((status = clt_trainer_upload(t, NULL, &test, e))) goto cleanup;
+  if ((status = feed_data(&data, t, e))) goto cleanup;
   if ((status = clt_trainer_set_state(t, state.params, NULL, NULL, e))) goto cleanup;
   double loss, acc;
   if ((status = clt_trainer_evaluate(t, &loss, &acc, e))) goto cleanup;
   fprintf(o->out, "Checkpoint %s: model %s, %lld epochs, %lld steps; %d test images on %d device%s\n",
-          path, model.name, (long long)state.epoch, (long long)state.iterations, test.count, nchosen,
+          path, model.name, (long long)state.epoch, (long long)state.iterations, data.ntest, nchosen,
           nchosen == 1 ? "" : "s");
   fprintf(o->out, "Accuracy: %.2f\nLoss: %.4f\n", acc * 100, loss);
 
 cleanup:
   clt_trainer_destroy(t);
+  close_data(&data);
   clt_devices_free(&devices);
-  clt_dataset_free(&test);
   clt_checkpoint_free(&state);
   return status;
 }

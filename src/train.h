@@ -8,7 +8,9 @@
 #include "status.h"
 
 typedef struct clt_train_opts {
-  const char *data_dir;
+  const char *data_dir;          /* IDX files or a photo folder (one subfolder per class) */
+  int image_size;               /* photo folders: images are resized to this square */
+  double validation_split;      /* photo folders: fraction held out for evaluation */
   const char *model;
   const char *devices;
   const char *split;            /* auto, equal or weights "3,1" */
@@ -35,6 +37,8 @@ int clt_train(const clt_train_opts *o, clt_err *e);
 typedef struct clt_eval_opts {
   const char *checkpoint;       /* folder (its index names the newest) or .npz file */
   const char *data_dir;
+  double validation_split;      /* photo folders: evaluate this held-out fraction (0: all) */
+  uint64_t seed;                /* ... chosen with this seed, as in training */
   const char *devices;
   int batch_per_replica;
   long test_limit;

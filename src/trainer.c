@@ -18,6 +18,8 @@ struct clt_trainer {
   clt_replica *replicas[CLT_MAX_REPLICAS];
   clt_net *nets[CLT_MAX_REPLICAS];
   clt_device_data train[CLT_MAX_REPLICAS], test[CLT_MAX_REPLICAS];
+  clt_loader *loader[2];  /* streamed training and test sets, or NULL */
+  int loader_count[2];
   clt_ring *ring;
   clt_balancer balancer;
   int *order;      /* host copy of the current example order */
@@ -32,20 +34,6 @@ static double now_seconds(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-/* Device memory one example costs a network (activations, their gradients,
- * scratch, input), in bytes; the parameters and dataset come on top. */
-static size_t bytes_per_example(const clt_model *m) {
-  size_t floats = clt_shape_size(m->input) + 4 + 2 * clt_model_max_activation(m);
-  size_t scratch = 0;
-  for (int i = 0; i < m->nlayers; i++) {
-    const clt_layer *l = &m->layers[i];
-    if (!l->ops->aliases_input) floats += clt_shape_size(l->out);
-    size_t s = l->ops->scratch_floats(l, 1);
-    if (s > scratch) scratch = s;
-  }
-  return (floats + scratch) * sizeof(float);
 }
 
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
@@ -81,7 +69,9 @@ int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int
       caps[i] = batch_per_replica;
       continue;
     }
-    double fit = 0.7 * (double)devices[i]->global_mem_bytes / (double)bytes_per_example(m);
+    const double fixed = (double)clt_net_bytes(m, 0);
+    const double per_example = (double)(clt_net_bytes(m, 2) - clt_net_bytes(m, 1));
+    double fit = (0.7 * (double)devices[i]->global_mem_bytes - fixed) / per_example;
     caps[i] = fit < global ? (int)fit : global;
     if (caps[i] < 1) {
       status = clt_fail(e, CLT_ERR_DEVICE, "device %d (%s): %.0f MiB cannot hold even one example "
@@ -96,7 +86,8 @@ int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int
     /* Busy time per replica comes from profiling events. */
     if ((status = clt_replica_enable_profiling(t->replicas[i], e))) goto cleanup;
     if ((status = clt_net_create(m, t->replicas[i], caps[i], t->slots, max_examples, &t->nets[i], e))) {
-      if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES) {
+      if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
+          status == CL_OUT_OF_HOST_MEMORY) {
         clt_wrap(e, "slices of up to %d examples do not fit; try a smaller --batch-per-replica", caps[i]);
       }
       goto cleanup;
@@ -133,6 +124,21 @@ clt_replica *clt_trainer_replica(const clt_trainer *t, int i) { return t->replic
 int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica * t->n; }
 void clt_trainer_check_replicas(clt_trainer *t, int on) { t->check_replicas = on; }
 void clt_trainer_progress(clt_trainer *t, FILE *out) { t->progress = out; }
+size_t clt_trainer_replica_bytes(const clt_trainer *t, int i) { return t->nets[i]->device_bytes; }
+
+void clt_trainer_attach_loaders(clt_trainer *t, clt_loader *train, int train_count,
+                                clt_loader *test, int test_count) {
+  t->loader[0] = train;
+  t->loader[1] = test;
+  t->loader_count[0] = train ? train_count : 0;
+  t->loader_count[1] = test ? test_count : 0;
+}
+
+/* Examples in the training (which 0) or test (1) set, wherever it is held. */
+static int set_count(const clt_trainer *t, int which) {
+  if (t->loader[which]) return t->loader_count[which];
+  return which == 0 ? t->train[0].count : t->test[0].count;
+}
 
 int clt_trainer_upload(clt_trainer *t, const clt_dataset *train, const clt_dataset *test, clt_err *e) {
   const clt_dataset *sets[2] = {train, test};
@@ -197,6 +203,8 @@ typedef struct pass {
   long first_step;      /* Adam steps taken before the pass */
   double t0;
   double allreduce_seconds; /* rank 0's time inside the all-reduce */
+  double data_wait_seconds; /* rank 0's time waiting for decoded images */
+  clt_loader *loader;       /* streamed set of this pass, or NULL */
   int status[CLT_MAX_REPLICAS];
   clt_err err[CLT_MAX_REPLICAS];
   long examples[CLT_MAX_REPLICAS];
@@ -284,7 +292,7 @@ static int run_worker(pass *p, int rank, clt_err *e) {
   clt_replica *rep = t->replicas[rank];
   const clt_device_data *data = p->train ? &t->train[rank] : &t->test[rank];
   const int global = clt_trainer_global_batch(t);
-  int status = clt_net_set_order(net, t->order, p->count, e);
+  int status = p->loader ? CLT_OK : clt_net_set_order(net, t->order, p->count, e);
   double last_draw = 0;
   for (int s = 0; s < p->steps && !status; s++) {
     const int batch_first = s * global;
@@ -300,7 +308,20 @@ static int run_worker(pass *p, int rank, clt_err *e) {
         (status = clt_replica_profile_collect(rep, e))) {
       break;
     }
-    if (len && (status = clt_net_gather(net, data, batch_first + first, len, e))) break;
+    if (p->loader) {
+      /* Every replica takes its slice of the decoded global batch. */
+      clt_photo_batch b;
+      double waited = 0;
+      if ((status = clt_loader_get(p->loader, s, &b, &waited, e))) break;
+      if (rank == 0) p->data_wait_seconds += waited;
+      status = clt_net_load(net, b.pixels + (size_t)first * clt_shape_size(t->model->input),
+                            b.labels + first, len, e);
+      clt_loader_put(p->loader, s);
+      if (status) break;
+      c0 = now_seconds(); /* the compute time excludes the wait */
+    } else if (len && (status = clt_net_gather(net, data, batch_first + first, len, e))) {
+      break;
+    }
     /* Losses are divided by the actual global batch, the last partial one included. */
     if ((status = clt_net_forward_backward(net, len, 1.0f / batch, s, p->train, e))) break;
     p->examples[rank] += len;
@@ -367,7 +388,10 @@ static int run_worker(pass *p, int rank, clt_err *e) {
     if (rc) status = clt_replica_fail(rep, e, rc, "clFinish");
   }
   if (!status) status = clt_replica_profile_collect(rep, e);
-  if (status) clt_ring_abort(t->ring);
+  if (status) {
+    clt_ring_abort(t->ring);
+    if (p->loader) clt_loader_cancel(p->loader);
+  }
   return status;
 }
 
@@ -394,6 +418,11 @@ static int run_pass(pass *p, clt_err *e) {
     clt_balancer_split(&t->balancer, global, p->full);
     clt_balancer_split(&t->balancer, last, p->tail);
     if (t->balancer.mode == CLT_SPLIT_AUTO) clt_balancer_split(&t->balancer, global, p->full);
+  }
+  p->loader = t->loader[p->train ? 0 : 1];
+  if (p->loader) {
+    int status = clt_loader_start(p->loader, t->order, p->count, global, e);
+    if (status) return status;
   }
   p->t0 = now_seconds();
   p->mismatch_step = -1;
@@ -425,7 +454,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *
                       clt_epoch_result *res, clt_err *e) {
   memset(res, 0, sizeof *res);
   res->bad_step = -1;
-  const int count = t->train[0].count;
+  const int count = set_count(t, 0);
   const int global = clt_trainer_global_batch(t);
   pass *p = calloc(1, sizeof *p);
   if (!p) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
@@ -462,6 +491,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *
       if (!isfinite(l) || t->checks[s] != 0) res->bad_step = s; /* reduced gradient: replica 0's */
     }
     res->allreduce_seconds = p->allreduce_seconds;
+    res->data_wait_seconds = p->data_wait_seconds;
     for (int r = 0; r < t->n; r++) {
       const clt_profile *prof = t->replicas[r]->profile;
       res->replicas[r].examples = p->examples[r];
@@ -475,7 +505,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *
 }
 
 int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e) {
-  const int count = t->test[0].count;
+  const int count = set_count(t, 1);
   const int global = clt_trainer_global_batch(t);
   pass *p = calloc(1, sizeof *p);
   if (!p) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");

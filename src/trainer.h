@@ -17,6 +17,7 @@
 #include "device.h"
 #include "idx.h"
 #include "net.h"
+#include "photos.h"
 #include "ring.h"
 
 #define CLT_MAX_REPLICAS 64
@@ -32,6 +33,7 @@ typedef struct clt_epoch_result {
   double train_acc;    /* fraction correct */
   double seconds;      /* wall time of the training pass */
   double allreduce_seconds;
+  double data_wait_seconds; /* time replica 0 waited for decoded images (photo folders) */
   int bad_step;        /* first step (0-based) with a non-finite loss or gradient, or -1 */
   clt_replica_stats replicas[CLT_MAX_REPLICAS];
 } clt_epoch_result;
@@ -61,6 +63,16 @@ void clt_trainer_progress(clt_trainer *t, FILE *out);
 
 /* Uploads datasets to every replica (blocking); either may be NULL. */
 int clt_trainer_upload(clt_trainer *t, const clt_dataset *train, const clt_dataset *test, clt_err *e);
+
+/* Streams the training and test sets from photo decoders instead (either may be
+ * NULL): every replica takes its slice of each decoded global batch. The
+ * loaders must be created for clt_trainer_replicas() consumers and batches of
+ * clt_trainer_global_batch() examples, and outlive the trainer's passes. */
+void clt_trainer_attach_loaders(clt_trainer *t, clt_loader *train, int train_count,
+                                clt_loader *test, int test_count);
+
+/* Device memory a replica's network holds, in bytes. */
+size_t clt_trainer_replica_bytes(const clt_trainer *t, int i);
 
 /* Writes the same parameters (and Adam moments, if not NULL) to every replica,
  * or reads them from replica 0. Flat arrays of model->flat_floats. */

@@ -338,7 +338,7 @@ static void test_conv(const conv_case *t) {
   l.stride = t->stride;
   l.pad_same = t->pad_same;
   l.relu = t->relu;
-  if (api_failed(l.ops->setup(&l, (clt_shape){t->H, t->W, t->C}, &E), "setup")) goto done;
+  if (api_failed(l.ops->setup(&l, &(clt_shape){t->H, t->W, t->C}, &E), "setup")) goto done;
 
   int OH, OW, pt, pl;
   tf_out_pad(t->H, t->KH, t->stride, t->pad_same, &OH, &pt);
@@ -440,7 +440,7 @@ static void test_pool(const pool_case *t) {
   snprintf(l.name, sizeof l.name, "pool_under_test");
   l.pool = t->pool;
   l.pool_stride = t->stride;
-  if (api_failed(l.ops->setup(&l, (clt_shape){t->H, t->W, t->C}, &E), "setup")) goto done;
+  if (api_failed(l.ops->setup(&l, &(clt_shape){t->H, t->W, t->C}, &E), "setup")) goto done;
   const int OH = (t->H - t->pool) / t->stride + 1, OW = (t->W - t->pool) / t->stride + 1;
   expect("setup: output shape", (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->C), 3);
   if (l.out.h != OH || l.out.w != OW || l.out.c != t->C) goto done;
@@ -489,7 +489,7 @@ static void test_pool_tie_by_hand(int pool, int stride, int H, int W, const doub
   snprintf(l.name, sizeof l.name, "pool_under_test");
   l.pool = pool;
   l.pool_stride = stride;
-  if (api_failed(l.ops->setup(&l, (clt_shape){H, W, 1}, &E), "setup")) goto done;
+  if (api_failed(l.ops->setup(&l, &(clt_shape){H, W, 1}, &E), "setup")) goto done;
   if (api_failed(l.ops->prepare(&l, R, 1, &E), "prepare")) goto done;
   const size_t nx = (size_t)H * W, ny = (size_t)l.out.h * l.out.w;
   double *dx = dnew(nx);
@@ -545,7 +545,7 @@ static void test_dense(const dense_case *t) {
   snprintf(l.name, sizeof l.name, "dense_under_test");
   l.units = t->OUT;
   l.relu = t->relu;
-  if (api_failed(l.ops->setup(&l, (clt_shape){1, 1, t->IN}, &E), "setup")) goto done;
+  if (api_failed(l.ops->setup(&l, &(clt_shape){1, 1, t->IN}, &E), "setup")) goto done;
   const size_t flat = place_params(&l);
   if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
 
@@ -737,10 +737,11 @@ done:
   case_end();
 }
 
-/* gather_batch: x[i] = images[order[first + i]] / 255, y[i] = labels[...]. */
-static void test_gather(int count_images, int pixels, int first, int count) {
-  set_case("gather_batch %d of %d images, %d pixels, from %d:", count, count_images, pixels,
-           first);
+/* gather_batch: x[i] = preprocess(images[order[first + i]]), y[i] = labels[...];
+ * mode 0: / 255; mode 1 (ResNet50's 'caffe'): RGB -> BGR minus ImageNet's BGR means. */
+static void test_gather(int count_images, int pixels, int first, int count, int mode) {
+  set_case("gather_batch mode %d, %d of %d images, %d pixels, from %d:", mode, count, count_images,
+           pixels, first);
   const size_t npix = (size_t)count_images * pixels, nx = (size_t)count * pixels;
   unsigned char *images = hnew(npix), *labels = hnew((size_t)count_images);
   int *order = inew((size_t)count_images), *y = inew((size_t)count + 1);
@@ -760,20 +761,23 @@ static void test_gather(int count_images, int pixels, int first, int count) {
   upload_bytes(LAB, 0, labels, (size_t)count_images);
   upload_bytes(ORD, 0, order, (size_t)count_images * sizeof(int));
   cl_kernel k = get_kernel("data.cl", "gather_batch");
-  clt_karg args[] = {CLT_ARG(IMG),   CLT_ARG(LAB),    CLT_ARG(ORD), CLT_ARG(first),
-                     CLT_ARG(count), CLT_ARG(pixels), CLT_ARG(X),   CLT_ARG(Y)};
-  if (api_failed(clt_launch1d(R, k, "gather_batch", args, 8, nx, &E), "launch")) goto done;
+  clt_karg args[] = {CLT_ARG(IMG),    CLT_ARG(LAB),  CLT_ARG(ORD), CLT_ARG(first), CLT_ARG(count),
+                     CLT_ARG(pixels), CLT_ARG(mode), CLT_ARG(X),   CLT_ARG(Y)};
+  if (api_failed(clt_launch1d(R, k, "gather_batch", args, 9, nx, &E), "launch")) goto done;
   download(X, 0, x, nx);
   download_bytes(Y, 0, y, ((size_t)count + 1) * sizeof(int));
   size_t bad_labels = 0;
   for (int i = 0; i < count; i++) {
     const int src = order[first + i];
+    const unsigned char *img = images + (size_t)src * pixels;
+    static const double bgr_mean[3] = {103.939, 116.779, 123.68};
     for (int p = 0; p < pixels; p++) {
-      x_ref[(size_t)i * pixels + p] = images[(size_t)src * pixels + p] / 255.0;
+      const int c = p % 3;
+      x_ref[(size_t)i * pixels + p] = mode == 0 ? img[p] / 255.0 : img[p - c + 2 - c] - bgr_mean[c];
     }
     bad_labels += y[i] != labels[src];
   }
-  check("pixels / 255", x, x_ref, nx, TOL_EXACT);
+  check(mode == 0 ? "pixels / 255" : "caffe preprocessing", x, x_ref, nx, TOL_EXACT);
   expect("labels", bad_labels, (size_t)count);
   check_untouched("x tail", X, nx, TAIL);
   check_untouched("labels tail", Y, (size_t)count, 1);
@@ -787,8 +791,9 @@ static void test_kernels_all(void) {
     for (int j = 0; j < 2; j++) test_softmax(ns[i], ks[j], 1);
   test_softmax(65, 10, 0);
   test_adam();
-  test_gather(7, 13 * 11, 2, 3);
-  test_gather(9, 28 * 28, 4, 5); /* up to the end of the order */
+  test_gather(7, 13 * 11, 2, 3, 0);
+  test_gather(7, 5 * 7 * 3, 1, 4, 1);
+  test_gather(9, 28 * 28, 4, 5, 0); /* up to the end of the order */
 }
 
 /* ---- 5. The whole model -------------------------------------------------------------- */

@@ -1,0 +1,338 @@
+// BatchNormalization, Add and GlobalAveragePooling2D (ResNet's layers). NHWC.
+//
+// Batch normalization sees its input as `rows` = B*H*W rows of C contiguous
+// channels. PoCL does not vectorise across work-items, so each work-item takes a
+// chunk of 8 channels (dimension 0 of a 2-D range, ceil(C/8) wide) as a float8;
+// when C is not a multiple of 8 the last chunk is done with scalars.
+// Per-channel sums over rows run in two fixed-order passes, as bias_grad in
+// conv.cl: partial sums over blocks of rows, then a sum over the blocks, so the
+// result does not depend on scheduling and replicas fed the same data agree bit
+// for bit. No atomics anywhere.
+
+#define CH 8
+
+// partial[part + blk*C + c] = sum over the rows r of block blk of x[r, c].
+// Range: (ceil(C/8), nblocks).
+__kernel void bn_partial_sum(__global const float *x, const int rows, const int C,
+                             const int rows_per_block, __global float *partial, const int part) {
+  const int c0 = get_global_id(0) * CH;
+  const int blk = get_global_id(1);
+  const int r0 = blk * rows_per_block;
+  if (c0 >= C || r0 >= rows) return;
+  const int n = min(rows - r0, rows_per_block);
+  __global const float *p = x + (size_t)r0 * C + c0;
+  __global float *out = partial + part + (size_t)blk * C + c0;
+  if (c0 + CH <= C) {
+    float8 s = (float8)(0.0f);
+    for (int r = 0; r < n; r++) s += vload8(0, p + (size_t)r * C);
+    vstore8(s, 0, out);
+  } else {
+    for (int c = 0; c < C - c0; c++) {
+      float s = 0.0f;
+      for (int r = 0; r < n; r++) s += p[(size_t)r * C + c];
+      out[c] = s;
+    }
+  }
+}
+
+// Second pass of a two-pass variance, which unlike E[x^2] - E[x]^2 does not cancel
+// when the mean is large against the spread: the deviations d = x - m from the
+// first pass's mean m (state[0..C)), summed into partial[part ...] and squared into
+// partial[part2 ...]. sum d, zero but for m's rounding, corrects m (the "corrected
+// two-pass" algorithm: the mean's error then scales with the spread, not the mean).
+// Range: (ceil(C/8), nblocks).
+__kernel void bn_partial_dev(__global const float *x, const int rows, const int C,
+                             const int rows_per_block, __global const float *state,
+                             __global float *partial, const int part, const int part2) {
+  const int c0 = get_global_id(0) * CH;
+  const int blk = get_global_id(1);
+  const int r0 = blk * rows_per_block;
+  if (c0 >= C || r0 >= rows) return;
+  const int n = min(rows - r0, rows_per_block);
+  __global const float *p = x + (size_t)r0 * C + c0;
+  const size_t out = (size_t)blk * C + c0;
+  if (c0 + CH <= C) {
+    const float8 m = vload8(0, state + c0);
+    float8 s = (float8)(0.0f), s2 = (float8)(0.0f);
+    for (int r = 0; r < n; r++) {
+      const float8 d = vload8(0, p + (size_t)r * C) - m;
+      s += d;
+      s2 += d * d;
+    }
+    vstore8(s, 0, partial + part + out);
+    vstore8(s2, 0, partial + part2 + out);
+  } else {
+    for (int c = 0; c < C - c0; c++) {
+      const float m = state[c0 + c];
+      float s = 0.0f, s2 = 0.0f;
+      for (int r = 0; r < n; r++) {
+        const float d = p[(size_t)r * C + c] - m;
+        s += d;
+        s2 += d * d;
+      }
+      partial[part + out + c] = s;
+      partial[part2 + out + c] = s2;
+    }
+  }
+}
+
+// Sum over the blocks of partial[part + blk*C + c], in block order.
+inline float block_sum(__global const float *partial, const int part, const int nblocks,
+                       const int C, const int c) {
+  float s = 0.0f;
+  for (int blk = 0; blk < nblocks; blk++) s += partial[part + (size_t)blk * C + c];
+  return s;
+}
+
+// First-pass mean: state[c] = (sum of the partials) / rows. Range: C.
+__kernel void bn_mean(__global const float *partial, const int part, const int nblocks,
+                      const int rows, const int C, __global float *state) {
+  const int c = get_global_id(0);
+  if (c >= C) return;
+  state[c] = block_sum(partial, part, nblocks, C, c) / (float)rows;
+}
+
+// From bn_partial_dev's sums s = sum d, q = sum d^2: mean = m + s/n, the sum of
+// squared deviations from it q - s*s/n (clamped at 0 against rounding), biased
+// var = that / n. state gets mean and 1/sqrt(var + eps). The replica's shares of the
+// batch statistics, stat_weight * mean and stat_weight * the unbiased variance
+// (TensorFlow's fused batch norm feeds that to the moving variance), go to the
+// moving statistics' gradient slots for the all-reduce to average. Range: C.
+__kernel void bn_var(__global const float *partial, const int part, const int part2,
+                     const int nblocks, const int rows, const int C, const float eps,
+                     __global float *state, __global float *grads, const int mean_slot,
+                     const int var_slot, const float stat_weight) {
+  const int c = get_global_id(0);
+  if (c >= C) return;
+  const float s = block_sum(partial, part, nblocks, C, c);
+  const float corr = s / (float)rows;
+  float sq = block_sum(partial, part2, nblocks, C, c) - s * corr;
+  if (sq < 0.0f) sq = 0.0f; // not max(): a NaN must reach the loss guard
+  const float mean = state[c] + corr;
+  state[c] = mean;
+  state[C + c] = 1.0f / sqrt(sq / (float)rows + eps);
+  grads[mean_slot + c] = stat_weight * mean;
+  grads[var_slot + c] = stat_weight * (sq / (float)(rows > 1 ? rows - 1 : 1));
+}
+
+// Inference statistics from the moving averages, laid out as the training state:
+// stats[c] = moving_mean[c], stats[C + c] = 1/sqrt(moving_variance[c] + eps). Range: C.
+__kernel void bn_infer_stats(__global const float *params, const int mean_off, const int var_off,
+                             const int C, const float eps, __global float *stats,
+                             const int stats_off) {
+  const int c = get_global_id(0);
+  if (c >= C) return;
+  stats[stats_off + c] = params[mean_off + c];
+  stats[stats_off + C + c] = 1.0f / sqrt(params[var_off + c] + eps);
+}
+
+// y = (x - mean) * gamma * inv_std + beta, then ReLU when relu != 0 (not fmax, so a
+// NaN reaches the loss guard); mean and inv_std at stats[off], stats[off + C]. A
+// work-item does one channel chunk of rows_per_item rows, loading the per-channel
+// values once (a work-item per row spent more on itself than on its 8 floats).
+// Range: (ceil(C/8), ceil(rows/rows_per_item)).
+__kernel void bn_apply(__global const float *x, __global float *y, const int rows, const int C,
+                       const int rows_per_item, __global const float *stats, const int off,
+                       __global const float *params, const int gamma_off, const int beta_off,
+                       const int relu) {
+  const int c0 = get_global_id(0) * CH;
+  const int r0 = get_global_id(1) * rows_per_item;
+  if (c0 >= C || r0 >= rows) return;
+  const int r1 = min(rows, r0 + rows_per_item);
+  __global const float *mean = stats + off, *inv_std = stats + off + C;
+  if (c0 + CH <= C) {
+    const float8 scale = vload8(0, params + gamma_off + c0) * vload8(0, inv_std + c0);
+    const float8 m = vload8(0, mean + c0), shift = vload8(0, params + beta_off + c0);
+    for (int r = r0; r < r1; r++) {
+      const size_t at = (size_t)r * C + c0;
+      float8 v = (vload8(0, x + at) - m) * scale + shift;
+      if (relu) v = select(v, (float8)(0.0f), isless(v, (float8)(0.0f)));
+      vstore8(v, 0, y + at);
+    }
+  } else {
+    for (int r = r0; r < r1; r++)
+      for (int c = c0; c < C; c++) {
+        const size_t at = (size_t)r * C + c;
+        float v = (x[at] - mean[c]) * (params[gamma_off + c] * inv_std[c]) + params[beta_off + c];
+        if (relu && v < 0.0f) v = 0.0f;
+        y[at] = v;
+      }
+  }
+}
+
+// Backward partial sums over blocks of rows: sum of g into partial[part ...] and
+// sum of g * (x - mean) into partial[part2 ...] (times inv_std that is dgamma), where
+// g = dy, zeroed where the output y is not positive when relu != 0 (the fused
+// ReLU's backward, done here rather than as a pass of its own over dy).
+// Range: (ceil(C/8), nblocks).
+__kernel void bn_partial_grad(__global const float *dy, __global const float *x,
+                              __global const float *y, const int relu, const int rows,
+                              const int C, const int rows_per_block,
+                              __global const float *state, __global float *partial,
+                              const int part, const int part2) {
+  const int c0 = get_global_id(0) * CH;
+  const int blk = get_global_id(1);
+  const int r0 = blk * rows_per_block;
+  if (c0 >= C || r0 >= rows) return;
+  const int n = min(rows - r0, rows_per_block);
+  const size_t first = (size_t)r0 * C + c0;
+  const size_t out = (size_t)blk * C + c0;
+  if (c0 + CH <= C) {
+    const float8 m = vload8(0, state + c0);
+    float8 s = (float8)(0.0f), s2 = (float8)(0.0f);
+    for (int r = 0; r < n; r++) {
+      const size_t at = first + (size_t)r * C;
+      float8 g = vload8(0, dy + at);
+      if (relu) g = select((float8)(0.0f), g, isgreater(vload8(0, y + at), (float8)(0.0f)));
+      s += g;
+      s2 += g * (vload8(0, x + at) - m);
+    }
+    vstore8(s, 0, partial + part + out);
+    vstore8(s2, 0, partial + part2 + out);
+  } else {
+    for (int c = 0; c < C - c0; c++) {
+      const float m = state[c0 + c];
+      float s = 0.0f, s2 = 0.0f;
+      for (int r = 0; r < n; r++) {
+        const size_t at = first + (size_t)r * C + c;
+        const float g = relu && !(y[at] > 0.0f) ? 0.0f : dy[at];
+        s += g;
+        s2 += g * (x[at] - m);
+      }
+      partial[part + out + c] = s;
+      partial[part2 + out + c] = s2;
+    }
+  }
+}
+
+// dbeta = sum g, dgamma = inv_std * sum g * (x - mean) (g as in bn_partial_grad) into
+// the gradient buffer, and the coefficients of dx = a * (g - b - (x - mean) * k) into coef:
+// a = gamma * inv_std, b = dbeta / rows, k = dgamma * inv_std / rows, each C long.
+// Range: C.
+__kernel void bn_grad_final(__global const float *partial, const int part, const int part2,
+                            const int nblocks, const int rows, const int C,
+                            __global const float *state, __global const float *params,
+                            const int gamma_off, __global float *grads, const int gamma_slot,
+                            const int beta_slot, __global float *coef, const int coef_off) {
+  const int c = get_global_id(0);
+  if (c >= C) return;
+  const float inv_std = state[C + c];
+  const float dbeta = block_sum(partial, part, nblocks, C, c);
+  const float dgamma = block_sum(partial, part2, nblocks, C, c) * inv_std;
+  grads[beta_slot + c] = dbeta;
+  grads[gamma_slot + c] = dgamma;
+  coef[coef_off + c] = params[gamma_off + c] * inv_std;
+  coef[coef_off + C + c] = dbeta / (float)rows;
+  coef[coef_off + 2 * C + c] = dgamma * inv_std / (float)rows;
+}
+
+// dx = a * (g - b - (x - mean) * k) with the coefficients of bn_grad_final and g as
+// in bn_partial_grad; rows_per_item rows per work-item as in bn_apply.
+// Range: (ceil(C/8), ceil(rows/rows_per_item)).
+__kernel void bn_dx(__global const float *dy, __global const float *x, __global const float *y,
+                    const int relu, __global float *dx, const int rows, const int C,
+                    const int rows_per_item, __global const float *state,
+                    __global const float *coef, const int coef_off) {
+  const int c0 = get_global_id(0) * CH;
+  const int r0 = get_global_id(1) * rows_per_item;
+  if (c0 >= C || r0 >= rows) return;
+  const int r1 = min(rows, r0 + rows_per_item);
+  __global const float *a = coef + coef_off, *b = a + C, *k = b + C;
+  if (c0 + CH <= C) {
+    const float8 av = vload8(0, a + c0), bv = vload8(0, b + c0), kv = vload8(0, k + c0);
+    const float8 m = vload8(0, state + c0);
+    for (int r = r0; r < r1; r++) {
+      const size_t at = (size_t)r * C + c0;
+      float8 g = vload8(0, dy + at);
+      if (relu) g = select((float8)(0.0f), g, isgreater(vload8(0, y + at), (float8)(0.0f)));
+      vstore8(av * (g - bv - (vload8(0, x + at) - m) * kv), 0, dx + at);
+    }
+  } else {
+    for (int r = r0; r < r1; r++)
+      for (int c = c0; c < C; c++) {
+        const size_t at = (size_t)r * C + c;
+        const float g = relu && !(y[at] > 0.0f) ? 0.0f : dy[at];
+        dx[at] = a[c] * (g - b[c] - (x[at] - state[c]) * k[c]);
+      }
+  }
+}
+
+// ---- Add -----------------------------------------------------------------------
+
+// y = x + x2, then ReLU when relu != 0. Work-item i adds floats [8i, 8i + 8) as a
+// float8; the one past them adds the n % 8 left. Range: n/8 + (n % 8 != 0).
+__kernel void add_forward(__global const float *x, __global const float *x2, __global float *y,
+                          const int n, const int relu) {
+  const int i = get_global_id(0);
+  const size_t at = (size_t)i * CH;
+  if (at + CH <= (size_t)n) {
+    float8 v = vload8(i, x) + vload8(i, x2);
+    if (relu) v = select(v, (float8)(0.0f), isless(v, (float8)(0.0f)));
+    vstore8(v, i, y);
+  } else {
+    for (size_t j = at; j < (size_t)n; j++) {
+      float v = x[j] + x2[j];
+      if (relu && v < 0.0f) v = 0.0f;
+      y[j] = v;
+    }
+  }
+}
+
+// dx = dx2 = dy, zeroed where the output y is not positive when relu != 0; dx or
+// dx2 may be NULL. Same layout of work as add_forward.
+__kernel void add_backward(__global const float *dy, __global const float *y,
+                           __global float *dx, __global float *dx2, const int n,
+                           const int relu) {
+  const int i = get_global_id(0);
+  const size_t at = (size_t)i * CH;
+  if (at + CH <= (size_t)n) {
+    float8 g = vload8(i, dy);
+    if (relu) g = select((float8)(0.0f), g, isgreater(vload8(i, y), (float8)(0.0f)));
+    if (dx) vstore8(g, i, dx);
+    if (dx2) vstore8(g, i, dx2);
+  } else {
+    for (size_t j = at; j < (size_t)n; j++) {
+      const float g = relu && !(y[j] > 0.0f) ? 0.0f : dy[j];
+      if (dx) dx[j] = g;
+      if (dx2) dx2[j] = g;
+    }
+  }
+}
+
+// ---- GlobalAveragePooling2D ----------------------------------------------------
+
+// y[b, c] = (sum over the HW positions of x[b, p, c], in order) / HW.
+// Range: (ceil(C/8), B).
+__kernel void gap_forward(__global const float *x, __global float *y, const int B, const int HW,
+                          const int C) {
+  const int c0 = get_global_id(0) * CH;
+  const int b = get_global_id(1);
+  if (c0 >= C || b >= B) return;
+  __global const float *p = x + (size_t)b * HW * C + c0;
+  if (c0 + CH <= C) {
+    float8 s = (float8)(0.0f);
+    for (int i = 0; i < HW; i++) s += vload8(0, p + (size_t)i * C);
+    vstore8(s / (float)HW, 0, y + (size_t)b * C + c0);
+  } else {
+    for (int c = 0; c < C - c0; c++) {
+      float s = 0.0f;
+      for (int i = 0; i < HW; i++) s += p[(size_t)i * C + c];
+      y[(size_t)b * C + c0 + c] = s / (float)HW;
+    }
+  }
+}
+
+// dx[b, p, c] = dy[b, c] / HW. Range: (ceil(C/8), B*HW).
+__kernel void gap_backward(__global const float *dy, __global float *dx, const int B,
+                           const int HW, const int C) {
+  const int c0 = get_global_id(0) * CH;
+  const int pos = get_global_id(1);
+  if (c0 >= C || pos >= B * HW) return;
+  __global const float *g = dy + (size_t)(pos / HW) * C;
+  __global float *out = dx + (size_t)pos * C;
+  if (c0 + CH <= C) {
+    vstore8(vload8(0, g + c0) / (float)HW, 0, out + c0);
+  } else {
+    for (int c = c0; c < C; c++) out[c] = g[c] / (float)HW;
+  }
+}

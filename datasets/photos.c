@@ -1,0 +1,1128 @@
+/* Photo folders (Keras' image_dataset_from_directory) and a prefetching decode
+ * loader. See photos.h for the layout, the pixel semantics and the bad-file policy.
+ *
+ * libjpeg and libpng report errors by calling a handler that must not return
+ * (libjpeg's default calls exit(), libpng's longjmps after printing), so each
+ * decoder installs handlers that record the message and longjmp back to a setjmp
+ * in the same function; nothing that function changes after setjmp is read on the
+ * error path except through memory the libraries own (cinfo, png structs) or the
+ * error record. */
+#define _POSIX_C_SOURCE 200809L /* opendir, fileno, fstat, clock_gettime, pthreads */
+
+#include "photos.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+#include <png.h>
+
+#include "rng.h"
+
+/* Refuse absurd inputs before they become huge allocations. */
+#define MAX_FILE_BYTES ((size_t)1 << 30)
+#define MAX_DECODED_BYTES ((size_t)1 << 30) /* width * height * channels of one image */
+#define MAX_WALK_DEPTH 32                   /* also stops symlink loops */
+
+/* ------------------------------------------------------------------------- */
+/* Subsets                                                                    */
+
+struct clt_photos {
+  int count, classes, image_size;
+  size_t *path_off;  /* count offsets into text */
+  int *labels;       /* count */
+  size_t *class_off; /* classes offsets into text */
+  char *text;        /* NUL-terminated class names and paths */
+};
+
+void clt_photos_free(clt_photos *p) {
+  if (!p) return;
+  free(p->path_off);
+  free(p->labels);
+  free(p->class_off);
+  free(p->text);
+  free(p);
+}
+
+int clt_photos_count(const clt_photos *p) { return p->count; }
+int clt_photos_classes(const clt_photos *p) { return p->classes; }
+const char *clt_photos_class_name(const clt_photos *p, int c) {
+  return c >= 0 && c < p->classes ? p->text + p->class_off[c] : NULL;
+}
+int clt_photos_label(const clt_photos *p, int i) { return i >= 0 && i < p->count ? p->labels[i] : -1; }
+const char *clt_photos_path(const clt_photos *p, int i) {
+  return i >= 0 && i < p->count ? p->text + p->path_off[i] : NULL;
+}
+int clt_photos_image_size(const clt_photos *p) { return p->image_size; }
+
+/* ------------------------------------------------------------------------- */
+/* Scanning                                                                   */
+
+/* A growing byte arena; strings are referred to by offset since it moves. */
+typedef struct arena {
+  char *buf;
+  size_t len, cap;
+} arena;
+
+static int arena_add(arena *a, const char *s, size_t n, size_t *off) {
+  if (a->len + n + 1 > a->cap) {
+    size_t cap = a->cap ? a->cap : 4096;
+    while (a->len + n + 1 > cap) cap *= 2;
+    char *b = realloc(a->buf, cap);
+    if (!b) return CLT_ERR_NOMEM;
+    a->buf = b;
+    a->cap = cap;
+  }
+  memcpy(a->buf + a->len, s, n);
+  a->buf[a->len + n] = '\0';
+  *off = a->len;
+  a->len += n + 1;
+  return CLT_OK;
+}
+
+typedef struct entry {
+  size_t off;    /* full path in the arena */
+  size_t dirlen; /* length of its directory part (without the final '/') */
+  int label;
+  const char *path; /* set once the arena stops moving, for sorting */
+} entry;
+
+typedef struct scan {
+  arena names; /* class names and paths */
+  entry *ents;
+  int n, cap;
+} scan;
+
+static int is_image_name(const char *name) {
+  const char *dot = strrchr(name, '.');
+  if (!dot) return 0;
+  return strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0 ||
+         strcasecmp(dot, ".png") == 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Keras orders a class's files by sorted(os.walk()) root, then file name. */
+static int cmp_entry(const void *a, const void *b) {
+  const entry *x = a, *y = b;
+  if (x->label != y->label) return x->label < y->label ? -1 : 1;
+  size_t m = x->dirlen < y->dirlen ? x->dirlen : y->dirlen;
+  int c = memcmp(x->path, y->path, m);
+  if (c) return c;
+  if (x->dirlen != y->dirlen) return x->dirlen < y->dirlen ? -1 : 1;
+  return strcmp(x->path + x->dirlen + 1, y->path + y->dirlen + 1);
+}
+
+/* Reads the names in dir (without "." and ".."), sorted. */
+static int list_dir(const char *dir, char ***names_out, int *n_out, clt_err *e) {
+  char **names = NULL;
+  int n = 0, cap = 0, rc = CLT_OK;
+  DIR *d = opendir(dir);
+  if (!d) {
+    rc = clt_fail(e, CLT_ERR_IO, "photo folder %s: cannot read directory: %s", dir, strerror(errno));
+    goto cleanup;
+  }
+  for (;;) {
+    errno = 0;
+    struct dirent *de = readdir(d);
+    if (!de) {
+      if (errno) rc = clt_fail(e, CLT_ERR_IO, "photo folder %s: cannot read directory: %s", dir, strerror(errno));
+      break;
+    }
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    if (n == cap) {
+      int nc = cap ? cap * 2 : 64;
+      char **g = realloc(names, (size_t)nc * sizeof *g);
+      if (!g) {
+        rc = clt_fail(e, CLT_ERR_NOMEM, "photo folder %s: out of memory listing it", dir);
+        goto cleanup;
+      }
+      names = g;
+      cap = nc;
+    }
+    names[n] = strdup(de->d_name);
+    if (!names[n]) {
+      rc = clt_fail(e, CLT_ERR_NOMEM, "photo folder %s: out of memory listing it", dir);
+      goto cleanup;
+    }
+    n++;
+  }
+  if (rc == CLT_OK && n > 1) qsort(names, (size_t)n, sizeof *names, cmp_str);
+cleanup:
+  if (d) closedir(d);
+  if (rc != CLT_OK) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    names = NULL;
+    n = 0;
+  }
+  *names_out = names;
+  *n_out = n;
+  return rc;
+}
+
+static void free_names(char **names, int n) {
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+}
+
+static char *join_path(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  char *p = malloc(la + lb + 2);
+  if (!p) return NULL;
+  memcpy(p, a, la);
+  p[la] = '/';
+  memcpy(p + la + 1, b, lb + 1);
+  return p;
+}
+
+/* Adds the image files under dir (recursively, hidden directories skipped) with `label`. */
+static int walk(scan *s, const char *dir, int label, int depth, clt_err *e) {
+  char **names = NULL, *child = NULL;
+  int n = 0, rc = list_dir(dir, &names, &n, e);
+  if (rc != CLT_OK) goto cleanup;
+  for (int i = 0; i < n; i++) {
+    free(child);
+    child = join_path(dir, names[i]);
+    if (!child) {
+      rc = clt_fail(e, CLT_ERR_NOMEM, "photo folder %s: out of memory", dir);
+      goto cleanup;
+    }
+    struct stat st;
+    int isdir = stat(child, &st) == 0 && S_ISDIR(st.st_mode);
+    if (isdir) {
+      if (names[i][0] == '.') continue;
+      if (depth >= MAX_WALK_DEPTH) {
+        rc = clt_fail(e, CLT_ERR_FORMAT, "photo folder %s: nested deeper than %d directories (symlink loop?)",
+                      child, MAX_WALK_DEPTH);
+        goto cleanup;
+      }
+      rc = walk(s, child, label, depth + 1, e);
+      if (rc != CLT_OK) goto cleanup;
+      continue;
+    }
+    /* Unreadable or dangling entries with an image name are kept: the magic-byte
+     * check then reports them with their cause. */
+    if (!is_image_name(names[i])) continue;
+    if (s->n == s->cap) {
+      int nc = s->cap ? s->cap * 2 : 256;
+      entry *g = realloc(s->ents, (size_t)nc * sizeof *g);
+      if (!g) {
+        rc = clt_fail(e, CLT_ERR_NOMEM, "photo folder %s: out of memory", dir);
+        goto cleanup;
+      }
+      s->ents = g;
+      s->cap = nc;
+    }
+    if (s->n == INT_MAX - 1) {
+      rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: too many files", dir);
+      goto cleanup;
+    }
+    entry *en = &s->ents[s->n];
+    if (arena_add(&s->names, child, strlen(child), &en->off) != CLT_OK) {
+      rc = clt_fail(e, CLT_ERR_NOMEM, "photo folder %s: out of memory", dir);
+      goto cleanup;
+    }
+    en->dirlen = strlen(dir);
+    en->label = label;
+    en->path = NULL;
+    s->n++;
+  }
+cleanup:
+  free(child);
+  free_names(names, n);
+  return rc;
+}
+
+/* Copies the given entries (in that order) and the class names into a new subset. */
+static int make_subset(const scan *s, const size_t *class_off, int classes, const int *pick, int n,
+                       int image_size, clt_photos **out, clt_err *e) {
+  int rc = CLT_OK;
+  clt_photos *p = calloc(1, sizeof *p);
+  if (!p) goto nomem;
+  p->count = n;
+  p->classes = classes;
+  p->image_size = image_size;
+  size_t bytes = 0;
+  for (int c = 0; c < classes; c++) bytes += strlen(s->names.buf + class_off[c]) + 1;
+  for (int i = 0; i < n; i++) bytes += strlen(s->ents[pick[i]].path) + 1;
+  p->text = malloc(bytes ? bytes : 1);
+  p->path_off = malloc((size_t)(n ? n : 1) * sizeof *p->path_off);
+  p->labels = malloc((size_t)(n ? n : 1) * sizeof *p->labels);
+  p->class_off = malloc((size_t)(classes ? classes : 1) * sizeof *p->class_off);
+  if (!p->text || !p->path_off || !p->labels || !p->class_off) goto nomem;
+  size_t at = 0;
+  for (int c = 0; c < classes; c++) {
+    const char *name = s->names.buf + class_off[c];
+    size_t l = strlen(name) + 1;
+    memcpy(p->text + at, name, l);
+    p->class_off[c] = at;
+    at += l;
+  }
+  for (int i = 0; i < n; i++) {
+    const entry *en = &s->ents[pick[i]];
+    size_t l = strlen(en->path) + 1;
+    memcpy(p->text + at, en->path, l);
+    p->path_off[i] = at;
+    p->labels[i] = en->label;
+    at += l;
+  }
+  *out = p;
+  return CLT_OK;
+nomem:
+  rc = clt_fail(e, CLT_ERR_NOMEM, "photo folder: out of memory building a subset of %d files", n);
+  clt_photos_free(p);
+  *out = NULL;
+  return rc;
+}
+
+enum { KIND_BAD = 0, KIND_JPEG = 1, KIND_PNG = 2 };
+
+static int sniff(const unsigned char *b, size_t n) {
+  static const unsigned char png_sig[8] = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a};
+  if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) return KIND_JPEG;
+  if (n >= 8 && memcmp(b, png_sig, 8) == 0) return KIND_PNG;
+  return KIND_BAD;
+}
+
+/* 0 if path starts like a JPEG or PNG, else writes the cause into why. */
+static int check_magic(const char *path, char *why, size_t whylen) {
+  unsigned char b[8];
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(why, whylen, "cannot open: %s", strerror(errno));
+    return -1;
+  }
+  size_t got = fread(b, 1, sizeof b, f);
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    snprintf(why, whylen, "cannot read");
+    return -1;
+  }
+  if (sniff(b, got) == KIND_BAD) {
+    snprintf(why, whylen, got < 3 ? "too short to be an image (%zu bytes)" : "neither JPEG nor PNG (magic bytes)", got);
+    return -1;
+  }
+  return 0;
+}
+
+int clt_photos_is_folder(const char *dir) {
+  char **names = NULL;
+  int n = 0, found = 0;
+  if (list_dir(dir, &names, &n, NULL) != CLT_OK) return 0;
+  for (int i = 0; i < n && !found; i++) {
+    if (names[i][0] == '.') continue;
+    char *child = join_path(dir, names[i]);
+    struct stat st;
+    if (child && stat(child, &st) == 0 && S_ISDIR(st.st_mode)) found = 1;
+    free(child);
+  }
+  free_names(names, n);
+  return found;
+}
+
+int clt_photos_open(const char *dir, int image_size, double validation_split, uint64_t seed,
+                    clt_photos **train, clt_photos **validation, clt_err *e) {
+  int rc = CLT_OK;
+  scan s = {0};
+  char *root = NULL, *child = NULL, **names = NULL;
+  int nnames = 0, classes = 0;
+  size_t *class_off = NULL;
+  int *perm = NULL;
+  *train = NULL;
+  if (validation) *validation = NULL;
+
+  if (image_size < 1 || image_size > CLT_PHOTOS_MAX_SIZE) {
+    rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: image size %d outside [1, %d]", dir, image_size,
+                  CLT_PHOTOS_MAX_SIZE);
+    goto cleanup;
+  }
+  if (!(validation_split >= 0.0 && validation_split < 1.0)) {
+    rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split %g outside [0, 1)", dir, validation_split);
+    goto cleanup;
+  }
+  if (validation_split > 0 && !validation) {
+    rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split without a validation subset", dir);
+    goto cleanup;
+  }
+  /* Paths are reported as DIR/class/file without a doubled '/'. */
+  root = strdup(dir);
+  if (!root) goto nomem;
+  for (size_t l = strlen(root); l > 1 && root[l - 1] == '/'; l--) root[l - 1] = '\0';
+
+  struct stat st;
+  if (stat(root, &st) != 0) {
+    rc = clt_fail(e, CLT_ERR_IO, "photo folder %s: %s", root, strerror(errno));
+    goto cleanup;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    rc = clt_fail(e, CLT_ERR_IO, "photo folder %s: not a directory", root);
+    goto cleanup;
+  }
+  rc = list_dir(root, &names, &nnames, e);
+  if (rc != CLT_OK) goto cleanup;
+
+  class_off = malloc((size_t)(nnames ? nnames : 1) * sizeof *class_off);
+  if (!class_off) goto nomem;
+  for (int i = 0; i < nnames; i++) { /* names are sorted, so labels follow strcmp order */
+    if (names[i][0] == '.') continue;
+    free(child);
+    child = join_path(root, names[i]);
+    if (!child) goto nomem;
+    if (stat(child, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (arena_add(&s.names, names[i], strlen(names[i]), &class_off[classes]) != CLT_OK) goto nomem;
+    int before = s.n;
+    rc = walk(&s, child, classes, 1, e);
+    if (rc != CLT_OK) goto cleanup;
+    if (s.n == before) {
+      rc = clt_fail(e, CLT_ERR_FORMAT, "photo folder %s: class directory %s holds no .jpg, .jpeg or .png file",
+                    root, names[i]);
+      goto cleanup;
+    }
+    classes++;
+  }
+  if (classes == 0) {
+    rc = clt_fail(e, CLT_ERR_FORMAT,
+                  "photo folder %s: no class subdirectory (expected DIR/<class>/<image>.jpg|.png)", root);
+    goto cleanup;
+  }
+  for (int i = 0; i < s.n; i++) s.ents[i].path = s.names.buf + s.ents[i].off;
+  qsort(s.ents, (size_t)s.n, sizeof *s.ents, cmp_entry);
+
+  /* Magic bytes of every file, so most bad files surface before training. */
+  int bad = 0, first_bad = -1;
+  char why[256] = "", first_why[256] = "";
+  for (int i = 0; i < s.n; i++) {
+    if (check_magic(s.ents[i].path, why, sizeof why) != 0) {
+      if (bad++ == 0) {
+        first_bad = i;
+        memcpy(first_why, why, sizeof why);
+      }
+    }
+  }
+  if (bad) {
+    rc = clt_fail(e, CLT_ERR_FORMAT, "file %s: %s (%d of %d files in %s are not readable JPEG or PNG)",
+                  s.ents[first_bad].path, first_why, bad, s.n, root);
+    goto cleanup;
+  }
+
+  int n = s.n, nval = 0;
+  perm = malloc((size_t)n * sizeof *perm);
+  if (!perm) goto nomem;
+  for (int i = 0; i < n; i++) perm[i] = i;
+  if (validation_split > 0) {
+    clt_rng r;
+    clt_rng_seed(&r, seed, CLT_PHOTOS_SPLIT_STREAM);
+    for (int i = n - 1; i > 0; i--) {
+      int j = (int)clt_rng_below(&r, (uint32_t)i + 1);
+      int t = perm[i];
+      perm[i] = perm[j];
+      perm[j] = t;
+    }
+    nval = (int)floor(validation_split * n);
+    if (nval == 0 || nval >= n) {
+      rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split %g of %d files leaves %s", root,
+                    validation_split, n, nval == 0 ? "no validation file" : "no training file");
+      goto cleanup;
+    }
+  }
+  rc = make_subset(&s, class_off, classes, perm, n - nval, image_size, train, e);
+  if (rc != CLT_OK) goto cleanup;
+  if (nval > 0) {
+    rc = make_subset(&s, class_off, classes, perm + (n - nval), nval, image_size, validation, e);
+    if (rc != CLT_OK) goto cleanup;
+  }
+  goto cleanup;
+nomem:
+  rc = clt_fail(e, CLT_ERR_NOMEM, "photo folder %s: out of memory", dir);
+cleanup:
+  if (rc != CLT_OK) {
+    clt_photos_free(*train);
+    *train = NULL;
+    if (validation) {
+      clt_photos_free(*validation);
+      *validation = NULL;
+    }
+  }
+  free(perm);
+  free(class_off);
+  free_names(names, nnames);
+  free(child);
+  free(root);
+  free(s.ents);
+  free(s.names.buf);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Decoding                                                                   */
+
+/* Per-thread buffers, grown (never shrunk) when a bigger file or image arrives. */
+typedef struct scratch {
+  unsigned char *file;
+  size_t file_cap;
+  unsigned char *img; /* decoded full-size image, 3 (or 4 for CMYK) channels */
+  size_t img_cap;
+  unsigned char **rows; /* PNG row pointers into img */
+  size_t rows_cap;      /* entries */
+  int *x0, *x1; /* resize tables, image_size entries */
+  float *xl;
+} scratch;
+
+static void scratch_free(scratch *s) {
+  free(s->file);
+  free(s->img);
+  free(s->rows);
+  free(s->x0);
+  free(s->x1);
+  free(s->xl);
+  memset(s, 0, sizeof *s);
+}
+
+static int scratch_init(scratch *s, int image_size) {
+  memset(s, 0, sizeof *s);
+  s->x0 = malloc((size_t)image_size * sizeof *s->x0);
+  s->x1 = malloc((size_t)image_size * sizeof *s->x1);
+  s->xl = malloc((size_t)image_size * sizeof *s->xl);
+  if (!s->x0 || !s->x1 || !s->xl) {
+    scratch_free(s);
+    return CLT_ERR_NOMEM;
+  }
+  return CLT_OK;
+}
+
+static int grow(unsigned char **buf, size_t *cap, size_t need) {
+  if (need <= *cap) return CLT_OK;
+  unsigned char *b = realloc(*buf, need);
+  if (!b) return CLT_ERR_NOMEM;
+  *buf = b;
+  *cap = need;
+  return CLT_OK;
+}
+
+/* Image dimensions acceptable for w x h x ch bytes? */
+static int dims_ok(unsigned long w, unsigned long h, int ch) {
+  return w > 0 && h > 0 && w <= INT_MAX && h <= INT_MAX && (size_t)w * ch <= MAX_DECODED_BYTES / h;
+}
+
+static int read_whole(const char *path, scratch *s, size_t *len, char *why, size_t whylen) {
+  int rc = CLT_OK;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(why, whylen, "cannot open: %s", strerror(errno));
+    return CLT_ERR_IO;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0) {
+    snprintf(why, whylen, "cannot stat: %s", strerror(errno));
+    rc = CLT_ERR_IO;
+    goto cleanup;
+  }
+  if ((unsigned long long)st.st_size > MAX_FILE_BYTES) {
+    snprintf(why, whylen, "file larger than %zu MiB", MAX_FILE_BYTES >> 20);
+    rc = CLT_ERR_FORMAT;
+    goto cleanup;
+  }
+  size_t want = (size_t)st.st_size;
+  if (grow(&s->file, &s->file_cap, want ? want : 1) != CLT_OK) {
+    snprintf(why, whylen, "out of memory for %zu bytes", want);
+    rc = CLT_ERR_NOMEM;
+    goto cleanup;
+  }
+  *len = fread(s->file, 1, want, f);
+  if (ferror(f)) {
+    snprintf(why, whylen, "read error");
+    rc = CLT_ERR_IO;
+  }
+cleanup:
+  fclose(f);
+  return rc;
+}
+
+struct jerr {
+  struct jpeg_error_mgr pub;
+  jmp_buf jb;
+  char msg[JMSG_LENGTH_MAX];
+};
+
+static void jpeg_fail_exit(j_common_ptr c) {
+  struct jerr *j = (struct jerr *)c->err;
+  (*c->err->format_message)(c, j->msg);
+  longjmp(j->jb, 1);
+}
+
+/* Warnings are ignored (as TensorFlow does: extraneous bytes are common and harmless),
+ * except those saying the entropy-coded data stopped early: libjpeg would fill the
+ * rest of the image with grey. */
+static void jpeg_emit(j_common_ptr c, int level) {
+  if (level < 0 && (c->err->msg_code == JWRN_JPEG_EOF || c->err->msg_code == JWRN_HIT_MARKER))
+    jpeg_fail_exit(c);
+}
+
+/* Decodes JPEG data into s->img as RGB; CMYK/YCCK converted like TensorFlow's decoder. */
+static int decode_jpeg(scratch *s, const unsigned char *data, size_t len, int *w, int *h, char *why,
+                       size_t whylen) {
+  struct jpeg_decompress_struct cinfo;
+  struct jerr je;
+  memset(&cinfo, 0, sizeof cinfo);
+  cinfo.err = jpeg_std_error(&je.pub);
+  je.pub.error_exit = jpeg_fail_exit;
+  je.pub.emit_message = jpeg_emit;
+  je.msg[0] = '\0';
+  if (setjmp(je.jb)) {
+    jpeg_destroy_decompress(&cinfo);
+    snprintf(why, whylen, "%s", je.msg);
+    return CLT_ERR_FORMAT;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, (unsigned long)len);
+  jpeg_read_header(&cinfo, TRUE);
+  int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  cinfo.dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(&cinfo);
+  const int comps = cinfo.output_components;
+  if ((comps != 3 && comps != 4) || !dims_ok(cinfo.output_width, cinfo.output_height, comps)) {
+    snprintf(je.msg, sizeof je.msg, "unsupported size %ux%u with %d components", cinfo.output_width,
+             cinfo.output_height, comps);
+    longjmp(je.jb, 1);
+  }
+  const size_t stride = (size_t)cinfo.output_width * comps;
+  if (grow(&s->img, &s->img_cap, stride * cinfo.output_height) != CLT_OK) {
+    snprintf(je.msg, sizeof je.msg, "out of memory for a %ux%u image", cinfo.output_width, cinfo.output_height);
+    longjmp(je.jb, 1);
+  }
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = s->img + stride * cinfo.output_scanline;
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  if (comps == 4) { /* in place: output pixel i (3 bytes) never overtakes input pixel i (4) */
+    const int adobe = cinfo.saw_Adobe_marker;
+    size_t np = (size_t)cinfo.output_width * cinfo.output_height;
+    unsigned char *px = s->img;
+    for (size_t i = 0; i < np; i++) {
+      int c = px[4 * i], m = px[4 * i + 1], y = px[4 * i + 2], k = px[4 * i + 3];
+      if (adobe) { /* Adobe writes inverted CMYK */
+        px[3 * i] = (unsigned char)(k * c / 255);
+        px[3 * i + 1] = (unsigned char)(k * m / 255);
+        px[3 * i + 2] = (unsigned char)(k * y / 255);
+      } else {
+        px[3 * i] = (unsigned char)((255 - k) * (255 - c) / 255);
+        px[3 * i + 1] = (unsigned char)((255 - k) * (255 - m) / 255);
+        px[3 * i + 2] = (unsigned char)((255 - k) * (255 - y) / 255);
+      }
+    }
+  }
+  *w = (int)cinfo.output_width;
+  *h = (int)cinfo.output_height;
+  /* No jpeg_finish_decompress: every row is in; a file cut just before its EOI
+   * marker holds the whole image and should not fail. */
+  jpeg_destroy_decompress(&cinfo);
+  return CLT_OK;
+}
+
+struct pngsrc {
+  const unsigned char *data;
+  size_t len, pos;
+  char msg[256];
+};
+
+static void png_fail(png_structp png, png_const_charp msg) {
+  struct pngsrc *src = png_get_error_ptr(png);
+  snprintf(src->msg, sizeof src->msg, "%s", msg);
+  png_longjmp(png, 1);
+}
+
+static void png_quiet(png_structp png, png_const_charp msg) { /* warnings would go to stderr */
+  (void)png;
+  (void)msg;
+}
+
+static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
+  struct pngsrc *src = png_get_io_ptr(png);
+  if (src->len - src->pos < n) png_error(png, "file ends early (truncated)");
+  memcpy(out, src->data + src->pos, n);
+  src->pos += n;
+}
+
+/* Decodes PNG data into s->img as 8-bit RGB, without gamma handling (like TensorFlow). */
+static int decode_png(scratch *s, const unsigned char *data, size_t len, int *w, int *h, char *why,
+                      size_t whylen) {
+  struct pngsrc src = {data, len, 0, ""};
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_fail, png_quiet);
+  png_infop info = png ? png_create_info_struct(png) : NULL;
+  if (!info) {
+    png_destroy_read_struct(&png, NULL, NULL);
+    snprintf(why, whylen, "out of memory");
+    return CLT_ERR_NOMEM;
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, &info, NULL);
+    snprintf(why, whylen, "%s", src.msg);
+    return CLT_ERR_FORMAT;
+  }
+  png_set_read_fn(png, &src, png_read_mem);
+  png_read_info(png, info);
+  png_uint_32 width = png_get_image_width(png, info), height = png_get_image_height(png, info);
+  int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
+  if (!dims_ok(width, height, 3)) png_error(png, "image too large");
+  if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+  if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+  if (depth == 16) png_set_scale_16(png); /* round(v / 257), as TensorFlow */
+  /* Palette expansion turns tRNS into alpha too, so strip that as well. */
+  if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
+  if (!(type & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  size_t stride = (size_t)width * 3;
+  if (png_get_rowbytes(png, info) != stride || png_get_channels(png, info) != 3)
+    png_error(png, "unexpected row layout after conversion to RGB");
+  if (grow(&s->img, &s->img_cap, stride * height) != CLT_OK) png_error(png, "out of memory");
+  if (height > s->rows_cap) {
+    unsigned char **rows = realloc(s->rows, (size_t)height * sizeof *rows);
+    if (!rows) png_error(png, "out of memory");
+    s->rows = rows;
+    s->rows_cap = height;
+  }
+  for (png_uint_32 y = 0; y < height; y++) s->rows[y] = s->img + stride * y;
+  png_read_image(png, s->rows);
+  *w = (int)width;
+  *h = (int)height;
+  png_destroy_read_struct(&png, &info, NULL);
+  return CLT_OK;
+}
+
+/* tf.image.resize(method="bilinear"), half-pixel centres, no antialiasing, in float
+ * as TensorFlow computes it, then rounded to uint8. */
+static void resize_bilinear(scratch *s, const unsigned char *in, int w, int h, unsigned char *out, int size) {
+  if (w == size && h == size) {
+    memcpy(out, in, (size_t)size * size * 3);
+    return;
+  }
+  const float sx = (float)w / (float)size, sy = (float)h / (float)size;
+  for (int x = 0; x < size; x++) {
+    float f = ((float)x + 0.5f) * sx - 0.5f, fl = floorf(f);
+    int lo = (int)fl, hi = (int)ceilf(f);
+    s->x0[x] = (lo < 0 ? 0 : lo) * 3;
+    s->x1[x] = (hi > w - 1 ? w - 1 : hi) * 3;
+    s->xl[x] = f - fl;
+  }
+  for (int y = 0; y < size; y++) {
+    float f = ((float)y + 0.5f) * sy - 0.5f, fl = floorf(f);
+    int lo = (int)fl, hi = (int)ceilf(f);
+    const unsigned char *r0 = in + (size_t)(lo < 0 ? 0 : lo) * w * 3;
+    const unsigned char *r1 = in + (size_t)(hi > h - 1 ? h - 1 : hi) * w * 3;
+    const float yl = f - fl;
+    unsigned char *o = out + (size_t)y * size * 3;
+    for (int x = 0; x < size; x++) {
+      const int a = s->x0[x], b = s->x1[x];
+      const float xl = s->xl[x];
+      for (int c = 0; c < 3; c++) {
+        float tl = r0[a + c], tr = r0[b + c], bl = r1[a + c], br = r1[b + c];
+        float top = tl + (tr - tl) * xl, bot = bl + (br - bl) * xl;
+        float v = top + (bot - top) * yl + 0.5f;
+        o[x * 3 + c] = (unsigned char)(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
+      }
+    }
+  }
+}
+
+static int decode_with(const clt_photos *p, int i, scratch *s, unsigned char *rgb, clt_err *e) {
+  char why[JMSG_LENGTH_MAX + 64] = "";
+  const char *path = clt_photos_path(p, i);
+  if (!path) return clt_fail(e, CLT_ERR_ARG, "photo %d: index outside [0, %d)", i, p->count);
+  size_t len = 0;
+  int w = 0, h = 0;
+  int rc = read_whole(path, s, &len, why, sizeof why);
+  if (rc == CLT_OK) {
+    switch (sniff(s->file, len)) {
+      case KIND_JPEG: rc = decode_jpeg(s, s->file, len, &w, &h, why, sizeof why); break;
+      case KIND_PNG: rc = decode_png(s, s->file, len, &w, &h, why, sizeof why); break;
+      default:
+        snprintf(why, sizeof why, "neither JPEG nor PNG (magic bytes)");
+        rc = CLT_ERR_FORMAT;
+    }
+  }
+  if (rc != CLT_OK) return clt_fail(e, rc, "file %s: cannot decode: %s", path, why);
+  resize_bilinear(s, s->img, w, h, rgb, p->image_size);
+  return CLT_OK;
+}
+
+int clt_photos_decode(const clt_photos *p, int i, unsigned char *rgb, clt_err *e) {
+  scratch s;
+  if (i < 0 || i >= p->count) return clt_fail(e, CLT_ERR_ARG, "photo %d: index outside [0, %d)", i, p->count);
+  if (scratch_init(&s, p->image_size) != CLT_OK)
+    return clt_fail(e, CLT_ERR_NOMEM, "file %s: cannot decode: out of memory", clt_photos_path(p, i));
+  int rc = decode_with(p, i, &s, rgb, e);
+  scratch_free(&s);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Loader                                                                     */
+
+/* Ring slot: batch `step` lives in slot step % depth until all consumers put it.
+ * Decoders claim images one at a time in pass order, under the mutex; a slot may be
+ * claimed for a new step only once its previous step is released. */
+typedef struct slot {
+  unsigned char *pixels; /* max_batch images */
+  int *labels;
+  int step; /* -1: never used in this pass */
+  int need, filled, puts;
+} slot;
+
+typedef struct worker {
+  clt_loader *l;
+  pthread_t tid;
+  scratch s;
+  clt_err err;
+} worker;
+
+enum { CACHE_EMPTY = 0, CACHE_FILLING = 1, CACHE_READY = 2 };
+
+struct clt_loader {
+  const clt_photos *p;
+  int consumers, max_batch, depth, nthreads, started;
+  size_t img_bytes;
+  slot *slots;
+  worker *workers;
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv;  /* decoders: something became claimable, or quit */
+  pthread_cond_t ready_cv; /* consumers: a batch completed, failed or was cancelled */
+  pthread_cond_t idle_cv;  /* start(): no decoder holds an image of the old pass */
+  int sync_ok;
+  /* current pass */
+  int *order, order_cap;
+  int count, batch, nsteps;
+  int active, next, released, busy, cancelled, failed, quit;
+  int fail_step; /* earliest step with a failed image; steps before it still complete */
+  clt_err fail_err;
+  /* cache: examples 0..cache_n-1, img_bytes each */
+  unsigned char *cache;
+  unsigned char *cache_state;
+  int cache_n;
+  size_t decoded;
+};
+
+static int claimable(const clt_loader *l) {
+  if (!l->active || l->cancelled || l->failed || l->next >= l->count) return 0;
+  if (l->next % l->batch) return 1; /* its slot was taken by the step's first image */
+  const slot *sl = &l->slots[(l->next / l->batch) % l->depth];
+  return sl->step < 0 || sl->puts == l->consumers;
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  clt_loader *l = w->l;
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    while (!l->quit && !claimable(l)) pthread_cond_wait(&l->work_cv, &l->mu);
+    if (l->quit) break;
+    int k = l->next++, step = k / l->batch, j = k % l->batch;
+    slot *sl = &l->slots[step % l->depth];
+    if (j == 0) {
+      sl->step = step;
+      sl->need = l->count - k < l->batch ? l->count - k : l->batch;
+      sl->filled = 0;
+      sl->puts = 0;
+    }
+    int idx = l->order[k], from_cache = 0, to_cache = 0;
+    if (idx < l->cache_n) {
+      if (l->cache_state[idx] == CACHE_READY) {
+        from_cache = 1;
+      } else if (l->cache_state[idx] == CACHE_EMPTY) {
+        l->cache_state[idx] = CACHE_FILLING; /* a duplicate in flight just decodes uncached */
+        to_cache = 1;
+      }
+    }
+    l->busy++;
+    pthread_mutex_unlock(&l->mu);
+
+    unsigned char *dst = sl->pixels + (size_t)j * l->img_bytes;
+    unsigned char *cached = l->cache ? l->cache + (size_t)idx * l->img_bytes : NULL;
+    int rc = CLT_OK;
+    if (from_cache) memcpy(dst, cached, l->img_bytes);
+    else rc = decode_with(l->p, idx, &w->s, dst, &w->err);
+    if (rc == CLT_OK && to_cache) memcpy(cached, dst, l->img_bytes);
+    sl->labels[j] = l->p->labels[idx];
+
+    pthread_mutex_lock(&l->mu);
+    l->busy--;
+    if (to_cache) l->cache_state[idx] = rc == CLT_OK ? CACHE_READY : CACHE_EMPTY;
+    if (!from_cache && rc == CLT_OK) l->decoded++;
+    if (!l->cancelled) { /* else the pass is over: the image is discarded */
+      if (rc != CLT_OK) {
+        /* Claims are in order, so every image of an earlier step is already in
+         * flight: those steps still complete, and every consumer meets the error
+         * at the same step. */
+        if (!l->failed || step < l->fail_step) {
+          l->failed = 1;
+          l->fail_step = step;
+          l->fail_err = w->err;
+        }
+        pthread_cond_broadcast(&l->ready_cv);
+      } else if (++sl->filled == sl->need) {
+        pthread_cond_broadcast(&l->ready_cv);
+      }
+    }
+    if (l->busy == 0) pthread_cond_broadcast(&l->idle_cv);
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+void clt_loader_destroy(clt_loader *l) {
+  if (!l) return;
+  if (l->sync_ok) {
+    pthread_mutex_lock(&l->mu);
+    l->quit = 1;
+    pthread_cond_broadcast(&l->work_cv);
+    pthread_cond_broadcast(&l->ready_cv);
+    pthread_mutex_unlock(&l->mu);
+    for (int t = 0; t < l->started; t++) pthread_join(l->workers[t].tid, NULL);
+    pthread_cond_destroy(&l->work_cv);
+    pthread_cond_destroy(&l->ready_cv);
+    pthread_cond_destroy(&l->idle_cv);
+    pthread_mutex_destroy(&l->mu);
+  }
+  if (l->workers)
+    for (int t = 0; t < l->nthreads; t++) scratch_free(&l->workers[t].s);
+  free(l->workers);
+  if (l->slots)
+    for (int d = 0; d < l->depth; d++) {
+      free(l->slots[d].pixels);
+      free(l->slots[d].labels);
+    }
+  free(l->slots);
+  free(l->order);
+  free(l->cache);
+  free(l->cache_state);
+  free(l);
+}
+
+int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int depth, int threads,
+                      size_t cache_bytes, clt_loader **out, clt_err *e) {
+  int rc = CLT_OK;
+  clt_loader *l = NULL;
+  *out = NULL;
+  if (!p || consumers < 1 || max_batch < 1 || depth < 1 || threads < 0) {
+    rc = clt_fail(e, CLT_ERR_ARG, "photo loader: bad arguments (consumers %d, max batch %d, depth %d, threads %d)",
+                  consumers, max_batch, depth, threads);
+    goto cleanup;
+  }
+  l = calloc(1, sizeof *l);
+  if (!l) goto nomem;
+  l->p = p;
+  l->consumers = consumers;
+  l->max_batch = max_batch;
+  l->depth = depth;
+  l->img_bytes = (size_t)p->image_size * p->image_size * 3;
+  if ((size_t)max_batch > SIZE_MAX / 2 / l->img_bytes) {
+    rc = clt_fail(e, CLT_ERR_ARG, "photo loader: max batch %d too large", max_batch);
+    goto cleanup;
+  }
+  if (threads == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = n < 1 ? 1 : n > 256 ? 256 : (int)n;
+  }
+  if ((long long)threads > (long long)depth * max_batch) threads = depth * max_batch; /* more would idle */
+
+  l->slots = calloc((size_t)depth, sizeof *l->slots);
+  if (!l->slots) goto nomem;
+  for (int d = 0; d < depth; d++) {
+    l->slots[d].pixels = malloc((size_t)max_batch * l->img_bytes);
+    l->slots[d].labels = malloc((size_t)max_batch * sizeof *l->slots[d].labels);
+    l->slots[d].step = -1;
+    if (!l->slots[d].pixels || !l->slots[d].labels) goto nomem;
+  }
+  l->order_cap = p->count > 0 ? p->count : 1;
+  l->order = malloc((size_t)l->order_cap * sizeof *l->order);
+  if (!l->order) goto nomem;
+  size_t fit = cache_bytes / l->img_bytes;
+  l->cache_n = fit < (size_t)p->count ? (int)fit : p->count;
+  if (l->cache_n > 0) {
+    l->cache = malloc((size_t)l->cache_n * l->img_bytes);
+    l->cache_state = calloc((size_t)l->cache_n, 1);
+    if (!l->cache || !l->cache_state) {
+      rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: cannot allocate a %.1f MiB image cache (lower it)",
+                    (double)l->cache_n * l->img_bytes / 1048576.0);
+      goto cleanup;
+    }
+  }
+  l->workers = calloc((size_t)threads, sizeof *l->workers);
+  if (!l->workers) goto nomem;
+  l->nthreads = threads;
+  for (int t = 0; t < threads; t++) {
+    l->workers[t].l = l;
+    if (scratch_init(&l->workers[t].s, p->image_size) != CLT_OK) goto nomem;
+  }
+  if (pthread_mutex_init(&l->mu, NULL) != 0) goto nomem;
+  if (pthread_cond_init(&l->work_cv, NULL) != 0) {
+    pthread_mutex_destroy(&l->mu);
+    goto nomem;
+  }
+  if (pthread_cond_init(&l->ready_cv, NULL) != 0) {
+    pthread_cond_destroy(&l->work_cv);
+    pthread_mutex_destroy(&l->mu);
+    goto nomem;
+  }
+  if (pthread_cond_init(&l->idle_cv, NULL) != 0) {
+    pthread_cond_destroy(&l->ready_cv);
+    pthread_cond_destroy(&l->work_cv);
+    pthread_mutex_destroy(&l->mu);
+    goto nomem;
+  }
+  l->sync_ok = 1;
+  for (int t = 0; t < threads; t++) {
+    int err = pthread_create(&l->workers[t].tid, NULL, worker_main, &l->workers[t]);
+    if (err) {
+      rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: cannot start decoding thread %d of %d: %s", t + 1, threads,
+                    strerror(err));
+      goto cleanup;
+    }
+    l->started++;
+  }
+  *out = l;
+  l = NULL;
+  goto cleanup;
+nomem:
+  rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: out of memory (%d slots of %d images of %dx%d)", depth,
+                max_batch, p->image_size, p->image_size);
+cleanup:
+  clt_loader_destroy(l); /* joins any thread already started */
+  return rc;
+}
+
+int clt_loader_start(clt_loader *l, const int *order, int count, int batch, clt_err *e) {
+  int rc = CLT_OK;
+  if (count < 0 || batch < 1 || batch > l->max_batch)
+    return clt_fail(e, CLT_ERR_ARG, "photo loader: bad pass (count %d, batch %d, max batch %d)", count, batch,
+                    l->max_batch);
+  for (int i = 0; i < count; i++)
+    if (order[i] < 0 || order[i] >= l->p->count)
+      return clt_fail(e, CLT_ERR_ARG, "photo loader: order[%d] = %d outside [0, %d)", i, order[i], l->p->count);
+  pthread_mutex_lock(&l->mu);
+  if (l->active && !l->cancelled && !l->failed && l->released < l->nsteps) {
+    rc = clt_fail(e, CLT_ERR_ARG, "photo loader: new pass while %d of %d batches of the last one are not consumed",
+                  l->nsteps - l->released, l->nsteps);
+    goto cleanup;
+  }
+  while (l->busy > 0) pthread_cond_wait(&l->idle_cv, &l->mu); /* they still write old slots */
+  if (count > l->order_cap) {
+    int *g = realloc(l->order, (size_t)count * sizeof *g);
+    if (!g) {
+      rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: out of memory for an order of %d", count);
+      goto cleanup;
+    }
+    l->order = g;
+    l->order_cap = count;
+  }
+  if (count) memcpy(l->order, order, (size_t)count * sizeof *order);
+  l->count = count;
+  l->batch = batch;
+  l->nsteps = (count + batch - 1) / batch;
+  l->next = l->released = 0;
+  l->cancelled = l->failed = 0;
+  l->fail_step = INT_MAX;
+  for (int d = 0; d < l->depth; d++) {
+    l->slots[d].step = -1;
+    l->slots[d].need = l->slots[d].filled = l->slots[d].puts = 0;
+  }
+  l->active = 1;
+  pthread_cond_broadcast(&l->work_cv);
+cleanup:
+  pthread_mutex_unlock(&l->mu);
+  return rc;
+}
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int clt_loader_get(clt_loader *l, int step, clt_photo_batch *out, double *wait_seconds, clt_err *e) {
+  int rc = CLT_OK;
+  double t0 = 0;
+  int waited = 0;
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&l->mu);
+  if (!l->active || step < 0 || step >= l->nsteps) {
+    rc = clt_fail(e, CLT_ERR_ARG, "photo loader: step %d outside the pass (%d steps)", step,
+                  l->active ? l->nsteps : 0);
+    goto cleanup;
+  }
+  for (;;) {
+    const slot *sl = &l->slots[step % l->depth];
+    if (l->cancelled || l->quit) {
+      rc = clt_fail(e, CLT_ERR_ARG, "photo loader: pass cancelled (step %d)", step);
+      goto cleanup;
+    }
+    if (l->failed && step >= l->fail_step) {
+      rc = clt_fail(e, l->fail_err.code, "%s", l->fail_err.msg);
+      goto cleanup;
+    }
+    if (sl->step == step && sl->filled == sl->need && sl->puts < l->consumers) {
+      out->pixels = sl->pixels;
+      out->labels = sl->labels;
+      out->count = sl->need;
+      goto cleanup;
+    }
+    if (sl->step > step || (sl->step == step && sl->puts == l->consumers)) {
+      rc = clt_fail(e, CLT_ERR_ARG, "photo loader: step %d got after every consumer put it", step);
+      goto cleanup;
+    }
+    if (!waited) {
+      waited = 1;
+      t0 = now_seconds();
+    }
+    pthread_cond_wait(&l->ready_cv, &l->mu);
+  }
+cleanup:
+  pthread_mutex_unlock(&l->mu);
+  if (wait_seconds) *wait_seconds = waited ? now_seconds() - t0 : 0.0;
+  return rc;
+}
+
+void clt_loader_put(clt_loader *l, int step) {
+  pthread_mutex_lock(&l->mu);
+  slot *sl = &l->slots[step >= 0 ? step % l->depth : 0];
+  if (l->active && step >= 0 && step < l->nsteps && sl->step == step && sl->puts < l->consumers &&
+      ++sl->puts == l->consumers) {
+    l->released++;
+    pthread_cond_broadcast(&l->work_cv);
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+
+void clt_loader_cancel(clt_loader *l) {
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  if (l->active) l->cancelled = 1;
+  pthread_cond_broadcast(&l->ready_cv);
+  pthread_cond_broadcast(&l->work_cv);
+  pthread_mutex_unlock(&l->mu);
+}
+
+size_t clt_loader_decoded(const clt_loader *l) {
+  clt_loader *m = (clt_loader *)l; /* the mutex guards the counter; the loader is logically unchanged */
+  pthread_mutex_lock(&m->mu);
+  size_t n = m->decoded;
+  pthread_mutex_unlock(&m->mu);
+  return n;
+}

@@ -1,0 +1,107 @@
+/* Photo folders, read like Keras' image_dataset_from_directory(labels="inferred"),
+ * and a pool of threads that decodes batches ahead of training.
+ *
+ * Layout: DIR/<class>/.../<file>.{jpg,jpeg,png} (extension case-insensitive). Classes
+ * are DIR's subdirectories (not hidden ones), sorted by strcmp; label = rank. Files
+ * are found recursively under each class directory (as Keras does; hidden directories
+ * skipped), ordered by (directory, file name) as Keras' sorted(os.walk()) does. Other
+ * files are ignored, including .bmp and .gif, which Keras would also load.
+ *
+ * Policy on bad files. Problems should surface before training starts, so
+ * clt_photos_open reads the first 8 bytes of every file and fails if any is
+ * unreadable or is neither JPEG (FF D8 FF) nor PNG (89 'PNG' 0D 0A 1A 0A), naming the
+ * first such file and how many there are. The format is taken from those bytes, not
+ * the extension. A file that passes that check but cannot be decoded (corrupt,
+ * truncated: libjpeg's "premature end of data" counts as an error, since the image
+ * would be half grey) aborts the pass with "file PATH: cannot decode: <cause>":
+ * training stops with a non-zero exit; checkpoints already written stay. Nothing is
+ * skipped silently, so every epoch sees the same examples.
+ *
+ * Pixels: decoded to 8-bit RGB (grayscale expanded, palette expanded, 16-bit scaled
+ * to 8 with rounding, alpha dropped without compositing, CMYK/YCCK JPEGs converted
+ * as TensorFlow does; no gamma or ICC handling, like tf.io.decode_image), then resized
+ * to image_size x image_size like tf.image.resize(method="bilinear") (half-pixel
+ * centres, no antialiasing, aspect ratio not kept), computed in float as TensorFlow
+ * does and rounded to uint8 (Keras would keep the floats). */
+#ifndef CLT_PHOTOS_H
+#define CLT_PHOTOS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+typedef struct clt_photos clt_photos; /* opaque: one subset (training or validation) */
+
+/* True when dir looks like a photo folder: it holds at least one (non-hidden)
+ * subdirectory (as opposed to IDX files). False if dir cannot be read. */
+int clt_photos_is_folder(const char *dir);
+
+/* Scans dir (see above). Files are listed in (class, path) order, then, if
+ * validation_split > 0, shuffled with `seed` (clt_rng stream CLT_PHOTOS_SPLIT_STREAM,
+ * Fisher-Yates) and split: the last floor(validation_split * n) go to *validation, the
+ * rest to *train (Keras' rule). validation_split must be in [0, 1); if 0, *validation
+ * is set to NULL (validation itself may then be NULL). image_size in [1, CLT_PHOTOS_MAX_SIZE]. Errors (one line naming the
+ * path and the cause): dir missing / not a directory / unreadable; no class
+ * subdirectory; a class subdirectory with no image files; bad magic bytes (see the
+ * policy above); a split leaving an empty training or validation subset. A single
+ * class is allowed here (the model decides). On error *train and *validation are NULL. */
+int clt_photos_open(const char *dir, int image_size, double validation_split, uint64_t seed,
+                    clt_photos **train, clt_photos **validation, clt_err *e);
+void clt_photos_free(clt_photos *p);
+
+#define CLT_PHOTOS_MAX_SIZE 8192
+#define CLT_PHOTOS_SPLIT_STREAM 0x53504c4954ull /* "SPLIT": apart from weights (0) and epochs (1+) */
+
+int clt_photos_count(const clt_photos *p);
+int clt_photos_classes(const clt_photos *p);
+const char *clt_photos_class_name(const clt_photos *p, int c);
+int clt_photos_label(const clt_photos *p, int i);
+const char *clt_photos_path(const clt_photos *p, int i);
+int clt_photos_image_size(const clt_photos *p);
+
+/* Decodes example i into rgb (image_size*image_size*3 bytes, HWC, RGB). Thread-safe
+ * (allocates its own scratch per call; the loader keeps scratch per thread). Fails with
+ * "file PATH: cannot decode: <cause>" (CLT_ERR_FORMAT; CLT_ERR_IO if unreadable). */
+int clt_photos_decode(const clt_photos *p, int i, unsigned char *rgb, clt_err *e);
+
+/* A pool of host threads that decode batches ahead of the consumers. Slots (depth of
+ * them, max_batch images each) are filled in step order; batch s lives in slot
+ * s % depth until every consumer has put it. */
+typedef struct clt_loader clt_loader;
+typedef struct clt_photo_batch {
+  const unsigned char *pixels; /* count * image_size^2 * 3, RGB uint8, in `order` order */
+  const int *labels;           /* count */
+  int count;
+} clt_photo_batch;
+
+/* consumers: how many threads will each get()/put() every batch (one per replica);
+ * depth: batches decoded ahead; threads: decoding threads (0: number of online CPUs);
+ * cache_bytes: decoded images kept in RAM across passes (examples 0..K-1 of the subset
+ * where K images fit: if the whole subset fits, later passes decode nothing; 0
+ * disables). Every buffer is allocated here (the cache too), none per batch; per-thread
+ * decode scratch grows only when a bigger file or image arrives. */
+int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int depth, int threads,
+                      size_t cache_bytes, clt_loader **out, clt_err *e);
+/* Begins a pass: batch s holds examples order[s*batch .. min(count, (s+1)*batch)).
+ * The previous pass must have been fully consumed (every step put by every consumer),
+ * cancelled or failed. The order array is copied. 1 <= batch <= max_batch. */
+int clt_loader_start(clt_loader *l, const int *order, int count, int batch, clt_err *e);
+/* Blocks until batch `step` of the current pass is decoded; *wait_seconds (if not
+ * NULL) gets the time spent blocked. Steps are got in increasing order by each
+ * consumer; the batch stays valid until this consumer puts it. A decode failure
+ * returns its error (naming the file) to every get() of that step and later ones;
+ * a cancelled pass returns CLT_ERR_ARG "photo loader: pass cancelled". */
+int clt_loader_get(clt_loader *l, int step, clt_photo_batch *out, double *wait_seconds, clt_err *e);
+/* The consumer is done with batch `step`; when all consumers have put it, its slot is reused. */
+void clt_loader_put(clt_loader *l, int step);
+/* Stops the current pass (after an error elsewhere): wakes blocked get()s, which
+ * return an error; images being decoded are finished and discarded. */
+void clt_loader_cancel(clt_loader *l);
+/* Stops and joins the threads, frees everything. No consumer may be inside get()
+ * (cancel first and let them return). NULL is fine. */
+void clt_loader_destroy(clt_loader *l);
+/* Images decoded from files so far (cache hits not counted). */
+size_t clt_loader_decoded(const clt_loader *l);
+
+#endif

@@ -1,0 +1,193 @@
+/* BatchNormalization (Keras, axis=-1 on NHWC) with an optional fused ReLU.
+ *
+ * The input is seen as rows = batch*H*W rows of C channels. Parameters, in Keras'
+ * order: gamma, beta, moving_mean, moving_variance (the last two non-trainable).
+ *
+ * training forward: mean, biased var per channel over the rows (corrected two-pass,
+ *           so a large mean does not cancel the variance away); inv_std = 1/sqrt(var+eps);
+ *           y = gamma*(x-mean)*inv_std + beta (+ReLU). mean and inv_std are kept in
+ *           io->state for backward. The gradient slots of the moving statistics get
+ *           stat_weight*mean and stat_weight*unbiased var: the all-reduce turns them
+ *           into the example-weighted average of the replicas' batch statistics,
+ *           which the trainer folds into the moving averages.
+ * inference: the same with moving_mean, moving_variance; no gradient written.
+ * backward: g = dy masked by (y > 0) if relu (fused into the two kernels that read
+ *           dy: the shared scalar relu_backward pass cost PoCL about as much as those
+ *           two together); dbeta = sum g;
+ *           dgamma = sum g*xhat; dx = gamma*inv_std/n * (n*g - dbeta - xhat*dgamma).
+ *           dy is not modified. The moving statistics' slots are left as the
+ *           forward wrote them.
+ * Scratch: [partial sums: 2*nblocks*C][dx coefficients: 3*C]; inference uses its
+ * first 2*C floats for the statistics. */
+#include <stdio.h>
+
+#include "layer.h"
+
+/* Rows per partial sum: enough blocks to occupy a device even at small batches,
+ * few enough that the final pass over the blocks stays short. */
+#define BN_ROWS_PER_BLOCK 128
+#define BN_CHUNK 8 /* channels per work-item (float8), as CH in norm.cl */
+/* Rows per work-item of the elementwise passes (bn_apply, bn_dx): with one row (8
+ * floats) per work-item bn_apply took PoCL 3x as long as with 4. */
+#define BN_ROWS_PER_ITEM 4
+
+enum { BN_GAMMA, BN_BETA, BN_MEAN, BN_VAR };
+
+static int bn_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
+  const clt_shape in = ins[0];
+  if (in.h < 1 || in.w < 1 || in.c < 1) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad input shape %dx%dx%d", l->name, in.h, in.w, in.c);
+  }
+  if (!(l->epsilon > 0.0) || !(l->momentum >= 0.0 && l->momentum <= 1.0)) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad epsilon %g or momentum %g", l->name, l->epsilon,
+                    l->momentum);
+  }
+  l->in = in;
+  l->out = in;
+  static const char *const names[] = {"gamma", "beta", "moving_mean", "moving_variance"};
+  static const float inits[] = {1.0f, 0.0f, 0.0f, 1.0f};
+  for (int i = 0; i < 4; i++) {
+    l->params[i] = (clt_param){.rank = 1, .dims = {in.c}, .size = (size_t)in.c,
+                               .init_constant = inits[i], .non_trainable = i >= BN_MEAN};
+    snprintf(l->params[i].name, sizeof l->params[i].name, "%s", names[i]);
+  }
+  l->nparams = 4;
+  return CLT_OK;
+}
+
+static int bn_rows(const clt_layer *l, int batch) { return batch * l->in.h * l->in.w; }
+static int bn_blocks(int rows) { return (rows + BN_ROWS_PER_BLOCK - 1) / BN_ROWS_PER_BLOCK; }
+static size_t bn_items(int rows) { return (size_t)(rows + BN_ROWS_PER_ITEM - 1) / BN_ROWS_PER_ITEM; }
+static size_t bn_chunks(const clt_layer *l) { return (size_t)(l->in.c + BN_CHUNK - 1) / BN_CHUNK; }
+
+static size_t bn_scratch(const clt_layer *l, int batch) {
+  return (2 * (size_t)bn_blocks(bn_rows(l, batch)) + 3) * l->in.c;
+}
+
+static size_t bn_state(const clt_layer *l) { return 2 * (size_t)l->in.c; }
+
+static const char *const bn_kernels[] = {"bn_partial_sum", "bn_partial_dev", "bn_mean",
+                                         "bn_var", "bn_infer_stats", "bn_apply",
+                                         "bn_partial_grad", "bn_grad_final", "bn_dx"};
+
+static int bn_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+  (void)l;
+  (void)max_batch;
+  cl_kernel k;
+  for (size_t i = 0; i < sizeof bn_kernels / sizeof bn_kernels[0]; i++) {
+    int status = clt_replica_kernel(r, "norm.cl", "", bn_kernels[i], &k, e);
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
+/* Launches norm.cl's `name` over n0 work-items, or (n0, n1) when n1 > 0. */
+static int bn_run(const clt_layer_io *io, const char *name, const clt_karg *args, int nargs,
+                  size_t n0, size_t n1, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(io->replica, "norm.cl", "", name, &k, e);
+  if (status) return status;
+  if (n1 == 0) return clt_launch1d(io->replica, k, name, args, nargs, n0, e);
+  return clt_launch2d(io->replica, k, name, args, nargs, n0, n1, e);
+}
+
+/* Batch statistics into io->state (mean, inv_std) and the moving statistics' slots:
+ * a first-pass mean, then deviations from it (see bn_partial_dev in norm.cl). */
+static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  int rows = bn_rows(l, io->batch), C = l->in.c, per_block = BN_ROWS_PER_BLOCK;
+  int nblocks = bn_blocks(rows), part = 0, part2 = nblocks * C;
+  int mean_slot = (int)l->params[BN_MEAN].offset, var_slot = (int)l->params[BN_VAR].offset;
+  float eps = (float)l->epsilon, w = io->stat_weight;
+  const size_t chunks = bn_chunks(l);
+  clt_karg sum_args[] = {CLT_ARG(io->x), CLT_ARG(rows), CLT_ARG(C), CLT_ARG(per_block),
+                         CLT_ARG(io->scratch), CLT_ARG(part)};
+  int status = bn_run(io, "bn_partial_sum", sum_args, 6, chunks, (size_t)nblocks, e);
+  if (status) return status;
+  clt_karg mean_args[] = {CLT_ARG(io->scratch), CLT_ARG(part), CLT_ARG(nblocks),
+                          CLT_ARG(rows),        CLT_ARG(C),    CLT_ARG(io->state)};
+  status = bn_run(io, "bn_mean", mean_args, 6, (size_t)C, 0, e);
+  if (status) return status;
+  /* The in-order queue runs this after bn_mean has read the partial sums. */
+  clt_karg dev_args[] = {CLT_ARG(io->x),       CLT_ARG(rows),        CLT_ARG(C),
+                         CLT_ARG(per_block),   CLT_ARG(io->state),   CLT_ARG(io->scratch),
+                         CLT_ARG(part),        CLT_ARG(part2)};
+  status = bn_run(io, "bn_partial_dev", dev_args, 8, chunks, (size_t)nblocks, e);
+  if (status) return status;
+  clt_karg var_args[] = {CLT_ARG(io->scratch), CLT_ARG(part),      CLT_ARG(part2),
+                         CLT_ARG(nblocks),     CLT_ARG(rows),      CLT_ARG(C),
+                         CLT_ARG(eps),         CLT_ARG(io->state), CLT_ARG(io->grads),
+                         CLT_ARG(mean_slot),   CLT_ARG(var_slot),  CLT_ARG(w)};
+  return bn_run(io, "bn_var", var_args, 12, (size_t)C, 0, e);
+}
+
+static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  int rows = bn_rows(l, io->batch), C = l->in.c, off = 0, relu = l->relu;
+  int gamma_off = (int)l->params[BN_GAMMA].offset, beta_off = (int)l->params[BN_BETA].offset;
+  cl_mem stats = io->state;
+  int status;
+  if (io->train) {
+    if (!io->state) return clt_fail(e, CLT_ERR_INTERNAL, "%s: no state buffer", l->name);
+    status = bn_batch_stats(l, io, e);
+  } else {
+    /* The moving statistics in the training state's layout, so one bn_apply serves. */
+    int mean_off = (int)l->params[BN_MEAN].offset, var_off = (int)l->params[BN_VAR].offset;
+    float eps = (float)l->epsilon;
+    stats = io->scratch;
+    clt_karg args[] = {CLT_ARG(io->params), CLT_ARG(mean_off), CLT_ARG(var_off), CLT_ARG(C),
+                       CLT_ARG(eps),        CLT_ARG(stats),    CLT_ARG(off)};
+    status = bn_run(io, "bn_infer_stats", args, 7, (size_t)C, 0, e);
+  }
+  if (status) return clt_wrap(e, "%s", l->name);
+  int per_item = BN_ROWS_PER_ITEM;
+  clt_karg args[] = {CLT_ARG(io->x),      CLT_ARG(io->y),     CLT_ARG(rows),
+                     CLT_ARG(C),          CLT_ARG(per_item),  CLT_ARG(stats),
+                     CLT_ARG(off),        CLT_ARG(io->params), CLT_ARG(gamma_off),
+                     CLT_ARG(beta_off),   CLT_ARG(relu)};
+  status = bn_run(io, "bn_apply", args, 11, bn_chunks(l), bn_items(rows), e);
+  return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
+}
+
+static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  if (!io->state) return clt_fail(e, CLT_ERR_INTERNAL, "%s: no state buffer", l->name);
+  int rows = bn_rows(l, io->batch), C = l->in.c, per_block = BN_ROWS_PER_BLOCK;
+  int nblocks = bn_blocks(rows), part = 0, part2 = nblocks * C, coef = 2 * nblocks * C;
+  int gamma_off = (int)l->params[BN_GAMMA].offset, beta_off = (int)l->params[BN_BETA].offset;
+  const size_t chunks = bn_chunks(l);
+  int relu = l->relu, status;
+  {
+    clt_karg args[] = {CLT_ARG(io->dy),      CLT_ARG(io->x),     CLT_ARG(io->y),
+                       CLT_ARG(relu),        CLT_ARG(rows),      CLT_ARG(C),
+                       CLT_ARG(per_block),   CLT_ARG(io->state), CLT_ARG(io->scratch),
+                       CLT_ARG(part),        CLT_ARG(part2)};
+    status = bn_run(io, "bn_partial_grad", args, 11, chunks, (size_t)nblocks, e);
+  }
+  if (!status) {
+    /* Gamma and beta share the layout of the gradient buffer: same offsets. */
+    clt_karg args[] = {CLT_ARG(io->scratch), CLT_ARG(part),      CLT_ARG(part2),
+                       CLT_ARG(nblocks),     CLT_ARG(rows),      CLT_ARG(C),
+                       CLT_ARG(io->state),   CLT_ARG(io->params), CLT_ARG(gamma_off),
+                       CLT_ARG(io->grads),   CLT_ARG(gamma_off), CLT_ARG(beta_off),
+                       CLT_ARG(io->scratch), CLT_ARG(coef)};
+    status = bn_run(io, "bn_grad_final", args, 14, (size_t)C, 0, e);
+  }
+  if (!status && io->dx) {
+    int per_item = BN_ROWS_PER_ITEM;
+    clt_karg args[] = {CLT_ARG(io->dy),    CLT_ARG(io->x),       CLT_ARG(io->y),
+                       CLT_ARG(relu),      CLT_ARG(io->dx),      CLT_ARG(rows),
+                       CLT_ARG(C),         CLT_ARG(per_item),    CLT_ARG(io->state),
+                       CLT_ARG(io->scratch), CLT_ARG(coef)};
+    status = bn_run(io, "bn_dx", args, 11, chunks, bn_items(rows), e);
+  }
+  return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
+}
+
+const clt_layer_ops clt_batchnorm_ops = {
+    .kind = "BatchNormalization",
+    .setup = bn_setup,
+    .scratch_floats = bn_scratch,
+    .prepare = bn_prepare,
+    .forward = bn_forward,
+    .backward = bn_backward,
+    .state_floats = bn_state,
+    .ninputs = 1,
+};

@@ -1,0 +1,67 @@
+/* GlobalAveragePooling2D: y[b, c] = mean of x[b, h, w, c] over the H*W positions;
+ * backward dx[b, h, w, c] = dy[b, c] / (H*W). No parameters. */
+#include "layer.h"
+
+#define GAP_CHUNK 8 /* channels per work-item (float8), as CH in norm.cl */
+
+static int gap_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
+  const clt_shape in = ins[0];
+  if (in.h < 1 || in.w < 1 || in.c < 1) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad input shape %dx%dx%d", l->name, in.h, in.w, in.c);
+  }
+  l->in = in;
+  l->out = (clt_shape){1, 1, in.c};
+  l->nparams = 0;
+  return CLT_OK;
+}
+
+static size_t gap_scratch(const clt_layer *l, int batch) {
+  (void)l;
+  (void)batch;
+  return 0;
+}
+
+static int gap_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+  (void)l;
+  (void)max_batch;
+  cl_kernel k;
+  int status = clt_replica_kernel(r, "norm.cl", "", "gap_forward", &k, e);
+  if (!status) status = clt_replica_kernel(r, "norm.cl", "", "gap_backward", &k, e);
+  return status;
+}
+
+static size_t gap_chunks(const clt_layer *l) {
+  return (size_t)(l->in.c + GAP_CHUNK - 1) / GAP_CHUNK;
+}
+
+static int gap_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  cl_kernel k;
+  int hw = l->in.h * l->in.w, C = l->in.c;
+  int status = clt_replica_kernel(io->replica, "norm.cl", "", "gap_forward", &k, e);
+  if (status) return status;
+  clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->y), CLT_ARG(io->batch), CLT_ARG(hw), CLT_ARG(C)};
+  status = clt_launch2d(io->replica, k, "gap_forward", args, 5, gap_chunks(l), (size_t)io->batch, e);
+  return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
+}
+
+static int gap_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  if (!io->dx) return CLT_OK;
+  cl_kernel k;
+  int hw = l->in.h * l->in.w, C = l->in.c;
+  int status = clt_replica_kernel(io->replica, "norm.cl", "", "gap_backward", &k, e);
+  if (status) return status;
+  clt_karg args[] = {CLT_ARG(io->dy), CLT_ARG(io->dx), CLT_ARG(io->batch), CLT_ARG(hw), CLT_ARG(C)};
+  status = clt_launch2d(io->replica, k, "gap_backward", args, 5, gap_chunks(l),
+                        (size_t)io->batch * hw, e);
+  return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
+}
+
+const clt_layer_ops clt_gap_ops = {
+    .kind = "GlobalAveragePooling2D",
+    .setup = gap_setup,
+    .scratch_floats = gap_scratch,
+    .prepare = gap_prepare,
+    .forward = gap_forward,
+    .backward = gap_backward,
+    .ninputs = 1,
+};
