@@ -22,12 +22,16 @@
 #ifndef NB
 #define NB 4
 #endif
-
-#if TRANS_A
-#define A_AT(m, k) A[(size_t)(k) * lda + (m)]
-#else
-#define A_AT(m, k) A[(size_t)(m) * lda + (k)]
+#ifndef RB
+#define RB 1
 #endif
+#ifndef KC
+#define KC (1 << 30)
+#endif
+
+// PoCL leaves these loops rolled otherwise, and the accumulator arrays then
+// live on the stack (one load and store per FMA: a third of the speed).
+#define UNROLL _Pragma("unroll")
 
 __kernel void gemm16(const int M, const int N, const int K, __global const float *A,
                      const int a_off, const int lda, __global const float *B, const int b_off,
@@ -35,49 +39,62 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
                      __global const float *bias, const int bias_off, const int relu,
                      const int k_chunk, const int c_split) {
   const int col = get_global_id(0) * 16 * NB;
-  const int row0 = get_global_id(1) * TM;
-  if (col >= N || row0 >= M) return;
+  const int row_base = get_global_id(1) * (TM * RB);
+  if (col >= N || row_base >= M) return;
   const int k_begin = get_global_id(2) * k_chunk;
   const int k_end = min(K, k_begin + k_chunk);
-  C += (size_t)get_global_id(2) * c_split;
+  C += (size_t)get_global_id(2) * c_split + c_off + col;
   A += a_off;
   B += b_off + col;
-  // Rows past M read row M-1 (always valid) and are not stored.
-  int rows[TM];
-  for (int i = 0; i < TM; i++) rows[i] = min(row0 + i, M - 1);
-  float16 acc[TM][NB];
-  for (int i = 0; i < TM; i++)
-    for (int j = 0; j < NB; j++) acc[i][j] = (float16)(0.0f);
-#if TRANS_A && TM == 8
-  if (row0 + TM <= M) {
-    // Op(A)'s TM rows at one k are contiguous in A^T: one vector load.
-    for (int k = k_begin; k < k_end; k++) {
-      float16 b[NB];
-      for (int j = 0; j < NB; j++) b[j] = vload16(j, B + (size_t)k * ldb);
-      const float8 a8 = vload8(0, A + (size_t)k * lda + row0);
-      const float a[8] = {a8.s0, a8.s1, a8.s2, a8.s3, a8.s4, a8.s5, a8.s6, a8.s7};
-      for (int i = 0; i < TM; i++)
-        for (int j = 0; j < NB; j++) acc[i][j] = fma((float16)(a[i]), b[j], acc[i][j]);
-    }
-  } else
-#endif
-  for (int k = k_begin; k < k_end; k++) {
-    float16 b[NB];
-    for (int j = 0; j < NB; j++) b[j] = vload16(j, B + (size_t)k * ldb);
-    for (int i = 0; i < TM; i++) {
-      const float16 a = (float16)(A_AT(rows[i], k));
-      for (int j = 0; j < NB; j++) acc[i][j] = fma(a, b[j], acc[i][j]);
-    }
-  }
   float16 add[NB];
-  for (int j = 0; j < NB; j++) add[j] = bias_off >= 0 ? vload16(j, bias + bias_off + col) : (float16)(0.0f);
-  for (int i = 0; i < TM; i++) {
-    if (row0 + i >= M) break;
-    for (int j = 0; j < NB; j++) {
-      float16 v = acc[i][j];
-      if (bias_off >= 0) v += add[j];
-      if (relu) v = select(v, (float16)(0.0f), isless(v, (float16)(0.0f)));
-      vstore16(v, j, C + c_off + (size_t)(row0 + i) * ldc + col);
+  UNROLL for (int j = 0; j < NB; j++)
+    add[j] = bias_off >= 0 ? vload16(j, bias + bias_off + col) : (float16)(0.0f);
+  for (int kc = k_begin; kc < k_end; kc += KC) {
+    const int kc_end = min(k_end, kc + KC);
+    for (int rb = 0; rb < RB; rb++) {
+      const int row0 = row_base + rb * TM;
+      if (row0 >= M) break;
+      // Rows past M read row M-1 (always valid) and are not stored.
+      const __global float *a[TM];
+      UNROLL for (int i = 0; i < TM; i++) {
+        const int row = min(row0 + i, M - 1);
+#if TRANS_A
+        a[i] = A + row;
+#else
+        a[i] = A + (size_t)row * lda;
+#endif
+      }
+      float16 acc[TM][NB];
+      __global float *c = C + (size_t)row0 * ldc;
+      // Later chunks continue the sums stored by earlier ones: k stays in order.
+      UNROLL for (int i = 0; i < TM; i++)
+        UNROLL for (int j = 0; j < NB; j++)
+          acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
+                                                     : vload16(j, c + (size_t)i * ldc);
+      const __global float *b = B + (size_t)kc * ldb;
+      for (int k = kc; k < kc_end; k++, b += ldb) {
+        float16 bv[NB];
+        UNROLL for (int j = 0; j < NB; j++) bv[j] = vload16(j, b);
+        UNROLL for (int i = 0; i < TM; i++) {
+#if TRANS_A
+          const float16 av = (float16)(a[i][(size_t)k * lda]);
+#else
+          const float16 av = (float16)(a[i][k]);
+#endif
+          UNROLL for (int j = 0; j < NB; j++) acc[i][j] = fma(av, bv[j], acc[i][j]);
+        }
+      }
+      const int last = kc_end == k_end;
+      UNROLL for (int i = 0; i < TM; i++) {
+        if (row0 + i < M) {
+          UNROLL for (int j = 0; j < NB; j++) {
+            float16 v = acc[i][j];
+            if (last && bias_off >= 0) v += add[j];
+            if (last && relu) v = select(v, (float16)(0.0f), isless(v, (float16)(0.0f)));
+            vstore16(v, j, c + (size_t)i * ldc);
+          }
+        }
+      }
     }
   }
 }
@@ -93,10 +110,30 @@ __kernel void sum_splits(__global const float *P, const int splits, const int st
 }
 
 // dst[k][n] = src[src_off + n*ld + k]: a [N][K] operand laid out as [K][N] so
-// the GEMM above reads it in rows. Range: (K, N).
+// the GEMM above reads it in rows. A work-item moves a 16 x 16 tile (N is a
+// multiple of 16): one element per work-item cost more in PoCL's per-item
+// overhead than the copy itself. Range: (ceil(K / 16), N / 16).
 __kernel void transpose(__global const float *src, const int src_off, const int ld, const int K,
                         const int N, __global float *dst) {
-  const int k = get_global_id(0), n = get_global_id(1);
-  if (k >= K || n >= N) return;
-  dst[(size_t)k * N + n] = src[src_off + (size_t)n * ld + k];
+  const int k0 = get_global_id(0) * 16, n0 = get_global_id(1) * 16;
+  if (k0 >= K || n0 >= N) return;
+  src += src_off + (size_t)n0 * ld + k0;
+  dst += (size_t)k0 * N + n0;
+  if (k0 + 16 <= K) {
+    float16 r[16];
+    UNROLL for (int n = 0; n < 16; n++) r[n] = vload16(0, src + (size_t)n * ld);
+    float t[16][16];
+    UNROLL for (int n = 0; n < 16; n++) vstore16(r[n], 0, &t[n][0]);
+    UNROLL for (int k = 0; k < 16; k++) {
+      float16 v;
+      v.s0 = t[0][k]; v.s1 = t[1][k]; v.s2 = t[2][k]; v.s3 = t[3][k];
+      v.s4 = t[4][k]; v.s5 = t[5][k]; v.s6 = t[6][k]; v.s7 = t[7][k];
+      v.s8 = t[8][k]; v.s9 = t[9][k]; v.sa = t[10][k]; v.sb = t[11][k];
+      v.sc = t[12][k]; v.sd = t[13][k]; v.se = t[14][k]; v.sf = t[15][k];
+      vstore16(v, 0, dst + (size_t)k * N);
+    }
+  } else {
+    for (int k = 0; k < K - k0; k++)
+      for (int n = 0; n < 16; n++) dst[(size_t)k * N + n] = src[(size_t)n * ld + k];
+  }
 }

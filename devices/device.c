@@ -64,6 +64,7 @@ int clt_devices_enumerate(clt_device_list *out, clt_err *e) {
       clt_device *d = &out->devices[out->count];
       memset(d, 0, sizeof *d);
       d->index = out->count;
+      d->parent = -1;
       d->platform = platforms[p];
       d->id = ids[i];
       snprintf(d->platform_name, sizeof d->platform_name, "%s", pname);
@@ -87,6 +88,9 @@ cleanup:
 }
 
 void clt_devices_free(clt_device_list *list) {
+  for (int i = 0; i < list->count; i++) {
+    if (list->devices[i].parent >= 0) clReleaseDevice(list->devices[i].id);
+  }
   free(list->devices);
   list->devices = NULL;
   list->count = 0;
@@ -99,8 +103,50 @@ const char *clt_device_type_name(cl_device_type type) {
   return "OTHER";
 }
 
-int clt_devices_select(const clt_device_list *list, const char *spec, int *chosen, int *n,
-                       clt_err *e) {
+/* Appends `parts` equal sub-devices of device idx to the list; *first gets the
+ * index of the first. */
+static int partition(clt_device_list *list, const char *spec, int idx, int parts, int *first,
+                     clt_err *e) {
+  const clt_device parent = list->devices[idx];
+  if (parts < 2 || (cl_uint)parts > parent.compute_units) {
+    return clt_fail(e, CLT_ERR_ARG, "--devices %s: device %d (%s) has %u compute units: it splits "
+                    "into 2 to %u sub-devices", spec, idx, parent.name, parent.compute_units,
+                    parent.compute_units);
+  }
+  cl_device_partition_property props[] = {CL_DEVICE_PARTITION_EQUALLY,
+                                          (cl_device_partition_property)(parent.compute_units / parts), 0};
+  cl_device_id ids[64];
+  cl_uint got = 0;
+  cl_int rc = clCreateSubDevices(parent.id, props, (cl_uint)parts, ids, &got);
+  if (rc != CL_SUCCESS || got < (cl_uint)parts) {
+    for (cl_uint i = 0; rc == CL_SUCCESS && i < got; i++) clReleaseDevice(ids[i]);
+    return clt_fail(e, rc ? rc : CLT_ERR_DEVICE, "--devices %s: device %d (%s) cannot be partitioned "
+                    "into %d sub-devices: %s", spec, idx, parent.name, parts,
+                    rc ? clt_status_name(rc) : "too few returned");
+  }
+  clt_device *grown = realloc(list->devices, (size_t)(list->count + parts) * sizeof *grown);
+  if (!grown) {
+    for (int i = 0; i < parts; i++) clReleaseDevice(ids[i]);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory listing sub-devices");
+  }
+  list->devices = grown;
+  *first = list->count;
+  for (int i = 0; i < parts; i++) {
+    clt_device *d = &list->devices[list->count];
+    *d = parent;
+    d->index = list->count++;
+    d->id = ids[i];
+    d->parent = idx;
+    char name[sizeof d->name];
+    snprintf(name, sizeof name, "%s", parent.name);
+    snprintf(d->name, sizeof d->name, "%.200s [sub-device %d/%d of %d]", name, i + 1, parts, idx);
+    clGetDeviceInfo(ids[i], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof d->compute_units, &d->compute_units, NULL);
+  }
+  for (int i = parts; i < (int)got; i++) clReleaseDevice(ids[i]);
+  return CLT_OK;
+}
+
+int clt_devices_select(clt_device_list *list, const char *spec, int *chosen, int *n, clt_err *e) {
   *n = 0;
   if (list->count == 0) {
     return clt_fail(e, CLT_ERR_DEVICE,
@@ -121,21 +167,38 @@ int clt_devices_select(const clt_device_list *list, const char *spec, int *chose
     return CLT_OK;
   }
   const char *s = spec;
+  const int listed = list->count; /* sub-devices appended below are not selectable by index */
   while (*s) {
     char *end = NULL;
     if (!isdigit((unsigned char)*s)) goto bad;
     long idx = strtol(s, &end, 10);
+    long parts = 0;
+    if (end != s && *end == '/') {
+      const char *p = end + 1;
+      if (!isdigit((unsigned char)*p)) goto bad;
+      parts = strtol(p, &end, 10);
+    }
     if (end == s || (*end != ',' && *end != '\0')) goto bad;
-    if (idx < 0 || idx >= list->count) {
+    if (idx < 0 || idx >= listed) {
       return clt_fail(e, CLT_ERR_DEVICE, "--devices %s: no device %ld (found %d device%s, 0..%d)",
                       spec, idx, list->count, list->count == 1 ? "" : "s", list->count - 1);
     }
     for (int j = 0; j < *n; j++) {
-      if (chosen[j] == idx) {
+      if (chosen[j] == idx || list->devices[chosen[j]].parent == idx) {
         return clt_fail(e, CLT_ERR_ARG, "--devices %s: device %ld listed twice", spec, idx);
       }
     }
-    chosen[(*n)++] = (int)idx;
+    if (*n + (parts ? parts : 1) > CLT_MAX_SELECTED) goto bad;
+    if (parts) {
+      int first, status = partition(list, spec, (int)idx, (int)parts, &first, e);
+      if (status) {
+        *n = 0;
+        return status;
+      }
+      for (int i = 0; i < parts; i++) chosen[(*n)++] = first + i;
+    } else {
+      chosen[(*n)++] = (int)idx;
+    }
     s = *end ? end + 1 : end;
     if (*end == ',' && *s == '\0') goto bad;
   }
@@ -144,6 +207,7 @@ int clt_devices_select(const clt_device_list *list, const char *spec, int *chose
 bad:
   *n = 0;
   return clt_fail(e, CLT_ERR_ARG,
-                  "--devices %s: expected all, cpu, gpu, accelerator or a list of indices like 0,2",
+                  "--devices %s: expected all, cpu, gpu, accelerator or a list of indices like 0,2 "
+                  "(I/P: device I in P sub-devices)",
                   spec);
 }

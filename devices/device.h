@@ -19,6 +19,7 @@ typedef struct clt_device {
   cl_uint compute_units;
   cl_ulong global_mem_bytes;
   cl_ulong max_alloc_bytes;
+  int parent;               /* a sub-device: the index of the device it was cut from; else -1 */
 } clt_device;
 
 typedef struct clt_device_list {
@@ -32,11 +33,15 @@ int clt_devices_enumerate(clt_device_list *out, clt_err *e);
 void clt_devices_free(clt_device_list *list);
 
 /* Parses a selection: "all", "cpu", "gpu", "accelerator" or a comma list of
- * indices ("0,2"). Writes up to list->count indices into `chosen` (which must
- * hold list->count ints) and their number into *n. An empty result, an unknown
- * word, a bad or repeated index is an error naming the spec. */
-int clt_devices_select(const clt_device_list *list, const char *spec, int *chosen,
-                       int *n, clt_err *e);
+ * indices ("0,2"), where "I/P" stands for device I partitioned into P equal
+ * sub-devices (clCreateSubDevices, CL_DEVICE_PARTITION_EQUALLY), each a replica:
+ * "0/2" runs two replicas on one CPU, each on half its cores. Sub-devices are
+ * appended to the list. Writes the indices into `chosen` (which must hold
+ * CLT_MAX_SELECTED ints) and their number into *n. An empty result, an unknown
+ * word, a bad or repeated index, or a device that cannot be partitioned so is
+ * an error naming the spec. */
+#define CLT_MAX_SELECTED 256
+int clt_devices_select(clt_device_list *list, const char *spec, int *chosen, int *n, clt_err *e);
 
 /* "CPU", "GPU", "ACCELERATOR" or "OTHER". */
 const char *clt_device_type_name(cl_device_type type);

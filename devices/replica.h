@@ -7,7 +7,7 @@
 
 typedef struct clt_program_entry clt_program_entry;
 
-#define CLT_PROFILE_MAX_NAMES 64
+#define CLT_PROFILE_MAX_NAMES 512 /* ResNet50 labels about 250 kernels by layer */
 #define CLT_PROFILE_MAX_PENDING 4096
 
 /* Device time per kernel name, from OpenCL profiling events (--profile). */

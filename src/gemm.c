@@ -25,8 +25,14 @@ static int largest_divisor(size_t blocks, int limit) {
   return 1;
 }
 
+#include <stdlib.h>
+static int tune[5] = {-1, -1, -1, -1, -1}; /* TEMP tuning: CLT_GEMM_TUNE=tm,nb,rb,kc,lx */
 static void own_blocking(const clt_gemm_shape *s, int *tm, int *nb) {
   const size_t blocks = s->n / 16;
+  if (tune[0] < 0 && getenv("CLT_GEMM_TUNE")) {
+    sscanf(getenv("CLT_GEMM_TUNE"), "%d,%d,%d,%d,%d", &tune[0], &tune[1], &tune[2], &tune[3], &tune[4]);
+  }
+  if (tune[0] > 0) { *tm = tune[0]; *nb = largest_divisor(blocks, tune[1]); return; }
   if (s->trans_a) {
     *tm = 8; /* rows are contiguous in A^T: loaded as one float8 */
     *nb = s->m < 256 ? largest_divisor(blocks, 2) : largest_divisor(blocks, 5);
@@ -51,17 +57,22 @@ static int own_splits(const clt_gemm_shape *s) {
   return (int)(splits > 16 ? 16 : splits);
 }
 
+static int own_rb(const clt_gemm_shape *s) { (void)s; return tune[2] > 0 ? tune[2] : 1; }
+static int own_kc(const clt_gemm_shape *s) { (void)s; return tune[3] > 0 ? tune[3] : 0; }
+
 static void own_options(const clt_gemm_shape *s, char *buf, size_t size) {
   int tm, nb;
   own_blocking(s, &tm, &nb);
-  snprintf(buf, size, "-DTRANS_A=%d -DTM=%d -DNB=%d", s->trans_a, tm, nb);
+  int kc = own_kc(s);
+  snprintf(buf, size, "-DTRANS_A=%d -DTM=%d -DNB=%d -DRB=%d -DKC=%d", s->trans_a, tm, nb, own_rb(s),
+           kc > 0 ? kc : 1 << 30);
 }
 
 /* bias_offset < 0: no bias. */
 static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                     size_t b_off, cl_mem c, size_t c_off, cl_mem bias, long bias_offset, int relu,
                     clt_err *e) {
-  char options[64];
+  char options[96];
   own_options(s, options, sizeof options);
   cl_kernel k;
   int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
@@ -74,7 +85,8 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     if ((status = clt_replica_kernel(r, "gemm.cl", options, "transpose", &t, e))) return status;
     clt_karg targs[] = {CLT_ARG(b), CLT_ARG(bo), CLT_ARG(ldb), CLT_ARG(kk), CLT_ARG(n),
                         CLT_ARG(r->gemm_temp)};
-    if ((status = clt_launch2d(r, t, "gemm transpose", targs, 6, s->k, s->n, e))) return status;
+    size_t tglobal[2] = {(s->k + 15) / 16, s->n / 16};
+    if ((status = clt_launch(r, t, "gemm transpose", targs, 6, 2, tglobal, NULL, e))) return status;
     b = r->gemm_temp;
     bo = 0;
     ldb = n;
@@ -103,8 +115,10 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
            s->trans_b ? " Bt" : "");
   /* One work-item per group: its float16 code is the vector code; PoCL gains
    * nothing from grouping, and large groups measured slower. */
-  size_t global[3] = {s->n / (16 * (size_t)nb), (s->m + (size_t)tm - 1) / (size_t)tm, (size_t)splits};
+  const size_t rows = (size_t)tm * own_rb(s);
+  size_t global[3] = {s->n / (16 * (size_t)nb), (s->m + rows - 1) / rows, (size_t)splits};
   size_t local[3] = {1, 1, 1};
+  if (tune[4] > 0 && global[0] % (size_t)tune[4] == 0) local[0] = (size_t)tune[4];
   if ((status = clt_launch(r, k, name, args, 17, 3, global, local, e))) return status;
   if (splits == 1) return CLT_OK;
   cl_kernel sum;
@@ -132,7 +146,7 @@ static int grow_temp(clt_replica *r, size_t bytes, clt_err *e) {
 int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
   if (s->m == 0 || s->n == 0 || s->k == 0) return CLT_OK;
   if (use_own(r, s)) {
-    char options[64];
+    char options[96];
     cl_kernel k;
     own_options(s, options, sizeof options);
     int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);

@@ -81,10 +81,19 @@ static int open_data(const char *dir, int with_train, long train_limit, long tes
     return CLT_OK;
   }
   if (with_train) {
-    if ((status = clt_idx_load_dir(dir, "train", &d->train, e))) return status;
+    if ((status = clt_idx_load_dir(dir, "train", &d->train, e))) {
+      /* Say what else the folder could have been. */
+      if (strstr(e->msg, "no such file")) clt_wrap(e, "%s has no class subfolders of photos, nor IDX files", dir);
+      return status;
+    }
     d->train.count = d->ntrain = (int)limited(d->train.count, train_limit);
   }
-  if ((status = clt_idx_load_dir(dir, "t10k", &d->test, e))) return status;
+  if ((status = clt_idx_load_dir(dir, "t10k", &d->test, e))) {
+    if (!with_train && strstr(e->msg, "no such file")) {
+      clt_wrap(e, "%s has no class subfolders of photos, nor IDX files", dir);
+    }
+    return status;
+  }
   d->test.count = d->ntest = (int)limited(d->test.count, test_limit);
   if (with_train && (d->test.height != d->train.height || d->test.width != d->train.width)) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: test images are %dx%d but training images are %dx%d",
@@ -144,7 +153,7 @@ static int select_devices(const char *spec, clt_device_list *list, const clt_dev
                           int *n, clt_err *e) {
   int status = clt_devices_enumerate(list, e);
   if (status) return status;
-  int idx[CLT_MAX_REPLICAS * 4];
+  int idx[CLT_MAX_SELECTED];
   if (list->count > (int)(sizeof idx / sizeof idx[0])) {
     return clt_fail(e, CLT_ERR_DEVICE, "%d OpenCL devices: more than cltrain handles", list->count);
   }
@@ -229,6 +238,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   clt_checkpoint state = {0};
   FILE *log = NULL;
   clt_model model;
+  const double t_launch = now_seconds(); /* start-up is timed from here */
   const clt_device *chosen[CLT_MAX_REPLICAS];
   int nchosen = 0;
   char ckpt_path[4096];
@@ -337,8 +347,9 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     clt_model_init_params(&model, seed, state.params);
   }
   if ((status = clt_trainer_set_state(t, state.params, state.adam_m, state.adam_v, e))) goto cleanup;
-  fprintf(o->out, "Set-up (kernels, buffers, data upload): %.1fs; device memory per replica:",
-          now_seconds() - t_setup);
+  const double t_ready = now_seconds();
+  fprintf(o->out, "Set-up (kernels, buffers, data upload): %.1fs, %.1fs from launch to the first step; "
+          "device memory per replica:", t_ready - t_setup, t_ready - t_launch);
   for (int i = 0; i < nchosen; i++) {
     const clt_replica *rep = clt_trainer_replica(t, i);
     fprintf(o->out, "%s %.0f MiB (network %.0f MiB)", i ? "," : "", rep->allocated_bytes / 1048576.0,

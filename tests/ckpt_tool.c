@@ -8,6 +8,8 @@
  *   ckpt_tool reshape IN OUT MEMBER      MEMBER's first dimension changed (data kept consistent)
  *   ckpt_tool set-string IN OUT MEMBER FROM TO
  *                                        in string MEMBER, replace FROM by TO
+ *   ckpt_tool list IN                    one line per model member, "NAME (d0,d1,...)",
+ *                                        then "total N" (values of all model members)
  *
  * Exit 0 on success; errors on stderr with a non-zero exit. */
 #include <math.h>
@@ -53,10 +55,29 @@ static int diff(const char *a_path, const char *b_path) {
   return 0;
 }
 
+static int list(const char *path) {
+  clt_err e = {0};
+  clt_npz *z = NULL;
+  if (clt_npz_read(path, &z, &e)) return fail(&e);
+  size_t total = 0;
+  for (int i = 0; i < clt_npz_count(z); i++) {
+    const clt_npz_array *x = clt_npz_at(z, i);
+    if (strcmp(x->dtype, "<f4") != 0 || strncmp(x->name, "optimizer/", 10) == 0) continue;
+    printf("%s (", x->name);
+    for (int d = 0; d < x->rank; d++) printf("%s%lld", d ? "," : "", (long long)x->dims[d]);
+    printf(")\n");
+    total += x->bytes / 4;
+  }
+  printf("total %zu\n", total);
+  clt_npz_free(z);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "diff") == 0) return diff(argv[2], argv[3]);
+  if (argc == 3 && strcmp(argv[1], "list") == 0) return list(argv[2]);
   if (argc < 5) {
-    fprintf(stderr, "usage: ckpt_tool diff A B | poison|drop|reshape IN OUT MEMBER | set-string IN OUT MEMBER FROM TO\n");
+    fprintf(stderr, "usage: ckpt_tool diff A B | list IN | poison|drop|reshape IN OUT MEMBER | set-string IN OUT MEMBER FROM TO\n");
     return 2;
   }
   const char *op = argv[1], *in = argv[2], *out = argv[3], *member = argv[4];
@@ -84,7 +105,7 @@ int main(int argc, char **argv) {
         a.dims[0] -= 1;
         a.bytes -= row;
       } else if (strcmp(op, "set-string") == 0 && argc == 7) {
-        char s[8192], t[8192];
+        static char s[65536], t[65536];
         if (clt_npz_get_string(&a, s, sizeof s) != 0) {
           fprintf(stderr, "ckpt_tool: %s is not a string\n", member);
           return 1;
