@@ -6,7 +6,11 @@
 // reach the cores' FMA peak. Each work-item sums over k in order, so results
 // repeat bit for bit.
 //
-// Build options: -DTRANS_A=0|1, -DTM=rows, -DNB=16-column blocks per work-item.
+// Build options: -DTRANS_A=0|1, -DTM=rows, -DNB=16-column blocks, -DRB=row
+// sub-blocks per work-item, -DKC=k chunk. A work-item takes K in chunks of KC
+// and runs each of its RB sub-blocks over the chunk in turn, so the chunk of B
+// (KC x 16NB floats) is read from memory once and from L1 RB times; a later
+// chunk reloads the sums the previous one stored (k still in order).
 //   op(A)[m][k] = TRANS_A ? A[k*lda + m] : A[m*lda + k]
 // Epilogue (a layer's bias and ReLU, saving a pass over C): when bias_off >= 0,
 // C[m][n] += bias[bias_off + n]; then, when relu, negative values become 0
@@ -15,7 +19,7 @@
 // range dimension takes k in chunks of k_chunk, and chunk s writes its partial
 // product to C + s * c_split (no epilogue); sum_splits then adds the chunks in
 // order. Without a split the range's third dimension is 1.
-// Range: (N / (16*NB), ceil(M / TM), splits).  (B^T operands are transposed first.)
+// Range: (N / (16*NB), ceil(M / (TM*RB)), splits).  (B^T operands are transposed first.)
 #ifndef TM
 #define TM 4
 #endif

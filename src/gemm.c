@@ -12,12 +12,15 @@ static int use_own(const clt_replica *r, const clt_gemm_shape *s) {
   return (r->device.type & CL_DEVICE_TYPE_CPU) && s->n % 16 == 0;
 }
 
-/* Work-item block: TM rows by NB 16-wide column blocks (NB divides N/16).
- * Measured on PoCL with AVX-512 (tests/bench, this model's shapes): large
- * NN products run best with TM=8 and a whole row of up to 5 blocks, wider
- * ones with at most 3 (more accumulators spill); small-M products with TM=4;
- * A^T products with TM=8 and up to 5 blocks (2 for small M). 50-115 GFLOP/s
- * against CLBlast's default 10-22 on the same shapes. */
+/* Work-item block: RB sub-blocks of TM rows by NB 16-wide column blocks (NB
+ * divides N/16), K taken in chunks of KC so the B chunk (KC x 16NB floats) is
+ * reused from cache by every sub-block. Measured on PoCL with AVX-512
+ * (tests/bench/bench_gemm, the CNN's and ResNet50's shapes): TM=6, NB=4 (24
+ * float16 accumulators, with the B vectors and the broadcast 29 of the 32
+ * registers) beat 8x2, 8x3, 10x2, 12x2, 14x2, 5x5 and 4x4-6 over the set; RB=2
+ * with KC=256 beat one sub-block without chunks by 20-30% overall, RB=4 or
+ * KC=384-512 by less. N/16 with no divisor up to 4 (N=80, 2000: 5 blocks)
+ * takes NB=5 with TM=4. */
 static int largest_divisor(size_t blocks, int limit) {
   for (int d = limit; d > 1; d--) {
     if (blocks % (size_t)d == 0) return d;
@@ -25,47 +28,36 @@ static int largest_divisor(size_t blocks, int limit) {
   return 1;
 }
 
-#include <stdlib.h>
-static int tune[5] = {-1, -1, -1, -1, -1}; /* TEMP tuning: CLT_GEMM_TUNE=tm,nb,rb,kc,lx */
+enum { OWN_RB = 2, OWN_KC = 256 };
+
 static void own_blocking(const clt_gemm_shape *s, int *tm, int *nb) {
   const size_t blocks = s->n / 16;
-  if (tune[0] < 0 && getenv("CLT_GEMM_TUNE")) {
-    sscanf(getenv("CLT_GEMM_TUNE"), "%d,%d,%d,%d,%d", &tune[0], &tune[1], &tune[2], &tune[3], &tune[4]);
-  }
-  if (tune[0] > 0) { *tm = tune[0]; *nb = largest_divisor(blocks, tune[1]); return; }
-  if (s->trans_a) {
-    *tm = 8; /* rows are contiguous in A^T: loaded as one float8 */
-    *nb = s->m < 256 ? largest_divisor(blocks, 2) : largest_divisor(blocks, 5);
-  } else if (s->m < 256) {
+  *nb = largest_divisor(blocks, 4);
+  *tm = 6;
+  if (*nb == 1 && blocks % 5 == 0) {
+    *nb = 5;
     *tm = 4;
-    *nb = largest_divisor(blocks, 5);
-  } else {
-    *tm = 8;
-    *nb = blocks <= 5 ? (int)blocks : largest_divisor(blocks, 3);
   }
 }
 
-/* K is split when the output has too few blocks to keep a device's cores busy
- * and the sums are long (the first layer's weight gradient: 9 x 64 outputs, K =
- * batch x 676); chunks of at least 512 keep the extra pass small. */
+/* K is split when the output has too few work-items to keep a device's cores
+ * busy and the sums are long (the first layer's weight gradient: 9 x 64
+ * outputs, K = batch x 676); chunks of at least 512 keep the extra pass small. */
 static int own_splits(const clt_gemm_shape *s) {
   int tm, nb;
   own_blocking(s, &tm, &nb);
-  const size_t items = s->n / (16 * (size_t)nb) * ((s->m + (size_t)tm - 1) / (size_t)tm);
+  const size_t rows = (size_t)tm * OWN_RB;
+  const size_t items = s->n / (16 * (size_t)nb) * ((s->m + rows - 1) / rows);
   if (items >= 64 || s->k < 1024 || s->trans_b || s->ldc != s->n) return 1;
   size_t splits = s->k / 512;
   return (int)(splits > 16 ? 16 : splits);
 }
 
-static int own_rb(const clt_gemm_shape *s) { (void)s; return tune[2] > 0 ? tune[2] : 1; }
-static int own_kc(const clt_gemm_shape *s) { (void)s; return tune[3] > 0 ? tune[3] : 0; }
-
 static void own_options(const clt_gemm_shape *s, char *buf, size_t size) {
   int tm, nb;
   own_blocking(s, &tm, &nb);
-  int kc = own_kc(s);
-  snprintf(buf, size, "-DTRANS_A=%d -DTM=%d -DNB=%d -DRB=%d -DKC=%d", s->trans_a, tm, nb, own_rb(s),
-           kc > 0 ? kc : 1 << 30);
+  snprintf(buf, size, "-DTRANS_A=%d -DTM=%d -DNB=%d -DRB=%d -DKC=%d", s->trans_a, tm, nb, OWN_RB,
+           OWN_KC);
 }
 
 /* bias_offset < 0: no bias. */
@@ -115,10 +107,9 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
            s->trans_b ? " Bt" : "");
   /* One work-item per group: its float16 code is the vector code; PoCL gains
    * nothing from grouping, and large groups measured slower. */
-  const size_t rows = (size_t)tm * own_rb(s);
+  const size_t rows = (size_t)tm * OWN_RB;
   size_t global[3] = {s->n / (16 * (size_t)nb), (s->m + rows - 1) / rows, (size_t)splits};
   size_t local[3] = {1, 1, 1};
-  if (tune[4] > 0 && global[0] % (size_t)tune[4] == 0) local[0] = (size_t)tune[4];
   if ((status = clt_launch(r, k, name, args, 17, 3, global, local, e))) return status;
   if (splits == 1) return CLT_OK;
   cl_kernel sum;
