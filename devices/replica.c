@@ -1,5 +1,6 @@
 #include "replica.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,15 +234,37 @@ cl_event *clt_replica_profile_event(clt_replica *r) {
   return &p->pending[p->npending];
 }
 
+void clt_replica_scope(clt_replica *r, const char *what, const char *pass) {
+  if (!r->profile) return;
+  if (!what) r->profile->scope[0] = '\0';
+  else snprintf(r->profile->scope, sizeof r->profile->scope, "%s %s", what, pass);
+}
+
 void clt_replica_profile_commit(clt_replica *r, const char *name) {
   clt_profile *p = r->profile;
   if (!p || p->npending == CLT_PROFILE_MAX_PENDING || !p->pending[p->npending]) return;
-  int id = 0;
-  while (id < p->nnames && strcmp(p->names[id], name) != 0) id++;
-  if (id == p->nnames) {
-    if (p->nnames == CLT_PROFILE_MAX_NAMES) id = CLT_PROFILE_MAX_NAMES - 1; /* "other" */
-    else snprintf(p->names[p->nnames++], sizeof p->names[0], "%s", name);
+  char full[sizeof p->names[0]];
+  if (p->scope[0]) snprintf(full, sizeof full, "%s: %s", p->scope, name);
+  else snprintf(full, sizeof full, "%s", name);
+  /* FNV-1a into an open-addressed table: a step launches ~1,000 kernels. */
+  uint32_t h = 2166136261u;
+  for (const char *c = full; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
+  int id = -1;
+  for (uint32_t probe = 0; probe < CLT_PROFILE_HASH; probe++) {
+    int *slot = &p->hash[(h + probe) % CLT_PROFILE_HASH];
+    if (*slot == 0) {
+      if (p->nnames == CLT_PROFILE_MAX_NAMES) break;
+      snprintf(p->names[p->nnames], sizeof p->names[0], "%s", full);
+      *slot = ++p->nnames;
+      id = *slot - 1;
+      break;
+    }
+    if (strcmp(p->names[*slot - 1], full) == 0) {
+      id = *slot - 1;
+      break;
+    }
   }
+  if (id < 0) id = CLT_PROFILE_MAX_NAMES - 1; /* full: counted under the last name */
   p->pending_name[p->npending++] = id;
 }
 

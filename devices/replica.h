@@ -7,16 +7,20 @@
 
 typedef struct clt_program_entry clt_program_entry;
 
-#define CLT_PROFILE_MAX_NAMES 512 /* ResNet50 labels about 250 kernels by layer */
+#define CLT_PROFILE_MAX_NAMES 2048 /* ResNet50: about 1,000 (layer, pass, kernel) names */
+#define CLT_PROFILE_HASH 4096
 #define CLT_PROFILE_MAX_PENDING 4096
 
-/* Device time per kernel name, from OpenCL profiling events (--profile). */
+/* Device time per "scope: kernel" name (scope: the layer and pass the kernel ran
+ * for, set by clt_replica_scope), from OpenCL profiling events. */
 typedef struct clt_profile {
   int enabled;
   int nnames;
-  char names[CLT_PROFILE_MAX_NAMES][48];
+  char names[CLT_PROFILE_MAX_NAMES][112];
   double seconds[CLT_PROFILE_MAX_NAMES];
   long calls[CLT_PROFILE_MAX_NAMES];
+  int hash[CLT_PROFILE_HASH]; /* name index + 1, or 0: free */
+  char scope[64];
   int npending;
   cl_event pending[CLT_PROFILE_MAX_PENDING];
   int pending_name[CLT_PROFILE_MAX_PENDING];
@@ -36,6 +40,10 @@ typedef struct clt_replica {
 } clt_replica;
 
 int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e);
+
+/* Names what the following launches are for in the profile, e.g. ("conv2d_1",
+ * "backward"); (NULL, NULL) clears it. */
+void clt_replica_scope(clt_replica *r, const char *what, const char *pass);
 void clt_replica_destroy(clt_replica *r);
 
 /* Returns the kernel `name` of embedded source `source` ("conv.cl") built with

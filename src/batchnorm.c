@@ -12,7 +12,7 @@
  *           which the trainer folds into the moving averages.
  * inference: the same with moving_mean, moving_variance; no gradient written.
  * backward: g = dy masked by (y > 0) if relu (fused into the two kernels that read
- *           dy: the shared scalar relu_backward pass cost PoCL about as much as those
+ *           dy: a separate scalar ReLU-backward pass cost PoCL about as much as those
  *           two together); dbeta = sum g;
  *           dgamma = sum g*xhat; dx = gamma*inv_std/n * (n*g - dbeta - xhat*dgamma).
  *           dy is not modified. The moving statistics' slots are left as the

@@ -3,8 +3,7 @@
  * forward:  col = im2col(x)            [M = B*OH*OW, K = KH*KW*C]
  *           y   = col * W + bias       W is the Keras HWIO kernel seen as [K, CO]
  *           y   = relu(y)
- * backward: dy *= (y > 0)
- *           dbias = column sums of dy
+ * backward: dy *= (y > 0), and dbias = column sums of dy, in one pass
  *           col = im2col(x) again (scratch is shared between layers)
  *           dW  = col^T * dy
  *           dx  = col2im(dy * W^T)
@@ -95,9 +94,9 @@ static clt_gemm_shape dcol_shape(const clt_layer *l, int batch) {
 
 static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   cl_kernel k;
-  const char *names[] = {"im2col", "im2col_rows", "col2im", "bias_act", "relu_backward",
-                         "bias_grad_partial", "bias_grad_final"};
-  for (int i = 0; i < 7; i++) {
+  const char *names[] = {"im2col", "im2col_rows", "col2im", "bias_act", "bias_grad_partial",
+                         "bias_grad_final"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     int status = clt_replica_kernel(r, "conv.cl", "", names[i], &k, e);
     if (status) return status;
   }
@@ -150,12 +149,9 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
   const int pointwise = conv_pointwise(l);
   const size_t col_floats = pointwise ? 0 : rows * conv_k(l);
   cl_mem col = pointwise ? io->x : io->scratch;
-  int status = CLT_OK;
-  if (l->relu) status = clt_relu_backward(io, io->dy, io->y, rows * l->filters, e);
-  if (!status) {
-    status = clt_bias_grad(io, io->dy, io->scratch, col_floats, (int)rows, l->filters,
-                           l->params[1].offset, e);
-  }
+  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass. */
+  int status = clt_bias_grad(io, io->dy, l->relu ? io->y : NULL, io->scratch, col_floats,
+                             (int)rows, l->filters, l->params[1].offset, e);
   if (!status && !pointwise) status = conv_im2col(l, io, e);
   if (!status) {
     const clt_gemm_shape dw = dw_shape(l, io->batch);

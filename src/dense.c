@@ -58,11 +58,9 @@ static int dense_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
 }
 
 static int dense_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  int status = CLT_OK;
-  if (l->relu) status = clt_relu_backward(io, io->dy, io->y, (size_t)io->batch * l->units, e);
-  if (!status) {
-    status = clt_bias_grad(io, io->dy, io->scratch, 0, io->batch, l->units, l->params[1].offset, e);
-  }
+  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass. */
+  int status = clt_bias_grad(io, io->dy, l->relu ? io->y : NULL, io->scratch, 0, io->batch,
+                             l->units, l->params[1].offset, e);
   if (!status) {
     const clt_gemm_shape dw = dw_shape(l, io->batch);
     status = clt_gemm(io->replica, &dw, 1.0f, io->x, 0, io->dy, 0, 0.0f, io->grads,

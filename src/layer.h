@@ -101,10 +101,11 @@ extern const clt_layer_ops clt_add_ops;
 extern const clt_layer_ops clt_gap_ops; /* GlobalAveragePooling2D */
 
 /* Helpers shared by layers. */
-/* grads[offset + c] = sum over rows of dy[r, c]; uses scratch (clt_bias_grad_scratch floats). */
-int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem scratch, size_t scratch_offset,
-                  int rows, int cols, size_t grad_offset, clt_err *e);
+/* grads[offset + c] = sum over rows of dy[r, c]; uses scratch (clt_bias_grad_scratch
+ * floats). relu_y: the output of a fused ReLU, or NULL; if given, dy is first
+ * masked in place (dy = 0 where relu_y <= 0): the ReLU's backward, in the same pass. */
+int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scratch,
+                  size_t scratch_offset, int rows, int cols, size_t grad_offset, clt_err *e);
 size_t clt_bias_grad_scratch(int rows, int cols);
-int clt_relu_backward(const clt_layer_io *io, cl_mem dy, cl_mem y, size_t n, clt_err *e);
 
 #endif

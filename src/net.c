@@ -262,6 +262,7 @@ int clt_net_gather(clt_net *net, const clt_device_data *data, int first, int cou
   cl_kernel k;
   int status = clt_replica_kernel(net->replica, "data.cl", "", "gather_batch", &k, e);
   if (status) return status;
+  clt_replica_scope(net->replica, "input", "batch");
   int pixels = (int)clt_shape_size(net->model->input);
   int mode = (int)net->model->preprocess;
   clt_karg args[] = {CLT_ARG(data->images), CLT_ARG(data->labels), CLT_ARG(net->order),
@@ -278,6 +279,7 @@ int clt_net_load(clt_net *net, const unsigned char *pixels, const int *labels, i
   cl_kernel k;
   int status = clt_replica_kernel(net->replica, "data.cl", "", "convert_batch", &k, e);
   if (status || count == 0) return status;
+  clt_replica_scope(net->replica, "input", "batch");
   const size_t bytes = (size_t)count * clt_shape_size(net->model->input);
   if ((status = write_buffer(net, net->staging, pixels, bytes, "uploading a batch", e))) return status;
   status = write_buffer(net, net->labels, labels, (size_t)count * sizeof(int), "uploading labels", e);
@@ -343,16 +345,19 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
     io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
     io.y = net->act[i];
     io.state = net->state[i];
+    clt_replica_scope(net->replica, l->name, "forward");
     status = l->ops->forward(l, &io, e);
   }
   if (status) return status;
   const int last = m->nlayers - 1;
+  clt_replica_scope(net->replica, "loss", "forward and backward");
   status = run_loss(net, net->act[last], train ? net->grad_pool[net->plan[last].out] : NULL, count,
                     loss_scale, metric_slot, e);
   if (status || !train) return status;
   for (int i = last; i >= 0 && !status; i--) {
     const clt_layer *l = &m->layers[i];
     const clt_grad_plan *p = &net->plan[i];
+    clt_replica_scope(net->replica, l->name, "backward");
     if (!l->ops->aliases_input) {
       io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
       io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
@@ -376,6 +381,7 @@ int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
   cl_kernel k;
   int status = clt_replica_kernel(net->replica, "adam.cl", "", "adam_update", &k, e);
   if (status) return status;
+  clt_replica_scope(net->replica, "optimizer", "update");
   int n = (int)net->model->trainable_floats;
   float b1 = (float)opt->beta1, b2 = (float)opt->beta2, eps = (float)opt->eps;
   float alpha = (float)(opt->lr * sqrt(1.0 - pow(opt->beta2, (double)step)) /
@@ -404,6 +410,7 @@ int clt_net_check_grads(clt_net *net, int slot, clt_err *e) {
   if (!status) status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_final", &kf, e);
   if (status) return status;
   if (slot < 0 || slot >= net->metric_slots) return clt_fail(e, CLT_ERR_INTERNAL, "check slot %d", slot);
+  clt_replica_scope(net->replica, "gradient", "check");
   int n = (int)net->model->flat_floats, block = CHECK_BLOCK, nblocks = (n + block - 1) / block;
   clt_karg pargs[] = {CLT_ARG(net->grads), CLT_ARG(n), CLT_ARG(block), CLT_ARG(net->check_partial)};
   status = clt_launch1d(net->replica, kp, "gradient check", pargs, 4, (size_t)nblocks, e);

@@ -166,21 +166,59 @@ static int select_devices(const char *spec, clt_device_list *list, const clt_dev
   return CLT_OK;
 }
 
+/* Prints the `top` largest of n (label, seconds, calls) rows. */
+static void print_rows(FILE *out, char (*label)[112], const double *sec, const long *calls, int n,
+                       int top, double busy) {
+  char *done = calloc((size_t)n + 1, 1);
+  double rest = 0;
+  for (int k = 0; k < n && done; k++) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+      if (!done[i] && (best < 0 || sec[i] > sec[best])) best = i;
+    }
+    done[best] = 1;
+    if (k >= top) {
+      rest += sec[best];
+      continue;
+    }
+    fprintf(out, "  %8.3fs %5.1f%% %7ld calls  %s\n", sec[best], busy > 0 ? 100.0 * sec[best] / busy : 0.0,
+            calls[best], label[best]);
+  }
+  if (rest > 0) fprintf(out, "  %8.3fs %5.1f%%                the other %d\n", rest, 100.0 * rest / busy, n - top);
+  free(done);
+}
+
+/* Device time by layer and pass (the scope of each kernel), then by kernel. */
 static void print_profile(FILE *out, clt_replica *r, double wall) {
   clt_profile *p = r->profile;
   double busy = 0;
   for (int i = 0; i < p->nnames; i++) busy += p->seconds[i];
   fprintf(out, "  profile of device %d: busy %.2fs of %.2fs (%.0f%% idle)\n", r->device.index, busy,
           wall, wall > 0 ? 100.0 * (1.0 - busy / wall) : 0.0);
-  int done[CLT_PROFILE_MAX_NAMES] = {0};
-  for (int k = 0; k < p->nnames; k++) {
-    int best = -1;
+  static char label[CLT_PROFILE_MAX_NAMES][112];
+  static double sec[CLT_PROFILE_MAX_NAMES];
+  static long calls[CLT_PROFILE_MAX_NAMES];
+  for (int part = 0; part < 2; part++) {
+    /* part 0: the text before ": " (layer and pass); 1: after it (kernel). */
+    int n = 0;
     for (int i = 0; i < p->nnames; i++) {
-      if (!done[i] && (best < 0 || p->seconds[i] > p->seconds[best])) best = i;
+      const char *colon = strstr(p->names[i], ": ");
+      char key[112];
+      if (!colon) snprintf(key, sizeof key, "%s", p->names[i]);
+      else if (part == 0) snprintf(key, sizeof key, "%.*s", (int)(colon - p->names[i]), p->names[i]);
+      else snprintf(key, sizeof key, "%s", colon + 2);
+      int j = 0;
+      while (j < n && strcmp(label[j], key) != 0) j++;
+      if (j == n) {
+        snprintf(label[n], sizeof label[n], "%s", key);
+        sec[n] = 0;
+        calls[n++] = 0;
+      }
+      sec[j] += p->seconds[i];
+      calls[j] += p->calls[i];
     }
-    done[best] = 1;
-    fprintf(out, "  %8.3fs %5.1f%% %7ld calls  %s\n", p->seconds[best],
-            busy > 0 ? 100.0 * p->seconds[best] / busy : 0.0, p->calls[best], p->names[best]);
+    fprintf(out, "  by %s:\n", part == 0 ? "layer and pass" : "kernel");
+    print_rows(out, label, sec, calls, n, part == 0 ? 30 : 15, busy);
   }
 }
 
@@ -382,6 +420,9 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     fprintf(o->out, "\n  %.1fs, %.0f images/s training", seconds, data.ntrain / r.seconds);
     if (nchosen > 1) fprintf(o->out, ", all-reduce %.2fs", r.allreduce_seconds);
     if (data.photos) fprintf(o->out, ", waited %.2fs for images", r.data_wait_seconds);
+    if (epoch == first_epoch) {
+      fprintf(o->out, ", start-up %.1fs (launch to the end of the first step)", r.first_step_done - t_launch);
+    }
     fprintf(o->out, "\n");
     for (int i = 0; i < nchosen && nchosen > 1; i++) {
       const clt_replica *rep = clt_trainer_replica(t, i);

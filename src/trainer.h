@@ -34,6 +34,7 @@ typedef struct clt_epoch_result {
   double seconds;      /* wall time of the training pass */
   double allreduce_seconds;
   double data_wait_seconds; /* time replica 0 waited for decoded images (photo folders) */
+  double first_step_done;   /* CLOCK_MONOTONIC seconds when the first step had finished */
   int bad_step;        /* first step (0-based) with a non-finite loss or gradient, or -1 */
   clt_replica_stats replicas[CLT_MAX_REPLICAS];
 } clt_epoch_result;

@@ -2,7 +2,8 @@
 # cltrain on one PoCL device against PyTorch (2 threads) training the same CNN on
 # the same images with the same batch, back to back in one run: images/s of each
 # (median over runs of the median of epochs 2-3) and the ratio; start-up (launch
-# to the first training step) with a cold and a warm PoCL kernel cache; peak host
+# to the end of the first training step) with a cold and a warm PoCL kernel
+# cache (PoCL compiles a kernel at its first launch); peak host
 # memory (RSS; PoCL's device memory is host memory, so it is included) and
 # cltrain's device buffers; and two replicas on the same CPU, as two PoCL devices
 # (POCL_DEVICES="pthread pthread", sharing one thread pool) and as two
@@ -36,14 +37,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$here/common.sh"
 rate() { sed -n '2,3p' "$1" | grep -Eo '"images_per_second": [0-9.]+' | cut -d' ' -f2 | median; }
-launch() { grep -Eo '[0-9.]+s from launch' "$1" | grep -Eo '[0-9.]+'; }
+launch() { grep -Eo 'start-up [0-9.]+s' "$1" | grep -Eo '[0-9.]+'; }
 
 # Start-up, cold (an empty PoCL cache) then warm.
 for kind in cold warm; do
   POCL_CACHE_DIR=$tmp/pocl-cache "$build/cltrain" train --devices 0 --epochs 1 --train-limit 64 \
     --test-limit 64 --checkpoint-every 0 >"$tmp/start-$kind.txt"
 done
-echo "cltrain start-up (launch to first step): cold kernel cache $(launch "$tmp/start-cold.txt") s," \
+echo "cltrain start-up (launch to the end of the first step): cold kernel cache $(launch "$tmp/start-cold.txt") s," \
   "warm $(launch "$tmp/start-warm.txt") s"
 
 for ((r = 1; r <= runs; r++)); do
@@ -64,7 +65,7 @@ c=$(median <"$tmp/c")
 p=$(median <"$tmp/p")
 printf 'median over %d runs: cltrain %s images/s, PyTorch %s images/s, ratio %.2f\n' "$runs" "$c" "$p" \
   "$(echo "$c / $p" | bc -l)"
-echo "PyTorch start-up (launch to first step, importing torch): $(grep -Eo 'startup_seconds [0-9.]+' "$tmp/p1.txt" | cut -d' ' -f2) s"
+echo "PyTorch start-up (launch to the end of the first step, importing torch): $(grep -Eo 'startup_seconds [0-9.]+' "$tmp/p1.txt" | cut -d' ' -f2) s"
 echo "peak host memory (RSS): cltrain $(median <"$tmp/rssc") MiB (device buffers" \
   "$(grep -Eo 'device memory per replica: [0-9]+ MiB' "$tmp/c1.txt" | grep -Eo '[0-9]+ MiB') of it)," \
   "PyTorch $(median <"$tmp/rssp") MiB"
