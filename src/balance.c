@@ -206,6 +206,12 @@ static void refit(clt_balancer *b, int i) {
 void clt_balancer_observe(clt_balancer *b, const int *slices, const double *seconds) {
   for (int i = 0; i < b->n; i++) {
     if (slices[i] <= 0 || !(seconds[i] > 0)) continue;
+    /* A replica's first step is a warm-up, not its speed: PoCL and other drivers
+     * compile kernels at their first launch, and buffers are touched first. */
+    if (!b->warmed[i]) {
+      b->warmed[i] = 1;
+      continue;
+    }
     double n = slices[i], t = seconds[i];
     if (b->observed[i] > 0) {
       /* A lone step far off the prediction (a hiccup: page faults, another

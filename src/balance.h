@@ -33,6 +33,7 @@ typedef struct clt_balancer {
   double overhead[CLT_BALANCE_MAX], cost[CLT_BALANCE_MAX]; /* current estimates */
   int observed[CLT_BALANCE_MAX];      /* steps with n > 0 seen */
   int outliers[CLT_BALANCE_MAX];      /* consecutive observations far off the estimate */
+  int warmed[CLT_BALANCE_MAX];   /* the first (warm-up) step was seen and ignored */
   int last[CLT_BALANCE_MAX];          /* slices of the previous split */
 } clt_balancer;
 
