@@ -317,7 +317,7 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
          metrics[0] * scale, loss_ref, metrics[1], correct_ref);
   int bad = 0, tensors = 0;
   double worst = 0, largest = 0;
-  char worst_at[96] = "";
+  char worst_at[160] = "";
   for (size_t i = 0; i < m.trainable_floats; i++) largest = fmax(largest, fabs(grad[i]));
   for (int i = 0; i < m.nlayers; i++)
     for (int p = 0; p < m.layers[i].nparams; p++) {
@@ -330,8 +330,18 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
         if (bad++ < 5) printf("  %s/%s: error %.3e\n", m.layers[i].name, q->name, err);
       }
       if (!(err <= worst)) {
+        /* Name the worst entry too: a tie flipping (one entry far off) reads
+         * differently from rounding drift (every entry a little off). */
+        size_t at = 0;
+        double big = 0;
+        for (size_t j = 0; j < q->size; j++) {
+          big = fmax(big, fabs(grad[q->offset + j]));
+          if (fabs(back[q->offset + j] - grad[q->offset + j]) >
+              fabs(back[q->offset + at] - grad[q->offset + at])) at = j;
+        }
         worst = err;
-        snprintf(worst_at, sizeof worst_at, "%s/%s", m.layers[i].name, q->name);
+        snprintf(worst_at, sizeof worst_at, "%s/%s[%zu]: %.4g vs %.4g of max %.3g", m.layers[i].name,
+                 q->name, at, back[q->offset + at], grad[q->offset + at], big);
       }
     }
   if (ill_conditioned) {
