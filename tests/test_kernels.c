@@ -23,18 +23,16 @@
  * Prints "ok: ..." per passed check, "FAIL: <what> max_err=..." per failed one, and
  * "N passed, M failed" last; exits non-zero if anything failed. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "harness.h"
 #include "layer.h"
 #include "model.h"
 #include "net.h"
 #include "ref.h"
-#include "replica.h"
 
 /* Tolerances (relative to the largest |ref| of the tensor). Observed errors on PoCL are
  * in brackets; an indexing, padding or tie-rule bug gives errors of O(1).
@@ -54,208 +52,13 @@
  * does. A wrong bias correction or eps placement gives errors of 1e-1 to O(1). */
 #define TOL_ADAM 1e-4
 
-/* Pre-fill value of outputs and scratch: finite (CLBlast may compute beta * C with
- * beta = 0, and 0 * NaN would poison a correct result) but far from any real value. */
-#define GARBAGE 12345.0f
-
-/* Floats of GARBAGE past the end of every output and scratch buffer: at least one
- * 64-wide work-group, so a missing or off-by-one tail guard writes into it. */
-#define TAIL 64
-
-/* ---- reporting --------------------------------------------------------------------- */
-
-static int n_passed, n_failed;
-static char case_label[160]; /* the case being run; prefixes every report */
-static clt_err E;
-static clt_replica *R;
-
-static void set_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void set_case(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(case_label, sizeof case_label, fmt, ap);
-  va_end(ap);
-}
-
-/* NaN fails: `!(err <= tol)`. */
-static void report(const char *what, double err, double tol) {
-  int ok = err <= tol;
-  ok ? n_passed++ : n_failed++;
-  printf("%s: %s %s max_err=%.3g (tol %.0e)\n", ok ? "ok" : "FAIL", case_label, what, err, tol);
-}
-
-/* For exact checks: `bad` of `total` entries are wrong. */
-static void expect(const char *what, size_t bad, size_t total) {
-  if (bad == 0) {
-    n_passed++;
-    printf("ok: %s %s\n", case_label, what);
-  } else {
-    n_failed++;
-    printf("FAIL: %s %s max_err=%zu wrong of %zu\n", case_label, what, bad, total);
-  }
-}
-
-static void summary(void) { printf("%d passed, %d failed\n", n_passed, n_failed); }
-
-/* A failed API call under test: reported, and the caller skips the rest of its case. */
-static int api_failed(int status, const char *what) {
-  if (status == CLT_OK) return 0;
-  n_failed++;
-  printf("FAIL: %s %s: %s\n", case_label, what, E.msg);
-  return 1;
-}
-
-/* Infrastructure (allocation, transfers) failing: nothing else can be trusted. */
-static void fatal(const char *what) {
-  n_failed++;
-  printf("FAIL: %s %s: %s\n", case_label, what, E.msg);
-  summary();
-  exit(1);
-}
-
-static void check_cl(cl_int rc, const char *what) {
-  if (rc != CL_SUCCESS) {
-    clt_replica_fail(R, &E, rc, what);
-    fatal(what);
-  }
-}
-
-/* The larger of two errors, NaN counting as the largest. */
-static double worse(double a, double b) { return isnan(a) || a > b ? a : b; }
-
-static double max_err(const double *dev, const double *ref, size_t n) {
-  double big = 0.0, worst = 0.0;
-  for (size_t i = 0; i < n; i++) big = fmax(big, fabs(ref[i]));
-  const double denom = fmax(big, 1e-6);
-  for (size_t i = 0; i < n; i++) worst = worse(worst, fabs(dev[i] - ref[i]) / denom);
-  return worst;
-}
-
-static void check(const char *what, const double *dev, const double *ref, size_t n, double tol) {
-  report(what, max_err(dev, ref, n), tol);
-}
-
-/* ---- per-case host and device memory, released by case_end() ----------------------- */
-
-#define MAX_ALLOCS 64
-static void *host_allocs[MAX_ALLOCS];
-static int n_host;
-static cl_mem dev_allocs[MAX_ALLOCS];
-static int n_dev;
-
-static void *hnew(size_t bytes) {
-  void *p = calloc(1, bytes ? bytes : 1);
-  if (!p || n_host == MAX_ALLOCS) {
-    clt_fail(&E, CLT_ERR_NOMEM, "out of host memory");
-    fatal("allocating host memory");
-  }
-  return host_allocs[n_host++] = p;
-}
-static double *dnew(size_t n) { return hnew(n * sizeof(double)); }
-static int *inew(size_t n) { return hnew(n * sizeof(int)); }
-
-/* A device buffer of n floats (or ints), pre-filled with GARBAGE. */
-static cl_mem dev_new(size_t n) {
-  cl_mem m = NULL;
-  if (n_dev == MAX_ALLOCS) clt_fail(&E, CLT_ERR_INTERNAL, "too many test buffers");
-  if (n_dev == MAX_ALLOCS || clt_replica_alloc(R, n * sizeof(float), "test buffer", &m, &E)) {
-    fatal("allocating a device buffer");
-  }
-  const float g = GARBAGE;
-  check_cl(clEnqueueFillBuffer(R->queue, m, &g, sizeof g, 0, n * sizeof(float), 0, NULL, NULL),
-           "pre-filling a buffer");
-  return dev_allocs[n_dev++] = m;
-}
-
-static void case_end(void) {
-  clFinish(R->queue);
-  while (n_dev) clReleaseMemObject(dev_allocs[--n_dev]);
-  while (n_host) free(host_allocs[--n_host]);
-}
-
-/* ---- transfers (blocking; offsets and counts in floats) ---------------------------- */
-
-static void dev_fill(cl_mem m, size_t off, size_t n, float v) {
-  if (n == 0) return;
-  check_cl(clEnqueueFillBuffer(R->queue, m, &v, sizeof v, off * sizeof v, n * sizeof v, 0, NULL,
-                               NULL),
-           "clEnqueueFillBuffer");
-}
-
-static void upload_bytes(cl_mem m, size_t off_bytes, const void *src, size_t bytes) {
-  if (bytes == 0) return;
-  check_cl(clEnqueueWriteBuffer(R->queue, m, CL_TRUE, off_bytes, bytes, src, 0, NULL, NULL),
-           "clEnqueueWriteBuffer");
-}
-
-static void download_bytes(cl_mem m, size_t off_bytes, void *dst, size_t bytes) {
-  if (bytes == 0) return;
-  check_cl(clEnqueueReadBuffer(R->queue, m, CL_TRUE, off_bytes, bytes, dst, 0, NULL, NULL),
-           "clEnqueueReadBuffer");
-}
-
-static void upload(cl_mem m, size_t off, const double *src, size_t n) {
-  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
-  if (!tmp) fatal("allocating a staging buffer");
-  for (size_t i = 0; i < n; i++) tmp[i] = (float)src[i];
-  upload_bytes(m, off * sizeof(float), tmp, n * sizeof(float));
-  free(tmp);
-}
-
-static void download(cl_mem m, size_t off, double *dst, size_t n) {
-  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
-  if (!tmp) fatal("allocating a staging buffer");
-  download_bytes(m, off * sizeof(float), tmp, n * sizeof(float));
-  for (size_t i = 0; i < n; i++) dst[i] = tmp[i];
-  free(tmp);
-}
-
-/* Checks that floats [off, off + n) of m still hold GARBAGE. */
-static void check_untouched(const char *what, cl_mem m, size_t off, size_t n) {
-  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
-  if (!tmp) fatal("allocating a staging buffer");
-  download_bytes(m, off * sizeof(float), tmp, n * sizeof(float));
-  size_t bad = 0;
-  for (size_t i = 0; i < n; i++) bad += tmp[i] != GARBAGE;
-  free(tmp);
-  expect(what, bad, n);
-}
+/* ---- helpers of this test ------------------------------------------------------------ */
 
 /* A layer's outputs and scratch must end where they are declared to end. */
 static void check_tails(cl_mem y, size_t ny, cl_mem dx, size_t nx, cl_mem scratch, size_t ns) {
   check_untouched("y tail", y, ny, TAIL);
   check_untouched("dx tail", dx, nx, TAIL);
   check_untouched("scratch tail", scratch, ns, TAIL);
-}
-
-/* ---- deterministic random numbers (splitmix64) ------------------------------------- */
-
-static uint64_t rng_state = 0x5eed;
-
-static uint64_t rng_next(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [lo, hi), rounded to float so the device sees exactly the same value. */
-static double urand(double lo, double hi) {
-  return (float)(lo + (hi - lo) * (double)(rng_next() >> 11) * 0x1.0p-53);
-}
-
-static int irand(int n) { return (int)(rng_next() % (uint64_t)n); }
-
-static void rand_fill(double *p, size_t n, double lo, double hi) {
-  for (size_t i = 0; i < n; i++) p[i] = urand(lo, hi);
-}
-
-static void shuffle(int *p, int n) {
-  for (int i = n - 1; i > 0; i--) {
-    int j = irand(i + 1), t = p[i];
-    p[i] = p[j];
-    p[j] = t;
-  }
 }
 
 /* n distinct values, exact in float (n < 2^24), in random order: no max-pool ties. */
@@ -266,45 +69,6 @@ static void distinct_fill(double *p, size_t n) {
   shuffle(perm, (int)n);
   for (size_t i = 0; i < n; i++) p[i] = ((double)perm[i] - (double)n / 2) * 0x1.0p-12;
   free(perm);
-}
-
-static size_t align32(size_t n) { return (n + 31) / 32 * 32; }
-
-/* Zeroes dy where the layer's own output y is not positive: what the fused ReLU's
- * backward does. The mask comes from the device's y (checked separately) so that an
- * output within rounding of 0 cannot make the reference take the other branch. */
-static void relu_mask(double *dy, const double *y, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (!(y[i] > 0.0)) dy[i] = 0.0;
-}
-
-/* Places a layer's two parameters (kernel, bias) in a flat buffer the way the model
- * does, but with the kernel at offset 32 so that a layer ignoring offsets fails.
- * Returns the buffer's length, leaving 32 floats of tail. */
-static size_t place_params(clt_layer *l) {
-  l->params[0].offset = 32;
-  l->params[1].offset = 32 + align32(l->params[0].size);
-  return l->params[1].offset + align32(l->params[1].size) + 32;
-}
-
-/* The gaps around the kernel and bias in a flat buffer laid out by place_params. */
-static void check_param_gaps(const char *what, cl_mem m, const clt_layer *l, size_t flat) {
-  const clt_param *k = &l->params[0], *b = &l->params[1];
-  char buf[96];
-  snprintf(buf, sizeof buf, "%s: gaps untouched", what);
-  float *tmp = malloc(flat * sizeof *tmp);
-  if (!tmp) fatal("allocating a staging buffer");
-  download_bytes(m, 0, tmp, flat * sizeof *tmp);
-  size_t bad = 0, n = 0;
-  for (size_t i = 0; i < flat; i++) {
-    int inside = (i >= k->offset && i < k->offset + k->size) ||
-                 (i >= b->offset && i < b->offset + b->size);
-    if (inside) continue;
-    n++;
-    bad += tmp[i] != GARBAGE;
-  }
-  free(tmp);
-  expect(buf, bad, n);
 }
 
 /* ---- 1. Conv2D ----------------------------------------------------------------------- */
@@ -391,7 +155,7 @@ static void test_conv(const conv_case *t) {
   check("dx", dx, dx_ref, nx, TOL_GEMM);
   check("dW", dw, dw_ref, nw, TOL_GEMM);
   check("dbias", db, db_ref, nb, TOL_GEMM);
-  check_param_gaps("grads", G, &l, flat);
+  check_flat("grads: gaps untouched", G, &l, flat, 0, 1);
   check_tails(Y, ny, DX, nx, S, ns);
 
   /* As the first layer (dx = NULL): the same dW and dbias, written afresh. dy is
@@ -584,7 +348,7 @@ static void test_dense(const dense_case *t) {
   check("dx", dx, dx_ref, nx, TOL_GEMM);
   check("dW", dw, dw_ref, nw, TOL_GEMM);
   check("dbias", db, db_ref, nb, TOL_GEMM);
-  check_param_gaps("grads", G, &l, flat);
+  check_flat("grads: gaps untouched", G, &l, flat, 0, 1);
   check_tails(Y, ny, DX, nx, S, ns);
 done:
   case_end();
@@ -1004,31 +768,8 @@ int main(void) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   setvbuf(stdout, NULL, _IOLBF, 0);
-  set_case("setup:");
-  clt_device_list list;
-  if (clt_devices_enumerate(&list, &E)) fatal("enumerating OpenCL devices");
-  int index = 0;
-  const char *env = getenv("CLT_TEST_DEVICE");
-  if (env && *env) {
-    char *end;
-    long v = strtol(env, &end, 10);
-    index = *end || v < 0 || v > 1000 ? -1 : (int)v;
-  }
-  if (list.count == 0 || index < 0 || index >= list.count) {
-    /* Nothing to test is a failure: the test must not pass vacuously. */
-    if (list.count == 0) {
-      printf("FAIL: no OpenCL device found: install an OpenCL driver (e.g. PoCL)\n");
-    } else {
-      printf("FAIL: CLT_TEST_DEVICE=%s is not a device index 0..%d (see `cltrain devices`)\n",
-             env, list.count - 1);
-    }
-    n_failed++;
-    summary();
-    clt_devices_free(&list);
-    return 1;
-  }
-  if (clt_replica_create(&list.devices[index], &R, &E)) fatal("creating the replica");
-  printf("device %d: %s (%s)\n", index, R->device.name, R->device.platform_name);
+  rng_seed(0x5eed);
+  replica_open();
 
   test_conv_all();
   test_pool_all();
@@ -1037,10 +778,8 @@ int main(void) {
   test_model();
   test_build_failure();
 
-  clt_replica_destroy(R);
-  clt_devices_free(&list);
+  replica_close();
   clock_gettime(CLOCK_MONOTONIC, &t1);
   printf("time: %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
-  summary();
-  return n_failed ? 1 : 0;
+  return summary();
 }

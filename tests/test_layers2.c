@@ -18,16 +18,14 @@
  * the tensor, the worst index and the values there. Prints "N passed, M failed" last
  * and exits non-zero if anything failed; with no OpenCL device part 2 fails. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "layer.h"
 #include "ref.h"
 #include "ref_resnet.h"
-#include "replica.h"
 
 /* Device tolerances, relative to the tensor's largest |ref|. An indexing, padding,
  * tie or statistics bug gives errors of O(1) (a one-pass variance of the mean-100
@@ -38,69 +36,6 @@
 #define TOL_REDUCE 1e-4
 #define TOL_EXACT 1e-6
 
-#define GARBAGE 12345.0f
-#define TAIL 64
-
-/* ---- reporting --------------------------------------------------------------------- */
-
-static int n_passed, n_failed;
-static char case_label[200];
-static clt_err E;
-static clt_replica *R;
-
-static void set_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void set_case(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(case_label, sizeof case_label, fmt, ap);
-  va_end(ap);
-}
-
-static void summary(void) { printf("%d passed, %d failed\n", n_passed, n_failed); }
-
-/* A pass/fail line; `detail` (may be "") says where and what on failure. */
-static void report(const char *what, double err, double tol, const char *detail) {
-  int ok = err <= tol; /* NaN fails */
-  ok ? n_passed++ : n_failed++;
-  printf("%s: %s %s max_err=%.3g (tol %.0e)%s\n", ok ? "ok" : "FAIL", case_label, what, err, tol,
-         ok ? "" : detail);
-}
-
-static void expect(const char *what, size_t bad, size_t total) {
-  char detail[64];
-  snprintf(detail, sizeof detail, " (%zu wrong of %zu)", bad, total);
-  report(what, bad ? 1.0 : 0.0, 0.0, detail);
-}
-
-static double worse(double a, double b) { return isnan(a) || a > b ? a : b; }
-
-static void fatal(const char *what) {
-  n_failed++;
-  printf("FAIL: %s %s: %s\n", case_label, what, E.msg);
-  summary();
-  exit(1);
-}
-
-/* ---- random numbers (splitmix64) --------------------------------------------------- */
-
-static uint64_t rng_state = 0x1a7e25;
-
-static uint64_t rng_next(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [lo, hi), rounded to float so the device sees exactly the same value. */
-static double urand(double lo, double hi) {
-  return (float)(lo + (hi - lo) * (double)(rng_next() >> 11) * 0x1.0p-53);
-}
-
-static void rand_fill(double *p, size_t n, double lo, double hi) {
-  for (size_t i = 0; i < n; i++) p[i] = urand(lo, hi);
-}
-
 /* n distinct values 2^-8 apart, none 0 (which would tie with the padding), shuffled. */
 static void distinct_fill(double *p, size_t n) {
   for (size_t i = 0; i < n; i++) p[i] = ((double)i - (double)n / 2 + 0.5) * 0x1.0p-8;
@@ -110,50 +45,6 @@ static void distinct_fill(double *p, size_t n) {
     p[i] = p[j];
     p[j] = t;
   }
-}
-
-/* ---- host memory, released by case_end() ------------------------------------------- */
-
-#define MAX_ALLOCS 64
-static void *host_allocs[MAX_ALLOCS];
-static int n_host;
-static cl_mem dev_allocs[MAX_ALLOCS];
-static int n_dev;
-
-static double *dnew(size_t n) {
-  double *p = calloc(n ? n : 1, sizeof *p);
-  if (!p || n_host == MAX_ALLOCS) {
-    clt_fail(&E, CLT_ERR_NOMEM, "out of host memory");
-    fatal("allocating host memory");
-  }
-  return host_allocs[n_host++] = p;
-}
-
-static void case_end(void) {
-  if (R) clFinish(R->queue);
-  while (n_dev) clReleaseMemObject(dev_allocs[--n_dev]);
-  while (n_host) free(host_allocs[--n_host]);
-}
-
-/* ---- comparisons ------------------------------------------------------------------- */
-
-/* max |got - want| / max(max |want|, 1e-6), reporting the worst index and values. */
-static void check(const char *what, const double *got, const double *want, size_t n, double tol) {
-  double big = 0.0, worst = 0.0;
-  size_t at = 0;
-  for (size_t i = 0; i < n; i++) big = fmax(big, fabs(want[i]));
-  const double denom = fmax(big, 1e-6);
-  for (size_t i = 0; i < n; i++) {
-    const double err = fabs(got[i] - want[i]) / denom;
-    if (worse(err, worst) != worst) {
-      worst = err;
-      at = i;
-    }
-  }
-  char detail[160];
-  snprintf(detail, sizeof detail, " at [%zu]: got %.9g want %.9g", at, n ? got[at] : 0.0,
-           n ? want[at] : 0.0);
-  report(what, worst, tol, detail);
 }
 
 /* ================================================================================== */
@@ -207,7 +98,7 @@ static void fd_check(const char *what, const fd_layer *L, double *in, size_t n, 
   for (size_t i = 0; i < n; i++) {
     const double err =
         fabs(analytic[i] - fd[i]) / fmax(fmax(fabs(analytic[i]), fabs(fd[i])), floor);
-    if (worse(err, worst) != worst) {
+    if (!isnan(worst) && worse(err, worst) != worst) { /* a NaN, once seen, stays the worst */
       worst = err;
       at = i;
     }
@@ -546,85 +437,6 @@ static void test_references(void) {
 /* 2. Device layers against the references                                             */
 /* ================================================================================== */
 
-static void check_cl(cl_int rc, const char *what) {
-  if (rc != CL_SUCCESS) {
-    clt_replica_fail(R, &E, rc, what);
-    fatal(what);
-  }
-}
-
-static int api_failed(int status, const char *what) {
-  if (status == CLT_OK) return 0;
-  n_failed++;
-  printf("FAIL: %s %s: %s\n", case_label, what, E.msg);
-  return 1;
-}
-
-static cl_mem dev_new(size_t n) {
-  cl_mem m = NULL;
-  if (n_dev == MAX_ALLOCS) clt_fail(&E, CLT_ERR_INTERNAL, "too many test buffers");
-  if (n_dev == MAX_ALLOCS || clt_replica_alloc(R, n * sizeof(float), "test buffer", &m, &E)) {
-    fatal("allocating a device buffer");
-  }
-  const float g = GARBAGE;
-  check_cl(clEnqueueFillBuffer(R->queue, m, &g, sizeof g, 0, n * sizeof(float), 0, NULL, NULL),
-           "pre-filling a buffer");
-  return dev_allocs[n_dev++] = m;
-}
-
-static void dev_fill(cl_mem m, size_t off, size_t n, float v) {
-  if (n == 0) return;
-  check_cl(clEnqueueFillBuffer(R->queue, m, &v, sizeof v, off * sizeof v, n * sizeof v, 0, NULL,
-                               NULL),
-           "clEnqueueFillBuffer");
-}
-
-static void upload(cl_mem m, size_t off, const double *src, size_t n) {
-  if (n == 0) return;
-  float *tmp = malloc(n * sizeof *tmp);
-  if (!tmp) fatal("allocating a staging buffer");
-  for (size_t i = 0; i < n; i++) tmp[i] = (float)src[i];
-  cl_int rc = clEnqueueWriteBuffer(R->queue, m, CL_TRUE, off * sizeof(float), n * sizeof(float),
-                                   tmp, 0, NULL, NULL);
-  free(tmp);
-  check_cl(rc, "clEnqueueWriteBuffer");
-}
-
-static void download_f(cl_mem m, size_t off, float *dst, size_t n) {
-  if (n == 0) return;
-  check_cl(clEnqueueReadBuffer(R->queue, m, CL_TRUE, off * sizeof(float), n * sizeof(float), dst,
-                               0, NULL, NULL),
-           "clEnqueueReadBuffer");
-}
-
-static void download(cl_mem m, size_t off, double *dst, size_t n) {
-  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
-  if (!tmp) fatal("allocating a staging buffer");
-  download_f(m, off, tmp, n);
-  for (size_t i = 0; i < n; i++) dst[i] = tmp[i];
-  free(tmp);
-}
-
-/* Floats [off, off + n) of m must still hold GARBAGE. */
-static void check_untouched(const char *what, cl_mem m, size_t off, size_t n) {
-  float *tmp = malloc((n ? n : 1) * sizeof *tmp);
-  if (!tmp) fatal("allocating a staging buffer");
-  download_f(m, off, tmp, n);
-  size_t bad = 0;
-  for (size_t i = 0; i < n; i++) bad += tmp[i] != GARBAGE;
-  free(tmp);
-  expect(what, bad, n);
-}
-
-/* dy zeroed where the device's own output is not positive (a fused ReLU's backward):
- * an output within rounding of 0 cannot make the reference take the other branch. */
-static void relu_mask(double *dy, const double *y, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (!(y[i] > 0.0)) dy[i] = 0.0;
-}
-
-static size_t align32(size_t n) { return (n + 31) / 32 * 32; }
-
 /* A fresh layer description of the given kind. */
 static clt_layer new_layer(const clt_layer_ops *ops, const char *name) {
   clt_layer l;
@@ -641,36 +453,6 @@ typedef struct bn_case {
   int B, H, W, C, relu;
   double center; /* inputs are center + U(-1, 1) */
 } bn_case;
-
-/* Parameters at offsets 32, then each 32-aligned: a layer ignoring offsets fails.
- * Returns the flat length, with 32 floats of tail. */
-static size_t bn_place(clt_layer *l) {
-  size_t off = 32;
-  for (int i = 0; i < l->nparams; i++) {
-    l->params[i].offset = off;
-    off += align32(l->params[i].size);
-  }
-  return off + 32;
-}
-
-/* Entries of the flat buffer outside parameters `first`..`last` that are not GARBAGE. */
-static void check_flat(const char *what, cl_mem m, const clt_layer *l, size_t flat, int first,
-                       int last) {
-  float *tmp = malloc(flat * sizeof *tmp);
-  if (!tmp) fatal("allocating a staging buffer");
-  download_f(m, 0, tmp, flat);
-  size_t bad = 0, n = 0;
-  for (size_t i = 0; i < flat; i++) {
-    int inside = 0;
-    for (int p = first; p <= last; p++)
-      inside |= i >= l->params[p].offset && i < l->params[p].offset + l->params[p].size;
-    if (inside) continue;
-    n++;
-    bad += tmp[i] != GARBAGE;
-  }
-  free(tmp);
-  expect(what, bad, n);
-}
 
 static void test_bn(const bn_case *t) {
   set_case("batchnorm B%d %dx%d C%d%s%s:", t->B, t->H, t->W, t->C, t->relu ? " relu" : "",
@@ -693,7 +475,7 @@ static void test_bn(const bn_case *t) {
   }
   expect("setup: shape, state, parameters as Keras", bad, 5);
   if (bad) goto done;
-  const size_t flat = bn_place(&l);
+  const size_t flat = place_params(&l);
   if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
 
   const int rows = t->B * t->H * t->W, C = t->C;
@@ -907,8 +689,7 @@ static void test_add(const add_case *t) {
   }
   io.dx = io.dx2 = NULL;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward, both NULL")) goto done;
-  n_passed++;
-  printf("ok: %s backward with both gradients NULL\n", case_label);
+  expect("backward with both gradients NULL", 0, 1);
 done:
   case_end();
 }
@@ -969,8 +750,7 @@ static void test_gap(int B, int H, int W, int C) {
   check_untouched("dx tail", DX, nx, TAIL);
   io.dx = NULL;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward, dx NULL")) goto done;
-  n_passed++;
-  printf("ok: %s backward with dx NULL\n", case_label);
+  expect("backward with dx NULL", 0, 1);
 done:
   case_end();
 }
@@ -1060,34 +840,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s [--ref-only]\n", argv[0]);
     return 2;
   }
+  rng_seed(0x1a7e25);
   test_references();
-  if (ref_only) {
-    summary();
-    return n_failed ? 1 : 0;
-  }
+  if (ref_only) return summary();
 
-  set_case("setup:");
-  clt_device_list list;
-  if (clt_devices_enumerate(&list, &E)) fatal("enumerating OpenCL devices");
-  int index = 0;
-  const char *env = getenv("CLT_TEST_DEVICE");
-  if (env && *env) {
-    char *end;
-    long v = strtol(env, &end, 10);
-    index = *end || v < 0 || v > 1000 ? -1 : (int)v;
-  }
-  if (list.count == 0 || index < 0 || index >= list.count) {
-    /* Nothing to test is a failure: the test must not pass vacuously. */
-    printf("FAIL: %s\n", list.count == 0 ? "no OpenCL device found"
-                                         : "CLT_TEST_DEVICE is not a device index");
-    n_failed++;
-    summary();
-    clt_devices_free(&list);
-    return 1;
-  }
-  if (clt_replica_create(&list.devices[index], &R, &E)) fatal("creating the replica");
-  printf("device %d: %s (%s)\n", index, R->device.name, R->device.platform_name);
-
+  replica_open();
   test_bn_all();
   test_add_all();
   test_gap(1, 7, 7, 16);
@@ -1095,9 +852,6 @@ int main(int argc, char **argv) {
   test_gap(3, 1, 1, 5);
   test_gap(2, 3, 5, 64);
   test_ppool_all();
-
-  clt_replica_destroy(R);
-  clt_devices_free(&list);
-  summary();
-  return n_failed ? 1 : 0;
+  replica_close();
+  return summary();
 }
