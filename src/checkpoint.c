@@ -208,7 +208,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   long *ks = NULL;
   int nk = 0;
   clt_npz_array *arrays = NULL;
-  uint32_t *meta_text = NULL;
+  uint32_t *meta_text = NULL, *names_text = NULL;
   char tmp[4096] = "", final[4096];
 
   if ((status = make_dir(dir, e))) goto cleanup;
@@ -219,12 +219,13 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
 
   int nparams = 0;
   for (int i = 0; i < m->nlayers; i++) nparams += m->layers[i].nparams;
-  const int narrays = 3 * nparams + 5;
+  const int narrays = 3 * nparams + 6;
   arrays = calloc((size_t)narrays, sizeof *arrays);
   static _Thread_local char meta[CLT_DESCRIBE_MAX + 1024];
   json_metadata(m, meta, sizeof meta);
   meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
-  if (!arrays || !meta_text) {
+  if (st->class_names) names_text = calloc(strlen(st->class_names) + 1, sizeof *names_text);
+  if (!arrays || !meta_text || (st->class_names && !names_text)) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory saving a checkpoint");
     goto cleanup;
   }
@@ -246,6 +247,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   set_scalar(&arrays[a++], "save_counter", "<i8", &st->save_counter);
   set_scalar(&arrays[a++], "data/seed", "<u8", &st->seed);
   clt_npz_string(&arrays[a++], "metadata", meta, meta_text);
+  if (st->class_names) clt_npz_string(&arrays[a++], "data/class_names", st->class_names, names_text);
 
   snprintf(tmp, sizeof tmp, "%s/.ckpt-%ld.npz.tmp-%ld", dir, k, (long)getpid());
   snprintf(final, sizeof final, "%s/ckpt-%ld.npz", dir, k);
@@ -286,6 +288,7 @@ cleanup:
   free(ks);
   free(arrays);
   free(meta_text);
+  free(names_text);
   return status;
 }
 
@@ -473,6 +476,19 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
   if ((status = load_scalar(path, z, "epoch", "<i8", &st->epoch, e))) goto cleanup;
   if ((status = load_scalar(path, z, "save_counter", "<i8", &st->save_counter, e))) goto cleanup;
   if ((status = load_scalar(path, z, "data/seed", "<u8", &st->seed, e))) goto cleanup;
+  const clt_npz_array *names = clt_npz_find(z, "data/class_names");
+  if (names) {
+    /* A string of at most as many characters as its bytes hold. */
+    const size_t size = names->bytes + 1;
+    if (!(st->class_names = malloc(size))) {
+      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
+      goto cleanup;
+    }
+    if (clt_npz_get_string(names, st->class_names, size) != 0) {
+      status = clt_fail(e, CLT_ERR_FORMAT, "%s: member data/class_names is not a string", path);
+      goto cleanup;
+    }
+  }
   if (st->iterations < 0 || st->epoch < 0 || st->save_counter < 1) {
     status = clt_fail(e, CLT_ERR_FORMAT, "%s: negative step, epoch or save counter", path);
     goto cleanup;
@@ -488,5 +504,7 @@ void clt_checkpoint_free(clt_checkpoint *st) {
   free(st->params);
   free(st->adam_m);
   free(st->adam_v);
+  free(st->class_names);
   st->params = st->adam_m = st->adam_v = NULL;
+  st->class_names = NULL;
 }

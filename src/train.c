@@ -148,6 +148,42 @@ static int check_input(const clt_model *m, const data_source *d, clt_err *e) {
   return CLT_OK;
 }
 
+/* A photo folder's class names, one per line (malloc'd), or NULL for IDX data.
+ * *status is set on failure. */
+static char *class_names(const data_source *d, int *status, clt_err *e) {
+  *status = CLT_OK;
+  if (!d->photos) return NULL;
+  const clt_photos *p = d->ptrain ? d->ptrain : d->ptest;
+  size_t size = 1;
+  for (int c = 0; c < d->classes; c++) size += strlen(clt_photos_class_name(p, c)) + 1;
+  char *names = malloc(size), *at = names;
+  if (!names) {
+    *status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+    return NULL;
+  }
+  for (int c = 0; c < d->classes; c++) at += sprintf(at, "%s%s", c ? "\n" : "", clt_photos_class_name(p, c));
+  return names;
+}
+
+/* A checkpoint trained on a photo folder must meet the same classes, in the
+ * same order: the same count with other names would be scored wrongly. */
+static int check_classes(const data_source *d, const clt_checkpoint *st, const char *ckpt, clt_err *e) {
+  if (!d->photos || !st->class_names) return CLT_OK;
+  int status;
+  char *names = class_names(d, &status, e);
+  if (status) return status;
+  if (strcmp(names, st->class_names) != 0) {
+    for (char *c = names; *c; c++) *c = *c == '\n' ? ',' : *c;
+    char *want = strdup(st->class_names);
+    for (char *c = want; c && *c; c++) *c = *c == '\n' ? ',' : *c;
+    status = clt_fail(e, CLT_ERR_FORMAT, "%s: trained on classes (%s), but %s has (%s)", ckpt,
+                      want ? want : "?", d->dir, names);
+    free(want);
+  }
+  free(names);
+  return status;
+}
+
 /* The selected devices, in selection order. */
 static int select_devices(const char *spec, clt_device_list *list, const clt_device **chosen,
                           int *n, clt_err *e) {
@@ -326,6 +362,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     }
   }
   if ((status = check_input(&model, &data, e))) goto cleanup;
+  if (o->resume && (status = check_classes(&data, &state, ckpt_path, e))) goto cleanup;
+  if (!state.class_names && (state.class_names = class_names(&data, &status, e), status)) goto cleanup;
   if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
   clt_split_mode split;
   double weights[CLT_BALANCE_MAX];
@@ -487,6 +525,7 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
     goto cleanup;
   }
   if ((status = check_input(&model, &data, e))) goto cleanup;
+  if ((status = check_classes(&data, &state, path, e))) goto cleanup;
   if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
   if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, data.ntest,
                                    CLT_SPLIT_EQUAL, NULL, &t, e))) {

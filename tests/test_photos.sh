@@ -35,6 +35,12 @@ vl=$(field "$tmp/log.jsonl" 4 test_loss)
 expect_ok "eval of the validation split reproduces training's figures" \
   "Accuracy: $(printf %.2f "$va").*Loss: $(printf %.4f "$vl")" \
   bash -c "'$CLT' eval --checkpoint '$tmp/ck' --data '$tmp/ph' --validation-split 0.25 --seed 3 | tr '\n' ' '"
+# The checkpoint keeps the class names: another folder with as many classes
+# under other names is refused rather than scored wrongly.
+mkdir -p "$tmp/renamed"
+for c in 0 1 2; do cp -r "$tmp/ph/class_$c" "$tmp/renamed/kind_$c"; done
+expect_fail "eval on other classes is refused" "trained on classes \(class_0,class_1,class_2\), but .*renamed has \(kind_0,kind_1,kind_2\)" \
+  "$CLT" eval --checkpoint "$tmp/ck" --data "$tmp/renamed"
 "$TOOL" list "$tmp/ck/ckpt-1.npz" >"$tmp/list.txt"
 if grep -qx 'conv1_bn/moving_variance (16)' "$tmp/list.txt" && grep -qx 'conv2_block1_0_conv/kernel (1,1,16,32)' "$tmp/list.txt"; then
   ok "checkpoint members in Keras layout"
