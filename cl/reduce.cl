@@ -1,9 +1,16 @@
-// dst[dst_offset + i] += src[src_offset + i]: the receiving side of a reduce-scatter step.
+// dst[dst_offset + i] += src[src_offset + i] for i < n: the receiving side of a
+// reduce-scatter step. Eight floats per work-item (PoCL does not vectorise
+// across work-items). Range: ceil(n / 8).
 __kernel void add_into(__global float *dst, const int dst_offset, __global const float *src,
                        const int src_offset, const int n) {
-  const int i = get_global_id(0);
-  if (i >= n) return;
-  dst[dst_offset + i] += src[src_offset + i];
+  const int i = get_global_id(0) * 8;
+  __global float *d = dst + dst_offset + i;
+  __global const float *s = src + src_offset + i;
+  if (i + 8 <= n) {
+    vstore8(vload8(0, d) + vload8(0, s), 0, d);
+  } else {
+    for (int j = 0; j < n - i; j++) d[j] += s[j];
+  }
 }
 
 // dst[0..n) += src[0..n), eight floats per work-item (PoCL does not vectorise
