@@ -58,8 +58,8 @@ static int cmd_train(int argc, char **argv) {
   int help = 0;
   const clt_flag flags[] = {
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
-      {"image-size", CLT_FLAG_INT, &o.image_size, 8, 4096, NULL},
-      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99, NULL},
+      {"image-size", CLT_FLAG_INT, &o.image_size, 8, 4096, &o.image_size_given},
+      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99, &o.validation_split_given},
       {"model", CLT_FLAG_STRING, &o.model, 0, 0, &o.model_given},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"split", CLT_FLAG_STRING, &o.split, 0, 0, NULL},
@@ -133,7 +133,7 @@ static int cmd_eval(int argc, char **argv) {
   const clt_flag flags[] = {
       {"checkpoint", CLT_FLAG_STRING, &o.checkpoint, 0, 0, NULL},
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
-      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99, NULL},
+      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99, &o.validation_split_given},
       {"seed", CLT_FLAG_U64, &o.seed, 0, 0, NULL},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},

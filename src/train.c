@@ -324,6 +324,12 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                           o->validation_split, o->seed, &data, e))) {
     goto cleanup;
   }
+  if (!data.photos && (o->image_size_given || o->validation_split_given)) {
+    /* IDX files come split and sized: a photo-folder option would be silently ignored. */
+    status = clt_fail(e, CLT_ERR_ARG, "%s holds IDX files: --%s applies to photo folders only",
+                      o->data_dir, o->image_size_given ? "image-size" : "validation-split");
+    goto cleanup;
+  }
   if (o->resume) {
     /* The model, weights, optimizer, counters and data order come from the checkpoint. */
     if ((status = clt_checkpoint_resolve(o->checkpoint_dir, ckpt_path, sizeof ckpt_path, e))) {
@@ -522,6 +528,11 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   if ((status = clt_checkpoint_load(path, &model, 0, &state, e))) goto cleanup;
   if ((status = open_data(o->data_dir, 0, 0, o->test_limit, model.input.h, o->validation_split,
                           o->seed, &data, e))) {
+    goto cleanup;
+  }
+  if (!data.photos && o->validation_split_given) {
+    status = clt_fail(e, CLT_ERR_ARG, "%s holds IDX files: --validation-split applies to photo folders only",
+                      o->data_dir);
     goto cleanup;
   }
   if ((status = check_input(&model, &data, e))) goto cleanup;

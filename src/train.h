@@ -25,6 +25,7 @@ typedef struct clt_train_opts {
   int keep;                     /* newest checkpoints kept; 0: all */
   int resume;                   /* continue from the newest checkpoint in checkpoint_dir */
   int model_given, seed_given;  /* set explicitly (checked against a resumed checkpoint) */
+  int image_size_given, validation_split_given; /* set explicitly (photo folders only) */
   int check_replicas;           /* verify identical parameters after every step */
   int progress;                 /* draw a progress bar (stdout is a terminal) */
   int profile;                  /* print device time per kernel after each epoch */
@@ -38,6 +39,7 @@ typedef struct clt_eval_opts {
   const char *checkpoint;       /* folder (its index names the newest) or .npz file */
   const char *data_dir;
   double validation_split;      /* photo folders: evaluate this held-out fraction (0: all) */
+  int validation_split_given;
   uint64_t seed;                /* ... chosen with this seed, as in training */
   const char *devices;
   int batch_per_replica;

@@ -99,6 +99,8 @@ expect_fail "too small for ResNet" "too small for model resnet50" \
   "$CLT" train --data "$tmp/ph" --model resnet50 --image-size 16 --epochs 1
 expect_fail "a slice the device cannot hold" "needs [0-9]+ MiB.*try a smaller --batch-per-replica|try a smaller --batch-per-replica.*needs [0-9]+ MiB" \
   "$CLT" train --data "$tmp/ph" --model resnet50 --batch-per-replica 4096 --epochs 1
+expect_fail "--image-size with IDX files" "holds IDX files: --image-size applies to photo folders only" \
+  "$CLT" train --image-size 64 --epochs 1
 expect_fail "grey IDX images for ResNet" "RGB" \
   "$CLT" train --model resnet-small --epochs 1 --train-limit 64 --test-limit 64
 finish
