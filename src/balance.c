@@ -8,6 +8,7 @@
 #define OUTLIER 1.5 /* an observation this far above or below the prediction is suspect */
 #define MARGIN 0.03 /* leave the equal split only for a predicted gain above 3% */
 #define STICKY 0.01 /* change the previous split only for a predicted gain above 1% */
+#define PROBE_EVERY 64 /* a replica left out gets one example this often, to be re-timed */
 
 int clt_split_parse(const char *spec, int n, clt_split_mode *mode, double *weights, clt_err *e) {
   if (strcmp(spec, "auto") == 0) {
@@ -146,6 +147,28 @@ static void repair(const clt_balancer *b, int *slices) {
   }
 }
 
+/* A replica left out is never timed again, so it would stay out even if it
+ * sped up (or only had a bad moment when it was judged): every PROBE_EVERY
+ * splits it gets one example, taken from the largest slice, and is re-timed.
+ * The cost is one example on a slow device once in PROBE_EVERY steps. */
+static void probe(clt_balancer *b, int *slices) {
+  for (int i = 0; i < b->n; i++) {
+    if (slices[i] > 0 || b->observed[i] == 0) {
+      b->idle[i] = 0;
+      continue;
+    }
+    if (++b->idle[i] < PROBE_EVERY || b->cap[i] < 1) continue;
+    int big = 0;
+    for (int j = 1; j < b->n; j++) {
+      if (slices[j] > slices[big]) big = j;
+    }
+    if (slices[big] < 2) continue;
+    slices[big]--;
+    slices[i]++;
+    b->idle[i] = 0;
+  }
+}
+
 void clt_balancer_split(clt_balancer *b, int global, int *slices) {
   int known = 1;
   for (int i = 0; i < b->n; i++) known &= b->observed[i] > 0;
@@ -176,6 +199,7 @@ void clt_balancer_split(clt_balancer *b, int global, int *slices) {
         clt_balancer_predict(b, b->last) <= (1.0 + STICKY) * clt_balancer_predict(b, slices)) {
       memcpy(slices, b->last, sizeof(int) * (size_t)b->n);
     }
+    probe(b, slices);
   }
   memcpy(b->last, slices, sizeof(int) * (size_t)b->n);
 }
@@ -219,6 +243,9 @@ void clt_balancer_observe(clt_balancer *b, const int *slices, const double *seco
       double p = time_of(b, i, n);
       if (t > p * OUTLIER || t < p / OUTLIER) {
         if (!b->outliers[i]++) continue;
+        /* The device changed: its past says nothing now (and a replica left
+         * out, timed once per probe, would take dozens of probes to outweigh it). */
+        b->sw[i] = b->sn[i] = b->st[i] = b->snn[i] = b->snt[i] = 0;
       } else {
         b->outliers[i] = 0;
       }

@@ -8,7 +8,8 @@
  * split minimising the slowest replica's time fills every replica up to a
  * common finishing time T ("water filling"): n_i = (T - overhead_i) / cost_i,
  * and a replica whose overhead alone reaches T gets nothing (it would lengthen
- * the step). Integer slices come from largest remainders and a local repair.
+ * the step); one example every 64 steps re-times it, so it comes back if it
+ * speeds up. Integer slices come from largest remainders and a local repair.
  *
  * Modes: auto (the above, re-estimated every step), equal (MirroredStrategy's
  * even slices) and fixed weights. The slices always sum to the global batch;
@@ -33,7 +34,8 @@ typedef struct clt_balancer {
   double overhead[CLT_BALANCE_MAX], cost[CLT_BALANCE_MAX]; /* current estimates */
   int observed[CLT_BALANCE_MAX];      /* steps with n > 0 seen */
   int outliers[CLT_BALANCE_MAX];      /* consecutive observations far off the estimate */
-  int warmed[CLT_BALANCE_MAX];   /* the first (warm-up) step was seen and ignored */
+  int warmed[CLT_BALANCE_MAX];        /* the first (warm-up) step was seen and ignored */
+  int idle[CLT_BALANCE_MAX];          /* consecutive splits that left a timed replica out */
   int last[CLT_BALANCE_MAX];          /* slices of the previous split */
 } clt_balancer;
 

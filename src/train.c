@@ -477,7 +477,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
       if (clt_balancer_excluded(clt_trainer_balancer(t), i) && !excluded_said[i]) {
         excluded_said[i] = 1;
         fprintf(o->out, "  note: --split auto gives device %d no examples: it is so slow that any share "
-                "would lengthen the step; it stays in the all-reduce (force it with --split weights)\n",
+                "would lengthen the step; it stays in the all-reduce and is re-timed on one example every 64 "
+                "steps (force a share with --split weights)\n",
                 rep->device.index);
       }
     }

@@ -3,7 +3,8 @@
  * After it settles, the step time of its split must be within 10% of the ideal
  * split (the continuous optimum, computed exactly from the true model) and never
  * worse than MirroredStrategy's equal split. Also: --split parsing, fixed
- * weights, caps, a device too slow to admit. */
+ * weights, caps, a device too slow to admit and its periodic probe, and its
+ * re-admission once it speeds up. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,13 +97,42 @@ int main(void) {
   check_case("equal devices", (sim){3, {500, 500, 500}, {0.001, 0.001, 0.001}}, 96);
   check_case("large global batch", (sim){2, {400, 12000}, {0.003, 0.002}}, 4096);
 
-  /* A device whose overhead alone exceeds the others' whole step gets nothing. */
+  /* A device whose overhead alone exceeds the others' whole step gets nothing,
+   * but for one example every 64 steps that re-times it. */
   sim slow = {2, {20, 10000}, {0.05, 0.002}};
   int slices[8];
-  double got = settle(&slow, 64, 300, slices);
   char what[200];
-  snprintf(what, sizeof what, "too slow a device is left out (split %d,%d, step %.4gs)", slices[0], slices[1], got);
-  expect(what, slices[0] == 0 && slices[1] == 64);
+  {
+    clt_balancer b;
+    clt_balancer_init(&b, 2, CLT_SPLIT_AUTO, NULL, NULL);
+    int given = 0, probes = 0, last_out = 0;
+    for (int k = 0; k < 300; k++) {
+      clt_balancer_split(&b, 64, slices);
+      if (k >= 44) { /* settled: 2 warm-up/equal steps and a few to converge */
+        given += slices[0];
+        probes += slices[0] > 0;
+      }
+      last_out = slices[0] == 0 && slices[1] == 64;
+      double t[2] = {true_time(&slow, 0, slices[0]), true_time(&slow, 1, slices[1])};
+      clt_balancer_observe(&b, slices, t);
+    }
+    snprintf(what, sizeof what, "too slow a device is left out but for probes (%d probes of %d examples "
+             "in 256 steps)", probes, given);
+    expect(what, last_out && probes >= 3 && probes <= 5 && given == probes);
+
+    /* The same device becomes fast (a driver's slow start, say): probes bring it back. */
+    slow.rate[0] = 10000;
+    slow.overhead[0] = 0.002;
+    for (int k = 0; k < 400; k++) {
+      clt_balancer_split(&b, 64, slices);
+      double t[2] = {true_time(&slow, 0, slices[0]), true_time(&slow, 1, slices[1])};
+      clt_balancer_observe(&b, slices, t);
+    }
+    clt_balancer_split(&b, 64, slices);
+    snprintf(what, sizeof what, "a left-out device that speeds up is re-admitted (split %d,%d)", slices[0],
+             slices[1]);
+    expect(what, slices[0] >= 24 && slices[1] >= 24);
+  }
 
   clt_split_mode mode;
   double w[CLT_BALANCE_MAX];
