@@ -80,15 +80,62 @@ static size_t scratch_floats(const clt_model *m, int max_batch) {
   return scratch;
 }
 
-size_t clt_net_bytes(const clt_model *m, int max_batch) {
+/* Plans an inference net's activation buffers: layer i's output takes a free
+ * pool buffer and returns it once its last reader (or, for an aliasing layer,
+ * the alias's last reader) has run; the logits stay. buf[i] gets the index. */
+static int plan_activations(const clt_model *m, int *buf, int *nbuffers, clt_err *e) {
+  int last_use[CLT_MAX_LAYERS], busy[CLT_MAX_ACT_BUFFERS] = {0}, high = 0;
+  const int n = m->nlayers;
+  for (int i = 0; i < n; i++) last_use[i] = i == n - 1 ? n : i;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < m->layers[i].ninputs; k++) {
+      const int t = m->layers[i].inputs[k];
+      if (t >= 0 && last_use[t] < i) last_use[t] = i;
+    }
+  /* An alias is read through its input's memory: extend the owner's life. */
+  for (int i = n - 1; i >= 0; i--) {
+    const int t = m->layers[i].inputs[0];
+    if (m->layers[i].ops->aliases_input && t >= 0 && last_use[t] < last_use[i]) last_use[t] = last_use[i];
+  }
+  for (int i = 0; i < n; i++) {
+    const clt_layer *l = &m->layers[i];
+    if (l->ops->aliases_input) {
+      buf[i] = l->inputs[0] >= 0 ? buf[l->inputs[0]] : -1; /* -1: the input batch */
+    } else {
+      int b = 0;
+      while (b < CLT_MAX_ACT_BUFFERS && busy[b]) b++;
+      if (b == CLT_MAX_ACT_BUFFERS) {
+        return clt_fail(e, CLT_ERR_INTERNAL, "model %s needs more than %d activation buffers",
+                        m->name, CLT_MAX_ACT_BUFFERS);
+      }
+      busy[b] = 1;
+      buf[i] = b;
+      if (b + 1 > high) high = b + 1;
+    }
+    /* Inputs read for the last time are free for the next layer's output. */
+    for (int k = 0; k < l->ninputs; k++) {
+      const int t = l->inputs[k];
+      if (t >= 0 && last_use[t] == i && buf[t] >= 0 && !m->layers[t].ops->aliases_input) busy[buf[t]] = 0;
+    }
+  }
+  *nbuffers = high;
+  return CLT_OK;
+}
+
+size_t clt_net_bytes(const clt_model *m, int max_batch, int train) {
   clt_grad_plan plan[CLT_MAX_LAYERS];
-  int nbuf = 0;
+  int act[CLT_MAX_LAYERS], nbuf = 0;
   clt_err ignored;
-  if (plan_gradients(m, plan, &nbuf, &ignored)) nbuf = CLT_MAX_GRAD_BUFFERS;
   const size_t in = clt_shape_size(m->input) * max_batch;
-  size_t floats = 4 * m->flat_floats + in + (in + 3) / 4 + 3 * (size_t)max_batch +
-                  (size_t)nbuf * clt_model_max_activation(m) * max_batch +
+  const size_t max_act = clt_model_max_activation(m) * max_batch;
+  size_t floats = (train ? 4 : 1) * m->flat_floats + in + (in + 3) / 4 + 3 * (size_t)max_batch +
                   scratch_floats(m, max_batch);
+  if (!train) {
+    if (plan_activations(m, act, &nbuf, &ignored)) nbuf = CLT_MAX_ACT_BUFFERS;
+    return (floats + (size_t)nbuf * max_act) * sizeof(float);
+  }
+  if (plan_gradients(m, plan, &nbuf, &ignored)) nbuf = CLT_MAX_GRAD_BUFFERS;
+  floats += (size_t)nbuf * max_act;
   for (int i = 0; i < m->nlayers; i++) {
     const clt_layer *l = &m->layers[i];
     if (!l->ops->aliases_input) floats += clt_shape_size(l->out) * max_batch;
@@ -97,9 +144,23 @@ size_t clt_net_bytes(const clt_model *m, int max_batch) {
   return floats * sizeof(float);
 }
 
+static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int order_len,
+                  int train, clt_net **out, clt_err *e);
+
 int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
                    int order_len, clt_net **out, clt_err *e) {
+  return create(m, r, max_batch, metric_slots, order_len, 1, out, e);
+}
+
+int clt_net_create_inference(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
+                             int order_len, clt_net **out, clt_err *e) {
+  return create(m, r, max_batch, metric_slots, order_len, 0, out, e);
+}
+
+static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int order_len,
+                  int train, clt_net **out, clt_err *e) {
   int status = CLT_OK;
+  int act_buf[CLT_MAX_LAYERS];
   *out = NULL;
   clt_net *net = calloc(1, sizeof *net);
   if (!net) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a network");
@@ -108,14 +169,16 @@ int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric
   net->max_batch = max_batch;
   net->metric_slots = metric_slots;
   net->order_len = order_len;
-  if ((status = plan_gradients(m, net->plan, &net->grad_buffers, e))) goto cleanup;
+  net->train = train;
+  if (train && (status = plan_gradients(m, net->plan, &net->grad_buffers, e))) goto cleanup;
+  if (!train && (status = plan_activations(m, act_buf, &net->act_buffers, e))) goto cleanup;
   net->stat_momentum = 0.99f;
   for (int i = 0; i < m->nlayers; i++) {
     if (m->layers[i].ops == &clt_batchnorm_ops) net->stat_momentum = (float)m->layers[i].momentum;
   }
   /* Fail before allocating when the device cannot hold it all: on CPU devices an
    * allocation past the RAM may only fail when touched, taking the host down. */
-  const size_t need = clt_net_bytes(m, max_batch);
+  const size_t need = clt_net_bytes(m, max_batch, train);
   if (r->device.global_mem_bytes && need > r->device.global_mem_bytes) {
     status = clt_fail(e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
                       "device %d (%s): model %s with slices of %d examples needs %.0f MiB, the device "
@@ -131,9 +194,11 @@ int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric
 #define ALLOC(n, what, dst) \
   if ((status = alloc_floats(net, (n), (what), (dst), e))) goto cleanup
   ALLOC(m->flat_floats, "parameters", &net->params);
-  ALLOC(m->flat_floats, "gradients", &net->grads);
-  ALLOC(m->flat_floats, "Adam first moments", &net->adam_m);
-  ALLOC(m->flat_floats, "Adam second moments", &net->adam_v);
+  if (train) {
+    ALLOC(m->flat_floats, "gradients", &net->grads);
+    ALLOC(m->flat_floats, "Adam first moments", &net->adam_m);
+    ALLOC(m->flat_floats, "Adam second moments", &net->adam_v);
+  }
   ALLOC(in_floats, "input batch", &net->input);
   ALLOC((in_floats + 3) / 4, "input staging", &net->staging);
   ALLOC((size_t)max_batch, "labels", &net->labels);
@@ -144,10 +209,18 @@ int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric
   ALLOC((size_t)max_batch, "per-example losses", &net->losses);
   ALLOC((size_t)max_batch, "per-example correctness", &net->correct);
   ALLOC(2 * (size_t)metric_slots, "metrics", &net->metrics);
-  ALLOC((size_t)metric_slots, "gradient checks", &net->grad_checks);
-  ALLOC((m->flat_floats + CHECK_BLOCK - 1) / CHECK_BLOCK, "gradient check partials", &net->check_partial);
+  if (train) {
+    ALLOC((size_t)metric_slots, "gradient checks", &net->grad_checks);
+    ALLOC((m->flat_floats + CHECK_BLOCK - 1) / CHECK_BLOCK, "gradient check partials", &net->check_partial);
+  }
   ALLOC((size_t)order_len, "example order", &net->order);
-  for (int i = 0; i < m->nlayers; i++) {
+  for (int b = 0; b < net->act_buffers; b++) {
+    ALLOC(max_act, "activations", &net->act_pool[b]);
+  }
+  for (int i = 0; i < m->nlayers && !train; i++) {
+    net->act[i] = act_buf[i] >= 0 ? net->act_pool[act_buf[i]] : net->input;
+  }
+  for (int i = 0; i < m->nlayers && train; i++) {
     const clt_layer *l = &m->layers[i];
     if (l->ops->state_floats && l->ops->state_floats(l)) {
       ALLOC(l->ops->state_floats(l), "layer state", &net->state[i]);
@@ -191,9 +264,12 @@ void clt_net_destroy(clt_net *net) {
                    &net->staging, &net->labels, &net->scratch, &net->losses,
                    &net->correct, &net->metrics, &net->order, &net->grad_checks,
                    &net->check_partial};
-  for (int i = 0; i < net->model->nlayers; i++) {
+  for (int i = 0; i < net->model->nlayers && net->train; i++) {
     if (net->act[i] && !net->model->layers[i].ops->aliases_input) clReleaseMemObject(net->act[i]);
     if (net->state[i]) clReleaseMemObject(net->state[i]);
+  }
+  for (int b = 0; b < CLT_MAX_ACT_BUFFERS; b++) {
+    if (net->act_pool[b]) clReleaseMemObject(net->act_pool[b]);
   }
   for (int b = 0; b < CLT_MAX_GRAD_BUFFERS; b++) {
     if (net->grad_pool[b]) clReleaseMemObject(net->grad_pool[b]);
@@ -246,6 +322,7 @@ int clt_net_read_params(clt_net *net, float *flat, clt_err *e) {
 }
 
 int clt_net_read_grads(clt_net *net, float *flat, clt_err *e) {
+  if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "no gradients in an inference-only net");
   return read_buffer(net, net->grads, flat, net->model->flat_floats * sizeof(float),
                      "reading gradients", e);
 }
@@ -324,6 +401,7 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
   if (metric_slot < 0 || metric_slot >= net->metric_slots) {
     return clt_fail(e, CLT_ERR_INTERNAL, "metric slot %d of %d", metric_slot, net->metric_slots);
   }
+  if (train && !net->train) return clt_fail(e, CLT_ERR_INTERNAL, "training step on an inference-only net");
   if (count == 0) {
     /* An empty slice: zero metrics, and zero gradients so the replica can still
      * join the gradient sum. */
@@ -378,6 +456,7 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
 }
 
 int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
+  if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "optimizer step on an inference-only net");
   cl_kernel k;
   int status = clt_replica_kernel(net->replica, "adam.cl", "", "adam_update", &k, e);
   if (status) return status;
@@ -405,6 +484,7 @@ int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e) {
 }
 
 int clt_net_check_grads(clt_net *net, int slot, clt_err *e) {
+  if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "gradient check on an inference-only net");
   cl_kernel kp, kf;
   int status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_nonfinite_partial", &kp, e);
   if (!status) status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_final", &kf, e);

@@ -23,6 +23,9 @@ typedef struct clt_device_data {
  * first consumer's backward writes it and returned once the layer's own backward
  * has read it. clt_net_create plans the schedule once. */
 #define CLT_MAX_GRAD_BUFFERS 16
+/* An inference-only net keeps an activation only until its last reader has run,
+ * in a pool of buffers like the gradients' (ResNet50: 3). */
+#define CLT_MAX_ACT_BUFFERS 16
 
 typedef struct clt_grad_plan {
   int out;        /* pool buffer holding the gradient of this layer's output */
@@ -35,12 +38,17 @@ typedef struct clt_net {
   const clt_model *model;
   clt_replica *replica;
   int max_batch;
+  int train;                            /* 0: inference only (no gradients, optimizer, state) */
   size_t device_bytes;                  /* everything this net allocated on the device */
-  cl_mem params, grads, adam_m, adam_v; /* flat, model->flat_floats each */
+  cl_mem params, grads, adam_m, adam_v; /* flat, model->flat_floats each; NULL but params
+                                           when inference only */
   cl_mem input;                         /* (max_batch, input) floats */
   cl_mem staging;                       /* (max_batch, input) uint8: a batch from the host */
   cl_mem labels;                        /* max_batch ints */
-  cl_mem act[CLT_MAX_LAYERS];           /* outputs; aliases of the input for flatten */
+  cl_mem act[CLT_MAX_LAYERS];           /* outputs; aliases of the input for flatten; in an
+                                           inference net, buffers of act_pool */
+  cl_mem act_pool[CLT_MAX_ACT_BUFFERS];
+  int act_buffers;
   cl_mem state[CLT_MAX_LAYERS];         /* layers' forward-to-backward state, or NULL */
   cl_mem grad_pool[CLT_MAX_GRAD_BUFFERS];
   int grad_buffers;
@@ -61,6 +69,10 @@ typedef struct clt_net {
  * order_len: longest example order the net must hold (the dataset size). */
 int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
                    int order_len, clt_net **out, clt_err *e);
+/* The same for evaluation only: no gradient, optimizer or layer-state buffers,
+ * and activations reused once read (clt_net_forward_backward with train 0 only). */
+int clt_net_create_inference(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
+                             int order_len, clt_net **out, clt_err *e);
 void clt_net_destroy(clt_net *net);
 
 /* Uploads a dataset to the device (blocking). */
@@ -85,8 +97,9 @@ int clt_net_gather(clt_net *net, const clt_device_data *data, int first, int cou
 int clt_net_load(clt_net *net, const unsigned char *pixels, const int *labels, int count,
                  clt_err *e);
 
-/* Device bytes a net for max_batch examples allocates, without the dataset. */
-size_t clt_net_bytes(const clt_model *m, int max_batch);
+/* Device bytes a net for max_batch examples allocates, without the dataset
+ * (train 0: an inference-only net). */
+size_t clt_net_bytes(const clt_model *m, int max_batch, int train);
 
 /* Enqueues forward, loss and (train) backward for the gathered batch of `count`
  * examples. Per-example losses are multiplied by loss_scale (1 / global batch)

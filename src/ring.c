@@ -130,6 +130,7 @@ cleanup:
 }
 
 void clt_ring_abort(clt_ring *r) {
+  if (!r) return; /* evaluation-only trainers have no ring */
   pthread_mutex_lock(&r->mu);
   r->aborted = 1;
   pthread_cond_broadcast(&r->cv);

@@ -539,8 +539,8 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   if ((status = check_input(&model, &data, e))) goto cleanup;
   if ((status = check_classes(&data, &state, path, e))) goto cleanup;
   if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
-  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, data.ntest,
-                                   CLT_SPLIT_EQUAL, NULL, &t, e))) {
+  if ((status = clt_trainer_create_eval(&model, chosen, nchosen, o->batch_per_replica, data.ntest,
+                                        &t, e))) {
     goto cleanup;
   }
   if ((status = feed_data(&data, t, e))) goto cleanup;

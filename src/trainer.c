@@ -36,9 +36,24 @@ static double now_seconds(void) {
   return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+static int create(const clt_model *m, const clt_device *const *devices, int n,
+                  int batch_per_replica, int max_examples, clt_split_mode split,
+                  const double *weights, int train, clt_trainer **out, clt_err *e);
+
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
                        int batch_per_replica, int max_examples, clt_split_mode split,
                        const double *weights, clt_trainer **out, clt_err *e) {
+  return create(m, devices, n, batch_per_replica, max_examples, split, weights, 1, out, e);
+}
+
+int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
+                            int batch_per_replica, int max_examples, clt_trainer **out, clt_err *e) {
+  return create(m, devices, n, batch_per_replica, max_examples, CLT_SPLIT_EQUAL, NULL, 0, out, e);
+}
+
+static int create(const clt_model *m, const clt_device *const *devices, int n,
+                  int batch_per_replica, int max_examples, clt_split_mode split,
+                  const double *weights, int train, clt_trainer **out, clt_err *e) {
   int status = CLT_OK;
   *out = NULL;
   if (n < 1 || n > CLT_MAX_REPLICAS) {
@@ -63,14 +78,14 @@ int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int
   /* Equal slices never exceed batch_per_replica; other splits may hand one replica
    * the whole global batch, as far as its memory allows (using at most 70% of it
    * for activations, so the parameters, dataset and driver fit beside them). */
-  int caps[CLT_MAX_REPLICAS];
+  int caps[CLT_MAX_REPLICAS] = {0};
   for (int i = 0; i < n; i++) {
     if (split == CLT_SPLIT_EQUAL || n == 1) {
       caps[i] = batch_per_replica;
       continue;
     }
-    const double fixed = (double)clt_net_bytes(m, 0);
-    const double per_example = (double)(clt_net_bytes(m, 2) - clt_net_bytes(m, 1));
+    const double fixed = (double)clt_net_bytes(m, 0, train);
+    const double per_example = (double)(clt_net_bytes(m, 2, train) - clt_net_bytes(m, 1, train));
     double fit = (0.7 * (double)devices[i]->global_mem_bytes - fixed) / per_example;
     caps[i] = fit < global ? (int)fit : global;
     if (caps[i] < 1) {
@@ -85,7 +100,10 @@ int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int
     if ((status = clt_replica_create(devices[i], &t->replicas[i], e))) goto cleanup;
     /* Busy time per replica comes from profiling events. */
     if ((status = clt_replica_enable_profiling(t->replicas[i], e))) goto cleanup;
-    if ((status = clt_net_create(m, t->replicas[i], caps[i], t->slots, max_examples, &t->nets[i], e))) {
+    status = train ? clt_net_create(m, t->replicas[i], caps[i], t->slots, max_examples, &t->nets[i], e)
+                   : clt_net_create_inference(m, t->replicas[i], caps[i], t->slots, max_examples,
+                                              &t->nets[i], e);
+    if (status) {
       if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
           status == CL_OUT_OF_HOST_MEMORY) {
         clt_wrap(e, "slices of up to %d examples do not fit; try a smaller --batch-per-replica", caps[i]);
@@ -93,7 +111,7 @@ int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int
       goto cleanup;
     }
   }
-  if ((status = clt_ring_create(t->replicas, n, m->flat_floats, 0, &t->ring, e))) goto cleanup;
+  if (train && (status = clt_ring_create(t->replicas, n, m->flat_floats, 0, &t->ring, e))) goto cleanup;
   *out = t;
   return CLT_OK;
 
@@ -167,6 +185,7 @@ int clt_trainer_set_state(clt_trainer *t, const float *params, const float *adam
     cl_mem dst[3] = {net->params, net->adam_m, net->adam_v};
     for (int k = 0; k < 3; k++) {
       cl_int rc = CL_SUCCESS;
+      if (!dst[k]) continue; /* an inference-only net has no optimizer state */
       if (src[k]) {
         rc = clEnqueueWriteBuffer(net->replica->queue, dst[k], CL_TRUE, 0, bytes, src[k], 0, NULL, NULL);
       } else if (k > 0) {

@@ -49,6 +49,10 @@ typedef struct clt_trainer clt_trainer;
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
                        int batch_per_replica, int max_examples, clt_split_mode split,
                        const double *weights, clt_trainer **out, clt_err *e);
+/* The same for evaluation only (cltrain eval): inference-only networks, which
+ * keep an activation only until it has been read, and no all-reduce ring. */
+int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
+                            int batch_per_replica, int max_examples, clt_trainer **out, clt_err *e);
 void clt_trainer_destroy(clt_trainer *t);
 
 int clt_trainer_replicas(const clt_trainer *t);

@@ -388,8 +388,24 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
   }
   result(fabs(metrics[2] * scale - infer_ref) <= 1e-5 * fabs(infer_ref),
          "%s inference loss %.6f vs reference %.6f", name, metrics[2] * scale, infer_ref);
-  printf("  %s network: %.1f MiB of device memory for batches of %d\n", name,
-         net->device_bytes / 1048576.0, B);
+  /* An inference-only network (cltrain eval) computes the same bits with its
+   * activations reused once read, and without gradients or optimizer state. */
+  clt_net *inf = NULL;
+  float inf_metrics[2];
+  if (clt_net_create_inference(&m, r, B, 1, B, &inf, &E) || clt_net_write_params(inf, fflat, &E) ||
+      clt_net_load(inf, rgb, labels, B, &E) || clt_net_forward_backward(inf, B, (float)scale, 0, 0, &E) ||
+      clt_net_read_metrics(inf, inf_metrics, 1, &E)) {
+    result(0, "%s inference-only network: %s", name, E.msg);
+    clt_net_destroy(inf);
+    goto done;
+  }
+  result(inf_metrics[0] == metrics[2] && inf_metrics[1] == metrics[3] &&
+             inf->device_bytes < net->device_bytes,
+         "%s inference-only network: same loss sum (%.7g vs %.7g) in %.1f MiB instead of %.1f MiB", name,
+         inf_metrics[0], metrics[2], inf->device_bytes / 1048576.0, net->device_bytes / 1048576.0);
+  const int refused = clt_net_forward_backward(inf, B, (float)scale, 0, 1, &E) != CLT_OK;
+  result(refused, "%s inference-only network refuses a training step", name);
+  clt_net_destroy(inf);
 done:
   clt_net_destroy(net);
   free(flat);
