@@ -125,10 +125,12 @@ static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kna
 }
 
 /* im2col of io->x into scratch: a work-item per kernel tap copies C channels;
- * with few channels, a work-item per output row copies all its taps. */
+ * with few channels, a work-item per output row (OW positions) copies all taps. */
 static int conv_im2col(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const size_t rows = conv_rows(l, io->batch);
-  if (l->in.c < 4) return conv_cols(l, io, "im2col_rows", io->x, io->scratch, rows, e);
+  if (l->in.c < 4) {
+    return conv_cols(l, io, "im2col_rows", io->x, io->scratch, (size_t)io->batch * l->out.h, e);
+  }
   return conv_cols(l, io, "im2col", io->x, io->scratch, rows * l->kernel_h * l->kernel_w, e);
 }
 
