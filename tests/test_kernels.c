@@ -184,6 +184,7 @@ static void test_conv_all(void) {
       {5, 10, 9, 31, 33, 3, 3, 2, 0, 0},  /* valid s2: the last input row is never read */
       {1, 7, 9, 5, 3, 2, 3, 1, 1, 1},     /* even, non-square kernel, same */
       {1, 9, 7, 80, 64, 3, 3, 1, 1, 1},   /* C = 80 (vectorised im2col), same s1 */
+      {2, 8, 9, 12, 16, 3, 3, 1, 1, 1},   /* C = 12, same s1, batch 2 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_conv(&cases[i]);
 }
@@ -273,6 +274,7 @@ static void test_pool_all(void) {
   static const pool_case cases[] = {
       /* B, H, W, C, pool, stride, ties */
       {3, 26, 26, 64, 2, 2, 0}, /* fmnist-cnn's first pool: exact tiling */
+      {2, 8, 10, 12, 2, 2, 0},  /* C = 12, batch 2 */
       {5, 11, 11, 80, 2, 2, 0}, /* its second: 11 -> 5, last row/col unused */
       {1, 13, 11, 5, 2, 2, 0},
       {3, 7, 9, 33, 3, 3, 0},   /* tiled with pool 3, uncovered row and column */
