@@ -1,5 +1,5 @@
 // dst[dst_offset + i] += src[src_offset + i] for i < n: the receiving side of a
-// reduce-scatter step. Eight floats per work-item (PoCL does not vectorise
+// reduce-scatter step, and the sum of an activation's gradients from two readers. Eight floats per work-item (PoCL does not vectorise
 // across work-items). Range: ceil(n / 8).
 __kernel void add_into(__global float *dst, const int dst_offset, __global const float *src,
                        const int src_offset, const int n) {
@@ -10,17 +10,6 @@ __kernel void add_into(__global float *dst, const int dst_offset, __global const
     vstore8(vload8(0, d) + vload8(0, s), 0, d);
   } else {
     for (int j = 0; j < n - i; j++) d[j] += s[j];
-  }
-}
-
-// dst[0..n) += src[0..n), eight floats per work-item (PoCL does not vectorise
-// across work-items). Range: ceil(n / 8).
-__kernel void accumulate(__global float *dst, __global const float *src, const int n) {
-  const int i = get_global_id(0) * 8;
-  if (i + 8 <= n) {
-    vstore8(vload8(0, dst + i) + vload8(0, src + i), 0, dst + i);
-  } else {
-    for (int j = i; j < n; j++) dst[j] += src[j];
   }
 }
 

@@ -242,7 +242,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   const char *kernels[][2] = {{"data.cl", "gather_batch"},       {"data.cl", "convert_batch"},
                               {"loss.cl", "softmax_xent"},       {"loss.cl", "metrics_accumulate"},
                               {"adam.cl", "adam_update"},        {"adam.cl", "moving_average"},
-                              {"reduce.cl", "accumulate"},
+                              {"reduce.cl", "add_into"},
                               {"reduce.cl", "count_nonfinite_partial"}, {"reduce.cl", "count_final"}};
   for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
     cl_kernel k;
@@ -370,11 +370,11 @@ int clt_net_load(clt_net *net, const unsigned char *pixels, const int *labels, i
 /* dst[0..n) += src[0..n) */
 static int accumulate(clt_net *net, cl_mem dst, cl_mem src, size_t n, clt_err *e) {
   cl_kernel k;
-  int status = clt_replica_kernel(net->replica, "reduce.cl", "", "accumulate", &k, e);
+  int status = clt_replica_kernel(net->replica, "reduce.cl", "", "add_into", &k, e);
   if (status) return status;
-  int count = (int)n;
-  clt_karg args[] = {CLT_ARG(dst), CLT_ARG(src), CLT_ARG(count)};
-  return clt_launch1d(net->replica, k, "gradient accumulate", args, 3, (n + 7) / 8, e);
+  int zero = 0, count = (int)n;
+  clt_karg args[] = {CLT_ARG(dst), CLT_ARG(zero), CLT_ARG(src), CLT_ARG(zero), CLT_ARG(count)};
+  return clt_launch1d(net->replica, k, "gradient accumulate", args, 5, (n + 7) / 8, e);
 }
 
 static int run_loss(clt_net *net, cl_mem logits, cl_mem dlogits, int count, float scale, int slot,

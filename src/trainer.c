@@ -28,6 +28,7 @@ struct clt_trainer {
   float *check_params; /* flat_floats per replica, for --check-replicas */
   int check_replicas;
   FILE *progress;
+  double first_step_done; /* when the trainer's first step had run (0: not yet) */
 };
 
 static double now_seconds(void) {
@@ -223,7 +224,6 @@ typedef struct pass {
   double t0;
   double allreduce_seconds; /* rank 0's time inside the all-reduce */
   double data_wait_seconds; /* rank 0's time waiting for decoded images */
-  double first_step_done;   /* when rank 0 saw its first step finished */
   clt_loader *loader;       /* streamed set of this pass, or NULL */
   int status[CLT_MAX_REPLICAS];
   clt_err err[CLT_MAX_REPLICAS];
@@ -392,15 +392,15 @@ static int run_worker(pass *p, int rank, clt_err *e) {
       break;
     }
     if (t->check_replicas && (status = check_identical(p, rank, s, e))) break;
-    if (s == 0 && rank == 0) {
+    if (rank == 0 && t->first_step_done == 0) {
       /* Start-up ends when the first step has run (PoCL compiles kernels at their
-       * first launch, so this includes that); one wait, once per pass. */
+       * first launch, so this includes that): one wait in the trainer's life. */
       rc = clFinish(rep->queue);
       if (rc) {
         status = clt_replica_fail(rep, e, rc, "clFinish");
         break;
       }
-      p->first_step_done = now_seconds();
+      t->first_step_done = now_seconds();
     }
     if (rank == 0 && t->progress) {
       double now = now_seconds();
@@ -523,7 +523,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *
     }
     res->allreduce_seconds = p->allreduce_seconds;
     res->data_wait_seconds = p->data_wait_seconds;
-    res->first_step_done = p->first_step_done;
+    res->first_step_done = t->first_step_done;
     for (int r = 0; r < t->n; r++) {
       const clt_profile *prof = t->replicas[r]->profile;
       res->replicas[r].examples = p->examples[r];
