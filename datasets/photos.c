@@ -30,6 +30,7 @@
 #include <png.h>
 
 #include "rng.h"
+#include "timing.h"
 
 /* Refuse absurd inputs before they become huge allocations. */
 #define MAX_FILE_BYTES ((size_t)1 << 30)
@@ -1050,12 +1051,6 @@ cleanup:
   return rc;
 }
 
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int clt_loader_get(clt_loader *l, int step, clt_photo_batch *out, double *wait_seconds, clt_err *e) {
   int rc = CLT_OK;
   double t0 = 0;
@@ -1089,13 +1084,13 @@ int clt_loader_get(clt_loader *l, int step, clt_photo_batch *out, double *wait_s
     }
     if (!waited) {
       waited = 1;
-      t0 = now_seconds();
+      t0 = clt_now_seconds();
     }
     pthread_cond_wait(&l->ready_cv, &l->mu);
   }
 cleanup:
   pthread_mutex_unlock(&l->mu);
-  if (wait_seconds) *wait_seconds = waited ? now_seconds() - t0 : 0.0;
+  if (wait_seconds) *wait_seconds = waited ? clt_now_seconds() - t0 : 0.0;
   return rc;
 }
 

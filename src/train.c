@@ -9,6 +9,7 @@
 
 #include "checkpoint.h"
 #include "idx.h"
+#include "timing.h"
 #include "trainer.h"
 
 void clt_train_defaults(clt_train_opts *o) {
@@ -26,12 +27,6 @@ void clt_train_defaults(clt_train_opts *o) {
   o->checkpoint_every = 2;
   o->keep = 5;
   o->out = stdout;
-}
-
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 /* Where the examples come from: IDX files held in memory and uploaded to every
@@ -312,7 +307,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   clt_checkpoint state = {0};
   FILE *log = NULL;
   clt_model model;
-  const double t_launch = now_seconds(); /* start-up is timed from here */
+  const double t_launch = clt_now_seconds(); /* start-up is timed from here */
   const clt_device *chosen[CLT_MAX_REPLICAS];
   int nchosen = 0;
   char ckpt_path[4096];
@@ -408,7 +403,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     goto cleanup;
   }
 
-  double t_setup = now_seconds();
+  double t_setup = clt_now_seconds();
   const int max_examples = data.ntrain > data.ntest ? data.ntrain : data.ntest;
   if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, max_examples, split,
                                    weights, &t, e))) {
@@ -429,7 +424,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     clt_model_init_params(&model, seed, state.params);
   }
   if ((status = clt_trainer_set_state(t, state.params, state.adam_m, state.adam_v, e))) goto cleanup;
-  const double t_ready = now_seconds();
+  const double t_ready = clt_now_seconds();
   fprintf(o->out, "Set-up (kernels, buffers, data upload): %.1fs, %.1fs from launch to the first step; "
           "device memory per replica:", t_ready - t_setup, t_ready - t_launch);
   for (int i = 0; i < nchosen; i++) {
@@ -443,7 +438,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   const clt_adam adam = {o->lr, 0.9, 0.999, 1e-7};
   int excluded_said[CLT_MAX_REPLICAS] = {0};
   for (int epoch = first_epoch; epoch < o->epochs; epoch++) {
-    double t0 = now_seconds();
+    double t0 = clt_now_seconds();
     clt_epoch_result r;
     if ((status = clt_trainer_epoch(t, seed, epoch, &adam, &step, &r, e))) goto cleanup;
     if (r.bad_step >= 0) {
@@ -455,7 +450,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     }
     double test_loss = NAN, test_acc = NAN;
     if (data.ntest && (status = clt_trainer_evaluate(t, &test_loss, &test_acc, e))) goto cleanup;
-    double seconds = now_seconds() - t0;
+    double seconds = clt_now_seconds() - t0;
     fprintf(o->out, "Epoch %d, Loss: %.4f, Accuracy: %.2f", epoch + 1, r.train_loss, r.train_acc * 100);
     if (data.ntest) {
       fprintf(o->out, ", %s Loss: %.4f, %s Accuracy: %.2f", data.photos ? "Validation" : "Test",

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "rng.h"
+#include "timing.h"
 
 struct clt_trainer {
   const clt_model *model;
@@ -30,12 +31,6 @@ struct clt_trainer {
   FILE *progress;
   double first_step_done; /* when the trainer's first step had run (0: not yet) */
 };
-
-static double now_seconds(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static int create(const clt_model *m, const clt_device *const *devices, int n,
                   int batch_per_replica, int max_examples, clt_split_mode split,
@@ -320,7 +315,7 @@ static int run_worker(pass *p, int rank, clt_err *e) {
     const int *slices = p->dynamic ? p->next : batch == global ? p->full : p->tail;
     int first = 0, len = slices[rank];
     for (int r = 0; r < rank; r++) first += slices[r];
-    double c0 = now_seconds();
+    double c0 = clt_now_seconds();
     /* Busy time comes from the events of earlier steps; collecting them waits for
      * those steps, so it is done only when the pending list fills up (a step
      * enqueues a few dozen), not every step. */
@@ -338,7 +333,7 @@ static int run_worker(pass *p, int rank, clt_err *e) {
                             b.labels + first, len, e);
       clt_loader_put(p->loader, s);
       if (status) break;
-      c0 = now_seconds(); /* the compute time excludes the wait */
+      c0 = clt_now_seconds(); /* the compute time excludes the wait */
     } else if (len && (status = clt_net_gather(net, data, batch_first + first, len, e))) {
       break;
     }
@@ -353,7 +348,7 @@ static int run_worker(pass *p, int rank, clt_err *e) {
       status = clt_replica_fail(rep, e, rc, "clFinish");
       break;
     }
-    double c1 = now_seconds();
+    double c1 = clt_now_seconds();
     p->compute[rank] = len ? c1 - c0 : 0.0;
     p->compute_total[rank] += p->compute[rank];
     /* All replicas done: what follows is the all-reduce alone, not waiting for a
@@ -362,10 +357,10 @@ static int run_worker(pass *p, int rank, clt_err *e) {
       status = clt_fail(e, CLT_ERR_INTERNAL, "aborted");
       break;
     }
-    double a0 = now_seconds();
+    double a0 = clt_now_seconds();
     clt_replica_scope(rep, "all-reduce", "gradients");
     if ((status = clt_ring_allreduce(t->ring, rank, net->grads, e))) break;
-    if (rank == 0) p->allreduce_seconds += now_seconds() - a0;
+    if (rank == 0) p->allreduce_seconds += clt_now_seconds() - a0;
     if (p->dynamic) {
       /* Every replica's time of this step is in: rank 0 re-balances the next step
        * while the others wait (microseconds against a step's milliseconds). */
@@ -400,17 +395,17 @@ static int run_worker(pass *p, int rank, clt_err *e) {
         status = clt_replica_fail(rep, e, rc, "clFinish");
         break;
       }
-      t->first_step_done = now_seconds();
+      t->first_step_done = clt_now_seconds();
     }
     if (rank == 0 && t->progress) {
-      double now = now_seconds();
+      double now = clt_now_seconds();
       if (now - last_draw > 0.25 || s == p->steps - 1) {
         /* Blocking reads drain the queues: a few times a second only. */
         if ((status = read_all_metrics(t, s + 1, e))) break;
         double mean_loss, ex_loss, acc;
         sum_metrics(t, s + 1, batch_first + batch, &mean_loss, &ex_loss, &acc);
         draw_progress(t->progress, s + 1, p->steps, now - p->t0, mean_loss, acc, s == p->steps - 1);
-        last_draw = now_seconds();
+        last_draw = clt_now_seconds();
       }
     }
   }
@@ -455,7 +450,7 @@ static int run_pass(pass *p, clt_err *e) {
     int status = clt_loader_start(p->loader, t->order, p->count, global, e);
     if (status) return status;
   }
-  p->t0 = now_seconds();
+  p->t0 = clt_now_seconds();
   p->mismatch_step = -1;
   for (int r = 0; r < t->n; r++) {
     args[r] = (worker_arg){p, r};
@@ -508,7 +503,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *
     for (int i = 0; i < prof->nnames; i++) prof->seconds[i] = 0, prof->calls[i] = 0;
   }
   int status = run_pass(p, e);
-  res->seconds = now_seconds() - p->t0;
+  res->seconds = clt_now_seconds() - p->t0;
   if (!status) status = read_all_metrics(t, p->steps, e);
   for (int r = 0; r < t->n && !status; r++) {
     status = clt_net_read_grad_checks(t->nets[r], t->checks + (size_t)r * t->slots, p->steps, e);
