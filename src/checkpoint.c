@@ -174,14 +174,23 @@ static void member_name(const clt_layer *l, int p, int pass, char *buf, size_t s
   else snprintf(buf, size, "optimizer/%s/%s/%s", l->name, l->params[p].name, pass == 1 ? "m" : "v");
 }
 
+/* The metadata's names of the preprocessing modes, by clt_preprocess value. */
+static const char *const preprocess_names[] = {"unit", "caffe"};
+
+/* A built-in model is rebuilt by name, so its checkpoints need no "preprocess"; any
+ * other model is rebuilt from its architecture and carries it. */
 static void json_metadata(const clt_model *m, char *buf, size_t size) {
   static _Thread_local char arch[CLT_DESCRIBE_MAX];
+  char preprocess[64] = "";
   clt_model_describe(m, arch, sizeof arch);
+  if (!clt_model_is_builtin(m->name, NULL)) {
+    snprintf(preprocess, sizeof preprocess, "\"preprocess\": \"%s\", ", preprocess_names[m->preprocess]);
+  }
   snprintf(buf, size,
            "{\"format\": %d, \"model\": \"%s\", \"input\": [%d, %d, %d], \"classes\": %d, "
-           "\"architecture\": \"%s\", \"cltrain_version\": \"%s\"}",
-           CLT_CHECKPOINT_FORMAT, m->name, m->input.h, m->input.w, m->input.c, m->classes, arch,
-           CLT_VERSION);
+           "%s\"architecture\": \"%s\", \"cltrain_version\": \"%s\"}",
+           CLT_CHECKPOINT_FORMAT, m->name, m->input.h, m->input.w, m->input.c, m->classes, preprocess,
+           arch, CLT_VERSION);
 }
 
 static void set_param_array(clt_npz_array *a, const char *name, const clt_param *p, const float *flat) {
@@ -350,6 +359,7 @@ typedef struct checkpoint_meta {
   char model[64];
   clt_shape input;
   int classes;
+  char preprocess[16]; /* "" for built-in models */
   char architecture[CLT_DESCRIBE_MAX];
 } checkpoint_meta;
 
@@ -376,7 +386,24 @@ static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, 
       json_find(json, "architecture", meta->architecture, sizeof meta->architecture) != 0) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata lacks model, input, classes or architecture", path);
   }
+  if (json_find(json, "preprocess", meta->preprocess, sizeof meta->preprocess) != 0) meta->preprocess[0] = '\0';
   return CLT_OK;
+}
+
+/* A built-in model is built as this cltrain defines it (clt_checkpoint_load then
+ * refuses a checkpoint whose architecture differs); any other model is rebuilt
+ * from the architecture the checkpoint stores. */
+static int model_from_meta(const checkpoint_meta *meta, clt_model *m, clt_err *e) {
+  if (clt_model_is_builtin(meta->model, NULL) || !meta->preprocess[0]) {
+    return clt_model_build(meta->model, meta->input, meta->classes, m, e);
+  }
+  for (size_t p = 0; p < sizeof preprocess_names / sizeof preprocess_names[0]; p++) {
+    if (strcmp(meta->preprocess, preprocess_names[p]) == 0) {
+      return clt_model_parse(meta->model, meta->input, meta->classes, (clt_preprocess)p,
+                             meta->architecture, m, e);
+    }
+  }
+  return clt_fail(e, CLT_ERR_FORMAT, "unknown preprocessing '%s' of model %s", meta->preprocess, meta->model);
 }
 
 int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
@@ -384,10 +411,7 @@ int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
   static _Thread_local checkpoint_meta meta;
   int status = clt_npz_read(path, &z, e);
   if (!status) status = read_meta(path, z, &meta, e);
-  if (!status) {
-    status = clt_model_build(meta.model, meta.input, meta.classes, m, e);
-    if (status) clt_wrap(e, "%s", path);
-  }
+  if (!status && (status = model_from_meta(&meta, m, e))) clt_wrap(e, "%s", path);
   clt_npz_free(z);
   return status;
 }

@@ -1,7 +1,12 @@
+/* Models as data: a model is its description text (see clt_model_parse); the
+ * built-in models are functions that write a description. Nothing here knows a
+ * layer kind: the kinds' ops tables parse, describe and shape each layer. */
+#define _POSIX_C_SOURCE 200809L
 #include "model.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rng.h"
@@ -10,204 +15,283 @@
  * for sub-buffers, and whole vectors for vectorised kernels. */
 #define PARAM_ALIGN_FLOATS 32
 
-const char *const clt_model_names = "fmnist-cnn, resnet50, resnet-small";
+/* The name of the model's input in descriptions. */
+#define INPUT_NAME "input"
 
-/* Appends a layer reading `input` (a layer index, or -1 for the model's input).
- * name: the Keras name; base names (no explicit name) are numbered as Keras
- * numbers repeated layers: conv2d, conv2d_1, ... */
-static clt_layer *add_named(clt_model *m, const clt_layer_ops *ops, const char *name, int input) {
-  clt_layer *l = &m->layers[m->nlayers++];
-  memset(l, 0, sizeof *l);
-  l->ops = ops;
-  l->ninputs = 1;
-  l->inputs[0] = input;
-  l->inputs[1] = -1;
-  snprintf(l->name, sizeof l->name, "%s", name);
-  return l;
-}
+/* ---- writing descriptions ------------------------------------------------------- */
 
-static clt_layer *add_layer(clt_model *m, const clt_layer_ops *ops, const char *base) {
-  int same = 0;
-  for (int i = 0; i < m->nlayers; i++) {
-    if (m->layers[i].ops == ops) same++;
+/* Appends entries to a description; an entry names its inputs only where the graph
+ * is not a chain, as clt_model_describe does. */
+typedef struct desc_writer {
+  char *buf;
+  size_t size, used;
+  char last[64]; /* the previous entry's layer name */
+} desc_writer;
+
+static void emit(desc_writer *w, const char *name, const char *kind, const char *in1, const char *in2) {
+  char from[160] = "";
+  if (in2) snprintf(from, sizeof from, "<%s,%s", in1, in2);
+  else if (strcmp(in1, w->last) != 0) snprintf(from, sizeof from, "<%s", in1);
+  if (w->used < w->size) {
+    w->used += (size_t)snprintf(w->buf + w->used, w->size - w->used, "%s%s=%s%s", w->used ? " " : "",
+                                name, kind, from);
   }
-  char name[32];
-  if (same == 0) snprintf(name, sizeof name, "%s", base);
-  else snprintf(name, sizeof name, "%s_%d", base, same);
-  return add_named(m, ops, name, m->nlayers - 1);
+  snprintf(w->last, sizeof w->last, "%s", name);
 }
 
-static void add_conv(clt_model *m, int filters, int k, int relu) {
-  clt_layer *l = add_layer(m, &clt_conv2d_ops, "conv2d");
-  l->filters = filters;
-  l->kernel_h = l->kernel_w = k;
-  l->stride = 1;
-  l->relu = relu;
+/* A ZeroPadding2D folded into the entry that follows: it names no inputs (the next
+ * entry names them) and is not an entry of its own for the chain. */
+static void emit_pad(desc_writer *w, const char *name, int pad) {
+  if (w->used < w->size) {
+    w->used += (size_t)snprintf(w->buf + w->used, w->size - w->used, "%s%s=ZeroPadding2D(%d)",
+                                w->used ? " " : "", name, pad);
+  }
 }
 
-static void add_pool(clt_model *m, int pool) {
-  clt_layer *l = add_layer(m, &clt_maxpool_ops, "max_pooling2d");
-  l->pool = l->pool_stride = pool;
-}
-
-static void add_dense(clt_model *m, int units, int relu) {
-  clt_layer *l = add_layer(m, &clt_dense_ops, "dense");
-  l->units = units;
-  l->relu = relu;
+/* The reference CNN of shared/seeds (TensorFlow's custom-training tutorial), defined
+ * for Fashion-MNIST's images. */
+static int describe_fmnist_cnn(clt_shape input, int classes, desc_writer *w, clt_err *e) {
+  if (input.h != 28 || input.w != 28 || input.c != 1) {
+    return clt_fail(e, CLT_ERR_FORMAT, "images are %dx%dx%d, model fmnist-cnn expects 28x28x1",
+                    input.h, input.w, input.c);
+  }
+  char dense[32];
+  snprintf(dense, sizeof dense, "Dense(%d)", classes);
+  emit(w, "conv2d", "Conv2D(64,3x3,s1,valid,relu)", w->last, NULL);
+  emit(w, "max_pooling2d", "MaxPooling2D(2,s2)", w->last, NULL);
+  emit(w, "conv2d_1", "Conv2D(80,3x3,s1,valid,relu)", w->last, NULL);
+  emit(w, "max_pooling2d_1", "MaxPooling2D(2,s2)", w->last, NULL);
+  emit(w, "flatten", "Flatten", w->last, NULL);
+  emit(w, "dense", "Dense(64,relu)", w->last, NULL);
+  emit(w, "dense_1", dense, w->last, NULL);
+  return CLT_OK;
 }
 
 /* ---- the ResNet family of keras.applications.resnet ----------------------------- */
 
-/* Keras' ResNet50 uses BatchNormalization(epsilon=1.001e-5) with the default momentum. */
-#define RESNET_BN_EPSILON 1.001e-5
-#define RESNET_BN_MOMENTUM 0.99
+/* Keras' ResNet50 uses BatchNormalization(epsilon=1.001e-5) with the default momentum;
+ * each BatchNormalization's following Activation('relu') is fused in. */
+#define RESNET_BN(relu) ((relu) ? "BatchNormalization(eps1.001e-05,m0.99,relu)" \
+                                : "BatchNormalization(eps1.001e-05,m0.99)")
 
-/* Conv2D named `name` reading layer `input`; returns its index. */
-static int resnet_conv(clt_model *m, const char *name, int input, int filters, int k, int stride,
-                       int same) {
-  clt_layer *l = add_named(m, &clt_conv2d_ops, name, input);
-  l->filters = filters;
-  l->kernel_h = l->kernel_w = k;
-  l->stride = stride;
-  l->pad_same = same;
-  return m->nlayers - 1;
-}
-
-/* BatchNormalization named `name`, the following Activation('relu') fused in. */
-static int resnet_bn(clt_model *m, const char *name, int input, int relu) {
-  clt_layer *l = add_named(m, &clt_batchnorm_ops, name, input);
-  l->epsilon = RESNET_BN_EPSILON;
-  l->momentum = RESNET_BN_MOMENTUM;
-  l->relu = relu;
-  return m->nlayers - 1;
+/* Conv2D then BatchNormalization, "<name>_conv" and "<name>_bn"; returns the latter's name. */
+static const char *conv_bn(desc_writer *w, const char *name, const char *input, int filters, int k,
+                           int stride, int same, int relu, char *out, size_t size) {
+  char n[64], kind[48];
+  snprintf(n, sizeof n, "%s_conv", name);
+  snprintf(kind, sizeof kind, "Conv2D(%d,%dx%d,s%d,%s)", filters, k, k, stride, same ? "same" : "valid");
+  emit(w, n, kind, input, NULL);
+  snprintf(out, size, "%s_bn", name);
+  emit(w, out, RESNET_BN(relu), n, NULL);
+  return out;
 }
 
 /* keras.applications.resnet.block1: a bottleneck block, 1x1 -> 3x3 -> 1x1 (4x
- * filters), the stride on the first 1x1, a projection shortcut when asked;
- * `name` like "conv2_block1". Returns the index of its output (the Add, ReLU fused). */
-static int resnet_block(clt_model *m, int input, int filters, int stride, int conv_shortcut,
-                        const char *name) {
-  char n[32];
-  int shortcut = input;
+ * filters), the stride on the first 1x1, a projection shortcut when asked; `name`
+ * like "conv2_block1". Its output, the Add (ReLU fused), goes to `out`. */
+static void resnet_block(desc_writer *w, const char *input, int filters, int stride,
+                         int conv_shortcut, const char *name, char *out, size_t size) {
+  char n[48], shortcut[64], x[64];
+  snprintf(shortcut, sizeof shortcut, "%s", input);
   if (conv_shortcut) {
-    snprintf(n, sizeof n, "%s_0_conv", name);
-    shortcut = resnet_conv(m, n, input, 4 * filters, 1, stride, 0);
-    snprintf(n, sizeof n, "%s_0_bn", name);
-    shortcut = resnet_bn(m, n, shortcut, 0);
+    snprintf(n, sizeof n, "%s_0", name);
+    conv_bn(w, n, input, 4 * filters, 1, stride, 0, 0, shortcut, sizeof shortcut);
   }
-  snprintf(n, sizeof n, "%s_1_conv", name);
-  int x = resnet_conv(m, n, input, filters, 1, stride, 0);
-  snprintf(n, sizeof n, "%s_1_bn", name);
-  x = resnet_bn(m, n, x, 1);
-  snprintf(n, sizeof n, "%s_2_conv", name);
-  x = resnet_conv(m, n, x, filters, 3, 1, 1);
-  snprintf(n, sizeof n, "%s_2_bn", name);
-  x = resnet_bn(m, n, x, 1);
-  snprintf(n, sizeof n, "%s_3_conv", name);
-  x = resnet_conv(m, n, x, 4 * filters, 1, 1, 0);
-  snprintf(n, sizeof n, "%s_3_bn", name);
-  x = resnet_bn(m, n, x, 0);
-  snprintf(n, sizeof n, "%s_add", name); /* Add then Activation('relu') "..._out" */
-  clt_layer *add = add_named(m, &clt_add_ops, n, shortcut);
-  add->ninputs = 2;
-  add->inputs[1] = x;
-  add->relu = 1;
-  return m->nlayers - 1;
-}
-
-/* keras.applications.resnet.stack1: `blocks` blocks, the first projecting. */
-static int resnet_stack(clt_model *m, int x, int filters, int blocks, int stride1, const char *name) {
-  char n[32];
-  snprintf(n, sizeof n, "%s_block1", name);
-  x = resnet_block(m, x, filters, stride1, 1, n);
-  for (int i = 2; i <= blocks; i++) {
-    snprintf(n, sizeof n, "%s_block%d", name, i);
-    x = resnet_block(m, x, filters, 1, 0, n);
-  }
-  return x;
+  snprintf(n, sizeof n, "%s_1", name);
+  conv_bn(w, n, input, filters, 1, stride, 0, 1, x, sizeof x);
+  snprintf(n, sizeof n, "%s_2", name);
+  conv_bn(w, n, x, filters, 3, 1, 1, 1, x, sizeof x);
+  snprintf(n, sizeof n, "%s_3", name);
+  conv_bn(w, n, x, 4 * filters, 1, 1, 0, 0, x, sizeof x);
+  snprintf(out, size, "%s_add", name); /* Add then Activation('relu') "..._out" */
+  emit(w, out, "Add(relu)", shortcut, x);
 }
 
 /* The stem (conv1_pad, conv1_conv 7x7/2, conv1_bn, conv1_relu, pool1_pad,
- * pool1_pool 3x3/2), stacks of bottleneck blocks, avg_pool, predictions. Keras'
- * ResNet50 has filters 64 and blocks {3, 4, 6, 3}. */
-static void add_resnet(clt_model *m, int stem_filters, int stem_kernel, const int *filters,
-                       const int *blocks, int stacks) {
-  int x = resnet_conv(m, "conv1_conv", -1, stem_filters, stem_kernel, 2, 0);
-  m->layers[x].pad = stem_kernel / 2;
-  snprintf(m->layers[x].pad_name, sizeof m->layers[x].pad_name, "conv1_pad");
-  x = resnet_bn(m, "conv1_bn", x, 1);
-  clt_layer *pool = add_named(m, &clt_maxpool_ops, "pool1_pool", x);
-  pool->pool = 3;
-  pool->pool_stride = 2;
-  pool->pad = 1;
-  snprintf(pool->pad_name, sizeof pool->pad_name, "pool1_pad");
-  x = m->nlayers - 1;
+ * pool1_pool 3x3/2), stacks of keras.applications.resnet.stack1 (the first block
+ * projecting), avg_pool, predictions. */
+static void write_resnet(desc_writer *w, int classes, int stem_filters, int stem_kernel,
+                         const int *filters, const int *blocks, int stacks) {
+  char x[64], kind[48];
+  emit_pad(w, "conv1_pad", stem_kernel / 2);
+  conv_bn(w, "conv1", INPUT_NAME, stem_filters, stem_kernel, 2, 0, 1, x, sizeof x);
+  emit_pad(w, "pool1_pad", 1);
+  emit(w, "pool1_pool", "MaxPooling2D(3,s2)", x, NULL);
+  snprintf(x, sizeof x, "pool1_pool");
   for (int s = 0; s < stacks; s++) {
-    char n[16];
-    snprintf(n, sizeof n, "conv%d", s + 2);
-    x = resnet_stack(m, x, filters[s], blocks[s], s == 0 ? 1 : 2, n);
+    for (int b = 1; b <= blocks[s]; b++) {
+      char name[32];
+      snprintf(name, sizeof name, "conv%d_block%d", s + 2, b);
+      resnet_block(w, x, filters[s], b == 1 && s > 0 ? 2 : 1, b == 1, name, x, sizeof x);
+    }
   }
-  add_named(m, &clt_gap_ops, "avg_pool", x);
-  clt_layer *d = add_named(m, &clt_dense_ops, "predictions", m->nlayers - 1);
-  d->units = m->classes;
+  emit(w, "avg_pool", "GlobalAveragePooling2D", x, NULL);
+  snprintf(kind, sizeof kind, "Dense(%d)", classes);
+  emit(w, "predictions", kind, "avg_pool", NULL);
+}
+
+static int resnet_check(const char *name, clt_shape input, clt_err *e) {
+  if (input.c != 3) {
+    return clt_fail(e, CLT_ERR_FORMAT, "images have %d channels, model %s expects RGB (3)", input.c, name);
+  }
+  /* The stem and four stride-2 stages shrink the image 32-fold. */
+  if (input.h < 32 || input.w < 32) {
+    return clt_fail(e, CLT_ERR_ARG, "images of %dx%d are too small for model %s (at least 32x32)",
+                    input.h, input.w, name);
+  }
+  return CLT_OK;
+}
+
+/* keras.applications.ResNet50(weights=None, include_top=True, classes=C) */
+static int describe_resnet50(clt_shape input, int classes, desc_writer *w, clt_err *e) {
+  const int filters[] = {64, 128, 256, 512}, blocks[] = {3, 4, 6, 3};
+  int status = resnet_check("resnet50", input, e);
+  if (!status) write_resnet(w, classes, 64, 7, filters, blocks, 4);
+  return status;
+}
+
+/* The same design, narrow and shallow, for quick runs and tests. */
+static int describe_resnet_small(clt_shape input, int classes, desc_writer *w, clt_err *e) {
+  const int filters[] = {8, 16, 16, 32}, blocks[] = {1, 2, 1, 1};
+  int status = resnet_check("resnet-small", input, e);
+  if (!status) write_resnet(w, classes, 16, 3, filters, blocks, 4);
+  return status;
+}
+
+static const struct builtin {
+  const char *name;
+  clt_preprocess preprocess;
+  int (*describe)(clt_shape input, int classes, desc_writer *w, clt_err *e);
+} builtins[] = {
+    {"fmnist-cnn", CLT_PRE_UNIT, describe_fmnist_cnn},
+    {"resnet50", CLT_PRE_CAFFE, describe_resnet50},
+    {"resnet-small", CLT_PRE_CAFFE, describe_resnet_small},
+};
+
+const char *const clt_model_names = "fmnist-cnn, resnet50, resnet-small";
+
+static const struct builtin *find_builtin(const char *name) {
+  for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++) {
+    if (strcmp(builtins[i].name, name) == 0) return &builtins[i];
+  }
+  return NULL;
+}
+
+int clt_model_is_builtin(const char *name, clt_preprocess *preprocess) {
+  const struct builtin *b = find_builtin(name);
+  if (b && preprocess) *preprocess = b->preprocess;
+  return b != NULL;
 }
 
 int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m, clt_err *e) {
-  memset(m, 0, sizeof *m);
+  const struct builtin *b = find_builtin(name);
+  if (!b) return clt_fail(e, CLT_ERR_ARG, "unknown model '%s' (known: %s)", name, clt_model_names);
   if (classes < 2) return clt_fail(e, CLT_ERR_ARG, "model %s: needs at least 2 classes, got %d", name, classes);
-  snprintf(m->name, sizeof m->name, "%s", name);
-  m->input = input;
-  m->classes = classes;
-  if (strcmp(name, "fmnist-cnn") == 0) {
-    /* The reference CNN of shared/seeds (TensorFlow's custom-training tutorial),
-     * defined for Fashion-MNIST's images. */
-    if (input.h != 28 || input.w != 28 || input.c != 1) {
-      return clt_fail(e, CLT_ERR_FORMAT, "images are %dx%dx%d, model fmnist-cnn expects 28x28x1",
-                      input.h, input.w, input.c);
-    }
-    m->preprocess = CLT_PRE_UNIT;
-    add_conv(m, 64, 3, 1);
-    add_pool(m, 2);
-    add_conv(m, 80, 3, 1);
-    add_pool(m, 2);
-    add_layer(m, &clt_flatten_ops, "flatten");
-    add_dense(m, 64, 1);
-    add_dense(m, classes, 0);
-  } else if (strcmp(name, "resnet50") == 0 || strcmp(name, "resnet-small") == 0) {
-    if (input.c != 3) {
-      return clt_fail(e, CLT_ERR_FORMAT, "images have %d channels, model %s expects RGB (3)",
-                      input.c, name);
-    }
-    /* The stem and four stride-2 stages shrink the image 32-fold. */
-    if (input.h < 32 || input.w < 32) {
-      return clt_fail(e, CLT_ERR_ARG, "images of %dx%d are too small for model %s (at least 32x32)",
-                      input.h, input.w, name);
-    }
-    m->preprocess = CLT_PRE_CAFFE;
-    if (name[6] == '5') {
-      /* keras.applications.ResNet50(weights=None, include_top=True, classes=C) */
-      const int filters[] = {64, 128, 256, 512}, blocks[] = {3, 4, 6, 3};
-      add_resnet(m, 64, 7, filters, blocks, 4);
-    } else {
-      /* The same design, narrow and shallow, for quick runs and tests. */
-      const int filters[] = {8, 16, 16, 32}, blocks[] = {1, 2, 1, 1};
-      add_resnet(m, 16, 3, filters, blocks, 4);
-    }
-  } else {
-    return clt_fail(e, CLT_ERR_ARG, "unknown model '%s' (known: %s)", name, clt_model_names);
+  char *text = malloc(CLT_DESCRIBE_MAX);
+  if (!text) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory building model %s", name);
+  desc_writer w = {.buf = text, .size = CLT_DESCRIBE_MAX, .last = INPUT_NAME};
+  text[0] = '\0';
+  int status = b->describe(input, classes, &w, e);
+  if (!status && w.used >= w.size) {
+    status = clt_fail(e, CLT_ERR_INTERNAL, "model %s: description longer than %d bytes", name, CLT_DESCRIBE_MAX);
   }
-  /* Shapes, in graph order. */
+  if (!status) status = clt_model_parse(name, input, classes, b->preprocess, text, m, e);
+  free(text);
+  return status;
+}
+
+/* ---- reading descriptions ------------------------------------------------------- */
+
+/* Index of the layer named `name` among the first n of m, -1 for the model's input,
+ * or -2 if there is none. */
+static int input_index(const clt_model *m, int n, const char *name) {
+  if (strcmp(name, INPUT_NAME) == 0) return -1;
+  for (int i = n - 1; i >= 0; i--) {
+    if (strcmp(m->layers[i].name, name) == 0) return i;
+  }
+  return -2;
+}
+
+/* Sets layer i's inputs from the text after its entry's '<' ("a" or "a,b"; NULL: the
+ * entry before). */
+static int parse_inputs(clt_model *m, int i, char *from, clt_err *e) {
+  clt_layer *l = &m->layers[i];
+  if (!from) {
+    if (l->ninputs != 1) {
+      return clt_fail(e, CLT_ERR_FORMAT, "layer %s: %s takes %d inputs; name them (%s=%s<a,b)", l->name,
+                      l->ops->kind, l->ninputs, l->name, l->ops->kind);
+    }
+    l->inputs[0] = i - 1;
+    return CLT_OK;
+  }
+  int k = 0;
+  for (char *save = NULL, *name = strtok_r(from, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+    if (k == 2) return clt_fail(e, CLT_ERR_FORMAT, "layer %s: more than 2 inputs", l->name);
+    const int t = input_index(m, i, name);
+    if (t == -2) {
+      return clt_fail(e, CLT_ERR_FORMAT, "layer %s: input %s is not an earlier layer", l->name, name);
+    }
+    l->inputs[k++] = t;
+  }
+  if (k != l->ninputs) {
+    return clt_fail(e, CLT_ERR_FORMAT, "layer %s: %s takes %d input%s, the description names %d",
+                    l->name, l->ops->kind, l->ninputs, l->ninputs == 1 ? "" : "s", k);
+  }
+  return CLT_OK;
+}
+
+/* Adds one description entry (modified in place) as layer m->nlayers; a folded
+ * ZeroPadding2D is left in *pad and *pad_name for the next entry. */
+static int parse_entry(clt_model *m, char *entry, int *pad, char *pad_name, size_t pad_size,
+                       clt_err *e) {
+  char *from = strchr(entry, '<');
+  if (from) *from++ = '\0';
+  const char *eq = strchr(entry, '=');
+  int used = 0, p = 0;
+  if (eq && sscanf(eq + 1, "ZeroPadding2D(%d)%n", &p, &used) == 1 && eq[1 + used] == '\0') {
+    if (p < 1) return clt_fail(e, CLT_ERR_FORMAT, "%s: padding must be at least 1", entry);
+    if (*pad) return clt_fail(e, CLT_ERR_FORMAT, "%s follows ZeroPadding2D %s: fold both into one", entry, pad_name);
+    *pad = p;
+    if (from) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: a folded ZeroPadding2D names no inputs (the layer after "
+                      "it does)", entry);
+    }
+    snprintf(pad_name, pad_size, "%.*s", (int)(eq - entry), entry);
+    return CLT_OK; /* its input is the next layer's: the entry before */
+  }
+  if (m->nlayers == CLT_MAX_LAYERS) {
+    return clt_fail(e, CLT_ERR_FORMAT, "more than %d layers", CLT_MAX_LAYERS);
+  }
+  clt_layer *l = &m->layers[m->nlayers];
+  int status = clt_layer_init(l, entry, e);
+  if (status) return status;
+  if (input_index(m, m->nlayers, l->name) != -2) {
+    return clt_fail(e, CLT_ERR_FORMAT, "layer name %s is used twice", l->name);
+  }
+  if (*pad) {
+    if (!l->ops->folds_padding) {
+      return clt_fail(e, CLT_ERR_FORMAT, "layer %s: %s cannot follow ZeroPadding2D %s", l->name,
+                      l->ops->kind, pad_name);
+    }
+    l->pad = *pad;
+    snprintf(l->pad_name, sizeof l->pad_name, "%s", pad_name);
+    *pad = 0;
+  }
+  if ((status = parse_inputs(m, m->nlayers, from, e))) return status;
+  m->nlayers++;
+  return CLT_OK;
+}
+
+/* Shapes in graph order, then the flat layout: trainable parameters first (the
+ * optimizer updates that prefix), then the moving statistics; each starts aligned. */
+static int place_layers(clt_model *m, clt_err *e) {
   for (int i = 0; i < m->nlayers; i++) {
     clt_layer *l = &m->layers[i];
     clt_shape in[2];
-    for (int k = 0; k < l->ninputs; k++) {
-      in[k] = l->inputs[k] < 0 ? input : m->layers[l->inputs[k]].out;
-    }
+    for (int k = 0; k < l->ninputs; k++) in[k] = l->inputs[k] < 0 ? m->input : m->layers[l->inputs[k]].out;
     int status = l->ops->setup(l, in, e);
-    if (status) return clt_wrap(e, "model %s for %dx%dx%d images", name, input.h, input.w, input.c);
+    if (status) return status;
   }
-  /* The flat layout: trainable parameters first (Adam updates that prefix), then
-   * the moving statistics; each starts aligned. */
   size_t offset = 0;
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < m->nlayers; i++) {
@@ -224,6 +308,38 @@ int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m
   m->flat_floats = offset;
   return CLT_OK;
 }
+
+int clt_model_parse(const char *name, clt_shape input, int classes, clt_preprocess preprocess,
+                    const char *description, clt_model *m, clt_err *e) {
+  int status = CLT_OK, pad = 0;
+  char pad_name[32] = "";
+  memset(m, 0, sizeof *m);
+  snprintf(m->name, sizeof m->name, "%s", name);
+  m->input = input;
+  m->classes = classes;
+  m->preprocess = preprocess;
+  char *text = strdup(description);
+  if (!text) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading model %s", name);
+  for (char *save = NULL, *entry = strtok_r(text, " ", &save); entry && !status;
+       entry = strtok_r(NULL, " ", &save)) {
+    status = parse_entry(m, entry, &pad, pad_name, sizeof pad_name, e);
+  }
+  if (!status && pad) status = clt_fail(e, CLT_ERR_FORMAT, "ZeroPadding2D %s ends the model", pad_name);
+  if (!status && m->nlayers == 0) status = clt_fail(e, CLT_ERR_FORMAT, "no layers");
+  if (!status) status = place_layers(m, e);
+  if (!status) {
+    const clt_shape out = m->layers[m->nlayers - 1].out;
+    if (out.h != 1 || out.w != 1 || out.c != classes) {
+      status = clt_fail(e, CLT_ERR_FORMAT, "the last layer outputs %dx%dx%d, not the %d class logits",
+                        out.h, out.w, out.c, classes);
+    }
+  }
+  free(text);
+  if (status) clt_wrap(e, "model %s for %dx%dx%d images", name, input.h, input.w, input.c);
+  return status;
+}
+
+/* ---- using a model ---------------------------------------------------------------- */
 
 void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat) {
   clt_rng rng;
@@ -256,36 +372,17 @@ size_t clt_model_max_activation(const clt_model *m) {
 }
 
 void clt_model_describe(const clt_model *m, char *buf, size_t size) {
-  size_t used = 0;
+  desc_writer w = {.buf = buf, .size = size, .last = INPUT_NAME};
   buf[0] = '\0';
-  for (int i = 0; i < m->nlayers && used < size; i++) {
+  for (int i = 0; i < m->nlayers && w.used < size; i++) {
     const clt_layer *l = &m->layers[i];
-    char one[160], pad[48] = "", from[80] = "";
-    if (l->pad) snprintf(pad, sizeof pad, "%s=ZeroPadding2D(%d) ", l->pad_name, l->pad);
-    /* Inputs are named only where the graph is not a chain. */
-    if (l->ninputs > 1 || l->inputs[0] != i - 1) {
-      size_t f = (size_t)snprintf(from, sizeof from, "<");
-      for (int k = 0; k < l->ninputs && f < sizeof from; k++) {
-        f += (size_t)snprintf(from + f, sizeof from - f, "%s%s", k ? "," : "",
-                              l->inputs[k] < 0 ? "input" : m->layers[l->inputs[k]].name);
-      }
-    }
-    if (l->ops == &clt_conv2d_ops) {
-      snprintf(one, sizeof one, "%s=Conv2D(%d,%dx%d,s%d,%s%s)", l->name, l->filters, l->kernel_h,
-               l->kernel_w, l->stride, l->pad_same ? "same" : "valid", l->relu ? ",relu" : "");
-    } else if (l->ops == &clt_maxpool_ops) {
-      snprintf(one, sizeof one, "%s=MaxPooling2D(%d,s%d)", l->name, l->pool, l->pool_stride);
-    } else if (l->ops == &clt_dense_ops) {
-      snprintf(one, sizeof one, "%s=Dense(%d%s)", l->name, l->units, l->relu ? ",relu" : "");
-    } else if (l->ops == &clt_batchnorm_ops) {
-      snprintf(one, sizeof one, "%s=BatchNormalization(eps%g,m%g%s)", l->name, l->epsilon,
-               l->momentum, l->relu ? ",relu" : "");
-    } else {
-      snprintf(one, sizeof one, "%s=%s%s", l->name, l->ops->kind, l->relu ? "(relu)" : "");
-    }
-    used += (size_t)snprintf(buf + used, size - used, "%s%s%s%s", i ? " " : "", pad, one, from);
-    if (used >= size) used = size - 1;
+    char kind[160];
+    if (l->pad) emit_pad(&w, l->pad_name, l->pad);
+    l->ops->describe(l, kind, sizeof kind);
+    emit(&w, l->name, kind, l->inputs[0] < 0 ? INPUT_NAME : m->layers[l->inputs[0]].name,
+         l->ninputs > 1 ? m->layers[l->inputs[1]].name : NULL);
   }
+  if (w.used >= size) buf[size - 1] = '\0';
 }
 
 int clt_model_find(const clt_model *m, const char *name) {

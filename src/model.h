@@ -29,11 +29,23 @@ typedef struct clt_model {
   size_t flat_floats;      /* length of the flat buffer: parameters, each aligned */
 } clt_model;
 
-/* Names cltrain knows, for --help and errors. */
+/* The built-in models' names, for --help and errors. */
 extern const char *const clt_model_names;
 
-/* Builds model `name` for images of shape `input` and `classes` classes. */
+/* Builds built-in model `name` for images of shape `input` and `classes` classes:
+ * the model's description (clt_model_describe's text), then clt_model_parse. */
 int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m, clt_err *e);
+
+/* Whether `name` is a built-in model; if so, *preprocess gets its preprocessing. */
+int clt_model_is_builtin(const char *name, clt_preprocess *preprocess);
+
+/* Builds a model from its description: space-separated entries "name=Kind(args)",
+ * each optionally followed by "<in" or "<in1,in2" naming its inputs (earlier layers or
+ * "input"; without it, the entry before); an entry "name=ZeroPadding2D(p)" folds into
+ * the next layer. Shapes follow from `input`; the last layer must output `classes`
+ * logits. name is kept for messages and checkpoints. */
+int clt_model_parse(const char *name, clt_shape input, int classes, clt_preprocess preprocess,
+                    const char *description, clt_model *m, clt_err *e);
 
 /* Keras initialisation from the seed: Glorot-uniform kernels, zero biases.
  * flat has m->flat_floats floats; alignment gaps are zeroed. */
@@ -44,7 +56,8 @@ void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat);
 
 /* One line naming every layer and its hyper-parameters, e.g.
  * "conv2d=Conv2D(64,3x3,s1,valid,relu) max_pooling2d=MaxPooling2D(2,s2) ...":
- * two models compute the same function iff their descriptions are equal. */
+ * the model as data (clt_model_parse reads it back), stored in checkpoints; two
+ * models compute the same function iff their descriptions are equal. */
 void clt_model_describe(const clt_model *m, char *buf, size_t size);
 
 /* Largest per-example activation of any layer, in floats. */

@@ -74,7 +74,7 @@ static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers
 static size_t scratch_floats(const clt_model *m, int max_batch) {
   size_t scratch = 0;
   for (int i = 0; i < m->nlayers; i++) {
-    size_t s = m->layers[i].ops->scratch_floats(&m->layers[i], max_batch);
+    size_t s = clt_layer_scratch_floats(&m->layers[i], max_batch);
     if (s > scratch) scratch = s;
   }
   return scratch;
@@ -139,13 +139,34 @@ size_t clt_net_bytes(const clt_model *m, int max_batch, int train) {
   for (int i = 0; i < m->nlayers; i++) {
     const clt_layer *l = &m->layers[i];
     if (!l->ops->aliases_input) floats += clt_shape_size(l->out) * max_batch;
-    if (l->ops->state_floats) floats += l->ops->state_floats(l);
+    floats += clt_layer_state_floats(l);
   }
   return floats * sizeof(float);
 }
 
 static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int order_len,
                   int train, clt_net **out, clt_err *e);
+
+/* The momentum of the moving statistics (BatchNormalization's): one update kernel
+ * runs over all of them, so they must share it. */
+static int moving_momentum(const clt_model *m, float *momentum, clt_err *e) {
+  const clt_param *first = NULL;
+  *momentum = 0.99f;
+  for (int i = 0; i < m->nlayers; i++) {
+    for (int p = 0; p < m->layers[i].nparams; p++) {
+      const clt_param *prm = &m->layers[i].params[p];
+      if (!prm->non_trainable) continue;
+      if (first && prm->moving_momentum != first->moving_momentum) {
+        return clt_fail(e, CLT_ERR_ARG, "model %s: layer %s has momentum %g, others %g; cltrain needs one "
+                        "momentum for all moving statistics", m->name, m->layers[i].name,
+                        prm->moving_momentum, first->moving_momentum);
+      }
+      if (!first) first = prm;
+    }
+  }
+  if (first) *momentum = (float)first->moving_momentum;
+  return CLT_OK;
+}
 
 int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
                    int order_len, clt_net **out, clt_err *e) {
@@ -172,10 +193,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   net->train = train;
   if (train && (status = plan_gradients(m, net->plan, &net->grad_buffers, e))) goto cleanup;
   if (!train && (status = plan_activations(m, act_buf, &net->act_buffers, e))) goto cleanup;
-  net->stat_momentum = 0.99f;
-  for (int i = 0; i < m->nlayers; i++) {
-    if (m->layers[i].ops == &clt_batchnorm_ops) net->stat_momentum = (float)m->layers[i].momentum;
-  }
+  if ((status = moving_momentum(m, &net->stat_momentum, e))) goto cleanup;
   /* Fail before allocating when the device cannot hold it all: on CPU devices an
    * allocation past the RAM may only fail when touched, taking the host down. */
   const size_t need = clt_net_bytes(m, max_batch, train);
@@ -222,8 +240,8 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   }
   for (int i = 0; i < m->nlayers && train; i++) {
     const clt_layer *l = &m->layers[i];
-    if (l->ops->state_floats && l->ops->state_floats(l)) {
-      ALLOC(l->ops->state_floats(l), "layer state", &net->state[i]);
+    if (clt_layer_state_floats(l)) {
+      ALLOC(clt_layer_state_floats(l), "layer state", &net->state[i]);
     }
     if (l->ops->aliases_input) {
       net->act[i] = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
@@ -236,8 +254,8 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
 #undef ALLOC
   net->device_bytes = r->allocated_bytes - held;
   for (int i = 0; i < m->nlayers; i++) {
-    status = m->layers[i].ops->prepare(&m->layers[i], r, max_batch, e);
-    if (status) goto cleanup;
+    const clt_layer *l = &m->layers[i];
+    if (l->ops->prepare && (status = l->ops->prepare(l, r, max_batch, e))) goto cleanup;
   }
   const char *kernels[][2] = {{"data.cl", "gather_batch"},       {"data.cl", "convert_batch"},
                               {"loss.cl", "softmax_xent"},       {"loss.cl", "metrics_accumulate"},
@@ -424,7 +442,7 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
     io.y = net->act[i];
     io.state = net->state[i];
     clt_replica_scope(net->replica, l->name, "forward");
-    status = l->ops->forward(l, &io, e);
+    if (l->ops->forward) status = l->ops->forward(l, &io, e);
   }
   if (status) return status;
   const int last = m->nlayers - 1;
@@ -436,7 +454,7 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
     const clt_layer *l = &m->layers[i];
     const clt_grad_plan *p = &net->plan[i];
     clt_replica_scope(net->replica, l->name, "backward");
-    if (!l->ops->aliases_input) {
+    if (l->ops->backward) {
       io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
       io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
       io.y = net->act[i];

@@ -93,15 +93,10 @@ static void test_conv(const conv_case *t) {
   set_case("conv2d %dx%d s%d %s%s C%d->%d %dx%d B%d:", t->KH, t->KW, t->stride,
            t->pad_same ? "same" : "valid", t->relu ? " relu" : "", t->C, t->CO, t->H, t->W, t->B);
   clt_layer l;
-  memset(&l, 0, sizeof l);
-  l.ops = &clt_conv2d_ops;
-  snprintf(l.name, sizeof l.name, "conv_under_test");
-  l.filters = t->CO;
-  l.kernel_h = t->KH;
-  l.kernel_w = t->KW;
-  l.stride = t->stride;
-  l.pad_same = t->pad_same;
-  l.relu = t->relu;
+  char spec[96];
+  snprintf(spec, sizeof spec, "conv_under_test=Conv2D(%d,%dx%d,s%d,%s%s)", t->CO, t->KH, t->KW,
+           t->stride, t->pad_same ? "same" : "valid", t->relu ? ",relu" : "");
+  if (api_failed(clt_layer_init(&l, spec, &E), "init")) goto done;
   if (api_failed(l.ops->setup(&l, &(clt_shape){t->H, t->W, t->C}, &E), "setup")) goto done;
 
   int OH, OW, pt, pl;
@@ -128,7 +123,7 @@ static void test_conv(const conv_case *t) {
   rand_fill(bias, nb, -0.5, 0.5);
   rand_fill(dy, ny, -1, 1);
 
-  const size_t ns = l.ops->scratch_floats(&l, t->B);
+  const size_t ns = clt_layer_scratch_floats(&l, t->B);
   cl_mem X = dev_new(nx), Y = dev_new(ny + TAIL), DY = dev_new(ny), DX = dev_new(nx + TAIL);
   cl_mem P = dev_new(flat), G = dev_new(flat), S = dev_new(ns + TAIL);
   upload(X, 0, x, nx);
@@ -200,11 +195,9 @@ static void test_pool(const pool_case *t) {
   set_case("maxpool %d s%d C%d %dx%d B%d%s:", t->pool, t->stride, t->C, t->H, t->W, t->B,
            t->ties ? " with ties" : "");
   clt_layer l;
-  memset(&l, 0, sizeof l);
-  l.ops = &clt_maxpool_ops;
-  snprintf(l.name, sizeof l.name, "pool_under_test");
-  l.pool = t->pool;
-  l.pool_stride = t->stride;
+  char spec[64];
+  snprintf(spec, sizeof spec, "pool_under_test=MaxPooling2D(%d,s%d)", t->pool, t->stride);
+  if (api_failed(clt_layer_init(&l, spec, &E), "init")) goto done;
   if (api_failed(l.ops->setup(&l, &(clt_shape){t->H, t->W, t->C}, &E), "setup")) goto done;
   const int OH = (t->H - t->pool) / t->stride + 1, OW = (t->W - t->pool) / t->stride + 1;
   expect("setup: output shape", (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->C), 3);
@@ -220,7 +213,7 @@ static void test_pool(const pool_case *t) {
     distinct_fill(x, nx);
   }
   rand_fill(dy, ny, -1, 1);
-  const size_t ns = l.ops->scratch_floats(&l, t->B);
+  const size_t ns = clt_layer_scratch_floats(&l, t->B);
   cl_mem X = dev_new(nx), Y = dev_new(ny + TAIL), DY = dev_new(ny);
   cl_mem DX = dev_new(nx + TAIL), S = dev_new(ns + TAIL);
   upload(X, 0, x, nx);
@@ -249,11 +242,9 @@ static void test_pool_tie_by_hand(int pool, int stride, int H, int W, const doub
                                   const double *dy, const double *dx_expected) {
   set_case("maxpool %d s%d %dx%d explicit ties:", pool, stride, H, W);
   clt_layer l;
-  memset(&l, 0, sizeof l);
-  l.ops = &clt_maxpool_ops;
-  snprintf(l.name, sizeof l.name, "pool_under_test");
-  l.pool = pool;
-  l.pool_stride = stride;
+  char spec[64];
+  snprintf(spec, sizeof spec, "pool_under_test=MaxPooling2D(%d,s%d)", pool, stride);
+  if (api_failed(clt_layer_init(&l, spec, &E), "init")) goto done;
   if (api_failed(l.ops->setup(&l, &(clt_shape){H, W, 1}, &E), "setup")) goto done;
   if (api_failed(l.ops->prepare(&l, R, 1, &E), "prepare")) goto done;
   const size_t nx = (size_t)H * W, ny = (size_t)l.out.h * l.out.w;
@@ -306,11 +297,9 @@ typedef struct dense_case {
 static void test_dense(const dense_case *t) {
   set_case("dense %d->%d%s B%d:", t->IN, t->OUT, t->relu ? " relu" : "", t->B);
   clt_layer l;
-  memset(&l, 0, sizeof l);
-  l.ops = &clt_dense_ops;
-  snprintf(l.name, sizeof l.name, "dense_under_test");
-  l.units = t->OUT;
-  l.relu = t->relu;
+  char spec[64];
+  snprintf(spec, sizeof spec, "dense_under_test=Dense(%d%s)", t->OUT, t->relu ? ",relu" : "");
+  if (api_failed(clt_layer_init(&l, spec, &E), "init")) goto done;
   if (api_failed(l.ops->setup(&l, &(clt_shape){1, 1, t->IN}, &E), "setup")) goto done;
   const size_t flat = place_params(&l);
   if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
@@ -327,7 +316,7 @@ static void test_dense(const dense_case *t) {
   rand_fill(bias, nb, -0.5, 0.5);
   rand_fill(dy, ny, -1, 1);
 
-  const size_t ns = l.ops->scratch_floats(&l, t->B);
+  const size_t ns = clt_layer_scratch_floats(&l, t->B);
   cl_mem X = dev_new(nx), Y = dev_new(ny + TAIL), DY = dev_new(ny), DX = dev_new(nx + TAIL);
   cl_mem P = dev_new(flat), G = dev_new(flat), S = dev_new(ns + TAIL);
   upload(X, 0, x, nx);

@@ -18,6 +18,7 @@
  * the tensor, the worst index and the values there. Prints "N passed, M failed" last
  * and exits non-zero if anything failed; with no OpenCL device part 2 fails. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,13 +438,16 @@ static void test_references(void) {
 /* 2. Device layers against the references                                             */
 /* ================================================================================== */
 
-/* A fresh layer description of the given kind. */
-static clt_layer new_layer(const clt_layer_ops *ops, const char *name) {
+/* A fresh layer from its description entry ("name=Kind(args)"); fatal if refused. */
+static clt_layer new_layer(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static clt_layer new_layer(const char *fmt, ...) {
+  char entry[128];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(entry, sizeof entry, fmt, ap);
+  va_end(ap);
   clt_layer l;
-  memset(&l, 0, sizeof l);
-  l.ops = ops;
-  l.ninputs = ops->ninputs ? ops->ninputs : 1;
-  snprintf(l.name, sizeof l.name, "%s", name);
+  if (clt_layer_init(&l, entry, &E)) fatal(E.msg);
   return l;
 }
 
@@ -457,10 +461,9 @@ typedef struct bn_case {
 static void test_bn(const bn_case *t) {
   set_case("batchnorm B%d %dx%d C%d%s%s:", t->B, t->H, t->W, t->C, t->relu ? " relu" : "",
            t->center != 0 ? " mean 100" : "");
-  clt_layer l = new_layer(&clt_batchnorm_ops, "bn_under_test");
-  l.epsilon = 1.001e-5;
-  l.momentum = 0.99;
-  l.relu = t->relu;
+  clt_layer l = new_layer("bn_under_test=BatchNormalization(eps1.001e-05,m0.99%s)",
+                          t->relu ? ",relu" : "");
+  const double eps = 1.001e-5;
   const clt_shape in = {t->H, t->W, t->C};
   if (api_failed(l.ops->setup(&l, &in, &E), "setup")) goto done;
   static const char *const names[] = {"gamma", "beta", "moving_mean", "moving_variance"};
@@ -495,7 +498,7 @@ static void test_bn(const bn_case *t) {
   rand_fill(dy, n, -1, 1);
   for (size_t i = 0; i < nc; i++) mm[i] = (float)(mm[i] + t->center);
 
-  const size_t ns = l.ops->scratch_floats(&l, t->B), nst = 2 * nc;
+  const size_t ns = clt_layer_scratch_floats(&l, t->B), nst = 2 * nc;
   cl_mem X = dev_new(n), Y = dev_new(n + TAIL), DY = dev_new(n), DX = dev_new(n + TAIL);
   cl_mem P = dev_new(flat), G = dev_new(flat), S = dev_new(ns + TAIL), ST = dev_new(nst + TAIL);
   upload(X, 0, x, n);
@@ -511,12 +514,12 @@ static void test_bn(const bn_case *t) {
   /* Training forward. */
   if (api_failed(l.ops->forward(&l, &io, &E), "forward (train)")) goto done;
   download(Y, 0, y, n);
-  ref_batchnorm_forward_train(x, rows, C, gamma, beta, l.epsilon, t->relu, y_ref, mean, var, varu);
+  ref_batchnorm_forward_train(x, rows, C, gamma, beta, eps, t->relu, y_ref, mean, var, varu);
   check("train: y", y, y_ref, n, TOL_REDUCE);
   download(ST, 0, got, nc);
   check("train: state mean", got, mean, nc, TOL_REDUCE);
   download(ST, nc, got, nc);
-  for (int c = 0; c < C; c++) want[c] = 1.0 / sqrt(var[c] + l.epsilon);
+  for (int c = 0; c < C; c++) want[c] = 1.0 / sqrt(var[c] + eps);
   check("train: state 1/sqrt(var+eps)", got, want, nc, TOL_REDUCE);
   download(G, mo, got, nc);
   for (int c = 0; c < C; c++) want[c] = 0.5 * mean[c];
@@ -569,7 +572,7 @@ static void test_bn(const bn_case *t) {
   double *dym = dnew(n);
   memcpy(dym, dy, n * sizeof *dy);
   if (t->relu) relu_mask(dym, y, n);
-  ref_batchnorm_backward(x, rows, C, gamma, beta, l.epsilon, 0, dym, dx_ref, dg_ref, db_ref);
+  ref_batchnorm_backward(x, rows, C, gamma, beta, eps, 0, dym, dx_ref, dg_ref, db_ref);
   download(DX, 0, dx, n);
   download(G, go, dg, nc);
   download(G, bo, db, nc);
@@ -599,7 +602,7 @@ static void test_bn(const bn_case *t) {
   io.state = NULL;
   if (api_failed(l.ops->forward(&l, &io, &E), "forward (inference)")) goto done;
   download(Y, 0, y, n);
-  ref_batchnorm_forward_infer(x, rows, C, gamma, beta, mm, mv, l.epsilon, t->relu, y_ref);
+  ref_batchnorm_forward_infer(x, rows, C, gamma, beta, mm, mv, eps, t->relu, y_ref);
   check("inference: y", y, y_ref, n, TOL_REDUCE);
   check_flat("inference: no gradient written", G, &l, flat, 0, -1);
   check_untouched("inference: y tail", Y, n, TAIL);
@@ -633,8 +636,7 @@ typedef struct add_case {
 
 static void test_add(const add_case *t) {
   set_case("add B%d %dx%d C%d%s:", t->B, t->H, t->W, t->C, t->relu ? " relu" : "");
-  clt_layer l = new_layer(&clt_add_ops, "add_under_test");
-  l.relu = t->relu;
+  clt_layer l = new_layer("add_under_test=Add%s", t->relu ? "(relu)" : "");
   const clt_shape in[2] = {{t->H, t->W, t->C}, {t->H, t->W, t->C}};
   if (api_failed(l.ops->setup(&l, in, &E), "setup")) goto done;
   expect("setup: ninputs 2, output shape, no parameters",
@@ -648,7 +650,7 @@ static void test_add(const add_case *t) {
   rand_fill(x, n, -1, 1);
   rand_fill(x2, n, -1, 1);
   rand_fill(dy, n, -1, 1);
-  const size_t ns = l.ops->scratch_floats(&l, t->B);
+  const size_t ns = clt_layer_scratch_floats(&l, t->B);
   cl_mem X = dev_new(n), X2 = dev_new(n), Y = dev_new(n + TAIL), DY = dev_new(n);
   cl_mem DX = dev_new(n + TAIL), DX2 = dev_new(n + TAIL), S = dev_new(ns + TAIL);
   upload(X, 0, x, n);
@@ -704,7 +706,7 @@ static void test_add_all(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_add(&cases[i]);
 
   set_case("add shape mismatch:");
-  clt_layer l = new_layer(&clt_add_ops, "conv2_block1_add");
+  clt_layer l = new_layer("conv2_block1_add=Add");
   const clt_shape in[2] = {{3, 5, 7}, {3, 5, 8}};
   clt_err err = {0};
   int status = l.ops->setup(&l, in, &err);
@@ -720,7 +722,7 @@ static void test_add_all(void) {
 
 static void test_gap(int B, int H, int W, int C) {
   set_case("gap B%d %dx%d C%d:", B, H, W, C);
-  clt_layer l = new_layer(&clt_gap_ops, "gap_under_test");
+  clt_layer l = new_layer("gap_under_test=GlobalAveragePooling2D");
   const clt_shape in = {H, W, C};
   if (api_failed(l.ops->setup(&l, &in, &E), "setup")) goto done;
   expect("setup: output 1x1xC, no parameters",
@@ -731,7 +733,7 @@ static void test_gap(int B, int H, int W, int C) {
   double *dx = dnew(nx), *dx_ref = dnew(nx);
   rand_fill(x, nx, -1, 1);
   rand_fill(dy, ny, -1, 1);
-  const size_t ns = l.ops->scratch_floats(&l, B);
+  const size_t ns = clt_layer_scratch_floats(&l, B);
   cl_mem X = dev_new(nx), Y = dev_new(ny + TAIL), DY = dev_new(ny), DX = dev_new(nx + TAIL);
   cl_mem S = dev_new(ns + TAIL);
   upload(X, 0, x, nx);
@@ -767,9 +769,7 @@ static void test_ppool(const ppool_case *t) {
   static const char *const modes[] = {"distinct", "relu-like", "ties"};
   set_case("maxpool %d s%d pad %d C%d %dx%d B%d %s:", t->pool, t->stride, t->pad, t->C, t->H, t->W,
            t->B, modes[t->mode]);
-  clt_layer l = new_layer(&clt_maxpool_ops, "pool_under_test");
-  l.pool = t->pool;
-  l.pool_stride = t->stride;
+  clt_layer l = new_layer("pool_under_test=MaxPooling2D(%d,s%d)", t->pool, t->stride);
   l.pad = t->pad;
   const clt_shape in = {t->H, t->W, t->C};
   if (api_failed(l.ops->setup(&l, &in, &E), "setup")) goto done;
@@ -785,7 +785,7 @@ static void test_ppool(const ppool_case *t) {
   for (size_t i = 0; i < nx && t->mode == 1; i++) x[i] = fmax(0.0, urand(-1, 1));
   for (size_t i = 0; i < nx && t->mode == 2; i++) x[i] = (double)(rng_next() % 3);
   rand_fill(dy, ny, -1, 1);
-  const size_t ns = l.ops->scratch_floats(&l, t->B);
+  const size_t ns = clt_layer_scratch_floats(&l, t->B);
   cl_mem X = dev_new(nx), Y = dev_new(ny + TAIL), DY = dev_new(ny), DX = dev_new(nx + TAIL);
   cl_mem S = dev_new(ns + TAIL);
   upload(X, 0, x, nx);
@@ -822,9 +822,7 @@ static void test_ppool_all(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_ppool(&cases[i]);
 
   set_case("maxpool bad padding:");
-  clt_layer l = new_layer(&clt_maxpool_ops, "pool1_pool");
-  l.pool = 3;
-  l.pool_stride = 2;
+  clt_layer l = new_layer("pool1_pool=MaxPooling2D(3,s2)");
   l.pad = -1;
   clt_err err = {0};
   const clt_shape in = {5, 5, 3};

@@ -2,9 +2,33 @@
  * "_out" activation after each block's sum).
  * forward:  y = x + x2, then ReLU
  * backward: dx = dx2 = dy masked by (y > 0); either may be NULL. No parameters. */
+#include <stdio.h>
+
 #include "layer.h"
 
+#ifdef CLT_REFERENCE
+#include "ref_resnet.h"
+#endif
+
 #define ADD_CHUNK 8 /* floats per work-item (float8), as CH in norm.cl */
+
+typedef struct add_hp {
+  int relu; /* fused activation */
+} add_hp;
+
+static const add_hp *hp(const clt_layer *l) { return clt_layer_hp(l, add_hp); }
+
+/* "relu" or nothing */
+static int add_parse(clt_layer *l, const char *args, clt_err *e) {
+  if (clt_parse_relu_tail(args, &clt_layer_hp(l, add_hp)->relu) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: Add(%s): expected Add or Add(relu)", l->name, args);
+  }
+  return CLT_OK;
+}
+
+static void add_describe(const clt_layer *l, char *buf, size_t size) {
+  snprintf(buf, size, "Add%s", hp(l)->relu ? "(relu)" : "");
+}
 
 static int add_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
   if (in[0].h != in[1].h || in[0].w != in[1].w || in[0].c != in[1].c) {
@@ -15,12 +39,6 @@ static int add_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
   l->out = in[0];
   l->nparams = 0;
   return CLT_OK;
-}
-
-static size_t add_scratch(const clt_layer *l, int batch) {
-  (void)l;
-  (void)batch;
-  return 0;
 }
 
 static int add_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
@@ -38,7 +56,7 @@ static size_t add_items(size_t n) { return (n + ADD_CHUNK - 1) / ADD_CHUNK; }
 static int add_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   cl_kernel k;
   const size_t total = (size_t)io->batch * clt_shape_size(l->out);
-  int n = (int)total, relu = l->relu;
+  int n = (int)total, relu = hp(l)->relu;
   int status = clt_replica_kernel(io->replica, "norm.cl", "", "add_forward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->x2), CLT_ARG(io->y), CLT_ARG(n), CLT_ARG(relu)};
@@ -50,7 +68,7 @@ static int add_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   if (!io->dx && !io->dx2) return CLT_OK;
   cl_kernel k;
   const size_t total = (size_t)io->batch * clt_shape_size(l->out);
-  int n = (int)total, relu = l->relu;
+  int n = (int)total, relu = hp(l)->relu;
   int status = clt_replica_kernel(io->replica, "norm.cl", "", "add_backward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->dy), CLT_ARG(io->y), CLT_ARG(io->dx), CLT_ARG(io->dx2),
@@ -59,12 +77,25 @@ static int add_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
+#ifdef CLT_REFERENCE
+static void add_ref_forward(const clt_layer *l, const clt_ref_io *io) {
+  ref_add(io->x, io->x2, clt_shape_size(l->out) * io->batch, hp(l)->relu, io->y);
+}
+
+static void add_ref_backward(const clt_layer *l, const clt_ref_io *io) {
+  ref_add_backward(io->y, io->dy, clt_shape_size(l->out) * io->batch, hp(l)->relu, io->dx, io->dx2);
+}
+#endif
+
 const clt_layer_ops clt_add_ops = {
     .kind = "Add",
+    .ninputs = 2,
+    .parse = add_parse,
+    .describe = add_describe,
     .setup = add_setup,
-    .scratch_floats = add_scratch,
     .prepare = add_prepare,
     .forward = add_forward,
     .backward = add_backward,
-    .ninputs = 2,
+    .ref_forward = CLT_REF(add_ref_forward),
+    .ref_backward = CLT_REF(add_ref_backward),
 };

@@ -20,8 +20,13 @@
  * Scratch: [partial sums: 2*nblocks*C][dx coefficients: 3*C]; inference uses its
  * first 2*C floats for the statistics. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "layer.h"
+
+#ifdef CLT_REFERENCE
+#include "ref_resnet.h"
+#endif
 
 /* Rows per partial sum: enough blocks to occupy a device even at small batches,
  * few enough that the final pass over the blocks stays short. */
@@ -33,14 +38,40 @@
 
 enum { BN_GAMMA, BN_BETA, BN_MEAN, BN_VAR };
 
+typedef struct bn_hp {
+  double epsilon, momentum;
+  int relu; /* fused activation */
+} bn_hp;
+
+static const bn_hp *hp(const clt_layer *l) { return clt_layer_hp(l, bn_hp); }
+
+/* "eps1.001e-05,m0.99,relu" */
+static int bn_parse(clt_layer *l, const char *args, clt_err *e) {
+  bn_hp *h = clt_layer_hp(l, bn_hp);
+  int used = 0;
+  if (sscanf(args, "eps%lf,m%lf%n", &h->epsilon, &h->momentum, &used) != 2 ||
+      clt_parse_relu_tail(args + used, &h->relu) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: BatchNormalization(%s): expected BatchNormalization(epsEPSILON,mMOMENTUM[,relu])",
+                    l->name, args);
+  }
+  return CLT_OK;
+}
+
+static void bn_describe(const clt_layer *l, char *buf, size_t size) {
+  snprintf(buf, size, "BatchNormalization(eps%g,m%g%s)", hp(l)->epsilon, hp(l)->momentum,
+           hp(l)->relu ? ",relu" : "");
+}
+
 static int bn_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   const clt_shape in = ins[0];
+  const bn_hp *h = hp(l);
   if (in.h < 1 || in.w < 1 || in.c < 1) {
     return clt_fail(e, CLT_ERR_ARG, "%s: bad input shape %dx%dx%d", l->name, in.h, in.w, in.c);
   }
-  if (!(l->epsilon > 0.0) || !(l->momentum >= 0.0 && l->momentum <= 1.0)) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: bad epsilon %g or momentum %g", l->name, l->epsilon,
-                    l->momentum);
+  if (!(h->epsilon > 0.0) || !(h->momentum >= 0.0 && h->momentum <= 1.0)) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad epsilon %g or momentum %g", l->name, h->epsilon,
+                    h->momentum);
   }
   l->in = in;
   l->out = in;
@@ -48,7 +79,8 @@ static int bn_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   static const float inits[] = {1.0f, 0.0f, 0.0f, 1.0f};
   for (int i = 0; i < 4; i++) {
     l->params[i] = (clt_param){.rank = 1, .dims = {in.c}, .size = (size_t)in.c,
-                               .init_constant = inits[i], .non_trainable = i >= BN_MEAN};
+                               .init_constant = inits[i], .non_trainable = i >= BN_MEAN,
+                               .moving_momentum = i >= BN_MEAN ? h->momentum : 0.0};
     snprintf(l->params[i].name, sizeof l->params[i].name, "%s", names[i]);
   }
   l->nparams = 4;
@@ -97,7 +129,7 @@ static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e
   int rows = bn_rows(l, io->batch), C = l->in.c, per_block = BN_ROWS_PER_BLOCK;
   int nblocks = bn_blocks(rows), part = 0, part2 = nblocks * C;
   int mean_slot = (int)l->params[BN_MEAN].offset, var_slot = (int)l->params[BN_VAR].offset;
-  float eps = (float)l->epsilon, w = io->stat_weight;
+  float eps = (float)hp(l)->epsilon, w = io->stat_weight;
   const size_t chunks = bn_chunks(l);
   clt_karg sum_args[] = {CLT_ARG(io->x), CLT_ARG(rows), CLT_ARG(C), CLT_ARG(per_block),
                          CLT_ARG(io->scratch), CLT_ARG(part)};
@@ -121,7 +153,7 @@ static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e
 }
 
 static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  int rows = bn_rows(l, io->batch), C = l->in.c, off = 0, relu = l->relu;
+  int rows = bn_rows(l, io->batch), C = l->in.c, off = 0, relu = hp(l)->relu;
   int gamma_off = (int)l->params[BN_GAMMA].offset, beta_off = (int)l->params[BN_BETA].offset;
   cl_mem stats = io->state;
   int status;
@@ -131,7 +163,7 @@ static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   } else {
     /* The moving statistics in the training state's layout, so one bn_apply serves. */
     int mean_off = (int)l->params[BN_MEAN].offset, var_off = (int)l->params[BN_VAR].offset;
-    float eps = (float)l->epsilon;
+    float eps = (float)hp(l)->epsilon;
     stats = io->scratch;
     clt_karg args[] = {CLT_ARG(io->params), CLT_ARG(mean_off), CLT_ARG(var_off), CLT_ARG(C),
                        CLT_ARG(eps),        CLT_ARG(stats),    CLT_ARG(off)};
@@ -153,7 +185,7 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int nblocks = bn_blocks(rows), part = 0, part2 = nblocks * C, coef = 2 * nblocks * C;
   int gamma_off = (int)l->params[BN_GAMMA].offset, beta_off = (int)l->params[BN_BETA].offset;
   const size_t chunks = bn_chunks(l);
-  int relu = l->relu, status;
+  int relu = hp(l)->relu, status;
   {
     clt_karg args[] = {CLT_ARG(io->dy),      CLT_ARG(io->x),     CLT_ARG(io->y),
                        CLT_ARG(relu),        CLT_ARG(rows),      CLT_ARG(C),
@@ -181,13 +213,49 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
+#ifdef CLT_REFERENCE
+static void bn_ref_forward(const clt_layer *l, const clt_ref_io *io) {
+  const double *gamma = io->params + l->params[BN_GAMMA].offset;
+  const double *beta = io->params + l->params[BN_BETA].offset;
+  const int rows = bn_rows(l, io->batch), C = l->in.c;
+  if (!io->train) {
+    ref_batchnorm_forward_infer(io->x, rows, C, gamma, beta, io->params + l->params[BN_MEAN].offset,
+                                io->params + l->params[BN_VAR].offset, hp(l)->epsilon, hp(l)->relu,
+                                io->y);
+    return;
+  }
+  double *mean = malloc(2 * (size_t)C * sizeof *mean);
+  if (!mean) return;
+  double *var_unbiased = mean + C;
+  ref_batchnorm_forward_train(io->x, rows, C, gamma, beta, hp(l)->epsilon, hp(l)->relu, io->y, mean,
+                              NULL, var_unbiased);
+  /* What a device writes to the moving statistics' gradient slots (see above). */
+  for (int c = 0; c < C && io->grads; c++) {
+    io->grads[l->params[BN_MEAN].offset + c] = io->stat_weight * mean[c];
+    io->grads[l->params[BN_VAR].offset + c] = io->stat_weight * var_unbiased[c];
+  }
+  free(mean);
+}
+
+static void bn_ref_backward(const clt_layer *l, const clt_ref_io *io) {
+  ref_batchnorm_backward(io->x, bn_rows(l, io->batch), l->in.c, io->params + l->params[BN_GAMMA].offset,
+                         io->params + l->params[BN_BETA].offset, hp(l)->epsilon, hp(l)->relu, io->dy,
+                         io->dx, io->grads + l->params[BN_GAMMA].offset,
+                         io->grads + l->params[BN_BETA].offset);
+}
+#endif
+
 const clt_layer_ops clt_batchnorm_ops = {
     .kind = "BatchNormalization",
+    .ninputs = 1,
+    .parse = bn_parse,
+    .describe = bn_describe,
     .setup = bn_setup,
     .scratch_floats = bn_scratch,
     .prepare = bn_prepare,
     .forward = bn_forward,
     .backward = bn_backward,
     .state_floats = bn_state,
-    .ninputs = 1,
+    .ref_forward = CLT_REF(bn_ref_forward),
+    .ref_backward = CLT_REF(bn_ref_backward),
 };

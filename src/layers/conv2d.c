@@ -9,19 +9,55 @@
  *           dx  = col2im(dy * W^T)
  * Scratch: [col: M*K floats][bias-gradient partial sums]. */
 #include <stdio.h>
+#include <string.h>
 
 #include "gemm.h"
 #include "layer.h"
 
+#ifdef CLT_REFERENCE
+#include "ref.h"
+#endif
+
+typedef struct conv_hp {
+  int filters, kernel_h, kernel_w, stride;
+  int pad_same; /* TensorFlow's 'same', else 'valid' */
+  int relu;     /* fused activation */
+} conv_hp;
+
+static const conv_hp *hp(const clt_layer *l) { return clt_layer_hp(l, conv_hp); }
+
+/* "64,3x3,s1,valid,relu" */
+static int conv_parse(clt_layer *l, const char *args, clt_err *e) {
+  conv_hp *h = clt_layer_hp(l, conv_hp);
+  char padding[8] = "";
+  int used = 0;
+  if (sscanf(args, "%d,%dx%d,s%d,%7[a-z]%n", &h->filters, &h->kernel_h, &h->kernel_w, &h->stride,
+             padding, &used) != 5 ||
+      (strcmp(padding, "same") != 0 && strcmp(padding, "valid") != 0) ||
+      clt_parse_relu_tail(args + used, &h->relu) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: Conv2D(%s): expected Conv2D(filters,KHxKW,sSTRIDE,same|valid[,relu])",
+                    l->name, args);
+  }
+  h->pad_same = padding[0] == 's';
+  return CLT_OK;
+}
+
+static void conv_describe(const clt_layer *l, char *buf, size_t size) {
+  const conv_hp *h = hp(l);
+  snprintf(buf, size, "Conv2D(%d,%dx%d,s%d,%s%s)", h->filters, h->kernel_h, h->kernel_w, h->stride,
+           h->pad_same ? "same" : "valid", h->relu ? ",relu" : "");
+}
+
 static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
+  const conv_hp *h = hp(l);
   const clt_shape in = ins[0];
-  const int kh = l->kernel_h, kw = l->kernel_w, s = l->stride;
-  if (kh < 1 || kw < 1 || s < 1 || l->filters < 1) {
+  const int kh = h->kernel_h, kw = h->kernel_w, s = h->stride;
+  if (kh < 1 || kw < 1 || s < 1 || h->filters < 1) {
     return clt_fail(e, CLT_ERR_ARG, "%s: bad kernel %dx%d, stride %d or filters %d", l->name,
-                    kh, kw, s, l->filters);
+                    kh, kw, s, h->filters);
   }
   l->in = in;
-  if (l->pad_same && l->pad) {
+  if (h->pad_same && l->pad) {
     return clt_fail(e, CLT_ERR_ARG, "%s: 'same' padding and an explicit padding of %d", l->name, l->pad);
   }
   if (l->pad) {
@@ -33,7 +69,7 @@ static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
     l->out.h = (in.h + 2 * l->pad - kh) / s + 1;
     l->out.w = (in.w + 2 * l->pad - kw) / s + 1;
     l->pad_top = l->pad_left = l->pad;
-  } else if (l->pad_same) {
+  } else if (h->pad_same) {
     /* TensorFlow's 'same': out = ceil(in / s), extra padding at the bottom/right. */
     l->out.h = (in.h + s - 1) / s;
     l->out.w = (in.w + s - 1) / s;
@@ -50,45 +86,45 @@ static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
     l->out.w = (in.w - kw) / s + 1;
     l->pad_top = l->pad_left = 0;
   }
-  l->out.c = l->filters;
+  l->out.c = h->filters;
   clt_param *k = &l->params[0], *b = &l->params[1];
-  *k = (clt_param){.name = "kernel", .rank = 4, .dims = {kh, kw, in.c, l->filters},
-                   .size = (size_t)kh * kw * in.c * l->filters,
+  *k = (clt_param){.name = "kernel", .rank = 4, .dims = {kh, kw, in.c, h->filters},
+                   .size = (size_t)kh * kw * in.c * h->filters,
                    .glorot_fan_in = (double)kh * kw * in.c,
-                   .glorot_fan_out = (double)kh * kw * l->filters};
-  *b = (clt_param){.name = "bias", .rank = 1, .dims = {l->filters}, .size = (size_t)l->filters};
+                   .glorot_fan_out = (double)kh * kw * h->filters};
+  *b = (clt_param){.name = "bias", .rank = 1, .dims = {h->filters}, .size = (size_t)h->filters};
   l->nparams = 2;
   return CLT_OK;
 }
 
 /* A 1x1 convolution with stride 1 reads the input as its column matrix. */
 static int conv_pointwise(const clt_layer *l) {
-  return l->kernel_h == 1 && l->kernel_w == 1 && l->stride == 1 && l->pad_top == 0 &&
+  return hp(l)->kernel_h == 1 && hp(l)->kernel_w == 1 && hp(l)->stride == 1 && l->pad_top == 0 &&
          l->pad_left == 0;
 }
 
 static size_t conv_rows(const clt_layer *l, int batch) {
   return (size_t)batch * l->out.h * l->out.w;
 }
-static size_t conv_k(const clt_layer *l) { return (size_t)l->kernel_h * l->kernel_w * l->in.c; }
+static size_t conv_k(const clt_layer *l) { return (size_t)hp(l)->kernel_h * hp(l)->kernel_w * l->in.c; }
 
 static size_t conv_scratch(const clt_layer *l, int batch) {
   size_t rows = conv_rows(l, batch);
   size_t col = conv_pointwise(l) ? 0 : rows * conv_k(l);
-  return col + clt_bias_grad_scratch((int)rows, l->filters);
+  return col + clt_bias_grad_scratch((int)rows, hp(l)->filters);
 }
 
 /* The three GEMMs, for `batch` examples. */
 static clt_gemm_shape fwd_shape(const clt_layer *l, int batch) {
-  size_t m = conv_rows(l, batch), k = conv_k(l), n = (size_t)l->filters;
+  size_t m = conv_rows(l, batch), k = conv_k(l), n = (size_t)hp(l)->filters;
   return (clt_gemm_shape){0, 0, m, n, k, k, n, n};
 }
 static clt_gemm_shape dw_shape(const clt_layer *l, int batch) {
-  size_t m = conv_rows(l, batch), k = conv_k(l), n = (size_t)l->filters;
+  size_t m = conv_rows(l, batch), k = conv_k(l), n = (size_t)hp(l)->filters;
   return (clt_gemm_shape){1, 0, k, n, m, k, n, n};
 }
 static clt_gemm_shape dcol_shape(const clt_layer *l, int batch) {
-  size_t m = conv_rows(l, batch), k = conv_k(l), n = (size_t)l->filters;
+  size_t m = conv_rows(l, batch), k = conv_k(l), n = (size_t)hp(l)->filters;
   return (clt_gemm_shape){0, 1, m, k, n, n, n, k};
 }
 
@@ -115,9 +151,10 @@ static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kna
   cl_kernel k;
   int status = clt_replica_kernel(io->replica, "conv.cl", "", kname, &k, e);
   if (status) return status;
+  const conv_hp *h = hp(l);
   clt_karg args[] = {CLT_ARG(from), CLT_ARG(to), CLT_ARG(io->batch), CLT_ARG(l->in.h),
-                     CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(l->kernel_h),
-                     CLT_ARG(l->kernel_w), CLT_ARG(l->stride), CLT_ARG(l->pad_top),
+                     CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(h->kernel_h),
+                     CLT_ARG(h->kernel_w), CLT_ARG(h->stride), CLT_ARG(l->pad_top),
                      CLT_ARG(l->pad_left), CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
   char label[64];
   snprintf(label, sizeof label, "%s %s", l->name, kname);
@@ -131,7 +168,7 @@ static int conv_im2col(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (l->in.c < 4) {
     return conv_cols(l, io, "im2col_rows", io->x, io->scratch, (size_t)io->batch * l->out.h, e);
   }
-  return conv_cols(l, io, "im2col", io->x, io->scratch, rows * l->kernel_h * l->kernel_w, e);
+  return conv_cols(l, io, "im2col", io->x, io->scratch, rows * hp(l)->kernel_h * hp(l)->kernel_w, e);
 }
 
 static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -141,7 +178,7 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   if (!status) {
     status = clt_gemm_bias_act(io->replica, &fwd, pointwise ? io->x : io->scratch, 0, io->params,
                                l->params[0].offset, io->y, 0, io->params, l->params[1].offset,
-                               l->relu, e);
+                               hp(l)->relu, e);
   }
   return status;
 }
@@ -152,8 +189,8 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
   const size_t col_floats = pointwise ? 0 : rows * conv_k(l);
   cl_mem col = pointwise ? io->x : io->scratch;
   /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass. */
-  int status = clt_bias_grad(io, io->dy, l->relu ? io->y : NULL, io->scratch, col_floats,
-                             (int)rows, l->filters, l->params[1].offset, e);
+  int status = clt_bias_grad(io, io->dy, hp(l)->relu ? io->y : NULL, io->scratch, col_floats,
+                             (int)rows, hp(l)->filters, l->params[1].offset, e);
   if (!status && !pointwise) status = conv_im2col(l, io, e);
   if (!status) {
     const clt_gemm_shape dw = dw_shape(l, io->batch);
@@ -174,11 +211,38 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
   return status;
 }
 
+#ifdef CLT_REFERENCE
+static void conv_ref_forward(const clt_layer *l, const clt_ref_io *io) {
+  const conv_hp *h = hp(l);
+  const clt_shape s = l->in, o = l->out;
+  ref_conv2d_forward(io->x, io->batch, s.h, s.w, s.c, io->params + l->params[0].offset,
+                     io->params + l->params[1].offset, h->kernel_h, h->kernel_w, h->filters,
+                     h->stride, l->pad_top, l->pad_left, o.h, o.w, io->y);
+  if (h->relu) ref_relu_forward(io->y, clt_shape_size(o) * io->batch, io->y);
+}
+
+static void conv_ref_backward(const clt_layer *l, const clt_ref_io *io) {
+  const conv_hp *h = hp(l);
+  const clt_shape s = l->in, o = l->out;
+  if (h->relu) ref_relu_backward(io->y, io->dy, clt_shape_size(o) * io->batch, io->dy);
+  ref_conv2d_backward(io->x, io->batch, s.h, s.w, s.c, io->params + l->params[0].offset,
+                      h->kernel_h, h->kernel_w, h->filters, h->stride, l->pad_top, l->pad_left,
+                      o.h, o.w, io->dy, io->dx, io->grads + l->params[0].offset,
+                      io->grads + l->params[1].offset);
+}
+#endif
+
 const clt_layer_ops clt_conv2d_ops = {
     .kind = "Conv2D",
+    .ninputs = 1,
+    .folds_padding = 1,
+    .parse = conv_parse,
+    .describe = conv_describe,
     .setup = conv_setup,
     .scratch_floats = conv_scratch,
     .prepare = conv_prepare,
     .forward = conv_forward,
     .backward = conv_backward,
+    .ref_forward = CLT_REF(conv_ref_forward),
+    .ref_backward = CLT_REF(conv_ref_backward),
 };

@@ -1,5 +1,7 @@
 /* Flatten. Activations are NHWC in memory, which is exactly Keras' flatten order,
  * so the layer moves no data: its output is its input buffer seen as (1, 1, h*w*c). */
+#include <string.h>
+
 #include "layer.h"
 
 static int flatten_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
@@ -11,33 +13,24 @@ static int flatten_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   return CLT_OK;
 }
 
-static size_t flatten_scratch(const clt_layer *l, int batch) {
-  (void)l;
-  (void)batch;
-  return 0;
+#ifdef CLT_REFERENCE
+/* The reference keeps every output in its own array: a copy. */
+static void flatten_ref_forward(const clt_layer *l, const clt_ref_io *io) {
+  memcpy(io->y, io->x, clt_shape_size(l->out) * io->batch * sizeof *io->y);
 }
 
-static int flatten_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
-  (void)l;
-  (void)r;
-  (void)max_batch;
-  (void)e;
-  return CLT_OK;
+static void flatten_ref_backward(const clt_layer *l, const clt_ref_io *io) {
+  if (io->dx) memcpy(io->dx, io->dy, clt_shape_size(l->out) * io->batch * sizeof *io->dx);
 }
-
-static int flatten_pass(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  (void)l;
-  (void)io;
-  (void)e;
-  return CLT_OK;
-}
+#endif
 
 const clt_layer_ops clt_flatten_ops = {
     .kind = "Flatten",
-    .setup = flatten_setup,
-    .scratch_floats = flatten_scratch,
-    .prepare = flatten_prepare,
-    .forward = flatten_pass,
-    .backward = flatten_pass,
+    .ninputs = 1,
     .aliases_input = 1,
+    .parse = clt_layer_parse_none,
+    .describe = clt_layer_describe_none,
+    .setup = flatten_setup,
+    .ref_forward = CLT_REF(flatten_ref_forward),
+    .ref_backward = CLT_REF(flatten_ref_backward),
 };

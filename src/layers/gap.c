@@ -2,6 +2,10 @@
  * backward dx[b, h, w, c] = dy[b, c] / (H*W). No parameters. */
 #include "layer.h"
 
+#ifdef CLT_REFERENCE
+#include "ref_resnet.h"
+#endif
+
 #define GAP_CHUNK 8 /* channels per work-item (float8), as CH in norm.cl */
 
 static int gap_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
@@ -13,12 +17,6 @@ static int gap_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   l->out = (clt_shape){1, 1, in.c};
   l->nparams = 0;
   return CLT_OK;
-}
-
-static size_t gap_scratch(const clt_layer *l, int batch) {
-  (void)l;
-  (void)batch;
-  return 0;
 }
 
 static int gap_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
@@ -56,12 +54,25 @@ static int gap_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
+#ifdef CLT_REFERENCE
+static void gap_ref_forward(const clt_layer *l, const clt_ref_io *io) {
+  ref_gap_forward(io->x, io->batch, l->in.h, l->in.w, l->in.c, io->y);
+}
+
+static void gap_ref_backward(const clt_layer *l, const clt_ref_io *io) {
+  if (io->dx) ref_gap_backward(io->dy, io->batch, l->in.h, l->in.w, l->in.c, io->dx);
+}
+#endif
+
 const clt_layer_ops clt_gap_ops = {
     .kind = "GlobalAveragePooling2D",
+    .ninputs = 1,
+    .parse = clt_layer_parse_none,
+    .describe = clt_layer_describe_none,
     .setup = gap_setup,
-    .scratch_floats = gap_scratch,
     .prepare = gap_prepare,
     .forward = gap_forward,
     .backward = gap_backward,
-    .ninputs = 1,
+    .ref_forward = CLT_REF(gap_ref_forward),
+    .ref_backward = CLT_REF(gap_ref_backward),
 };

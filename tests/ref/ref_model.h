@@ -1,6 +1,6 @@
-/* A plain-C double-precision interpreter of a whole clt_model graph, built from
- * the layer references (ref.h, ref_resnet.h): the reference a network on any
- * device is checked against, for every model cltrain builds. */
+/* A plain-C double-precision interpreter of a whole clt_model graph, walking the
+ * layers' reference passes (ops->ref_forward, ref_backward; test builds only): the
+ * reference a network on any device is checked against, for every model. */
 #ifndef CLT_REF_MODEL_H
 #define CLT_REF_MODEL_H
 
