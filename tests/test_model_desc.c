@@ -33,9 +33,12 @@ static void test_kinds(void) {
            NULL);
     expect("clt_layer_kind finds it by name", clt_layer_kind(k->kind) == k, k->kind);
   }
-  expect("seven kinds (Add, BatchNormalization, Conv2D, Dense, Flatten, GlobalAveragePooling2D, "
-         "MaxPooling2D)",
-         kinds == 7, NULL);
+  expect("every kind of the built-in models is known", kinds >= 7, NULL);
+  int duplicates = 0;
+  for (int i = 0; clt_layer_kinds[i]; i++) {
+    for (int j = 0; j < i; j++) duplicates += strcmp(clt_layer_kinds[i]->kind, clt_layer_kinds[j]->kind) == 0;
+  }
+  expect("kind names are unique", duplicates == 0, NULL);
 }
 
 /* describe -> parse -> describe is the identity, and the parsed model has the
