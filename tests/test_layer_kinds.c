@@ -29,6 +29,7 @@ static const kind_case cases[] = {
     {"bn=BatchNormalization(eps0.001,m0.99,relu)", 0, 2, 3, 3, 5},
     {"add=Add(relu)", 0, 2, 2, 3, 9},
     {"gap=GlobalAveragePooling2D", 0, 2, 3, 2, 11},
+    {"relu=ReLU", 0, 2, 3, 5, 7},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
