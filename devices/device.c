@@ -109,20 +109,22 @@ static int partition(clt_device_list *list, const char *spec, int idx, int parts
                      clt_err *e) {
   const clt_device parent = list->devices[idx];
   if (parts < 2 || (cl_uint)parts > parent.compute_units) {
-    return clt_fail(e, CLT_ERR_ARG, "--devices %s: device %d (%s) has %u compute units: it splits "
-                    "into 2 to %u sub-devices", spec, idx, parent.name, parent.compute_units,
-                    parent.compute_units);
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--devices %s: device %d (%s) has %u compute units: it splits "
+                    "into 2 to %u sub-devices",
+                    spec, idx, parent.name, parent.compute_units, parent.compute_units);
   }
-  cl_device_partition_property props[] = {CL_DEVICE_PARTITION_EQUALLY,
-                                          (cl_device_partition_property)(parent.compute_units / parts), 0};
+  cl_device_partition_property props[] = {
+      CL_DEVICE_PARTITION_EQUALLY, (cl_device_partition_property)(parent.compute_units / parts), 0};
   cl_device_id ids[64];
   cl_uint got = 0;
   cl_int rc = clCreateSubDevices(parent.id, props, (cl_uint)parts, ids, &got);
   if (rc != CL_SUCCESS || got < (cl_uint)parts) {
     for (cl_uint i = 0; rc == CL_SUCCESS && i < got; i++) clReleaseDevice(ids[i]);
-    return clt_fail(e, rc ? rc : CLT_ERR_DEVICE, "--devices %s: device %d (%s) cannot be partitioned "
-                    "into %d sub-devices: %s", spec, idx, parent.name, parts,
-                    rc ? clt_status_name(rc) : "too few returned");
+    return clt_fail(e, rc ? rc : CLT_ERR_DEVICE,
+                    "--devices %s: device %d (%s) cannot be partitioned "
+                    "into %d sub-devices: %s",
+                    spec, idx, parent.name, parts, rc ? clt_status_name(rc) : "too few returned");
   }
   clt_device *grown = realloc(list->devices, (size_t)(list->count + parts) * sizeof *grown);
   if (!grown) {
@@ -140,7 +142,8 @@ static int partition(clt_device_list *list, const char *spec, int idx, int parts
     char name[sizeof d->name];
     snprintf(name, sizeof name, "%s", parent.name);
     snprintf(d->name, sizeof d->name, "%.200s [sub-device %d/%d of %d]", name, i + 1, parts, idx);
-    clGetDeviceInfo(ids[i], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof d->compute_units, &d->compute_units, NULL);
+    clGetDeviceInfo(ids[i], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof d->compute_units, &d->compute_units,
+                    NULL);
   }
   for (int i = parts; i < (int)got; i++) clReleaseDevice(ids[i]);
   return CLT_OK;
@@ -162,7 +165,8 @@ int clt_devices_select(clt_device_list *list, const char *spec, int *chosen, int
       if (list->devices[i].type & want) chosen[(*n)++] = i;
     }
     if (*n == 0) {
-      return clt_fail(e, CLT_ERR_DEVICE, "--devices %s: no device of that type (see `cltrain devices`)", spec);
+      return clt_fail(e, CLT_ERR_DEVICE,
+                      "--devices %s: no device of that type (see `cltrain devices`)", spec);
     }
     return CLT_OK;
   }

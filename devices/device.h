@@ -10,7 +10,7 @@
 #include "status.h"
 
 typedef struct clt_device {
-  int index;                /* position in the enumeration, as `cltrain devices` prints it */
+  int index; /* position in the enumeration, as `cltrain devices` prints it */
   cl_platform_id platform;
   cl_device_id id;
   cl_device_type type;
@@ -19,7 +19,7 @@ typedef struct clt_device {
   cl_uint compute_units;
   cl_ulong global_mem_bytes;
   cl_ulong max_alloc_bytes;
-  int parent;               /* a sub-device: the index of the device it was cut from; else -1 */
+  int parent; /* a sub-device: the index of the device it was cut from; else -1 */
 } clt_device;
 
 typedef struct clt_device_list {

@@ -86,7 +86,8 @@ static int build_program(clt_replica *r, const char *source, const char *options
   if (!text) return clt_fail(e, CLT_ERR_INTERNAL, "no embedded OpenCL source %s", source);
   if (strlen(source) >= sizeof((clt_program_entry *)0)->source ||
       strlen(options) >= sizeof((clt_program_entry *)0)->options) {
-    return clt_fail(e, CLT_ERR_INTERNAL, "program name or options too long: %s %s", source, options);
+    return clt_fail(e, CLT_ERR_INTERNAL, "program name or options too long: %s %s", source,
+                    options);
   }
   clt_program_entry *p = calloc(1, sizeof *p);
   if (!p) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory building %s", source);
@@ -107,7 +108,8 @@ static int build_program(clt_replica *r, const char *source, const char *options
     size_t n = 0;
     clGetProgramBuildInfo(p->program, r->device.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &n);
     log[sizeof log - 1] = '\0';
-    for (char *c = log; *c; c++) if (*c == '\n' || *c == '\r') *c = ' ';
+    for (char *c = log; *c; c++)
+      if (*c == '\n' || *c == '\r') *c = ' ';
     clt_fail(e, rc, "device %d (%s): building cl/%s [%s] failed: %s: build log: %s",
              r->device.index, r->device.name, source, options, clt_status_name(rc), log);
     clReleaseProgram(p->program);
@@ -120,8 +122,8 @@ static int build_program(clt_replica *r, const char *source, const char *options
   return CLT_OK;
 }
 
-int clt_replica_kernel(clt_replica *r, const char *source, const char *options,
-                       const char *name, cl_kernel *out, clt_err *e) {
+int clt_replica_kernel(clt_replica *r, const char *source, const char *options, const char *name,
+                       cl_kernel *out, clt_err *e) {
   clt_program_entry *p = r->programs;
   while (p && (strcmp(p->source, source) != 0 || strcmp(p->options, options) != 0)) p = p->next;
   if (!p) {
@@ -154,10 +156,11 @@ int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *ou
   *out = NULL;
   if (bytes == 0) bytes = sizeof(float); /* zero-size buffers are invalid in OpenCL */
   if (bytes > r->device.max_alloc_bytes && r->device.max_alloc_bytes) {
-    return clt_fail(e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                    "device %d (%s): %s needs %.1f MiB, above the device's largest allocation %.1f MiB",
-                    r->device.index, r->device.name, what, bytes / 1048576.0,
-                    r->device.max_alloc_bytes / 1048576.0);
+    return clt_fail(
+        e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+        "device %d (%s): %s needs %.1f MiB, above the device's largest allocation %.1f MiB",
+        r->device.index, r->device.name, what, bytes / 1048576.0,
+        r->device.max_alloc_bytes / 1048576.0);
   }
   cl_int rc = CL_SUCCESS;
   cl_mem m = clCreateBuffer(r->context, CL_MEM_READ_WRITE, bytes, NULL, &rc);
@@ -199,16 +202,16 @@ int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *a
   return CLT_OK;
 }
 
-int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                 int nargs, size_t n, clt_err *e) {
+int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+                 size_t n, clt_err *e) {
   if (n == 0) return CLT_OK;
   size_t local = r->work_group;
   size_t global = (n + local - 1) / local * local;
   return clt_launch(r, k, kname, args, nargs, 1, &global, &local, e);
 }
 
-int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                 int nargs, size_t n0, size_t n1, clt_err *e) {
+int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+                 size_t n0, size_t n1, clt_err *e) {
   if (n0 == 0 || n1 == 0) return CLT_OK;
   /* A whole channel row per group when it fits (no idle work-items), else
    * groups of work_group with a guarded tail; narrow rows (few channels) stack
@@ -275,7 +278,8 @@ int clt_replica_profile_collect(clt_replica *r, clt_err *e) {
   for (int i = 0; i < p->npending; i++) {
     cl_ulong start = 0, end = 0;
     if (rc == CL_SUCCESS) {
-      rc = clGetEventProfilingInfo(p->pending[i], CL_PROFILING_COMMAND_START, sizeof start, &start, NULL);
+      rc = clGetEventProfilingInfo(p->pending[i], CL_PROFILING_COMMAND_START, sizeof start, &start,
+                                   NULL);
     }
     if (rc == CL_SUCCESS) {
       rc = clGetEventProfilingInfo(p->pending[i], CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);

@@ -27,16 +27,16 @@ typedef struct clt_profile {
 } clt_profile;
 
 typedef struct clt_replica {
-  clt_device device;         /* copy of the enumerated description */
+  clt_device device; /* copy of the enumerated description */
   cl_context context;
-  cl_command_queue queue;    /* in order, profiling enabled */
+  cl_command_queue queue;      /* in order, profiling enabled */
   clt_program_entry *programs; /* built once per (source, options) */
-  size_t work_group;         /* preferred 1-D work-group size for elementwise kernels */
-  size_t max_work_group;     /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
-  cl_mem gemm_temp;          /* CLBlast scratch, sized once by clt_gemm_reserve */
-  size_t gemm_temp_bytes;
-  size_t allocated_bytes;    /* device memory this replica holds */
-  clt_profile *profile;      /* NULL unless profiling */
+  size_t work_group;           /* preferred 1-D work-group size for elementwise kernels */
+  size_t max_work_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+  cl_mem gemm_temp;            /* CLBlast scratch, sized once by clt_gemm_reserve */
+  size_t gemm_temp_bytes;      /* its size */
+  size_t allocated_bytes;      /* device memory this replica holds */
+  clt_profile *profile;        /* NULL unless profiling */
 } clt_replica;
 
 int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e);
@@ -50,8 +50,8 @@ void clt_replica_destroy(clt_replica *r);
  * `options` (may be ""). The program is built at most once per replica and
  * options; the kernel object is cached too and owned by the replica. A failed
  * build reports the device and the build log. */
-int clt_replica_kernel(clt_replica *r, const char *source, const char *options,
-                       const char *name, cl_kernel *out, clt_err *e);
+int clt_replica_kernel(clt_replica *r, const char *source, const char *options, const char *name,
+                       cl_kernel *out, clt_err *e);
 
 /* Allocates a zero-filled device buffer; `what` names it in errors. */
 int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *out, clt_err *e);
@@ -66,8 +66,8 @@ typedef struct clt_karg {
 /* Sets the arguments and enqueues a 1-D launch of at least n work-items
  * (rounded up to the replica's work-group; kernels guard the tail).
  * n == 0 enqueues nothing. */
-int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                 int nargs, size_t n, clt_err *e);
+int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+                 size_t n, clt_err *e);
 
 /* A launch with explicit global and local sizes (local may be NULL). */
 int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
@@ -75,8 +75,8 @@ int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *a
 
 /* 2-D launch over (n0, n1) work-items, n0 the fastest-varying (channels):
  * work-groups of (n0 rounded to a divisor-friendly size, 1); kernels guard the tail. */
-int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                 int nargs, size_t n0, size_t n1, clt_err *e);
+int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+                 size_t n0, size_t n1, clt_err *e);
 
 /* Turns per-kernel profiling on (allocates the table once). */
 int clt_replica_enable_profiling(clt_replica *r, clt_err *e);

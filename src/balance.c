@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FORGET 0.85 /* weight of the past per step: about the last 7 steps count */
-#define OUTLIER 1.5 /* an observation this far above or below the prediction is suspect */
-#define MARGIN 0.03 /* leave the equal split only for a predicted gain above 3% */
-#define STICKY 0.01 /* change the previous split only for a predicted gain above 1% */
+#define FORGET 0.85    /* weight of the past per step: about the last 7 steps count */
+#define OUTLIER 1.5    /* an observation this far above or below the prediction is suspect */
+#define MARGIN 0.03    /* leave the equal split only for a predicted gain above 3% */
+#define STICKY 0.01    /* change the previous split only for a predicted gain above 1% */
 #define PROBE_EVERY 64 /* a replica left out gets one example this often, to be re-timed */
 
 int clt_split_parse(const char *spec, int n, clt_split_mode *mode, double *weights, clt_err *e) {
@@ -26,7 +26,8 @@ int clt_split_parse(const char *spec, int n, clt_split_mode *mode, double *weigh
     char *end = NULL;
     double w = strtod(s, &end);
     if (end == s || (*end != ',' && *end != '\0') || !(w >= 0) || !isfinite(w)) {
-      return clt_fail(e, CLT_ERR_ARG, "--split %s: expected auto, equal or non-negative weights like 3,1", spec);
+      return clt_fail(e, CLT_ERR_ARG,
+                      "--split %s: expected auto, equal or non-negative weights like 3,1", spec);
     }
     if (count < CLT_BALANCE_MAX) weights[count] = w;
     count++;
@@ -88,7 +89,8 @@ static void round_shares(const clt_balancer *b, const double *share, int total, 
   }
   while (sum > total) { /* only when caps clipped nothing and floors overshot: never, but safe */
     int best = 0;
-    for (int i = 1; i < b->n; i++) if (out[i] > out[best]) best = i;
+    for (int i = 1; i < b->n; i++)
+      if (out[i] > out[best]) best = i;
     out[best]--;
     sum--;
   }
@@ -108,11 +110,13 @@ static void water_fill(const clt_balancer *b, int total, double *share) {
   for (int i = 0; i < b->n; i++) hi = fmax(hi, b->overhead[i] + total * b->cost[i]);
   for (int iter = 0; iter < 100; iter++) {
     double mid = 0.5 * (lo + hi), sum = 0;
-    for (int i = 0; i < b->n; i++) sum += fmin(b->cap[i], fmax(0.0, (mid - b->overhead[i]) / b->cost[i]));
+    for (int i = 0; i < b->n; i++)
+      sum += fmin(b->cap[i], fmax(0.0, (mid - b->overhead[i]) / b->cost[i]));
     if (sum >= total) hi = mid;
     else lo = mid;
   }
-  for (int i = 0; i < b->n; i++) share[i] = fmin(b->cap[i], fmax(0.0, (hi - b->overhead[i]) / b->cost[i]));
+  for (int i = 0; i < b->n; i++)
+    share[i] = fmin(b->cap[i], fmax(0.0, (hi - b->overhead[i]) / b->cost[i]));
 }
 
 /* Moves single examples off the slowest replica while that shortens the step:

@@ -26,17 +26,17 @@ typedef enum { CLT_SPLIT_AUTO, CLT_SPLIT_EQUAL, CLT_SPLIT_WEIGHTS } clt_split_mo
 typedef struct clt_balancer {
   int n;
   clt_split_mode mode;
-  double weights[CLT_BALANCE_MAX];    /* CLT_SPLIT_WEIGHTS */
-  int cap[CLT_BALANCE_MAX];           /* largest slice each replica can hold */
+  double weights[CLT_BALANCE_MAX]; /* CLT_SPLIT_WEIGHTS */
+  int cap[CLT_BALANCE_MAX];        /* largest slice each replica can hold */
   /* Exponentially weighted sums for the least-squares line t = a + c n. */
   double sw[CLT_BALANCE_MAX], sn[CLT_BALANCE_MAX], st[CLT_BALANCE_MAX];
   double snn[CLT_BALANCE_MAX], snt[CLT_BALANCE_MAX];
   double overhead[CLT_BALANCE_MAX], cost[CLT_BALANCE_MAX]; /* current estimates */
-  int observed[CLT_BALANCE_MAX];      /* steps with n > 0 seen */
-  int outliers[CLT_BALANCE_MAX];      /* consecutive observations far off the estimate */
-  int warmed[CLT_BALANCE_MAX];        /* the first (warm-up) step was seen and ignored */
-  int idle[CLT_BALANCE_MAX];          /* consecutive splits that left a timed replica out */
-  int last[CLT_BALANCE_MAX];          /* slices of the previous split */
+  int observed[CLT_BALANCE_MAX];                           /* steps with n > 0 seen */
+  int outliers[CLT_BALANCE_MAX]; /* consecutive observations far off the estimate */
+  int warmed[CLT_BALANCE_MAX];   /* the first (warm-up) step was seen and ignored */
+  int idle[CLT_BALANCE_MAX];     /* consecutive splits that left a timed replica out */
+  int last[CLT_BALANCE_MAX];     /* slices of the previous split */
 } clt_balancer;
 
 /* Parses --split: "auto", "equal" or n comma-separated non-negative weights

@@ -1,7 +1,7 @@
 #include "gemm.h"
 
-#include <clblast_c.h>
 #include <stdio.h>
+#include <clblast_c.h>
 
 static CLBlastTranspose tr(int t) { return t ? CLBlastTransposeYes : CLBlastTransposeNo; }
 
@@ -75,8 +75,8 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     /* B is [N][K]: lay it out as [K][N] in the scratch first (weights: small). */
     cl_kernel t;
     if ((status = clt_replica_kernel(r, "gemm.cl", options, "transpose", &t, e))) return status;
-    clt_karg targs[] = {CLT_ARG(b), CLT_ARG(bo), CLT_ARG(ldb), CLT_ARG(kk), CLT_ARG(n),
-                        CLT_ARG(r->gemm_temp)};
+    clt_karg targs[] = {CLT_ARG(b),  CLT_ARG(bo), CLT_ARG(ldb),
+                        CLT_ARG(kk), CLT_ARG(n),  CLT_ARG(r->gemm_temp)};
     size_t tglobal[2] = {(s->k + 15) / 16, s->n / 16};
     if ((status = clt_launch(r, t, "gemm transpose", targs, 6, 2, tglobal, NULL, e))) return status;
     b = r->gemm_temp;
@@ -98,10 +98,11 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     out = r->gemm_temp;
     co = 0;
   }
-  clt_karg args[] = {CLT_ARG(m),   CLT_ARG(n),    CLT_ARG(kk),       CLT_ARG(a),    CLT_ARG(ao),
-                     CLT_ARG(lda), CLT_ARG(b),    CLT_ARG(bo),       CLT_ARG(ldb),  CLT_ARG(out),
-                     CLT_ARG(co),  CLT_ARG(ldc),  CLT_ARG(bias),     CLT_ARG(bias_off), CLT_ARG(relu),
-                     CLT_ARG(k_chunk), CLT_ARG(c_split)};
+  clt_karg args[] = {CLT_ARG(m),      CLT_ARG(n),        CLT_ARG(kk),   CLT_ARG(a),
+                     CLT_ARG(ao),     CLT_ARG(lda),      CLT_ARG(b),    CLT_ARG(bo),
+                     CLT_ARG(ldb),    CLT_ARG(out),      CLT_ARG(co),   CLT_ARG(ldc),
+                     CLT_ARG(bias),   CLT_ARG(bias_off), CLT_ARG(relu), CLT_ARG(k_chunk),
+                     CLT_ARG(c_split)};
   char name[48];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s", s->m, s->n, s->k, s->trans_a ? " At" : "",
            s->trans_b ? " Bt" : "");
@@ -115,8 +116,8 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   cl_kernel sum;
   if ((status = clt_replica_kernel(r, "gemm.cl", options, "sum_splits", &sum, e))) return status;
   int count = m * n, final_off = (int)c_off;
-  clt_karg sargs[] = {CLT_ARG(r->gemm_temp), CLT_ARG(splits), CLT_ARG(c_split), CLT_ARG(count),
-                      CLT_ARG(c), CLT_ARG(final_off)};
+  clt_karg sargs[] = {CLT_ARG(r->gemm_temp), CLT_ARG(splits), CLT_ARG(c_split),
+                      CLT_ARG(count),        CLT_ARG(c),      CLT_ARG(final_off)};
   return clt_launch1d(r, sum, "gemm split-K sum", sargs, 6, (size_t)count, e);
 }
 
@@ -141,7 +142,8 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
     cl_kernel k;
     own_options(s, options, sizeof options);
     int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
-    if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", options, "transpose", &k, e);
+    if (!status && s->trans_b)
+      status = clt_replica_kernel(r, "gemm.cl", options, "transpose", &k, e);
     if (!status && s->trans_b) status = grow_temp(r, s->k * s->n * sizeof(float), e);
     if (!status && own_splits(s) > 1) {
       status = clt_replica_kernel(r, "gemm.cl", options, "sum_splits", &k, e);
@@ -150,9 +152,9 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
     return status;
   }
   size_t bytes = 0;
-  CLBlastStatusCode rc = CLBlastSGemmTempBufferSize(
-      CLBlastLayoutRowMajor, tr(s->trans_a), tr(s->trans_b), s->m, s->n, s->k, 0, s->lda, 0,
-      s->ldb, 0, s->ldc, &r->queue, &bytes);
+  CLBlastStatusCode rc = CLBlastSGemmTempBufferSize(CLBlastLayoutRowMajor, tr(s->trans_a),
+                                                    tr(s->trans_b), s->m, s->n, s->k, 0, s->lda, 0,
+                                                    s->ldb, 0, s->ldc, &r->queue, &bytes);
   if (rc != CLBlastSuccess) {
     return clt_fail(e, rc, "device %d (%s): CLBlast GEMM %zux%zux%zu: %s", r->device.index,
                     r->device.name, s->m, s->n, s->k, clt_status_name(rc));
@@ -160,8 +162,8 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
   return grow_temp(r, bytes, e);
 }
 
-int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off,
-             cl_mem b, size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e) {
+int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off, cl_mem b,
+             size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e) {
   if (s->m == 0 || s->n == 0) return CLT_OK;
   if (s->k == 0) return clt_fail(e, CLT_ERR_INTERNAL, "GEMM with k = 0");
   if (alpha == 1.0f && beta == 0.0f && use_own(r, s)) {
@@ -170,14 +172,14 @@ int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, siz
   CLBlastStatusCode rc;
   if (r->gemm_temp) {
     rc = CLBlastSgemmWithTempBuffer(CLBlastLayoutRowMajor, tr(s->trans_a), tr(s->trans_b), s->m,
-                                    s->n, s->k, alpha, a, a_off, s->lda, b, b_off, s->ldb, beta,
-                                    c, c_off, s->ldc, &r->queue, clt_replica_profile_event(r),
+                                    s->n, s->k, alpha, a, a_off, s->lda, b, b_off, s->ldb, beta, c,
+                                    c_off, s->ldc, &r->queue, clt_replica_profile_event(r),
                                     r->gemm_temp);
   } else {
     /* Shapes whose kernels need no scratch (CLBlast's direct path). */
     rc = CLBlastSgemm(CLBlastLayoutRowMajor, tr(s->trans_a), tr(s->trans_b), s->m, s->n, s->k,
-                      alpha, a, a_off, s->lda, b, b_off, s->ldb, beta, c, c_off, s->ldc,
-                      &r->queue, clt_replica_profile_event(r));
+                      alpha, a, a_off, s->lda, b, b_off, s->ldb, beta, c, c_off, s->ldc, &r->queue,
+                      clt_replica_profile_event(r));
   }
   if (rc == CLBlastSuccess && r->profile) {
     char name[48];
@@ -197,7 +199,8 @@ int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t 
                       size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
                       int relu, clt_err *e) {
   if (s->m == 0 || s->n == 0) return CLT_OK;
-  if (use_own(r, s)) return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, e);
+  if (use_own(r, s))
+    return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, e);
   int status = clt_gemm(r, s, 1.0f, a, a_off, b, b_off, 0.0f, c, c_off, e);
   if (status) return status;
   cl_kernel k;
@@ -205,6 +208,7 @@ int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t 
   /* bias_act works on C from its start: the layers' outputs begin at offset 0. */
   if (c_off != 0 || s->ldc != s->n) return clt_fail(e, CLT_ERR_INTERNAL, "bias_act on a strided C");
   int off = (int)bias_offset, rows = (int)s->m, cols = (int)s->n;
-  clt_karg args[] = {CLT_ARG(c), CLT_ARG(bias), CLT_ARG(off), CLT_ARG(rows), CLT_ARG(cols), CLT_ARG(relu)};
+  clt_karg args[] = {CLT_ARG(c),    CLT_ARG(bias), CLT_ARG(off),
+                     CLT_ARG(rows), CLT_ARG(cols), CLT_ARG(relu)};
   return clt_launch1d(r, k, "bias_act", args, 6, s->m * s->n, e);
 }

@@ -18,8 +18,8 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e);
 
 /* C[m x n] = alpha * op(A) op(B) + beta * C, offsets in floats. m, n or k of 0:
  * C is scaled by beta (k = 0) or nothing is done (m or n = 0). */
-int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off,
-             cl_mem b, size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e);
+int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off, cl_mem b,
+             size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e);
 
 /* C = op(A) op(B) + bias (bias[bias_offset + n] added to every row), then ReLU
  * when relu: a layer's forward product. Fused into the GEMM where cltrain's own

@@ -203,9 +203,10 @@ static int check_array(const char *path, int i, const clt_npz_array *a, clt_err 
   if (array_bytes(a->dims, a->rank, dtype_itemsize(a->dtype, strlen(a->dtype)), &want))
     return clt_fail(e, CLT_ERR_ARG, "%s: array %s: bad shape %s", path, shown, shape);
   if (want != a->bytes)
-    return clt_fail(e, CLT_ERR_ARG, "%s: array %s: %zu bytes given, shape %s of %s needs %zu", path, shown,
-                    a->bytes, shape, a->dtype, want);
-  if (a->bytes && !a->data) return clt_fail(e, CLT_ERR_ARG, "%s: array %s: data is NULL", path, shown);
+    return clt_fail(e, CLT_ERR_ARG, "%s: array %s: %zu bytes given, shape %s of %s needs %zu", path,
+                    shown, a->bytes, shape, a->dtype, want);
+  if (a->bytes && !a->data)
+    return clt_fail(e, CLT_ERR_ARG, "%s: array %s: data is NULL", path, shown);
   return CLT_OK;
 }
 
@@ -215,8 +216,8 @@ static size_t npy_preamble(const clt_npz_array *a, unsigned char *out) {
   char shape[CLT_NPZ_MAX_RANK * 24 + 8];
   format_shape(a->dims, a->rank, shape, sizeof shape);
   char *dict = (char *)out + 10;
-  int len = snprintf(dict, NPY_PREAMBLE_MAX - 10, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                     a->dtype, shape);
+  int len = snprintf(dict, NPY_PREAMBLE_MAX - 10,
+                     "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", a->dtype, shape);
   size_t total = 10 + (size_t)len + 1; /* + '\n' */
   total += (NPY_ALIGN - total % NPY_ALIGN) % NPY_ALIGN;
   memcpy(out, NPY_MAGIC, sizeof NPY_MAGIC);
@@ -235,7 +236,9 @@ static uint32_t name_flags(const char *name) {
   return 0;
 }
 
-static int put(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n ? 0 : -1; }
+static int put(FILE *f, const void *p, size_t n) {
+  return n == 0 || fwrite(p, 1, n, f) == n ? 0 : -1;
+}
 
 int clt_npz_write(const char *path, const clt_npz_array *arrays, int n, clt_err *e) {
   int status = CLT_OK;
@@ -285,13 +288,14 @@ int clt_npz_write(const char *path, const clt_npz_array *arrays, int n, clt_err 
     }
     /* 0xFFFFFFFF itself would mean "see the zip64 extra field" */
     if (arrays[i].bytes >= 0xFFFFFFFFu || offset + central + EOCD_LEN >= 0xFFFFFFFFu) {
-      status = clt_fail(e, CLT_ERR_ARG, "%s: archive would exceed 4 GiB (zip64 is not supported)", path);
+      status = clt_fail(e, CLT_ERR_ARG, "%s: archive would exceed 4 GiB (zip64 is not supported)",
+                        path);
       goto cleanup;
     }
   }
   for (int i = 0; i < n; i++)
-    plan[i].crc =
-        crc_bytes(crc_bytes(0, plan[i].preamble, plan[i].preamble_len), arrays[i].data, arrays[i].bytes);
+    plan[i].crc = crc_bytes(crc_bytes(0, plan[i].preamble, plan[i].preamble_len), arrays[i].data,
+                            arrays[i].bytes);
 
   f = fopen(path, "wb");
   if (!f) {
@@ -357,7 +361,8 @@ int clt_npz_write(const char *path, const clt_npz_array *arrays, int n, clt_err 
   goto cleanup;
 
 write_failed:
-  status = clt_fail(e, CLT_ERR_IO, "%s: write failed: %s", path, errno ? strerror(errno) : "I/O error");
+  status = clt_fail(e, CLT_ERR_IO, "%s: write failed: %s", path,
+                    errno ? strerror(errno) : "I/O error");
 cleanup:
   if (f && fclose(f) != 0 && status == CLT_OK)
     status = clt_fail(e, CLT_ERR_IO, "%s: close failed: %s", path, strerror(errno));
@@ -386,7 +391,8 @@ static int read_whole_file(const char *path, unsigned char **out, size_t *out_si
     goto cleanup;
   }
   if (st.st_size < 0 || (uint64_t)st.st_size >= SIZE_MAX) {
-    status = clt_fail(e, CLT_ERR_NOMEM, "%s: too large to load (%lld bytes)", path, (long long)st.st_size);
+    status = clt_fail(e, CLT_ERR_NOMEM, "%s: too large to load (%lld bytes)", path,
+                      (long long)st.st_size);
     goto cleanup;
   }
   size_t size = (size_t)st.st_size;
@@ -398,8 +404,8 @@ static int read_whole_file(const char *path, unsigned char **out, size_t *out_si
   size_t got = fread(buf, 1, size, f);
   if (got != size) {
     status = ferror(f) ? clt_fail(e, CLT_ERR_IO, "%s: read error: %s", path, strerror(errno))
-                       : clt_fail(e, CLT_ERR_IO, "%s: file shrank while reading (%zu of %zu bytes)", path,
-                                  got, size);
+                       : clt_fail(e, CLT_ERR_IO, "%s: file shrank while reading (%zu of %zu bytes)",
+                                  path, got, size);
     goto cleanup;
   }
   *out = buf;
@@ -417,7 +423,8 @@ typedef struct zip_dir {
   uint64_t limit; /* start of the end records: the directory must end by here */
 } zip_dir;
 
-static int find_directory(const char *path, const unsigned char *b, size_t size, zip_dir *dir, clt_err *e) {
+static int find_directory(const char *path, const unsigned char *b, size_t size, zip_dir *dir,
+                          clt_err *e) {
   /* The end record is the last 22 bytes plus a comment of up to 64 KiB; scan
    * backwards for a signature whose comment length reaches exactly to the
    * end, which a signature-like byte run inside member data rarely does. */
@@ -434,9 +441,10 @@ static int find_directory(const char *path, const unsigned char *b, size_t size,
   if (pos == SIZE_MAX) {
     if (size == 0) return clt_fail(e, CLT_ERR_FORMAT, "%s: empty file, not a zip archive", path);
     if (size >= 2 && b[0] == 'P' && b[1] == 'K')
-      return clt_fail(e, CLT_ERR_FORMAT,
-                      "%s: truncated: end of central directory record not found (file is %zu bytes)", path,
-                      size);
+      return clt_fail(
+          e, CLT_ERR_FORMAT,
+          "%s: truncated: end of central directory record not found (file is %zu bytes)", path,
+          size);
     return clt_fail(e, CLT_ERR_FORMAT, "%s: not a zip archive", path);
   }
   const unsigned char *r = b + pos;
@@ -471,8 +479,9 @@ static int find_directory(const char *path, const unsigned char *b, size_t size,
                     path, (unsigned long long)dir->offset, (unsigned long long)dir->size, size);
   /* also bounds the allocation a corrupt count could ask for */
   if (dir->entries > INT_MAX || dir->entries * CENTRAL_LEN > dir->size)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: corrupt: %llu entries cannot fit a %llu-byte central directory",
-                    path, (unsigned long long)dir->entries, (unsigned long long)dir->size);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: corrupt: %llu entries cannot fit a %llu-byte central directory", path,
+                    (unsigned long long)dir->entries, (unsigned long long)dir->size);
   return CLT_OK;
 }
 
@@ -507,7 +516,8 @@ typedef struct hdr {
 } hdr;
 
 static void hdr_ws(hdr *h) {
-  while (h->i < h->n && (h->s[h->i] == ' ' || h->s[h->i] == '\t' || h->s[h->i] == '\n' || h->s[h->i] == '\r'))
+  while (h->i < h->n &&
+         (h->s[h->i] == ' ' || h->s[h->i] == '\t' || h->s[h->i] == '\n' || h->s[h->i] == '\r'))
     h->i++;
 }
 static int hdr_char(hdr *h, char c) {
@@ -565,8 +575,8 @@ static int hdr_shape(hdr *h, int64_t *dims, int *rank) {
 }
 
 /* Parses the .npy file d[0..n) (a member's data) into a. */
-static int parse_npy(const char *path, const char *member, const unsigned char *d, size_t n, clt_npz_array *a,
-                     clt_err *e) {
+static int parse_npy(const char *path, const char *member, const unsigned char *d, size_t n,
+                     clt_npz_array *a, clt_err *e) {
   if (n < 10 || memcmp(d, NPY_MAGIC, sizeof NPY_MAGIC) != 0)
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: not a .npy file (bad magic)", path, member);
   size_t hlen, hoff;
@@ -577,12 +587,13 @@ static int parse_npy(const char *path, const char *member, const unsigned char *
     hlen = le32(d + 8);
     hoff = 12;
   } else {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: unsupported .npy version %u.%u", path, member, d[6],
-                    d[7]);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: unsupported .npy version %u.%u", path,
+                    member, d[6], d[7]);
   }
   if (hlen > n - hoff)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: .npy header length %zu exceeds the member (%zu bytes)",
-                    path, member, hlen, n);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member %s: .npy header length %zu exceeds the member (%zu bytes)", path,
+                    member, hlen, n);
 
   hdr h = {d + hoff, 0, hlen};
   const unsigned char *descr = NULL;
@@ -620,14 +631,15 @@ static int parse_npy(const char *path, const char *member, const unsigned char *
       if (rank >= 0) goto bad_header;
       bad = hdr_shape(&h, dims, &rank);
       if (bad == -2)
-        return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: rank exceeds %d", path, member, CLT_NPZ_MAX_RANK);
+        return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: rank exceeds %d", path, member,
+                        CLT_NPZ_MAX_RANK);
       what = "shape is not a tuple of non-negative integers";
       if (bad) goto bad_header;
     } else {
       char k[40];
       show(k, sizeof k, key, key_len);
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: bad .npy header: unexpected key '%s'", path, member,
-                      k);
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: bad .npy header: unexpected key '%s'",
+                      path, member, k);
     }
     if (hdr_char(&h, ',')) break;
   }
@@ -646,15 +658,17 @@ static int parse_npy(const char *path, const char *member, const unsigned char *
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: unsupported dtype '%s'", path, member, dt);
   }
   if (fortran)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: fortran_order True is not supported", path, member);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: fortran_order True is not supported", path,
+                    member);
   char shape[CLT_NPZ_MAX_RANK * 24 + 8];
   format_shape(dims, rank, shape, sizeof shape);
   size_t want, have = n - hoff - hlen;
   if (array_bytes(dims, rank, itemsize, &want))
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: shape %s is too large", path, member, shape);
   if (want != have)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: data is %zu bytes, shape %s of %.*s needs %zu", path,
-                    member, have, shape, (int)descr_len, (const char *)descr, want);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member %s: data is %zu bytes, shape %s of %.*s needs %zu", path, member,
+                    have, shape, (int)descr_len, (const char *)descr, want);
   memcpy(a->dtype, descr, descr_len);
   a->dtype[descr_len] = '\0';
   a->rank = rank;
@@ -664,13 +678,13 @@ static int parse_npy(const char *path, const char *member, const unsigned char *
   return CLT_OK;
 
 bad_header:
-  return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: bad .npy header: %s (at byte %zu of %zu)", path, member,
-                  what, h.i, hlen);
+  return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: bad .npy header: %s (at byte %zu of %zu)",
+                  path, member, what, h.i, hlen);
 }
 
 /* Checks central directory entry i at b[*p..dir end) and its member; fills a. */
-static int read_member(const char *path, const unsigned char *b, const zip_dir *dir, int i, uint64_t *p,
-                       clt_npz_array *a, clt_err *e) {
+static int read_member(const char *path, const unsigned char *b, const zip_dir *dir, int i,
+                       uint64_t *p, clt_npz_array *a, clt_err *e) {
   uint64_t end = dir->offset + dir->size;
   const unsigned char *c = b + *p;
   if (end - *p < CENTRAL_LEN || le32(c) != SIG_CENTRAL)
@@ -680,56 +694,63 @@ static int read_member(const char *path, const unsigned char *b, const zip_dir *
   uint64_t csize = le32(c + 20), usize = le32(c + 24), offset = le32(c + 42);
   size_t name_len = le16(c + 28), extra_len = le16(c + 30), comment_len = le16(c + 32);
   if (end - *p - CENTRAL_LEN < (uint64_t)name_len + extra_len + comment_len)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: corrupt central directory: entry %d is cut short", path, i);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: corrupt central directory: entry %d is cut short", path,
+                    i);
   const unsigned char *name = c + CENTRAL_LEN;
   *p += CENTRAL_LEN + name_len + extra_len + comment_len;
 
   char member[160];
   show(member, sizeof member, name, name_len);
   if (name_len < 4 || memcmp(name + name_len - 4, ".npy", 4) != 0)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: not a .npy file (name does not end in .npy)", path,
-                    member);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: not a .npy file (name does not end in .npy)",
+                    path, member);
   size_t base_len = name_len - 4;
   show(member, sizeof member, name, base_len); /* named as the array from here on */
   if (base_len == 0 || base_len >= sizeof a->name || memchr(name, '\0', base_len))
     return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: member %s.npy: array name is empty, longer than %zu bytes or has a NUL", path,
-                    member, sizeof a->name - 1);
+                    "%s: member %s.npy: array name is empty, longer than %zu bytes or has a NUL",
+                    path, member, sizeof a->name - 1);
   if (flags & FLAG_ENCRYPTED)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: encrypted members are not supported", path, member);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: encrypted members are not supported", path,
+                    member);
   if (method != 0)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: compressed members are not supported (method %u)",
-                    path, member, method);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member %s: compressed members are not supported (method %u)", path, member,
+                    method);
   if (zip64_extra(name + name_len, extra_len, &usize, &csize, &offset))
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: corrupt zip64 extra field", path, member);
   if (csize != usize)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: stored member has compressed size %llu != size %llu",
-                    path, member, (unsigned long long)csize, (unsigned long long)usize);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member %s: stored member has compressed size %llu != size %llu", path,
+                    member, (unsigned long long)csize, (unsigned long long)usize);
 
   /* The local header repeats the name; its extra field may differ (numpy's has
    * zip64 sizes), so only the central directory's sizes are used. Members must
    * lie before the central directory. */
   if (offset > dir->offset || dir->offset - offset < LOCAL_LEN)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: local header offset %llu is outside the data area",
-                    path, member, (unsigned long long)offset);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member %s: local header offset %llu is outside the data area", path,
+                    member, (unsigned long long)offset);
   const unsigned char *l = b + offset;
   if (le32(l) != SIG_LOCAL)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: bad local header signature at offset %llu", path,
-                    member, (unsigned long long)offset);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: bad local header signature at offset %llu",
+                    path, member, (unsigned long long)offset);
   uint64_t data = offset + LOCAL_LEN + le16(l + 26) + le16(l + 28);
   if (le16(l + 8) != method || le16(l + 26) != name_len || data > dir->offset ||
       memcmp(l + LOCAL_LEN, name, name_len) != 0)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: local header does not match the central directory",
-                    path, member);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member %s: local header does not match the central directory", path,
+                    member);
   if (dir->offset - data < usize)
     return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: member %s: data (%llu bytes at offset %llu) runs past the data area", path, member,
-                    (unsigned long long)usize, (unsigned long long)data);
+                    "%s: member %s: data (%llu bytes at offset %llu) runs past the data area", path,
+                    member, (unsigned long long)usize, (unsigned long long)data);
 
   uint32_t got = crc_bytes(0, b + data, (size_t)usize);
   if (got != crc)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: CRC-32 mismatch (stored 0x%08x, computed 0x%08x)",
-                    path, member, (unsigned)crc, (unsigned)got);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member %s: CRC-32 mismatch (stored 0x%08x, computed 0x%08x)", path, member,
+                    (unsigned)crc, (unsigned)got);
   memcpy(a->name, name, base_len);
   a->name[base_len] = '\0';
   return parse_npy(path, member, b + data, (size_t)usize, a, e);
@@ -761,8 +782,9 @@ int clt_npz_read(const char *path, clt_npz **out, clt_err *e) {
     z->n = i + 1;
   }
   if (p != dir.offset + dir.size) {
-    status = clt_fail(e, CLT_ERR_FORMAT, "%s: corrupt central directory: %llu stray bytes after %d entries",
-                      path, (unsigned long long)(dir.offset + dir.size - p), z->n);
+    status = clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: corrupt central directory: %llu stray bytes after %d entries", path,
+                      (unsigned long long)(dir.offset + dir.size - p), z->n);
     goto cleanup;
   }
   int nomem;
@@ -852,7 +874,8 @@ void clt_npz_string(clt_npz_array *a, const char *name, const char *text, uint32
     uint32_t cp = utf8_next(&s);
     put32(out + 4 * n, cp); /* UTF-32LE whatever the host order */
   }
-  char dtype[32] = {0}; /* "<U" and up to 20 digits; more than a dtype holds only for absurd texts */
+  char dtype[32] = {
+      0}; /* "<U" and up to 20 digits; more than a dtype holds only for absurd texts */
   snprintf(dtype, sizeof dtype, "<U%zu", n ? n : 1);
   memcpy(a->dtype, dtype, sizeof a->dtype - 1);
   a->rank = 0;

@@ -13,12 +13,12 @@
 /* Supported dtypes: "<f4" (float32), "<i8" (int64), "<u8" (uint64), and "<U<n>"
  * (a unicode string of n characters, stored UTF-32LE as numpy does). */
 typedef struct clt_npz_array {
-  char name[128];       /* member name without ".npy", e.g. "conv2d/kernel" */
+  char name[128]; /* member name without ".npy", e.g. "conv2d/kernel" */
   char dtype[16];
-  int rank;             /* 0 for a scalar */
+  int rank; /* 0 for a scalar */
   int64_t dims[CLT_NPZ_MAX_RANK];
-  const void *data;     /* little-endian, C order */
-  size_t bytes;         /* must equal product(dims) * itemsize */
+  const void *data; /* little-endian, C order */
+  size_t bytes;     /* must equal product(dims) * itemsize */
 } clt_npz_array;
 
 /* Writes the arrays as members "<name>.npy" of a new zip at path (created or

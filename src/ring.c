@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_SEGMENT_FLOATS (256 * 1024) /* 1 MiB: large copies, still pipelined */
+#define DEFAULT_SEGMENT_FLOATS ((size_t)256 * 1024) /* 1 MiB: large copies, still pipelined */
 
 struct clt_ring {
   int n;
@@ -16,7 +16,7 @@ struct clt_ring {
   float **staging;    /* their mapped addresses: what rank i sends, double-buffered by step */
   cl_mem *recv;       /* per rank: device buffer receiving a chunk before the add */
   cl_event *read_ev;  /* per rank, per segment */
-  cl_event *write_ev;
+  cl_event *write_ev; /* per rank, per segment */
   long *calls;        /* per rank: collectives entered */
   /* Progress counters, in units of (call, step, segment): produced[i] = units rank i
    * has staged; consumed[i] = units of rank i's staging its successor has uploaded. */
@@ -29,7 +29,9 @@ struct clt_ring {
 };
 
 static size_t chunk_begin(const clt_ring *r, int c) { return (size_t)c * r->floats / (size_t)r->n; }
-static size_t chunk_len(const clt_ring *r, int c) { return chunk_begin(r, c + 1) - chunk_begin(r, c); }
+static size_t chunk_len(const clt_ring *r, int c) {
+  return chunk_begin(r, c + 1) - chunk_begin(r, c);
+}
 
 /* Length of segment k of chunk c (0 past its end). */
 static size_t seg_len(const clt_ring *r, int c, size_t k) {
@@ -45,10 +47,11 @@ void clt_ring_destroy(clt_ring *r) {
     if (r->replicas && r->replicas[i]) clFinish(r->replicas[i]->queue);
   }
   for (int i = 0; i < r->n; i++) {
+    clt_replica *rep = r->replicas ? r->replicas[i] : NULL;
     if (r->pinned && r->pinned[i]) {
-      if (r->staging[i]) {
-        clEnqueueUnmapMemObject(r->replicas[i]->queue, r->pinned[i], r->staging[i], 0, NULL, NULL);
-        clFinish(r->replicas[i]->queue);
+      if (rep && r->staging[i]) {
+        clEnqueueUnmapMemObject(rep->queue, r->pinned[i], r->staging[i], 0, NULL, NULL);
+        clFinish(rep->queue);
       }
       clReleaseMemObject(r->pinned[i]);
     }

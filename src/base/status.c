@@ -1,3 +1,4 @@
+#define CLT_STATUS_IMPL /* the definitions below, not status.h's analyzer macro */
 #include "status.h"
 
 #include <stdarg.h>
@@ -22,12 +23,15 @@ int clt_wrap(clt_err *e, const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, e->msg, sizeof old);
-  snprintf(e->msg, sizeof e->msg, "%s: %.*s", prefix, (int)(sizeof e->msg - sizeof prefix - 4), old);
+  snprintf(e->msg, sizeof e->msg, "%s: %.*s", prefix, (int)(sizeof e->msg - sizeof prefix - 4),
+           old);
   return e->code;
 }
 
 const char *clt_status_name(int code) {
   switch (code) {
+    /* A table, two entries a line. */
+    /* clang-format off */
 #define N(c, s) case c: return s;
     N(0, "CL_SUCCESS")
     N(-1, "CL_DEVICE_NOT_FOUND") N(-2, "CL_DEVICE_NOT_AVAILABLE")
@@ -84,4 +88,5 @@ const char *clt_status_name(int code) {
 #undef N
     default: return "unknown status";
   }
+  /* clang-format on */
 }

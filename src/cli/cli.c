@@ -16,15 +16,16 @@ static int parse_value(const char *command, const clt_flag *f, const char *v, cl
     case CLT_FLAG_DOUBLE: {
       double d = strtod(v, &end);
       if (!*v || *end || errno || !isfinite(d) || d < f->min || d > f->max) {
-        return clt_fail(e, CLT_ERR_ARG, "%s: --%s: expected a number in [%g, %g], got '%s'", command,
-                        f->name, f->min, f->max, v);
+        return clt_fail(e, CLT_ERR_ARG, "%s: --%s: expected a number in [%g, %g], got '%s'",
+                        command, f->name, f->min, f->max, v);
       }
       *(double *)f->target = d;
       return CLT_OK;
     }
     default: {
       if (*v == '-' && f->min >= 0) goto bad_int; /* strtoull would wrap "-1" */
-      long long x = f->type == CLT_FLAG_U64 ? (long long)strtoull(v, &end, 10) : strtoll(v, &end, 10);
+      long long x = f->type == CLT_FLAG_U64 ? (long long)strtoull(v, &end, 10)
+                                            : strtoll(v, &end, 10);
       if (!*v || *end || errno) goto bad_int;
       if (f->type != CLT_FLAG_U64 && ((double)x < f->min || (double)x > f->max)) goto bad_int;
       if (f->type == CLT_FLAG_INT) *(int *)f->target = (int)x;
@@ -38,8 +39,8 @@ bad_int:
     return clt_fail(e, CLT_ERR_ARG, "%s: --%s: expected a non-negative integer, got '%s'", command,
                     f->name, v);
   }
-  return clt_fail(e, CLT_ERR_ARG, "%s: --%s: expected an integer in [%.0f, %.0f], got '%s'", command,
-                  f->name, f->min, f->max, v);
+  return clt_fail(e, CLT_ERR_ARG, "%s: --%s: expected an integer in [%.0f, %.0f], got '%s'",
+                  command, f->name, f->min, f->max, v);
 }
 
 int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *flags, int nflags,
@@ -62,8 +63,8 @@ int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *fl
       if (strlen(flags[j].name) == len && strncmp(flags[j].name, name, len) == 0) f = &flags[j];
     }
     if (!f) {
-      return clt_fail(e, CLT_ERR_ARG, "%s: unknown option --%.*s (see %s --help)", command, (int)len,
-                      name, command);
+      return clt_fail(e, CLT_ERR_ARG, "%s: unknown option --%.*s (see %s --help)", command,
+                      (int)len, name, command);
     }
     if (f->type == CLT_FLAG_BOOL) {
       if (eq) return clt_fail(e, CLT_ERR_ARG, "%s: --%s takes no value", command, f->name);
@@ -73,7 +74,8 @@ int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *fl
     }
     const char *value = eq ? eq + 1 : NULL;
     if (!value) {
-      if (i + 1 >= argc) return clt_fail(e, CLT_ERR_ARG, "%s: --%s needs a value", command, f->name);
+      if (i + 1 >= argc)
+        return clt_fail(e, CLT_ERR_ARG, "%s: --%s needs a value", command, f->name);
       value = argv[++i];
     }
     int status = parse_value(command, f, value, e);

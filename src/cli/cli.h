@@ -7,14 +7,21 @@
 #include "status.h"
 
 /* CLT_FLAG_BOOL takes no value: its presence sets the int target to 1. */
-typedef enum { CLT_FLAG_INT, CLT_FLAG_LONG, CLT_FLAG_DOUBLE, CLT_FLAG_U64, CLT_FLAG_STRING, CLT_FLAG_BOOL } clt_flag_type;
+typedef enum {
+  CLT_FLAG_INT,
+  CLT_FLAG_LONG,
+  CLT_FLAG_DOUBLE,
+  CLT_FLAG_U64,
+  CLT_FLAG_STRING,
+  CLT_FLAG_BOOL
+} clt_flag_type;
 
 typedef struct clt_flag {
   const char *name; /* without the leading "--" */
   clt_flag_type type;
   void *target;
-  double min, max;  /* inclusive range for numbers */
-  int *seen;        /* optional: set to 1 when given */
+  double min, max; /* inclusive range for numbers */
+  int *seen;       /* optional: set to 1 when given */
 } clt_flag;
 
 /* Parses argv[0..argc) against flags. "--help"/"-h" sets *help. Errors name the

@@ -9,15 +9,14 @@
 #include "train.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: cltrain <command> [options]\n"
-          "\n"
-          "commands:\n"
-          "  devices   list the OpenCL devices cltrain can use\n"
-          "  train     train a model (default: the Fashion-MNIST CNN on all devices)\n"
-          "  eval      evaluate a checkpoint on the test set\n"
-          "\n"
-          "`cltrain <command> --help` describes a command's options.\n");
+  fprintf(f, "usage: cltrain <command> [options]\n"
+             "\n"
+             "commands:\n"
+             "  devices   list the OpenCL devices cltrain can use\n"
+             "  train     train a model (default: the Fashion-MNIST CNN on all devices)\n"
+             "  eval      evaluate a checkpoint on the test set\n"
+             "\n"
+             "`cltrain <command> --help` describes a command's options.\n");
 }
 
 static int report(const clt_err *e) {
@@ -38,7 +37,9 @@ static int cmd_devices(int argc, char **argv) {
   clt_device_list list;
   if (clt_devices_enumerate(&list, &e)) return report(&e);
   if (list.count == 0) {
-    fprintf(stderr, "cltrain: error: no OpenCL device found (is an ICD such as pocl-opencl-icd installed?)\n");
+    fprintf(
+        stderr,
+        "cltrain: error: no OpenCL device found (is an ICD such as pocl-opencl-icd installed?)\n");
     return 1;
   }
   for (int i = 0; i < list.count; i++) {
@@ -59,7 +60,8 @@ static int cmd_train(int argc, char **argv) {
   const clt_flag flags[] = {
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
       {"image-size", CLT_FLAG_INT, &o.image_size, 8, 4096, &o.image_size_given},
-      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99, &o.validation_split_given},
+      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99,
+       &o.validation_split_given},
       {"model", CLT_FLAG_STRING, &o.model, 0, 0, &o.model_given},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"split", CLT_FLAG_STRING, &o.split, 0, 0, NULL},
@@ -77,44 +79,46 @@ static int cmd_train(int argc, char **argv) {
       {"check-replicas", CLT_FLAG_BOOL, &o.check_replicas, 0, 0, NULL},
       {"profile", CLT_FLAG_BOOL, &o.profile, 0, 0, NULL},
   };
-  if (clt_cli_parse("cltrain train", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), &help, &e)) {
+  if (clt_cli_parse("cltrain train", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]),
+                    &help, &e)) {
     return report(&e);
   }
   if (help) {
-    printf("usage: cltrain train [options]\n"
-           "\n"
-           "Trains a model on the selected OpenCL devices and prints, after each epoch:\n"
-           "  Epoch 1, Loss: 0.5123, Accuracy: 81.20, Test Loss: 0.3912, Test Accuracy: 86.02\n"
-           "\n"
-           "options:\n"
-           "  --data DIR              Fashion-MNIST-style IDX folder (train-/t10k-*-ubyte[.gz]),\n"
-           "                          or a photo folder: one subfolder of JPEG/PNG files per class\n"
-           "                          [/usr/share/datasets/fashion-mnist]\n"
-           "  --image-size N          photo folders: resize images to NxN [224]\n"
-           "  --validation-split F    photo folders: hold out this fraction (chosen by --seed)\n"
-           "                          and evaluate it after each epoch [0]\n"
-           "  --model NAME            %s\n"
-           "                          [fmnist-cnn; resnet50 for photo folders]\n"
-           "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2; I/P splits\n"
-           "                          device I into P sub-devices, one replica each [all]\n"
-           "  --split auto|equal|W    how each global batch is sliced across devices: auto by\n"
-           "                          measured speed, equal, or fixed weights like 3,1 [auto]\n"
-           "  --epochs N              [10]\n"
-           "  --lr X                  Adam learning rate [0.001]\n"
-           "  --seed N                initial weights and data order [42]\n"
-           "  --batch-per-replica N   examples per device per step [64]\n"
-           "  --train-limit N         use only the first N training examples\n"
-           "  --test-limit N          use only the first N test examples\n"
-           "  --log FILE              JSON Lines log, one object per epoch (appended with --resume)\n"
-           "  --checkpoint-dir DIR    where checkpoints go [./training_checkpoints]\n"
-           "  --checkpoint-every N    save every N epochs and after the last; 0: never [2]\n"
-           "  --keep N                keep the newest N checkpoints; 0: all [5]\n"
-           "  --resume                continue from the newest checkpoint in --checkpoint-dir\n"
-           "                          (weights, optimizer, epoch, data order) up to --epochs\n"
-           "  --check-replicas        verify after every step that all replicas hold\n"
-           "                          bitwise-identical parameters (slow; for testing)\n"
-           "  --profile               print device time per kernel after each epoch\n",
-           clt_model_names);
+    printf(
+        "usage: cltrain train [options]\n"
+        "\n"
+        "Trains a model on the selected OpenCL devices and prints, after each epoch:\n"
+        "  Epoch 1, Loss: 0.5123, Accuracy: 81.20, Test Loss: 0.3912, Test Accuracy: 86.02\n"
+        "\n"
+        "options:\n"
+        "  --data DIR              Fashion-MNIST-style IDX folder (train-/t10k-*-ubyte[.gz]),\n"
+        "                          or a photo folder: one subfolder of JPEG/PNG files per class\n"
+        "                          [/usr/share/datasets/fashion-mnist]\n"
+        "  --image-size N          photo folders: resize images to NxN [224]\n"
+        "  --validation-split F    photo folders: hold out this fraction (chosen by --seed)\n"
+        "                          and evaluate it after each epoch [0]\n"
+        "  --model NAME            %s\n"
+        "                          [fmnist-cnn; resnet50 for photo folders]\n"
+        "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2; I/P splits\n"
+        "                          device I into P sub-devices, one replica each [all]\n"
+        "  --split auto|equal|W    how each global batch is sliced across devices: auto by\n"
+        "                          measured speed, equal, or fixed weights like 3,1 [auto]\n"
+        "  --epochs N              [10]\n"
+        "  --lr X                  Adam learning rate [0.001]\n"
+        "  --seed N                initial weights and data order [42]\n"
+        "  --batch-per-replica N   examples per device per step [64]\n"
+        "  --train-limit N         use only the first N training examples\n"
+        "  --test-limit N          use only the first N test examples\n"
+        "  --log FILE              JSON Lines log, one object per epoch (appended with --resume)\n"
+        "  --checkpoint-dir DIR    where checkpoints go [./training_checkpoints]\n"
+        "  --checkpoint-every N    save every N epochs and after the last; 0: never [2]\n"
+        "  --keep N                keep the newest N checkpoints; 0: all [5]\n"
+        "  --resume                continue from the newest checkpoint in --checkpoint-dir\n"
+        "                          (weights, optimizer, epoch, data order) up to --epochs\n"
+        "  --check-replicas        verify after every step that all replicas hold\n"
+        "                          bitwise-identical parameters (slow; for testing)\n"
+        "  --profile               print device time per kernel after each epoch\n",
+        clt_model_names);
     return 0;
   }
   o.progress = isatty(STDOUT_FILENO);
@@ -127,38 +131,45 @@ static int cmd_train(int argc, char **argv) {
 
 static int cmd_eval(int argc, char **argv) {
   clt_err e = {0};
-  clt_eval_opts o = {.checkpoint = NULL, .data_dir = "/usr/share/datasets/fashion-mnist",
-                     .devices = "all", .batch_per_replica = 64, .seed = 42, .out = stdout};
+  clt_eval_opts o = {.checkpoint = NULL,
+                     .data_dir = "/usr/share/datasets/fashion-mnist",
+                     .devices = "all",
+                     .batch_per_replica = 64,
+                     .seed = 42,
+                     .out = stdout};
   int help = 0;
   const clt_flag flags[] = {
       {"checkpoint", CLT_FLAG_STRING, &o.checkpoint, 0, 0, NULL},
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
-      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99, &o.validation_split_given},
+      {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99,
+       &o.validation_split_given},
       {"seed", CLT_FLAG_U64, &o.seed, 0, 0, NULL},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},
       {"test-limit", CLT_FLAG_LONG, &o.test_limit, 1, 2147483647, NULL},
   };
-  if (clt_cli_parse("cltrain eval", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), &help, &e)) {
+  if (clt_cli_parse("cltrain eval", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), &help,
+                    &e)) {
     return report(&e);
   }
   if (help) {
-    printf("usage: cltrain eval --checkpoint DIR|FILE [options]\n"
-           "\n"
-           "Restores a checkpoint into a fresh model on the selected devices and prints the\n"
-           "test-set accuracy (percent) and mean loss:\n"
-           "  Accuracy: 90.12\n"
-           "  Loss: 0.2876\n"
-           "\n"
-           "options:\n"
-           "  --checkpoint DIR|FILE   a checkpoint folder (its index names the newest) or a .npz\n"
-           "  --data DIR              Fashion-MNIST-style IDX folder [/usr/share/datasets/fashion-mnist],\n"
-           "                          or a photo folder (images resized to the checkpoint's size)\n"
-           "  --validation-split F    photo folders: evaluate only the fraction held out in\n"
-           "  --seed N                training with these values [0: the whole folder; 42]\n"
-           "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
-           "  --batch-per-replica N   examples per device per step [64]\n"
-           "  --test-limit N          use only the first N test examples\n");
+    printf(
+        "usage: cltrain eval --checkpoint DIR|FILE [options]\n"
+        "\n"
+        "Restores a checkpoint into a fresh model on the selected devices and prints the\n"
+        "test-set accuracy (percent) and mean loss:\n"
+        "  Accuracy: 90.12\n"
+        "  Loss: 0.2876\n"
+        "\n"
+        "options:\n"
+        "  --checkpoint DIR|FILE   a checkpoint folder (its index names the newest) or a .npz\n"
+        "  --data DIR              Fashion-MNIST-style IDX folder [/usr/share/datasets/fashion-mnist],\n"
+        "                          or a photo folder (images resized to the checkpoint's size)\n"
+        "  --validation-split F    photo folders: evaluate only the fraction held out in\n"
+        "  --seed N                training with these values [0: the whole folder; 42]\n"
+        "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
+        "  --batch-per-replica N   examples per device per step [64]\n"
+        "  --test-limit N          use only the first N test examples\n");
     return 0;
   }
   if (!o.checkpoint) {
@@ -186,6 +197,9 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
-  fprintf(stderr, "cltrain: error: unknown command '%s' (commands: devices, train, eval; see cltrain --help)\n", cmd);
+  fprintf(
+      stderr,
+      "cltrain: error: unknown command '%s' (commands: devices, train, eval; see cltrain --help)\n",
+      cmd);
   return 2;
 }

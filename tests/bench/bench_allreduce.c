@@ -103,7 +103,8 @@ int main(int argc, char **argv) {
   double bus = n > 1 ? 2.0 * (n - 1) / n * bytes / t : 0;
   printf("devices %d, floats %zu (%.1f MiB), all-reduce %.3f ms, bus bandwidth %.2f GB/s, "
          "copy bandwidth %.2f GB/s, ratio %.2f\n",
-         n, floats, bytes / 1048576.0, t * 1e3, bus / 1e9, bytes / copy / 1e9, bus / (bytes / copy));
+         n, floats, bytes / 1048576.0, t * 1e3, bus / 1e9, bytes / copy / 1e9,
+         bus / (bytes / copy));
   clt_ring_destroy(ring);
   for (int r = 0; r < n; r++) {
     clReleaseMemObject(jobs[r].buffer);

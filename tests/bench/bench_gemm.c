@@ -6,7 +6,8 @@
  *   bench_gemm [--repeats R] [--only SUBSTRING] [--quick]
  *
  * Prints per shape the median time over R repetitions (after one warm-up),
- * GFLOP/s (2mnk / time; also at the fastest repetition) and the largest error relative to sum |a_ik b_kj|.
+ * GFLOP/s (2mnk / time; also at the fastest repetition) and the largest error relative to sum |a_ik
+ * b_kj|.
  * --quick keeps the shapes under 1 GFLOP. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -25,20 +26,33 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[] = {
-    {"fmnist conv2 fwd", 7744, 80, 576, 0, 0},   {"fmnist conv2 dW", 576, 80, 7744, 1, 0},
-    {"fmnist conv2 dcol", 7744, 576, 80, 0, 1},  {"fmnist conv1 fwd", 43264, 64, 9, 0, 0},
-    {"fmnist conv1 dW", 9, 64, 43264, 1, 0},     {"fmnist dense fwd", 64, 64, 2000, 0, 0},
-    {"fmnist dense dW", 2000, 64, 64, 1, 0},     {"fmnist dense dx", 64, 2000, 64, 0, 1},
-    {"resnet", 1568, 256, 2304, 0, 0},           {"resnet", 1568, 2304, 256, 0, 1},
-    {"resnet", 2304, 256, 1568, 1, 0},           {"resnet", 64, 256, 25088, 1, 0},
-    {"resnet", 25088, 64, 576, 0, 0},            {"resnet", 25088, 576, 64, 0, 1},
-    {"resnet", 6272, 128, 1152, 0, 0},           {"resnet", 6272, 1152, 128, 0, 1},
-    {"resnet", 1152, 128, 6272, 1, 0},           {"resnet", 392, 512, 4608, 0, 0},
-    {"resnet", 392, 4608, 512, 0, 1},            {"resnet", 4608, 512, 392, 1, 0},
-    {"resnet", 1568, 1024, 256, 0, 0},           {"resnet", 25088, 256, 64, 0, 0},
-    {"resnet", 100352, 64, 147, 0, 0},           {"resnet", 147, 64, 100352, 1, 0},
+    {"fmnist conv2 fwd", 7744, 80, 576, 0, 0},
+    {"fmnist conv2 dW", 576, 80, 7744, 1, 0},
+    {"fmnist conv2 dcol", 7744, 576, 80, 0, 1},
+    {"fmnist conv1 fwd", 43264, 64, 9, 0, 0},
+    {"fmnist conv1 dW", 9, 64, 43264, 1, 0},
+    {"fmnist dense fwd", 64, 64, 2000, 0, 0},
+    {"fmnist dense dW", 2000, 64, 64, 1, 0},
+    {"fmnist dense dx", 64, 2000, 64, 0, 1},
+    {"resnet", 1568, 256, 2304, 0, 0},
+    {"resnet", 1568, 2304, 256, 0, 1},
+    {"resnet", 2304, 256, 1568, 1, 0},
+    {"resnet", 64, 256, 25088, 1, 0},
+    {"resnet", 25088, 64, 576, 0, 0},
+    {"resnet", 25088, 576, 64, 0, 1},
+    {"resnet", 6272, 128, 1152, 0, 0},
+    {"resnet", 6272, 1152, 128, 0, 1},
+    {"resnet", 1152, 128, 6272, 1, 0},
+    {"resnet", 392, 512, 4608, 0, 0},
+    {"resnet", 392, 4608, 512, 0, 1},
+    {"resnet", 4608, 512, 392, 1, 0},
+    {"resnet", 1568, 1024, 256, 0, 0},
+    {"resnet", 25088, 256, 64, 0, 0},
+    {"resnet", 100352, 64, 147, 0, 0},
+    {"resnet", 147, 64, 100352, 1, 0},
     /* Tails: K not a multiple of 16 (transpose), of the K chunk or of a split. */
-    {"edge", 37, 48, 1000, 0, 1},                {"edge", 13, 32, 3001, 1, 0},
+    {"edge", 37, 48, 1000, 0, 1},
+    {"edge", 13, 32, 3001, 1, 0},
     {"edge", 50, 96, 1030, 1, 1},
 };
 
@@ -97,18 +111,21 @@ int main(int argc, char **argv) {
   clt_replica *r;
   if (clt_devices_enumerate(&list, &e) || list.count < 1) {
     fprintf(stderr, "bench_gemm: no OpenCL device %s\n", e.msg);
+    clt_devices_free(&list);
     return 1;
   }
   if (clt_replica_create(&list.devices[0], &r, &e)) {
     fprintf(stderr, "bench_gemm: %s\n", e.msg);
+    clt_devices_free(&list);
     return 1;
   }
   printf("device 0: %s, median of %d\n", r->device.name, repeats);
   printf("%-18s %-22s %9s %9s %9s %10s\n", "shape", "MxNxK", "ms", "GFLOP/s", "best", "rel.err");
   double *times = malloc(sizeof(double) * (size_t)repeats);
-  int failed = 0;
+  int failed = 0, error = !times;
+  if (error) fprintf(stderr, "bench_gemm: out of host memory\n");
   double total_s = 0, total_flop = 0;
-  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0] && !error; si++) {
     const shape *s = &shapes[si];
     char dims[48];
     snprintf(dims, sizeof dims, "%zux%zux%zu%s%s", s->m, s->n, s->k, s->ta ? " At" : "",
@@ -116,61 +133,69 @@ int main(int argc, char **argv) {
     if (only && !strstr(dims, only) && !strstr(s->model, only)) continue;
     const double flop = 2.0 * s->m * s->n * s->k;
     if (quick && flop > 1e9) continue;
-    clt_gemm_shape g = {s->ta, s->tb, s->m, s->n, s->k, s->ta ? s->m : s->k,
-                        s->tb ? s->k : s->n, s->n};
+    clt_gemm_shape g = {s->ta, s->tb, s->m, s->n, s->k, s->ta ? s->m : s->k, s->tb ? s->k : s->n,
+                        s->n};
     /* Plain products run as a layer's forward (bias, and ReLU for the CNN). */
     const int fused = !s->ta && !s->tb, relu = fused && s->model[0] == 'f';
     float *a = malloc(sizeof(float) * s->m * s->k), *b = malloc(sizeof(float) * s->k * s->n),
           *c = malloc(sizeof(float) * s->m * s->n), *bias = malloc(sizeof(float) * s->n);
-    fill(a, s->m * s->k, 1 + (unsigned)si);
-    fill(b, s->k * s->n, 101 + (unsigned)si);
-    fill(bias, s->n, 7);
-    cl_mem da, db, dc, dbias;
-    if (clt_replica_alloc(r, sizeof(float) * s->m * s->k, "A", &da, &e) ||
-        clt_replica_alloc(r, sizeof(float) * s->k * s->n, "B", &db, &e) ||
-        clt_replica_alloc(r, sizeof(float) * s->m * s->n, "C", &dc, &e) ||
-        clt_replica_alloc(r, sizeof(float) * s->n, "bias", &dbias, &e) ||
-        clt_gemm_reserve(r, &g, &e)) {
+    cl_mem da = NULL, db = NULL, dc = NULL, dbias = NULL;
+    if (!a || !b || !c || !bias) {
+      fprintf(stderr, "bench_gemm: %s: out of host memory\n", dims);
+      error = 1;
+    } else if (clt_replica_alloc(r, sizeof(float) * s->m * s->k, "A", &da, &e) ||
+               clt_replica_alloc(r, sizeof(float) * s->k * s->n, "B", &db, &e) ||
+               clt_replica_alloc(r, sizeof(float) * s->m * s->n, "C", &dc, &e) ||
+               clt_replica_alloc(r, sizeof(float) * s->n, "bias", &dbias, &e) ||
+               clt_gemm_reserve(r, &g, &e)) {
       fprintf(stderr, "bench_gemm: %s\n", e.msg);
-      return 1;
+      error = 1;
     }
-    clEnqueueWriteBuffer(r->queue, da, CL_TRUE, 0, sizeof(float) * s->m * s->k, a, 0, NULL, NULL);
-    clEnqueueWriteBuffer(r->queue, db, CL_TRUE, 0, sizeof(float) * s->k * s->n, b, 0, NULL, NULL);
-    clEnqueueWriteBuffer(r->queue, dbias, CL_TRUE, 0, sizeof(float) * s->n, bias, 0, NULL, NULL);
-    for (int rep = -1; rep < repeats; rep++) {
+    if (!error) {
+      fill(a, s->m * s->k, 1 + (unsigned)si);
+      fill(b, s->k * s->n, 101 + (unsigned)si);
+      fill(bias, s->n, 7);
+      clEnqueueWriteBuffer(r->queue, da, CL_TRUE, 0, sizeof(float) * s->m * s->k, a, 0, NULL, NULL);
+      clEnqueueWriteBuffer(r->queue, db, CL_TRUE, 0, sizeof(float) * s->k * s->n, b, 0, NULL, NULL);
+      clEnqueueWriteBuffer(r->queue, dbias, CL_TRUE, 0, sizeof(float) * s->n, bias, 0, NULL, NULL);
+    }
+    for (int rep = -1; rep < repeats && !error; rep++) {
       double t0 = now();
       int status = fused ? clt_gemm_bias_act(r, &g, da, 0, db, 0, dc, 0, dbias, 0, relu, &e)
                          : clt_gemm(r, &g, 1.0f, da, 0, db, 0, 0.0f, dc, 0, &e);
       if (status || clFinish(r->queue) != CL_SUCCESS) {
         fprintf(stderr, "bench_gemm: %s: %s\n", dims, e.msg);
-        return 1;
+        error = 1;
+      } else if (rep >= 0) {
+        times[rep] = now() - t0;
       }
-      if (rep >= 0) times[rep] = now() - t0;
     }
-    clEnqueueReadBuffer(r->queue, dc, CL_TRUE, 0, sizeof(float) * s->m * s->n, c, 0, NULL, NULL);
-    double t = median(times, repeats), best = times[0]; /* sorted by median() */
-    double err = check(s, a, b, fused ? bias : NULL, relu, c);
-    /* float sums of up to 10^5 terms: far below 1e-4 of sum |ab| unless wrong */
-    int bad = !(err < 1e-4);
-    failed |= bad;
-    total_s += t;
-    total_flop += flop;
-    printf("%-18s %-22s %9.3f %9.1f %9.1f %10.2e%s\n", s->model, dims, t * 1e3, flop / t / 1e9,
-           flop / best / 1e9, err,
-           bad ? "  WRONG" : "");
-    fflush(stdout);
-    clReleaseMemObject(da);
-    clReleaseMemObject(db);
-    clReleaseMemObject(dc);
-    clReleaseMemObject(dbias);
+    if (!error) {
+      clEnqueueReadBuffer(r->queue, dc, CL_TRUE, 0, sizeof(float) * s->m * s->n, c, 0, NULL, NULL);
+      double t = median(times, repeats), best = times[0]; /* sorted by median() */
+      double err = check(s, a, b, fused ? bias : NULL, relu, c);
+      /* float sums of up to 10^5 terms: far below 1e-4 of sum |ab| unless wrong */
+      int bad = !(err < 1e-4);
+      failed |= bad;
+      total_s += t;
+      total_flop += flop;
+      printf("%-18s %-22s %9.3f %9.1f %9.1f %10.2e%s\n", s->model, dims, t * 1e3, flop / t / 1e9,
+             flop / best / 1e9, err, bad ? "  WRONG" : "");
+      fflush(stdout);
+    }
+    if (da) clReleaseMemObject(da);
+    if (db) clReleaseMemObject(db);
+    if (dc) clReleaseMemObject(dc);
+    if (dbias) clReleaseMemObject(dbias);
     free(a);
     free(b);
     free(c);
     free(bias);
   }
-  printf("total %.1f ms, %.1f GFLOP/s overall\n", total_s * 1e3, total_flop / total_s / 1e9);
+  if (!error)
+    printf("total %.1f ms, %.1f GFLOP/s overall\n", total_s * 1e3, total_flop / total_s / 1e9);
   free(times);
   clt_replica_destroy(r);
   clt_devices_free(&list);
-  return failed;
+  return error ? 1 : failed;
 }

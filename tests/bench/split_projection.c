@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
   double t_alone = overhead + global / rate[1]; /* one device: no all-reduce */
   printf("GPU %gx the CPU (%.0f vs %.0f images/s), global batch %d, all-reduce %.1f ms: equal %.0f "
          "images/s, auto %.0f images/s (split %d/%d), GPU alone %.0f images/s\n",
-         factor, rate[1], rate[0], global, allreduce_ms, global / t_equal, global / t_auto, slices[0],
-         slices[1], global / t_alone);
+         factor, rate[1], rate[0], global, allreduce_ms, global / t_equal, global / t_auto,
+         slices[0], slices[1], global / t_alone);
   return 0;
 }
