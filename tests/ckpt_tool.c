@@ -88,10 +88,10 @@ int main(int argc, char **argv) {
   clt_npz_array *arrays = calloc((size_t)n, sizeof *arrays);
   char *copy = NULL;
   uint32_t *text = NULL;
-  int found = 0;
+  int found = 0, rc = 0;
   for (int i = 0; i < n; i++) {
     clt_npz_array a = *clt_npz_at(z, i);
-    if (strcmp(a.name, member) == 0) {
+    if (!found && strcmp(a.name, member) == 0) { /* one match: clt_npz_read refuses duplicates */
       found = 1;
       if (strcmp(op, "drop") == 0) continue;
       copy = malloc(a.bytes + 8);
@@ -108,12 +108,14 @@ int main(int argc, char **argv) {
         static char s[65536], t[65536];
         if (clt_npz_get_string(&a, s, sizeof s) != 0) {
           fprintf(stderr, "ckpt_tool: %s is not a string\n", member);
-          return 1;
+          rc = 1;
+          goto done;
         }
         char *at = strstr(s, argv[5]);
         if (!at) {
           fprintf(stderr, "ckpt_tool: '%s' not in %s\n", argv[5], member);
-          return 1;
+          rc = 1;
+          goto done;
         }
         snprintf(t, sizeof t, "%.*s%s%s", (int)(at - s), s, argv[6], at + strlen(argv[5]));
         text = calloc(strlen(t) + 1, sizeof *text);
@@ -124,7 +126,8 @@ int main(int argc, char **argv) {
         continue;
       } else {
         fprintf(stderr, "ckpt_tool: unknown operation %s\n", op);
-        return 2;
+        rc = 2;
+        goto done;
       }
       a.data = copy;
     }
@@ -132,12 +135,14 @@ int main(int argc, char **argv) {
   }
   if (!found) {
     fprintf(stderr, "ckpt_tool: %s has no member %s\n", in, member);
-    return 1;
+    rc = 1;
+    goto done;
   }
-  if (clt_npz_write(out, arrays, m, &e)) return fail(&e);
+  if (clt_npz_write(out, arrays, m, &e)) rc = fail(&e);
+done:
   clt_npz_free(z);
   free(arrays);
   free(copy);
   free(text);
-  return 0;
+  return rc;
 }

@@ -132,7 +132,8 @@ void *hnew(size_t bytes) {
     clt_fail(&E, CLT_ERR_NOMEM, "out of host memory");
     fatal("allocating host memory");
   }
-  return host_allocs[n_host++] = p;
+  host_allocs[n_host++] = p;
+  return p;
 }
 
 double *dnew(size_t n) { return hnew(n * sizeof(double)); }

@@ -63,7 +63,7 @@ static int write_jpeg(const char *path, const unsigned char *rgb, int w, int h, 
   while (row && c.next_scanline < c.image_height) {
     const unsigned char *src = rgb + (size_t)c.next_scanline * w * 3;
     if (grey) {
-      for (int x = 0; x < w; x++) row[x] = (unsigned char)((src[3 * x] + src[3 * x + 1] + src[3 * x + 2]) / 3);
+      for (int x = 0; x < w; x++) row[x] = (unsigned char)((src[3 * (size_t)x] + src[3 * (size_t)x + 1] + src[3 * (size_t)x + 2]) / 3);
     } else {
       memcpy(row, src, (size_t)w * 3);
     }
@@ -86,12 +86,13 @@ int main(int argc, char **argv) {
   clt_rng rng;
   clt_rng_seed(&rng, argc > 4 ? strtoull(argv[4], NULL, 10) : 1, 0);
   mkdir(dir, 0755);
-  unsigned char *rgb = malloc(150 * 150 * 3);
+  unsigned char *rgb = malloc((size_t)150 * 150 * 3);
   char path[4096];
   for (int k = 0; k < classes; k++) {
     snprintf(path, sizeof path, "%s/class_%d", dir, k);
     if (mkdir(path, 0755) != 0) {
       perror(path);
+      free(rgb);
       return 1;
     }
     const double angle = 3.14159265 * k / classes, period = 6 + 3 * (k % 3);
@@ -119,6 +120,7 @@ int main(int argc, char **argv) {
       }
       if (rc) {
         fprintf(stderr, "make_photos: cannot write %s\n", path);
+        free(rgb);
         return 1;
       }
     }

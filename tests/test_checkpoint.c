@@ -32,7 +32,7 @@ static void fill_state(int tag) {
     state.adam_m[i] = (float)-tag;
     state.adam_v[i] = (float)tag * 0.5f;
   }
-  state.iterations = 100 * tag;
+  state.iterations = 100 * (int64_t)tag;
   state.epoch = tag;
   state.seed = 42;
 }
@@ -52,7 +52,7 @@ static int newest_tag(const char *dir) {
   }
   int tag = (int)got.epoch;
   int exact = got.params[7] == (float)tag + 7e-6f && got.adam_m[3] == (float)-tag &&
-              got.iterations == 100 * tag;
+              got.iterations == 100 * (int64_t)tag;
   clt_checkpoint_free(&got);
   return exact ? tag : -1;
 }

@@ -288,7 +288,7 @@ static void ppool_fwd(void *p, double *y) {
  * ref_resnet.c: the window is materialised with its zeros first). */
 static void ppool_argmax(const ppool_ctx *t, const double *x, long long *arg) {
   size_t k = 0;
-  double win[64];
+  double win[64] = {0}; /* taps 0 .. pool * pool - 1 are written before they are read */
   for (int b = 0; b < t->B; b++)
     for (int oy = 0; oy < t->OH; oy++)
       for (int ox = 0; ox < t->OW; ox++)

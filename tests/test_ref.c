@@ -274,8 +274,8 @@ static void pool_argmax(const pool_ctx *t, const double *x, size_t *arg) {
           double m = -INFINITY;
           for (int ky = 0; ky < t->pool; ky++)
             for (int kx = 0; kx < t->pool; kx++) {
-              size_t i = (((size_t)b * t->H + oy * t->stride + ky) * t->W +
-                          ox * t->stride + kx) * t->C + c;
+              size_t i = (((size_t)b * t->H + (size_t)oy * t->stride + ky) * t->W +
+                          (size_t)ox * t->stride + kx) * t->C + c;
               if (x[i] > m) {
                 m = x[i];
                 best = i;
@@ -438,13 +438,13 @@ static void test_xent_fd(void) {
   enum { B = 3, K = 5 };
   const int labels[B] = {4, 0, 2};
   double z[B * K], dz[B * K], ones[B] = {1, 1, 1};
-  fill(&s, z, B * K, -3, 3);
-  poison(dz, B * K);
+  fill(&s, z, (size_t)B * K, -3, 3);
+  poison(dz, (size_t)B * K);
   ref_softmax_xent(z, labels, B, K, 1.0 / B, NULL, dz, NULL);
   xent_ctx ctx = {B, K, 1.0 / B, z, labels};
   layer L = {&ctx, xent_fwd, B, NULL};
   /* Smooth: truncation error ~h^2 * |f'''| ~ 1e-12 on top of the rounding. */
-  check_fd("softmax_xent B3 K5 dz", &L, z, B * K, ones, dz, FD_H, FD_TOL);
+  check_fd("softmax_xent B3 K5 dz", &L, z, (size_t)B * K, ones, dz, FD_H, FD_TOL);
 }
 
 /* ---- hand-computed forwards and tie rules ------------------------------------------ */
@@ -516,7 +516,7 @@ static void test_hand_cases(void) {
                            9, 9, 9, 9, 9};
     double x[50], y[8], dx[50], dy[8];
     for (int i = 0; i < 25; i++) {
-      x[2 * i] = c0[i];
+      x[2 * (size_t)i] = c0[i];
       x[2 * i + 1] = -c0[i];
     }
     ref_maxpool_forward(x, 1, 5, 5, 2, 2, 2, 2, 2, y);
@@ -756,9 +756,9 @@ static void test_model(void) {
   {
     uint64_t s = 61;
     size_t n = ref_cnn_param_count(&fm);
-    double *p = alloc(n), *grad = alloc(n), *x = alloc(28 * 28);
+    double *p = alloc(n), *grad = alloc(n), *x = alloc((size_t)28 * 28);
     init_model(&s, &fm, p, n);
-    fill(&s, x, 28 * 28, 0, 1);
+    fill(&s, x, (size_t)28 * 28, 0, 1);
     int label = 7, correct = -1;
     double loss = ref_cnn_loss_grad(&fm, p, x, &label, 1, 1.0, grad, &correct);
     int finite = isfinite(loss) && (correct == 0 || correct == 1);

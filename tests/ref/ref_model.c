@@ -20,7 +20,7 @@ static int backward_layer(const clt_model *m, int i, clt_ref_io *io, double *con
   io->dx = dx;
   io->dx2 = l->ninputs > 1 ? dx + nin : NULL;
   l->ops->ref_backward(l, io);
-  for (int k = 0; k < l->ninputs; k++) {
+  for (int k = 0; k < l->ninputs && k < 2; k++) { /* 2: dx and dx2 */
     const double *d = k ? io->dx2 : io->dx;
     for (size_t j = 0; gin[k] && j < nin; j++) gin[k][j] += d[j];
   }
