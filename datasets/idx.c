@@ -50,8 +50,8 @@ static const char *gz_cause(gzFile gz, const char *path, int *errnum) {
 /* Reads up to n bytes into buf, *got = bytes read. A clean end of a plain file or a
  * gzip stream cut short (*trunc_gz = 1) return CLT_OK with *got < n so that the
  * caller can say what was missing; read errors and corrupt gzip data fail here. */
-static int read_full(gzFile gz, const char *path, unsigned char *buf, size_t n,
-                     size_t *got, int *trunc_gz, clt_err *e) {
+static int read_full(gzFile gz, const char *path, unsigned char *buf, size_t n, size_t *got,
+                     int *trunc_gz, clt_err *e) {
   *got = 0;
   *trunc_gz = 0;
   while (*got < n) {
@@ -68,14 +68,13 @@ static int read_full(gzFile gz, const char *path, unsigned char *buf, size_t n,
     if (errnum == Z_DATA_ERROR) {
       /* zlib says "incorrect data check" for a CRC-32 mismatch; name it plainly */
       if (strcmp(cause, "incorrect data check") == 0)
-        return clt_fail(e, CLT_ERR_FORMAT, "%s: corrupt gzip data (CRC-32 mismatch: %s)",
-                        path, cause);
+        return clt_fail(e, CLT_ERR_FORMAT, "%s: corrupt gzip data (CRC-32 mismatch: %s)", path,
+                        cause);
       return clt_fail(e, CLT_ERR_FORMAT, "%s: corrupt gzip data (%s)", path, cause);
     }
     if (errnum == Z_MEM_ERROR)
       return clt_fail(e, CLT_ERR_NOMEM, "%s: out of memory while decompressing", path);
-    if (errnum != Z_OK || r < 0)
-      return clt_fail(e, CLT_ERR_IO, "%s: read error: %s", path, cause);
+    if (errnum != Z_OK || r < 0) return clt_fail(e, CLT_ERR_IO, "%s: read error: %s", path, cause);
     if (r == 0) break; /* clean end of file */
   }
   return CLT_OK;
@@ -118,22 +117,21 @@ static int read_header(gzFile gz, const char *path, uint32_t magic_want, const c
     const char *hint = "";
     if (magic == IDX_MAGIC_LABELS) hint = "; this looks like a labels file";
     if (magic == IDX_MAGIC_IMAGES) hint = "; this looks like an images file";
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: not an %s file (magic 0x%08x, expected 0x%08x%s)",
-                    path, kind, (unsigned)magic, (unsigned)magic_want, hint);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: not an %s file (magic 0x%08x, expected 0x%08x%s)", path,
+                    kind, (unsigned)magic, (unsigned)magic_want, hint);
   }
   st = read_full(gz, path, h + 4, n - 4, &got, &tgz, e);
   if (st) return st;
   if (got < n - 4)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: %s: header needs %zu bytes but file holds %zu",
-                    path, trunc_word(tgz), n, 4 + got);
-  for (int i = 0; i < ndims; i++) dims[i] = be32(h + 4 + 4 * i);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: %s: header needs %zu bytes but file holds %zu", path,
+                    trunc_word(tgz), n, 4 + got);
+  for (int i = 0; i < ndims; i++) dims[i] = be32(h + 4 + 4 * (size_t)i);
   return CLT_OK;
 }
 
 /* After the declared data the stream must end: reading one more byte also makes
  * zlib check the gzip trailer, which a payload-sized read may never reach. */
-static int expect_end(gzFile gz, const char *path, uint32_t count, const char *items,
-                      clt_err *e) {
+static int expect_end(gzFile gz, const char *path, uint32_t count, const char *items, clt_err *e) {
   unsigned char extra;
   size_t got;
   int tgz;
@@ -142,10 +140,11 @@ static int expect_end(gzFile gz, const char *path, uint32_t count, const char *i
   if (tgz)
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: truncated gzip stream (unexpected end of file) after all %u %s; "
-                    "gzip trailer missing", path, (unsigned)count, items);
+                    "gzip trailer missing",
+                    path, (unsigned)count, items);
   if (got)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: trailing data after %u %s", path,
-                    (unsigned)count, items);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: trailing data after %u %s", path, (unsigned)count,
+                    items);
   return CLT_OK;
 }
 
@@ -159,9 +158,11 @@ static int load_images(const char *path, clt_dataset *d, clt_err *e) {
   if (st) goto cleanup;
   uint32_t count = dims[0], rows = dims[1], cols = dims[2];
   if (count == 0 || rows == 0 || cols == 0) {
-    st = clt_fail(e, CLT_ERR_FORMAT, "%s: header says %u images of %ux%u; zero %s",
-                  path, (unsigned)count, (unsigned)rows, (unsigned)cols,
-                  count == 0 ? "images" : rows == 0 ? "rows" : "cols");
+    st = clt_fail(e, CLT_ERR_FORMAT, "%s: header says %u images of %ux%u; zero %s", path,
+                  (unsigned)count, (unsigned)rows, (unsigned)cols,
+                  count == 0  ? "images"
+                  : rows == 0 ? "rows"
+                              : "cols");
     goto cleanup;
   }
   /* Each factor is below 2^32, so check after every multiply to stay within 64 bits. */
@@ -176,8 +177,8 @@ static int load_images(const char *path, clt_dataset *d, clt_err *e) {
   size_t bytes = (size_t)(image * count);
   px = malloc(bytes);
   if (!px) {
-    st = clt_fail(e, CLT_ERR_NOMEM, "%s: cannot allocate %zu bytes for %u images", path,
-                  bytes, (unsigned)count);
+    st = clt_fail(e, CLT_ERR_NOMEM, "%s: cannot allocate %zu bytes for %u images", path, bytes,
+                  (unsigned)count);
     goto cleanup;
   }
   size_t got;
@@ -214,8 +215,9 @@ static int load_labels(const char *path, const char *images_path, int count, int
   st = read_header(gz, path, IDX_MAGIC_LABELS, "IDX1 label", &n, 1, e);
   if (st) goto cleanup;
   if (n != (uint32_t)count) {
-    st = clt_fail(e, CLT_ERR_FORMAT, "images file %s has %d images but labels file %s has %u labels",
-                  images_path, count, path, (unsigned)n);
+    st = clt_fail(e, CLT_ERR_FORMAT,
+                  "images file %s has %d images but labels file %s has %u labels", images_path,
+                  count, path, (unsigned)n);
     goto cleanup;
   }
   lb = malloc((size_t)count);
@@ -228,16 +230,16 @@ static int load_labels(const char *path, const char *images_path, int count, int
   st = read_full(gz, path, lb, (size_t)count, &got, &tgz, e);
   if (st) goto cleanup;
   if (got < (size_t)count) {
-    st = clt_fail(e, CLT_ERR_FORMAT, "%s: %s: header says %d labels but file holds %zu",
-                  path, trunc_word(tgz), count, got);
+    st = clt_fail(e, CLT_ERR_FORMAT, "%s: %s: header says %d labels but file holds %zu", path,
+                  trunc_word(tgz), count, got);
     goto cleanup;
   }
   st = expect_end(gz, path, (uint32_t)count, "labels", e);
   if (st) goto cleanup;
   for (int i = 0; i < count; i++) {
     if (lb[i] >= classes) {
-      st = clt_fail(e, CLT_ERR_FORMAT, "%s: label %d at index %d is out of range [0,%d)",
-                    path, lb[i], i, classes);
+      st = clt_fail(e, CLT_ERR_FORMAT, "%s: label %d at index %d is out of range [0,%d)", path,
+                    lb[i], i, classes);
       goto cleanup;
     }
   }
@@ -249,8 +251,8 @@ cleanup:
   return st;
 }
 
-int clt_idx_load(const char *images_path, const char *labels_path, int classes,
-                 clt_dataset *out, clt_err *e) {
+int clt_idx_load(const char *images_path, const char *labels_path, int classes, clt_dataset *out,
+                 clt_err *e) {
   clt_dataset d = {0};
   int st = CLT_OK;
   if (!out) return clt_fail(e, CLT_ERR_ARG, "clt_idx_load: out is NULL");
@@ -328,4 +330,122 @@ void clt_dataset_free(clt_dataset *d) {
   free(d->pixels);
   free(d->labels);
   memset(d, 0, sizeof *d);
+}
+
+/* ---- the device-resident batch source ------------------------------------------- */
+
+typedef struct idx_replica {
+  clt_replica *replica;
+  cl_mem images, labels; /* the whole set, uint8 */
+  cl_mem order;          /* the pass's order, count ints */
+  cl_kernel gather;
+} idx_replica;
+
+typedef struct idx_source {
+  clt_dataset set;
+  idx_replica *reps;
+  int n;
+  int global;
+  int mode; /* clt_preprocess, as the kernel takes it */
+} idx_source;
+
+static void idx_detach(void *ctx) {
+  idx_source *s = ctx;
+  for (int r = 0; r < s->n; r++) {
+    cl_mem *all[] = {&s->reps[r].images, &s->reps[r].labels, &s->reps[r].order};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+      if (*all[i]) clReleaseMemObject(*all[i]);
+    }
+  }
+  free(s->reps);
+  s->reps = NULL;
+  s->n = 0;
+}
+
+static int idx_attach(void *ctx, clt_replica *const *replicas, int n, int global_batch,
+                      const int *max_slice, clt_preprocess pre, clt_err *e) {
+  (void)max_slice; /* gathered straight into the input: no staging to size */
+  idx_source *s = ctx;
+  const clt_dataset *d = &s->set;
+  const size_t bytes = (size_t)d->count * d->height * d->width * d->channels;
+  const size_t count = d->count > 0 ? (size_t)d->count : 1; /* no empty buffers in OpenCL */
+  int status = CLT_OK;
+  s->reps = calloc((size_t)n, sizeof *s->reps);
+  if (!s->reps) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory attaching a dataset");
+  s->n = n;
+  s->global = global_batch;
+  s->mode = (int)pre;
+  for (int r = 0; r < n && !status; r++) {
+    idx_replica *ir = &s->reps[r];
+    ir->replica = replicas[r];
+    status = clt_replica_alloc(ir->replica, bytes ? bytes : 1, "dataset images", &ir->images, e);
+    if (!status) status = clt_replica_alloc(ir->replica, count, "dataset labels", &ir->labels, e);
+    if (!status) {
+      status = clt_replica_alloc(ir->replica, count * sizeof(int), "example order", &ir->order, e);
+    }
+    if (!status && bytes)
+      status = clt_source_upload(ir->replica, ir->images, d->pixels, bytes, "uploading images", e);
+    if (!status && d->count) {
+      status = clt_source_upload(ir->replica, ir->labels, d->labels, (size_t)d->count,
+                                 "uploading labels", e);
+    }
+    if (!status)
+      status = clt_replica_kernel(ir->replica, "data.cl", "", "gather_batch", &ir->gather, e);
+  }
+  if (status) idx_detach(s);
+  return status;
+}
+
+static int idx_begin(void *ctx, const int *order, clt_err *e) {
+  idx_source *s = ctx;
+  int status = CLT_OK;
+  for (int r = 0; r < s->n && !status && s->set.count; r++) {
+    status = clt_source_upload(s->reps[r].replica, s->reps[r].order, order,
+                               (size_t)s->set.count * sizeof *order, "uploading example order", e);
+  }
+  return status;
+}
+
+static int idx_load(void *ctx, int rank, int step, int first, int len, cl_mem x, cl_mem y,
+                    double *waited, clt_err *e) {
+  (void)waited; /* on the device already: nothing to wait for */
+  idx_source *s = ctx;
+  idx_replica *ir = &s->reps[rank];
+  if (len == 0) return CLT_OK;
+  clt_replica_scope(ir->replica, "input", "batch");
+  int at = step * s->global + first, pixels = s->set.height * s->set.width * s->set.channels;
+  clt_karg args[] = {CLT_ARG(ir->images), CLT_ARG(ir->labels), CLT_ARG(ir->order),
+                     CLT_ARG(at),         CLT_ARG(len),        CLT_ARG(pixels),
+                     CLT_ARG(s->mode),    CLT_ARG(x),          CLT_ARG(y)};
+  return clt_launch1d(ir->replica, ir->gather, "gather_batch", args, 9, (size_t)len * pixels, e);
+}
+
+static void idx_free(void *ctx) {
+  idx_source *s = ctx;
+  if (!s) return;
+  idx_detach(s);
+  clt_dataset_free(&s->set);
+  free(s);
+}
+
+int clt_idx_source(clt_dataset *set, clt_source **out, clt_err *e) {
+  static const clt_source_i iface = {.attach = idx_attach,
+                                     .begin = idx_begin,
+                                     .load = idx_load,
+                                     .detach = idx_detach,
+                                     .free = idx_free};
+  *out = NULL;
+  idx_source *s = calloc(1, sizeof *s);
+  if (!s) {
+    clt_dataset_free(set);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for a dataset source");
+  }
+  s->set = *set;
+  memset(set, 0, sizeof *set);
+  const clt_source_info info = {.count = s->set.count,
+                                .height = s->set.height,
+                                .width = s->set.width,
+                                .channels = s->set.channels,
+                                .classes = s->set.classes};
+  return clt_source_new(&iface, s, &info, out, e);
 }

@@ -2,23 +2,24 @@
 #ifndef CLT_IDX_H
 #define CLT_IDX_H
 
+#include "source.h"
 #include "status.h"
 
 /* A labelled image set held in host memory. */
 typedef struct clt_dataset {
-  int count;                /* number of examples */
+  int count; /* number of examples */
   int height, width, channels;
-  int classes;              /* labels are in [0, classes) */
-  unsigned char *pixels;    /* count * height * width * channels bytes, NHWC */
-  unsigned char *labels;    /* count bytes */
+  int classes;           /* labels are in [0, classes) */
+  unsigned char *pixels; /* count * height * width * channels bytes, NHWC */
+  unsigned char *labels; /* count bytes */
 } clt_dataset;
 
 /* Loads an IDX3 ubyte image file and an IDX1 ubyte label file (each may be gzip
  * compressed or plain; detected from content, not the name). Every label must be
  * below `classes`. On error fills e with one line naming the file and the cause and
  * leaves *out zeroed. */
-int clt_idx_load(const char *images_path, const char *labels_path, int classes,
-                 clt_dataset *out, clt_err *e);
+int clt_idx_load(const char *images_path, const char *labels_path, int classes, clt_dataset *out,
+                 clt_err *e);
 
 /* Loads split "train" or "t10k" of a Fashion-MNIST-style folder: DIR/<split>-images-idx3-ubyte
  * and DIR/<split>-labels-idx1-ubyte, each with or without ".gz" (".gz" preferred when both
@@ -26,5 +27,11 @@ int clt_idx_load(const char *images_path, const char *labels_path, int classes,
 int clt_idx_load_dir(const char *dir, const char *split, clt_dataset *out, clt_err *e);
 
 void clt_dataset_free(clt_dataset *d);
+
+/* A batch source over a set held in memory: attaching uploads the images and
+ * labels to every replica once, as bytes, and every load gathers its slice there
+ * through the pass's order (uploaded once per pass), so a step moves nothing from
+ * the host. Takes the set's arrays over (*set is left zeroed), even on failure. */
+int clt_idx_source(clt_dataset *set, clt_source **out, clt_err *e);
 
 #endif

@@ -62,7 +62,9 @@ int clt_photos_classes(const clt_photos *p) { return p->classes; }
 const char *clt_photos_class_name(const clt_photos *p, int c) {
   return c >= 0 && c < p->classes ? p->text + p->class_off[c] : NULL;
 }
-int clt_photos_label(const clt_photos *p, int i) { return i >= 0 && i < p->count ? p->labels[i] : -1; }
+int clt_photos_label(const clt_photos *p, int i) {
+  return i >= 0 && i < p->count ? p->labels[i] : -1;
+}
 const char *clt_photos_path(const clt_photos *p, int i) {
   return i >= 0 && i < p->count ? p->text + p->path_off[i] : NULL;
 }
@@ -134,14 +136,17 @@ static int list_dir(const char *dir, char ***names_out, int *n_out, clt_err *e) 
   int n = 0, cap = 0, rc = CLT_OK;
   DIR *d = opendir(dir);
   if (!d) {
-    rc = clt_fail(e, CLT_ERR_IO, "photo folder %s: cannot read directory: %s", dir, strerror(errno));
+    rc = clt_fail(e, CLT_ERR_IO, "photo folder %s: cannot read directory: %s", dir,
+                  strerror(errno));
     goto cleanup;
   }
   for (;;) {
     errno = 0;
     struct dirent *de = readdir(d);
     if (!de) {
-      if (errno) rc = clt_fail(e, CLT_ERR_IO, "photo folder %s: cannot read directory: %s", dir, strerror(errno));
+      if (errno)
+        rc = clt_fail(e, CLT_ERR_IO, "photo folder %s: cannot read directory: %s", dir,
+                      strerror(errno));
       break;
     }
     if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
@@ -208,8 +213,9 @@ static int walk(scan *s, const char *dir, int label, int depth, clt_err *e) {
     if (isdir) {
       if (names[i][0] == '.') continue;
       if (depth >= MAX_WALK_DEPTH) {
-        rc = clt_fail(e, CLT_ERR_FORMAT, "photo folder %s: nested deeper than %d directories (symlink loop?)",
-                      child, MAX_WALK_DEPTH);
+        rc = clt_fail(e, CLT_ERR_FORMAT,
+                      "photo folder %s: nested deeper than %d directories (symlink loop?)", child,
+                      MAX_WALK_DEPTH);
         goto cleanup;
       }
       rc = walk(s, child, label, depth + 1, e);
@@ -316,7 +322,10 @@ static int check_magic(const char *path, char *why, size_t whylen) {
     return -1;
   }
   if (sniff(b, got) == KIND_BAD) {
-    snprintf(why, whylen, got < 3 ? "too short to be an image (%zu bytes)" : "neither JPEG nor PNG (magic bytes)", got);
+    snprintf(why, whylen,
+             got < 3 ? "too short to be an image (%zu bytes)"
+                     : "neither JPEG nor PNG (magic bytes)",
+             got);
     return -1;
   }
   return 0;
@@ -354,11 +363,13 @@ int clt_photos_open(const char *dir, int image_size, double validation_split, ui
     goto cleanup;
   }
   if (!(validation_split >= 0.0 && validation_split < 1.0)) {
-    rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split %g outside [0, 1)", dir, validation_split);
+    rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split %g outside [0, 1)", dir,
+                  validation_split);
     goto cleanup;
   }
   if (validation_split > 0 && !validation) {
-    rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split without a validation subset", dir);
+    rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split without a validation subset",
+                  dir);
     goto cleanup;
   }
   /* Paths are reported as DIR/class/file without a doubled '/'. */
@@ -391,15 +402,17 @@ int clt_photos_open(const char *dir, int image_size, double validation_split, ui
     rc = walk(&s, child, classes, 1, e);
     if (rc != CLT_OK) goto cleanup;
     if (s.n == before) {
-      rc = clt_fail(e, CLT_ERR_FORMAT, "photo folder %s: class directory %s holds no .jpg, .jpeg or .png file",
-                    root, names[i]);
+      rc = clt_fail(e, CLT_ERR_FORMAT,
+                    "photo folder %s: class directory %s holds no .jpg, .jpeg or .png file", root,
+                    names[i]);
       goto cleanup;
     }
     classes++;
   }
   if (classes == 0) {
     rc = clt_fail(e, CLT_ERR_FORMAT,
-                  "photo folder %s: no class subdirectory (expected DIR/<class>/<image>.jpg|.png)", root);
+                  "photo folder %s: no class subdirectory (expected DIR/<class>/<image>.jpg|.png)",
+                  root);
     goto cleanup;
   }
   for (int i = 0; i < s.n; i++) s.ents[i].path = s.names.buf + s.ents[i].off;
@@ -417,7 +430,8 @@ int clt_photos_open(const char *dir, int image_size, double validation_split, ui
     }
   }
   if (bad) {
-    rc = clt_fail(e, CLT_ERR_FORMAT, "file %s: %s (%d of %d files in %s are not readable JPEG or PNG)",
+    rc = clt_fail(e, CLT_ERR_FORMAT,
+                  "file %s: %s (%d of %d files in %s are not readable JPEG or PNG)",
                   s.ents[first_bad].path, first_why, bad, s.n, root);
     goto cleanup;
   }
@@ -437,8 +451,9 @@ int clt_photos_open(const char *dir, int image_size, double validation_split, ui
     }
     nval = (int)floor(validation_split * n);
     if (nval == 0 || nval >= n) {
-      rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split %g of %d files leaves %s", root,
-                    validation_split, n, nval == 0 ? "no validation file" : "no training file");
+      rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split %g of %d files leaves %s",
+                    root, validation_split, n,
+                    nval == 0 ? "no validation file" : "no training file");
       goto cleanup;
     }
   }
@@ -481,7 +496,7 @@ typedef struct scratch {
   size_t img_cap;
   unsigned char **rows; /* PNG row pointers into img */
   size_t rows_cap;      /* entries */
-  int *x0, *x1; /* resize tables, image_size entries */
+  int *x0, *x1;         /* resize tables, image_size entries */
   float *xl;
 } scratch;
 
@@ -605,7 +620,8 @@ static int decode_jpeg(scratch *s, const unsigned char *data, size_t len, int *w
   }
   const size_t stride = (size_t)cinfo.output_width * comps;
   if (grow(&s->img, &s->img_cap, stride * cinfo.output_height) != CLT_OK) {
-    snprintf(je.msg, sizeof je.msg, "out of memory for a %ux%u image", cinfo.output_width, cinfo.output_height);
+    snprintf(je.msg, sizeof je.msg, "out of memory for a %ux%u image", cinfo.output_width,
+             cinfo.output_height);
     longjmp(je.jb, 1);
   }
   while (cinfo.output_scanline < cinfo.output_height) {
@@ -686,7 +702,8 @@ static int decode_png(scratch *s, const unsigned char *data, size_t len, int *w,
   if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (depth == 16) png_set_scale_16(png); /* round(v / 257), as TensorFlow */
   /* Palette expansion turns tRNS into alpha too, so strip that as well. */
-  if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
+  if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS))
+    png_set_strip_alpha(png);
   if (!(type & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
@@ -710,7 +727,8 @@ static int decode_png(scratch *s, const unsigned char *data, size_t len, int *w,
 
 /* tf.image.resize(method="bilinear"), half-pixel centres, no antialiasing, in float
  * as TensorFlow computes it, then rounded to uint8. */
-static void resize_bilinear(scratch *s, const unsigned char *in, int w, int h, unsigned char *out, int size) {
+static void resize_bilinear(scratch *s, const unsigned char *in, int w, int h, unsigned char *out,
+                            int size) {
   if (w == size && h == size) {
     memcpy(out, in, (size_t)size * size * 3);
     return;
@@ -752,8 +770,12 @@ static int decode_with(const clt_photos *p, int i, scratch *s, unsigned char *rg
   int rc = read_whole(path, s, &len, why, sizeof why);
   if (rc == CLT_OK) {
     switch (sniff(s->file, len)) {
-      case KIND_JPEG: rc = decode_jpeg(s, s->file, len, &w, &h, why, sizeof why); break;
-      case KIND_PNG: rc = decode_png(s, s->file, len, &w, &h, why, sizeof why); break;
+      case KIND_JPEG:
+        rc = decode_jpeg(s, s->file, len, &w, &h, why, sizeof why);
+        break;
+      case KIND_PNG:
+        rc = decode_png(s, s->file, len, &w, &h, why, sizeof why);
+        break;
       default:
         snprintf(why, sizeof why, "neither JPEG nor PNG (magic bytes)");
         rc = CLT_ERR_FORMAT;
@@ -766,9 +788,11 @@ static int decode_with(const clt_photos *p, int i, scratch *s, unsigned char *rg
 
 int clt_photos_decode(const clt_photos *p, int i, unsigned char *rgb, clt_err *e) {
   scratch s;
-  if (i < 0 || i >= p->count) return clt_fail(e, CLT_ERR_ARG, "photo %d: index outside [0, %d)", i, p->count);
+  if (i < 0 || i >= p->count)
+    return clt_fail(e, CLT_ERR_ARG, "photo %d: index outside [0, %d)", i, p->count);
   if (scratch_init(&s, p->image_size) != CLT_OK)
-    return clt_fail(e, CLT_ERR_NOMEM, "file %s: cannot decode: out of memory", clt_photos_path(p, i));
+    return clt_fail(e, CLT_ERR_NOMEM, "file %s: cannot decode: out of memory",
+                    clt_photos_path(p, i));
   int rc = decode_with(p, i, &s, rgb, e);
   scratch_free(&s);
   return rc;
@@ -922,7 +946,8 @@ int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int dep
   clt_loader *l = NULL;
   *out = NULL;
   if (!p || consumers < 1 || max_batch < 1 || depth < 1 || threads < 0) {
-    rc = clt_fail(e, CLT_ERR_ARG, "photo loader: bad arguments (consumers %d, max batch %d, depth %d, threads %d)",
+    rc = clt_fail(e, CLT_ERR_ARG,
+                  "photo loader: bad arguments (consumers %d, max batch %d, depth %d, threads %d)",
                   consumers, max_batch, depth, threads);
     goto cleanup;
   }
@@ -941,7 +966,8 @@ int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int dep
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     threads = n < 1 ? 1 : n > 256 ? 256 : (int)n;
   }
-  if ((long long)threads > (long long)depth * max_batch) threads = depth * max_batch; /* more would idle */
+  if ((long long)threads > (long long)depth * max_batch)
+    threads = depth * max_batch; /* more would idle */
 
   l->slots = calloc((size_t)depth, sizeof *l->slots);
   if (!l->slots) goto nomem;
@@ -960,7 +986,8 @@ int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int dep
     l->cache = malloc((size_t)l->cache_n * l->img_bytes);
     l->cache_state = calloc((size_t)l->cache_n, 1);
     if (!l->cache || !l->cache_state) {
-      rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: cannot allocate a %.1f MiB image cache (lower it)",
+      rc = clt_fail(e, CLT_ERR_NOMEM,
+                    "photo loader: cannot allocate a %.1f MiB image cache (lower it)",
                     (double)l->cache_n * l->img_bytes / 1048576.0);
       goto cleanup;
     }
@@ -992,8 +1019,8 @@ int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int dep
   for (int t = 0; t < threads; t++) {
     int err = pthread_create(&l->workers[t].tid, NULL, worker_main, &l->workers[t]);
     if (err) {
-      rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: cannot start decoding thread %d of %d: %s", t + 1, threads,
-                    strerror(err));
+      rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: cannot start decoding thread %d of %d: %s",
+                    t + 1, threads, strerror(err));
       goto cleanup;
     }
     l->started++;
@@ -1002,8 +1029,8 @@ int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int dep
   l = NULL;
   goto cleanup;
 nomem:
-  rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: out of memory (%d slots of %d images of %dx%d)", depth,
-                max_batch, p->image_size, p->image_size);
+  rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: out of memory (%d slots of %d images of %dx%d)",
+                depth, max_batch, p->image_size, p->image_size);
 cleanup:
   clt_loader_destroy(l); /* joins any thread already started */
   return rc;
@@ -1012,14 +1039,16 @@ cleanup:
 int clt_loader_start(clt_loader *l, const int *order, int count, int batch, clt_err *e) {
   int rc = CLT_OK;
   if (count < 0 || batch < 1 || batch > l->max_batch)
-    return clt_fail(e, CLT_ERR_ARG, "photo loader: bad pass (count %d, batch %d, max batch %d)", count, batch,
-                    l->max_batch);
+    return clt_fail(e, CLT_ERR_ARG, "photo loader: bad pass (count %d, batch %d, max batch %d)",
+                    count, batch, l->max_batch);
   for (int i = 0; i < count; i++)
     if (order[i] < 0 || order[i] >= l->p->count)
-      return clt_fail(e, CLT_ERR_ARG, "photo loader: order[%d] = %d outside [0, %d)", i, order[i], l->p->count);
+      return clt_fail(e, CLT_ERR_ARG, "photo loader: order[%d] = %d outside [0, %d)", i, order[i],
+                      l->p->count);
   pthread_mutex_lock(&l->mu);
   if (l->active && !l->cancelled && !l->failed && l->released < l->nsteps) {
-    rc = clt_fail(e, CLT_ERR_ARG, "photo loader: new pass while %d of %d batches of the last one are not consumed",
+    rc = clt_fail(e, CLT_ERR_ARG,
+                  "photo loader: new pass while %d of %d batches of the last one are not consumed",
                   l->nsteps - l->released, l->nsteps);
     goto cleanup;
   }
@@ -1051,7 +1080,8 @@ cleanup:
   return rc;
 }
 
-int clt_loader_get(clt_loader *l, int step, clt_photo_batch *out, double *wait_seconds, clt_err *e) {
+int clt_loader_get(clt_loader *l, int step, clt_photo_batch *out, double *wait_seconds,
+                   clt_err *e) {
   int rc = CLT_OK;
   double t0 = 0;
   int waited = 0;
@@ -1115,9 +1145,159 @@ void clt_loader_cancel(clt_loader *l) {
 }
 
 size_t clt_loader_decoded(const clt_loader *l) {
-  clt_loader *m = (clt_loader *)l; /* the mutex guards the counter; the loader is logically unchanged */
+  clt_loader *m = (clt_loader *)
+      l; /* the mutex guards the counter; the loader is logically unchanged */
   pthread_mutex_lock(&m->mu);
   size_t n = m->decoded;
   pthread_mutex_unlock(&m->mu);
   return n;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The batch source                                                           */
+
+/* Decoded photos kept in host memory across passes (later epochs decode nothing
+ * when the set fits), and how many global batches are decoded ahead. */
+#define SOURCE_CACHE_BYTES ((size_t)2 << 30)
+#define SOURCE_BATCHES_AHEAD 3
+
+typedef struct photo_replica {
+  clt_replica *replica;
+  cl_mem staging; /* the largest slice, uint8 */
+  cl_kernel convert;
+} photo_replica;
+
+typedef struct photos_source {
+  clt_photos *p;
+  int count;
+  const char **names; /* classes pointers into p */
+  clt_loader *loader;
+  photo_replica *reps;
+  int n;
+  int global;
+  int mode; /* clt_preprocess, as the kernel takes it */
+} photos_source;
+
+static void photos_detach(void *ctx) {
+  photos_source *s = ctx;
+  clt_loader_destroy(s->loader);
+  s->loader = NULL;
+  for (int r = 0; r < s->n; r++) {
+    if (s->reps[r].staging) clReleaseMemObject(s->reps[r].staging);
+  }
+  free(s->reps);
+  s->reps = NULL;
+  s->n = 0;
+}
+
+static int photos_attach(void *ctx, clt_replica *const *replicas, int n, int global_batch,
+                         const int *max_slice, clt_preprocess pre, clt_err *e) {
+  photos_source *s = ctx;
+  const size_t image_bytes = (size_t)s->p->image_size * s->p->image_size * 3;
+  int status = clt_loader_create(s->p, n, global_batch, SOURCE_BATCHES_AHEAD, 0, SOURCE_CACHE_BYTES,
+                                 &s->loader, e);
+  if (status) return status;
+  s->reps = calloc((size_t)n, sizeof *s->reps);
+  if (!s->reps) {
+    photos_detach(s);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory attaching photos");
+  }
+  s->n = n;
+  s->global = global_batch;
+  s->mode = (int)pre;
+  for (int r = 0; r < n && !status; r++) {
+    photo_replica *pr = &s->reps[r];
+    pr->replica = replicas[r];
+    const size_t bytes = max_slice[r] ? (size_t)max_slice[r] * image_bytes : 1;
+    status = clt_replica_alloc(pr->replica, bytes, "input staging", &pr->staging, e);
+    if (!status)
+      status = clt_replica_kernel(pr->replica, "data.cl", "", "convert_batch", &pr->convert, e);
+  }
+  if (status) photos_detach(s);
+  return status;
+}
+
+static int photos_begin(void *ctx, const int *order, clt_err *e) {
+  photos_source *s = ctx;
+  return clt_loader_start(s->loader, order, s->count, s->global, e);
+}
+
+/* Uploads images [first, first + len) of the decoded batch and converts them. The
+ * copies are complete when this returns, so the batch may be put. */
+static int upload_slice(photos_source *s, photo_replica *pr, const clt_photo_batch *b, int first,
+                        int len, cl_mem x, cl_mem y, clt_err *e) {
+  if (len == 0) return CLT_OK;
+  clt_replica_scope(pr->replica, "input", "batch");
+  const size_t image_bytes = (size_t)s->p->image_size * s->p->image_size * 3;
+  const size_t bytes = (size_t)len * image_bytes;
+  int status = clt_source_upload(pr->replica, pr->staging, b->pixels + first * image_bytes, bytes,
+                                 "uploading a batch", e);
+  if (!status) {
+    status = clt_source_upload(pr->replica, y, b->labels + first, (size_t)len * sizeof(int),
+                               "uploading labels", e);
+  }
+  if (status) return status;
+  int n = (int)bytes, channels = 3;
+  clt_karg args[] = {CLT_ARG(pr->staging), CLT_ARG(n), CLT_ARG(channels), CLT_ARG(s->mode),
+                     CLT_ARG(x)};
+  return clt_launch1d(pr->replica, pr->convert, "convert_batch", args, 5, bytes, e);
+}
+
+static int photos_load(void *ctx, int rank, int step, int first, int len, cl_mem x, cl_mem y,
+                       double *waited, clt_err *e) {
+  photos_source *s = ctx;
+  clt_photo_batch b;
+  int status = clt_loader_get(s->loader, step, &b, waited, e);
+  if (status) return status;
+  status = upload_slice(s, &s->reps[rank], &b, first, len, x, y, e);
+  clt_loader_put(s->loader, step); /* every replica puts every step, failed or not */
+  return status;
+}
+
+static void photos_cancel(void *ctx) {
+  photos_source *s = ctx;
+  clt_loader_cancel(s->loader);
+}
+
+static void photos_free(void *ctx) {
+  photos_source *s = ctx;
+  if (!s) return;
+  photos_detach(s);
+  clt_photos_free(s->p);
+  free(s->names);
+  free(s);
+}
+
+int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e) {
+  static const clt_source_i iface = {.attach = photos_attach,
+                                     .begin = photos_begin,
+                                     .load = photos_load,
+                                     .cancel = photos_cancel,
+                                     .detach = photos_detach,
+                                     .free = photos_free};
+  *out = NULL;
+  if (count < 0 || count > p->count) {
+    const int status = clt_fail(e, CLT_ERR_ARG, "photo source: %d of %d examples", count, p->count);
+    clt_photos_free(p);
+    return status;
+  }
+  photos_source *s = calloc(1, sizeof *s);
+  const char **names = malloc((size_t)p->classes * sizeof *names);
+  if (!s || !names) {
+    free(s);
+    free(names);
+    clt_photos_free(p);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for a photo source");
+  }
+  for (int c = 0; c < p->classes; c++) names[c] = clt_photos_class_name(p, c);
+  s->p = p;
+  s->count = count;
+  s->names = names;
+  const clt_source_info info = {.count = count,
+                                .height = p->image_size,
+                                .width = p->image_size,
+                                .channels = 3,
+                                .classes = p->classes,
+                                .class_names = names};
+  return clt_source_new(&iface, s, &info, out, e);
 }

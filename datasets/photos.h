@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "source.h"
 #include "status.h"
 
 typedef struct clt_photos clt_photos; /* opaque: one subset (training or validation) */
@@ -41,17 +42,18 @@ int clt_photos_is_folder(const char *dir);
  * validation_split > 0, shuffled with `seed` (clt_rng stream CLT_PHOTOS_SPLIT_STREAM,
  * Fisher-Yates) and split: the last floor(validation_split * n) go to *validation, the
  * rest to *train (Keras' rule). validation_split must be in [0, 1); if 0, *validation
- * is set to NULL (validation itself may then be NULL). image_size in [1, CLT_PHOTOS_MAX_SIZE]. Errors (one line naming the
- * path and the cause): dir missing / not a directory / unreadable; no class
- * subdirectory; a class subdirectory with no image files; bad magic bytes (see the
- * policy above); a split leaving an empty training or validation subset. A single
- * class is allowed here (the model decides). On error *train and *validation are NULL. */
+ * is set to NULL (validation itself may then be NULL). image_size in [1, CLT_PHOTOS_MAX_SIZE].
+ * Errors (one line naming the path and the cause): dir missing / not a directory / unreadable; no
+ * class subdirectory; a class subdirectory with no image files; bad magic bytes (see the policy
+ * above); a split leaving an empty training or validation subset. A single class is allowed here
+ * (the model decides). On error *train and *validation are NULL. */
 int clt_photos_open(const char *dir, int image_size, double validation_split, uint64_t seed,
                     clt_photos **train, clt_photos **validation, clt_err *e);
 void clt_photos_free(clt_photos *p);
 
 #define CLT_PHOTOS_MAX_SIZE 8192
-#define CLT_PHOTOS_SPLIT_STREAM 0x53504c4954ull /* "SPLIT": apart from weights (0) and epochs (1+) */
+/* The validation split's random stream, "SPLIT": apart from weights (0) and epochs (1+). */
+#define CLT_PHOTOS_SPLIT_STREAM 0x53504c4954ull
 
 int clt_photos_count(const clt_photos *p);
 int clt_photos_classes(const clt_photos *p);
@@ -103,5 +105,12 @@ void clt_loader_cancel(clt_loader *l);
 void clt_loader_destroy(clt_loader *l);
 /* Images decoded from files so far (cache hits not counted). */
 size_t clt_loader_decoded(const clt_loader *l);
+
+/* A batch source over examples [0, count) of p (count <= its size): attaching
+ * starts a loader for the replicas (whole global batches decoded ahead on host
+ * threads, decoded images cached up to 2 GiB) and a uint8 staging buffer per
+ * replica; each load waits for its step's batch, uploads its slice and converts
+ * it on the device. Takes p over, even on failure. */
+int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e);
 
 #endif

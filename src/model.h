@@ -6,14 +6,9 @@
 #include <stdint.h>
 
 #include "layer.h"
+#include "source.h" /* clt_preprocess: how the uint8 images become the network's input */
 
 #define CLT_MAX_LAYERS 256 /* ResNet50 takes 125 (padding and activations folded in) */
-
-/* How the uint8 images become the network's input. */
-typedef enum clt_preprocess {
-  CLT_PRE_UNIT,  /* x / 255 (the reference CNN) */
-  CLT_PRE_CAFFE, /* Keras' ResNet50 preprocess_input: RGB -> BGR, minus ImageNet's channel means */
-} clt_preprocess;
 
 /* A directed acyclic graph of layers, stored so that every layer's inputs come
  * before it; the last layer outputs the logits. */

@@ -86,6 +86,9 @@ static size_t scratch_floats(const clt_model *m, int max_batch) {
 static int plan_activations(const clt_model *m, int *buf, int *nbuffers, clt_err *e) {
   int last_use[CLT_MAX_LAYERS], busy[CLT_MAX_ACT_BUFFERS] = {0}, high = 0;
   const int n = m->nlayers;
+  if (n < 1 || n > CLT_MAX_LAYERS) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "model %s has %d layers", m->name, n);
+  }
   for (int i = 0; i < n; i++) last_use[i] = i == n - 1 ? n : i;
   for (int i = 0; i < n; i++)
     for (int k = 0; k < m->layers[i].ninputs; k++) {
@@ -128,7 +131,7 @@ size_t clt_net_bytes(const clt_model *m, int max_batch, int train) {
   clt_err ignored;
   const size_t in = clt_shape_size(m->input) * max_batch;
   const size_t max_act = clt_model_max_activation(m) * max_batch;
-  size_t floats = (train ? 4 : 1) * m->flat_floats + in + (in + 3) / 4 + 3 * (size_t)max_batch +
+  size_t floats = (train ? 4 : 1) * m->flat_floats + in + 3 * (size_t)max_batch +
                   scratch_floats(m, max_batch);
   if (!train) {
     if (plan_activations(m, act, &nbuf, &ignored)) nbuf = CLT_MAX_ACT_BUFFERS;
@@ -144,8 +147,8 @@ size_t clt_net_bytes(const clt_model *m, int max_batch, int train) {
   return floats * sizeof(float);
 }
 
-static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int order_len,
-                  int train, clt_net **out, clt_err *e);
+static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int train,
+                  clt_net **out, clt_err *e);
 
 /* The momentum of the moving statistics (BatchNormalization's): one update kernel
  * runs over all of them, so they must share it. */
@@ -169,19 +172,19 @@ static int moving_momentum(const clt_model *m, float *momentum, clt_err *e) {
 }
 
 int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
-                   int order_len, clt_net **out, clt_err *e) {
-  return create(m, r, max_batch, metric_slots, order_len, 1, out, e);
+                   clt_net **out, clt_err *e) {
+  return create(m, r, max_batch, metric_slots, 1, out, e);
 }
 
 int clt_net_create_inference(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
-                             int order_len, clt_net **out, clt_err *e) {
-  return create(m, r, max_batch, metric_slots, order_len, 0, out, e);
+                             clt_net **out, clt_err *e) {
+  return create(m, r, max_batch, metric_slots, 0, out, e);
 }
 
-static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int order_len,
-                  int train, clt_net **out, clt_err *e) {
+static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int train,
+                  clt_net **out, clt_err *e) {
   int status = CLT_OK;
-  int act_buf[CLT_MAX_LAYERS];
+  int act_buf[CLT_MAX_LAYERS] = {0}; /* set by plan_activations for an inference net */
   *out = NULL;
   clt_net *net = calloc(1, sizeof *net);
   if (!net) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a network");
@@ -189,7 +192,6 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   net->replica = r;
   net->max_batch = max_batch;
   net->metric_slots = metric_slots;
-  net->order_len = order_len;
   net->train = train;
   if (train && (status = plan_gradients(m, net->plan, &net->grad_buffers, e))) goto cleanup;
   if (!train && (status = plan_activations(m, act_buf, &net->act_buffers, e))) goto cleanup;
@@ -218,7 +220,6 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     ALLOC(m->flat_floats, "Adam second moments", &net->adam_v);
   }
   ALLOC(in_floats, "input batch", &net->input);
-  ALLOC((in_floats + 3) / 4, "input staging", &net->staging);
   ALLOC((size_t)max_batch, "labels", &net->labels);
   for (int b = 0; b < net->grad_buffers; b++) {
     ALLOC(max_act, "activation gradients", &net->grad_pool[b]);
@@ -231,7 +232,6 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     ALLOC((size_t)metric_slots, "gradient checks", &net->grad_checks);
     ALLOC((m->flat_floats + CHECK_BLOCK - 1) / CHECK_BLOCK, "gradient check partials", &net->check_partial);
   }
-  ALLOC((size_t)order_len, "example order", &net->order);
   for (int b = 0; b < net->act_buffers; b++) {
     ALLOC(max_act, "activations", &net->act_pool[b]);
   }
@@ -257,8 +257,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     const clt_layer *l = &m->layers[i];
     if (l->ops->prepare && (status = l->ops->prepare(l, r, max_batch, e))) goto cleanup;
   }
-  const char *kernels[][2] = {{"data.cl", "gather_batch"},       {"data.cl", "convert_batch"},
-                              {"loss.cl", "softmax_xent"},       {"loss.cl", "metrics_accumulate"},
+  const char *kernels[][2] = {{"loss.cl", "softmax_xent"},       {"loss.cl", "metrics_accumulate"},
                               {"adam.cl", "adam_update"},        {"adam.cl", "moving_average"},
                               {"reduce.cl", "add_into"},
                               {"reduce.cl", "count_nonfinite_partial"}, {"reduce.cl", "count_final"}};
@@ -279,9 +278,8 @@ void clt_net_destroy(clt_net *net) {
   if (!net) return;
   if (net->replica && net->replica->queue) clFinish(net->replica->queue);
   cl_mem *all[] = {&net->params, &net->grads, &net->adam_m, &net->adam_v, &net->input,
-                   &net->staging, &net->labels, &net->scratch, &net->losses,
-                   &net->correct, &net->metrics, &net->order, &net->grad_checks,
-                   &net->check_partial};
+                   &net->labels, &net->scratch, &net->losses, &net->correct,
+                   &net->metrics, &net->grad_checks, &net->check_partial};
   for (int i = 0; i < net->model->nlayers && net->train; i++) {
     if (net->act[i] && !net->model->layers[i].ops->aliases_input) clReleaseMemObject(net->act[i]);
     if (net->state[i]) clReleaseMemObject(net->state[i]);
@@ -310,25 +308,6 @@ static int read_buffer(clt_net *net, cl_mem src, void *dst, size_t bytes, const 
   return rc ? clt_replica_fail(net->replica, e, rc, what) : CLT_OK;
 }
 
-int clt_net_upload_data(clt_net *net, const unsigned char *pixels, const unsigned char *labels,
-                        int count, clt_device_data *out, clt_err *e) {
-  out->images = out->labels = NULL;
-  out->count = count;
-  const size_t bytes = (size_t)count * clt_shape_size(net->model->input);
-  int status = clt_replica_alloc(net->replica, bytes, "dataset images", &out->images, e);
-  if (!status) status = clt_replica_alloc(net->replica, (size_t)count, "dataset labels", &out->labels, e);
-  if (!status) status = write_buffer(net, out->images, pixels, bytes, "uploading images", e);
-  if (!status) status = write_buffer(net, out->labels, labels, (size_t)count, "uploading labels", e);
-  if (status) clt_device_data_release(out);
-  return status;
-}
-
-void clt_device_data_release(clt_device_data *d) {
-  if (d->images) clReleaseMemObject(d->images);
-  if (d->labels) clReleaseMemObject(d->labels);
-  d->images = d->labels = NULL;
-}
-
 int clt_net_write_params(clt_net *net, const float *flat, clt_err *e) {
   return write_buffer(net, net->params, flat, net->model->flat_floats * sizeof(float),
                       "uploading parameters", e);
@@ -343,46 +322,6 @@ int clt_net_read_grads(clt_net *net, float *flat, clt_err *e) {
   if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "no gradients in an inference-only net");
   return read_buffer(net, net->grads, flat, net->model->flat_floats * sizeof(float),
                      "reading gradients", e);
-}
-
-int clt_net_set_order(clt_net *net, const int *order, int n, clt_err *e) {
-  if (n > net->order_len) return clt_fail(e, CLT_ERR_INTERNAL, "order of %d > %d", n, net->order_len);
-  return write_buffer(net, net->order, order, (size_t)n * sizeof(int), "uploading example order", e);
-}
-
-int clt_net_gather(clt_net *net, const clt_device_data *data, int first, int count, clt_err *e) {
-  if (count > net->max_batch) {
-    return clt_fail(e, CLT_ERR_INTERNAL, "batch %d > %d", count, net->max_batch);
-  }
-  cl_kernel k;
-  int status = clt_replica_kernel(net->replica, "data.cl", "", "gather_batch", &k, e);
-  if (status) return status;
-  clt_replica_scope(net->replica, "input", "batch");
-  int pixels = (int)clt_shape_size(net->model->input);
-  int mode = (int)net->model->preprocess;
-  clt_karg args[] = {CLT_ARG(data->images), CLT_ARG(data->labels), CLT_ARG(net->order),
-                     CLT_ARG(first),        CLT_ARG(count),        CLT_ARG(pixels),
-                     CLT_ARG(mode),         CLT_ARG(net->input),   CLT_ARG(net->labels)};
-  return clt_launch1d(net->replica, k, "gather_batch", args, 9, (size_t)count * pixels, e);
-}
-
-int clt_net_load(clt_net *net, const unsigned char *pixels, const int *labels, int count,
-                 clt_err *e) {
-  if (count > net->max_batch) {
-    return clt_fail(e, CLT_ERR_INTERNAL, "batch %d > %d", count, net->max_batch);
-  }
-  cl_kernel k;
-  int status = clt_replica_kernel(net->replica, "data.cl", "", "convert_batch", &k, e);
-  if (status || count == 0) return status;
-  clt_replica_scope(net->replica, "input", "batch");
-  const size_t bytes = (size_t)count * clt_shape_size(net->model->input);
-  if ((status = write_buffer(net, net->staging, pixels, bytes, "uploading a batch", e))) return status;
-  status = write_buffer(net, net->labels, labels, (size_t)count * sizeof(int), "uploading labels", e);
-  if (status) return status;
-  int n = (int)bytes, channels = net->model->input.c, mode = (int)net->model->preprocess;
-  clt_karg args[] = {CLT_ARG(net->staging), CLT_ARG(n), CLT_ARG(channels), CLT_ARG(mode),
-                     CLT_ARG(net->input)};
-  return clt_launch1d(net->replica, k, "convert_batch", args, 5, bytes, e);
 }
 
 /* dst[0..n) += src[0..n) */
@@ -425,7 +364,7 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
      * join the gradient sum. */
     const float zero = 0.0f;
     cl_int rc = clEnqueueFillBuffer(net->replica->queue, net->metrics, &zero, sizeof zero,
-                                    2 * metric_slot * sizeof(float), 2 * sizeof(float), 0, NULL, NULL);
+                                    2 * (size_t)metric_slot * sizeof(float), 2 * sizeof(float), 0, NULL, NULL);
     if (!rc && train) {
       rc = clEnqueueFillBuffer(net->replica->queue, net->grads, &zero, sizeof zero, 0,
                                m->flat_floats * sizeof(float), 0, NULL, NULL);

@@ -12,12 +12,6 @@ typedef struct clt_adam {
 /* Keras' defaults (epsilon 1e-7, not PyTorch's 1e-8). */
 #define CLT_ADAM_DEFAULTS ((clt_adam){1e-3, 0.9, 0.999, 1e-7})
 
-/* A labelled image set resident on the device (uint8, as loaded). */
-typedef struct clt_device_data {
-  cl_mem images, labels;
-  int count;
-} clt_device_data;
-
 /* Activation gradients live in a small pool of buffers, each large enough for
  * any layer's output: a layer's output gradient is taken from the pool when its
  * first consumer's backward writes it and returned once the layer's own backward
@@ -42,9 +36,8 @@ typedef struct clt_net {
   size_t device_bytes;                  /* everything this net allocated on the device */
   cl_mem params, grads, adam_m, adam_v; /* flat, model->flat_floats each; NULL but params
                                            when inference only */
-  cl_mem input;                         /* (max_batch, input) floats */
-  cl_mem staging;                       /* (max_batch, input) uint8: a batch from the host */
-  cl_mem labels;                        /* max_batch ints */
+  cl_mem input;                         /* (max_batch, input) floats, filled by a batch source */
+  cl_mem labels;                        /* max_batch ints, filled by a batch source */
   cl_mem act[CLT_MAX_LAYERS];           /* outputs; aliases of the input for flatten; in an
                                            inference net, buffers of act_pool */
   cl_mem act_pool[CLT_MAX_ACT_BUFFERS];
@@ -60,48 +53,28 @@ typedef struct clt_net {
   cl_mem grad_checks;                   /* non-finite gradient count per slot */
   cl_mem check_partial;                 /* its per-block partial counts */
   int metric_slots;
-  cl_mem order;                         /* example order of the current pass */
-  int order_len;
 } clt_net;
 
 /* Allocates everything for batches up to max_batch, builds every kernel and
- * reserves GEMM scratch, so nothing is allocated or compiled inside the step.
- * order_len: longest example order the net must hold (the dataset size). */
+ * reserves GEMM scratch, so nothing is allocated or compiled inside the step. */
 int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
-                   int order_len, clt_net **out, clt_err *e);
+                   clt_net **out, clt_err *e);
 /* The same for evaluation only: no gradient, optimizer or layer-state buffers,
  * and activations reused once read (clt_net_forward_backward with train 0 only). */
 int clt_net_create_inference(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
-                             int order_len, clt_net **out, clt_err *e);
+                             clt_net **out, clt_err *e);
 void clt_net_destroy(clt_net *net);
-
-/* Uploads a dataset to the device (blocking). */
-int clt_net_upload_data(clt_net *net, const unsigned char *pixels, const unsigned char *labels,
-                        int count, clt_device_data *out, clt_err *e);
-void clt_device_data_release(clt_device_data *d);
 
 /* Copies between host and the flat buffers (blocking). */
 int clt_net_write_params(clt_net *net, const float *flat, clt_err *e);
 int clt_net_read_params(clt_net *net, float *flat, clt_err *e);
 int clt_net_read_grads(clt_net *net, float *flat, clt_err *e);
 
-/* Sets the order of examples for the next gathers (blocking upload of n ints). */
-int clt_net_set_order(clt_net *net, const int *order, int n, clt_err *e);
-
-/* Enqueues: gather examples order[first .. first+count) of data as the batch. */
-int clt_net_gather(clt_net *net, const clt_device_data *data, int first, int count, clt_err *e);
-
-/* Uploads a batch of count uint8 images (the model's input shape, RGB) and int
- * labels from the host as the batch, preprocessed for the model. The copy is
- * complete when this returns, so the host memory may be reused. */
-int clt_net_load(clt_net *net, const unsigned char *pixels, const int *labels, int count,
-                 clt_err *e);
-
-/* Device bytes a net for max_batch examples allocates, without the dataset
+/* Device bytes a net for max_batch examples allocates, without the batch source's
  * (train 0: an inference-only net). */
 size_t clt_net_bytes(const clt_model *m, int max_batch, int train);
 
-/* Enqueues forward, loss and (train) backward for the gathered batch of `count`
+/* Enqueues forward, loss and (train) backward for the loaded batch of `count`
  * examples. Per-example losses are multiplied by loss_scale (1 / global batch)
  * for the gradient; the metrics slot receives the unscaled loss sum and the
  * number correct. count may be 0: gradients are then zero. */

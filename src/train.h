@@ -8,12 +8,12 @@
 #include "status.h"
 
 typedef struct clt_train_opts {
-  const char *data_dir;          /* IDX files or a photo folder (one subfolder per class) */
-  int image_size;               /* photo folders: images are resized to this square */
-  double validation_split;      /* photo folders: fraction held out for evaluation */
+  const char *data_dir;    /* IDX files or a photo folder (one subfolder per class) */
+  int image_size;          /* photo folders: images are resized to this square */
+  double validation_split; /* photo folders: fraction held out for evaluation */
   const char *model;
   const char *devices;
-  const char *split;            /* auto, equal or weights "3,1" */
+  const char *split; /* auto, equal or weights "3,1" */
   int epochs;
   double lr;
   uint64_t seed;
@@ -21,26 +21,26 @@ typedef struct clt_train_opts {
   long train_limit, test_limit; /* 0: all */
   const char *log_path;         /* JSON Lines, one object per epoch; NULL: none */
   const char *checkpoint_dir;
-  int checkpoint_every;         /* epochs; 0: never */
-  int keep;                     /* newest checkpoints kept; 0: all */
-  int resume;                   /* continue from the newest checkpoint in checkpoint_dir */
-  int model_given, seed_given;  /* set explicitly (checked against a resumed checkpoint) */
+  int checkpoint_every;        /* epochs; 0: never */
+  int keep;                    /* newest checkpoints kept; 0: all */
+  int resume;                  /* continue from the newest checkpoint in checkpoint_dir */
+  int model_given, seed_given; /* set explicitly (checked against a resumed checkpoint) */
   int image_size_given, validation_split_given; /* set explicitly (photo folders only) */
-  int check_replicas;           /* verify identical parameters after every step */
-  int progress;                 /* draw a progress bar (stdout is a terminal) */
-  int profile;                  /* print device time per kernel after each epoch */
-  FILE *out;                    /* where epoch lines go */
+  int check_replicas;                           /* verify identical parameters after every step */
+  int progress;                                 /* draw a progress bar (stdout is a terminal) */
+  int profile;                                  /* print device time per kernel after each epoch */
+  FILE *out;                                    /* where epoch lines go */
 } clt_train_opts;
 
 void clt_train_defaults(clt_train_opts *o);
 int clt_train(const clt_train_opts *o, clt_err *e);
 
 typedef struct clt_eval_opts {
-  const char *checkpoint;       /* folder (its index names the newest) or .npz file */
+  const char *checkpoint; /* folder (its index names the newest) or .npz file */
   const char *data_dir;
-  double validation_split;      /* photo folders: evaluate this held-out fraction (0: all) */
+  double validation_split; /* photo folders: evaluate this held-out fraction (0: all) */
   int validation_split_given;
-  uint64_t seed;                /* ... chosen with this seed, as in training */
+  uint64_t seed; /* ... chosen with this seed, as in training */
   const char *devices;
   int batch_per_replica;
   long test_limit;

@@ -1,12 +1,13 @@
 /* Synchronous data parallelism over replicas (MirroredStrategy without CUDA).
  *
- * Every replica holds the whole model, its own flat parameter/gradient/Adam
- * buffers and the dataset. Each global batch (batch_per_replica x N) is sliced
- * across replicas as evenly as possible; each computes the gradient of its
- * examples' losses divided by the *global* batch size, the gradients are summed
- * by the ring all-reduce, and every replica applies the same Adam update, so
- * all replicas hold the same bits and N replicas compute what one device
- * computes on the whole batch. One host thread per replica drives it. */
+ * Every replica holds the whole model and its own flat parameter/gradient/Adam
+ * buffers, and loads its examples from a batch source. Each global batch
+ * (batch_per_replica x N) is sliced across replicas as evenly as possible; each
+ * computes the gradient of its examples' losses divided by the *global* batch
+ * size, the gradients are summed by the ring all-reduce, and every replica
+ * applies the same Adam update, so all replicas hold the same bits and N
+ * replicas compute what one device computes on the whole batch. One host thread
+ * per replica drives it. */
 #ifndef CLT_TRAINER_H
 #define CLT_TRAINER_H
 
@@ -15,10 +16,9 @@
 
 #include "balance.h"
 #include "device.h"
-#include "idx.h"
 #include "net.h"
-#include "photos.h"
 #include "ring.h"
+#include "source.h"
 
 #define CLT_MAX_REPLICAS 64
 
@@ -29,30 +29,32 @@ typedef struct clt_replica_stats {
 } clt_replica_stats;
 
 typedef struct clt_epoch_result {
-  double train_loss;   /* mean of per-batch mean losses (the reference's figure) */
-  double train_acc;    /* fraction correct */
-  double seconds;      /* wall time of the training pass */
+  double train_loss; /* mean of per-batch mean losses (the reference's figure) */
+  double train_acc;  /* fraction correct */
+  double seconds;    /* wall time of the training pass */
   double allreduce_seconds;
-  double data_wait_seconds; /* time replica 0 waited for decoded images (photo folders) */
+  double data_wait_seconds; /* time replica 0 waited for the source (decoded photos) */
   double first_step_done;   /* CLOCK_MONOTONIC seconds when the first step had finished */
-  int bad_step;        /* first step (0-based) with a non-finite loss or gradient, or -1 */
+  int bad_step;             /* first step (0-based) with a non-finite loss or gradient, or -1 */
   clt_replica_stats replicas[CLT_MAX_REPLICAS];
 } clt_epoch_result;
 
 typedef struct clt_trainer clt_trainer;
 
-/* Creates a replica and network on each chosen device, builds every kernel and
- * allocates every buffer for datasets of up to max_examples and global batches
- * of batch_per_replica x n, split by `split` (weights: one per device, for
- * CLT_SPLIT_WEIGHTS). With equal slices each replica holds batch_per_replica
- * examples; otherwise as many as the global batch or its memory allows. */
+/* Creates a replica and network on each chosen device, builds every kernel,
+ * allocates every buffer and attaches the training and test sources (either may
+ * be NULL; they must outlive the trainer, which detaches them when destroyed) for
+ * global batches of batch_per_replica x n, split by `split` (weights: one per
+ * device, for CLT_SPLIT_WEIGHTS). With equal slices each replica holds
+ * batch_per_replica examples; otherwise as many as the global batch or its
+ * memory allows. */
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
-                       int batch_per_replica, int max_examples, clt_split_mode split,
-                       const double *weights, clt_trainer **out, clt_err *e);
+                       int batch_per_replica, clt_split_mode split, const double *weights,
+                       clt_source *train, clt_source *test, clt_trainer **out, clt_err *e);
 /* The same for evaluation only (cltrain eval): inference-only networks, which
  * keep an activation only until it has been read, and no all-reduce ring. */
 int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
-                            int batch_per_replica, int max_examples, clt_trainer **out, clt_err *e);
+                            int batch_per_replica, clt_source *test, clt_trainer **out, clt_err *e);
 void clt_trainer_destroy(clt_trainer *t);
 
 int clt_trainer_replicas(const clt_trainer *t);
@@ -66,16 +68,6 @@ void clt_trainer_check_replicas(clt_trainer *t, int on);
 /* Draws a Keras-style progress bar on `out` during training epochs (NULL: none). */
 void clt_trainer_progress(clt_trainer *t, FILE *out);
 
-/* Uploads datasets to every replica (blocking); either may be NULL. */
-int clt_trainer_upload(clt_trainer *t, const clt_dataset *train, const clt_dataset *test, clt_err *e);
-
-/* Streams the training and test sets from photo decoders instead (either may be
- * NULL): every replica takes its slice of each decoded global batch. The
- * loaders must be created for clt_trainer_replicas() consumers and batches of
- * clt_trainer_global_batch() examples, and outlive the trainer's passes. */
-void clt_trainer_attach_loaders(clt_trainer *t, clt_loader *train, int train_count,
-                                clt_loader *test, int test_count);
-
 /* Device memory a replica's network holds, in bytes. */
 size_t clt_trainer_replica_bytes(const clt_trainer *t, int i);
 
@@ -85,13 +77,13 @@ int clt_trainer_set_state(clt_trainer *t, const float *params, const float *adam
                           const float *adam_v, clt_err *e);
 int clt_trainer_get_state(clt_trainer *t, float *params, float *adam_m, float *adam_v, clt_err *e);
 
-/* One training epoch over the uploaded training set in the order of (seed,
- * epoch). *step counts Adam steps and is advanced. */
+/* One training epoch over the training source in the order of (seed, epoch).
+ * *step counts Adam steps and is advanced. */
 int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *adam, long *step,
                       clt_epoch_result *res, clt_err *e);
 
-/* Loss (mean per example) and accuracy on the uploaded test set, its batches
- * sliced across replicas like training batches. */
+/* Loss (mean per example) and accuracy on the test source, its batches sliced
+ * across replicas like training batches. */
 int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e);
 
 #endif

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "idx.h"
 #include "layer.h"
 #include "model.h"
 #include "net.h"
@@ -618,14 +619,14 @@ static void test_model(void) {
   const ref_cnn_shape shape = {28, 28, 1, 64, 80, 64, CLASSES};
   static clt_model model; /* large: not on the stack */
   clt_net *net = NULL;
-  clt_device_data data = {0};
+  clt_source *source = NULL;
   if (api_failed(clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, CLASSES, &model, &E),
                  "clt_model_build"))
     goto done;
   const size_t nflat = model.flat_floats, npacked = ref_cnn_param_count(&shape);
   expect("parameter count matches the reference's", model.param_count != npacked, 1);
   if (model.param_count != npacked) goto done;
-  if (api_failed(clt_net_create(&model, R, B, 4, B, &net, &E), "clt_net_create")) goto done;
+  if (api_failed(clt_net_create(&model, R, B, 4, &net, &E), "clt_net_create")) goto done;
 
   /* Glorot kernels, and biases made non-zero so a bias bug cannot hide. */
   float *flat = hnew(nflat * sizeof(float)), *back = hnew(nflat * sizeof(float));
@@ -658,9 +659,21 @@ static void test_model(void) {
                                             &correct_ref);
 
   if (api_failed(clt_net_write_params(net, flat, &E), "clt_net_write_params")) goto done;
-  if (api_failed(clt_net_upload_data(net, pixels, labels, B, &data, &E), "upload data")) goto done;
-  if (api_failed(clt_net_set_order(net, order, B, &E), "clt_net_set_order")) goto done;
-  if (api_failed(clt_net_gather(net, &data, 0, B, &E), "clt_net_gather")) goto done;
+  /* The batch through the device-resident IDX source, as training loads it. */
+  clt_dataset set = {.count = B, .height = 28, .width = 28, .channels = 1, .classes = CLASSES,
+                     .pixels = malloc(sizeof pixels), .labels = malloc(sizeof labels)};
+  if (!set.pixels || !set.labels) fatal("allocating a dataset");
+  memcpy(set.pixels, pixels, sizeof pixels);
+  memcpy(set.labels, labels, sizeof labels);
+  const int max_slice = B;
+  if (api_failed(clt_idx_source(&set, &source, &E), "clt_idx_source")) goto done;
+  if (api_failed(clt_source_attach(source, &R, 1, B, &max_slice, model.preprocess, &E),
+                 "clt_source_attach"))
+    goto done;
+  if (api_failed(clt_source_begin(source, order, &E), "clt_source_begin")) goto done;
+  if (api_failed(clt_source_load(source, 0, 0, 0, B, net->input, net->labels, NULL, &E),
+                 "clt_source_load"))
+    goto done;
   /* Every gradient entry must be written, not accumulated, and the gaps left alone. */
   dev_fill(net->grads, 0, nflat, GARBAGE);
 
@@ -725,7 +738,7 @@ static void test_model(void) {
   expect("empty slice: metrics slot zeroed, other slot kept",
          (metrics[0] != 0.0f) + (metrics[1] != 0.0f) + (metrics[3] != (float)correct_ref), 3);
 done:
-  clt_device_data_release(&data);
+  clt_source_free(source);
   clt_net_destroy(net);
   case_end();
 }

@@ -10,7 +10,7 @@
  *    branches of residual blocks included (a shortcut's gradient is the sum of two
  *    paths). Points where ReLU or max-pool kinks make the difference quotient
  *    unstable (h and h/4 disagree) are skipped and counted.
- * 3. A clt_net on one PoCL device, fed uint8 RGB through clt_net_load (so the
+ * 3. A clt_net on one PoCL device, fed uint8 RGB through a batch source (so the
  *    'caffe' preprocessing is checked too), against the reference: loss, correct
  *    count, every gradient tensor, the batch-statistics slots, inference-mode loss
  *    with moving statistics, and the moving-average update after clt_net_adam;
@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idx.h"
 #include "model.h"
 #include "net.h"
 #include "ref_model.h"
@@ -64,6 +65,30 @@ static void *xcalloc(size_t n, size_t size) {
     exit(1);
   }
   return p;
+}
+
+/* Loads count uint8 images (the model's input shape) and their labels as net's
+ * batch, through a device-resident source over just them, as training loads. */
+static int load_batch(clt_net *net, const unsigned char *rgb, const int *labels, int count,
+                      clt_err *e) {
+  const clt_shape in = net->model->input;
+  const size_t bytes = (size_t)count * clt_shape_size(in);
+  clt_dataset set = {.count = count, .height = in.h, .width = in.w, .channels = in.c,
+                     .classes = net->model->classes, .pixels = xcalloc(bytes, 1),
+                     .labels = xcalloc((size_t)count, 1)};
+  int *order = xcalloc((size_t)count, sizeof *order);
+  memcpy(set.pixels, rgb, bytes);
+  for (int i = 0; i < count; i++) set.labels[i] = (unsigned char)labels[i], order[i] = i;
+  clt_source *source = NULL;
+  int status = clt_idx_source(&set, &source, e);
+  if (!status) {
+    status = clt_source_attach(source, &net->replica, 1, count, &count, net->model->preprocess, e);
+  }
+  if (!status) status = clt_source_begin(source, order, e);
+  if (!status) status = clt_source_load(source, 0, 0, 0, count, net->input, net->labels, NULL, e);
+  clt_source_free(source); /* its buffers live on until the gather has run */
+  free(order);
+  return status;
 }
 
 /* ---- 1. structure ----------------------------------------------------------------- */
@@ -299,8 +324,8 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
   int correct_ref = 0;
   const double loss_ref =
       ref_model_loss_grad(&m, flat, x, labels, B, scale, 1, stat_weight, grad, &correct_ref);
-  if (clt_net_create(&m, r, B, 2, B, &net, &E) || clt_net_write_params(net, fflat, &E) ||
-      clt_net_load(net, rgb, labels, B, &E) ||
+  if (clt_net_create(&m, r, B, 2, &net, &E) || clt_net_write_params(net, fflat, &E) ||
+      load_batch(net, rgb, labels, B, &E) ||
       clt_net_forward_backward(net, B, (float)scale, 0, 1, &E) ||
       clt_net_read_grads(net, back, &E)) {
     result(0, "%s on the device: %s", name, E.msg);
@@ -380,7 +405,7 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
   /* Inference mode normalises with the moving statistics. */
   for (size_t i = 0; i < nf; i++) fflat[i] = back[i], flat[i] = back[i];
   const double infer_ref = ref_model_loss_grad(&m, flat, x, labels, B, scale, 0, 0, NULL, NULL);
-  if (clt_net_write_params(net, fflat, &E) || clt_net_load(net, rgb, labels, B, &E) ||
+  if (clt_net_write_params(net, fflat, &E) || load_batch(net, rgb, labels, B, &E) ||
       clt_net_forward_backward(net, B, (float)scale, 1, 0, &E) ||
       clt_net_read_metrics(net, metrics, 2, &E)) {
     result(0, "inference: %s", E.msg);
@@ -392,8 +417,8 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
    * activations reused once read, and without gradients or optimizer state. */
   clt_net *inf = NULL;
   float inf_metrics[2];
-  if (clt_net_create_inference(&m, r, B, 1, B, &inf, &E) || clt_net_write_params(inf, fflat, &E) ||
-      clt_net_load(inf, rgb, labels, B, &E) || clt_net_forward_backward(inf, B, (float)scale, 0, 0, &E) ||
+  if (clt_net_create_inference(&m, r, B, 1, &inf, &E) || clt_net_write_params(inf, fflat, &E) ||
+      load_batch(inf, rgb, labels, B, &E) || clt_net_forward_backward(inf, B, (float)scale, 0, 0, &E) ||
       clt_net_read_metrics(inf, inf_metrics, 1, &E)) {
     result(0, "%s inference-only network: %s", name, E.msg);
     clt_net_destroy(inf);
@@ -432,7 +457,7 @@ typedef struct replica_job {
 static void *replica_step(void *arg) {
   replica_job *j = arg;
   const clt_adam opt = CLT_ADAM_DEFAULTS;
-  j->status = clt_net_load(j->net, j->rgb, j->labels, j->count, &j->err);
+  j->status = load_batch(j->net, j->rgb, j->labels, j->count, &j->err);
   if (!j->status) j->status = clt_net_forward_backward(j->net, j->count, j->scale, 0, 1, &j->err);
   if (!j->status) j->status = clFinish(j->net->replica->queue);
   if (!j->status) j->status = clt_ring_allreduce(j->ring, j->rank, j->net->grads, &j->err);
@@ -478,7 +503,7 @@ static void test_replicas(clt_replica **reps) {
   pthread_t threads[2];
   int status = CLT_OK;
   for (int r = 0; r < 2 && !status; r++) {
-    status = clt_net_create(&m, reps[r], B0, 2, B, &nets[r], &E);
+    status = clt_net_create(&m, reps[r], B0, 2, &nets[r], &E);
     if (!status) status = clt_net_write_params(nets[r], fflat, &E);
   }
   if (!status) status = clt_ring_create(reps, 2, nf, 0, &ring, &E);

@@ -1,0 +1,160 @@
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include "data.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "idx.h"
+#include "photos.h"
+
+static int limited(int count, long limit) {
+  return limit > 0 && limit < count ? (int)limit : count;
+}
+
+/* The subsets become sources, which take them over. */
+static int open_photos(clt_data *d, clt_err *e) {
+  const clt_data_spec *sp = &d->spec;
+  clt_photos *a = NULL, *b = NULL, *train = NULL, *test = NULL;
+  int status = clt_photos_open(sp->dir, sp->image_size, sp->validation_split, sp->seed, &a, &b, e);
+  if (status) return status;
+  if (sp->with_train) {
+    train = a;
+    test = b;
+  } else {
+    test = b ? b : a;
+    if (b) clt_photos_free(a);
+  }
+  d->photos = 1;
+  d->ntrain = train ? limited(clt_photos_count(train), sp->train_limit) : 0;
+  d->ntest = test ? limited(clt_photos_count(test), sp->test_limit) : 0;
+  d->height = d->width = sp->image_size;
+  d->channels = 3;
+  d->classes = clt_photos_classes(train ? train : test);
+  if (train) status = clt_photos_source(train, d->ntrain, &d->train, e);
+  if (test && status) clt_photos_free(test);
+  else if (test) status = clt_photos_source(test, d->ntest, &d->test, e);
+  if (status) return status;
+  d->class_names = clt_source_get_info(d->train ? d->train : d->test)->class_names;
+  return CLT_OK;
+}
+
+static int open_idx(clt_data *d, clt_err *e) {
+  const clt_data_spec *sp = &d->spec;
+  clt_dataset train = {0}, test = {0};
+  int status = CLT_OK;
+  if (sp->with_train && (status = clt_idx_load_dir(sp->dir, "train", &train, e))) {
+    /* Say what else the folder could have been. */
+    if (strstr(e->msg, "no such file")) {
+      clt_wrap(e, "%s has no class subfolders of photos, nor IDX files", sp->dir);
+    }
+    goto cleanup;
+  }
+  train.count = d->ntrain = limited(train.count, sp->train_limit);
+  if ((status = clt_idx_load_dir(sp->dir, "t10k", &test, e))) {
+    if (!sp->with_train && strstr(e->msg, "no such file")) {
+      clt_wrap(e, "%s has no class subfolders of photos, nor IDX files", sp->dir);
+    }
+    goto cleanup;
+  }
+  test.count = d->ntest = limited(test.count, sp->test_limit);
+  if (sp->with_train && (test.height != train.height || test.width != train.width)) {
+    status = clt_fail(e, CLT_ERR_FORMAT, "%s: test images are %dx%d but training images are %dx%d",
+                      sp->dir, test.height, test.width, train.height, train.width);
+    goto cleanup;
+  }
+  d->height = test.height;
+  d->width = test.width;
+  d->channels = test.channels;
+  d->classes = sp->with_train && train.classes > test.classes ? train.classes : test.classes;
+  if (sp->with_train && (status = clt_idx_source(&train, &d->train, e))) goto cleanup;
+  status = clt_idx_source(&test, &d->test, e);
+
+cleanup:
+  clt_dataset_free(&train);
+  clt_dataset_free(&test);
+  return status;
+}
+
+int clt_data_open(const clt_data_spec *spec, clt_data *d, clt_err *e) {
+  memset(d, 0, sizeof *d);
+  d->spec = *spec;
+  int status = clt_photos_is_folder(spec->dir) ? open_photos(d, e) : open_idx(d, e);
+  if (!status && !d->photos && (spec->image_size_given || spec->validation_split_given)) {
+    /* IDX files come split and sized: a photo-folder option would be silently ignored. */
+    status = clt_fail(e, CLT_ERR_ARG, "%s holds IDX files: --%s applies to photo folders only",
+                      spec->dir, spec->image_size_given ? "image-size" : "validation-split");
+  }
+  if (status) clt_data_close(d);
+  return status;
+}
+
+int clt_data_reopen(clt_data *d, int image_size, uint64_t seed, clt_err *e) {
+  if (!d->photos || (image_size == d->spec.image_size && seed == d->spec.seed)) return CLT_OK;
+  clt_data_spec spec = d->spec;
+  spec.image_size = image_size;
+  spec.seed = seed;
+  clt_data_close(d);
+  return clt_data_open(&spec, d, e);
+}
+
+void clt_data_close(clt_data *d) {
+  clt_source_free(d->train);
+  clt_source_free(d->test);
+  d->train = d->test = NULL;
+  d->class_names = NULL;
+}
+
+int clt_data_check_input(const clt_data *d, const char *model, int height, int width, int channels,
+                         int classes, clt_err *e) {
+  if (d->height != height || d->width != width || d->channels != channels) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: images are %dx%dx%d, model %s expects %dx%dx%d%s",
+                    d->spec.dir, d->height, d->width, d->channels, model, height, width, channels,
+                    d->photos ? " (set --image-size)" : "");
+  }
+  if (d->classes != classes) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: %d classes, model has %d outputs", d->spec.dir,
+                    d->classes, classes);
+  }
+  return CLT_OK;
+}
+
+/* Joins the class names with `sep`. */
+static char *join_names(const clt_data *d, char sep) {
+  size_t size = 1;
+  for (int c = 0; c < d->classes; c++) size += strlen(d->class_names[c]) + 1;
+  char *names = malloc(size), *at = names;
+  if (!names) return NULL;
+  for (int c = 0; c < d->classes; c++) {
+    const size_t len = strlen(d->class_names[c]);
+    if (c) *at++ = sep;
+    memcpy(at, d->class_names[c], len);
+    at += len;
+  }
+  *at = '\0';
+  return names;
+}
+
+int clt_data_class_names(const clt_data *d, char **names, clt_err *e) {
+  *names = NULL;
+  if (!d->class_names) return CLT_OK;
+  if (!(*names = join_names(d, '\n'))) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  return CLT_OK;
+}
+
+int clt_data_check_classes(const clt_data *d, const char *trained, const char *ckpt, clt_err *e) {
+  int status = CLT_OK;
+  char *mine = NULL, *want = NULL;
+  if (!d->class_names || !trained) return CLT_OK;
+  if (!(mine = join_names(d, '\n'))) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  if (strcmp(mine, trained) != 0) {
+    /* One line: the names separated by commas. */
+    for (char *c = mine; *c; c++) *c = *c == '\n' ? ',' : *c;
+    want = strdup(trained);
+    for (char *c = want; c && *c; c++) *c = *c == '\n' ? ',' : *c;
+    status = clt_fail(e, CLT_ERR_FORMAT, "%s: trained on classes (%s), but %s has (%s)", ckpt,
+                      want ? want : "?", d->spec.dir, mine);
+  }
+  free(mine);
+  free(want);
+  return status;
+}

@@ -1,0 +1,244 @@
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "timing.h"
+
+void clt_report_plan(const clt_report *r, const clt_plan *plan) {
+  const clt_model *m = r->model;
+  const clt_data *d = r->data;
+  const int global = plan->batch_per_replica * plan->ndevices;
+  const int steps = (d->ntrain + global - 1) / global;
+  fprintf(r->out, "Model %s: %zu parameters, %d layers; %d training and %d %s images of %dx%dx%d\n",
+          m->name, m->param_count, m->nlayers, d->ntrain, d->ntest,
+          d->photos ? "validation" : "test", m->input.h, m->input.w, m->input.c);
+  if (d->class_names) {
+    fprintf(r->out, "Photos from %s: %d classes (%s", d->spec.dir, d->classes, d->class_names[0]);
+    for (int c = 1; c < d->classes; c++) fprintf(r->out, ", %s", d->class_names[c]);
+    fprintf(r->out, ")\n");
+  }
+  for (int i = 0; i < plan->ndevices; i++) {
+    const clt_device *dev = plan->devices[i];
+    fprintf(r->out, "Replica %d: device %d, %s (%s, %s)\n", i, dev->index, dev->name,
+            clt_device_type_name(dev->type), dev->platform_name);
+  }
+  fprintf(r->out, "Global batch %d (%d per replica), %d steps per epoch, epochs %d to %d", global,
+          plan->batch_per_replica, steps, plan->first_epoch + 1, plan->epochs);
+  if (plan->ndevices > 1) fprintf(r->out, ", --split %s", plan->split);
+  fprintf(r->out, "\n");
+  if (plan->resumed_from) {
+    fprintf(r->out, "Resuming from %s: %d epochs and %ld steps done\n", plan->resumed_from,
+            plan->first_epoch, plan->steps_done);
+  }
+  fflush(r->out);
+}
+
+void clt_report_nothing_to_do(const clt_report *r, int epochs_done, int epochs) {
+  fprintf(r->out, "Nothing to do: the checkpoint has %d epochs, --epochs is %d\n", epochs_done,
+          epochs);
+}
+
+void clt_report_ready(const clt_report *r, double setup_seconds, double launch_seconds) {
+  fprintf(r->out,
+          "Set-up (kernels, buffers, data upload): %.1fs, %.1fs from launch to the first step; "
+          "device memory per replica:",
+          setup_seconds, launch_seconds);
+  for (int i = 0; i < clt_trainer_replicas(r->trainer); i++) {
+    const clt_replica *rep = clt_trainer_replica(r->trainer, i);
+    fprintf(r->out, "%s %.0f MiB (network %.0f MiB)", i ? "," : "",
+            rep->allocated_bytes / 1048576.0, clt_trainer_replica_bytes(r->trainer, i) / 1048576.0);
+  }
+  fprintf(r->out, "\n");
+  fflush(r->out);
+}
+
+/* A replica's own throughput: examples over the time it spent computing them
+ * (the epoch's wall time when that was not measured, i.e. with one replica). */
+static double replica_rate(const clt_replica_stats *st, double epoch_seconds) {
+  double t = st->compute_seconds > 0 ? st->compute_seconds : epoch_seconds;
+  return t > 0 ? st->examples / t : 0.0;
+}
+
+static void json_string(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    if ((unsigned char)*s >= 0x20) fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void write_log(const clt_report *r, const clt_epoch_record *rec) {
+  FILE *log = r->log;
+  const clt_epoch_result *res = &rec->train;
+  const long examples = r->data->ntrain;
+  char tl[32] = "null", ta[32] = "null"; /* no test set: JSON null, not nan */
+  if (!isnan(rec->test_loss)) snprintf(tl, sizeof tl, "%.6f", rec->test_loss);
+  if (!isnan(rec->test_acc)) snprintf(ta, sizeof ta, "%.4f", rec->test_acc * 100);
+  fprintf(log,
+          "{\"epoch\": %d, \"train_loss\": %.6f, \"train_accuracy\": %.4f, \"test_loss\": %s, "
+          "\"test_accuracy\": %s, \"seconds\": %.3f, \"train_seconds\": %.3f, "
+          "\"images_per_second\": %.1f, \"train_examples\": %ld, \"global_batch\": %d, "
+          "\"data_wait_seconds\": %.3f, \"model\": ",
+          rec->epoch, res->train_loss, res->train_acc * 100, tl, ta, rec->seconds, res->seconds,
+          examples / res->seconds, examples, clt_trainer_global_batch(r->trainer),
+          res->data_wait_seconds);
+  json_string(log, r->log_model);
+  fprintf(log, ", \"allreduce_seconds\": %.3f, \"replicas\": [", res->allreduce_seconds);
+  for (int i = 0; i < clt_trainer_replicas(r->trainer); i++) {
+    const clt_replica *rep = clt_trainer_replica(r->trainer, i);
+    fprintf(log, "%s{\"index\": %d, \"device\": ", i ? ", " : "", rep->device.index);
+    json_string(log, rep->device.name);
+    const clt_replica_stats *st = &res->replicas[i];
+    fprintf(log,
+            ", \"examples\": %ld, \"share\": %.4f, \"examples_per_second\": %.1f, "
+            "\"busy_seconds\": %.3f, \"compute_seconds\": %.3f}",
+            st->examples, (double)st->examples / examples, replica_rate(st, res->seconds),
+            st->busy_seconds, st->compute_seconds);
+  }
+  fprintf(log, "]}\n");
+  fflush(log);
+}
+
+/* Prints the `top` largest of n (label, seconds, calls) rows. */
+static void print_rows(FILE *out, char (*label)[112], const double *sec, const long *calls, int n,
+                       int top, double busy) {
+  char *done = calloc((size_t)n + 1, 1);
+  double rest = 0;
+  for (int k = 0; k < n && done; k++) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+      if (!done[i] && (best < 0 || sec[i] > sec[best])) best = i;
+    }
+    done[best] = 1;
+    if (k >= top) {
+      rest += sec[best];
+      continue;
+    }
+    fprintf(out, "  %8.3fs %5.1f%% %7ld calls  %s\n", sec[best],
+            busy > 0 ? 100.0 * sec[best] / busy : 0.0, calls[best], label[best]);
+  }
+  if (rest > 0)
+    fprintf(out, "  %8.3fs %5.1f%%                the other %d\n", rest, 100.0 * rest / busy,
+            n - top);
+  free(done);
+}
+
+/* Device time by layer and pass (the scope of each kernel), then by kernel. */
+static void print_profile(FILE *out, const clt_replica *r, double wall) {
+  const clt_profile *p = r->profile;
+  double busy = 0;
+  for (int i = 0; i < p->nnames; i++) busy += p->seconds[i];
+  fprintf(out, "  profile of device %d: busy %.2fs of %.2fs (%.0f%% idle)\n", r->device.index, busy,
+          wall, wall > 0 ? 100.0 * (1.0 - busy / wall) : 0.0);
+  static char label[CLT_PROFILE_MAX_NAMES][112];
+  static double sec[CLT_PROFILE_MAX_NAMES];
+  static long calls[CLT_PROFILE_MAX_NAMES];
+  for (int part = 0; part < 2; part++) {
+    /* part 0: the text before ": " (layer and pass); 1: after it (kernel). */
+    int n = 0;
+    for (int i = 0; i < p->nnames; i++) {
+      const char *colon = strstr(p->names[i], ": ");
+      char key[112];
+      if (!colon) snprintf(key, sizeof key, "%s", p->names[i]);
+      else if (part == 0)
+        snprintf(key, sizeof key, "%.*s", (int)(colon - p->names[i]), p->names[i]);
+      else snprintf(key, sizeof key, "%s", colon + 2);
+      int j = 0;
+      while (j < n && strcmp(label[j], key) != 0) j++;
+      if (j == n) {
+        snprintf(label[n], sizeof label[n], "%s", key);
+        sec[n] = 0;
+        calls[n++] = 0;
+      }
+      sec[j] += p->seconds[i];
+      calls[j] += p->calls[i];
+    }
+    fprintf(out, "  by %s:\n", part == 0 ? "layer and pass" : "kernel");
+    print_rows(out, label, sec, calls, n, part == 0 ? 30 : 15, busy);
+  }
+}
+
+/* Each device's share, rate and busy time (with several), and the balancer's
+ * note the first time it leaves a device out. */
+static void print_devices(clt_report *r, const clt_epoch_result *res) {
+  const int n = clt_trainer_replicas(r->trainer);
+  for (int i = 0; i < n && n > 1; i++) {
+    const clt_replica *rep = clt_trainer_replica(r->trainer, i);
+    const clt_replica_stats *st = &res->replicas[i];
+    fprintf(r->out, "  device %d (%s): share %.1f%%, %ld examples, %.0f images/s, busy %.0f%%\n",
+            rep->device.index, rep->device.name, 100.0 * st->examples / r->data->ntrain,
+            st->examples, replica_rate(st, res->seconds), 100.0 * st->busy_seconds / res->seconds);
+    if (clt_balancer_excluded(clt_trainer_balancer(r->trainer), i) && !r->excluded_said[i]) {
+      r->excluded_said[i] = 1;
+      fprintf(
+          r->out,
+          "  note: --split auto gives device %d no examples: it is so slow that any share "
+          "would lengthen the step; it stays in the all-reduce and is re-timed on one example every 64 "
+          "steps (force a share with --split weights)\n",
+          rep->device.index);
+    }
+  }
+}
+
+void clt_report_epoch(clt_report *r, const clt_epoch_record *rec) {
+  const clt_epoch_result *res = &rec->train;
+  const clt_data *d = r->data;
+  const int n = clt_trainer_replicas(r->trainer);
+  fprintf(r->out, "Epoch %d, Loss: %.4f, Accuracy: %.2f", rec->epoch, res->train_loss,
+          res->train_acc * 100);
+  if (d->ntest) {
+    const char *set = d->photos ? "Validation" : "Test";
+    fprintf(r->out, ", %s Loss: %.4f, %s Accuracy: %.2f", set, rec->test_loss, set,
+            rec->test_acc * 100);
+  }
+  fprintf(r->out, "\n  %.1fs, %.0f images/s training", rec->seconds, d->ntrain / res->seconds);
+  if (n > 1) fprintf(r->out, ", all-reduce %.2fs", res->allreduce_seconds);
+  if (d->photos) fprintf(r->out, ", waited %.2fs for images", res->data_wait_seconds);
+  if (rec->first) {
+    fprintf(r->out, ", start-up %.1fs (launch to the end of the first step)",
+            res->first_step_done - r->launch);
+  }
+  fprintf(r->out, "\n");
+  print_devices(r, res);
+  if (r->log) write_log(r, rec);
+  for (int i = 0; i < n && r->profile; i++) {
+    print_profile(r->out, clt_trainer_replica(r->trainer, i), res->seconds);
+  }
+  fflush(r->out);
+}
+
+void clt_report_saved(const clt_report *r, const char *path) {
+  fprintf(r->out, "  saved %s\n", path);
+  fflush(r->out);
+}
+
+void clt_report_eval(FILE *out, const char *checkpoint, const clt_model *m, long long epochs,
+                     long long steps, int examples, int devices, double acc, double loss) {
+  fprintf(out, "Checkpoint %s: model %s, %lld epochs, %lld steps; %d test images on %d device%s\n",
+          checkpoint, m->name, epochs, steps, examples, devices, devices == 1 ? "" : "s");
+  fprintf(out, "Accuracy: %.2f\nLoss: %.4f\n", acc * 100, loss);
+}
+
+/* ---- the progress bar ----------------------------------------------------------- */
+
+int clt_progress_due(const clt_progress *p, int step, int steps) {
+  return p->out && (clt_now_seconds() - p->last_draw > 0.25 || step == steps);
+}
+
+void clt_progress_draw(clt_progress *p, int step, int steps, double elapsed, double loss,
+                       double acc) {
+  const int width = 30;
+  int filled = steps ? (int)((double)step / steps * width) : width;
+  char bar[64];
+  for (int i = 0; i < width; i++) bar[i] = i < filled ? '=' : '.';
+  if (filled < width && filled > 0) bar[filled - 1] = '>';
+  bar[width] = '\0';
+  fprintf(p->out, "\r%*d/%d [%s] - %.0fs %.0fms/step - loss: %.4f - accuracy: %.4f%s", 5, step,
+          steps, bar, elapsed, step ? elapsed / step * 1e3 : 0.0, loss, acc,
+          step == steps ? "\n" : "");
+  fflush(p->out);
+  p->last_draw = clt_now_seconds();
+}

@@ -1,0 +1,71 @@
+/* What `cltrain train` and `cltrain eval` print: the set-up lines, one record
+ * per epoch (the epoch lines, the JSON Lines log, --profile) and the terminal
+ * progress bar. */
+#ifndef CLT_REPORT_H
+#define CLT_REPORT_H
+
+#include <stdio.h>
+
+#include "data.h"
+#include "model.h"
+#include "trainer.h"
+
+typedef struct clt_report {
+  FILE *out;             /* the lines */
+  FILE *log;             /* JSON Lines, one object per epoch, or NULL */
+  const char *log_model; /* the log's "model" (--model as given) */
+  int profile;           /* --profile: device time by layer and kernel per epoch */
+  double launch;         /* clt_now_seconds() at launch: start-up counts from it */
+  const clt_model *model;
+  const clt_data *data;                /* a photo folder's test set is its validation split,
+                                          and waits for decoded images are reported */
+  const clt_trainer *trainer;          /* once created */
+  int excluded_said[CLT_MAX_REPLICAS]; /* the balancer's exclusion note is said once */
+} clt_report;
+
+/* The run before anything is built. */
+typedef struct clt_plan {
+  const clt_device *const *devices;
+  int ndevices;
+  int batch_per_replica;
+  const char *split;        /* --split, named with several devices */
+  int first_epoch, epochs;  /* epochs first_epoch + 1 .. epochs run */
+  const char *resumed_from; /* the checkpoint resumed from, or NULL */
+  long steps_done;          /* its steps */
+} clt_plan;
+
+/* One epoch, as the epoch lines and the log report it. */
+typedef struct clt_epoch_record {
+  int epoch;                  /* 1-based */
+  int first;                  /* the run's first epoch: the start-up time is reported */
+  clt_epoch_result train;     /* the training pass */
+  double test_loss, test_acc; /* NAN without a test set */
+  double seconds;             /* the whole epoch, evaluation included */
+} clt_epoch_record;
+
+/* The model, data, replica and batch lines (and "Resuming from ..."). */
+void clt_report_plan(const clt_report *r, const clt_plan *plan);
+/* The checkpoint has all the epochs asked for. */
+void clt_report_nothing_to_do(const clt_report *r, int epochs_done, int epochs);
+/* The set-up line: times and each replica's device memory (r->trainer is set). */
+void clt_report_ready(const clt_report *r, double setup_seconds, double launch_seconds);
+/* The epoch lines, the log object and --profile. */
+void clt_report_epoch(clt_report *r, const clt_epoch_record *rec);
+void clt_report_saved(const clt_report *r, const char *path);
+/* cltrain eval's lines. */
+void clt_report_eval(FILE *out, const char *checkpoint, const clt_model *m, long long epochs,
+                     long long steps, int examples, int devices, double acc, double loss);
+
+/* The Keras-style progress bar of a training pass, redrawn a few times a second:
+ * due() says whether to draw now (reading the figures drains the queues, so not
+ * every step); the last step always draws, and ends the line. */
+typedef struct clt_progress {
+  FILE *out; /* NULL: no bar */
+  double last_draw;
+} clt_progress;
+
+int clt_progress_due(const clt_progress *p, int step, int steps);
+void clt_progress_draw(clt_progress *p, int step, int steps, double elapsed, double loss,
+                       double acc);
+
+#endif
