@@ -881,9 +881,9 @@ static void *worker_main(void *arg) {
     unsigned char *dst = sl->pixels + (size_t)j * l->img_bytes;
     unsigned char *cached = l->cache ? l->cache + (size_t)idx * l->img_bytes : NULL;
     int rc = CLT_OK;
-    if (from_cache) memcpy(dst, cached, l->img_bytes);
+    if (from_cache && cached) memcpy(dst, cached, l->img_bytes);
     else rc = decode_with(l->p, idx, &w->s, dst, &w->err);
-    if (rc == CLT_OK && to_cache) memcpy(cached, dst, l->img_bytes);
+    if (rc == CLT_OK && to_cache && cached) memcpy(cached, dst, l->img_bytes);
     sl->labels[j] = l->p->labels[idx];
 
     pthread_mutex_lock(&l->mu);
@@ -1054,6 +1054,8 @@ int clt_loader_start(clt_loader *l, const int *order, int count, int batch, clt_
   }
   while (l->busy > 0) pthread_cond_wait(&l->idle_cv, &l->mu); /* they still write old slots */
   if (count > l->order_cap) {
+    /* count > order_cap >= 0: never a 0-byte realloc */
+    // NOLINTNEXTLINE(clang-analyzer-optin.portability.UnixAPI)
     int *g = realloc(l->order, (size_t)count * sizeof *g);
     if (!g) {
       rc = clt_fail(e, CLT_ERR_NOMEM, "photo loader: out of memory for an order of %d", count);

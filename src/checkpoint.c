@@ -25,11 +25,13 @@ static int injected(int step, const char *path, clt_err *e) {
 /* fsync of a folder makes a rename in it durable. */
 static int sync_dir(const char *dir, clt_err *e) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return clt_fail(e, CLT_ERR_IO, "%s: cannot open folder to sync: %s", dir, strerror(errno));
+  if (fd < 0)
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot open folder to sync: %s", dir, strerror(errno));
   int rc = fsync(fd);
   int err = errno;
   close(fd);
-  /* Some file systems cannot fsync folders (EINVAL); the rename is then as durable as they allow. */
+  /* Some file systems cannot fsync folders (EINVAL); the rename is then as durable as they allow.
+   */
   if (rc != 0 && err != EINVAL) return clt_fail(e, CLT_ERR_IO, "%s: fsync: %s", dir, strerror(err));
   return CLT_OK;
 }
@@ -47,7 +49,8 @@ static int make_dir(const char *dir, clt_err *e) {
     struct stat st;
     if (stat(path, &st) != 0) {
       if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-        return clt_fail(e, CLT_ERR_IO, "%s: cannot create checkpoint folder: %s", path, strerror(errno));
+        return clt_fail(e, CLT_ERR_IO, "%s: cannot create checkpoint folder: %s", path,
+                        strerror(errno));
       }
     } else if (!S_ISDIR(st.st_mode)) {
       return clt_fail(e, CLT_ERR_IO, "%s: exists and is not a folder", path);
@@ -62,7 +65,8 @@ int clt_checkpoint_prepare_dir(const char *dir, clt_err *e) {
   int status = make_dir(dir, e);
   if (status) return status;
   if (access(dir, W_OK | X_OK) != 0) {
-    return clt_fail(e, CLT_ERR_IO, "%s: checkpoint folder is not writable: %s", dir, strerror(errno));
+    return clt_fail(e, CLT_ERR_IO, "%s: checkpoint folder is not writable: %s", dir,
+                    strerror(errno));
   }
   return CLT_OK;
 }
@@ -84,7 +88,8 @@ static void remove_stale_temps(const char *dir) {
   struct dirent *ent;
   while ((ent = readdir(d))) {
     const char *n = ent->d_name;
-    if ((strncmp(n, ".ckpt-", 6) == 0 || strncmp(n, "." INDEX_NAME ".tmp-", strlen(INDEX_NAME) + 6) == 0) &&
+    if ((strncmp(n, ".ckpt-", 6) == 0 ||
+         strncmp(n, "." INDEX_NAME ".tmp-", strlen(INDEX_NAME) + 6) == 0) &&
         strstr(n, ".tmp-")) {
       char path[4096];
       snprintf(path, sizeof path, "%s/%s", dir, n);
@@ -184,16 +189,18 @@ static void json_metadata(const clt_model *m, char *buf, size_t size) {
   char preprocess[64] = "";
   clt_model_describe(m, arch, sizeof arch);
   if (!clt_model_is_builtin(m->name, NULL)) {
-    snprintf(preprocess, sizeof preprocess, "\"preprocess\": \"%s\", ", preprocess_names[m->preprocess]);
+    snprintf(preprocess, sizeof preprocess, "\"preprocess\": \"%s\", ",
+             preprocess_names[m->preprocess]);
   }
   snprintf(buf, size,
            "{\"format\": %d, \"model\": \"%s\", \"input\": [%d, %d, %d], \"classes\": %d, "
            "%s\"architecture\": \"%s\", \"cltrain_version\": \"%s\"}",
-           CLT_CHECKPOINT_FORMAT, m->name, m->input.h, m->input.w, m->input.c, m->classes, preprocess,
-           arch, CLT_VERSION);
+           CLT_CHECKPOINT_FORMAT, m->name, m->input.h, m->input.w, m->input.c, m->classes,
+           preprocess, arch, CLT_VERSION);
 }
 
-static void set_param_array(clt_npz_array *a, const char *name, const clt_param *p, const float *flat) {
+static void set_param_array(clt_npz_array *a, const char *name, const clt_param *p,
+                            const float *flat) {
   memset(a, 0, sizeof *a);
   snprintf(a->name, sizeof a->name, "%s", name);
   snprintf(a->dtype, sizeof a->dtype, "<f4");
@@ -256,7 +263,8 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   set_scalar(&arrays[a++], "save_counter", "<i8", &st->save_counter);
   set_scalar(&arrays[a++], "data/seed", "<u8", &st->seed);
   clt_npz_string(&arrays[a++], "metadata", meta, meta_text);
-  if (st->class_names) clt_npz_string(&arrays[a++], "data/class_names", st->class_names, names_text);
+  if (st->class_names)
+    clt_npz_string(&arrays[a++], "data/class_names", st->class_names, names_text);
 
   snprintf(tmp, sizeof tmp, "%s/.ckpt-%ld.npz.tmp-%ld", dir, k, (long)getpid());
   snprintf(final, sizeof final, "%s/ckpt-%ld.npz", dir, k);
@@ -264,7 +272,8 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   if ((status = clt_npz_write(tmp, arrays, a, e))) goto cleanup;
   if ((status = injected(2, final, e))) goto cleanup;
   if (rename(tmp, final) != 0) {
-    status = clt_fail(e, CLT_ERR_IO, "%s: cannot rename checkpoint into place: %s", final, strerror(errno));
+    status = clt_fail(e, CLT_ERR_IO, "%s: cannot rename checkpoint into place: %s", final,
+                      strerror(errno));
     goto cleanup;
   }
   tmp[0] = '\0';
@@ -286,7 +295,8 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
     char old[4096];
     snprintf(old, sizeof old, "%s/ckpt-%ld.npz", dir, ks[i]);
     if (unlink(old) != 0 && errno != ENOENT) {
-      status = clt_fail(e, CLT_ERR_IO, "%s: cannot remove old checkpoint: %s", old, strerror(errno));
+      status = clt_fail(e, CLT_ERR_IO, "%s: cannot remove old checkpoint: %s", old,
+                        strerror(errno));
       goto cleanup;
     }
   }
@@ -314,15 +324,18 @@ int clt_checkpoint_resolve(const char *dir_or_file, char *path, size_t size, clt
   snprintf(index, sizeof index, "%s/%s", dir_or_file, INDEX_NAME);
   FILE *f = fopen(index, "r");
   if (!f) {
-    return clt_fail(e, CLT_ERR_IO, "%s: no checkpoint index (%s) in this folder", index, strerror(errno));
+    return clt_fail(e, CLT_ERR_IO, "%s: no checkpoint index (%s) in this folder", index,
+                    strerror(errno));
   }
   char line[512] = "";
   char *got = fgets(line, sizeof line, f);
   fclose(f);
   char name[256];
   if (!got || sscanf(line, "model_checkpoint_path: \"%255[^\"]\"", name) != 1) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: not a checkpoint index (first line should be "
-                    "model_checkpoint_path: \"ckpt-K\")", index);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: not a checkpoint index (first line should be "
+                    "model_checkpoint_path: \"ckpt-K\")",
+                    index);
   }
   snprintf(path, size, "%s/%s.npz", dir_or_file, name);
   if (stat(path, &st) != 0) {
@@ -376,17 +389,20 @@ static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, 
     return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata has no format version", path);
   }
   if (meta->format != CLT_CHECKPOINT_FORMAT) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: unknown checkpoint format version %d (this cltrain reads %d)",
-                    path, meta->format, CLT_CHECKPOINT_FORMAT);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: unknown checkpoint format version %d (this cltrain reads %d)", path,
+                    meta->format, CLT_CHECKPOINT_FORMAT);
   }
   if (json_find(json, "model", meta->model, sizeof meta->model) != 0 ||
       json_find(json, "input", v, sizeof v) != 0 ||
       sscanf(v, "[%d, %d, %d]", &meta->input.h, &meta->input.w, &meta->input.c) != 3 ||
       json_find(json, "classes", v, sizeof v) != 0 || sscanf(v, "%d", &meta->classes) != 1 ||
       json_find(json, "architecture", meta->architecture, sizeof meta->architecture) != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata lacks model, input, classes or architecture", path);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata lacks model, input, classes or architecture",
+                    path);
   }
-  if (json_find(json, "preprocess", meta->preprocess, sizeof meta->preprocess) != 0) meta->preprocess[0] = '\0';
+  if (json_find(json, "preprocess", meta->preprocess, sizeof meta->preprocess) != 0)
+    meta->preprocess[0] = '\0';
   return CLT_OK;
 }
 
@@ -403,7 +419,8 @@ static int model_from_meta(const checkpoint_meta *meta, clt_model *m, clt_err *e
                              meta->architecture, m, e);
     }
   }
-  return clt_fail(e, CLT_ERR_FORMAT, "unknown preprocessing '%s' of model %s", meta->preprocess, meta->model);
+  return clt_fail(e, CLT_ERR_FORMAT, "unknown preprocessing '%s' of model %s", meta->preprocess,
+                  meta->model);
 }
 
 int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
@@ -421,7 +438,8 @@ static int load_array(const char *path, const clt_npz *z, const char *name, cons
   const clt_npz_array *a = clt_npz_find(z, name);
   if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member %s", path, name);
   if (strcmp(a->dtype, "<f4") != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has dtype %s, expected <f4", path, name, a->dtype);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has dtype %s, expected <f4", path, name,
+                    a->dtype);
   }
   int same = a->rank == p->rank;
   for (int d = 0; same && d < p->rank; d++) same = a->dims[d] == p->dims[d];
@@ -431,7 +449,8 @@ static int load_array(const char *path, const clt_npz *z, const char *name, cons
       snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", d ? "," : "", p->dims[d]);
     }
     for (int d = 0; d < a->rank && d < CLT_NPZ_MAX_RANK; d++) {
-      snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "", (long long)a->dims[d]);
+      snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? "," : "",
+               (long long)a->dims[d]);
     }
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has shape (%s), the model needs (%s)", path,
                     name, got, want);
@@ -471,8 +490,10 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
     goto cleanup;
   }
   if (strcmp(meta.architecture, arch) != 0) {
-    status = clt_fail(e, CLT_ERR_FORMAT, "%s: architecture differs from this cltrain's %s: "
-                      "checkpoint has [%s], cltrain builds [%s]", path, m->name, meta.architecture, arch);
+    status = clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: architecture differs from this cltrain's %s: "
+                      "checkpoint has [%s], cltrain builds [%s]",
+                      path, m->name, meta.architecture, arch);
     goto cleanup;
   }
   st->params = calloc(m->flat_floats, sizeof(float));
@@ -496,7 +517,8 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
       }
     }
   }
-  if ((status = load_scalar(path, z, "optimizer/iterations", "<i8", &st->iterations, e))) goto cleanup;
+  if ((status = load_scalar(path, z, "optimizer/iterations", "<i8", &st->iterations, e)))
+    goto cleanup;
   if ((status = load_scalar(path, z, "epoch", "<i8", &st->epoch, e))) goto cleanup;
   if ((status = load_scalar(path, z, "save_counter", "<i8", &st->save_counter, e))) goto cleanup;
   if ((status = load_scalar(path, z, "data/seed", "<u8", &st->seed, e))) goto cleanup;

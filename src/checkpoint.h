@@ -30,8 +30,8 @@ typedef struct clt_checkpoint {
   int64_t epoch;      /* epochs completed */
   int64_t save_counter;
   uint64_t seed;
-  char *class_names;  /* photo folders: the class names, one per line, as member
-                         "data/class_names"; NULL when trained on IDX files */
+  char *class_names; /* photo folders: the class names, one per line, as member
+                        "data/class_names"; NULL when trained on IDX files */
 } clt_checkpoint;
 
 /* Saves st as the next checkpoint in dir (created if missing): K is one more than

@@ -28,13 +28,14 @@ typedef struct desc_writer {
   char last[64]; /* the previous entry's layer name */
 } desc_writer;
 
-static void emit(desc_writer *w, const char *name, const char *kind, const char *in1, const char *in2) {
+static void emit(desc_writer *w, const char *name, const char *kind, const char *in1,
+                 const char *in2) {
   char from[160] = "";
   if (in2) snprintf(from, sizeof from, "<%s,%s", in1, in2);
   else if (strcmp(in1, w->last) != 0) snprintf(from, sizeof from, "<%s", in1);
   if (w->used < w->size) {
-    w->used += (size_t)snprintf(w->buf + w->used, w->size - w->used, "%s%s=%s%s", w->used ? " " : "",
-                                name, kind, from);
+    w->used += (size_t)snprintf(w->buf + w->used, w->size - w->used, "%s%s=%s%s",
+                                w->used ? " " : "", name, kind, from);
   }
   snprintf(w->last, sizeof w->last, "%s", name);
 }
@@ -71,15 +72,17 @@ static int describe_fmnist_cnn(clt_shape input, int classes, desc_writer *w, clt
 
 /* Keras' ResNet50 uses BatchNormalization(epsilon=1.001e-5) with the default momentum;
  * each BatchNormalization's following Activation('relu') is fused in. */
-#define RESNET_BN(relu) ((relu) ? "BatchNormalization(eps1.001e-05,m0.99,relu)" \
-                                : "BatchNormalization(eps1.001e-05,m0.99)")
+#define RESNET_BN(relu)                                   \
+  ((relu) ? "BatchNormalization(eps1.001e-05,m0.99,relu)" \
+          : "BatchNormalization(eps1.001e-05,m0.99)")
 
 /* Conv2D then BatchNormalization, "<name>_conv" and "<name>_bn"; returns the latter's name. */
 static const char *conv_bn(desc_writer *w, const char *name, const char *input, int filters, int k,
                            int stride, int same, int relu, char *out, size_t size) {
   char n[64], kind[48];
   snprintf(n, sizeof n, "%s_conv", name);
-  snprintf(kind, sizeof kind, "Conv2D(%d,%dx%d,s%d,%s)", filters, k, k, stride, same ? "same" : "valid");
+  snprintf(kind, sizeof kind, "Conv2D(%d,%dx%d,s%d,%s)", filters, k, k, stride,
+           same ? "same" : "valid");
   emit(w, n, kind, input, NULL);
   snprintf(out, size, "%s_bn", name);
   emit(w, out, RESNET_BN(relu), n, NULL);
@@ -132,7 +135,8 @@ static void write_resnet(desc_writer *w, int classes, int stem_filters, int stem
 
 static int resnet_check(const char *name, clt_shape input, clt_err *e) {
   if (input.c != 3) {
-    return clt_fail(e, CLT_ERR_FORMAT, "images have %d channels, model %s expects RGB (3)", input.c, name);
+    return clt_fail(e, CLT_ERR_FORMAT, "images have %d channels, model %s expects RGB (3)", input.c,
+                    name);
   }
   /* The stem and four stride-2 stages shrink the image 32-fold. */
   if (input.h < 32 || input.w < 32) {
@@ -186,14 +190,16 @@ int clt_model_is_builtin(const char *name, clt_preprocess *preprocess) {
 int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m, clt_err *e) {
   const struct builtin *b = find_builtin(name);
   if (!b) return clt_fail(e, CLT_ERR_ARG, "unknown model '%s' (known: %s)", name, clt_model_names);
-  if (classes < 2) return clt_fail(e, CLT_ERR_ARG, "model %s: needs at least 2 classes, got %d", name, classes);
+  if (classes < 2)
+    return clt_fail(e, CLT_ERR_ARG, "model %s: needs at least 2 classes, got %d", name, classes);
   char *text = malloc(CLT_DESCRIBE_MAX);
   if (!text) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory building model %s", name);
   desc_writer w = {.buf = text, .size = CLT_DESCRIBE_MAX, .last = INPUT_NAME};
   text[0] = '\0';
   int status = b->describe(input, classes, &w, e);
   if (!status && w.used >= w.size) {
-    status = clt_fail(e, CLT_ERR_INTERNAL, "model %s: description longer than %d bytes", name, CLT_DESCRIBE_MAX);
+    status = clt_fail(e, CLT_ERR_INTERNAL, "model %s: description longer than %d bytes", name,
+                      CLT_DESCRIBE_MAX);
   }
   if (!status) status = clt_model_parse(name, input, classes, b->preprocess, text, m, e);
   free(text);
@@ -218,18 +224,20 @@ static int parse_inputs(clt_model *m, int i, char *from, clt_err *e) {
   clt_layer *l = &m->layers[i];
   if (!from) {
     if (l->ninputs != 1) {
-      return clt_fail(e, CLT_ERR_FORMAT, "layer %s: %s takes %d inputs; name them (%s=%s<a,b)", l->name,
-                      l->ops->kind, l->ninputs, l->name, l->ops->kind);
+      return clt_fail(e, CLT_ERR_FORMAT, "layer %s: %s takes %d inputs; name them (%s=%s<a,b)",
+                      l->name, l->ops->kind, l->ninputs, l->name, l->ops->kind);
     }
     l->inputs[0] = i - 1;
     return CLT_OK;
   }
   int k = 0;
-  for (char *save = NULL, *name = strtok_r(from, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+  for (char *save = NULL, *name = strtok_r(from, ",", &save); name;
+       name = strtok_r(NULL, ",", &save)) {
     if (k == 2) return clt_fail(e, CLT_ERR_FORMAT, "layer %s: more than 2 inputs", l->name);
     const int t = input_index(m, i, name);
     if (t == -2) {
-      return clt_fail(e, CLT_ERR_FORMAT, "layer %s: input %s is not an earlier layer", l->name, name);
+      return clt_fail(e, CLT_ERR_FORMAT, "layer %s: input %s is not an earlier layer", l->name,
+                      name);
     }
     l->inputs[k++] = t;
   }
@@ -250,11 +258,15 @@ static int parse_entry(clt_model *m, char *entry, int *pad, char *pad_name, size
   int used = 0, p = 0;
   if (eq && sscanf(eq + 1, "ZeroPadding2D(%d)%n", &p, &used) == 1 && eq[1 + used] == '\0') {
     if (p < 1) return clt_fail(e, CLT_ERR_FORMAT, "%s: padding must be at least 1", entry);
-    if (*pad) return clt_fail(e, CLT_ERR_FORMAT, "%s follows ZeroPadding2D %s: fold both into one", entry, pad_name);
+    if (*pad)
+      return clt_fail(e, CLT_ERR_FORMAT, "%s follows ZeroPadding2D %s: fold both into one", entry,
+                      pad_name);
     *pad = p;
     if (from) {
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: a folded ZeroPadding2D names no inputs (the layer after "
-                      "it does)", entry);
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: a folded ZeroPadding2D names no inputs (the layer after "
+                      "it does)",
+                      entry);
     }
     snprintf(pad_name, pad_size, "%.*s", (int)(eq - entry), entry);
     return CLT_OK; /* its input is the next layer's: the entry before */
@@ -288,7 +300,8 @@ static int place_layers(clt_model *m, clt_err *e) {
   for (int i = 0; i < m->nlayers; i++) {
     clt_layer *l = &m->layers[i];
     clt_shape in[2];
-    for (int k = 0; k < l->ninputs; k++) in[k] = l->inputs[k] < 0 ? m->input : m->layers[l->inputs[k]].out;
+    for (int k = 0; k < l->ninputs; k++)
+      in[k] = l->inputs[k] < 0 ? m->input : m->layers[l->inputs[k]].out;
     int status = l->ops->setup(l, in, e);
     if (status) return status;
   }
@@ -300,7 +313,8 @@ static int place_layers(clt_model *m, clt_err *e) {
         if (l->params[p].non_trainable != pass) continue;
         l->params[p].offset = offset;
         m->param_count += l->params[p].size;
-        offset += (l->params[p].size + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS * PARAM_ALIGN_FLOATS;
+        offset += (l->params[p].size + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS *
+                  PARAM_ALIGN_FLOATS;
       }
     }
     if (pass == 0) m->trainable_floats = offset;
@@ -324,14 +338,16 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
        entry = strtok_r(NULL, " ", &save)) {
     status = parse_entry(m, entry, &pad, pad_name, sizeof pad_name, e);
   }
-  if (!status && pad) status = clt_fail(e, CLT_ERR_FORMAT, "ZeroPadding2D %s ends the model", pad_name);
+  if (!status && pad)
+    status = clt_fail(e, CLT_ERR_FORMAT, "ZeroPadding2D %s ends the model", pad_name);
   if (!status && m->nlayers == 0) status = clt_fail(e, CLT_ERR_FORMAT, "no layers");
   if (!status) status = place_layers(m, e);
   if (!status) {
     const clt_shape out = m->layers[m->nlayers - 1].out;
     if (out.h != 1 || out.w != 1 || out.c != classes) {
-      status = clt_fail(e, CLT_ERR_FORMAT, "the last layer outputs %dx%dx%d, not the %d class logits",
-                        out.h, out.w, out.c, classes);
+      status = clt_fail(e, CLT_ERR_FORMAT,
+                        "the last layer outputs %dx%dx%d, not the %d class logits", out.h, out.w,
+                        out.c, classes);
     }
   }
   free(text);

@@ -19,17 +19,17 @@ static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers
   int owner[CLT_MAX_LAYERS], busy[CLT_MAX_GRAD_BUFFERS] = {0};
   int high = 0;
   for (int i = 0; i < m->nlayers; i++) owner[i] = -1;
-#define TAKE(dst)                                                                      \
-  do {                                                                                 \
-    int b_ = 0;                                                                        \
-    while (b_ < CLT_MAX_GRAD_BUFFERS && busy[b_]) b_++;                                \
-    if (b_ == CLT_MAX_GRAD_BUFFERS) {                                                  \
+#define TAKE(dst)                                                                          \
+  do {                                                                                     \
+    int b_ = 0;                                                                            \
+    while (b_ < CLT_MAX_GRAD_BUFFERS && busy[b_]) b_++;                                    \
+    if (b_ == CLT_MAX_GRAD_BUFFERS) {                                                      \
       return clt_fail(e, CLT_ERR_INTERNAL, "model %s needs more than %d gradient buffers", \
-                      m->name, CLT_MAX_GRAD_BUFFERS);                                  \
-    }                                                                                  \
-    busy[b_] = 1;                                                                      \
-    if (b_ + 1 > high) high = b_ + 1;                                                  \
-    (dst) = b_;                                                                        \
+                      m->name, CLT_MAX_GRAD_BUFFERS);                                      \
+    }                                                                                      \
+    busy[b_] = 1;                                                                          \
+    if (b_ + 1 > high) high = b_ + 1;                                                      \
+    (dst) = b_;                                                                            \
   } while (0)
   TAKE(owner[m->nlayers - 1]); /* the loss writes the logits' gradient */
   for (int i = m->nlayers - 1; i >= 0; i--) {
@@ -37,7 +37,8 @@ static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers
     clt_grad_plan *p = &plan[i];
     p->out = owner[i];
     if (p->out < 0) {
-      return clt_fail(e, CLT_ERR_INTERNAL, "model %s: layer %s feeds no other layer", m->name, l->name);
+      return clt_fail(e, CLT_ERR_INTERNAL, "model %s: layer %s feeds no other layer", m->name,
+                      l->name);
     }
     int keep_out = 0;
     for (int k = 0; k < 2; k++) {
@@ -98,7 +99,8 @@ static int plan_activations(const clt_model *m, int *buf, int *nbuffers, clt_err
   /* An alias is read through its input's memory: extend the owner's life. */
   for (int i = n - 1; i >= 0; i--) {
     const int t = m->layers[i].inputs[0];
-    if (m->layers[i].ops->aliases_input && t >= 0 && last_use[t] < last_use[i]) last_use[t] = last_use[i];
+    if (m->layers[i].ops->aliases_input && t >= 0 && last_use[t] < last_use[i])
+      last_use[t] = last_use[i];
   }
   for (int i = 0; i < n; i++) {
     const clt_layer *l = &m->layers[i];
@@ -118,7 +120,8 @@ static int plan_activations(const clt_model *m, int *buf, int *nbuffers, clt_err
     /* Inputs read for the last time are free for the next layer's output. */
     for (int k = 0; k < l->ninputs; k++) {
       const int t = l->inputs[k];
-      if (t >= 0 && last_use[t] == i && buf[t] >= 0 && !m->layers[t].ops->aliases_input) busy[buf[t]] = 0;
+      if (t >= 0 && last_use[t] == i && buf[t] >= 0 && !m->layers[t].ops->aliases_input)
+        busy[buf[t]] = 0;
     }
   }
   *nbuffers = high;
@@ -160,9 +163,10 @@ static int moving_momentum(const clt_model *m, float *momentum, clt_err *e) {
       const clt_param *prm = &m->layers[i].params[p];
       if (!prm->non_trainable) continue;
       if (first && prm->moving_momentum != first->moving_momentum) {
-        return clt_fail(e, CLT_ERR_ARG, "model %s: layer %s has momentum %g, others %g; cltrain needs one "
-                        "momentum for all moving statistics", m->name, m->layers[i].name,
-                        prm->moving_momentum, first->moving_momentum);
+        return clt_fail(e, CLT_ERR_ARG,
+                        "model %s: layer %s has momentum %g, others %g; cltrain needs one "
+                        "momentum for all moving statistics",
+                        m->name, m->layers[i].name, prm->moving_momentum, first->moving_momentum);
       }
       if (!first) first = prm;
     }
@@ -200,11 +204,12 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
    * allocation past the RAM may only fail when touched, taking the host down. */
   const size_t need = clt_net_bytes(m, max_batch, train);
   if (r->device.global_mem_bytes && need > r->device.global_mem_bytes) {
-    status = clt_fail(e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                      "device %d (%s): model %s with slices of %d examples needs %.0f MiB, the device "
-                      "has %.0f MiB",
-                      r->device.index, r->device.name, m->name, max_batch, need / 1048576.0,
-                      r->device.global_mem_bytes / 1048576.0);
+    status =
+        clt_fail(e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                 "device %d (%s): model %s with slices of %d examples needs %.0f MiB, the device "
+                 "has %.0f MiB",
+                 r->device.index, r->device.name, m->name, max_batch, need / 1048576.0,
+                 r->device.global_mem_bytes / 1048576.0);
     goto cleanup;
   }
 
@@ -230,7 +235,8 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   ALLOC(2 * (size_t)metric_slots, "metrics", &net->metrics);
   if (train) {
     ALLOC((size_t)metric_slots, "gradient checks", &net->grad_checks);
-    ALLOC((m->flat_floats + CHECK_BLOCK - 1) / CHECK_BLOCK, "gradient check partials", &net->check_partial);
+    ALLOC((m->flat_floats + CHECK_BLOCK - 1) / CHECK_BLOCK, "gradient check partials",
+          &net->check_partial);
   }
   for (int b = 0; b < net->act_buffers; b++) {
     ALLOC(max_act, "activations", &net->act_pool[b]);
@@ -257,10 +263,10 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     const clt_layer *l = &m->layers[i];
     if (l->ops->prepare && (status = l->ops->prepare(l, r, max_batch, e))) goto cleanup;
   }
-  const char *kernels[][2] = {{"loss.cl", "softmax_xent"},       {"loss.cl", "metrics_accumulate"},
-                              {"adam.cl", "adam_update"},        {"adam.cl", "moving_average"},
-                              {"reduce.cl", "add_into"},
-                              {"reduce.cl", "count_nonfinite_partial"}, {"reduce.cl", "count_final"}};
+  const char *kernels[][2] = {{"loss.cl", "softmax_xent"}, {"loss.cl", "metrics_accumulate"},
+                              {"adam.cl", "adam_update"},  {"adam.cl", "moving_average"},
+                              {"reduce.cl", "add_into"},   {"reduce.cl", "count_nonfinite_partial"},
+                              {"reduce.cl", "count_final"}};
   for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
     cl_kernel k;
     status = clt_replica_kernel(r, kernels[i][0], "", kernels[i][1], &k, e);
@@ -277,9 +283,9 @@ cleanup:
 void clt_net_destroy(clt_net *net) {
   if (!net) return;
   if (net->replica && net->replica->queue) clFinish(net->replica->queue);
-  cl_mem *all[] = {&net->params, &net->grads, &net->adam_m, &net->adam_v, &net->input,
-                   &net->labels, &net->scratch, &net->losses, &net->correct,
-                   &net->metrics, &net->grad_checks, &net->check_partial};
+  cl_mem *all[] = {&net->params,  &net->grads,   &net->adam_m,      &net->adam_v,
+                   &net->input,   &net->labels,  &net->scratch,     &net->losses,
+                   &net->correct, &net->metrics, &net->grad_checks, &net->check_partial};
   for (int i = 0; i < net->model->nlayers && net->train; i++) {
     if (net->act[i] && !net->model->layers[i].ops->aliases_input) clReleaseMemObject(net->act[i]);
     if (net->state[i]) clReleaseMemObject(net->state[i]);
@@ -338,12 +344,13 @@ static int run_loss(clt_net *net, cl_mem logits, cl_mem dlogits, int count, floa
                     clt_err *e) {
   cl_kernel kx, km;
   int status = clt_replica_kernel(net->replica, "loss.cl", "", "softmax_xent", &kx, e);
-  if (!status) status = clt_replica_kernel(net->replica, "loss.cl", "", "metrics_accumulate", &km, e);
+  if (!status)
+    status = clt_replica_kernel(net->replica, "loss.cl", "", "metrics_accumulate", &km, e);
   if (status) return status;
   int classes = net->model->classes;
-  clt_karg xargs[] = {CLT_ARG(logits), CLT_ARG(net->labels), CLT_ARG(count), CLT_ARG(classes),
-                      CLT_ARG(scale),  CLT_ARG(dlogits),     CLT_ARG(net->losses),
-                      CLT_ARG(net->correct)};
+  clt_karg xargs[] = {CLT_ARG(logits),      CLT_ARG(net->labels), CLT_ARG(count),
+                      CLT_ARG(classes),     CLT_ARG(scale),       CLT_ARG(dlogits),
+                      CLT_ARG(net->losses), CLT_ARG(net->correct)};
   status = clt_launch1d(net->replica, kx, "softmax_xent", xargs, 8, (size_t)count, e);
   if (status) return status;
   clt_karg margs[] = {CLT_ARG(net->losses), CLT_ARG(net->correct), CLT_ARG(count),
@@ -358,22 +365,28 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
   if (metric_slot < 0 || metric_slot >= net->metric_slots) {
     return clt_fail(e, CLT_ERR_INTERNAL, "metric slot %d of %d", metric_slot, net->metric_slots);
   }
-  if (train && !net->train) return clt_fail(e, CLT_ERR_INTERNAL, "training step on an inference-only net");
+  if (train && !net->train)
+    return clt_fail(e, CLT_ERR_INTERNAL, "training step on an inference-only net");
   if (count == 0) {
     /* An empty slice: zero metrics, and zero gradients so the replica can still
      * join the gradient sum. */
     const float zero = 0.0f;
     cl_int rc = clEnqueueFillBuffer(net->replica->queue, net->metrics, &zero, sizeof zero,
-                                    2 * (size_t)metric_slot * sizeof(float), 2 * sizeof(float), 0, NULL, NULL);
+                                    2 * (size_t)metric_slot * sizeof(float), 2 * sizeof(float), 0,
+                                    NULL, NULL);
     if (!rc && train) {
       rc = clEnqueueFillBuffer(net->replica->queue, net->grads, &zero, sizeof zero, 0,
                                m->flat_floats * sizeof(float), 0, NULL, NULL);
     }
     return rc ? clt_replica_fail(net->replica, e, rc, "zeroing an empty slice") : CLT_OK;
   }
-  clt_layer_io io = {.replica = net->replica, .batch = count, .train = train,
-                     .stat_weight = loss_scale * (float)count, .params = net->params,
-                     .grads = net->grads, .scratch = net->scratch};
+  clt_layer_io io = {.replica = net->replica,
+                     .batch = count,
+                     .train = train,
+                     .stat_weight = loss_scale * (float)count,
+                     .params = net->params,
+                     .grads = net->grads,
+                     .scratch = net->scratch};
   for (int i = 0; i < m->nlayers && !status; i++) {
     const clt_layer *l = &m->layers[i];
     io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
@@ -428,7 +441,8 @@ int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
   status = clt_launch1d(net->replica, k, "adam_update", args, 9, (size_t)n, e);
   const int first = n, total = (int)net->model->flat_floats;
   if (status || total == first) return status;
-  if ((status = clt_replica_kernel(net->replica, "adam.cl", "", "moving_average", &k, e))) return status;
+  if ((status = clt_replica_kernel(net->replica, "adam.cl", "", "moving_average", &k, e)))
+    return status;
   float momentum = net->stat_momentum;
   clt_karg margs[] = {CLT_ARG(net->params), CLT_ARG(net->grads), CLT_ARG(first), CLT_ARG(total),
                       CLT_ARG(momentum)};
@@ -436,7 +450,8 @@ int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
 }
 
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e) {
-  if (n > net->metric_slots) return clt_fail(e, CLT_ERR_INTERNAL, "metrics %d > %d", n, net->metric_slots);
+  if (n > net->metric_slots)
+    return clt_fail(e, CLT_ERR_INTERNAL, "metrics %d > %d", n, net->metric_slots);
   return read_buffer(net, net->metrics, out, 2 * (size_t)n * sizeof(float), "reading metrics", e);
 }
 
@@ -446,7 +461,8 @@ int clt_net_check_grads(clt_net *net, int slot, clt_err *e) {
   int status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_nonfinite_partial", &kp, e);
   if (!status) status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_final", &kf, e);
   if (status) return status;
-  if (slot < 0 || slot >= net->metric_slots) return clt_fail(e, CLT_ERR_INTERNAL, "check slot %d", slot);
+  if (slot < 0 || slot >= net->metric_slots)
+    return clt_fail(e, CLT_ERR_INTERNAL, "check slot %d", slot);
   clt_replica_scope(net->replica, "gradient", "check");
   int n = (int)net->model->flat_floats, block = CHECK_BLOCK, nblocks = (n + block - 1) / block;
   clt_karg pargs[] = {CLT_ARG(net->grads), CLT_ARG(n), CLT_ARG(block), CLT_ARG(net->check_partial)};
@@ -458,6 +474,8 @@ int clt_net_check_grads(clt_net *net, int slot, clt_err *e) {
 }
 
 int clt_net_read_grad_checks(clt_net *net, float *out, int n, clt_err *e) {
-  if (n > net->metric_slots) return clt_fail(e, CLT_ERR_INTERNAL, "checks %d > %d", n, net->metric_slots);
-  return read_buffer(net, net->grad_checks, out, (size_t)n * sizeof(float), "reading gradient checks", e);
+  if (n > net->metric_slots)
+    return clt_fail(e, CLT_ERR_INTERNAL, "checks %d > %d", n, net->metric_slots);
+  return read_buffer(net, net->grad_checks, out, (size_t)n * sizeof(float),
+                     "reading gradient checks", e);
 }

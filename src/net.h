@@ -22,10 +22,10 @@ typedef struct clt_adam {
 #define CLT_MAX_ACT_BUFFERS 16
 
 typedef struct clt_grad_plan {
-  int out;        /* pool buffer holding the gradient of this layer's output */
-  int in[2];      /* buffer the backward writes input k's gradient to, or -1 (none needed) */
-  int add_to[2];  /* if >= 0: input k's gradient already exists there; in[k] is a temporary
-                     whose content is added into it */
+  int out;       /* pool buffer holding the gradient of this layer's output */
+  int in[2];     /* buffer the backward writes input k's gradient to, or -1 (none needed) */
+  int add_to[2]; /* if >= 0: input k's gradient already exists there; in[k] is a temporary
+                    whose content is added into it */
 } clt_grad_plan;
 
 typedef struct clt_net {
@@ -42,16 +42,16 @@ typedef struct clt_net {
                                            inference net, buffers of act_pool */
   cl_mem act_pool[CLT_MAX_ACT_BUFFERS];
   int act_buffers;
-  cl_mem state[CLT_MAX_LAYERS];         /* layers' forward-to-backward state, or NULL */
+  cl_mem state[CLT_MAX_LAYERS]; /* layers' forward-to-backward state, or NULL */
   cl_mem grad_pool[CLT_MAX_GRAD_BUFFERS];
   int grad_buffers;
   clt_grad_plan plan[CLT_MAX_LAYERS];
-  float stat_momentum;                  /* BatchNormalization's, for the moving statistics */
+  float stat_momentum; /* BatchNormalization's, for the moving statistics */
   cl_mem scratch;
-  cl_mem losses, correct;               /* per example */
-  cl_mem metrics;                       /* (loss sum, correct count) per slot */
-  cl_mem grad_checks;                   /* non-finite gradient count per slot */
-  cl_mem check_partial;                 /* its per-block partial counts */
+  cl_mem losses, correct; /* per example */
+  cl_mem metrics;         /* (loss sum, correct count) per slot */
+  cl_mem grad_checks;     /* non-finite gradient count per slot */
+  cl_mem check_partial;   /* its per-block partial counts */
   int metric_slots;
 } clt_net;
 
@@ -78,8 +78,8 @@ size_t clt_net_bytes(const clt_model *m, int max_batch, int train);
  * examples. Per-example losses are multiplied by loss_scale (1 / global batch)
  * for the gradient; the metrics slot receives the unscaled loss sum and the
  * number correct. count may be 0: gradients are then zero. */
-int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot,
-                             int train, clt_err *e);
+int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
+                             clt_err *e);
 
 /* Enqueues one Adam update of the trainable params from grads (step counts
  * from 1), and the moving-average update of BatchNormalization's statistics from

@@ -85,7 +85,7 @@ static void write_log(const clt_report *r, const clt_epoch_record *rec) {
           rec->epoch, res->train_loss, res->train_acc * 100, tl, ta, rec->seconds, res->seconds,
           examples / res->seconds, examples, clt_trainer_global_batch(r->trainer),
           res->data_wait_seconds);
-  json_string(log, r->log_model);
+  json_string(log, r->model->name);
   fprintf(log, ", \"allreduce_seconds\": %.3f, \"replicas\": [", res->allreduce_seconds);
   for (int i = 0; i < clt_trainer_replicas(r->trainer); i++) {
     const clt_replica *rep = clt_trainer_replica(r->trainer, i);

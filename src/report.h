@@ -11,11 +11,10 @@
 #include "trainer.h"
 
 typedef struct clt_report {
-  FILE *out;             /* the lines */
-  FILE *log;             /* JSON Lines, one object per epoch, or NULL */
-  const char *log_model; /* the log's "model" (--model as given) */
-  int profile;           /* --profile: device time by layer and kernel per epoch */
-  double launch;         /* clt_now_seconds() at launch: start-up counts from it */
+  FILE *out;     /* the lines */
+  FILE *log;     /* JSON Lines, one object per epoch, or NULL */
+  int profile;   /* --profile: device time by layer and kernel per epoch */
+  double launch; /* clt_now_seconds() at launch: start-up counts from it */
   const clt_model *model;
   const clt_data *data;                /* a photo folder's test set is its validation split,
                                           and waits for decoded images are reported */

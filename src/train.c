@@ -170,7 +170,6 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   clt_trainer *t = NULL;
   clt_checkpoint state = {0};
   clt_report rep = {.out = o->out,
-                    .log_model = o->model,
                     .profile = o->profile,
                     .launch = clt_now_seconds() /* start-up is timed from here */};
   clt_model model;

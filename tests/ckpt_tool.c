@@ -36,7 +36,8 @@ static int diff(const char *a_path, const char *b_path) {
       if (strcmp(x->dtype, "<f4") != 0 || strncmp(x->name, "optimizer/", 10) == 0) continue;
       const clt_npz_array *y = clt_npz_find(b, x->name);
       if (!y || y->bytes != x->bytes) {
-        fprintf(stderr, "ckpt_tool: %s: member %s missing or of another size in %s\n", a_path, x->name, b_path);
+        fprintf(stderr, "ckpt_tool: %s: member %s missing or of another size in %s\n", a_path,
+                x->name, b_path);
         return 1;
       }
       for (size_t k = 0; k < x->bytes / 4; k++) {
@@ -49,7 +50,8 @@ static int diff(const char *a_path, const char *b_path) {
       compared += pass;
     }
   }
-  printf("max_rel_diff %.3e over %d parameter tensors\n", biggest > 0 ? worst / biggest : worst, compared);
+  printf("max_rel_diff %.3e over %d parameter tensors\n", biggest > 0 ? worst / biggest : worst,
+         compared);
   clt_npz_free(a);
   clt_npz_free(b);
   return 0;
@@ -77,7 +79,9 @@ int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "diff") == 0) return diff(argv[2], argv[3]);
   if (argc == 3 && strcmp(argv[1], "list") == 0) return list(argv[2]);
   if (argc < 5) {
-    fprintf(stderr, "usage: ckpt_tool diff A B | list IN | poison|drop|reshape IN OUT MEMBER | set-string IN OUT MEMBER FROM TO\n");
+    fprintf(
+        stderr,
+        "usage: ckpt_tool diff A B | list IN | poison|drop|reshape IN OUT MEMBER | set-string IN OUT MEMBER FROM TO\n");
     return 2;
   }
   const char *op = argv[1], *in = argv[2], *out = argv[3], *member = argv[4];

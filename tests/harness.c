@@ -264,8 +264,8 @@ void replica_open(void) {
     if (devices.count == 0) {
       printf("FAIL: no OpenCL device found: install an OpenCL driver (e.g. PoCL)\n");
     } else {
-      printf("FAIL: CLT_TEST_DEVICE=%s is not a device index 0..%d (see `cltrain devices`)\n",
-             env, devices.count - 1);
+      printf("FAIL: CLT_TEST_DEVICE=%s is not a device index 0..%d (see `cltrain devices`)\n", env,
+             devices.count - 1);
     }
     n_failed++;
     summary();

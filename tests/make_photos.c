@@ -5,12 +5,12 @@
  * Classes are learnable: class K's images are stripes at an angle and in a
  * colour of its own, under noise. */
 #include <math.h>
-#include <png.h>
 #include <stdio.h>
-#include <jpeglib.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <jpeglib.h>
+#include <png.h>
 
 #include "rng.h"
 
@@ -63,7 +63,10 @@ static int write_jpeg(const char *path, const unsigned char *rgb, int w, int h, 
   while (row && c.next_scanline < c.image_height) {
     const unsigned char *src = rgb + (size_t)c.next_scanline * w * 3;
     if (grey) {
-      for (int x = 0; x < w; x++) row[x] = (unsigned char)((src[3 * (size_t)x] + src[3 * (size_t)x + 1] + src[3 * (size_t)x + 2]) / 3);
+      for (int x = 0; x < w; x++)
+        row[x] = (unsigned char)((src[3 * (size_t)x] + src[3 * (size_t)x + 1] +
+                                  src[3 * (size_t)x + 2]) /
+                                 3);
     } else {
       memcpy(row, src, (size_t)w * 3);
     }

@@ -131,13 +131,20 @@ static void test_conv(const conv_case *t) {
   upload(P, koff, w, nw);
   upload(P, boff, bias, nb);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R, .batch = t->B, .x = X, .y = Y, .dy = DY, .dx = DX,
-                     .params = P, .grads = G, .scratch = S};
+  clt_layer_io io = {.replica = R,
+                     .batch = t->B,
+                     .x = X,
+                     .y = Y,
+                     .dy = DY,
+                     .dx = DX,
+                     .params = P,
+                     .grads = G,
+                     .scratch = S};
 
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   download(Y, 0, y, ny);
-  ref_conv2d_forward(x, t->B, t->H, t->W, t->C, w, bias, t->KH, t->KW, t->CO, t->stride, pt, pl,
-                     OH, OW, y_ref);
+  ref_conv2d_forward(x, t->B, t->H, t->W, t->C, w, bias, t->KH, t->KW, t->CO, t->stride, pt, pl, OH,
+                     OW, y_ref);
   if (t->relu) ref_relu_forward(y_ref, ny, y_ref);
   check("y", y, y_ref, ny, TOL_GEMM);
 
@@ -146,8 +153,8 @@ static void test_conv(const conv_case *t) {
   download(G, koff, dw, nw);
   download(G, boff, db, nb);
   if (t->relu) relu_mask(dy, y, ny);
-  ref_conv2d_backward(x, t->B, t->H, t->W, t->C, w, t->KH, t->KW, t->CO, t->stride, pt, pl, OH,
-                      OW, dy, dx_ref, dw_ref, db_ref);
+  ref_conv2d_backward(x, t->B, t->H, t->W, t->C, w, t->KH, t->KW, t->CO, t->stride, pt, pl, OH, OW,
+                      dy, dx_ref, dw_ref, db_ref);
   check("dx", dx, dx_ref, nx, TOL_GEMM);
   check("dW", dw, dw_ref, nw, TOL_GEMM);
   check("dbias", db, db_ref, nb, TOL_GEMM);
@@ -173,14 +180,13 @@ static void test_conv_all(void) {
       /* B, H, W, C, CO, KH, KW, stride, same, relu */
       {3, 28, 28, 1, 64, 3, 3, 1, 0, 1},  /* fmnist-cnn's first conv */
       {5, 13, 13, 64, 80, 3, 3, 1, 0, 1}, /* its second (K = 576) */
-      {1, 7, 9, 3, 5, 3, 3, 1, 0, 0},
-      {3, 13, 11, 33, 31, 1, 1, 1, 0, 1}, /* 1x1 */
-      {3, 12, 11, 5, 33, 3, 3, 2, 1, 1},  /* same, s2: padding 0 top / 1 left (uneven) */
-      {3, 15, 14, 5, 64, 7, 7, 2, 1, 0},  /* 7x7 same s2: padding 3 top, 2 left */
-      {5, 10, 9, 31, 33, 3, 3, 2, 0, 0},  /* valid s2: the last input row is never read */
-      {1, 7, 9, 5, 3, 2, 3, 1, 1, 1},     /* even, non-square kernel, same */
-      {1, 9, 7, 80, 64, 3, 3, 1, 1, 1},   /* C = 80 (vectorised im2col), same s1 */
-      {2, 8, 9, 12, 16, 3, 3, 1, 1, 1},   /* C = 12, same s1, batch 2 */
+      {1, 7, 9, 3, 5, 3, 3, 1, 0, 0},     {3, 13, 11, 33, 31, 1, 1, 1, 0, 1}, /* 1x1 */
+      {3, 12, 11, 5, 33, 3, 3, 2, 1, 1}, /* same, s2: padding 0 top / 1 left (uneven) */
+      {3, 15, 14, 5, 64, 7, 7, 2, 1, 0}, /* 7x7 same s2: padding 3 top, 2 left */
+      {5, 10, 9, 31, 33, 3, 3, 2, 0, 0}, /* valid s2: the last input row is never read */
+      {1, 7, 9, 5, 3, 2, 3, 1, 1, 1},    /* even, non-square kernel, same */
+      {1, 9, 7, 80, 64, 3, 3, 1, 1, 1},  /* C = 80 (vectorised im2col), same s1 */
+      {2, 8, 9, 12, 16, 3, 3, 1, 1, 1},  /* C = 12, same s1, batch 2 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_conv(&cases[i]);
 }
@@ -222,8 +228,7 @@ static void test_pool(const pool_case *t) {
   /* dx starts as 7.0 everywhere: inputs no window selects (the last row and column of
    * an odd size) must be overwritten with 0, not left alone. */
   dev_fill(DX, 0, nx, 7.0f);
-  clt_layer_io io = {.replica = R, .batch = t->B, .x = X, .y = Y, .dy = DY, .dx = DX,
-                     .scratch = S};
+  clt_layer_io io = {.replica = R, .batch = t->B, .x = X, .y = Y, .dy = DY, .dx = DX, .scratch = S};
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   download(Y, 0, y, ny);
@@ -324,8 +329,15 @@ static void test_dense(const dense_case *t) {
   upload(P, koff, w, nw);
   upload(P, boff, bias, nb);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R, .batch = t->B, .x = X, .y = Y, .dy = DY, .dx = DX,
-                     .params = P, .grads = G, .scratch = S};
+  clt_layer_io io = {.replica = R,
+                     .batch = t->B,
+                     .x = X,
+                     .y = Y,
+                     .dy = DY,
+                     .dx = DX,
+                     .params = P,
+                     .grads = G,
+                     .scratch = S};
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   download(Y, 0, y, ny);
@@ -406,7 +418,7 @@ static void test_softmax(int n, int K, int with_dz) {
   upload(Z, 0, z, nz);
   upload_bytes(L, 0, labels, (size_t)n * sizeof(int));
   cl_kernel kx = get_kernel("loss.cl", "softmax_xent");
-  clt_karg args[] = {CLT_ARG(Z),     CLT_ARG(L),    CLT_ARG(n),    CLT_ARG(K),
+  clt_karg args[] = {CLT_ARG(Z),     CLT_ARG(L),     CLT_ARG(n),    CLT_ARG(K),
                      CLT_ARG(scale), CLT_ARG(DZARG), CLT_ARG(LOSS), CLT_ARG(CORR)};
   if (api_failed(clt_launch1d(R, kx, "softmax_xent", args, 8, (size_t)n, &E), "launch")) goto done;
   download(LOSS, 0, loss, (size_t)n);
@@ -472,7 +484,7 @@ static void test_adam(void) {
     /* As clt_net_adam: both bias corrections folded into alpha, in double. */
     float alpha = (float)(opt.lr * sqrt(1.0 - pow(opt.beta2, (double)step)) /
                           (1.0 - pow(opt.beta1, (double)step)));
-    clt_karg args[] = {CLT_ARG(P), CLT_ARG(G), CLT_ARG(M),   CLT_ARG(V),    CLT_ARG(n),
+    clt_karg args[] = {CLT_ARG(P),  CLT_ARG(G),  CLT_ARG(M),   CLT_ARG(V),    CLT_ARG(n),
                        CLT_ARG(b1), CLT_ARG(b2), CLT_ARG(eps), CLT_ARG(alpha)};
     if (api_failed(clt_launch1d(R, k, "adam_update", args, 9, (size_t)n, &E), "launch")) goto done;
     ref_adam(p, g, m, v, (size_t)n, opt.lr, opt.beta1, opt.beta2, opt.eps, step);
@@ -512,7 +524,8 @@ static void test_gather(int count_images, int pixels, int first, int count, int 
   }
   shuffle(order, count_images);
   cl_mem IMG = dev_new(npix / 4 + 1), LAB = dev_new((size_t)count_images / 4 + 1);
-  cl_mem ORD = dev_new((size_t)count_images), X = dev_new(nx + TAIL), Y = dev_new((size_t)count + 1);
+  cl_mem ORD = dev_new((size_t)count_images), X = dev_new(nx + TAIL),
+         Y = dev_new((size_t)count + 1);
   upload_bytes(IMG, 0, images, npix);
   upload_bytes(LAB, 0, labels, (size_t)count_images);
   upload_bytes(ORD, 0, order, (size_t)count_images * sizeof(int));
@@ -660,8 +673,13 @@ static void test_model(void) {
 
   if (api_failed(clt_net_write_params(net, flat, &E), "clt_net_write_params")) goto done;
   /* The batch through the device-resident IDX source, as training loads it. */
-  clt_dataset set = {.count = B, .height = 28, .width = 28, .channels = 1, .classes = CLASSES,
-                     .pixels = malloc(sizeof pixels), .labels = malloc(sizeof labels)};
+  clt_dataset set = {.count = B,
+                     .height = 28,
+                     .width = 28,
+                     .channels = 1,
+                     .classes = CLASSES,
+                     .pixels = malloc(sizeof pixels),
+                     .labels = malloc(sizeof labels)};
   if (!set.pixels || !set.labels) fatal("allocating a dataset");
   memcpy(set.pixels, pixels, sizeof pixels);
   memcpy(set.labels, labels, sizeof labels);
@@ -715,7 +733,7 @@ static void test_model(void) {
   ref_adam(p_dev_ref, grad, m0, v0, nflat, opt.lr, opt.beta1, opt.beta2, opt.eps, 1);
   for (size_t i = 0; i < nflat; i++) {
     p_after[i] = (double)back[i] - p_before[i]; /* device's move */
-    p_dev_ref[i] -= p_before[i];               /* reference move from the same gradient */
+    p_dev_ref[i] -= p_before[i];                /* reference move from the same gradient */
   }
   check("adam step (device gradient): parameter change", p_after, p_dev_ref, nflat, TOL_ADAM);
   double *m1 = dnew(npacked), *v1 = dnew(npacked), *p_ref = dnew(npacked);
@@ -724,8 +742,9 @@ static void test_model(void) {
   for (size_t i = 0; i < npacked; i++) p_ref[i] -= params[i];
   size_t skipped = skip_small_gradients(&model, grad_ref, p_after, p_ref);
   char what[96];
-  snprintf(what, sizeof what, "adam step (reference gradient, the %zu of %zu with |g| >= %g):",
-           npacked - skipped, npacked, ADAM_G_MIN);
+  snprintf(what, sizeof what,
+           "adam step (reference gradient, the %zu of %zu with |g| >= %g):", npacked - skipped,
+           npacked, ADAM_G_MIN);
   check_tensors(&model, what, p_after, p_ref, TOL_ADAM);
 
   /* An empty slice: zero gradient everywhere and a zeroed metrics slot 0; slot 1 kept. */
@@ -759,8 +778,8 @@ static void test_build_failure(void) {
   expect("message names the device", strstr(err.msg, device) == NULL, 1);
   expect("message names the source and options",
          strstr(err.msg, "building cl/adam.cl [-Dfloat=no_such_type] failed") == NULL, 1);
-  expect("message carries the build log", strstr(err.msg, "build log: ") == NULL ||
-                                              strstr(err.msg, "no_such_type") == NULL, 1);
+  expect("message carries the build log",
+         strstr(err.msg, "build log: ") == NULL || strstr(err.msg, "no_such_type") == NULL, 1);
   expect("message is one line", strchr(err.msg, '\n') != NULL, 1);
   status = clt_replica_kernel(R, "adam.cl", "", "adam_update", &k, &err);
   expect("good options still build", status != CLT_OK, 1);

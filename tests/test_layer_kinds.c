@@ -46,10 +46,12 @@ static void test_case(const kind_case *t) {
   double *params = dnew(flat), *grads_ref = dnew(flat), *grads = dnew(flat);
   for (int p = 0; p < l.nparams; p++) {
     const int variance = strcmp(l.params[p].name, "moving_variance") == 0;
-    rand_fill(params + l.params[p].offset, l.params[p].size, variance ? 0.5 : -1.0, variance ? 1.5 : 1.0);
+    rand_fill(params + l.params[p].offset, l.params[p].size, variance ? 0.5 : -1.0,
+              variance ? 1.5 : 1.0);
   }
   double *x = dnew(nx), *x2 = dnew(nx), *y = dnew(ny), *y_ref = dnew(ny), *dy = dnew(ny);
-  double *dy_ref = dnew(ny), *dx = dnew(nx), *dx2 = dnew(nx), *dx_ref = dnew(nx), *dx2_ref = dnew(nx);
+  double *dy_ref = dnew(ny), *dx = dnew(nx), *dx2 = dnew(nx), *dx_ref = dnew(nx),
+         *dx2_ref = dnew(nx);
   rand_fill(x, nx, -1, 1);
   rand_fill(x2, nx, -1, 1);
   rand_fill(dy, ny, -1, 1);
@@ -57,8 +59,14 @@ static void test_case(const kind_case *t) {
   const double stat_weight = 0.5;
 
   /* The reference's forward, training mode. */
-  clt_ref_io ref = {.batch = B, .train = 1, .stat_weight = stat_weight, .params = params,
-                    .grads = grads_ref, .x = x, .x2 = l.ninputs > 1 ? x2 : NULL, .y = y_ref};
+  clt_ref_io ref = {.batch = B,
+                    .train = 1,
+                    .stat_weight = stat_weight,
+                    .params = params,
+                    .grads = grads_ref,
+                    .x = x,
+                    .x2 = l.ninputs > 1 ? x2 : NULL,
+                    .y = y_ref};
   l.ops->ref_forward(&l, &ref);
   if (l.ops->aliases_input) {
     /* Moves no data on the device: the reference must be the identity both ways. */
@@ -79,9 +87,19 @@ static void test_case(const kind_case *t) {
   upload(X2, 0, x2, nx);
   upload(P, 0, params, flat);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R, .batch = B, .train = 1, .stat_weight = (float)stat_weight,
-                     .x = X, .x2 = l.ninputs > 1 ? X2 : NULL, .y = Y, .dy = DY, .dx = DX,
-                     .dx2 = l.ninputs > 1 ? DX2 : NULL, .params = P, .grads = G, .scratch = S,
+  clt_layer_io io = {.replica = R,
+                     .batch = B,
+                     .train = 1,
+                     .stat_weight = (float)stat_weight,
+                     .x = X,
+                     .x2 = l.ninputs > 1 ? X2 : NULL,
+                     .y = Y,
+                     .dy = DY,
+                     .dx = DX,
+                     .dx2 = l.ninputs > 1 ? DX2 : NULL,
+                     .params = P,
+                     .grads = G,
+                     .scratch = S,
                      .state = ST};
   if (api_failed(l.ops->forward(&l, &io, &E), "forward (train)")) goto done;
   download(Y, 0, y, ny);
@@ -106,7 +124,8 @@ static void test_case(const kind_case *t) {
     snprintf(what, sizeof what, "gradient slot of %s", l.params[p].name);
     check(what, grads + l.params[p].offset, grads_ref + l.params[p].offset, l.params[p].size, tol);
   }
-  if (l.nparams) check_flat("no write outside the parameters' slots", G, &l, flat, 0, l.nparams - 1);
+  if (l.nparams)
+    check_flat("no write outside the parameters' slots", G, &l, flat, 0, l.nparams - 1);
 
   /* Inference mode. */
   io.train = 0;

@@ -97,8 +97,8 @@ static void fd_check(const char *what, const fd_layer *L, double *in, size_t n, 
   double worst = 0.0;
   size_t at = 0;
   for (size_t i = 0; i < n; i++) {
-    const double err =
-        fabs(analytic[i] - fd[i]) / fmax(fmax(fabs(analytic[i]), fabs(fd[i])), floor);
+    const double err = fabs(analytic[i] - fd[i]) /
+                       fmax(fmax(fabs(analytic[i]), fabs(fd[i])), floor);
     if (!isnan(worst) && worse(err, worst) != worst) { /* a NaN, once seen, stays the worst */
       worst = err;
       at = i;
@@ -140,8 +140,8 @@ static int bn_unstable(void *p, double *in, size_t i, double h) {
   if (!t->relu) return 0;
   const size_t n = (size_t)t->rows * t->C;
   const double saved = in[i];
-  ref_batchnorm_forward_train(t->x, t->rows, t->C, t->gamma, t->beta, t->eps, 0, t->z0, NULL,
-                              NULL, NULL);
+  ref_batchnorm_forward_train(t->x, t->rows, t->C, t->gamma, t->beta, t->eps, 0, t->z0, NULL, NULL,
+                              NULL);
   int flips = 0;
   for (int sign = -1; sign <= 1 && !flips; sign += 2) {
     in[i] = saved + sign * h;
@@ -297,8 +297,8 @@ static void ppool_argmax(const ppool_ctx *t, const double *x, long long *arg) {
             for (int kx = 0; kx < t->pool; kx++) {
               int iy = oy * t->stride + ky - t->pad, ix = ox * t->stride + kx - t->pad;
               int in = iy >= 0 && iy < t->H && ix >= 0 && ix < t->W;
-              win[ky * t->pool + kx] =
-                  in ? x[(((size_t)b * t->H + iy) * t->W + ix) * t->C + c] : 0.0;
+              win[ky * t->pool + kx] = in ? x[(((size_t)b * t->H + iy) * t->W + ix) * t->C + c]
+                                          : 0.0;
             }
           int best = 0;
           for (int i = 1; i < t->pool * t->pool; i++)
@@ -428,10 +428,14 @@ static void test_references(void) {
   test_ppool_fd(1, 5, 5, 3, 2, 2, 1); /* tiled windows, padding on every side */
   test_ppool_fd(2, 3, 4, 1, 2, 1, 2); /* pad >= pool: windows of padding only */
   /*                                   B  H   W  C KH KW CO S PT PL OH OW */
-  test_conv_fd("7x7 s2 pad 3 B1 9x11 C2->3", (conv_ctx){1, 9, 11, 2, 7, 7, 3, 2, 3, 3, 5, 6, NULL, NULL, NULL});
-  test_conv_fd("1x1 s2 B2 5x6 C3->4", (conv_ctx){2, 5, 6, 3, 1, 1, 4, 2, 0, 0, 3, 3, NULL, NULL, NULL});
-  test_conv_fd("3x3 same s1 B2 5x4 C3->2", (conv_ctx){2, 5, 4, 3, 3, 3, 2, 1, 1, 1, 5, 4, NULL, NULL, NULL});
-  test_conv_fd("3x3 same s2 B1 7x6 C2->3", (conv_ctx){1, 7, 6, 2, 3, 3, 3, 2, 1, 0, 4, 3, NULL, NULL, NULL});
+  test_conv_fd("7x7 s2 pad 3 B1 9x11 C2->3",
+               (conv_ctx){1, 9, 11, 2, 7, 7, 3, 2, 3, 3, 5, 6, NULL, NULL, NULL});
+  test_conv_fd("1x1 s2 B2 5x6 C3->4",
+               (conv_ctx){2, 5, 6, 3, 1, 1, 4, 2, 0, 0, 3, 3, NULL, NULL, NULL});
+  test_conv_fd("3x3 same s1 B2 5x4 C3->2",
+               (conv_ctx){2, 5, 4, 3, 3, 3, 2, 1, 1, 1, 5, 4, NULL, NULL, NULL});
+  test_conv_fd("3x3 same s2 B1 7x6 C2->3",
+               (conv_ctx){1, 7, 6, 2, 3, 3, 3, 2, 1, 0, 4, 3, NULL, NULL, NULL});
 }
 
 /* ================================================================================== */
@@ -507,8 +511,17 @@ static void test_bn(const bn_case *t) {
   upload(P, mo, mm, nc);
   upload(P, vo, mv, nc);
   upload(DY, 0, dy, n);
-  clt_layer_io io = {.replica = R, .batch = t->B, .train = 1, .stat_weight = 0.5f, .x = X,
-                     .y = Y, .dy = DY, .dx = DX, .params = P, .grads = G, .scratch = S,
+  clt_layer_io io = {.replica = R,
+                     .batch = t->B,
+                     .train = 1,
+                     .stat_weight = 0.5f,
+                     .x = X,
+                     .y = Y,
+                     .dy = DY,
+                     .dx = DX,
+                     .params = P,
+                     .grads = G,
+                     .scratch = S,
                      .state = ST};
 
   /* Training forward. */
@@ -543,8 +556,8 @@ static void test_bn(const bn_case *t) {
     if (!fail) {
       download_f(Y, 0, y2, n);
       download_f(ST, 0, s2, nst);
-      expect("train again: same bits", memcmp(y1, y2, n * sizeof *y1) != 0 ||
-                                           memcmp(s1, s2, nst * sizeof *s1) != 0, 1);
+      expect("train again: same bits",
+             memcmp(y1, y2, n * sizeof *y1) != 0 || memcmp(s1, s2, nst * sizeof *s1) != 0, 1);
     }
     free(y1);
     free(y2);
@@ -614,15 +627,14 @@ done:
 static void test_bn_all(void) {
   static const bn_case cases[] = {
       /* B, H, W, C, relu, center */
-      {3, 9, 7, 5, 1, 0},   /* C < 8: the scalar path only; 189 rows, 2 blocks */
+      {3, 9, 7, 5, 1, 0},    /* C < 8: the scalar path only; 189 rows, 2 blocks */
       {1, 13, 11, 12, 0, 0}, /* one float8 chunk and a scalar tail of 4 */
-      {3, 5, 7, 16, 1, 0},  /* float8 only */
-      {2, 9, 9, 64, 1, 0},  /* 162 rows x 64 */
+      {3, 5, 7, 16, 1, 0},   /* float8 only */
+      {2, 9, 9, 64, 1, 0},   /* 162 rows x 64 */
       {3, 7, 5, 24, 0, 100}, /* mean 100, spread 0.58: a one-pass variance cancels */
-      {1, 1, 1, 8, 0, 0},   /* one row: var 0, y = beta, dx = 0 */
+      {1, 1, 1, 8, 0, 0},    /* one row: var 0, y = beta, dx = 0 */
       {4, 1, 1, 2048, 0, 0}, /* ResNet50 conv5 at 32x32: few rows, many channels */
-      {4, 2, 2, 256, 1, 0},
-      {4, 16, 16, 64, 1, 0}, /* ResNet50 conv1 at 32x32: 8 blocks */
+      {4, 2, 2, 256, 1, 0},  {4, 16, 16, 64, 1, 0}, /* ResNet50 conv1 at 32x32: 8 blocks */
       {4, 8, 8, 256, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_bn(&cases[i]);
@@ -656,8 +668,16 @@ static void test_add(const add_case *t) {
   upload(X, 0, x, n);
   upload(X2, 0, x2, n);
   upload(DY, 0, dy, n);
-  clt_layer_io io = {.replica = R, .batch = t->B, .train = 1, .x = X, .x2 = X2, .y = Y,
-                     .dy = DY, .dx = DX, .dx2 = DX2, .scratch = S};
+  clt_layer_io io = {.replica = R,
+                     .batch = t->B,
+                     .train = 1,
+                     .x = X,
+                     .x2 = X2,
+                     .y = Y,
+                     .dy = DY,
+                     .dx = DX,
+                     .dx2 = DX2,
+                     .scratch = S};
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   download(Y, 0, y, n);
   ref_add(x, x2, n, t->relu, y_ref);
@@ -681,7 +701,8 @@ static void test_add(const add_case *t) {
     upload(DY, 0, dy, n);
     io.dx = which == 0 ? DX : NULL;
     io.dx2 = which == 1 ? DX2 : NULL;
-    if (api_failed(l.ops->backward(&l, &io, &E), which ? "backward, dx NULL" : "backward, dx2 NULL"))
+    if (api_failed(l.ops->backward(&l, &io, &E),
+                   which ? "backward, dx NULL" : "backward, dx2 NULL"))
       goto done;
     download(keep, 0, which == 0 ? dx : dx2, n);
     check(which == 0 ? "dx2=NULL: dx" : "dx=NULL: dx2", which == 0 ? dx : dx2,
@@ -738,8 +759,8 @@ static void test_gap(int B, int H, int W, int C) {
   cl_mem S = dev_new(ns + TAIL);
   upload(X, 0, x, nx);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R, .batch = B, .train = 1, .x = X, .y = Y, .dy = DY, .dx = DX,
-                     .scratch = S};
+  clt_layer_io io = {
+      .replica = R, .batch = B, .train = 1, .x = X, .y = Y, .dy = DY, .dx = DX, .scratch = S};
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   download(Y, 0, y, ny);
@@ -792,8 +813,8 @@ static void test_ppool(const ppool_case *t) {
   upload(DY, 0, dy, ny);
   /* dx starts as 7: inputs no window selects must be overwritten with 0. */
   dev_fill(DX, 0, nx, 7.0f);
-  clt_layer_io io = {.replica = R, .batch = t->B, .train = 1, .x = X, .y = Y, .dy = DY, .dx = DX,
-                     .scratch = S};
+  clt_layer_io io = {
+      .replica = R, .batch = t->B, .train = 1, .x = X, .y = Y, .dy = DY, .dx = DX, .scratch = S};
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   download(Y, 0, y, ny);
@@ -815,9 +836,8 @@ static void test_ppool_all(void) {
       {3, 9, 7, 5, 3, 2, 1, 0},  /* ResNet's pool1 shape of window; scalar channels */
       {1, 8, 8, 16, 3, 2, 1, 1}, /* after a ReLU: zeros tie with the padding */
       {3, 7, 6, 12, 3, 2, 1, 2}, /* ties; float8 and a scalar tail */
-      {1, 5, 5, 64, 3, 2, 1, 0},
-      {3, 6, 5, 3, 2, 2, 1, 0},  /* tiled windows with padding */
-      {1, 3, 4, 8, 2, 1, 3, 1},  /* pad >= pool: windows of padding only (y = 0) */
+      {1, 5, 5, 64, 3, 2, 1, 0}, {3, 6, 5, 3, 2, 2, 1, 0}, /* tiled windows with padding */
+      {1, 3, 4, 8, 2, 1, 3, 1}, /* pad >= pool: windows of padding only (y = 0) */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_ppool(&cases[i]);
 

@@ -53,7 +53,11 @@ fi
 "$CLT" train --data "$tmp/ph" --model resnet-small --image-size 32 --epochs 1 --batch-per-replica 16 \
   --validation-split 0.25 --seed 3 --checkpoint-dir "$tmp/r1" --checkpoint-every 1 >/dev/null 2>&1
 "$CLT" train --data "$tmp/ph" --epochs 2 --batch-per-replica 16 --validation-split 0.25 \
-  --checkpoint-dir "$tmp/r1" --resume >/dev/null 2>&1
+  --checkpoint-dir "$tmp/r1" --resume --log "$tmp/r1.jsonl" >/dev/null 2>&1
+# The log names the model trained (the checkpoint's), not the --model default.
+if grep -q '"model": "resnet-small"' "$tmp/r1.jsonl"; then ok "a resumed run's log names the checkpoint's model"; else
+  bad "a resumed run's log names the checkpoint's model ($(grep -o '"model": "[^"]*"' "$tmp/r1.jsonl"))"
+fi
 "$CLT" train --data "$tmp/ph" --model resnet-small --image-size 32 --epochs 2 --batch-per-replica 16 \
   --validation-split 0.25 --seed 3 --checkpoint-dir "$tmp/r2" --checkpoint-every 2 >/dev/null 2>&1
 d=$(max_rel_diff "$tmp/r1/ckpt-2.npz" "$tmp/r2/ckpt-1.npz")

@@ -133,8 +133,8 @@ static size_t fd_layer(const layer *L, double *in, size_t n, const double *dy,
 }
 
 /* Compares analytic against FD for one input tensor and reports it. */
-static void check_fd(const char *what, const layer *L, double *in, size_t n,
-                     const double *dy, const double *analytic, double h, double tol) {
+static void check_fd(const char *what, const layer *L, double *in, size_t n, const double *dy,
+                     const double *analytic, double h, double tol) {
   double *fd = alloc(n);
   size_t skipped = fd_layer(L, in, n, dy, analytic, h, fd);
   char detail[96];
@@ -170,8 +170,8 @@ typedef struct conv_ctx {
 static void conv_fwd(void *p, double *y) {
   conv_ctx *t = p;
   const conv_case *c = t->c;
-  ref_conv2d_forward(t->x, c->B, c->H, c->W, c->C, t->w, t->bias, c->KH, c->KW, c->CO,
-                     c->stride, c->pad_top, c->pad_left, c->OH, c->OW, y);
+  ref_conv2d_forward(t->x, c->B, c->H, c->W, c->C, t->w, t->bias, c->KH, c->KW, c->CO, c->stride,
+                     c->pad_top, c->pad_left, c->OH, c->OW, y);
 }
 
 /* TensorFlow 'same' padding: out = ceil(in / stride), and the total padding
@@ -193,12 +193,12 @@ static void test_conv_case(conv_case c, uint64_t seed) {
   fill(&s, x, nx, -1, 1);
   fill(&s, w, nw, -1, 1);
   fill(&s, bias, c.CO, -1, 1);
-  fill(&s, dy, ny, -1, 1);  /* L = sum dy*y: every output gets its own weight */
+  fill(&s, dy, ny, -1, 1); /* L = sum dy*y: every output gets its own weight */
   poison(dx, nx);
   poison(dw, nw);
   poison(db, c.CO);
-  ref_conv2d_backward(x, c.B, c.H, c.W, c.C, w, c.KH, c.KW, c.CO, c.stride, c.pad_top,
-                      c.pad_left, c.OH, c.OW, dy, dx, dw, db);
+  ref_conv2d_backward(x, c.B, c.H, c.W, c.C, w, c.KH, c.KW, c.CO, c.stride, c.pad_top, c.pad_left,
+                      c.OH, c.OW, dy, dx, dw, db);
 
   conv_ctx ctx = {&c, x, w, bias};
   layer L = {&ctx, conv_fwd, ny, NULL};
@@ -213,13 +213,20 @@ static void test_conv_case(conv_case c, uint64_t seed) {
   /* dx == NULL (first layer) must not change dw or dbias. */
   poison(dw2, nw);
   poison(db2, c.CO);
-  ref_conv2d_backward(x, c.B, c.H, c.W, c.C, w, c.KH, c.KW, c.CO, c.stride, c.pad_top,
-                      c.pad_left, c.OH, c.OW, dy, NULL, dw2, db2);
+  ref_conv2d_backward(x, c.B, c.H, c.W, c.C, w, c.KH, c.KW, c.CO, c.stride, c.pad_top, c.pad_left,
+                      c.OH, c.OW, dy, NULL, dw2, db2);
   snprintf(what, sizeof what, "conv2d %s dx=NULL gives same dw, dbias", c.name);
-  expect(what, memcmp(dw, dw2, nw * sizeof *dw) == 0 &&
-                   memcmp(db, db2, c.CO * sizeof *db) == 0);
+  expect(what, memcmp(dw, dw2, nw * sizeof *dw) == 0 && memcmp(db, db2, c.CO * sizeof *db) == 0);
 
-  free(x); free(w); free(bias); free(dy); free(dx); free(dw); free(db); free(dw2); free(db2);
+  free(x);
+  free(w);
+  free(bias);
+  free(dy);
+  free(dx);
+  free(dw);
+  free(db);
+  free(dw2);
+  free(db2);
 }
 
 static void test_conv_fd(void) {
@@ -234,21 +241,20 @@ static void test_conv_fd(void) {
   static const conv_case cases[] = {
       /* name                          B  H   W  C KH KW CO  S PT PL OH OW */
       /* 1x1 kernel, batch 3, H != W, odd channels. */
-      {"1x1 B3 5x4 C3->5",             3, 5,  4, 3, 1, 1, 5, 1, 0, 0, 5, 4},
+      {"1x1 B3 5x4 C3->5", 3, 5, 4, 3, 1, 1, 5, 1, 0, 0, 5, 4},
       /* 3x3 valid stride 1. */
-      {"3x3 valid B1 6x7 C5->3",       1, 6,  7, 5, 3, 3, 3, 1, 0, 0, 4, 5},
+      {"3x3 valid B1 6x7 C5->3", 1, 6, 7, 5, 3, 3, 3, 1, 0, 0, 4, 5},
       /* 3x3 valid stride 2 on even sizes: the last row and column are never read, so
        * their dx must be exactly 0. */
-      {"3x3 valid s2 B2 6x8 C1->3",    2, 6,  8, 1, 3, 3, 3, 2, 0, 0, 2, 3},
+      {"3x3 valid s2 B2 6x8 C1->3", 2, 6, 8, 1, 3, 3, 3, 2, 0, 0, 2, 3},
       /* 3x3 stride 2 'same' (asymmetric padding, see above). */
-      {"3x3 same s2 B3 7x6 C3->5",     3, 7,  6, 3, 3, 3, 5, 2, 1, 0, 4, 3},
+      {"3x3 same s2 B3 7x6 C3->5", 3, 7, 6, 3, 3, 3, 5, 2, 1, 0, 4, 3},
       /* 7x7 stride 2 pad 3 (the ResNet stem): most taps read padding. */
-      {"7x7 s2 p3 B1 9x11 C1->3",      1, 9, 11, 1, 7, 7, 3, 2, 3, 3, 5, 6},
+      {"7x7 s2 p3 B1 9x11 C1->3", 1, 9, 11, 1, 7, 7, 3, 2, 3, 3, 5, 6},
       /* Non-square kernel, padding on top only. */
-      {"3x1 s1 p(1,0) B3 5x3 C5->1",   3, 5,  3, 5, 3, 1, 1, 1, 1, 0, 5, 3},
+      {"3x1 s1 p(1,0) B3 5x3 C5->1", 3, 5, 3, 5, 3, 1, 1, 1, 1, 0, 5, 3},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    test_conv_case(cases[i], 11 + i);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_conv_case(cases[i], 11 + i);
 }
 
 /* ---- max pooling ------------------------------------------------------------------- */
@@ -275,7 +281,9 @@ static void pool_argmax(const pool_ctx *t, const double *x, size_t *arg) {
           for (int ky = 0; ky < t->pool; ky++)
             for (int kx = 0; kx < t->pool; kx++) {
               size_t i = (((size_t)b * t->H + (size_t)oy * t->stride + ky) * t->W +
-                          (size_t)ox * t->stride + kx) * t->C + c;
+                          (size_t)ox * t->stride + kx) *
+                             t->C +
+                         c;
               if (x[i] > m) {
                 m = x[i];
                 best = i;
@@ -325,7 +333,9 @@ static void test_pool_case(const char *name, pool_ctx t, uint64_t seed) {
   char what[160];
   snprintf(what, sizeof what, "maxpool %s dx", name);
   check_fd(what, &L, x, nx, dy, dx, FD_H, FD_TOL);
-  free(x); free(dy); free(dx);
+  free(x);
+  free(dy);
+  free(dx);
 }
 
 static void test_pool_fd(void) {
@@ -365,7 +375,10 @@ static void test_relu_fd(void) {
   relu_ctx ctx = {x, n};
   layer L = {&ctx, relu_fwd, n, NULL};
   check_fd("relu dx", &L, x, n, dy, dx, FD_H, FD_TOL);
-  free(x); free(y); free(dy); free(dx);
+  free(x);
+  free(y);
+  free(dy);
+  free(dx);
 }
 
 /* ---- dense ------------------------------------------------------------------------- */
@@ -407,9 +420,16 @@ static void test_dense_case(int B, int IN, int OUT, uint64_t seed) {
   poison(db2, OUT);
   ref_dense_backward(x, B, IN, w, OUT, dy, NULL, dw2, db2);
   snprintf(what, sizeof what, "dense B%d %d->%d dx=NULL gives same dw, dbias", B, IN, OUT);
-  expect(what, memcmp(dw, dw2, nw * sizeof *dw) == 0 &&
-                   memcmp(db, db2, OUT * sizeof *db) == 0);
-  free(x); free(w); free(bias); free(dy); free(dx); free(dw); free(db); free(dw2); free(db2);
+  expect(what, memcmp(dw, dw2, nw * sizeof *dw) == 0 && memcmp(db, db2, OUT * sizeof *db) == 0);
+  free(x);
+  free(w);
+  free(bias);
+  free(dy);
+  free(dx);
+  free(dw);
+  free(db);
+  free(dw2);
+  free(db2);
 }
 
 static void test_dense_fd(void) {
@@ -509,11 +529,8 @@ static void test_hand_cases(void) {
    * belong to no window and must not show up. Channel 1 is channel 0 negated. Most
    * windows hold equal maxima, so the backward shows which one gets the gradient. */
   {
-    const double c0[25] = {5, 5, 2, 3, 9,
-                           1, 5, 3, 1, 9,
-                           0, 7, 4, 4, 9,
-                           6, 7, 4, 4, 9,
-                           9, 9, 9, 9, 9};
+    const double c0[25] = {5, 5, 2, 3, 9, 1, 5, 3, 1, 9, 0, 7, 4,
+                           4, 9, 6, 7, 4, 4, 9, 9, 9, 9, 9, 9};
     double x[50], y[8], dx[50], dy[8];
     for (int i = 0; i < 25; i++) {
       x[2 * (size_t)i] = c0[i];
@@ -523,7 +540,7 @@ static void test_hand_cases(void) {
     /* (oy,ox,c): c0 maxima 5, 3, 7, 4; c1 maxima -1, -1, 0, -4. */
     const double want_y[8] = {5, -1, 3, -1, 7, 0, 4, -4};
     report("maxpool hand forward 2x2/2 5x5 C2", max_abs_diff(y, want_y, 8), 0.0, "");
-    for (int i = 0; i < 8; i++) dy[i] = i + 1;  /* distinct, to see where each goes */
+    for (int i = 0; i < 8; i++) dy[i] = i + 1; /* distinct, to see where each goes */
     poison(dx, 50);
     ref_maxpool_backward(x, 1, 5, 5, 2, 2, 2, 2, 2, dy, dx);
     double want_dx[50] = {0};
@@ -539,8 +556,8 @@ static void test_hand_cases(void) {
     want_dx[2 * (1 * 5 + 3) + 1] = 4;
     want_dx[2 * (2 * 5 + 0) + 1] = 6;
     want_dx[2 * (2 * 5 + 2) + 1] = 8;
-    report("maxpool hand tie rule: first max in raster order", max_abs_diff(dx, want_dx, 50),
-           0.0, "");
+    report("maxpool hand tie rule: first max in raster order", max_abs_diff(dx, want_dx, 50), 0.0,
+           "");
   }
   /* Overlapping 3x3/2 windows on a 3x5 (columns 0-2 and 2-4): the single maximum sits
    * in the shared column at (1,2), so both windows send their gradient there and the
@@ -554,8 +571,8 @@ static void test_hand_cases(void) {
     ref_maxpool_backward(x, 1, 3, 5, 1, 3, 2, 1, 2, dy, dx);
     double want[15] = {0};
     want[1 * 5 + 2] = 3.75;
-    expect("maxpool hand overlapping windows add", y[0] == 3 && y[1] == 3 &&
-           max_abs_diff(dx, want, 15) == 0.0);
+    expect("maxpool hand overlapping windows add",
+           y[0] == 3 && y[1] == 3 && max_abs_diff(dx, want, 15) == 0.0);
   }
   /* Softmax cross-entropy: z = [0,0] gives loss log 2 and softmax [1/2,1/2]; the first
    * maximum is index 0, so label 0 is correct and label 1 is not. */
@@ -566,11 +583,10 @@ static void test_hand_cases(void) {
     int correct[2];
     ref_softmax_xent(z, labels, 2, 2, 0.5, loss, dz, correct);
     const double want_loss[2] = {log(2.0), log(2.0)};
-    const double want_dz[4] = {-0.25, 0.25, 0.25, -0.25};  /* (p - onehot) * 0.5 */
+    const double want_dz[4] = {-0.25, 0.25, 0.25, -0.25}; /* (p - onehot) * 0.5 */
     report("softmax_xent hand z=[0,0] loss", max_abs_diff(loss, want_loss, 2), 1e-15, "");
     report("softmax_xent hand z=[0,0] dz", max_abs_diff(dz, want_dz, 4), 1e-15, "");
-    expect("softmax_xent hand z=[0,0] correct uses first max",
-           correct[0] == 1 && correct[1] == 0);
+    expect("softmax_xent hand z=[0,0] correct uses first max", correct[0] == 1 && correct[1] == 0);
   }
   /* Large logits must not overflow: z = [1000, 0, -1000]; label 0 loses ~e^-1000 = 0,
    * label 2 loses 2000. NULL outputs are allowed. */
@@ -590,8 +606,8 @@ static void test_hand_cases(void) {
     double y[4], dx[4];
     ref_relu_forward(x, 4, y);
     ref_relu_backward(y, dy, 4, dx);
-    expect("relu hand", y[0] == 0 && y[1] == 0 && y[2] == 0.5 && y[3] == 3 &&
-           dx[0] == 0 && dx[1] == 0 && dx[2] == 1 && dx[3] == 1);
+    expect("relu hand", y[0] == 0 && y[1] == 0 && y[2] == 0.5 && y[3] == 3 && dx[0] == 0 &&
+                            dx[1] == 0 && dx[2] == 1 && dx[3] == 1);
   }
 }
 
@@ -600,7 +616,7 @@ static void test_hand_cases(void) {
  * simplifies to lr * g / (|g| + eps / sqrt(1-b2^t)): about lr * sign(g). */
 static void test_adam(void) {
   const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-7;
-  const double g[4] = {0.5, -2, 0, 3e-6};  /* the last one is where eps matters */
+  const double g[4] = {0.5, -2, 0, 3e-6}; /* the last one is where eps matters */
   double p[4] = {1, -1, 0.25, 0}, m[4] = {0}, v[4] = {0}, want[4];
   double worst = 0.0;
   for (long t = 1; t <= 2; t++) {
@@ -623,13 +639,17 @@ static void init_model(uint64_t *s, const ref_cnn_shape *sh, double *p, size_t n
    * dense unit's sign hardly varies across examples; biases in [0,1) keep more units
    * alive for some example, so fewer gradients are trivially 0. Packed layout:
    * k1, b1, k2, b2, k3, b3, k4, b4 (ref.h). */
-  int P1H = (sh->H - 2 - 2) / 2 + 1, P1W = (sh->W - 2 - 2) / 2 + 1;  /* conv, pool */
+  int P1H = (sh->H - 2 - 2) / 2 + 1, P1W = (sh->W - 2 - 2) / 2 + 1; /* conv, pool */
   int P2H = (P1H - 2 - 2) / 2 + 1, P2W = (P1W - 2 - 2) / 2 + 1;
   size_t F = (size_t)P2H * P2W * sh->c2;
-  size_t sizes[8] = {(size_t)9 * sh->C * sh->c1, (size_t)sh->c1,
-                     (size_t)9 * sh->c1 * sh->c2, (size_t)sh->c2,
-                     F * sh->dense, (size_t)sh->dense,
-                     (size_t)sh->dense * sh->classes, (size_t)sh->classes};
+  size_t sizes[8] = {(size_t)9 * sh->C * sh->c1,
+                     (size_t)sh->c1,
+                     (size_t)9 * sh->c1 * sh->c2,
+                     (size_t)sh->c2,
+                     F * sh->dense,
+                     (size_t)sh->dense,
+                     (size_t)sh->dense * sh->classes,
+                     (size_t)sh->classes};
   double fan_in[4] = {9.0 * sh->C, 9.0 * sh->c1, (double)F, (double)sh->dense};
   size_t off = 0;
   for (int t = 0; t < 8; t++) {
@@ -661,7 +681,7 @@ static void test_model_case(const char *name, ref_cnn_shape sh, int B, uint64_t 
   int *labels = malloc((size_t)B * sizeof *labels);
   if (!labels) abort();
   init_model(&s, &sh, p, n);
-  fill(&s, x, nx, 0, 1);  /* like scaled pixels */
+  fill(&s, x, nx, 0, 1); /* like scaled pixels */
   for (int b = 0; b < B; b++) labels[b] = (int)(splitmix64(&s) % (uint64_t)sh.classes);
   const double scale = 1.0 / B;
   poison(grad, n);
@@ -692,11 +712,11 @@ static void test_model_case(const char *name, ref_cnn_shape sh, int B, uint64_t 
   }
   double err = max_rel_err(grad, fd, n);
   if (skipped * 10 > n) err = worse(err, 1.0);
-  size_t zeros = 0;  /* dead units and unselected pool inputs: checked, but weakly */
+  size_t zeros = 0; /* dead units and unselected pool inputs: checked, but weakly */
   for (size_t i = 0; i < n; i++) zeros += grad[i] == 0.0;
   char detail[96];
-  snprintf(detail, sizeof detail, " [%zu params, %zu skipped at kinks, %zu exactly 0]", n,
-           skipped, zeros);
+  snprintf(detail, sizeof detail, " [%zu params, %zu skipped at kinks, %zu exactly 0]", n, skipped,
+           zeros);
   snprintf(what, sizeof what, "cnn %s gradient vs FD", name);
   /* Rounding of the loss difference ~1e-16 / 1e-5 = 1e-11 absolute, against gradients
    * of ~1e-2..1 and a floor of 1e-3 * the largest; observed errors are ~1e-8. */
@@ -706,7 +726,11 @@ static void test_model_case(const char *name, ref_cnn_shape sh, int B, uint64_t 
   double loss2 = ref_cnn_loss_grad(&sh, p, x, labels, B, scale, NULL, NULL);
   snprintf(what, sizeof what, "cnn %s loss same without grad", name);
   expect(what, loss2 == loss);
-  free(p); free(grad); free(fd); free(x); free(labels);
+  free(p);
+  free(grad);
+  free(fd);
+  free(x);
+  free(labels);
 }
 
 /* With every parameter 0 except the output bias c, each logit vector is c, so
@@ -742,11 +766,10 @@ static void test_model_output_bias(void) {
 static void test_model(void) {
   /* fmnist-cnn: 28 -conv-> 26 -pool-> 13 -conv-> 11 -pool-> 5, F = 5*5*80 = 2000. */
   ref_cnn_shape fm = {28, 28, 1, 64, 80, 64, 10};
-  size_t want = (3 * 3 * 1 * 64 + 64) + (3 * 3 * 64 * 80 + 80) +
-                (2000 * 64 + 64) + (64 * 10 + 10);  /* 640 + 46160 + 128064 + 650 */
+  size_t want = (3 * 3 * 1 * 64 + 64) + (3 * 3 * 64 * 80 + 80) + (2000 * 64 + 64) +
+                (64 * 10 + 10); /* 640 + 46160 + 128064 + 650 */
   char what[160];
-  snprintf(what, sizeof what, "param count fmnist-cnn %zu == %zu", ref_cnn_param_count(&fm),
-           want);
+  snprintf(what, sizeof what, "param count fmnist-cnn %zu == %zu", ref_cnn_param_count(&fm), want);
   expect(what, ref_cnn_param_count(&fm) == want && want == 175514);
   /* Too small to survive both stages. */
   ref_cnn_shape tiny = {9, 12, 1, 2, 2, 2, 2};
@@ -764,7 +787,9 @@ static void test_model(void) {
     int finite = isfinite(loss) && (correct == 0 || correct == 1);
     for (size_t i = 0; i < n; i++) finite = finite && isfinite(grad[i]);
     expect("cnn fmnist-cnn shape B1 runs, loss and grad finite", finite);
-    free(p); free(grad); free(x);
+    free(p);
+    free(grad);
+    free(x);
   }
 
   test_model_output_bias();

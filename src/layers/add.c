@@ -32,8 +32,8 @@ static void add_describe(const clt_layer *l, char *buf, size_t size) {
 
 static int add_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
   if (in[0].h != in[1].h || in[0].w != in[1].w || in[0].c != in[1].c) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: inputs of different shapes %dx%dx%d and %dx%dx%d",
-                    l->name, in[0].h, in[0].w, in[0].c, in[1].h, in[1].w, in[1].c);
+    return clt_fail(e, CLT_ERR_ARG, "%s: inputs of different shapes %dx%dx%d and %dx%dx%d", l->name,
+                    in[0].h, in[0].w, in[0].c, in[1].h, in[1].w, in[1].c);
   }
   l->in = in[0];
   l->out = in[0];
@@ -71,8 +71,8 @@ static int add_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   int n = (int)total, relu = hp(l)->relu;
   int status = clt_replica_kernel(io->replica, "norm.cl", "", "add_backward", &k, e);
   if (status) return status;
-  clt_karg args[] = {CLT_ARG(io->dy), CLT_ARG(io->y), CLT_ARG(io->dx), CLT_ARG(io->dx2),
-                     CLT_ARG(n), CLT_ARG(relu)};
+  clt_karg args[] = {CLT_ARG(io->dy),  CLT_ARG(io->y), CLT_ARG(io->dx),
+                     CLT_ARG(io->dx2), CLT_ARG(n),     CLT_ARG(relu)};
   status = clt_launch1d(io->replica, k, "add_backward", args, 6, add_items(total), e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }

@@ -51,9 +51,10 @@ static int bn_parse(clt_layer *l, const char *args, clt_err *e) {
   int used = 0;
   if (sscanf(args, "eps%lf,m%lf%n", &h->epsilon, &h->momentum, &used) != 2 ||
       clt_parse_relu_tail(args + used, &h->relu) != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: BatchNormalization(%s): expected BatchNormalization(epsEPSILON,mMOMENTUM[,relu])",
-                    l->name, args);
+    return clt_fail(
+        e, CLT_ERR_FORMAT,
+        "%s: BatchNormalization(%s): expected BatchNormalization(epsEPSILON,mMOMENTUM[,relu])",
+        l->name, args);
   }
   return CLT_OK;
 }
@@ -78,8 +79,11 @@ static int bn_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   static const char *const names[] = {"gamma", "beta", "moving_mean", "moving_variance"};
   static const float inits[] = {1.0f, 0.0f, 0.0f, 1.0f};
   for (int i = 0; i < 4; i++) {
-    l->params[i] = (clt_param){.rank = 1, .dims = {in.c}, .size = (size_t)in.c,
-                               .init_constant = inits[i], .non_trainable = i >= BN_MEAN,
+    l->params[i] = (clt_param){.rank = 1,
+                               .dims = {in.c},
+                               .size = (size_t)in.c,
+                               .init_constant = inits[i],
+                               .non_trainable = i >= BN_MEAN,
                                .moving_momentum = i >= BN_MEAN ? h->momentum : 0.0};
     snprintf(l->params[i].name, sizeof l->params[i].name, "%s", names[i]);
   }
@@ -89,7 +93,9 @@ static int bn_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
 
 static int bn_rows(const clt_layer *l, int batch) { return batch * l->in.h * l->in.w; }
 static int bn_blocks(int rows) { return (rows + BN_ROWS_PER_BLOCK - 1) / BN_ROWS_PER_BLOCK; }
-static size_t bn_items(int rows) { return (size_t)(rows + BN_ROWS_PER_ITEM - 1) / BN_ROWS_PER_ITEM; }
+static size_t bn_items(int rows) {
+  return (size_t)(rows + BN_ROWS_PER_ITEM - 1) / BN_ROWS_PER_ITEM;
+}
 static size_t bn_chunks(const clt_layer *l) { return (size_t)(l->in.c + BN_CHUNK - 1) / BN_CHUNK; }
 
 static size_t bn_scratch(const clt_layer *l, int batch) {
@@ -98,9 +104,9 @@ static size_t bn_scratch(const clt_layer *l, int batch) {
 
 static size_t bn_state(const clt_layer *l) { return 2 * (size_t)l->in.c; }
 
-static const char *const bn_kernels[] = {"bn_partial_sum", "bn_partial_dev", "bn_mean",
-                                         "bn_var", "bn_infer_stats", "bn_apply",
-                                         "bn_partial_grad", "bn_grad_final", "bn_dx"};
+static const char *const bn_kernels[] = {"bn_partial_sum",  "bn_partial_dev", "bn_mean",
+                                         "bn_var",          "bn_infer_stats", "bn_apply",
+                                         "bn_partial_grad", "bn_grad_final",  "bn_dx"};
 
 static int bn_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)l;
@@ -131,8 +137,8 @@ static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e
   int mean_slot = (int)l->params[BN_MEAN].offset, var_slot = (int)l->params[BN_VAR].offset;
   float eps = (float)hp(l)->epsilon, w = io->stat_weight;
   const size_t chunks = bn_chunks(l);
-  clt_karg sum_args[] = {CLT_ARG(io->x), CLT_ARG(rows), CLT_ARG(C), CLT_ARG(per_block),
-                         CLT_ARG(io->scratch), CLT_ARG(part)};
+  clt_karg sum_args[] = {CLT_ARG(io->x),     CLT_ARG(rows),        CLT_ARG(C),
+                         CLT_ARG(per_block), CLT_ARG(io->scratch), CLT_ARG(part)};
   int status = bn_run(io, "bn_partial_sum", sum_args, 6, chunks, (size_t)nblocks, e);
   if (status) return status;
   clt_karg mean_args[] = {CLT_ARG(io->scratch), CLT_ARG(part), CLT_ARG(nblocks),
@@ -140,9 +146,9 @@ static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e
   status = bn_run(io, "bn_mean", mean_args, 6, (size_t)C, 0, e);
   if (status) return status;
   /* The in-order queue runs this after bn_mean has read the partial sums. */
-  clt_karg dev_args[] = {CLT_ARG(io->x),       CLT_ARG(rows),        CLT_ARG(C),
-                         CLT_ARG(per_block),   CLT_ARG(io->state),   CLT_ARG(io->scratch),
-                         CLT_ARG(part),        CLT_ARG(part2)};
+  clt_karg dev_args[] = {CLT_ARG(io->x),     CLT_ARG(rows),      CLT_ARG(C),
+                         CLT_ARG(per_block), CLT_ARG(io->state), CLT_ARG(io->scratch),
+                         CLT_ARG(part),      CLT_ARG(part2)};
   status = bn_run(io, "bn_partial_dev", dev_args, 8, chunks, (size_t)nblocks, e);
   if (status) return status;
   clt_karg var_args[] = {CLT_ARG(io->scratch), CLT_ARG(part),      CLT_ARG(part2),
@@ -171,10 +177,9 @@ static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   }
   if (status) return clt_wrap(e, "%s", l->name);
   int per_item = BN_ROWS_PER_ITEM;
-  clt_karg args[] = {CLT_ARG(io->x),      CLT_ARG(io->y),     CLT_ARG(rows),
-                     CLT_ARG(C),          CLT_ARG(per_item),  CLT_ARG(stats),
-                     CLT_ARG(off),        CLT_ARG(io->params), CLT_ARG(gamma_off),
-                     CLT_ARG(beta_off),   CLT_ARG(relu)};
+  clt_karg args[] = {CLT_ARG(io->x),     CLT_ARG(io->y),    CLT_ARG(rows), CLT_ARG(C),
+                     CLT_ARG(per_item),  CLT_ARG(stats),    CLT_ARG(off),  CLT_ARG(io->params),
+                     CLT_ARG(gamma_off), CLT_ARG(beta_off), CLT_ARG(relu)};
   status = bn_run(io, "bn_apply", args, 11, bn_chunks(l), bn_items(rows), e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
@@ -187,27 +192,25 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const size_t chunks = bn_chunks(l);
   int relu = hp(l)->relu, status;
   {
-    clt_karg args[] = {CLT_ARG(io->dy),      CLT_ARG(io->x),     CLT_ARG(io->y),
-                       CLT_ARG(relu),        CLT_ARG(rows),      CLT_ARG(C),
-                       CLT_ARG(per_block),   CLT_ARG(io->state), CLT_ARG(io->scratch),
-                       CLT_ARG(part),        CLT_ARG(part2)};
+    clt_karg args[] = {CLT_ARG(io->dy),      CLT_ARG(io->x), CLT_ARG(io->y),     CLT_ARG(relu),
+                       CLT_ARG(rows),        CLT_ARG(C),     CLT_ARG(per_block), CLT_ARG(io->state),
+                       CLT_ARG(io->scratch), CLT_ARG(part),  CLT_ARG(part2)};
     status = bn_run(io, "bn_partial_grad", args, 11, chunks, (size_t)nblocks, e);
   }
   if (!status) {
     /* Gamma and beta share the layout of the gradient buffer: same offsets. */
-    clt_karg args[] = {CLT_ARG(io->scratch), CLT_ARG(part),      CLT_ARG(part2),
-                       CLT_ARG(nblocks),     CLT_ARG(rows),      CLT_ARG(C),
+    clt_karg args[] = {CLT_ARG(io->scratch), CLT_ARG(part),       CLT_ARG(part2),
+                       CLT_ARG(nblocks),     CLT_ARG(rows),       CLT_ARG(C),
                        CLT_ARG(io->state),   CLT_ARG(io->params), CLT_ARG(gamma_off),
-                       CLT_ARG(io->grads),   CLT_ARG(gamma_off), CLT_ARG(beta_off),
+                       CLT_ARG(io->grads),   CLT_ARG(gamma_off),  CLT_ARG(beta_off),
                        CLT_ARG(io->scratch), CLT_ARG(coef)};
     status = bn_run(io, "bn_grad_final", args, 14, (size_t)C, 0, e);
   }
   if (!status && io->dx) {
     int per_item = BN_ROWS_PER_ITEM;
-    clt_karg args[] = {CLT_ARG(io->dy),    CLT_ARG(io->x),       CLT_ARG(io->y),
-                       CLT_ARG(relu),      CLT_ARG(io->dx),      CLT_ARG(rows),
-                       CLT_ARG(C),         CLT_ARG(per_item),    CLT_ARG(io->state),
-                       CLT_ARG(io->scratch), CLT_ARG(coef)};
+    clt_karg args[] = {CLT_ARG(io->dy),    CLT_ARG(io->x),       CLT_ARG(io->y), CLT_ARG(relu),
+                       CLT_ARG(io->dx),    CLT_ARG(rows),        CLT_ARG(C),     CLT_ARG(per_item),
+                       CLT_ARG(io->state), CLT_ARG(io->scratch), CLT_ARG(coef)};
     status = bn_run(io, "bn_dx", args, 11, chunks, bn_items(rows), e);
   }
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
@@ -238,9 +241,10 @@ static void bn_ref_forward(const clt_layer *l, const clt_ref_io *io) {
 }
 
 static void bn_ref_backward(const clt_layer *l, const clt_ref_io *io) {
-  ref_batchnorm_backward(io->x, bn_rows(l, io->batch), l->in.c, io->params + l->params[BN_GAMMA].offset,
-                         io->params + l->params[BN_BETA].offset, hp(l)->epsilon, hp(l)->relu, io->dy,
-                         io->dx, io->grads + l->params[BN_GAMMA].offset,
+  ref_batchnorm_backward(io->x, bn_rows(l, io->batch), l->in.c,
+                         io->params + l->params[BN_GAMMA].offset,
+                         io->params + l->params[BN_BETA].offset, hp(l)->epsilon, hp(l)->relu,
+                         io->dy, io->dx, io->grads + l->params[BN_GAMMA].offset,
                          io->grads + l->params[BN_BETA].offset);
 }
 #endif

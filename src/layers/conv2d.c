@@ -35,7 +35,8 @@ static int conv_parse(clt_layer *l, const char *args, clt_err *e) {
              padding, &used) != 5 ||
       (strcmp(padding, "same") != 0 && strcmp(padding, "valid") != 0) ||
       clt_parse_relu_tail(args + used, &h->relu) != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: Conv2D(%s): expected Conv2D(filters,KHxKW,sSTRIDE,same|valid[,relu])",
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: Conv2D(%s): expected Conv2D(filters,KHxKW,sSTRIDE,same|valid[,relu])",
                     l->name, args);
   }
   h->pad_same = padding[0] == 's';
@@ -53,12 +54,13 @@ static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   const clt_shape in = ins[0];
   const int kh = h->kernel_h, kw = h->kernel_w, s = h->stride;
   if (kh < 1 || kw < 1 || s < 1 || h->filters < 1) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: bad kernel %dx%d, stride %d or filters %d", l->name,
-                    kh, kw, s, h->filters);
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad kernel %dx%d, stride %d or filters %d", l->name, kh,
+                    kw, s, h->filters);
   }
   l->in = in;
   if (h->pad_same && l->pad) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: 'same' padding and an explicit padding of %d", l->name, l->pad);
+    return clt_fail(e, CLT_ERR_ARG, "%s: 'same' padding and an explicit padding of %d", l->name,
+                    l->pad);
   }
   if (l->pad) {
     /* A ZeroPadding2D(pad) folded in front of a 'valid' convolution. */
@@ -88,7 +90,9 @@ static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   }
   l->out.c = h->filters;
   clt_param *k = &l->params[0], *b = &l->params[1];
-  *k = (clt_param){.name = "kernel", .rank = 4, .dims = {kh, kw, in.c, h->filters},
+  *k = (clt_param){.name = "kernel",
+                   .rank = 4,
+                   .dims = {kh, kw, in.c, h->filters},
                    .size = (size_t)kh * kw * in.c * h->filters,
                    .glorot_fan_in = (double)kh * kw * in.c,
                    .glorot_fan_out = (double)kh * kw * h->filters};
@@ -106,7 +110,9 @@ static int conv_pointwise(const clt_layer *l) {
 static size_t conv_rows(const clt_layer *l, int batch) {
   return (size_t)batch * l->out.h * l->out.w;
 }
-static size_t conv_k(const clt_layer *l) { return (size_t)hp(l)->kernel_h * hp(l)->kernel_w * l->in.c; }
+static size_t conv_k(const clt_layer *l) {
+  return (size_t)hp(l)->kernel_h * hp(l)->kernel_w * l->in.c;
+}
 
 static size_t conv_scratch(const clt_layer *l, int batch) {
   size_t rows = conv_rows(l, batch);
@@ -130,8 +136,8 @@ static clt_gemm_shape dcol_shape(const clt_layer *l, int batch) {
 
 static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   cl_kernel k;
-  const char *names[] = {"im2col", "im2col_rows", "col2im", "bias_act", "bias_grad_partial",
-                         "bias_grad_final"};
+  const char *names[] = {"im2col",   "im2col_rows",       "col2im",
+                         "bias_act", "bias_grad_partial", "bias_grad_final"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     int status = clt_replica_kernel(r, "conv.cl", "", names[i], &k, e);
     if (status) return status;
@@ -152,10 +158,11 @@ static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kna
   int status = clt_replica_kernel(io->replica, "conv.cl", "", kname, &k, e);
   if (status) return status;
   const conv_hp *h = hp(l);
-  clt_karg args[] = {CLT_ARG(from), CLT_ARG(to), CLT_ARG(io->batch), CLT_ARG(l->in.h),
-                     CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(h->kernel_h),
-                     CLT_ARG(h->kernel_w), CLT_ARG(h->stride), CLT_ARG(l->pad_top),
-                     CLT_ARG(l->pad_left), CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
+  clt_karg args[] = {CLT_ARG(from),        CLT_ARG(to),          CLT_ARG(io->batch),
+                     CLT_ARG(l->in.h),     CLT_ARG(l->in.w),     CLT_ARG(l->in.c),
+                     CLT_ARG(h->kernel_h), CLT_ARG(h->kernel_w), CLT_ARG(h->stride),
+                     CLT_ARG(l->pad_top),  CLT_ARG(l->pad_left), CLT_ARG(l->out.h),
+                     CLT_ARG(l->out.w)};
   char label[64];
   snprintf(label, sizeof label, "%s %s", l->name, kname);
   return clt_launch1d(io->replica, k, label, args, 13, positions, e);
@@ -168,7 +175,8 @@ static int conv_im2col(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (l->in.c < 4) {
     return conv_cols(l, io, "im2col_rows", io->x, io->scratch, (size_t)io->batch * l->out.h, e);
   }
-  return conv_cols(l, io, "im2col", io->x, io->scratch, rows * hp(l)->kernel_h * hp(l)->kernel_w, e);
+  return conv_cols(l, io, "im2col", io->x, io->scratch, rows * hp(l)->kernel_h * hp(l)->kernel_w,
+                   e);
 }
 
 static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -226,8 +234,8 @@ static void conv_ref_backward(const clt_layer *l, const clt_ref_io *io) {
   const clt_shape s = l->in, o = l->out;
   if (h->relu) ref_relu_backward(io->y, io->dy, clt_shape_size(o) * io->batch, io->dy);
   ref_conv2d_backward(io->x, io->batch, s.h, s.w, s.c, io->params + l->params[0].offset,
-                      h->kernel_h, h->kernel_w, h->filters, h->stride, l->pad_top, l->pad_left,
-                      o.h, o.w, io->dy, io->dx, io->grads + l->params[0].offset,
+                      h->kernel_h, h->kernel_w, h->filters, h->stride, l->pad_top, l->pad_left, o.h,
+                      o.w, io->dy, io->dx, io->grads + l->params[0].offset,
                       io->grads + l->params[1].offset);
 }
 #endif

@@ -22,8 +22,10 @@ static const dense_hp *hp(const clt_layer *l) { return clt_layer_hp(l, dense_hp)
 static int dense_parse(clt_layer *l, const char *args, clt_err *e) {
   dense_hp *h = clt_layer_hp(l, dense_hp);
   int used = 0;
-  if (sscanf(args, "%d%n", &h->units, &used) != 1 || clt_parse_relu_tail(args + used, &h->relu) != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: Dense(%s): expected Dense(units[,relu])", l->name, args);
+  if (sscanf(args, "%d%n", &h->units, &used) != 1 ||
+      clt_parse_relu_tail(args + used, &h->relu) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: Dense(%s): expected Dense(units[,relu])", l->name,
+                    args);
   }
   return CLT_OK;
 }
@@ -42,8 +44,11 @@ static int dense_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   }
   l->in = in;
   l->out = (clt_shape){1, 1, units};
-  l->params[0] = (clt_param){.name = "kernel", .rank = 2, .dims = {in.c, units},
-                             .size = (size_t)in.c * units, .glorot_fan_in = in.c,
+  l->params[0] = (clt_param){.name = "kernel",
+                             .rank = 2,
+                             .dims = {in.c, units},
+                             .size = (size_t)in.c * units,
+                             .glorot_fan_in = in.c,
                              .glorot_fan_out = units};
   l->params[1] = (clt_param){.name = "bias", .rank = 1, .dims = {units}, .size = (size_t)units};
   l->nparams = 2;

@@ -38,7 +38,8 @@ static int gap_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int status = clt_replica_kernel(io->replica, "norm.cl", "", "gap_forward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->y), CLT_ARG(io->batch), CLT_ARG(hw), CLT_ARG(C)};
-  status = clt_launch2d(io->replica, k, "gap_forward", args, 5, gap_chunks(l), (size_t)io->batch, e);
+  status = clt_launch2d(io->replica, k, "gap_forward", args, 5, gap_chunks(l), (size_t)io->batch,
+                        e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 

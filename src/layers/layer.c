@@ -17,7 +17,8 @@ static void kind_names(char *buf, size_t size) {
   size_t used = 0;
   buf[0] = '\0';
   for (int i = 0; clt_layer_kinds[i] && used < size; i++) {
-    used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", clt_layer_kinds[i]->kind);
+    used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
+                             clt_layer_kinds[i]->kind);
   }
 }
 
@@ -28,8 +29,10 @@ int clt_layer_init(clt_layer *l, const char *entry, clt_err *e) {
   const char *eq = strchr(entry, '=');
   const size_t name_len = eq ? (size_t)(eq - entry) : 0;
   if (name_len == 0 || name_len >= sizeof l->name) {
-    return clt_fail(e, CLT_ERR_FORMAT, "layer '%s': expected name=Kind(arguments), with a name of 1 to %zu "
-                    "characters", entry, sizeof l->name - 1);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "layer '%s': expected name=Kind(arguments), with a name of 1 to %zu "
+                    "characters",
+                    entry, sizeof l->name - 1);
   }
   memcpy(l->name, entry, name_len);
   const char *kind = eq + 1, *open = strchr(kind, '(');
@@ -51,23 +54,29 @@ int clt_layer_init(clt_layer *l, const char *entry, clt_err *e) {
   if (!(l->ops = clt_layer_kind(kname))) {
     char known[512];
     kind_names(known, sizeof known);
-    return clt_fail(e, CLT_ERR_FORMAT, "layer %s: unknown kind %s (cltrain knows %s)", l->name, kname, known);
+    return clt_fail(e, CLT_ERR_FORMAT, "layer %s: unknown kind %s (cltrain knows %s)", l->name,
+                    kname, known);
   }
   l->ninputs = l->ops->ninputs;
   return l->ops->parse(l, args, e);
 }
 
-void clt_layer_describe(const clt_layer *l, char *buf, size_t size) { l->ops->describe(l, buf, size); }
+void clt_layer_describe(const clt_layer *l, char *buf, size_t size) {
+  l->ops->describe(l, buf, size);
+}
 
 size_t clt_layer_scratch_floats(const clt_layer *l, int batch) {
   return l->ops->scratch_floats ? l->ops->scratch_floats(l, batch) : 0;
 }
 
-size_t clt_layer_state_floats(const clt_layer *l) { return l->ops->state_floats ? l->ops->state_floats(l) : 0; }
+size_t clt_layer_state_floats(const clt_layer *l) {
+  return l->ops->state_floats ? l->ops->state_floats(l) : 0;
+}
 
 int clt_layer_parse_none(clt_layer *l, const char *args, clt_err *e) {
   if (args[0] == '\0') return CLT_OK;
-  return clt_fail(e, CLT_ERR_FORMAT, "%s: %s takes no arguments, got (%s)", l->name, l->ops->kind, args);
+  return clt_fail(e, CLT_ERR_FORMAT, "%s: %s takes no arguments, got (%s)", l->name, l->ops->kind,
+                  args);
 }
 
 void clt_layer_describe_none(const clt_layer *l, char *buf, size_t size) {
@@ -99,13 +108,13 @@ int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scrat
   int nblocks = (rows + per_block - 1) / per_block;
   int part = (int)scratch_offset, relu = relu_y != NULL;
   cl_mem y = relu ? relu_y : dy; /* any valid buffer when unused */
-  clt_karg pargs[] = {CLT_ARG(dy),        CLT_ARG(y),       CLT_ARG(relu), CLT_ARG(rows),
-                      CLT_ARG(cols),      CLT_ARG(per_block), CLT_ARG(scratch), CLT_ARG(part)};
-  status = clt_launch1d(io->replica, kp, relu ? "relu and bias gradient" : "bias_grad_partial", pargs,
-                        8, (size_t)nblocks * ((cols + 7) / 8), e);
+  clt_karg pargs[] = {CLT_ARG(dy),   CLT_ARG(y),         CLT_ARG(relu),    CLT_ARG(rows),
+                      CLT_ARG(cols), CLT_ARG(per_block), CLT_ARG(scratch), CLT_ARG(part)};
+  status = clt_launch1d(io->replica, kp, relu ? "relu and bias gradient" : "bias_grad_partial",
+                        pargs, 8, (size_t)nblocks * ((cols + 7) / 8), e);
   if (status) return status;
   int off = (int)grad_offset;
-  clt_karg fargs[] = {CLT_ARG(scratch), CLT_ARG(part), CLT_ARG(nblocks), CLT_ARG(cols),
-                      CLT_ARG(io->grads), CLT_ARG(off)};
+  clt_karg fargs[] = {CLT_ARG(scratch), CLT_ARG(part),      CLT_ARG(nblocks),
+                      CLT_ARG(cols),    CLT_ARG(io->grads), CLT_ARG(off)};
   return clt_launch1d(io->replica, kf, "bias_grad_final", fargs, 6, (size_t)cols, e);
 }

@@ -24,8 +24,8 @@ typedef struct clt_param {
   char name[16];
   int rank;
   int dims[4];
-  size_t size;   /* elements */
-  size_t offset; /* in floats, within the replica's flat parameter buffer */
+  size_t size;                          /* elements */
+  size_t offset;                        /* in floats, within the replica's flat parameter buffer */
   double glorot_fan_in, glorot_fan_out; /* 0, 0: initialised to init_constant */
   float init_constant;                  /* 0 for biases and betas, 1 for gammas, variances */
   /* Not trained by Adam (BatchNormalization's moving statistics): these sit after
@@ -64,9 +64,9 @@ typedef struct clt_ref_io {
   double *grads;        /* flat gradients: backward writes the layer's slots; a training
                            forward may write its statistics' slots (NULL: don't) */
   const double *x, *x2;
-  double *y;            /* forward writes it; backward reads it (a fused ReLU's mask) */
-  double *dy;           /* backward: the output's gradient; may be overwritten */
-  double *dx, *dx2;     /* backward: input gradients, written (not accumulated) */
+  double *y;        /* forward writes it; backward reads it (a fused ReLU's mask) */
+  double *dy;       /* backward: the output's gradient; may be overwritten */
+  double *dx, *dx2; /* backward: input gradients, written (not accumulated) */
 } clt_ref_io;
 
 /* A layer kind: everything cltrain knows of it is behind this table, so the model,
@@ -74,10 +74,10 @@ typedef struct clt_ref_io {
  * file in src/layers/ defines one table, named clt_<file>_ops (the build collects
  * them into clt_layer_kinds). Optional members may be NULL. */
 typedef struct clt_layer_ops {
-  const char *kind;   /* Keras' class name, the word in model descriptions */
-  int ninputs;        /* 1, or 2 for Add */
-  int aliases_input;  /* the output is the input's memory (Flatten): no buffer of its own */
-  int folds_padding;  /* accepts a ZeroPadding2D folded in front (l->pad) */
+  const char *kind;  /* Keras' class name, the word in model descriptions */
+  int ninputs;       /* 1, or 2 for Add */
+  int aliases_input; /* the output is the input's memory (Flatten): no buffer of its own */
+  int folds_padding; /* accepts a ZeroPadding2D folded in front (l->pad) */
   /* Hyper-parameters from a description's argument text, the part between the
    * parentheses of "Conv2D(64,3x3,s1,valid,relu)" ("" when there are none), and
    * back: describe writes what parse reads. */

@@ -59,8 +59,10 @@ static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_e
   int status = clt_replica_kernel(r, "pool.cl", "", "maxpool_forward", &k, e);
   if (!status) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_backward", &k, e);
   if (!status) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_backward_tiled", &k, e);
-  if (!status && l->pad) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_pad_forward", &k, e);
-  if (!status && l->pad) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_pad_backward", &k, e);
+  if (!status && l->pad)
+    status = clt_replica_kernel(r, "pool.cl", "", "maxpool_pad_forward", &k, e);
+  if (!status && l->pad)
+    status = clt_replica_kernel(r, "pool.cl", "", "maxpool_pad_backward", &k, e);
   return status;
 }
 
@@ -69,10 +71,10 @@ static int pool_pad_forward(const clt_layer *l, const clt_layer_io *io, clt_err 
   cl_kernel k;
   int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_pad_forward", &k, e);
   if (status) return status;
-  clt_karg args[] = {CLT_ARG(io->x),    CLT_ARG(io->y),         CLT_ARG(io->batch),
-                     CLT_ARG(l->in.h),  CLT_ARG(l->in.w),       CLT_ARG(l->in.c),
+  clt_karg args[] = {CLT_ARG(io->x),       CLT_ARG(io->y),         CLT_ARG(io->batch),
+                     CLT_ARG(l->in.h),     CLT_ARG(l->in.w),       CLT_ARG(l->in.c),
                      CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride), CLT_ARG(l->pad),
-                     CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
+                     CLT_ARG(l->out.h),    CLT_ARG(l->out.w)};
   return clt_launch1d(io->replica, k, "maxpool_pad_forward", args, 11,
                       (size_t)io->batch * l->out.h * l->out.w, e);
 }
@@ -83,10 +85,10 @@ static int pool_pad_backward(const clt_layer *l, const clt_layer_io *io, clt_err
   cl_kernel k;
   int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_pad_backward", &k, e);
   if (status) return status;
-  clt_karg args[] = {CLT_ARG(io->x),     CLT_ARG(io->dy),    CLT_ARG(io->dx),
-                     CLT_ARG(io->batch), CLT_ARG(l->in.h),   CLT_ARG(l->in.w),
+  clt_karg args[] = {CLT_ARG(io->x),     CLT_ARG(io->dy),      CLT_ARG(io->dx),
+                     CLT_ARG(io->batch), CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
                      CLT_ARG(l->in.c),   CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride),
-                     CLT_ARG(l->pad),    CLT_ARG(l->out.h),  CLT_ARG(l->out.w)};
+                     CLT_ARG(l->pad),    CLT_ARG(l->out.h),    CLT_ARG(l->out.w)};
   return clt_launch1d(io->replica, k, "maxpool_pad_backward", args, 12,
                       (size_t)io->batch * l->in.h * l->in.w, e);
 }
@@ -96,9 +98,10 @@ static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   cl_kernel k;
   int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_forward", &k, e);
   if (status) return status;
-  clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->y), CLT_ARG(io->batch), CLT_ARG(l->in.h),
-                     CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(hp(l)->pool),
-                     CLT_ARG(hp(l)->stride), CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
+  clt_karg args[] = {CLT_ARG(io->x),       CLT_ARG(io->y),         CLT_ARG(io->batch),
+                     CLT_ARG(l->in.h),     CLT_ARG(l->in.w),       CLT_ARG(l->in.c),
+                     CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride), CLT_ARG(l->out.h),
+                     CLT_ARG(l->out.w)};
   return clt_launch1d(io->replica, k, "maxpool_forward", args, 10,
                       (size_t)io->batch * l->out.h * l->out.w, e);
 }
@@ -120,17 +123,18 @@ static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
     }
     status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward_tiled", &k, e);
     if (status) return status;
-    clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->dy), CLT_ARG(io->dx), CLT_ARG(io->batch),
-                       CLT_ARG(l->in.h), CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(hp(l)->pool),
+    clt_karg args[] = {CLT_ARG(io->x),    CLT_ARG(io->dy),  CLT_ARG(io->dx),  CLT_ARG(io->batch),
+                       CLT_ARG(l->in.h),  CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(hp(l)->pool),
                        CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
     return clt_launch1d(io->replica, k, "maxpool_backward_tiled", args, 10,
                         (size_t)io->batch * l->out.h * l->out.w, e);
   }
   status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward", &k, e);
   if (status) return status;
-  clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->dy), CLT_ARG(io->dx), CLT_ARG(io->batch),
-                     CLT_ARG(l->in.h), CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(hp(l)->pool),
-                     CLT_ARG(hp(l)->stride), CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
+  clt_karg args[] = {CLT_ARG(io->x),     CLT_ARG(io->dy),      CLT_ARG(io->dx),
+                     CLT_ARG(io->batch), CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
+                     CLT_ARG(l->in.c),   CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride),
+                     CLT_ARG(l->out.h),  CLT_ARG(l->out.w)};
   return clt_launch2d(io->replica, k, "maxpool_backward", args, 11, (size_t)l->in.c,
                       (size_t)io->batch * l->in.h * l->in.w, e);
 }
@@ -142,7 +146,8 @@ static void pool_ref_forward(const clt_layer *l, const clt_ref_io *io) {
     ref_maxpool_pad_forward(io->x, io->batch, s.h, s.w, s.c, hp(l)->pool, hp(l)->stride, l->pad,
                             o.h, o.w, io->y);
   } else {
-    ref_maxpool_forward(io->x, io->batch, s.h, s.w, s.c, hp(l)->pool, hp(l)->stride, o.h, o.w, io->y);
+    ref_maxpool_forward(io->x, io->batch, s.h, s.w, s.c, hp(l)->pool, hp(l)->stride, o.h, o.w,
+                        io->y);
   }
 }
 

@@ -27,12 +27,13 @@ static int relu_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_e
 }
 
 /* Runs activation.cl's `name` over the layer's n = batch * size floats. */
-static int relu_run(const clt_layer *l, const clt_layer_io *io, const char *name, const clt_karg *args,
-                    int nargs, clt_err *e) {
+static int relu_run(const clt_layer *l, const clt_layer_io *io, const char *name,
+                    const clt_karg *args, int nargs, clt_err *e) {
   cl_kernel k;
   const size_t n = (size_t)io->batch * clt_shape_size(l->out);
   int status = clt_replica_kernel(io->replica, "activation.cl", "", name, &k, e);
-  if (!status) status = clt_launch1d(io->replica, k, name, args, nargs, (n + RELU_CHUNK - 1) / RELU_CHUNK, e);
+  if (!status)
+    status = clt_launch1d(io->replica, k, name, args, nargs, (n + RELU_CHUNK - 1) / RELU_CHUNK, e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 

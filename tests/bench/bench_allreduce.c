@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "median.h"
 #include "ring.h"
 #include "timing.h"
 
@@ -71,10 +72,10 @@ int main(int argc, char **argv) {
   memset(host, 0, bytes);
   double *times = malloc(sizeof(double) * (size_t)(repeats + 1));
   for (int k = 0; k <= repeats; k++) {
-    double t0 = now();
+    double t0 = clt_now_seconds();
     clEnqueueReadBuffer(reps[0]->queue, jobs[0].buffer, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
     clEnqueueWriteBuffer(reps[0]->queue, jobs[0].buffer, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
-    times[k] = (now() - t0) / 2;
+    times[k] = (clt_now_seconds() - t0) / 2;
   }
   double copy = median(times + 1, repeats);
   clt_ring *ring;
@@ -83,7 +84,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   for (int k = 0; k <= repeats; k++) {
-    double t0 = now();
+    double t0 = clt_now_seconds();
     for (int r = 0; r < n; r++) {
       jobs[r].ring = ring;
       jobs[r].rank = r;
@@ -91,7 +92,7 @@ int main(int argc, char **argv) {
     }
     for (int r = 0; r < n; r++) pthread_join(threads[r], NULL);
     for (int r = 0; r < n; r++) clFinish(reps[r]->queue);
-    times[k] = now() - t0;
+    times[k] = clt_now_seconds() - t0;
     for (int r = 0; r < n; r++) {
       if (jobs[r].status) {
         fprintf(stderr, "bench_allreduce: %s\n", jobs[r].err.msg);

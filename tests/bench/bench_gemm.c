@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "gemm.h"
+#include "median.h"
 #include "timing.h"
 
 typedef struct shape {
@@ -160,14 +161,14 @@ int main(int argc, char **argv) {
       clEnqueueWriteBuffer(r->queue, dbias, CL_TRUE, 0, sizeof(float) * s->n, bias, 0, NULL, NULL);
     }
     for (int rep = -1; rep < repeats && !error; rep++) {
-      double t0 = now();
+      double t0 = clt_now_seconds();
       int status = fused ? clt_gemm_bias_act(r, &g, da, 0, db, 0, dc, 0, dbias, 0, relu, &e)
                          : clt_gemm(r, &g, 1.0f, da, 0, db, 0, 0.0f, dc, 0, &e);
       if (status || clFinish(r->queue) != CL_SUCCESS) {
         fprintf(stderr, "bench_gemm: %s: %s\n", dims, e.msg);
         error = 1;
       } else if (rep >= 0) {
-        times[rep] = now() - t0;
+        times[rep] = clt_now_seconds() - t0;
       }
     }
     if (!error) {

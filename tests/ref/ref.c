@@ -22,9 +22,9 @@ static void zero(double *p, size_t n) {
 
 /* ---- convolution ------------------------------------------------------------------- */
 
-void ref_conv2d_forward(const double *x, int B, int H, int W, int C,
-                        const double *w, const double *bias, int KH, int KW, int CO,
-                        int stride, int pad_top, int pad_left, int OH, int OW, double *y) {
+void ref_conv2d_forward(const double *x, int B, int H, int W, int C, const double *w,
+                        const double *bias, int KH, int KW, int CO, int stride, int pad_top,
+                        int pad_left, int OH, int OW, double *y) {
   for (int b = 0; b < B; b++)
     for (int oy = 0; oy < OH; oy++)
       for (int ox = 0; ox < OW; ox++)
@@ -32,7 +32,7 @@ void ref_conv2d_forward(const double *x, int B, int H, int W, int C,
           double sum = bias[co];
           for (int ky = 0; ky < KH; ky++) {
             int iy = oy * stride + ky - pad_top;
-            if (iy < 0 || iy >= H) continue;  /* zero padding */
+            if (iy < 0 || iy >= H) continue; /* zero padding */
             for (int kx = 0; kx < KW; kx++) {
               int ix = ox * stride + kx - pad_left;
               if (ix < 0 || ix >= W) continue;
@@ -46,9 +46,8 @@ void ref_conv2d_forward(const double *x, int B, int H, int W, int C,
 
 /* Each product x*w in the forward sum sends dy*w to dx and dy*x to dw; walking the
  * same loop nest as the forward makes the correspondence obvious. */
-void ref_conv2d_backward(const double *x, int B, int H, int W, int C,
-                         const double *w, int KH, int KW, int CO,
-                         int stride, int pad_top, int pad_left, int OH, int OW,
+void ref_conv2d_backward(const double *x, int B, int H, int W, int C, const double *w, int KH,
+                         int KW, int CO, int stride, int pad_top, int pad_left, int OH, int OW,
                          const double *dy, double *dx, double *dw, double *dbias) {
   if (dx) zero(dx, (size_t)B * H * W * C);
   zero(dw, (size_t)KH * KW * C * CO);
@@ -61,7 +60,7 @@ void ref_conv2d_backward(const double *x, int B, int H, int W, int C,
           dbias[co] += g;
           for (int ky = 0; ky < KH; ky++) {
             int iy = oy * stride + ky - pad_top;
-            if (iy < 0 || iy >= H) continue;  /* padding has no gradient */
+            if (iy < 0 || iy >= H) continue; /* padding has no gradient */
             for (int kx = 0; kx < KW; kx++) {
               int ix = ox * stride + kx - pad_left;
               if (ix < 0 || ix >= W) continue;
@@ -78,8 +77,8 @@ void ref_conv2d_backward(const double *x, int B, int H, int W, int C,
 
 /* ---- max pooling ------------------------------------------------------------------- */
 
-void ref_maxpool_forward(const double *x, int B, int H, int W, int C,
-                         int pool, int stride, int OH, int OW, double *y) {
+void ref_maxpool_forward(const double *x, int B, int H, int W, int C, int pool, int stride, int OH,
+                         int OW, double *y) {
   for (int b = 0; b < B; b++)
     for (int oy = 0; oy < OH; oy++)
       for (int ox = 0; ox < OW; ox++)
@@ -94,9 +93,8 @@ void ref_maxpool_forward(const double *x, int B, int H, int W, int C,
         }
 }
 
-void ref_maxpool_backward(const double *x, int B, int H, int W, int C,
-                          int pool, int stride, int OH, int OW,
-                          const double *dy, double *dx) {
+void ref_maxpool_backward(const double *x, int B, int H, int W, int C, int pool, int stride, int OH,
+                          int OW, const double *dy, double *dx) {
   zero(dx, (size_t)B * H * W * C);
   for (int b = 0; b < B; b++)
     for (int oy = 0; oy < OH; oy++)
@@ -109,7 +107,7 @@ void ref_maxpool_backward(const double *x, int B, int H, int W, int C,
               size_t i = nhwc(b, oy * stride + ky, ox * stride + kx, c, H, W, C);
               if (x[i] > x[best]) best = i;
             }
-          dx[best] += dy[nhwc(b, oy, ox, c, OH, OW, C)];  /* += : windows may overlap */
+          dx[best] += dy[nhwc(b, oy, ox, c, OH, OW, C)]; /* += : windows may overlap */
         }
 }
 
@@ -125,8 +123,8 @@ void ref_relu_backward(const double *y, const double *dy, size_t n, double *dx) 
 
 /* ---- dense ------------------------------------------------------------------------- */
 
-void ref_dense_forward(const double *x, int B, int IN, const double *w,
-                       const double *bias, int OUT, double *y) {
+void ref_dense_forward(const double *x, int B, int IN, const double *w, const double *bias, int OUT,
+                       double *y) {
   for (int b = 0; b < B; b++)
     for (int o = 0; o < OUT; o++) {
       double sum = bias[o];
@@ -135,8 +133,8 @@ void ref_dense_forward(const double *x, int B, int IN, const double *w,
     }
 }
 
-void ref_dense_backward(const double *x, int B, int IN, const double *w, int OUT,
-                        const double *dy, double *dx, double *dw, double *dbias) {
+void ref_dense_backward(const double *x, int B, int IN, const double *w, int OUT, const double *dy,
+                        double *dx, double *dw, double *dbias) {
   if (dx) zero(dx, (size_t)B * IN);
   zero(dw, (size_t)IN * OUT);
   zero(dbias, (size_t)OUT);
@@ -153,8 +151,8 @@ void ref_dense_backward(const double *x, int B, int IN, const double *w, int OUT
 
 /* ---- softmax cross-entropy --------------------------------------------------------- */
 
-void ref_softmax_xent(const double *z, const int *labels, int B, int K, double scale,
-                      double *loss, double *dz, int *correct) {
+void ref_softmax_xent(const double *z, const int *labels, int B, int K, double scale, double *loss,
+                      double *dz, int *correct) {
   for (int b = 0; b < B; b++) {
     const double *zb = z + (size_t)b * K;
     /* First maximum: the prediction, and the shift that keeps exp() from overflowing. */
@@ -176,8 +174,8 @@ void ref_softmax_xent(const double *z, const int *labels, int B, int K, double s
 
 /* ---- Adam -------------------------------------------------------------------------- */
 
-void ref_adam(double *p, const double *g, double *m, double *v, size_t n,
-              double lr, double b1, double b2, double eps, long step) {
+void ref_adam(double *p, const double *g, double *m, double *v, size_t n, double lr, double b1,
+              double b2, double eps, long step) {
   /* Keras folds both bias corrections into the step size; eps stays uncorrected. */
   double lr_t = lr * sqrt(1.0 - pow(b2, (double)step)) / (1.0 - pow(b1, (double)step));
   for (size_t i = 0; i < n; i++) {
@@ -191,11 +189,11 @@ void ref_adam(double *p, const double *g, double *m, double *v, size_t n,
 
 /* Every size the model derives from its shape. */
 typedef struct cnn_dims {
-  int H1, W1;    /* conv1 output (3x3 valid) */
-  int P1H, P1W;  /* pool1 output (2x2 stride 2, floor) */
-  int H2, W2;    /* conv2 output */
-  int P2H, P2W;  /* pool2 output */
-  int F;         /* flattened features */
+  int H1, W1;   /* conv1 output (3x3 valid) */
+  int P1H, P1W; /* pool1 output (2x2 stride 2, floor) */
+  int H2, W2;   /* conv2 output */
+  int P2H, P2W; /* pool2 output */
+  int F;        /* flattened features */
   /* Offsets of the eight parameter tensors in the packed vector, and its length. */
   size_t k1, b1, k2, b2, k3, b3, k4, b4, count;
 } cnn_dims;
@@ -243,7 +241,7 @@ double ref_cnn_loss_grad(const ref_cnn_shape *s, const double *params, const dou
   /* Forward activations, kept for the backward pass, and their gradients, carved from
    * one allocation. Flatten is a no-op: p2 in NHWC order already is the (B, F) input
    * of the first dense layer. */
-  const size_t n_buf = 2 * (n_a1 + n_p1 + n_a2 + n_p2 + n_h + n_z) + (size_t)B;  /* +loss */
+  const size_t n_buf = 2 * (n_a1 + n_p1 + n_a2 + n_p2 + n_h + n_z) + (size_t)B; /* +loss */
   double *buf = malloc(n_buf * sizeof *buf);
   int *ok = malloc((size_t)B * sizeof *ok);
   if (!buf || !ok) {
@@ -256,12 +254,11 @@ double ref_cnn_loss_grad(const ref_cnn_shape *s, const double *params, const dou
   double *dp2 = da2 + n_a2, *dh = dp2 + n_p2, *dz = dh + n_h, *loss = dz + n_z;
 
   const double *P = params;
-  ref_conv2d_forward(x, B, s->H, s->W, C, P + d.k1, P + d.b1, 3, 3, c1, 1, 0, 0,
-                     d.H1, d.W1, a1);
-  ref_relu_forward(a1, n_a1, a1);  /* in place: backward only needs the ReLU output */
+  ref_conv2d_forward(x, B, s->H, s->W, C, P + d.k1, P + d.b1, 3, 3, c1, 1, 0, 0, d.H1, d.W1, a1);
+  ref_relu_forward(a1, n_a1, a1); /* in place: backward only needs the ReLU output */
   ref_maxpool_forward(a1, B, d.H1, d.W1, c1, 2, 2, d.P1H, d.P1W, p1);
-  ref_conv2d_forward(p1, B, d.P1H, d.P1W, c1, P + d.k2, P + d.b2, 3, 3, c2, 1, 0, 0,
-                     d.H2, d.W2, a2);
+  ref_conv2d_forward(p1, B, d.P1H, d.P1W, c1, P + d.k2, P + d.b2, 3, 3, c2, 1, 0, 0, d.H2, d.W2,
+                     a2);
   ref_relu_forward(a2, n_a2, a2);
   ref_maxpool_forward(a2, B, d.H2, d.W2, c2, 2, 2, d.P2H, d.P2W, p2);
   ref_dense_forward(p2, B, d.F, P + d.k3, P + d.b3, D, h);
@@ -285,12 +282,12 @@ double ref_cnn_loss_grad(const ref_cnn_shape *s, const double *params, const dou
     ref_dense_backward(p2, B, d.F, P + d.k3, D, dh, dp2, G + d.k3, G + d.b3);
     ref_maxpool_backward(a2, B, d.H2, d.W2, c2, 2, 2, d.P2H, d.P2W, dp2, da2);
     ref_relu_backward(a2, da2, n_a2, da2);
-    ref_conv2d_backward(p1, B, d.P1H, d.P1W, c1, P + d.k2, 3, 3, c2, 1, 0, 0, d.H2, d.W2,
-                        da2, dp1, G + d.k2, G + d.b2);
+    ref_conv2d_backward(p1, B, d.P1H, d.P1W, c1, P + d.k2, 3, 3, c2, 1, 0, 0, d.H2, d.W2, da2, dp1,
+                        G + d.k2, G + d.b2);
     ref_maxpool_backward(a1, B, d.H1, d.W1, c1, 2, 2, d.P1H, d.P1W, dp1, da1);
     ref_relu_backward(a1, da1, n_a1, da1);
-    ref_conv2d_backward(x, B, s->H, s->W, C, P + d.k1, 3, 3, c1, 1, 0, 0, d.H1, d.W1,
-                        da1, NULL, G + d.k1, G + d.b1);
+    ref_conv2d_backward(x, B, s->H, s->W, C, P + d.k1, 3, 3, c1, 1, 0, 0, d.H1, d.W1, da1, NULL,
+                        G + d.k1, G + d.b1);
   }
   free(buf);
   free(ok);

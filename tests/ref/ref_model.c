@@ -40,8 +40,12 @@ double ref_model_loss_grad(const clt_model *m, const double *flat, const double 
   for (int i = 0; i < n; i++) {
     const clt_layer *l = &m->layers[i];
     if (!(act[i] = malloc(out_size(m, i, B) * sizeof(double)))) goto cleanup;
-    clt_ref_io io = {.batch = B, .train = train, .stat_weight = stat_weight, .params = flat,
-                     .grads = train ? grad : NULL, .y = act[i]};
+    clt_ref_io io = {.batch = B,
+                     .train = train,
+                     .stat_weight = stat_weight,
+                     .params = flat,
+                     .grads = train ? grad : NULL,
+                     .y = act[i]};
     io.x = l->inputs[0] < 0 ? x : act[l->inputs[0]];
     if (l->ninputs > 1) io.x2 = l->inputs[1] < 0 ? x : act[l->inputs[1]];
     l->ops->ref_forward(l, &io);
@@ -56,8 +60,13 @@ double ref_model_loss_grad(const clt_model *m, const double *flat, const double 
   if (grad) {
     for (int i = n - 1; i >= 0; i--) {
       const clt_layer *l = &m->layers[i];
-      clt_ref_io io = {.batch = B, .train = train, .stat_weight = stat_weight, .params = flat,
-                       .grads = grad, .y = act[i], .dy = g[i]};
+      clt_ref_io io = {.batch = B,
+                       .train = train,
+                       .stat_weight = stat_weight,
+                       .params = flat,
+                       .grads = grad,
+                       .y = act[i],
+                       .dy = g[i]};
       double *gin[2] = {NULL, NULL};
       for (int k = 0; k < l->ninputs; k++) {
         const int t = l->inputs[k];

@@ -26,8 +26,8 @@ static void bn_stats(const double *x, int rows, int C, int c, double *mean, doub
 }
 
 void ref_batchnorm_forward_train(const double *x, int rows, int C, const double *gamma,
-                                 const double *beta, double eps, int relu, double *y,
-                                 double *mean, double *var, double *var_unbiased) {
+                                 const double *beta, double eps, int relu, double *y, double *mean,
+                                 double *var, double *var_unbiased) {
   for (int c = 0; c < C; c++) {
     double m, v;
     bn_stats(x, rows, C, c, &m, &v);
@@ -57,8 +57,8 @@ void ref_batchnorm_forward_infer(const double *x, int rows, int C, const double 
 }
 
 void ref_batchnorm_backward(const double *x, int rows, int C, const double *gamma,
-                            const double *beta, double eps, int relu, const double *dy,
-                            double *dx, double *dgamma, double *dbeta) {
+                            const double *beta, double eps, int relu, const double *dy, double *dx,
+                            double *dgamma, double *dbeta) {
   for (int c = 0; c < C; c++) {
     double m, v;
     bn_stats(x, rows, C, c, &m, &v);
@@ -126,8 +126,8 @@ void ref_gap_backward(const double *dy, int B, int H, int W, int C, double *dx) 
 
 /* Value of padded-window tap (ky, kx) of output (oy, ox); *at = its index in x, or -1
  * for a padded position (which holds 0). */
-static double pad_tap(const double *x, int b, int oy, int ox, int ky, int kx, int c, int H,
-                      int W, int C, int stride, int pad, long long *at) {
+static double pad_tap(const double *x, int b, int oy, int ox, int ky, int kx, int c, int H, int W,
+                      int C, int stride, int pad, long long *at) {
   const int iy = oy * stride + ky - pad, ix = ox * stride + kx - pad;
   if (iy < 0 || iy >= H || ix < 0 || ix >= W) {
     *at = -1;

@@ -13,8 +13,8 @@
  * var_unbiased[c] = var[c] * n / (n - 1) (var[c] when n == 1): what TensorFlow's fused
  * batch norm feeds the moving variance. mean, var, var_unbiased may each be NULL. */
 void ref_batchnorm_forward_train(const double *x, int rows, int C, const double *gamma,
-                                 const double *beta, double eps, int relu, double *y,
-                                 double *mean, double *var, double *var_unbiased);
+                                 const double *beta, double eps, int relu, double *y, double *mean,
+                                 double *var, double *var_unbiased);
 
 /* Inference mode: y = gamma * (x - moving_mean) / sqrt(moving_var + eps) + beta (+ReLU). */
 void ref_batchnorm_forward_infer(const double *x, int rows, int C, const double *gamma,
@@ -27,8 +27,8 @@ void ref_batchnorm_forward_infer(const double *x, int rows, int C, const double 
  *   dx = gamma / sqrt(var + eps) / n * (n * g - dbeta - xhat * dgamma)
  * The statistics are recomputed from x. dx may be NULL. */
 void ref_batchnorm_backward(const double *x, int rows, int C, const double *gamma,
-                            const double *beta, double eps, int relu, const double *dy,
-                            double *dx, double *dgamma, double *dbeta);
+                            const double *beta, double eps, int relu, const double *dy, double *dx,
+                            double *dgamma, double *dbeta);
 
 /* y = x + x2 over n elements, then ReLU if relu. */
 void ref_add(const double *x, const double *x2, size_t n, int relu, double *y);

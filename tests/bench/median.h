@@ -1,15 +1,9 @@
-/* Timing helpers shared by the C benchmarks. */
-#ifndef CLT_BENCH_TIMING_H
-#define CLT_BENCH_TIMING_H
+/* The median of repeated timings, shared by the C benchmarks (the clock is
+ * clt_now_seconds, src/base/timing.h). */
+#ifndef CLT_BENCH_MEDIAN_H
+#define CLT_BENCH_MEDIAN_H
 
 #include <stdlib.h>
-#include <time.h>
-
-static inline double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static inline int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
