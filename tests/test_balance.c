@@ -12,12 +12,7 @@
 #include <string.h>
 
 #include "balance.h"
-
-static int n_passed, n_failed;
-static void expect(const char *what, int ok) {
-  ok ? n_passed++ : n_failed++;
-  printf("%s: %s\n", ok ? "ok" : "FAIL", what);
-}
+#include "check.h"
 
 typedef struct sim {
   int n;
@@ -25,7 +20,9 @@ typedef struct sim {
   double overhead[8]; /* seconds per step when given any examples */
 } sim;
 
-static double true_time(const sim *s, int i, double n) { return n > 0 ? s->overhead[i] + n / s->rate[i] : 0; }
+static double true_time(const sim *s, int i, double n) {
+  return n > 0 ? s->overhead[i] + n / s->rate[i] : 0;
+}
 
 static double step_time(const sim *s, const int *slices) {
   double worst = 0;
@@ -77,14 +74,15 @@ static void check_case(const char *name, sim s, int global) {
   double ideal = ideal_time(&s, global), even = step_time(&s, equal);
   int sum = 0;
   for (int i = 0; i < s.n; i++) sum += slices[i];
-  char what[300], split[100] = "";
-  for (int i = 0; i < s.n; i++) snprintf(split + strlen(split), sizeof split - strlen(split), "%s%d", i ? "," : "", slices[i]);
-  snprintf(what, sizeof what, "%s: split %s, step %.4gs vs ideal %.4gs (equal split %.4gs)", name, split,
-           got, ideal, even);
+  char split[100] = "";
+  for (int i = 0; i < s.n; i++)
+    snprintf(split + strlen(split), sizeof split - strlen(split), "%s%d", i ? "," : "", slices[i]);
   /* Integer slices cost up to one example's time above the continuous ideal. */
   double one = 0;
   for (int i = 0; i < s.n; i++) one = fmax(one, 1 / s.rate[i]);
-  expect(what, sum == global && got <= 1.10 * ideal + one && got <= even * (1 + 1e-9));
+  check(sum == global && got <= 1.10 * ideal + one && got <= even * (1 + 1e-9),
+        "%s: split %s, step %.4gs vs ideal %.4gs (equal split %.4gs)", name, split, got, ideal,
+        even);
 }
 
 int main(void) {
@@ -93,7 +91,8 @@ int main(void) {
   check_case("basic + pthread", (sim){2, {70, 300}, {0.002, 0.004}}, 128);
   check_case("CPU + GPU 10x", (sim){2, {400, 4000}, {0.003, 0.002}}, 128);
   check_case("CPU + GPU 30x", (sim){2, {400, 12000}, {0.003, 0.002}}, 128);
-  check_case("CPU + 2 GPUs of different speeds", (sim){3, {400, 4000, 8000}, {0.003, 0.002, 0.002}}, 192);
+  check_case("CPU + 2 GPUs of different speeds", (sim){3, {400, 4000, 8000}, {0.003, 0.002, 0.002}},
+             192);
   check_case("equal devices", (sim){3, {500, 500, 500}, {0.001, 0.001, 0.001}}, 96);
   check_case("large global batch", (sim){2, {400, 12000}, {0.003, 0.002}}, 4096);
 
@@ -101,7 +100,6 @@ int main(void) {
    * but for one example every 64 steps that re-times it. */
   sim slow = {2, {20, 10000}, {0.05, 0.002}};
   int slices[8];
-  char what[200];
   {
     clt_balancer b;
     clt_balancer_init(&b, 2, CLT_SPLIT_AUTO, NULL, NULL);
@@ -116,9 +114,9 @@ int main(void) {
       double t[2] = {true_time(&slow, 0, slices[0]), true_time(&slow, 1, slices[1])};
       clt_balancer_observe(&b, slices, t);
     }
-    snprintf(what, sizeof what, "too slow a device is left out but for probes (%d probes of %d examples "
-             "in 256 steps)", probes, given);
-    expect(what, last_out && probes >= 3 && probes <= 5 && given == probes);
+    check(last_out && probes >= 3 && probes <= 5 && given == probes,
+          "too slow a device is left out but for probes (%d probes of %d examples in 256 steps)",
+          probes, given);
 
     /* The same device becomes fast (a driver's slow start, say): probes bring it back. */
     slow.rate[0] = 10000;
@@ -129,39 +127,41 @@ int main(void) {
       clt_balancer_observe(&b, slices, t);
     }
     clt_balancer_split(&b, 64, slices);
-    snprintf(what, sizeof what, "a left-out device that speeds up is re-admitted (split %d,%d)", slices[0],
-             slices[1]);
-    expect(what, slices[0] >= 24 && slices[1] >= 24);
+    check(slices[0] >= 24 && slices[1] >= 24,
+          "a left-out device that speeds up is re-admitted (split %d,%d)", slices[0], slices[1]);
   }
 
   clt_split_mode mode;
   double w[CLT_BALANCE_MAX];
   clt_err e = {0};
-  expect("parse auto", clt_split_parse("auto", 2, &mode, w, &e) == CLT_OK && mode == CLT_SPLIT_AUTO);
-  expect("parse equal", clt_split_parse("equal", 3, &mode, w, &e) == CLT_OK && mode == CLT_SPLIT_EQUAL);
-  expect("parse weights", clt_split_parse("3,1,0", 3, &mode, w, &e) == CLT_OK && mode == CLT_SPLIT_WEIGHTS &&
-                              w[0] == 3 && w[1] == 1 && w[2] == 0);
-  expect("weights count must match devices", clt_split_parse("3,1", 3, &mode, w, &e) == CLT_ERR_ARG &&
-                                                 strstr(e.msg, "2 weights for 3 devices"));
-  expect("negative weight refused", clt_split_parse("3,-1", 2, &mode, w, &e) == CLT_ERR_ARG);
-  expect("zero weights refused", clt_split_parse("0,0", 2, &mode, w, &e) == CLT_ERR_ARG);
-  expect("garbage refused", clt_split_parse("fast", 2, &mode, w, &e) == CLT_ERR_ARG);
+  check(clt_split_parse("auto", 2, &mode, w, &e) == CLT_OK && mode == CLT_SPLIT_AUTO, "parse auto");
+  check(clt_split_parse("equal", 3, &mode, w, &e) == CLT_OK && mode == CLT_SPLIT_EQUAL,
+        "parse equal");
+  check(clt_split_parse("3,1,0", 3, &mode, w, &e) == CLT_OK && mode == CLT_SPLIT_WEIGHTS &&
+            w[0] == 3 && w[1] == 1 && w[2] == 0,
+        "parse weights");
+  check(clt_split_parse("3,1", 3, &mode, w, &e) == CLT_ERR_ARG &&
+            strstr(e.msg, "2 weights for 3 devices"),
+        "weights count must match devices");
+  check(clt_split_parse("3,-1", 2, &mode, w, &e) == CLT_ERR_ARG, "negative weight refused");
+  check(clt_split_parse("0,0", 2, &mode, w, &e) == CLT_ERR_ARG, "zero weights refused");
+  check(clt_split_parse("fast", 2, &mode, w, &e) == CLT_ERR_ARG, "garbage refused");
 
   clt_balancer b;
   double weights[3] = {3, 1, 0};
   clt_balancer_init(&b, 3, CLT_SPLIT_WEIGHTS, weights, NULL);
   clt_balancer_split(&b, 100, slices);
-  expect("weights 3,1,0 split 100 as 75,25,0", slices[0] == 75 && slices[1] == 25 && slices[2] == 0);
+  check(slices[0] == 75 && slices[1] == 25 && slices[2] == 0, "weights 3,1,0 split 100 as 75,25,0");
   clt_balancer_split(&b, 5, slices);
-  expect("weights split a short batch exactly", slices[0] + slices[1] + slices[2] == 5 && slices[2] == 0);
+  check(slices[0] + slices[1] + slices[2] == 5 && slices[2] == 0,
+        "weights split a short batch exactly");
   int caps[2] = {10, 1000};
   clt_balancer_init(&b, 2, CLT_SPLIT_WEIGHTS, (double[]){9, 1}, caps);
   clt_balancer_split(&b, 100, slices);
-  expect("caps are respected", slices[0] == 10 && slices[1] == 90);
+  check(slices[0] == 10 && slices[1] == 90, "caps are respected");
   clt_balancer_init(&b, 3, CLT_SPLIT_EQUAL, NULL, NULL);
   clt_balancer_split(&b, 7, slices);
-  expect("equal split of 7 over 3 is 3,2,2", slices[0] == 3 && slices[1] == 2 && slices[2] == 2);
+  check(slices[0] == 3 && slices[1] == 2 && slices[2] == 2, "equal split of 7 over 3 is 3,2,2");
 
-  printf("%d passed, %d failed\n", n_passed, n_failed);
-  return n_failed != 0;
+  return check_summary();
 }

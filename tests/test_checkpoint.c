@@ -13,14 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "checkpoint.h"
-
-static int n_passed, n_failed;
-
-static void expect(const char *what, int ok) {
-  ok ? n_passed++ : n_failed++;
-  printf("%s: %s\n", ok ? "ok" : "FAIL", what);
-}
 
 static clt_model model;
 static clt_checkpoint state;
@@ -71,28 +65,28 @@ static void test_injected_failures(const char *root) {
   snprintf(dir, sizeof dir, "%s/injected", root);
   clt_err e = {0};
   fill_state(1);
-  expect("first save succeeds", clt_checkpoint_save(dir, 0, &model, &state, NULL, 0, &e) == CLT_OK);
-  expect("index names the first save", newest_tag(dir) == 1);
+  check(clt_checkpoint_save(dir, 0, &model, &state, NULL, 0, &e) == CLT_OK, "first save succeeds");
+  check(newest_tag(dir) == 1, "index names the first save");
   for (int step = 1; step <= 7; step++) {
     fill_state(step + 1);
     clt_checkpoint_fail_before_step = step;
     int status = clt_checkpoint_save(dir, 2, &model, &state, NULL, 0, &e);
     clt_checkpoint_fail_before_step = 0;
-    char what[256];
-    snprintf(what, sizeof what, "failure before step %d is reported", step);
-    expect(what, status != CLT_OK && strstr(e.msg, "injected failure") != NULL);
+    check(status != CLT_OK && strstr(e.msg, "injected failure") != NULL,
+          "failure before step %d is reported", step);
     /* Before the index is renamed the previous save stays newest; after it, the
      * new one is complete already. Either way it must load exactly. */
     int tag = newest_tag(dir);
-    snprintf(what, sizeof what, "after a failure before step %d the index names a complete checkpoint (tag %d)",
-             step, tag);
-    expect(what, step <= 5 ? tag == step : tag == step + 1);
-    snprintf(what, sizeof what, "after a failure before step %d no temp file is left", step);
-    expect(what, count_files(dir, ".") == 2); /* "." and ".." only */
+    check(step <= 5 ? tag == step : tag == step + 1,
+          "after a failure before step %d the index names a complete checkpoint (tag %d)", step,
+          tag);
+    check(count_files(dir, ".") == 2, /* "." and ".." only */
+          "after a failure before step %d no temp file is left", step);
     /* Bring the folder back to "one newest save with tag step + 1". */
     fill_state(step + 1);
-    expect("a clean save after the failure succeeds",
-           clt_checkpoint_save(dir, 2, &model, &state, NULL, 0, &e) == CLT_OK && newest_tag(dir) == step + 1);
+    check(clt_checkpoint_save(dir, 2, &model, &state, NULL, 0, &e) == CLT_OK &&
+              newest_tag(dir) == step + 1,
+          "a clean save after the failure succeeds");
   }
 }
 
@@ -106,23 +100,23 @@ static void test_keep_and_numbering(const char *root) {
   }
   char want[4200];
   snprintf(want, sizeof want, "%s/ckpt-6.npz", dir);
-  expect("saves are numbered ckpt-1, ckpt-2, ... (sixth is ckpt-6)", strcmp(path, want) == 0);
-  expect("save_counter is the number", state.save_counter == 6);
-  expect("--keep 3 leaves three files", count_files(dir, "ckpt-") == 3);
+  check(strcmp(path, want) == 0, "saves are numbered ckpt-1, ckpt-2, ... (sixth is ckpt-6)");
+  check(state.save_counter == 6, "save_counter is the number");
+  check(count_files(dir, "ckpt-") == 3, "--keep 3 leaves three files");
   snprintf(want, sizeof want, "%s/ckpt-3.npz", dir);
-  expect("the oldest kept is ckpt-4", access(want, F_OK) != 0);
+  check(access(want, F_OK) != 0, "the oldest kept is ckpt-4");
   char index[4200], text[1024] = "";
   snprintf(index, sizeof index, "%s/checkpoint", dir);
   FILE *f = fopen(index, "r");
   size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
   text[n] = '\0';
   if (f) fclose(f);
-  expect("index in TensorFlow's format",
-         strcmp(text, "model_checkpoint_path: \"ckpt-6\"\n"
-                      "all_model_checkpoint_paths: \"ckpt-4\"\n"
-                      "all_model_checkpoint_paths: \"ckpt-5\"\n"
-                      "all_model_checkpoint_paths: \"ckpt-6\"\n") == 0);
-  expect("newest loads exactly", newest_tag(dir) == 6);
+  check(strcmp(text, "model_checkpoint_path: \"ckpt-6\"\n"
+                     "all_model_checkpoint_paths: \"ckpt-4\"\n"
+                     "all_model_checkpoint_paths: \"ckpt-5\"\n"
+                     "all_model_checkpoint_paths: \"ckpt-6\"\n") == 0,
+        "index in TensorFlow's format");
+  check(newest_tag(dir) == 6, "newest loads exactly");
 }
 
 /* A child saves in a loop; the parent kills it with SIGKILL at a random moment,
@@ -149,21 +143,20 @@ static void test_kill(const char *root) {
     waitpid(pid, NULL, 0);
     good += newest_tag(dir) >= 1;
   }
-  char what[128];
-  snprintf(what, sizeof what, "after %d kill -9 mid-save the index names a complete checkpoint (%d ok)", rounds, good);
-  expect(what, good == rounds);
+  check(good == rounds, "after %d kill -9 mid-save the index names a complete checkpoint (%d ok)",
+        rounds, good);
   fill_state(999);
-  expect("a save after the kills cleans temp files and succeeds",
-         clt_checkpoint_save(dir, 3, &model, &state, NULL, 0, &e) == CLT_OK && newest_tag(dir) == 999 &&
-             count_files(dir, ".") == 2);
+  check(clt_checkpoint_save(dir, 3, &model, &state, NULL, 0, &e) == CLT_OK &&
+            newest_tag(dir) == 999 && count_files(dir, ".") == 2,
+        "a save after the kills cleans temp files and succeeds");
 }
 
 int main(void) {
   clt_err e = {0};
   char root[] = "/tmp/cltrain-ckpt-XXXXXX";
   if (!mkdtemp(root) || clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &model, &e)) {
-    printf("FAIL: setup: %s\n0 passed, 1 failed\n", e.msg);
-    return 1;
+    check(0, "setup: %s", e.msg);
+    return check_summary();
   }
   state.params = malloc(model.flat_floats * sizeof(float));
   state.adam_m = malloc(model.flat_floats * sizeof(float));
@@ -175,6 +168,5 @@ int main(void) {
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
   if (system(cmd) != 0) printf("note: could not remove %s\n", root);
-  printf("%d passed, %d failed\n", n_passed, n_failed);
-  return n_failed != 0;
+  return check_summary();
 }

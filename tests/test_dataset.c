@@ -1,15 +1,16 @@
 /* Tests of the IDX loader (datasets/idx.c) on small synthetic files written here,
  * plain and gzipped, good and broken, plus Fashion-MNIST's t10k split when the
- * real data is installed. Prints "FAIL: ..." per failed check and a summary;
- * exits non-zero if anything failed. VERBOSE=1 prints each expected error message. */
+ * real data is installed. Prints "ok: ..." or "FAIL: ..." per check and "N passed,
+ * M failed" last; exits non-zero if anything failed. VERBOSE=1 prints each expected
+ * error message. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, opendir */
 #endif
 
+#include "check.h"
 #include "idx.h"
 
 #include <dirent.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,23 +20,7 @@
 
 #define REAL_DIR "/usr/share/datasets/fashion-mnist"
 
-static int passed, failed;
 static char tmpdir[64];
-
-static void check(int ok, const char *what, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *what, ...) {
-  if (ok) {
-    passed++;
-    return;
-  }
-  failed++;
-  va_list ap;
-  va_start(ap, what);
-  fputs("FAIL: ", stdout);
-  vprintf(what, ap);
-  fputc('\n', stdout);
-  va_end(ap);
-}
 
 /* Path under the temp dir; each call gets its own buffer (the tests make fewer than 128). */
 static const char *tpath(const char *name) {
@@ -78,7 +63,7 @@ static void write_idx(const char *path, unsigned magic, const unsigned *dims, in
     return;
   }
   put32(buf, magic);
-  for (int i = 0; i < ndims; i++) put32(buf + 4 + 4 * i, dims[i]);
+  for (int i = 0; i < ndims; i++) put32(buf + 4 + 4 * (size_t)i, dims[i]);
   if (n) memcpy(buf + hn, payload, n);
   if (write_bytes(path, buf, hn + n, gz) != 0) check(0, "cannot write %s", path);
   free(buf);
@@ -113,20 +98,20 @@ static unsigned char *read_file(const char *path, size_t *n) {
 }
 
 static int is_zero(const clt_dataset *d) {
-  static const clt_dataset z;
-  return memcmp(d, &z, sizeof z) == 0;
+  return d->count == 0 && d->height == 0 && d->width == 0 && d->channels == 0 && d->classes == 0 &&
+         !d->pixels && !d->labels;
 }
 
 /* Loads a pair that must fail with `code` and a message naming `path` and `word`. */
-static void expect_fail(const char *name, const char *img, const char *lab, int classes,
-                        int code, const char *path, const char *word) {
+static void expect_fail(const char *name, const char *img, const char *lab, int classes, int code,
+                        const char *path, const char *word) {
   clt_dataset d;
   clt_err e = {0};
   memset(&d, 0xAB, sizeof d); /* must come back zeroed */
   int st = clt_idx_load(img, lab, classes, &d, &e);
   if (getenv("VERBOSE")) printf("%-32s %s\n", name, e.msg); /* to eyeball the wording */
-  check(st == code, "%s: status %d (%s), expected %d (%s); msg: %s", name, st,
-        clt_status_name(st), code, clt_status_name(code), e.msg);
+  check(st == code, "%s: status %d (%s), expected %d (%s); msg: %s", name, st, clt_status_name(st),
+        code, clt_status_name(code), e.msg);
   check(!path || strstr(e.msg, path), "%s: message lacks path %s: %s", name, path, e.msg);
   check(!word || strstr(e.msg, word), "%s: message lacks \"%s\": %s", name, word, e.msg);
   check(strchr(e.msg, '\n') == NULL, "%s: message is not one line: %s", name, e.msg);
@@ -195,8 +180,8 @@ static void test_dir(void) {
   check(st == CLT_OK, "dir train: status %d: %s", st, e.msg);
   if (!st) {
     check(d.count == N && d.classes == 10 && d.labels[0] == 1,
-          "dir train: count %d classes %d label %d (expected the .gz files)", d.count,
-          d.classes, d.labels[0]);
+          "dir train: count %d classes %d label %d (expected the .gz files)", d.count, d.classes,
+          d.labels[0]);
     clt_dataset_free(&d);
   }
   /* trailing slash on the folder must not matter */
@@ -235,8 +220,8 @@ static void test_dir(void) {
 
   /* a file given as the folder */
   st = clt_idx_load_dir(tpath("dir/t10k-images-idx3-ubyte"), "train", &d, &e);
-  check(st == CLT_ERR_IO && strstr(e.msg, "not a directory"), "file as dir: status %d: %s",
-        st, e.msg);
+  check(st == CLT_ERR_IO && strstr(e.msg, "not a directory"), "file as dir: status %d: %s", st,
+        e.msg);
 }
 
 static void test_bad(void) {
@@ -415,8 +400,8 @@ static void test_real(void) {
   check(st == CLT_OK, "fashion-mnist t10k: status %d: %s", st, e.msg);
   if (st) return;
   check(d.count == 10000 && d.height == 28 && d.width == 28 && d.channels == 1 && d.classes == 10,
-        "fashion-mnist t10k: count %d %dx%dx%d classes %d", d.count, d.height, d.width,
-        d.channels, d.classes);
+        "fashion-mnist t10k: count %d %dx%dx%d classes %d", d.count, d.height, d.width, d.channels,
+        d.classes);
   int hist[256] = {0};
   for (int i = 0; i < d.count; i++) hist[d.labels[i]]++;
   int bad = 0;
@@ -439,10 +424,8 @@ static void remove_tree(const char *path) {
       char child[1024];
       snprintf(child, sizeof child, "%s/%s", path, ent->d_name);
       struct stat sb;
-      if (lstat(child, &sb) == 0 && S_ISDIR(sb.st_mode))
-        remove_tree(child);
-      else
-        unlink(child);
+      if (lstat(child, &sb) == 0 && S_ISDIR(sb.st_mode)) remove_tree(child);
+      else unlink(child);
     }
     closedir(dp);
   }
@@ -461,6 +444,5 @@ int main(void) {
   test_bad();
   test_real();
   remove_tree(tmpdir);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_summary();
 }

@@ -7,14 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "checkpoint.h"
 #include "model.h"
 
-static int n_passed, n_failed;
-
-static void expect(const char *what, int ok, const char *detail) {
-  if (ok) n_passed++, printf("ok: %s\n", what);
-  else n_failed++, printf("FAIL: %s%s%s\n", what, detail && *detail ? ": " : "", detail ? detail : "");
+/* check(), with `detail` (an error message, a description read back) after the
+ * message of a failed check. */
+static void check_detail(int ok, const char *what, const char *detail) {
+  if (!ok && detail && *detail) check(ok, "%s: %s", what, detail);
+  else check(ok, "%s", what);
 }
 
 static clt_model model, again; /* large: static */
@@ -25,20 +26,19 @@ static void test_kinds(void) {
   int kinds = 0;
   for (int i = 0; clt_layer_kinds[i]; i++, kinds++) {
     const clt_layer_ops *k = clt_layer_kinds[i];
-    char what[128];
-    snprintf(what, sizeof what, "kind %s: parse, describe, setup, passes and references present", k->kind);
-    expect(what,
-           k->parse && k->describe && k->setup && (k->aliases_input || (k->forward && k->backward)) &&
-               k->ref_forward && k->ref_backward && (k->ninputs == 1 || k->ninputs == 2),
-           NULL);
-    expect("clt_layer_kind finds it by name", clt_layer_kind(k->kind) == k, k->kind);
+    check(k->parse && k->describe && k->setup &&
+              (k->aliases_input || (k->forward && k->backward)) && k->ref_forward &&
+              k->ref_backward && (k->ninputs == 1 || k->ninputs == 2),
+          "kind %s: parse, describe, setup, passes and references present", k->kind);
+    check_detail(clt_layer_kind(k->kind) == k, "clt_layer_kind finds it by name", k->kind);
   }
-  expect("every kind of the built-in models is known", kinds >= 7, NULL);
+  check(kinds >= 7, "every kind of the built-in models is known");
   int duplicates = 0;
   for (int i = 0; clt_layer_kinds[i]; i++) {
-    for (int j = 0; j < i; j++) duplicates += strcmp(clt_layer_kinds[i]->kind, clt_layer_kinds[j]->kind) == 0;
+    for (int j = 0; j < i; j++)
+      duplicates += strcmp(clt_layer_kinds[i]->kind, clt_layer_kinds[j]->kind) == 0;
   }
-  expect("kind names are unique", duplicates == 0, NULL);
+  check(duplicates == 0, "kind names are unique");
 }
 
 /* describe -> parse -> describe is the identity, and the parsed model has the
@@ -47,33 +47,37 @@ static void test_round_trip(const char *name, clt_shape input, int classes) {
   clt_err e = {0};
   char what[128];
   snprintf(what, sizeof what, "%s: built", name);
-  expect(what, clt_model_build(name, input, classes, &model, &e) == CLT_OK, e.msg);
+  check_detail(clt_model_build(name, input, classes, &model, &e) == CLT_OK, what, e.msg);
   clt_model_describe(&model, text, sizeof text);
   snprintf(what, sizeof what, "%s: its description parses", name);
-  expect(what, clt_model_parse("copy", input, classes, model.preprocess, text, &again, &e) == CLT_OK, e.msg);
+  check_detail(clt_model_parse("copy", input, classes, model.preprocess, text, &again, &e) ==
+                   CLT_OK,
+               what, e.msg);
   clt_model_describe(&again, text2, sizeof text2);
   snprintf(what, sizeof what, "%s: describe(parse(describe(m))) == describe(m)", name);
-  expect(what, strcmp(text, text2) == 0, text2);
+  check_detail(strcmp(text, text2) == 0, what, text2);
   int same = again.nlayers == model.nlayers && again.flat_floats == model.flat_floats &&
-             again.trainable_floats == model.trainable_floats && again.param_count == model.param_count;
+             again.trainable_floats == model.trainable_floats &&
+             again.param_count == model.param_count;
   for (int i = 0; same && i < model.nlayers; i++) {
     const clt_layer *a = &model.layers[i], *b = &again.layers[i];
-    same = a->ops == b->ops && a->nparams == b->nparams && a->out.h == b->out.h && a->out.w == b->out.w &&
-           a->out.c == b->out.c && a->inputs[0] == b->inputs[0] && a->inputs[1] == b->inputs[1] &&
-           a->pad == b->pad && memcmp(a->hp, b->hp, sizeof a->hp) == 0;
+    same = a->ops == b->ops && a->nparams == b->nparams && a->out.h == b->out.h &&
+           a->out.w == b->out.w && a->out.c == b->out.c && a->inputs[0] == b->inputs[0] &&
+           a->inputs[1] == b->inputs[1] && a->pad == b->pad &&
+           memcmp(a->hp, b->hp, sizeof a->hp) == 0;
     for (int p = 0; same && p < a->nparams; p++) same = a->params[p].offset == b->params[p].offset;
   }
-  snprintf(what, sizeof what, "%s: the parsed model has the same layers, shapes and parameter layout", name);
-  expect(what, same, NULL);
+  check(same, "%s: the parsed model has the same layers, shapes and parameter layout", name);
 }
 
 /* A description refused with an error that contains `want`. */
 static void refused(const char *description, const char *want) {
   clt_err e = {0};
-  int status = clt_model_parse("bad", (clt_shape){8, 8, 3}, 4, CLT_PRE_UNIT, description, &model, &e);
+  int status = clt_model_parse("bad", (clt_shape){8, 8, 3}, 4, CLT_PRE_UNIT, description, &model,
+                               &e);
   char what[256];
   snprintf(what, sizeof what, "refused: '%s' (\"%s\")", description, want);
-  expect(what, status != CLT_OK && strstr(e.msg, want) != NULL, e.msg);
+  check_detail(status != CLT_OK && strstr(e.msg, want) != NULL, what, e.msg);
   if (status != CLT_OK) printf("      message: %s\n", e.msg);
 }
 
@@ -87,12 +91,17 @@ static void test_bad_descriptions(void) {
   refused("f=Flatten d=Dense(4)<nowhere", "input nowhere is not an earlier layer");
   refused("f=Flatten f=Dense(4)", "layer name f is used twice");
   refused("f=Flatten d=Dense(4)<f,f", "Dense takes 1 input, the description names 2");
-  refused("c=Conv2D(3,1x1,s1,valid) a=Add g=GlobalAveragePooling2D d=Dense(4)", "Add takes 2 inputs");
-  refused("p=ZeroPadding2D(1) g=GlobalAveragePooling2D d=Dense(4)", "cannot follow ZeroPadding2D p");
-  refused("g=GlobalAveragePooling2D d=Dense(4) p=ZeroPadding2D(1)", "ZeroPadding2D p ends the model");
+  refused("c=Conv2D(3,1x1,s1,valid) a=Add g=GlobalAveragePooling2D d=Dense(4)",
+          "Add takes 2 inputs");
+  refused("p=ZeroPadding2D(1) g=GlobalAveragePooling2D d=Dense(4)",
+          "cannot follow ZeroPadding2D p");
+  refused("g=GlobalAveragePooling2D d=Dense(4) p=ZeroPadding2D(1)",
+          "ZeroPadding2D p ends the model");
   refused("p=ZeroPadding2D(0) c=Conv2D(4,3x3,s1,valid)", "padding must be at least 1");
-  refused("g=GlobalAveragePooling2D d=Dense(5)", "the last layer outputs 1x1x5, not the 4 class logits");
-  refused("c=Conv2D(4,9x9,s1,valid) g=GlobalAveragePooling2D d=Dense(4)", "smaller than its 9x9 kernel");
+  refused("g=GlobalAveragePooling2D d=Dense(5)",
+          "the last layer outputs 1x1x5, not the 4 class logits");
+  refused("c=Conv2D(4,9x9,s1,valid) g=GlobalAveragePooling2D d=Dense(4)",
+          "smaller than its 9x9 kernel");
   refused("noname", "expected name=Kind(arguments)");
 }
 
@@ -105,34 +114,34 @@ static void test_checkpoint_rebuild(void) {
   const clt_shape input = {9, 9, 3};
   clt_err e = {0};
   char root[] = "/tmp/cltrain-desc-XXXXXX", path[4200];
-  expect("a custom graph parses", clt_model_parse("my-net", input, 3, CLT_PRE_CAFFE, desc, &model, &e) == CLT_OK,
-         e.msg);
+  check_detail(clt_model_parse("my-net", input, 3, CLT_PRE_CAFFE, desc, &model, &e) == CLT_OK,
+               "a custom graph parses", e.msg);
   clt_model_describe(&model, text, sizeof text);
-  expect("its description is the one given", strcmp(text, desc) == 0, text);
+  check_detail(strcmp(text, desc) == 0, "its description is the one given", text);
   clt_checkpoint st = {0};
   st.params = malloc(model.flat_floats * sizeof(float));
   st.adam_m = calloc(model.flat_floats, sizeof(float));
   st.adam_v = calloc(model.flat_floats, sizeof(float));
   st.seed = 7;
   if (!mkdtemp(root) || !st.params || !st.adam_m || !st.adam_v) {
-    expect("set-up", 0, "no temporary folder or memory");
+    check(0, "set-up: no temporary folder or memory");
     clt_checkpoint_free(&st);
     return;
   }
   clt_model_init_params(&model, 7, st.params);
   int status = clt_checkpoint_save(root, 0, &model, &st, path, sizeof path, &e);
-  expect("its checkpoint is saved", status == CLT_OK, e.msg);
+  check_detail(status == CLT_OK, "its checkpoint is saved", e.msg);
   status = clt_checkpoint_model(path, &again, &e);
-  expect("the checkpoint rebuilds the model by its description", status == CLT_OK, e.msg);
+  check_detail(status == CLT_OK, "the checkpoint rebuilds the model by its description", e.msg);
   clt_model_describe(&again, text2, sizeof text2);
-  expect("... with the same description, name and preprocessing",
-         status == CLT_OK && strcmp(text, text2) == 0 && strcmp(again.name, "my-net") == 0 &&
-             again.preprocess == CLT_PRE_CAFFE && again.flat_floats == model.flat_floats,
-         text2);
+  check_detail(status == CLT_OK && strcmp(text, text2) == 0 && strcmp(again.name, "my-net") == 0 &&
+                   again.preprocess == CLT_PRE_CAFFE && again.flat_floats == model.flat_floats,
+               "... with the same description, name and preprocessing", text2);
   clt_checkpoint loaded = {0};
   status = clt_checkpoint_load(path, &again, 1, &loaded, &e);
-  expect("and its weights load into the rebuilt model, unchanged",
-         status == CLT_OK && memcmp(loaded.params, st.params, model.flat_floats * sizeof(float)) == 0, e.msg);
+  check_detail(status == CLT_OK &&
+                   memcmp(loaded.params, st.params, model.flat_floats * sizeof(float)) == 0,
+               "and its weights load into the rebuilt model, unchanged", e.msg);
   clt_checkpoint_free(&loaded);
   clt_checkpoint_free(&st);
   snprintf(path, sizeof path, "rm -rf '%s'", root);
@@ -146,6 +155,5 @@ int main(void) {
   test_round_trip("resnet-small", (clt_shape){32, 32, 3}, 3);
   test_bad_descriptions();
   test_checkpoint_rebuild();
-  printf("%d passed, %d failed\n", n_passed, n_failed);
-  return n_failed != 0;
+  return check_summary();
 }

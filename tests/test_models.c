@@ -23,15 +23,15 @@
  *    moving statistics are the slices' example-weighted average, and both replicas
  *    hold the same bits after the update.
  *
- * Prints "ok: ..." per check, "FAIL: ..." with the error, and exits non-zero on
- * any failure. */
+ * Prints "ok: ..." per check, "FAIL: ..." with the error, "N passed, M failed"
+ * last, and exits non-zero on any failure. */
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "idx.h"
 #include "model.h"
 #include "net.h"
@@ -40,21 +40,8 @@
 #include "ring.h"
 #include "rng.h"
 
-static int n_passed, n_failed;
 static clt_err E;
 static clt_rng RNG;
-
-static void result(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void result(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "ok" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok) n_passed++;
-  else n_failed++;
-}
 
 static double urand(double lo, double hi) { return lo + (hi - lo) * clt_rng_uniform(&RNG); }
 
@@ -73,8 +60,12 @@ static int load_batch(clt_net *net, const unsigned char *rgb, const int *labels,
                       clt_err *e) {
   const clt_shape in = net->model->input;
   const size_t bytes = (size_t)count * clt_shape_size(in);
-  clt_dataset set = {.count = count, .height = in.h, .width = in.w, .channels = in.c,
-                     .classes = net->model->classes, .pixels = xcalloc(bytes, 1),
+  clt_dataset set = {.count = count,
+                     .height = in.h,
+                     .width = in.w,
+                     .channels = in.c,
+                     .classes = net->model->classes,
+                     .pixels = xcalloc(bytes, 1),
                      .labels = xcalloc((size_t)count, 1)};
   int *order = xcalloc((size_t)count, sizeof *order);
   memcpy(set.pixels, rgb, bytes);
@@ -102,30 +93,30 @@ static const clt_param *find_param(const clt_model *m, const char *layer, const 
   return NULL;
 }
 
-static void expect_shape(const clt_model *m, const char *layer, const char *param, int rank,
-                         int d0, int d1, int d2, int d3) {
+static void expect_shape(const clt_model *m, const char *layer, const char *param, int rank, int d0,
+                         int d1, int d2, int d3) {
   const clt_param *p = find_param(m, layer, param);
   const int want[4] = {d0, d1, d2, d3};
   int ok = p && p->rank == rank;
   for (int d = 0; ok && d < rank; d++) ok = p->dims[d] == want[d];
-  result(ok, "resnet50 %s/%s has shape (%d,%d,%d,%d)[:%d]", layer, param, d0, d1, d2, d3, rank);
+  check(ok, "resnet50 %s/%s has shape (%d,%d,%d,%d)[:%d]", layer, param, d0, d1, d2, d3, rank);
 }
 
 static void expect_out(const clt_model *m, const char *layer, int h, int w, int c) {
   int i = clt_model_find(m, layer);
   clt_shape s = i >= 0 ? m->layers[i].out : (clt_shape){0, 0, 0};
-  result(i >= 0 && s.h == h && s.w == w && s.c == c, "%s output %dx%dx%d (got %dx%dx%d)", layer, h,
-         w, c, s.h, s.w, s.c);
+  check(i >= 0 && s.h == h && s.w == w && s.c == c, "%s output %dx%dx%d (got %dx%dx%d)", layer, h,
+        w, c, s.h, s.w, s.c);
 }
 
 static void test_structure(void) {
   static clt_model m;
   int st = clt_model_build("resnet50", (clt_shape){224, 224, 3}, 3, &m, &E);
-  result(st == CLT_OK, "resnet50 builds for 224x224x3, 3 classes (%s)", st ? E.msg : "");
+  check(st == CLT_OK, "resnet50 builds for 224x224x3, 3 classes (%s)", st ? E.msg : "");
   if (st) return;
   /* Keras: ResNet50(weights=None, classes=3).count_params() == 23,593,859, of which
    * 53,120 are BatchNormalization's moving statistics. */
-  result(m.param_count == 23593859, "resnet50 has 23,593,859 parameters (got %zu)", m.param_count);
+  check(m.param_count == 23593859, "resnet50 has 23,593,859 parameters (got %zu)", m.param_count);
   size_t trainable = 0, stats = 0;
   int convs = 0, bns = 0;
   for (int i = 0; i < m.nlayers; i++) {
@@ -136,17 +127,18 @@ static void test_structure(void) {
       else trainable += m.layers[i].params[p].size;
     }
   }
-  result(trainable == 23540739 && stats == 53120,
-         "trainable 23,540,739 and non-trainable 53,120 (got %zu and %zu)", trainable, stats);
-  result(convs == 53 && bns == 53, "53 Conv2D and 53 BatchNormalization layers (got %d, %d)", convs, bns);
-  result(m.trainable_floats <= m.flat_floats, "trainable parameters come first in the flat buffer");
+  check(trainable == 23540739 && stats == 53120,
+        "trainable 23,540,739 and non-trainable 53,120 (got %zu and %zu)", trainable, stats);
+  check(convs == 53 && bns == 53, "53 Conv2D and 53 BatchNormalization layers (got %d, %d)", convs,
+        bns);
+  check(m.trainable_floats <= m.flat_floats, "trainable parameters come first in the flat buffer");
   int order_ok = 1;
   for (int i = 0; i < m.nlayers; i++)
     for (int p = 0; p < m.layers[i].nparams; p++) {
       const clt_param *q = &m.layers[i].params[p];
       if ((q->offset < m.trainable_floats) != !q->non_trainable) order_ok = 0;
     }
-  result(order_ok, "moving statistics sit after every trainable parameter");
+  check(order_ok, "moving statistics sit after every trainable parameter");
   expect_shape(&m, "conv1_conv", "kernel", 4, 7, 7, 3, 64);
   expect_shape(&m, "conv1_bn", "moving_variance", 1, 64, 0, 0, 0);
   expect_shape(&m, "conv2_block1_0_conv", "kernel", 4, 1, 1, 64, 256);
@@ -156,7 +148,7 @@ static void test_structure(void) {
   expect_shape(&m, "conv4_block6_3_conv", "kernel", 4, 1, 1, 256, 1024);
   expect_shape(&m, "conv5_block3_3_bn", "gamma", 1, 2048, 0, 0, 0);
   expect_shape(&m, "predictions", "kernel", 2, 2048, 3, 0, 0);
-  result(clt_model_find(&m, "conv2_block2_0_conv") < 0, "identity blocks have no conv shortcut");
+  check(clt_model_find(&m, "conv2_block2_0_conv") < 0, "identity blocks have no conv shortcut");
   expect_out(&m, "conv1_conv", 112, 112, 64);
   expect_out(&m, "pool1_pool", 56, 56, 64);
   expect_out(&m, "conv2_block3_add", 56, 56, 256);
@@ -167,16 +159,16 @@ static void test_structure(void) {
   expect_out(&m, "predictions", 1, 1, 3);
   static char desc[CLT_DESCRIBE_MAX];
   clt_model_describe(&m, desc, sizeof desc);
-  result(strstr(desc, "conv1_pad=ZeroPadding2D(3) conv1_conv=Conv2D(64,7x7,s2,valid)") &&
-             strstr(desc, "conv2_block1_add=Add(relu)<conv2_block1_0_bn,conv2_block1_3_bn"),
-         "description names the folded padding and the residual inputs (%zu bytes)", strlen(desc));
+  check(strstr(desc, "conv1_pad=ZeroPadding2D(3) conv1_conv=Conv2D(64,7x7,s2,valid)") &&
+            strstr(desc, "conv2_block1_add=Add(relu)<conv2_block1_0_bn,conv2_block1_3_bn"),
+        "description names the folded padding and the residual inputs (%zu bytes)", strlen(desc));
   st = clt_model_build("resnet50", (clt_shape){64, 64, 3}, 5, &m, &E);
-  result(st == CLT_OK, "resnet50 builds for 64x64 (%s)", st ? E.msg : "");
+  check(st == CLT_OK, "resnet50 builds for 64x64 (%s)", st ? E.msg : "");
   if (!st) expect_out(&m, "conv5_block3_add", 2, 2, 2048);
   st = clt_model_build("resnet50", (clt_shape){31, 64, 3}, 5, &m, &E);
-  result(st == CLT_ERR_ARG && strstr(E.msg, "too small"), "31x64 is refused: %s", E.msg);
+  check(st == CLT_ERR_ARG && strstr(E.msg, "too small"), "31x64 is refused: %s", E.msg);
   st = clt_model_build("resnet-small", (clt_shape){32, 32, 1}, 5, &m, &E);
-  result(st == CLT_ERR_FORMAT && strstr(E.msg, "RGB"), "grey images are refused: %s", E.msg);
+  check(st == CLT_ERR_FORMAT && strstr(E.msg, "RGB"), "grey images are refused: %s", E.msg);
 }
 
 /* ---- 2. the reference by finite differences ---------------------------------------- */
@@ -203,7 +195,8 @@ static void random_params(const clt_model *m, double *flat) {
       for (size_t j = 0; j < q->size && q->glorot_fan_in == 0; j++) {
         const char *n = q->name;
         const int residual = strstr(m->layers[i].name, "_3_bn") != NULL;
-        f[q->offset + j] = (float)(strcmp(n, "gamma") == 0 ? (residual ? urand(0.2, 0.4) : urand(0.5, 1.5))
+        f[q->offset + j] = (float)(strcmp(n, "gamma") == 0
+                                       ? (residual ? urand(0.2, 0.4) : urand(0.5, 1.5))
                                    : strcmp(n, "moving_variance") == 0 ? urand(0.5, 2.0)
                                                                        : urand(-0.2, 0.2));
       }
@@ -215,7 +208,7 @@ static void random_params(const clt_model *m, double *flat) {
 static void test_reference_gradient(void) {
   static clt_model m;
   if (clt_model_build("resnet-small", (clt_shape){32, 32, 3}, 4, &m, &E)) {
-    result(0, "resnet-small builds: %s", E.msg);
+    check(0, "resnet-small builds: %s", E.msg);
     return;
   }
   fixture f = {&m, xcalloc(m.flat_floats, sizeof(double)), NULL, NULL, 2};
@@ -261,10 +254,10 @@ static void test_reference_gradient(void) {
         }
       }
     }
-  result(bad == 0 && checked > 40,
-         "resnet-small reference gradient vs central differences: %d entries, %d off, worst %.2e "
-         "(%s), %d skipped at kinks",
-         checked, bad, worst, worst_at, skipped);
+  check(bad == 0 && checked > 40,
+        "resnet-small reference gradient vs central differences: %d entries, %d off, worst %.2e "
+        "(%s), %d skipped at kinks",
+        checked, bad, worst, worst_at, skipped);
   free(grad);
   free(f.flat);
   free(f.x);
@@ -300,7 +293,7 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
   static clt_model m;
   clt_net *net = NULL;
   if (clt_model_build(name, input, classes, &m, &E)) {
-    result(0, "%s builds: %s", name, E.msg);
+    check(0, "%s builds: %s", name, E.msg);
     return;
   }
   const size_t nf = m.flat_floats, pixels = clt_shape_size(input);
@@ -322,24 +315,24 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
   const double scale = 1.0 / (2 * B); /* as if another replica held half the batch */
   const double stat_weight = 0.5;
   int correct_ref = 0;
-  const double loss_ref =
-      ref_model_loss_grad(&m, flat, x, labels, B, scale, 1, stat_weight, grad, &correct_ref);
+  const double loss_ref = ref_model_loss_grad(&m, flat, x, labels, B, scale, 1, stat_weight, grad,
+                                              &correct_ref);
   if (clt_net_create(&m, r, B, 2, &net, &E) || clt_net_write_params(net, fflat, &E) ||
       load_batch(net, rgb, labels, B, &E) ||
       clt_net_forward_backward(net, B, (float)scale, 0, 1, &E) ||
       clt_net_read_grads(net, back, &E)) {
-    result(0, "%s on the device: %s", name, E.msg);
+    check(0, "%s on the device: %s", name, E.msg);
     goto done;
   }
   float metrics[4];
   if (clt_net_read_metrics(net, metrics, 1, &E)) {
-    result(0, "reading metrics: %s", E.msg);
+    check(0, "reading metrics: %s", E.msg);
     goto done;
   }
   /* The loss is well conditioned even where gradients are not. */
-  result(fabs(metrics[0] * scale - loss_ref) <= 1e-3 * fabs(loss_ref) && metrics[1] == correct_ref,
-         "%s B%d %dx%d: loss %.6f vs reference %.6f, correct %g vs %d", name, B, input.h, input.w,
-         metrics[0] * scale, loss_ref, metrics[1], correct_ref);
+  check(fabs(metrics[0] * scale - loss_ref) <= 1e-3 * fabs(loss_ref) && metrics[1] == correct_ref,
+        "%s B%d %dx%d: loss %.6f vs reference %.6f, correct %g vs %d", name, B, input.h, input.w,
+        metrics[0] * scale, loss_ref, metrics[1], correct_ref);
   int bad = 0, tensors = 0;
   double worst = 0, largest = 0;
   char worst_at[160] = "";
@@ -362,33 +355,36 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
         for (size_t j = 0; j < q->size; j++) {
           big = fmax(big, fabs(grad[q->offset + j]));
           if (fabs(back[q->offset + j] - grad[q->offset + j]) >
-              fabs(back[q->offset + at] - grad[q->offset + at])) at = j;
+              fabs(back[q->offset + at] - grad[q->offset + at]))
+            at = j;
         }
         worst = err;
-        snprintf(worst_at, sizeof worst_at, "%s/%s[%zu]: %.4g vs %.4g of max %.3g", m.layers[i].name,
-                 q->name, at, back[q->offset + at], grad[q->offset + at], big);
+        snprintf(worst_at, sizeof worst_at, "%s/%s[%zu]: %.4g vs %.4g of max %.3g",
+                 m.layers[i].name, q->name, at, back[q->offset + at], grad[q->offset + at], big);
       }
     }
   if (ill_conditioned) {
     printf("  %s: %d gradient and statistics tensors, worst relative error %.2e at %s\n", name,
            tensors, worst, worst_at);
   } else {
-    result(bad == 0, "%s: %d gradient and statistics tensors within %.0e of the reference (worst "
-           "%.2e at %s)", name, tensors, tol, worst, worst_at);
+    check(bad == 0,
+          "%s: %d gradient and statistics tensors within %.0e of the reference (worst "
+          "%.2e at %s)",
+          name, tensors, tol, worst, worst_at);
   }
   double dot = 0, nd = 0, nr = 0;
   for (size_t i = 0; i < m.trainable_floats; i++) {
     dot += back[i] * grad[i], nd += (double)back[i] * back[i], nr += grad[i] * grad[i];
   }
   const double cosine = dot / sqrt(nd * nr);
-  result(cosine > 0.999, "%s: whole gradient's cosine with the reference %.6f", name, cosine);
+  check(cosine > 0.999, "%s: whole gradient's cosine with the reference %.6f", name, cosine);
   float *slots = xcalloc(nf, sizeof(float)); /* the device's statistics slots */
   memcpy(slots, back, nf * sizeof(float));
 
   /* The moving-average update after Adam: moving -= (moving - slot) * (1 - 0.99). */
   const clt_adam opt = CLT_ADAM_DEFAULTS;
   if (clt_net_adam(net, &opt, 1, &E) || clt_net_read_params(net, back, &E)) {
-    result(0, "adam: %s", E.msg);
+    check(0, "adam: %s", E.msg);
     goto done;
   }
   double worst_ma = 0;
@@ -399,8 +395,8 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
     worst_ma = fmax(worst_ma, err);
   }
   free(slots);
-  result(worst_ma < 1e-5, "%s: moving statistics updated with momentum 0.99 (worst %.2e)", name,
-         worst_ma);
+  check(worst_ma < 1e-5, "%s: moving statistics updated with momentum 0.99 (worst %.2e)", name,
+        worst_ma);
 
   /* Inference mode normalises with the moving statistics. */
   for (size_t i = 0; i < nf; i++) fflat[i] = back[i], flat[i] = back[i];
@@ -408,28 +404,30 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
   if (clt_net_write_params(net, fflat, &E) || load_batch(net, rgb, labels, B, &E) ||
       clt_net_forward_backward(net, B, (float)scale, 1, 0, &E) ||
       clt_net_read_metrics(net, metrics, 2, &E)) {
-    result(0, "inference: %s", E.msg);
+    check(0, "inference: %s", E.msg);
     goto done;
   }
-  result(fabs(metrics[2] * scale - infer_ref) <= 1e-5 * fabs(infer_ref),
-         "%s inference loss %.6f vs reference %.6f", name, metrics[2] * scale, infer_ref);
+  check(fabs(metrics[2] * scale - infer_ref) <= 1e-5 * fabs(infer_ref),
+        "%s inference loss %.6f vs reference %.6f", name, metrics[2] * scale, infer_ref);
   /* An inference-only network (cltrain eval) computes the same bits with its
    * activations reused once read, and without gradients or optimizer state. */
   clt_net *inf = NULL;
   float inf_metrics[2];
   if (clt_net_create_inference(&m, r, B, 1, &inf, &E) || clt_net_write_params(inf, fflat, &E) ||
-      load_batch(inf, rgb, labels, B, &E) || clt_net_forward_backward(inf, B, (float)scale, 0, 0, &E) ||
+      load_batch(inf, rgb, labels, B, &E) ||
+      clt_net_forward_backward(inf, B, (float)scale, 0, 0, &E) ||
       clt_net_read_metrics(inf, inf_metrics, 1, &E)) {
-    result(0, "%s inference-only network: %s", name, E.msg);
+    check(0, "%s inference-only network: %s", name, E.msg);
     clt_net_destroy(inf);
     goto done;
   }
-  result(inf_metrics[0] == metrics[2] && inf_metrics[1] == metrics[3] &&
-             inf->device_bytes < net->device_bytes,
-         "%s inference-only network: same loss sum (%.7g vs %.7g) in %.1f MiB instead of %.1f MiB", name,
-         inf_metrics[0], metrics[2], inf->device_bytes / 1048576.0, net->device_bytes / 1048576.0);
+  check(inf_metrics[0] == metrics[2] && inf_metrics[1] == metrics[3] &&
+            inf->device_bytes < net->device_bytes,
+        "%s inference-only network: same loss sum (%.7g vs %.7g) in %.1f MiB instead of %.1f MiB",
+        name, inf_metrics[0], metrics[2], inf->device_bytes / 1048576.0,
+        net->device_bytes / 1048576.0);
   const int refused = clt_net_forward_backward(inf, B, (float)scale, 0, 1, &E) != CLT_OK;
-  result(refused, "%s inference-only network refuses a training step", name);
+  check(refused, "%s inference-only network refuses a training step", name);
   clt_net_destroy(inf);
 done:
   clt_net_destroy(net);
@@ -473,13 +471,14 @@ static void test_replicas(clt_replica **reps) {
   /* 64x64: the last stage's 2x2 positions give the small slice 8 rows per channel. */
   const clt_shape input = {64, 64, 3};
   if (clt_model_build("resnet-small", input, 3, &m, &E)) {
-    result(0, "resnet-small builds: %s", E.msg);
+    check(0, "resnet-small builds: %s", E.msg);
     return;
   }
   const size_t nf = m.flat_floats, pixels = clt_shape_size(input);
   double *flat = xcalloc(nf, sizeof(double)), *sum = xcalloc(nf, sizeof(double));
   double *part = xcalloc(nf, sizeof(double)), *x = xcalloc(B * pixels, sizeof(double));
-  float *fflat = xcalloc(nf, sizeof(float)), *got[2] = {xcalloc(nf, sizeof(float)), xcalloc(nf, sizeof(float))};
+  float *fflat = xcalloc(nf, sizeof(float)),
+        *got[2] = {xcalloc(nf, sizeof(float)), xcalloc(nf, sizeof(float))};
   unsigned char *rgb = xcalloc(B * pixels, 1);
   int labels[B];
   random_params(&m, flat);
@@ -508,22 +507,23 @@ static void test_replicas(clt_replica **reps) {
   }
   if (!status) status = clt_ring_create(reps, 2, nf, 0, &ring, &E);
   if (status) {
-    result(0, "two replicas: %s", E.msg);
+    check(0, "two replicas: %s", E.msg);
     goto done;
   }
   for (int r = 0; r < 2; r++) {
-    jobs[r] = (replica_job){nets[r], ring, r, counts[r], CLT_OK, rgb + firsts[r] * pixels,
-                            labels + firsts[r], 1.0f / B, {0}};
+    jobs[r] = (replica_job){
+        nets[r],  ring, r, counts[r], CLT_OK, rgb + firsts[r] * pixels, labels + firsts[r],
+        1.0f / B, {0}};
     pthread_create(&threads[r], NULL, replica_step, &jobs[r]);
   }
   for (int r = 0; r < 2; r++) pthread_join(threads[r], NULL);
   for (int r = 0; r < 2 && !status; r++) {
-    if ((status = jobs[r].status)) result(0, "replica %d step: %s", r, jobs[r].err.msg);
+    if ((status = jobs[r].status)) check(0, "replica %d step: %s", r, jobs[r].err.msg);
   }
   if (status) goto done;
   /* The all-reduced gradient (read after Adam: Adam does not change it). */
   if (clt_net_read_grads(nets[0], got[0], &E) || clt_net_read_grads(nets[1], got[1], &E)) {
-    result(0, "reading gradients: %s", E.msg);
+    check(0, "reading gradients: %s", E.msg);
     goto done;
   }
   double largest = 0, worst = 0;
@@ -533,22 +533,25 @@ static void test_replicas(clt_replica **reps) {
       const clt_param *q = &m.layers[i].params[p];
       worst = fmax(worst, rel_err(got[0] + q->offset, sum + q->offset, q->size, 1e-3 * largest));
     }
-  result(worst < 2e-3, "2 replicas (slices 5 + 2): all-reduced gradient and weighted statistics "
-         "= sum of the per-slice reference (worst %.2e)", worst);
+  check(worst < 2e-3,
+        "2 replicas (slices 5 + 2): all-reduced gradient and weighted statistics "
+        "= sum of the per-slice reference (worst %.2e)",
+        worst);
   /* After Adam and the moving-average update both replicas hold the same bits, and
    * the moving statistics moved towards the slices' weighted average. */
   if (clt_net_read_params(nets[0], got[0], &E) || clt_net_read_params(nets[1], got[1], &E)) {
-    result(0, "reading parameters: %s", E.msg);
+    check(0, "reading parameters: %s", E.msg);
     goto done;
   }
-  result(memcmp(got[0], got[1], nf * sizeof(float)) == 0, "both replicas hold identical parameters");
+  check(memcmp(got[0], got[1], nf * sizeof(float)) == 0, "both replicas hold identical parameters");
   double worst_ma = 0;
   for (size_t i = m.trainable_floats; i < nf; i++) {
     const double want = flat[i] - (flat[i] - sum[i]) * (1 - 0.99);
-    worst_ma = fmax(worst_ma, fabs(got[0][i] - want) / (fabs(flat[i]) + 0.01 * fabs(sum[i]) + 1e-6));
+    worst_ma = fmax(worst_ma,
+                    fabs(got[0][i] - want) / (fabs(flat[i]) + 0.01 * fabs(sum[i]) + 1e-6));
   }
-  result(worst_ma < 1e-4, "moving statistics: momentum 0.99 towards the weighted average (worst %.2e)",
-         worst_ma);
+  check(worst_ma < 1e-4,
+        "moving statistics: momentum 0.99 towards the weighted average (worst %.2e)", worst_ma);
 done:
   clt_ring_destroy(ring);
   for (int r = 0; r < 2; r++) clt_net_destroy(nets[r]);
@@ -571,15 +574,17 @@ int main(void) {
   clt_replica *r = NULL;
   if (clt_devices_enumerate(&list, &E) || list.count == 0 ||
       clt_replica_create(&list.devices[0], &r, &E)) {
-    result(0, "an OpenCL device to test on: %s", list.count ? E.msg : "none found");
+    check(0, "an OpenCL device to test on: %s", list.count ? E.msg : "none found");
   } else {
     test_device(r, "resnet-small", (clt_shape){35, 33, 3}, 3, 3, 2e-3, 0);
     test_device(r, "resnet50", (clt_shape){32, 32, 3}, 5, 4, 2e-3, 1);
     clt_replica *reps[2] = {r, NULL};
     if (list.count < 2) {
-      result(0, "a second OpenCL device for the replica test (run with POCL_DEVICES=\"pthread pthread\")");
+      check(
+          0,
+          "a second OpenCL device for the replica test (run with POCL_DEVICES=\"pthread pthread\")");
     } else if (clt_replica_create(&list.devices[1], &reps[1], &E)) {
-      result(0, "second replica: %s", E.msg);
+      check(0, "second replica: %s", E.msg);
     } else {
       test_replicas(reps);
       clt_replica_destroy(reps[1]);
@@ -587,6 +592,5 @@ int main(void) {
     clt_replica_destroy(r);
   }
   clt_devices_free(&list);
-  printf("%d passed, %d failed\n", n_passed, n_failed);
-  return n_failed ? 1 : 0;
+  return check_summary();
 }

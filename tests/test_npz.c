@@ -9,7 +9,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,23 +16,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "check.h"
 #include "npz.h"
 
-static int passed, failed;
 static char dir[] = "/tmp/test_npz.XXXXXX";
-
-static void report(int ok, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s: ", ok ? "ok" : "FAIL");
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  if (ok)
-    passed++;
-  else
-    failed++;
-}
 
 static const char *tmp(const char *name) {
   static char paths[8][512];
@@ -78,8 +64,9 @@ static void expect_error(const char *what, const char *path, int code, const cha
   clt_npz *z = NULL;
   clt_err e = {0};
   int st = clt_npz_read(path, &z, &e);
-  int ok = st == code && e.code == code && !z && names_path(&e, path) && (!want || strstr(e.msg, want));
-  report(ok, "%s refused (%s)", what, ok ? e.msg : st ? e.msg : "accepted");
+  int ok = st == code && e.code == code && !z && names_path(&e, path) &&
+           (!want || strstr(e.msg, want));
+  check(ok, "%s refused (%s)", what, ok ? e.msg : st ? e.msg : "accepted");
   clt_npz_free(z);
 }
 
@@ -109,12 +96,16 @@ static int reference(clt_npz_array *a) {
   n++;
   a[n] = (clt_npz_array){.name = "step", .dtype = "<i8", .rank = 0, .data = &step, .bytes = 8};
   n++;
-  a[n] = (clt_npz_array){
-      .name = "seeds", .dtype = "<u8", .rank = 1, .dims = {3}, .data = seeds, .bytes = sizeof seeds};
+  a[n] = (clt_npz_array){.name = "seeds",
+                         .dtype = "<u8",
+                         .rank = 1,
+                         .dims = {3},
+                         .data = seeds,
+                         .bytes = sizeof seeds};
   n++;
   clt_npz_string(&a[n++], "model", "fashion-cnn \xc3\xa9 \xe2\x9c\x93", model_buf);
-  a[n] =
-      (clt_npz_array){.name = "empty", .dtype = "<f4", .rank = 2, .dims = {0, 4}, .data = NULL, .bytes = 0};
+  a[n] = (clt_npz_array){
+      .name = "empty", .dtype = "<f4", .rank = 2, .dims = {0, 4}, .data = NULL, .bytes = 0};
   n++;
   a[n] = (clt_npz_array){.name = "optimizer/conv2d/kernel/m",
                          .dtype = "<f4",
@@ -132,8 +123,9 @@ static int same_content(const clt_npz *z, const clt_npz_array *a, int n) {
   if (clt_npz_count(z) != n) return 0;
   for (int i = 0; i < n; i++) {
     const clt_npz_array *r = clt_npz_at(z, i);
-    if (!r || r != clt_npz_find(z, a[i].name) || strcmp(r->name, a[i].name) != 0 || strcmp(r->dtype, a[i].dtype) != 0 ||
-        r->rank != a[i].rank || r->bytes != a[i].bytes || (r->bytes && memcmp(r->data, a[i].data, r->bytes) != 0))
+    if (!r || r != clt_npz_find(z, a[i].name) || strcmp(r->name, a[i].name) != 0 ||
+        strcmp(r->dtype, a[i].dtype) != 0 || r->rank != a[i].rank || r->bytes != a[i].bytes ||
+        (r->bytes && memcmp(r->data, a[i].data, r->bytes) != 0))
       return 0;
     for (int d = 0; d < r->rank; d++)
       if (r->dims[d] != a[i].dims[d]) return 0;
@@ -168,7 +160,8 @@ typedef struct entry {
 
 /* Stored zip of the entries into out (large enough), with an optional comment,
  * and zip64 end records if zip64_end; returns its size. */
-static size_t build_zip(const entry *m, int n, const char *comment, int zip64_end, unsigned char *out) {
+static size_t build_zip(const entry *m, int n, const char *comment, int zip64_end,
+                        unsigned char *out) {
   size_t at = 0, offsets[16];
   for (int i = 0; i < n; i++) {
     unsigned char *h = out + at;
@@ -268,17 +261,16 @@ static size_t build_zip(const entry *m, int n, const char *comment, int zip64_en
 
 /* A .npy file: magic, version major.0, the dict text padded to 64 with '\n',
  * then len bytes of data; returns its size. */
-static size_t build_npy(int major, const char *dict, const void *data, size_t len, unsigned char *out) {
+static size_t build_npy(int major, const char *dict, const void *data, size_t len,
+                        unsigned char *out) {
   size_t pre = major == 1 ? 10 : 12, dl = strlen(dict);
   size_t total = pre + dl + 1;
   total += (64 - total % 64) % 64;
   memcpy(out, "\x93NUMPY", 6);
   out[6] = (unsigned char)major;
   out[7] = 0;
-  if (major == 1)
-    put16(out + 8, (uint32_t)(total - pre));
-  else
-    put32(out + 8, (uint32_t)(total - pre));
+  if (major == 1) put16(out + 8, (uint32_t)(total - pre));
+  else put32(out + 8, (uint32_t)(total - pre));
   memcpy(out + pre, dict, dl);
   memset(out + pre + dl, ' ', total - pre - dl - 1);
   out[total - 1] = '\n';
@@ -289,8 +281,8 @@ static size_t build_npy(int major, const char *dict, const void *data, size_t le
 static unsigned char zbuf[1 << 16], npy[4][4096];
 
 /* Writes a one-member archive with a .npy of the given header to path. */
-static void one_member(const char *path, const char *member, int major, const char *dict, const void *data,
-                       size_t len, int method, int style) {
+static void one_member(const char *path, const char *member, int major, const char *dict,
+                       const void *data, size_t len, int method, int style) {
   entry m = {member, npy[0], build_npy(major, dict, data, len, npy[0]), method, style};
   save(path, zbuf, build_zip(&m, 1, NULL, 0, zbuf));
 }
@@ -303,33 +295,35 @@ static void test_round_trip(void) {
   const char *p1 = tmp("a.npz"), *p2 = tmp("b.npz");
   clt_err e = {0};
   int st = clt_npz_write(p1, a, n, &e);
-  report(st == CLT_OK, "write %d arrays (%s)", n, st ? e.msg : "");
+  check(st == CLT_OK, "write %d arrays (%s)", n, st ? e.msg : "");
   clt_npz *z = NULL;
   st = clt_npz_read(p1, &z, &e);
-  report(st == CLT_OK && same_content(z, a, n), "round trip is bit for bit (%s)", st ? e.msg : "");
-  report(z && clt_npz_find(z, "nope") == NULL && clt_npz_at(z, n) == NULL && clt_npz_at(z, -1) == NULL,
-         "find/at of absent members give NULL");
+  check(st == CLT_OK && same_content(z, a, n), "round trip is bit for bit (%s)", st ? e.msg : "");
+  check(z && clt_npz_find(z, "nope") == NULL && clt_npz_at(z, n) == NULL &&
+            clt_npz_at(z, -1) == NULL,
+        "find/at of absent members give NULL");
 
   char text[64];
   const clt_npz_array *s = clt_npz_find(z, "model");
   int r = clt_npz_get_string(s, text, sizeof text);
-  report(r == 0 && strcmp(s->dtype, "<U15") == 0 && strcmp(text, "fashion-cnn \xe9 ?") == 0,
-         "string member: dtype %s, text read back as Latin-1", s ? s->dtype : "?");
+  check(r == 0 && strcmp(s->dtype, "<U15") == 0 && strcmp(text, "fashion-cnn \xe9 ?") == 0,
+        "string member: dtype %s, text read back as Latin-1", s ? s->dtype : "?");
   r = clt_npz_get_string(s, text, 8);
-  report(r == 0 && strcmp(text, "fashion") == 0, "string read into a small buffer is cut to fit");
+  check(r == 0 && strcmp(text, "fashion") == 0, "string read into a small buffer is cut to fit");
   s = clt_npz_find(z, "note/\xc3\xa9t\xc3\xa9");
   r = clt_npz_get_string(s, text, sizeof text);
-  report(r == 0 && strcmp(s->dtype, "<U1") == 0 && text[0] == '\0', "empty string is '<U1' holding NUL");
-  report(clt_npz_get_string(clt_npz_find(z, "step"), text, sizeof text) == -1 &&
-             clt_npz_get_string(clt_npz_find(z, "seeds"), text, sizeof text) == -1,
-         "get_string refuses non-string members");
+  check(r == 0 && strcmp(s->dtype, "<U1") == 0 && text[0] == '\0',
+        "empty string is '<U1' holding NUL");
+  check(clt_npz_get_string(clt_npz_find(z, "step"), text, sizeof text) == -1 &&
+            clt_npz_get_string(clt_npz_find(z, "seeds"), text, sizeof text) == -1,
+        "get_string refuses non-string members");
   clt_npz_free(z);
 
   st = clt_npz_write(p2, a, n, &e);
   size_t n1 = 0, n2 = 0;
   unsigned char *b1 = load(p1, &n1), *b2 = load(p2, &n2);
-  report(st == CLT_OK && b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0,
-         "writing twice gives identical bytes (%zu)", n1);
+  check(st == CLT_OK && b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0,
+        "writing twice gives identical bytes (%zu)", n1);
 
   /* Every .npy preamble is a multiple of 64 and ends in '\n', as numpy writes. */
   int members = 0, aligned = 0;
@@ -339,14 +333,15 @@ static void test_round_trip(void) {
       members++;
       aligned += pre % 64 == 0 && i + pre <= n1 && b1[i + pre - 1] == '\n';
     }
-  report(members == n && aligned == n, ".npy preambles padded to 64 bytes (%d of %d)", aligned, members);
+  check(members == n && aligned == n, ".npy preambles padded to 64 bytes (%d of %d)", aligned,
+        members);
   free(b1);
   free(b2);
 
   const char *p0 = tmp("none.npz");
   st = clt_npz_write(p0, NULL, 0, &e);
   st = st ? st : clt_npz_read(p0, &z, &e);
-  report(st == CLT_OK && clt_npz_count(z) == 0, "empty archive round trip (%s)", st ? e.msg : "");
+  check(st == CLT_OK && clt_npz_count(z) == 0, "empty archive round trip (%s)", st ? e.msg : "");
   clt_npz_free(z);
 }
 
@@ -359,8 +354,9 @@ static void test_write_validation(void) {
 
   clt_err e = {0};
   clt_npz_array b[8];
-  const char *names[] = {"empty name",          "unsupported dtype", "rank 9",    "negative dim",
-                         "byte count mismatch", "duplicate name",    "NULL data", "name of 128 bytes"};
+  const char *names[] = {"empty name",   "unsupported dtype",   "rank 9",
+                         "negative dim", "byte count mismatch", "duplicate name",
+                         "NULL data",    "name of 128 bytes"};
   for (int k = 0; k < 8; k++) {
     memcpy(b, a, sizeof b);
     switch (k) {
@@ -394,30 +390,32 @@ static void test_write_validation(void) {
       }
     }
     int st = clt_npz_write(p, b, n, &e);
-    report(st == CLT_ERR_ARG && names_path(&e, p), "write refuses %s (%s)", names[k], e.msg);
+    check(st == CLT_ERR_ARG && names_path(&e, p), "write refuses %s (%s)", names[k], e.msg);
   }
   unsigned char *b1 = load(p, &after);
-  report(b0 && b1 && before == after && memcmp(b0, b1, before) == 0,
-         "refused writes leave the old file alone");
+  check(b0 && b1 && before == after && memcmp(b0, b1, before) == 0,
+        "refused writes leave the old file alone");
   free(b0);
   free(b1);
 
   if (access("/dev/full", W_OK) == 0) { /* every write fails there with ENOSPC */
     int st = clt_npz_write("/dev/full", a, n, &e);
-    report(st == CLT_ERR_IO && names_path(&e, "/dev/full") && strstr(e.msg, "No space left"),
-           "write failure reported (%s)", e.msg);
+    check(st == CLT_ERR_IO && names_path(&e, "/dev/full") && strstr(e.msg, "No space left"),
+          "write failure reported (%s)", e.msg);
   }
   const char *q = tmp("no/such/dir.npz");
   int st = clt_npz_write(q, a, n, &e);
-  report(st == CLT_ERR_IO && names_path(&e, q), "write into a missing directory (%s)", e.msg);
+  check(st == CLT_ERR_IO && names_path(&e, q), "write into a missing directory (%s)", e.msg);
 }
 
 /* Offsets of each member's .npy in an archive that clt_npz_write made (local
  * headers back to back, no extra fields); returns the member count. */
-static int members_of(const unsigned char *b, size_t n, size_t *npy_at, size_t *npy_len, size_t *pre_len) {
+static int members_of(const unsigned char *b, size_t n, size_t *npy_at, size_t *npy_len,
+                      size_t *pre_len) {
   int k = 0;
   size_t at = 0;
-  while (at + 30 <= n && b[at] == 'P' && b[at + 1] == 'K' && b[at + 2] == 3 && b[at + 3] == 4 && k < 16) {
+  while (at + 30 <= n && b[at] == 'P' && b[at + 1] == 'K' && b[at + 2] == 3 && b[at + 3] == 4 &&
+         k < 16) {
     size_t len = b[at + 18] | b[at + 19] << 8 | (size_t)b[at + 20] << 16 | (size_t)b[at + 21] << 24;
     size_t nl = b[at + 26] | b[at + 27] << 8;
     npy_at[k] = at + 30 + nl;
@@ -438,7 +436,7 @@ static void test_corruption(void) {
   size_t size = 0;
   unsigned char *b = load(good, &size), *c = malloc(size + 1);
   if (!b || !c || size == 0) {
-    report(0, "cannot load %s", good);
+    check(0, "cannot load %s", good);
     goto cleanup;
   }
 
@@ -452,9 +450,9 @@ static void test_corruption(void) {
     said_truncated += strstr(e.msg, "truncated") != NULL;
     clt_npz_free(z);
   }
-  report(clean == (int)size, "all %zu truncations refused cleanly (%d)", size, clean);
-  report(said_truncated >= (int)size - 2, "truncations are called truncated (%d of %zu)", said_truncated,
-         size);
+  check(clean == (int)size, "all %zu truncations refused cleanly (%d)", size, clean);
+  check(said_truncated >= (int)size - 2, "truncations are called truncated (%d of %zu)",
+        said_truncated, size);
   save(bad, b, size / 2);
   expect_error("archive cut in half", bad, CLT_ERR_FORMAT,
                "truncated: end of central directory record not found");
@@ -462,7 +460,7 @@ static void test_corruption(void) {
   /* A flipped byte in each member's data and in each .npy header. */
   size_t at[16], len[16], pre[16];
   int m = members_of(b, size, at, len, pre);
-  report(m == n, "found %d members in the archive", m);
+  check(m == n, "found %d members in the archive", m);
   for (int i = 0; i < m; i++) {
     char what[200], want[200];
     snprintf(want, sizeof want, "member %.127s: CRC-32 mismatch (stored 0x", a[i].name);
@@ -489,14 +487,12 @@ static void test_corruption(void) {
     c[i] ^= 0xFF;
     save(bad, c, size);
     int st = clt_npz_read(bad, &z, &e);
-    if (st)
-      refused += st == CLT_ERR_FORMAT && !z && names_path(&e, bad);
-    else
-      harmless += same_content(z, a, n);
+    if (st) refused += st == CLT_ERR_FORMAT && !z && names_path(&e, bad);
+    else harmless += same_content(z, a, n);
     clt_npz_free(z);
   }
-  report(refused + harmless == (int)size, "every inverted byte refused (%d) or harmless (%d) of %zu", refused,
-         harmless, size);
+  check(refused + harmless == (int)size, "every inverted byte refused (%d) or harmless (%d) of %zu",
+        refused, harmless, size);
 
   /* Random damage: a few random bytes overwritten, or the file cut at a random
    * point, or random bytes appended. */
@@ -514,7 +510,7 @@ static void test_corruption(void) {
     fuzz_ok += st ? (st == CLT_ERR_FORMAT && !z && names_path(&e, bad)) : clt_npz_count(z) == n;
     clt_npz_free(z);
   }
-  report(fuzz_ok == fuzz_n, "random damage handled cleanly (%d of %d)", fuzz_ok, fuzz_n);
+  check(fuzz_ok == fuzz_n, "random damage handled cleanly (%d of %d)", fuzz_ok, fuzz_n);
 
   for (size_t i = 0; i < size; i++) c[i] = (unsigned char)rnd();
   save(bad, c, size);
@@ -550,10 +546,10 @@ static void expect_six(const char *what, const char *path, const char *name) {
   clt_err e = {0};
   int st = clt_npz_read(path, &z, &e);
   const clt_npz_array *r = z ? clt_npz_find(z, name) : NULL;
-  int ok = st == CLT_OK && clt_npz_count(z) == 1 && r && strcmp(r->dtype, "<f4") == 0 && r->rank == 2 &&
-           r->dims[0] == 2 && r->dims[1] == 3 && r->bytes == sizeof six &&
+  int ok = st == CLT_OK && clt_npz_count(z) == 1 && r && strcmp(r->dtype, "<f4") == 0 &&
+           r->rank == 2 && r->dims[0] == 2 && r->dims[1] == 3 && r->bytes == sizeof six &&
            same_bits(r->data, six, sizeof six / sizeof six[0]);
-  report(ok, "%s accepted (%s)", what, st ? e.msg : "");
+  check(ok, "%s accepted (%s)", what, st ? e.msg : "");
   clt_npz_free(z);
 }
 
@@ -565,7 +561,8 @@ static void test_foreign(void) {
   one_member(p, "w.npy", 1, F23, six, sizeof six, 0, DESCRIPTOR);
   expect_six("data descriptor (flag bit 3)", p, "w");
   {
-    entry m = {"w.npy", npy[0], build_npy(1, F23, six, sizeof six, npy[0]), 0, CENTRAL_ZIP64 | NUMPY_ZIP64};
+    entry m = {"w.npy", npy[0], build_npy(1, F23, six, sizeof six, npy[0]), 0,
+               CENTRAL_ZIP64 | NUMPY_ZIP64};
     save(p, zbuf, build_zip(&m, 1, NULL, 1, zbuf));
     expect_six("zip64 end records and central directory extra field", p, "w");
     save(p, zbuf, build_zip(&m, 1, "made by hand, PK\x05\x06 inside", 0, zbuf));
@@ -581,9 +578,10 @@ static void test_foreign(void) {
     const char *what, *member, *dict, *want;
     int major, method, len;
   } bad[] = {
-      {"compressed member", "w.npy", F23, "member w: compressed members are not supported (method 8)", 1, 8,
+      {"compressed member", "w.npy", F23,
+       "member w: compressed members are not supported (method 8)", 1, 8, 24},
+      {"member that is not .npy", "readme.txt", F23, "member readme.txt: not a .npy file", 1, 0,
        24},
-      {"member that is not .npy", "readme.txt", F23, "member readme.txt: not a .npy file", 1, 0, 24},
       {"member named just .npy", ".npy", F23, "array name is empty", 1, 0, 24},
       {"fortran_order True", "w.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
        "member w: fortran_order True is not supported", 1, 0, 24},
@@ -591,35 +589,41 @@ static void test_foreign(void) {
        "member w: unsupported dtype '<f8'", 1, 0, 24},
       {"big-endian >f4", "w.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }",
        "unsupported dtype '>f4'", 1, 0, 24},
-      {"structured dtype", "w.npy", "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,), }",
+      {"structured dtype", "w.npy",
+       "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (6,), }",
        "structured dtypes are not supported", 1, 0, 24},
-      {"shape not matching the data", "w.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }",
+      {"shape not matching the data", "w.npy",
+       "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }",
        "member w: data is 24 bytes, shape (5,) of <f4 needs 20", 1, 0, 24},
       {"data cut short", "w.npy", F23, "data is 20 bytes, shape (2, 3) of <f4 needs 24", 1, 0, 20},
-      {"shape (6) without comma", "w.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (6), }",
-       "bad .npy header", 1, 0, 24},
+      {"shape (6) without comma", "w.npy",
+       "{'descr': '<f4', 'fortran_order': False, 'shape': (6), }", "bad .npy header", 1, 0, 24},
       {"negative dim", "w.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (-6,), }",
        "bad .npy header", 1, 0, 24},
       {"overflowing shape", "w.npy",
        "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4611686018427387904), }",
        "is too large", 1, 0, 24},
       {"dim beyond int64", "w.npy",
-       "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", "bad .npy header", 1,
-       0, 24},
-      {"rank 9", "w.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,6), }",
-       "rank exceeds 8", 1, 0, 24},
-      {"missing shape", "w.npy", "{'descr': '<f4', 'fortran_order': False, }", "missing key", 1, 0, 24},
+       "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }",
+       "bad .npy header", 1, 0, 24},
+      {"rank 9", "w.npy",
+       "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,6), }", "rank exceeds 8",
+       1, 0, 24},
+      {"missing shape", "w.npy", "{'descr': '<f4', 'fortran_order': False, }", "missing key", 1, 0,
+       24},
       {"unknown key", "w.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), 'x': 1, }",
        "unexpected key 'x'", 1, 0, 24},
-      {"duplicate key", "w.npy", "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,), }",
-       "duplicate key", 1, 0, 24},
+      {"duplicate key", "w.npy",
+       "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", "duplicate key",
+       1, 0, 24},
       {"not a dict", "w.npy", "[1, 2, 3]", "bad .npy header: expected '{'", 1, 0, 24},
       {"unterminated string", "w.npy", "{'descr': '<f4", "bad .npy header", 1, 0, 24},
       {"text after the dict", "w.npy", F23 " x", "text after '}'", 1, 0, 24},
       {".npy version 4.0", "w.npy", F23, "unsupported .npy version 4.0", 4, 0, 24},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    one_member(p, bad[i].member, bad[i].major, bad[i].dict, six, (size_t)bad[i].len, bad[i].method, PLAIN);
+    one_member(p, bad[i].member, bad[i].major, bad[i].dict, six, (size_t)bad[i].len, bad[i].method,
+               PLAIN);
     expect_error(bad[i].what, p, CLT_ERR_FORMAT, bad[i].want);
   }
 
@@ -654,7 +658,8 @@ static void test_foreign(void) {
   zn = build_zip(&ctl, 1, NULL, 0, zbuf);
   zbuf[zn - 22 - 46 - 7 + 16] ^= 1; /* spoil the CRC so the name shows up in an error */
   save(p, zbuf, zn);
-  expect_error("control character in a member name (shown as '?')", p, CLT_ERR_FORMAT, "member a?b: CRC-32");
+  expect_error("control character in a member name (shown as '?')", p, CLT_ERR_FORMAT,
+               "member a?b: CRC-32");
 }
 
 static void remove_dir(void) {
@@ -679,6 +684,5 @@ int main(void) {
   test_corruption();
   test_foreign();
   remove_dir();
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_summary();
 }

@@ -1,11 +1,12 @@
 /* Tests of photo folders and the decode loader (datasets/photos.c) on a folder written
  * here with libjpeg and libpng: odd sizes, every PNG colour type the decoder converts,
  * RGB and grayscale JPEGs, ignored files and directories, validation splits, the
- * loader with two consumers and its cache, and the bad cases. Prints "FAIL: ..." per
- * failed check and a summary; exits non-zero if anything failed. VERBOSE=1 prints
- * each expected error message. */
+ * loader with two consumers and its cache, and the bad cases. Prints "ok: ..." or
+ * "FAIL: ..." per check and "N passed, M failed" last; exits non-zero if anything
+ * failed. VERBOSE=1 prints each expected error message. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, nanosleep */
 
+#include "check.h"
 #include "photos.h"
 #include "rng.h"
 
@@ -23,23 +24,8 @@
 #include <jpeglib.h>
 #include <png.h>
 
-static int passed, failed, verbose;
+static int verbose;
 static char tmpdir[64];
-
-static void check(int ok, const char *what, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *what, ...) {
-  if (ok) {
-    passed++;
-    return;
-  }
-  failed++;
-  va_list ap;
-  va_start(ap, what);
-  fputs("FAIL: ", stdout);
-  vprintf(what, ap);
-  fputc('\n', stdout);
-  va_end(ap);
-}
 
 /* A non-zero status whose message names `needle` (a path, usually). */
 static void check_err(int rc, const clt_err *e, const char *needle, const char *what) {
@@ -107,8 +93,9 @@ static unsigned char *read_raw(const char *path, size_t *n) {
 }
 
 /* data: rows of w * channels samples, 8-bit (or 16-bit big-endian when depth 16). */
-static void write_png_ex(const char *path, int w, int h, int color_type, int depth, const unsigned char *data,
-                         const png_color *palette, int npalette, int interlace) {
+static void write_png_ex(const char *path, int w, int h, int color_type, int depth,
+                         const unsigned char *data, const png_color *palette, int npalette,
+                         int interlace) {
   mkparent(path);
   FILE *f = fopen(path, "wb");
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
@@ -130,8 +117,10 @@ static void write_png_ex(const char *path, int w, int h, int color_type, int dep
   }
   png_write_info(png, info);
   int passes = png_set_interlace_handling(png);
-  int ch = color_type == PNG_COLOR_TYPE_RGB ? 3 : color_type == PNG_COLOR_TYPE_RGBA ? 4
-           : color_type == PNG_COLOR_TYPE_GRAY_ALPHA ? 2 : 1;
+  int ch = color_type == PNG_COLOR_TYPE_RGB          ? 3
+           : color_type == PNG_COLOR_TYPE_RGBA       ? 4
+           : color_type == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
+                                                     : 1;
   size_t stride = ((size_t)w * ch * depth + 7) / 8;
   for (int pass = 0; pass < passes; pass++)
     for (int y = 0; y < h; y++) png_write_row(png, data + stride * y);
@@ -140,14 +129,14 @@ static void write_png_ex(const char *path, int w, int h, int color_type, int dep
   fclose(f);
 }
 
-static void write_png(const char *path, int w, int h, int color_type, int depth, const unsigned char *data,
-                      const png_color *palette, int npalette) {
+static void write_png(const char *path, int w, int h, int color_type, int depth,
+                      const unsigned char *data, const png_color *palette, int npalette) {
   write_png_ex(path, w, h, color_type, depth, data, palette, npalette, 0);
 }
 
 /* comps 1 (gray), 3 (RGB) or 4 (CMYK, written with libjpeg's Adobe marker). */
-static void write_jpeg_ex(const char *path, int w, int h, int comps, const unsigned char *data, int quality,
-                          int progressive) {
+static void write_jpeg_ex(const char *path, int w, int h, int comps, const unsigned char *data,
+                          int quality, int progressive) {
   mkparent(path);
   FILE *f = fopen(path, "wb");
   if (!f) {
@@ -176,7 +165,8 @@ static void write_jpeg_ex(const char *path, int w, int h, int comps, const unsig
   fclose(f);
 }
 
-static void write_jpeg(const char *path, int w, int h, int comps, const unsigned char *data, int quality) {
+static void write_jpeg(const char *path, int w, int h, int comps, const unsigned char *data,
+                       int quality) {
   write_jpeg_ex(path, w, h, comps, data, quality, 0);
 }
 
@@ -188,7 +178,7 @@ enum { PNG_RGB, PNG_RGBA, PNG_GRAY, PNG_PAL, PNG_RGB16, PNG_GRAY16, JPG_RGB, JPG
 typedef struct spec {
   const char *rel; /* under photos/ */
   int kind, w, h;
-  int grad;        /* 1: gradient (PNG_RGB only), else constant rgb */
+  int grad; /* 1: gradient (PNG_RGB only), else constant rgb */
   unsigned char rgb[3];
   int label;
 } spec;
@@ -212,9 +202,12 @@ static const char *class_names[] = {"apple", "banana", "cherry"};
 
 static unsigned char grad_px(int x, int y, int c, int w, int h) {
   switch (c) {
-    case 0: return (unsigned char)(w > 1 ? x * 255 / (w - 1) : 0);
-    case 1: return (unsigned char)(h > 1 ? y * 255 / (h - 1) : 0);
-    default: return (unsigned char)((x * 13 + y * 7) % 256);
+    case 0:
+      return (unsigned char)(w > 1 ? x * 255 / (w - 1) : 0);
+    case 1:
+      return (unsigned char)(h > 1 ? y * 255 / (h - 1) : 0);
+    default:
+      return (unsigned char)((x * 13 + y * 7) % 256);
   }
 }
 
@@ -234,13 +227,17 @@ static void write_spec(const char *path, const spec *s) {
           d[i * 4 + 3] = (unsigned char)(x * 2); /* alpha varies; must be dropped, not composited */
           break;
         case PNG_GRAY:
-        case JPG_GRAY: d[i] = s->rgb[0]; break;
-        case PNG_PAL: d[i] = 1; break;
+        case JPG_GRAY:
+          d[i] = s->rgb[0];
+          break;
+        case PNG_PAL:
+          d[i] = 1;
+          break;
         case PNG_RGB16:
           for (int c = 0; c < 3; c++) {
             unsigned v = s->rgb[c] * 257u; /* scales back to exactly rgb[c] */
-            d[i * 6 + c * 2] = (unsigned char)(v >> 8);
-            d[i * 6 + c * 2 + 1] = (unsigned char)v;
+            d[(size_t)i * 6 + (size_t)c * 2] = (unsigned char)(v >> 8);
+            d[(size_t)i * 6 + (size_t)c * 2 + 1] = (unsigned char)v;
           }
           break;
         case PNG_GRAY16: {
@@ -253,14 +250,30 @@ static void write_spec(const char *path, const spec *s) {
     }
   png_color pal[3] = {{255, 0, 0}, {s->rgb[0], s->rgb[1], s->rgb[2]}, {0, 0, 255}};
   switch (s->kind) {
-    case PNG_RGB: write_png(path, w, h, PNG_COLOR_TYPE_RGB, 8, d, NULL, 0); break;
-    case PNG_RGBA: write_png(path, w, h, PNG_COLOR_TYPE_RGBA, 8, d, NULL, 0); break;
-    case PNG_GRAY: write_png(path, w, h, PNG_COLOR_TYPE_GRAY, 8, d, NULL, 0); break;
-    case PNG_PAL: write_png(path, w, h, PNG_COLOR_TYPE_PALETTE, 8, d, pal, 3); break;
-    case PNG_RGB16: write_png(path, w, h, PNG_COLOR_TYPE_RGB, 16, d, NULL, 0); break;
-    case PNG_GRAY16: write_png(path, w, h, PNG_COLOR_TYPE_GRAY, 16, d, NULL, 0); break;
-    case JPG_RGB: write_jpeg(path, w, h, 3, d, 95); break;
-    case JPG_GRAY: write_jpeg(path, w, h, 1, d, 95); break;
+    case PNG_RGB:
+      write_png(path, w, h, PNG_COLOR_TYPE_RGB, 8, d, NULL, 0);
+      break;
+    case PNG_RGBA:
+      write_png(path, w, h, PNG_COLOR_TYPE_RGBA, 8, d, NULL, 0);
+      break;
+    case PNG_GRAY:
+      write_png(path, w, h, PNG_COLOR_TYPE_GRAY, 8, d, NULL, 0);
+      break;
+    case PNG_PAL:
+      write_png(path, w, h, PNG_COLOR_TYPE_PALETTE, 8, d, pal, 3);
+      break;
+    case PNG_RGB16:
+      write_png(path, w, h, PNG_COLOR_TYPE_RGB, 16, d, NULL, 0);
+      break;
+    case PNG_GRAY16:
+      write_png(path, w, h, PNG_COLOR_TYPE_GRAY, 16, d, NULL, 0);
+      break;
+    case JPG_RGB:
+      write_jpeg(path, w, h, 3, d, 95);
+      break;
+    case JPG_GRAY:
+      write_jpeg(path, w, h, 1, d, 95);
+      break;
   }
   free(d);
 }
@@ -270,9 +283,11 @@ static void make_folder(void) {
   const char *txt = "not an image\n";
   write_raw(tpath("photos/notes.txt"), txt, strlen(txt));        /* top-level file: ignored */
   write_raw(tpath("photos/apple/readme.txt"), txt, strlen(txt)); /* non-image: ignored */
-  write_raw(tpath("photos/banana/photo.bmp"), txt, strlen(txt)); /* unsupported extension: ignored */
-  write_spec(tpath("photos/.hidden_class/x.png"), &specs[0]);    /* hidden class: ignored */
-  write_spec(tpath("photos/cherry/.ipynb_checkpoints/y.png"), &specs[0]); /* hidden subdir: ignored */
+  write_raw(tpath("photos/banana/photo.bmp"), txt,
+            strlen(txt));                                     /* unsupported extension: ignored */
+  write_spec(tpath("photos/.hidden_class/x.png"), &specs[0]); /* hidden class: ignored */
+  write_spec(tpath("photos/cherry/.ipynb_checkpoints/y.png"),
+             &specs[0]); /* hidden subdir: ignored */
 }
 
 /* tf.image.resize(bilinear, half_pixel_centers) in double precision, rounded. */
@@ -311,9 +326,10 @@ static void test_listing(void) {
   check(clt_photos_image_size(tr) == 16, "image size %d", clt_photos_image_size(tr));
   for (int i = 0; i < NSPECS && i < clt_photos_count(tr); i++) {
     const char *want = tpath("photos/%s", specs[i].rel);
-    check(strcmp(clt_photos_path(tr, i), want) == 0, "example %d is %s, want %s", i, clt_photos_path(tr, i), want);
-    check(clt_photos_label(tr, i) == specs[i].label, "example %d label %d, want %d", i, clt_photos_label(tr, i),
-          specs[i].label);
+    check(strcmp(clt_photos_path(tr, i), want) == 0, "example %d is %s, want %s", i,
+          clt_photos_path(tr, i), want);
+    check(clt_photos_label(tr, i) == specs[i].label, "example %d label %d, want %d", i,
+          clt_photos_label(tr, i), specs[i].label);
   }
   check(clt_photos_is_folder(tpath("photos")), "is_folder(photos) false");
   clt_photos_free(tr);
@@ -331,7 +347,8 @@ static void test_pixels(int size) {
     rc = clt_photos_decode(tr, i, rgb, &e);
     check(rc == CLT_OK, "decode %s at %d: %s", s->rel, size, e.msg);
     if (rc != CLT_OK) continue;
-    int tol = s->kind == JPG_RGB || s->kind == JPG_GRAY ? 3 : 0, bad = 0, first = -1, got = 0, want = 0;
+    int tol = s->kind == JPG_RGB || s->kind == JPG_GRAY ? 3 : 0, bad = 0, first = -1, got = 0,
+        want = 0;
     for (int y = 0; y < size; y++)
       for (int x = 0; x < size; x++)
         for (int c = 0; c < 3; c++) {
@@ -344,9 +361,11 @@ static void test_pixels(int size) {
             want = w;
           }
         }
-    check(bad == 0, "%s (%dx%d) at %dx%d: %d values off, first at y %d x %d c %d: got %d want %d (tolerance %d)",
-          s->rel, s->w, s->h, size, size, bad, first / 3 / size, first / 3 % size, first % 3, got, want,
-          s->grad ? 1 : tol);
+    check(
+        bad == 0,
+        "%s (%dx%d) at %dx%d: %d values off, first at y %d x %d c %d: got %d want %d (tolerance %d)",
+        s->rel, s->w, s->h, size, size, bad, first / 3 / size, first / 3 % size, first % 3, got,
+        want, s->grad ? 1 : tol);
   }
   free(rgb);
   clt_photos_free(tr);
@@ -363,8 +382,9 @@ static void test_split(void) {
   check(rc == CLT_OK, "split 0.3 seed 8: %s", e.msg);
   if (rc == CLT_OK) {
     int nv = (int)floor(0.3 * NSPECS);
-    check(clt_photos_count(av) == nv && clt_photos_count(a) == NSPECS - nv, "split sizes %d + %d, want %d + %d",
-          clt_photos_count(a), clt_photos_count(av), NSPECS - nv, nv);
+    check(clt_photos_count(av) == nv && clt_photos_count(a) == NSPECS - nv,
+          "split sizes %d + %d, want %d + %d", clt_photos_count(a), clt_photos_count(av),
+          NSPECS - nv, nv);
     check(clt_photos_classes(av) == 3 && strcmp(clt_photos_class_name(av, 2), "cherry") == 0,
           "validation subset keeps all class names");
     int same = 1, differs = 0, seen[NSPECS] = {0};
@@ -378,13 +398,14 @@ static void test_split(void) {
       check(sp >= 0, "split lists an unknown file %s", clt_photos_path(x, k));
       if (sp < 0) continue;
       seen[sp]++;
-      check(clt_photos_label(x, k) == specs[sp].label, "split: %s has label %d, want %d", specs[sp].rel,
-            clt_photos_label(x, k), specs[sp].label);
+      check(clt_photos_label(x, k) == specs[sp].label, "split: %s has label %d, want %d",
+            specs[sp].rel, clt_photos_label(x, k), specs[sp].label);
     }
     check(same, "same seed gave a different split");
     check(differs, "seeds 7 and 8 gave the same order");
     for (int i = 0; i < NSPECS; i++)
-      check(seen[i] == 1, "split: %s appears %d times across training and validation", specs[i].rel, seen[i]);
+      check(seen[i] == 1, "split: %s appears %d times across training and validation", specs[i].rel,
+            seen[i]);
   }
   clt_photos_free(a);
   clt_photos_free(av);
@@ -404,9 +425,10 @@ static void test_split(void) {
   check_err(rc, &e, "photos", "split -0.1");
   rc = clt_photos_open(tpath("photos"), 0, 0.0, 7, &t, &v, &e);
   check_err(rc, &e, "photos", "image size 0");
-  rc = clt_photos_open(tpath("photos"), 8, 0.99, 7, &t, &v, &e); /* floor(10.89) = 10: one left to train */
-  check(rc == CLT_OK && clt_photos_count(t) == 1 && clt_photos_count(v) == NSPECS - 1, "split 0.99: %s",
-        rc ? e.msg : "wrong sizes");
+  rc = clt_photos_open(tpath("photos"), 8, 0.99, 7, &t, &v,
+                       &e); /* floor(10.89) = 10: one left to train */
+  check(rc == CLT_OK && clt_photos_count(t) == 1 && clt_photos_count(v) == NSPECS - 1,
+        "split 0.99: %s", rc ? e.msg : "wrong sizes");
   clt_photos_free(t);
   clt_photos_free(v);
 }
@@ -416,9 +438,10 @@ static void test_split(void) {
 static void test_extra_formats(void) {
   const int w = 29, h = 17, size = 12;
   unsigned char *d = malloc((size_t)w * h * 4);
-  for (int i = 0; i < w * h; i++) memcpy(d + i * 4, (unsigned char[4]){200, 100, 50, 230}, 4);
+  for (int i = 0; i < w * h; i++)
+    memcpy(d + (size_t)i * 4, (unsigned char[4]){200, 100, 50, 230}, 4);
   write_jpeg_ex(tpath("extra/a/1_cmyk.jpg"), w, h, 4, d, 95, 0);
-  for (int i = 0; i < w * h; i++) memcpy(d + i * 3, (unsigned char[3]){20, 200, 140}, 3);
+  for (int i = 0; i < w * h; i++) memcpy(d + (size_t)i * 3, (unsigned char[3]){20, 200, 140}, 3);
   write_jpeg_ex(tpath("extra/a/2_progressive.jpg"), w, h, 3, d, 95, 1);
   for (int y = 0; y < h; y++)
     for (int x = 0; x < w; x++)
@@ -434,7 +457,10 @@ static void test_extra_formats(void) {
   check(rc == CLT_OK && clt_photos_count(p) == 4, "open extra: %s", rc ? e.msg : "count");
   if (rc != CLT_OK) return;
   /* Adobe CMYK is stored inverted: r = k * c / 255 (as TensorFlow converts it). */
-  const int want[4][3] = {{200 * 230 / 255, 100 * 230 / 255, 50 * 230 / 255}, {20, 200, 140}, {-1}, {255, 255, 255}};
+  const int want[4][3] = {{200 * 230 / 255, 100 * 230 / 255, 50 * 230 / 255},
+                          {20, 200, 140},
+                          {-1},
+                          {255, 255, 255}};
   const int tol[4] = {4, 3, 1, 0};
   unsigned char rgb[12 * 12 * 3];
   for (int i = 0; i < 4 && i < clt_photos_count(p); i++) {
@@ -445,13 +471,15 @@ static void test_extra_formats(void) {
     for (int y = 0; y < size; y++)
       for (int x = 0; x < size; x++)
         for (int c = 0; c < 3; c++) {
-          int v = rgb[(y * size + x) * 3 + c], t = want[i][0] < 0 ? ref_resize(x, y, c, w, h, size) : want[i][c];
+          int v = rgb[(y * size + x) * 3 + c],
+              t = want[i][0] < 0 ? ref_resize(x, y, c, w, h, size) : want[i][c];
           if (abs(v - t) > tol[i] && bad++ == 0) {
             got = v;
             exp = t;
           }
         }
-    check(bad == 0, "%s: %d values off (first: got %d want %d)", clt_photos_path(p, i), bad, got, exp);
+    check(bad == 0, "%s: %d values off (first: got %d want %d)", clt_photos_path(p, i), bad, got,
+          exp);
   }
   clt_photos_free(p);
 }
@@ -486,15 +514,17 @@ static void *consume_pass(void *arg) {
     int want = a->count - s * a->batch < a->batch ? a->count - s * a->batch : a->batch;
     if (b.count != want || waited < 0) {
       a->bad++;
-      snprintf(a->msg, sizeof a->msg, "step %d: %d images, want %d (waited %g)", s, b.count, want, waited);
+      snprintf(a->msg, sizeof a->msg, "step %d: %d images, want %d (waited %g)", s, b.count, want,
+               waited);
     }
     for (int k = 0; k < b.count && k < want; k++) {
       int idx = a->order[s * a->batch + k];
       if (b.labels[k] != clt_photos_label(a->p, idx) ||
           memcmp(b.pixels + (size_t)k * a->img, a->expect + (size_t)idx * a->img, a->img) != 0) {
         a->bad++;
-        snprintf(a->msg, sizeof a->msg, "step %d image %d (example %d): label %d want %d, or pixels differ", s, k,
-                 idx, b.labels[k], clt_photos_label(a->p, idx));
+        snprintf(a->msg, sizeof a->msg,
+                 "step %d image %d (example %d): label %d want %d, or pixels differ", s, k, idx,
+                 b.labels[k], clt_photos_label(a->p, idx));
       }
     }
     clt_loader_put(a->l, s);
@@ -548,7 +578,8 @@ static void test_loader(void) {
   }
   unsigned char *expect = malloc(img * n);
   for (int i = 0; i < n; i++)
-    if (clt_photos_decode(p, i, expect + img * i, &e) != CLT_OK) check(0, "loader: decode %d: %s", i, e.msg);
+    if (clt_photos_decode(p, i, expect + img * i, &e) != CLT_OK)
+      check(0, "loader: decode %d: %s", i, e.msg);
   int order1[NSPECS], order2[NSPECS];
   clt_epoch_order(3, 0, order1, n);
   clt_epoch_order(3, 1, order2, n);
@@ -559,10 +590,11 @@ static void test_loader(void) {
   check(rc == CLT_OK, "loader create: %s", e.msg);
   if (rc == CLT_OK) {
     run_pass(l, p, order1, n, 4, expect, 2, "pass 1 (batch 4, 2 consumers)");
-    check(clt_loader_decoded(l) == (size_t)n, "pass 1 decoded %zu images, want %d", clt_loader_decoded(l), n);
+    check(clt_loader_decoded(l) == (size_t)n, "pass 1 decoded %zu images, want %d",
+          clt_loader_decoded(l), n);
     run_pass(l, p, order2, n, 3, expect, 2, "pass 2 (batch 3, cached)");
-    check(clt_loader_decoded(l) == (size_t)n, "pass 2 decoded %zu more images, want 0 (cache holds all)",
-          clt_loader_decoded(l) - n);
+    check(clt_loader_decoded(l) == (size_t)n,
+          "pass 2 decoded %zu more images, want 0 (cache holds all)", clt_loader_decoded(l) - n);
     /* A pass that is not consumed blocks the next start, until cancelled. */
     rc = clt_loader_start(l, order1, n, 4, &e);
     clt_photo_batch b;
@@ -600,12 +632,14 @@ static void test_loader(void) {
     blocked_arg ba = {l, 1, 0, 0, ""};
     pthread_t tid;
     pthread_create(&tid, NULL, get_blocked, &ba);
-    struct timespec ts = {0, 100 * 1000 * 1000};
+    struct timespec ts = {0, 100L * 1000 * 1000};
     nanosleep(&ts, NULL);
-    check(!__atomic_load_n(&ba.done, __ATOMIC_SEQ_CST), "get(1) returned while step 0 was held (depth 1)");
+    check(!__atomic_load_n(&ba.done, __ATOMIC_SEQ_CST),
+          "get(1) returned while step 0 was held (depth 1)");
     clt_loader_cancel(l);
     pthread_join(tid, NULL);
-    check(ba.rc != CLT_OK && strstr(ba.msg, "cancel"), "blocked get after cancel: rc %d, %s", ba.rc, ba.msg);
+    check(ba.rc != CLT_OK && strstr(ba.msg, "cancel"), "blocked get after cancel: rc %d, %s", ba.rc,
+          ba.msg);
     rc = clt_loader_get(l, 0, &b, NULL, &e);
     check(rc != CLT_OK, "get after cancel succeeded");
     rc = clt_loader_start(l, order2, n, 2, &e);
@@ -651,12 +685,14 @@ static void test_bad(void) {
   write_raw(tpath("noimg/b/readme.txt"), "x", 1);
   rc = clt_photos_open(tpath("noimg"), 8, 0.0, 1, &t, &v, &e);
   check_err(rc, &e, "b", "class with no images");
-  check(rc == CLT_OK || strstr(e.msg, tpath("noimg")) != NULL, "class with no images: no folder path: %s", e.msg);
+  check(rc == CLT_OK || strstr(e.msg, tpath("noimg")) != NULL,
+        "class with no images: no folder path: %s", e.msg);
 
   /* A single class is allowed here. */
   write_spec(tpath("single/only/x.png"), &specs[0]);
   rc = clt_photos_open(tpath("single"), 8, 0.0, 1, &t, &v, &e);
-  check(rc == CLT_OK && clt_photos_classes(t) == 1, "single class: %s", rc ? e.msg : "wrong classes");
+  check(rc == CLT_OK && clt_photos_classes(t) == 1, "single class: %s",
+        rc ? e.msg : "wrong classes");
   clt_photos_free(t);
   t = NULL;
 
@@ -667,7 +703,8 @@ static void test_bad(void) {
   write_raw(tpath("garbage/b/bad2.png"), junk, 3);
   rc = clt_photos_open(tpath("garbage"), 8, 0.0, 1, &t, &v, &e);
   check_err(rc, &e, tpath("garbage/a/bad.jpg"), "garbage .jpg");
-  check(rc == CLT_OK || strstr(e.msg, "2 of 3") != NULL, "garbage: count of bad files missing: %s", e.msg);
+  check(rc == CLT_OK || strstr(e.msg, "2 of 3") != NULL, "garbage: count of bad files missing: %s",
+        e.msg);
 
   /* Truncated JPEG (valid header, cut in half) and PNG: open passes, decoding fails. */
   {
@@ -689,7 +726,8 @@ static void test_bad(void) {
     write_spec(tpath("trunc/a/ok.png"), &specs[0]);
   }
   rc = clt_photos_open(tpath("trunc"), 8, 0.0, 1, &t, &v, &e);
-  check(rc == CLT_OK && clt_photos_count(t) == 3, "truncated files pass open: %s", rc ? e.msg : "count");
+  check(rc == CLT_OK && clt_photos_count(t) == 3, "truncated files pass open: %s",
+        rc ? e.msg : "count");
   if (rc == CLT_OK) {
     unsigned char rgb[8 * 8 * 3];
     /* sorted: ok.png, t.jpg, u.png */
@@ -745,8 +783,9 @@ static void remove_tree(const char *path) {
 }
 
 int main(void) {
-  verbose = getenv("VERBOSE") && *getenv("VERBOSE") == '1';
-  const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  const char *v = getenv("VERBOSE"), *tmp = getenv("TMPDIR");
+  verbose = v && *v == '1';
+  const char *base = tmp ? tmp : "/tmp";
   snprintf(tmpdir, sizeof tmpdir, "%s/cltphotos.XXXXXX", base);
   if (strlen(base) > 40 || !mkdtemp(tmpdir)) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/cltphotos.XXXXXX");
@@ -764,8 +803,7 @@ int main(void) {
   test_split();
   test_loader();
   test_bad();
-  if (!failed) remove_tree(tmpdir);
+  if (!check_failures()) remove_tree(tmpdir);
   else printf("left the test folder in %s\n", tmpdir);
-  printf("%d checks passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_summary();
 }

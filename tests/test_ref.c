@@ -21,19 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- reporting --------------------------------------------------------------------- */
+#include "check.h"
 
-static int n_passed, n_failed;
+/* ---- reporting --------------------------------------------------------------------- */
 
 /* NaN counts as a failure: `!(err <= tol)`. */
 static void report(const char *what, double max_err, double tol, const char *detail) {
-  if (max_err <= tol) {
-    n_passed++;
-    printf("ok: %s max_rel_err=%.3g (tol %.0e)%s\n", what, max_err, tol, detail);
-  } else {
-    n_failed++;
-    printf("FAIL: %s max_rel_err=%.3g (tol %.0e)%s\n", what, max_err, tol, detail);
-  }
+  check(max_err <= tol, "%s max_rel_err=%.3g (tol %.0e)%s", what, max_err, tol, detail);
 }
 
 static void expect(const char *what, int cond) { report(what, cond ? 0.0 : 1.0, 0.0, ""); }
@@ -661,10 +655,7 @@ static void init_model(uint64_t *s, const ref_cnn_shape *sh, double *p, size_t n
     }
     off += sizes[t];
   }
-  if (off != n) {
-    printf("FAIL: init_model layout %zu != param count %zu\n", off, n);
-    n_failed++;
-  }
+  if (off != n) check(0, "init_model layout %zu != param count %zu", off, n);
 }
 
 /* Every parameter's gradient against central differences of the loss. The loss is
@@ -809,6 +800,5 @@ int main(void) {
   test_hand_cases();
   test_adam();
   test_model();
-  printf("%d passed, %d failed\n", n_passed, n_failed);
-  return n_failed ? 1 : 0;
+  return check_summary();
 }

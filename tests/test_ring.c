@@ -10,13 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "ring.h"
-
-static int n_passed, n_failed;
-static void expect(const char *what, int ok) {
-  ok ? n_passed++ : n_failed++;
-  printf("%s: %s\n", ok ? "ok" : "FAIL", what);
-}
 
 typedef struct job {
   clt_ring *ring;
@@ -50,7 +45,7 @@ static void check_size(clt_replica **reps, int n, size_t floats, size_t segment,
   clt_ring *ring = NULL;
   if (clt_ring_create(reps, n, floats, segment, &ring, &e)) {
     printf("  %s\n", e.msg);
-    expect(what, 0);
+    check(0, "%s", what);
     return;
   }
   float *host = malloc(floats * n * sizeof(float)), *got = malloc(floats * sizeof(float));
@@ -78,7 +73,8 @@ static void check_size(clt_replica **reps, int n, size_t floats, size_t segment,
       ok = 0;
       break;
     }
-    clEnqueueReadBuffer(reps[r]->queue, jobs[r].buffer, CL_TRUE, 0, floats * sizeof(float), got, 0, NULL, NULL);
+    clEnqueueReadBuffer(reps[r]->queue, jobs[r].buffer, CL_TRUE, 0, floats * sizeof(float), got, 0,
+                        NULL, NULL);
     if (r == 0) {
       memcpy(host, got, floats * sizeof(float)); /* replica 0's result, for the bitwise check */
       for (size_t i = 0; i < floats; i++) {
@@ -95,8 +91,9 @@ static void check_size(clt_replica **reps, int n, size_t floats, size_t segment,
     printf("  max error %.3g\n", worst);
     ok = 0;
   }
-  expect(what, ok);
-  for (int r = 0; r < n; r++) if (jobs[r].buffer) clReleaseMemObject(jobs[r].buffer);
+  check(ok, "%s", what);
+  for (int r = 0; r < n; r++)
+    if (jobs[r].buffer) clReleaseMemObject(jobs[r].buffer);
   clt_ring_destroy(ring);
   free(host);
   free(got);
@@ -107,15 +104,15 @@ int main(void) {
   clt_err e = {0};
   clt_device_list list;
   if (clt_devices_enumerate(&list, &e) || list.count < 1) {
-    printf("FAIL: no OpenCL device: %s\n0 passed, 1 failed\n", e.msg);
-    return 1;
+    check(0, "no OpenCL device: %s", e.msg);
+    return check_summary();
   }
   int n = list.count > 8 ? 8 : list.count;
   clt_replica *reps[8];
   for (int r = 0; r < n; r++) {
     if (clt_replica_create(&list.devices[r], &reps[r], &e)) {
-      printf("FAIL: %s\n0 passed, 1 failed\n", e.msg);
-      return 1;
+      check(0, "%s", e.msg);
+      return check_summary();
     }
   }
   printf("%d device%s\n", n, n == 1 ? "" : "s");
@@ -126,6 +123,5 @@ int main(void) {
   check_size(reps, n, 9973, 1000, 3);     /* repeated calls on one ring */
   for (int r = 0; r < n; r++) clt_replica_destroy(reps[r]);
   clt_devices_free(&list);
-  printf("%d passed, %d failed\n", n_passed, n_failed);
-  return n_failed != 0;
+  return check_summary();
 }

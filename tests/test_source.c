@@ -5,17 +5,17 @@
  * first device, each its slice of the global batch in a shuffled order, and the
  * floats and labels read back must equal the host data preprocessed on the host
  * (photos: decoded with clt_photos_decode). Then every bad call and bad folder
- * must be refused with a message naming the cause. Prints "FAIL: ..." per failed
- * check and a summary; exits non-zero if anything failed. VERBOSE=1 prints each
- * expected error message. */
+ * must be refused with a message naming the cause. Prints "ok: ..." or "FAIL: ..."
+ * per check and "N passed, M failed" last; exits non-zero if anything failed.
+ * VERBOSE=1 prints each expected error message. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "check.h"
 #include "data.h"
 #include "device.h"
 #include "photos.h"
@@ -24,27 +24,12 @@
 
 enum { REPLICAS = 2, GLOBAL = 4 };
 
-static int passed, failed, verbose;
+static int verbose;
 static char tmpdir[64];
 static clt_err E;
 static clt_replica *reps[REPLICAS];
 static cl_mem xs[REPLICAS], ys[REPLICAS]; /* each replica's input floats and labels */
 static size_t x_floats;                   /* their capacity: GLOBAL images of the largest */
-
-static void check(int ok, const char *what, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *what, ...) {
-  if (ok) {
-    passed++;
-    return;
-  }
-  failed++;
-  va_list ap;
-  va_start(ap, what);
-  fputs("FAIL: ", stdout);
-  vprintf(what, ap);
-  fputc('\n', stdout);
-  va_end(ap);
-}
 
 /* A non-zero status whose message contains `needle`. */
 static void check_err(int rc, const char *needle, const char *what) {
@@ -400,12 +385,11 @@ int main(int argc, char **argv) {
     clt_replica_destroy(reps[r]);
   }
   clt_devices_free(&list);
-  if (!failed) {
+  if (!check_failures()) {
     snprintf(command, sizeof command, "rm -rf '%s'", tmpdir);
     if (system(command) != 0) printf("could not remove %s\n", tmpdir);
   } else {
     printf("left the test folder in %s\n", tmpdir);
   }
-  printf("%d checks passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  return check_summary();
 }
