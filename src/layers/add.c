@@ -44,10 +44,8 @@ static int add_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
 static int add_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)l;
   (void)max_batch;
-  cl_kernel k;
-  int status = clt_replica_kernel(r, "norm.cl", "", "add_forward", &k, e);
-  if (!status) status = clt_replica_kernel(r, "norm.cl", "", "add_backward", &k, e);
-  return status;
+  static const char *const names[] = {"add_forward", "add_backward"};
+  return clt_layer_build_kernels(r, "norm.cl", names, 2, e);
 }
 
 /* Work-items of add_forward/add_backward: one per 8 floats, one more for the rest. */

@@ -111,12 +111,8 @@ static const char *const bn_kernels[] = {"bn_partial_sum",  "bn_partial_dev", "b
 static int bn_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)l;
   (void)max_batch;
-  cl_kernel k;
-  for (size_t i = 0; i < sizeof bn_kernels / sizeof bn_kernels[0]; i++) {
-    int status = clt_replica_kernel(r, "norm.cl", "", bn_kernels[i], &k, e);
-    if (status) return status;
-  }
-  return CLT_OK;
+  return clt_layer_build_kernels(r, "norm.cl", bn_kernels,
+                                 (int)(sizeof bn_kernels / sizeof bn_kernels[0]), e);
 }
 
 /* Launches norm.cl's `name` over n0 work-items, or (n0, n1) when n1 > 0. */

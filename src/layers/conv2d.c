@@ -135,20 +135,14 @@ static clt_gemm_shape dcol_shape(const clt_layer *l, int batch) {
 }
 
 static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
-  cl_kernel k;
-  const char *names[] = {"im2col",   "im2col_rows",       "col2im",
-                         "bias_act", "bias_grad_partial", "bias_grad_final"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    int status = clt_replica_kernel(r, "conv.cl", "", names[i], &k, e);
-    if (status) return status;
-  }
+  static const char *const names[] = {"im2col",   "im2col_rows",       "col2im",
+                                      "bias_act", "bias_grad_partial", "bias_grad_final"};
+  int status = clt_layer_build_kernels(r, "conv.cl", names, 6, e);
+  if (status) return status;
   clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
                               dcol_shape(l, max_batch)};
-  for (int i = 0; i < 3; i++) {
-    int status = clt_gemm_reserve(r, &shapes[i], e);
-    if (status) return status;
-  }
-  return CLT_OK;
+  for (int i = 0; i < 3 && !status; i++) status = clt_gemm_reserve(r, &shapes[i], e);
+  return status;
 }
 
 /* Runs im2col or col2im (they share the argument list) over `positions`. */

@@ -22,10 +22,8 @@ static int gap_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
 static int gap_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)l;
   (void)max_batch;
-  cl_kernel k;
-  int status = clt_replica_kernel(r, "norm.cl", "", "gap_forward", &k, e);
-  if (!status) status = clt_replica_kernel(r, "norm.cl", "", "gap_backward", &k, e);
-  return status;
+  static const char *const names[] = {"gap_forward", "gap_backward"};
+  return clt_layer_build_kernels(r, "norm.cl", names, 2, e);
 }
 
 static size_t gap_chunks(const clt_layer *l) {

@@ -65,6 +65,14 @@ void clt_layer_describe(const clt_layer *l, char *buf, size_t size) {
   l->ops->describe(l, buf, size);
 }
 
+int clt_layer_build_kernels(clt_replica *r, const char *file, const char *const *names, int n,
+                            clt_err *e) {
+  cl_kernel k;
+  int status = CLT_OK;
+  for (int i = 0; i < n && !status; i++) status = clt_replica_kernel(r, file, "", names[i], &k, e);
+  return status;
+}
+
 size_t clt_layer_scratch_floats(const clt_layer *l, int batch) {
   return l->ops->scratch_floats ? l->ops->scratch_floats(l, batch) : 0;
 }

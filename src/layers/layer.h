@@ -135,6 +135,10 @@ struct clt_layer {
 size_t clt_layer_scratch_floats(const clt_layer *l, int batch);
 size_t clt_layer_state_floats(const clt_layer *l);
 
+/* Builds kernels names[0..n) of cl/<file> on r (for a kind's prepare). */
+int clt_layer_build_kernels(clt_replica *r, const char *file, const char *const *names, int n,
+                            clt_err *e);
+
 /* Every kind, NULL-terminated (generated from src/layers/ by the build). */
 extern const clt_layer_ops *const clt_layer_kinds[];
 

@@ -55,15 +55,10 @@ static int pool_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
 
 static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)max_batch;
-  cl_kernel k;
-  int status = clt_replica_kernel(r, "pool.cl", "", "maxpool_forward", &k, e);
-  if (!status) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_backward", &k, e);
-  if (!status) status = clt_replica_kernel(r, "pool.cl", "", "maxpool_backward_tiled", &k, e);
-  if (!status && l->pad)
-    status = clt_replica_kernel(r, "pool.cl", "", "maxpool_pad_forward", &k, e);
-  if (!status && l->pad)
-    status = clt_replica_kernel(r, "pool.cl", "", "maxpool_pad_backward", &k, e);
-  return status;
+  static const char *const names[] = {"maxpool_forward", "maxpool_backward",
+                                      "maxpool_backward_tiled", "maxpool_pad_forward",
+                                      "maxpool_pad_backward"};
+  return clt_layer_build_kernels(r, "pool.cl", names, l->pad ? 5 : 3, e); /* padded: 2 more */
 }
 
 /* Padded forward: one work-item per output position. */

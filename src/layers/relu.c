@@ -20,10 +20,8 @@ static int relu_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
 static int relu_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)l;
   (void)max_batch;
-  cl_kernel k;
-  int status = clt_replica_kernel(r, "activation.cl", "", "relu_forward", &k, e);
-  if (!status) status = clt_replica_kernel(r, "activation.cl", "", "relu_backward", &k, e);
-  return status;
+  static const char *const names[] = {"relu_forward", "relu_backward"};
+  return clt_layer_build_kernels(r, "activation.cl", names, 2, e);
 }
 
 /* Runs activation.cl's `name` over the layer's n = batch * size floats. */
