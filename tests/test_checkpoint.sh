@@ -100,6 +100,34 @@ expect_fail "shape that does not fit" "shape.npz: member dense/kernel has shape 
 expect_fail "another architecture" "arch.npz: architecture differs" "$CLT" eval --checkpoint "$tmp/arch.npz"
 "$TOOL" set-string "$good" "$tmp/model.npz" metadata '"model": "fmnist-cnn"' '"model": "lenet-9"'
 expect_fail "unknown model" "model.npz: .*unknown model 'lenet-9'" "$CLT" eval --checkpoint "$tmp/model.npz"
+# A model known by no name (with its preprocessing) is rebuilt from the description
+# its checkpoint stores, for eval and for --resume.
+"$TOOL" set-string "$good" "$tmp/described.npz" metadata '"model": "fmnist-cnn"' \
+  '"model": "my-cnn", "preprocess": "unit"'
+want=$("$CLT" eval --checkpoint "$good" --test-limit 300 2>&1 | sed -n 's/^Accuracy: //p')
+"$CLT" eval --checkpoint "$tmp/described.npz" --test-limit 300 >"$tmp/described.txt" 2>&1
+if grep -q 'model my-cnn,' "$tmp/described.txt" && grep -qx "Accuracy: $want" "$tmp/described.txt"; then
+  ok "eval rebuilds a model known by no name from its description (accuracy $want)"
+else
+  bad "eval rebuilds a model known by no name from its description ($(cat "$tmp/described.txt"))"
+fi
+mkdir -p "$tmp/described"
+cp "$tmp/described.npz" "$tmp/described/ckpt-2.npz"
+printf 'model_checkpoint_path: "ckpt-2"\n' >"$tmp/described/checkpoint"
+"$CLT" train --epochs 3 --resume "${small[@]}" --checkpoint-dir "$tmp/described" >"$tmp/described.txt" 2>&1
+if grep -q '^Model my-cnn: ' "$tmp/described.txt" && grep -q '^Epoch 3, Loss' "$tmp/described.txt" &&
+  [ -f "$tmp/described/ckpt-3.npz" ]; then
+  ok "--resume rebuilds it too, trains on and saves"
+else
+  bad "--resume rebuilds it too, trains on and saves ($(tail -3 "$tmp/described.txt"))"
+fi
+"$TOOL" set-string "$tmp/described.npz" "$tmp/badkind.npz" metadata "Dense(64,relu)" "Dense(64,gelu)"
+expect_fail "a bad description" "badkind.npz: model my-cnn for 28x28x1 images: dense: Dense\(64,gelu\): expected" \
+  "$CLT" eval --checkpoint "$tmp/badkind.npz"
+"$TOOL" set-string "$good" "$tmp/badpre.npz" metadata '"model": "fmnist-cnn"' \
+  '"model": "my-cnn", "preprocess": "sepia"'
+expect_fail "unknown preprocessing" "badpre.npz: unknown preprocessing 'sepia' of model my-cnn" \
+  "$CLT" eval --checkpoint "$tmp/badpre.npz"
 "$TOOL" set-string "$good" "$tmp/version.npz" metadata '"format": 1' '"format": 7'
 expect_fail "unknown format version" "version.npz: unknown checkpoint format version 7" \
   "$CLT" eval --checkpoint "$tmp/version.npz"
