@@ -76,9 +76,10 @@ static int describe_fmnist_cnn(clt_shape input, int classes, desc_writer *w, clt
   ((relu) ? "BatchNormalization(eps1.001e-05,m0.99,relu)" \
           : "BatchNormalization(eps1.001e-05,m0.99)")
 
-/* Conv2D then BatchNormalization, "<name>_conv" and "<name>_bn"; returns the latter's name. */
-static const char *conv_bn(desc_writer *w, const char *name, const char *input, int filters, int k,
-                           int stride, int same, int relu, char *out, size_t size) {
+/* Conv2D then BatchNormalization, "<name>_conv" and "<name>_bn"; the latter's name
+ * goes to out (which may be the buffer `input` points to). */
+static void conv_bn(desc_writer *w, const char *name, const char *input, int filters, int k,
+                    int stride, int same, int relu, char *out, size_t size) {
   char n[64], kind[48];
   snprintf(n, sizeof n, "%s_conv", name);
   snprintf(kind, sizeof kind, "Conv2D(%d,%dx%d,s%d,%s)", filters, k, k, stride,
@@ -86,7 +87,6 @@ static const char *conv_bn(desc_writer *w, const char *name, const char *input, 
   emit(w, n, kind, input, NULL);
   snprintf(out, size, "%s_bn", name);
   emit(w, out, RESNET_BN(relu), n, NULL);
-  return out;
 }
 
 /* keras.applications.resnet.block1: a bottleneck block, 1x1 -> 3x3 -> 1x1 (4x

@@ -61,10 +61,6 @@ int clt_layer_init(clt_layer *l, const char *entry, clt_err *e) {
   return l->ops->parse(l, args, e);
 }
 
-void clt_layer_describe(const clt_layer *l, char *buf, size_t size) {
-  l->ops->describe(l, buf, size);
-}
-
 int clt_layer_build_kernels(clt_replica *r, const char *file, const char *const *names, int n,
                             clt_err *e) {
   cl_kernel k;

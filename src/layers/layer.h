@@ -149,9 +149,6 @@ const clt_layer_ops *clt_layer_kind(const char *kind);
  * kind, name and hyper-parameters; one input (-1) and no padding. */
 int clt_layer_init(clt_layer *l, const char *entry, clt_err *e);
 
-/* Writes "Kind(args)" or "Kind" for l: the inverse of clt_layer_init's part after '='. */
-void clt_layer_describe(const clt_layer *l, char *buf, size_t size);
-
 /* parse and describe of a kind without hyper-parameters ("Flatten"). */
 int clt_layer_parse_none(clt_layer *l, const char *args, clt_err *e);
 void clt_layer_describe_none(const clt_layer *l, char *buf, size_t size);
