@@ -19,6 +19,36 @@ struct clt_program_entry {
   clt_program_entry *next;
 };
 
+struct clt_kernel_info {
+  cl_kernel kernel; /* NULL: free slot */
+  size_t wg;        /* CL_KERNEL_WORK_GROUP_SIZE */
+  size_t multiple;  /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE */
+};
+
+int clt_kernel_flavor_for(const clt_device *device, clt_kernel_flavor *out, clt_err *e) {
+  const char *v = getenv("CLTRAIN_KERNELS");
+  if (!v || !*v || strcmp(v, "auto") == 0) {
+    *out = (device->type & CL_DEVICE_TYPE_CPU) ? CLT_KERNELS_CPU : CLT_KERNELS_GPU;
+  } else if (strcmp(v, "cpu") == 0) {
+    *out = CLT_KERNELS_CPU;
+  } else if (strcmp(v, "gpu") == 0) {
+    *out = CLT_KERNELS_GPU;
+  } else {
+    return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_KERNELS=%s: expected cpu, gpu or auto", v);
+  }
+  return CLT_OK;
+}
+
+const char *clt_kernel_flavor_name(clt_kernel_flavor f) {
+  return f == CLT_KERNELS_GPU ? "gpu" : "cpu";
+}
+
+const char *clt_kernel_flavor_summary(clt_kernel_flavor f) {
+  return f == CLT_KERNELS_GPU
+             ? "gpu kernels (coalesced, local-memory reductions; GEMM: CLBlast)"
+             : "cpu kernels (float8 per work-item; GEMM: cltrain float16, CLBlast if N % 16 != 0)";
+}
+
 int clt_replica_fail(clt_replica *r, clt_err *e, int rc, const char *what) {
   return clt_fail(e, rc, "device %d (%s): %s: %s", r->device.index, r->device.name, what,
                   clt_status_name(rc));
@@ -44,10 +74,17 @@ int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e) 
     status = clt_replica_fail(r, e, rc, "clCreateCommandQueue");
     goto cleanup;
   }
+  if ((status = clt_kernel_flavor_for(device, &r->flavor, e))) goto cleanup;
   size_t max_wg = 0;
   clGetDeviceInfo(device->id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
   r->max_work_group = max_wg ? max_wg : 1;
-  r->work_group = max_wg >= 64 ? 64 : r->max_work_group;
+  r->tile_wg = 1;
+  while (r->tile_wg * 2 <= CLT_WG_MAX && r->tile_wg * 2 <= r->max_work_group) r->tile_wg *= 2;
+  r->kernel_info = calloc(CLT_KERNEL_INFO_SLOTS, sizeof *r->kernel_info);
+  if (!r->kernel_info) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a replica");
+    goto cleanup;
+  }
   *out = r;
   return CLT_OK;
 
@@ -68,6 +105,8 @@ void clt_replica_destroy(clt_replica *r) {
     p = next;
   }
   if (r->gemm_temp) clReleaseMemObject(r->gemm_temp);
+  free(r->kernel_info);
+  free(r->build_log);
   if (r->profile) {
     for (int i = 0; i < r->profile->npending; i++) clReleaseEvent(r->profile->pending[i]);
     free(r->profile);
@@ -75,6 +114,23 @@ void clt_replica_destroy(clt_replica *r) {
   if (r->queue) clReleaseCommandQueue(r->queue);
   if (r->context) clReleaseContext(r->context);
   free(r);
+}
+
+/* A successful build's log, when it says anything (warnings), is kept for
+ * --verbose rather than printed: a normal run shows no compiler output. */
+static void keep_build_log(clt_replica *r, const char *source, const char *opts, const char *log) {
+  const char *c = log;
+  while (*c == ' ' || *c == '\n' || *c == '\r' || *c == '\t') c++;
+  if (!*c) return;
+  char head[640];
+  int n = snprintf(head, sizeof head, "device %d (%s): cl/%s [%s]:\n", r->device.index,
+                   r->device.name, source, opts);
+  if (n < 0) return;
+  size_t add = (size_t)n + strlen(c) + 2;
+  char *grown = realloc(r->build_log, r->build_log_len + add + 1);
+  if (!grown) return; /* only a diagnostic: dropping it is harmless */
+  r->build_log = grown;
+  r->build_log_len += (size_t)snprintf(grown + r->build_log_len, add + 1, "%s%s\n", head, c);
 }
 
 /* Builds cl/<source> with options; on failure the error carries the build log
@@ -99,23 +155,27 @@ static int build_program(clt_replica *r, const char *source, const char *options
     free(p);
     return clt_replica_fail(r, e, rc, "clCreateProgramWithSource");
   }
+  /* The variant (see clt_kernel_flavor) and the work-group its tiles are sized
+   * for are part of every build. */
   char opts[512];
-  snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s", options);
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DCLT_GPU=%d -DCLT_WG=%zu %s",
+           r->flavor == CLT_KERNELS_GPU, r->tile_wg, options);
   rc = clBuildProgram(p->program, 1, &r->device.id, opts, NULL, NULL);
+  char log[3000];
+  log[0] = '\0';
+  clGetProgramBuildInfo(p->program, r->device.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+  log[sizeof log - 1] = '\0';
   if (rc != CL_SUCCESS) {
-    char log[3000];
-    log[0] = '\0';
-    size_t n = 0;
-    clGetProgramBuildInfo(p->program, r->device.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &n);
-    log[sizeof log - 1] = '\0';
     for (char *c = log; *c; c++)
       if (*c == '\n' || *c == '\r') *c = ' ';
-    clt_fail(e, rc, "device %d (%s): building cl/%s [%s] failed: %s: build log: %s",
-             r->device.index, r->device.name, source, options, clt_status_name(rc), log);
+    clt_fail(e, rc, "device %d (%s): building cl/%s [%s] failed (%s kernels): %s: build log: %s",
+             r->device.index, r->device.name, source, options, clt_kernel_flavor_name(r->flavor),
+             clt_status_name(rc), log);
     clReleaseProgram(p->program);
     free(p);
     return rc;
   }
+  keep_build_log(r, source, opts, log);
   p->next = r->programs;
   r->programs = p;
   *out = p;
@@ -151,6 +211,62 @@ int clt_replica_kernel(clt_replica *r, const char *source, const char *options, 
   *out = k;
   return CLT_OK;
 }
+
+void clt_replica_kernel_names(const clt_replica *r, void (*fn)(const char *name, void *ctx),
+                              void *ctx) {
+  for (const clt_program_entry *p = r->programs; p; p = p->next)
+    for (int i = 0; i < p->nkernels; i++) fn(p->kernel_names[i], ctx);
+}
+
+/* The kernel's work-group limits on this device, queried once per handle. */
+static const clt_kernel_info *kernel_info(clt_replica *r, cl_kernel k) {
+  static const clt_kernel_info fallback = {NULL, 1, 1};
+  size_t h = ((uintptr_t)k >> 4) % CLT_KERNEL_INFO_SLOTS;
+  for (size_t probe = 0; probe < CLT_KERNEL_INFO_SLOTS; probe++) {
+    clt_kernel_info *slot = &r->kernel_info[(h + probe) % CLT_KERNEL_INFO_SLOTS];
+    if (slot->kernel == k) return slot;
+    if (slot->kernel) continue;
+    size_t wg = 0, multiple = 0;
+    clGetKernelWorkGroupInfo(k, r->device.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    clGetKernelWorkGroupInfo(k, r->device.id, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                             sizeof multiple, &multiple, NULL);
+    *slot = (clt_kernel_info){k, wg ? wg : 1, multiple ? multiple : 1};
+    if (slot->wg > r->max_work_group) slot->wg = r->max_work_group;
+    return slot;
+  }
+  return &fallback; /* table full (never with this codebase's kernels): groups of one */
+}
+
+/* A 1-D work-group for k: `target` items (64 on the CPU flavor, as PoCL was
+ * measured with; CLT_WG on GPUs), at most what the kernel allows, rounded down
+ * to the device's preferred multiple. */
+static size_t local_1d(clt_replica *r, cl_kernel k) {
+  const clt_kernel_info *info = kernel_info(r, k);
+  size_t l = r->flavor == CLT_KERNELS_GPU ? r->tile_wg : 64;
+  if (l > info->wg) l = info->wg;
+  if (l >= info->multiple) l = l / info->multiple * info->multiple;
+  return l ? l : 1;
+}
+
+/* The largest power of two <= min(CLT_WG, the kernel's limit): the size the
+ * local-memory trees of the GPU variants need. */
+static size_t local_pow2(clt_replica *r, cl_kernel k) {
+  const clt_kernel_info *info = kernel_info(r, k);
+  size_t l = 1;
+  while (l * 2 <= r->tile_wg && l * 2 <= info->wg) l *= 2;
+  return l;
+}
+
+/* GPU 2-D groups (lc, lr): up to 32 consecutive channels (a 128-byte line),
+ * fewer when there are fewer, by rows to fill a group of `total`. */
+static void split_2d(size_t total, size_t cols, size_t *lc, size_t *lr) {
+  size_t c = 1;
+  while (c < cols && c < 32 && c < total) c *= 2;
+  *lc = c;
+  *lr = total / c;
+}
+
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
 int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *out, clt_err *e) {
   *out = NULL;
@@ -205,8 +321,8 @@ int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *a
 int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
                  size_t n, clt_err *e) {
   if (n == 0) return CLT_OK;
-  size_t local = r->work_group;
-  size_t global = (n + local - 1) / local * local;
+  size_t local = local_1d(r, k);
+  size_t global = round_up(n, local);
   return clt_launch(r, k, kname, args, nargs, 1, &global, &local, e);
 }
 
@@ -214,12 +330,49 @@ int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg 
                  size_t n0, size_t n1, clt_err *e) {
   if (n0 == 0 || n1 == 0) return CLT_OK;
   /* A whole channel row per group when it fits (no idle work-items), else
-   * groups of work_group with a guarded tail; narrow rows (few channels) stack
-   * several positions per group so groups are never tiny. */
-  size_t l0 = n0 <= r->max_work_group && n0 <= 256 ? n0 : r->work_group;
-  size_t l1 = l0 >= r->work_group ? 1 : r->work_group / l0;
-  size_t global[2] = {(n0 + l0 - 1) / l0 * l0, (n1 + l1 - 1) / l1 * l1}, local[2] = {l0, l1};
+   * groups of the 1-D size with a guarded tail; narrow rows (few channels)
+   * stack several positions per group so groups are never tiny. */
+  const size_t wg = local_1d(r, k), limit = kernel_info(r, k)->wg;
+  size_t l0 = n0 <= limit && n0 <= 256 ? n0 : wg;
+  size_t l1 = l0 >= wg ? 1 : wg / l0;
+  if (l0 * l1 > limit) l1 = limit / l0 ? limit / l0 : 1;
+  size_t global[2] = {round_up(n0, l0), round_up(n1, l1)}, local[2] = {l0, l1};
   return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
+}
+
+int clt_launch_elems(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                     int nargs, size_t n, clt_err *e) {
+  return clt_launch1d(r, k, kname, args, nargs, r->flavor == CLT_KERNELS_GPU ? n : (n + 7) / 8, e);
+}
+
+int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                    int nargs, size_t cols, size_t rows, size_t rows_per_item, clt_err *e) {
+  if (cols == 0 || rows == 0) return CLT_OK;
+  if (r->flavor == CLT_KERNELS_CPU) {
+    return clt_launch2d(r, k, kname, args, nargs, (cols + 7) / 8,
+                        (rows + rows_per_item - 1) / rows_per_item, e);
+  }
+  size_t lc, lr;
+  split_2d(local_pow2(r, k), cols, &lc, &lr);
+  size_t global[2] = {round_up(cols, lc), round_up(rows, lr)}, local[2] = {lc, lr};
+  return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
+}
+
+int clt_launch_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                      int nargs, size_t cols, size_t nblocks, clt_err *e) {
+  if (cols == 0 || nblocks == 0) return CLT_OK;
+  if (r->flavor == CLT_KERNELS_CPU)
+    return clt_launch2d(r, k, kname, args, nargs, (cols + 7) / 8, nblocks, e);
+  size_t lc, lr;
+  split_2d(local_pow2(r, k), cols, &lc, &lr);
+  size_t global[2] = {round_up(cols, lc), nblocks * lr}, local[2] = {lc, lr};
+  return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
+}
+
+int clt_launch_single_group(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                            int nargs, clt_err *e) {
+  size_t n = r->flavor == CLT_KERNELS_GPU ? local_pow2(r, k) : 1;
+  return clt_launch(r, k, kname, args, nargs, 1, &n, &n, e);
 }
 
 int clt_replica_enable_profiling(clt_replica *r, clt_err *e) {

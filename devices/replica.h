@@ -26,13 +26,41 @@ typedef struct clt_profile {
   int pending_name[CLT_PROFILE_MAX_PENDING];
 } clt_profile;
 
+/* Which variant of each kernel a replica builds (-DCLT_GPU=0|1, see cl/): CPU
+ * devices get a work-item per row or chunk of 8 channels with explicit float8
+ * vectors (PoCL does not vectorise across work-items) and cltrain's float16
+ * GEMM; GPUs and accelerators get a work-item per element along the
+ * contiguous channel dimension (coalesced), local-memory tree reductions, and
+ * CLBlast's GEMM with its tuned database. $CLTRAIN_KERNELS=cpu|gpu|auto forces
+ * one on every device (gpu on PoCL runs the GPU code paths in tests). */
+typedef enum clt_kernel_flavor { CLT_KERNELS_CPU = 0, CLT_KERNELS_GPU = 1 } clt_kernel_flavor;
+
+/* The flavor `device` gets: from $CLTRAIN_KERNELS, else from its type. An
+ * unknown value of the variable is an error. */
+int clt_kernel_flavor_for(const clt_device *device, clt_kernel_flavor *out, clt_err *e);
+/* "cpu" or "gpu"; and a short description of the kernels and GEMM it means. */
+const char *clt_kernel_flavor_name(clt_kernel_flavor f);
+const char *clt_kernel_flavor_summary(clt_kernel_flavor f);
+
+/* Largest work-group the GPU variants' local-memory tiles are sized for
+ * (-DCLT_WG): a power of two, at most this and the device's maximum. */
+#define CLT_WG_MAX 256
+
+typedef struct clt_kernel_info clt_kernel_info;
+#define CLT_KERNEL_INFO_SLOTS 1024
+
 typedef struct clt_replica {
   clt_device device; /* copy of the enumerated description */
+  clt_kernel_flavor flavor;
   cl_context context;
   cl_command_queue queue;      /* in order, profiling enabled */
   clt_program_entry *programs; /* built once per (source, options) */
-  size_t work_group;           /* preferred 1-D work-group size for elementwise kernels */
   size_t max_work_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+  size_t tile_wg;              /* -DCLT_WG: power of two <= CLT_WG_MAX, max_work_group */
+  /* Per kernel: CL_KERNEL_WORK_GROUP_SIZE and the preferred multiple, by handle. */
+  clt_kernel_info *kernel_info; /* CLT_KERNEL_INFO_SLOTS, open addressing */
+  char *build_log;              /* warnings of successful builds, for --verbose */
+  size_t build_log_len;
   cl_mem gemm_temp;            /* CLBlast scratch, sized once by clt_gemm_reserve */
   size_t gemm_temp_bytes;      /* its size */
   size_t allocated_bytes;      /* device memory this replica holds */
@@ -64,19 +92,51 @@ typedef struct clt_karg {
 #define CLT_ARG(x) ((clt_karg){sizeof(x), &(x)})
 
 /* Sets the arguments and enqueues a 1-D launch of at least n work-items
- * (rounded up to the replica's work-group; kernels guard the tail).
- * n == 0 enqueues nothing. */
+ * (rounded up to a work-group the kernel allows on this device; kernels guard
+ * the tail). n == 0 enqueues nothing. */
 int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
                  size_t n, clt_err *e);
+
+/* Elementwise kernels over n floats: ceil(n/8) work-items of a float8 each on
+ * the CPU flavor, n work-items on the GPU flavor (cl/ kernels written with
+ * CLT_CHUNK). */
+int clt_launch_elems(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                     int nargs, size_t n, clt_err *e);
+
+/* Kernels over a [rows][cols] matrix (cols contiguous: channels), per flavor:
+ * CPU: range (ceil(cols/8), ceil(rows/rows_per_item)), a work-item takes 8
+ *      channels of rows_per_item rows;
+ * GPU: range (cols, rows) in work-groups (LC, LR), LC consecutive channels
+ *      (coalesced) by LR rows, LC*LR a power of two <= CLT_WG. */
+int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                    int nargs, size_t cols, size_t rows, size_t rows_per_item, clt_err *e);
+
+/* Column sums over blocks of rows (partial[blk][c], see cl/): CPU: range
+ * (ceil(cols/8), nblocks), a work-item sums its block's rows for 8 channels;
+ * GPU: range (cols, nblocks * LR) in work-groups (LC, LR): the LR rows of a
+ * group stride through the block and meet in a local-memory tree
+ * (get_local_size(1) is a power of two). */
+int clt_launch_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                      int nargs, size_t cols, size_t nblocks, clt_err *e);
+
+/* A reduction by one work-group (GPU: a local-memory tree; CPU: one work-item
+ * loops): range of one group of a power-of-two size. */
+int clt_launch_single_group(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                            int nargs, clt_err *e);
 
 /* A launch with explicit global and local sizes (local may be NULL). */
 int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
                cl_uint dims, const size_t *global, const size_t *local, clt_err *e);
 
-/* 2-D launch over (n0, n1) work-items, n0 the fastest-varying (channels):
- * work-groups of (n0 rounded to a divisor-friendly size, 1); kernels guard the tail. */
+/* 2-D launch over (n0, n1) work-items, n0 the fastest-varying (channels);
+ * kernels guard the tail. */
 int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
                  size_t n0, size_t n1, clt_err *e);
+
+/* Calls fn(name, ctx) for each kernel this replica has created (tests check
+ * every kernel of cl/ ran). */
+void clt_replica_kernel_names(const clt_replica *r, void (*fn)(const char *name, void *ctx),
+                              void *ctx);
 
 /* Turns per-kernel profiling on (allocates the table once). */
 int clt_replica_enable_profiling(clt_replica *r, clt_err *e);

@@ -9,7 +9,7 @@ static CLBlastTranspose tr(int t) { return t ? CLBlastTransposeYes : CLBlastTran
  * kernels reach 10-22 GFLOP/s on PoCL, explicit float16 ones several times that.
  * GPUs keep CLBlast's tuned kernels. */
 static int use_own(const clt_replica *r, const clt_gemm_shape *s) {
-  return (r->device.type & CL_DEVICE_TYPE_CPU) && s->n % 16 == 0;
+  return r->flavor == CLT_KERNELS_CPU && s->n % 16 == 0;
 }
 
 /* Work-item block: RB sub-blocks of TM rows by NB 16-wide column blocks (NB

@@ -21,8 +21,13 @@ void clt_report_plan(const clt_report *r, const clt_plan *plan) {
   }
   for (int i = 0; i < plan->ndevices; i++) {
     const clt_device *dev = plan->devices[i];
-    fprintf(r->out, "Replica %d: device %d, %s (%s, %s)\n", i, dev->index, dev->name,
+    clt_kernel_flavor flavor;
+    clt_err ignored = {0}; /* a bad $CLTRAIN_KERNELS fails the replica's creation next */
+    fprintf(r->out, "Replica %d: device %d, %s (%s, %s)", i, dev->index, dev->name,
             clt_device_type_name(dev->type), dev->platform_name);
+    if (clt_kernel_flavor_for(dev, &flavor, &ignored) == CLT_OK)
+      fprintf(r->out, "; %s", clt_kernel_flavor_summary(flavor));
+    fprintf(r->out, "\n");
   }
   fprintf(r->out, "Global batch %d (%d per replica), %d steps per epoch, epochs %d to %d", global,
           plan->batch_per_replica, steps, plan->first_epoch + 1, plan->epochs);
@@ -40,7 +45,16 @@ void clt_report_nothing_to_do(const clt_report *r, int epochs_done, int epochs) 
           epochs);
 }
 
+void clt_report_build_logs(const clt_trainer *t) {
+  for (int i = 0; i < clt_trainer_replicas(t); i++) {
+    const clt_replica *rep = clt_trainer_replica(t, i);
+    if (rep->build_log) fputs(rep->build_log, stderr);
+  }
+  fflush(stderr);
+}
+
 void clt_report_ready(const clt_report *r, double setup_seconds, double launch_seconds) {
+  if (r->verbose) clt_report_build_logs(r->trainer);
   fprintf(r->out,
           "Set-up (kernels, buffers, data upload): %.1fs, %.1fs from launch to the first step; "
           "device memory per replica:",

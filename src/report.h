@@ -14,6 +14,7 @@ typedef struct clt_report {
   FILE *out;     /* the lines */
   FILE *log;     /* JSON Lines, one object per epoch, or NULL */
   int profile;   /* --profile: device time by layer and kernel per epoch */
+  int verbose;   /* --verbose: the build logs of the replicas' programs, on stderr */
   double launch; /* clt_now_seconds() at launch: start-up counts from it */
   const clt_model *model;
   const clt_data *data;                /* a photo folder's test set is its validation split,
@@ -41,6 +42,10 @@ typedef struct clt_epoch_record {
   double test_loss, test_acc; /* NAN without a test set */
   double seconds;             /* the whole epoch, evaluation included */
 } clt_epoch_record;
+
+/* --verbose: the OpenCL compilers' logs of the replicas' successful builds
+ * (warnings), on stderr; a normal run shows none. */
+void clt_report_build_logs(const clt_trainer *t);
 
 /* The model, data, replica and batch lines (and "Resuming from ..."). */
 void clt_report_plan(const clt_report *r, const clt_plan *plan);

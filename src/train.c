@@ -171,6 +171,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   clt_checkpoint state = {0};
   clt_report rep = {.out = o->out,
                     .profile = o->profile,
+                    .verbose = o->verbose,
                     .launch = clt_now_seconds() /* start-up is timed from here */};
   clt_model model;
   const clt_device *chosen[CLT_MAX_REPLICAS];
@@ -276,6 +277,7 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
                                         &t, e))) {
     goto cleanup;
   }
+  if (o->verbose) clt_report_build_logs(t);
   if ((status = clt_trainer_set_state(t, state.params, NULL, NULL, e))) goto cleanup;
   double loss, acc;
   if ((status = clt_trainer_evaluate(t, &loss, &acc, e))) goto cleanup;

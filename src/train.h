@@ -29,6 +29,7 @@ typedef struct clt_train_opts {
   int check_replicas;                           /* verify identical parameters after every step */
   int progress;                                 /* draw a progress bar (stdout is a terminal) */
   int profile;                                  /* print device time per kernel after each epoch */
+  int verbose;                                  /* print the OpenCL compilers' build logs */
   FILE *out;                                    /* where epoch lines go */
 } clt_train_opts;
 
@@ -44,6 +45,7 @@ typedef struct clt_eval_opts {
   const char *devices;
   int batch_per_replica;
   long test_limit;
+  int verbose; /* print the OpenCL compilers' build logs */
   FILE *out;
 } clt_eval_opts;
 

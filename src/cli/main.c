@@ -78,6 +78,7 @@ static int cmd_train(int argc, char **argv) {
       {"resume", CLT_FLAG_BOOL, &o.resume, 0, 0, NULL},
       {"check-replicas", CLT_FLAG_BOOL, &o.check_replicas, 0, 0, NULL},
       {"profile", CLT_FLAG_BOOL, &o.profile, 0, 0, NULL},
+      {"verbose", CLT_FLAG_BOOL, &o.verbose, 0, 0, NULL},
   };
   if (clt_cli_parse("cltrain train", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]),
                     &help, &e)) {
@@ -117,7 +118,8 @@ static int cmd_train(int argc, char **argv) {
         "                          (weights, optimizer, epoch, data order) up to --epochs\n"
         "  --check-replicas        verify after every step that all replicas hold\n"
         "                          bitwise-identical parameters (slow; for testing)\n"
-        "  --profile               print device time per kernel after each epoch\n",
+        "  --profile               print device time per kernel after each epoch\n"
+        "  --verbose               print the OpenCL compilers' build logs (warnings)\n",
         clt_model_names);
     return 0;
   }
@@ -147,6 +149,7 @@ static int cmd_eval(int argc, char **argv) {
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},
       {"test-limit", CLT_FLAG_LONG, &o.test_limit, 1, 2147483647, NULL},
+      {"verbose", CLT_FLAG_BOOL, &o.verbose, 0, 0, NULL},
   };
   if (clt_cli_parse("cltrain eval", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), &help,
                     &e)) {
@@ -169,7 +172,8 @@ static int cmd_eval(int argc, char **argv) {
         "  --seed N                training with these values [0: the whole folder; 42]\n"
         "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
         "  --batch-per-replica N   examples per device per step [64]\n"
-        "  --test-limit N          use only the first N test examples\n");
+        "  --test-limit N          use only the first N test examples\n"
+        "  --verbose               print the OpenCL compilers' build logs (warnings)\n");
     return 0;
   }
   if (!o.checkpoint) {
