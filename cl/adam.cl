@@ -1,3 +1,10 @@
+// Every replica applies the same update to the same all-reduced gradients, and
+// their parameters must stay bit-identical even across device kinds: products
+// are not contracted into FMAs (a compiler's choice otherwise), and the host
+// builds this file with -cl-fp32-correctly-rounded-divide-sqrt where the device
+// offers it (OpenCL's default sqrt and division may be off by ulps).
+#pragma OPENCL FP_CONTRACT OFF
+
 // Keras Adam over the whole flat parameter buffer. alpha is
 // lr * sqrt(1 - beta2^t) / (1 - beta1^t), computed on the host in double.
 __kernel void adam_update(__global float *p, __global const float *g, __global float *m,

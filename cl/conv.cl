@@ -2,15 +2,43 @@
 // and kernels HWIO, so a row of the column matrix, ordered (ky, kx, c), lines up
 // with the flattened Keras kernel [KH*KW*C][CO] and the GEMM output [B*OH*OW][CO]
 // is already the NHWC output.
+//
+// Two variants per kernel (CLT_GPU, set per device by the replica): CPUs (0) get
+// a work-item per row, tap or position looping over channels as vectors (PoCL
+// does not vectorise across work-items); GPUs (1) get a work-item per element
+// with consecutive work-items on consecutive channels, the contiguous NHWC
+// dimension, so loads and stores coalesce. Same names and arguments; the host
+// picks the geometry by r->flavor. No atomics: every sum has a fixed order.
+#ifndef CLT_GPU
+#define CLT_GPU 0
+#endif
+#ifndef CLT_WG
+#define CLT_WG 64
+#endif
 
 // col[(b*OH + oy)*OW + ox][(ky*KW + kx)*C + c] = x[b, oy*S + ky - PT, ox*S + kx - PL, c] or 0
 // One work-item per (output position, ky, kx) copies C contiguous floats: in NHWC
 // a kernel tap is a contiguous run of channels, so this is a row copy (vectorised
 // when C is a multiple of 4) and the index arithmetic is paid once per run.
-// Range: B*OH*OW*KH*KW.
+// Range: B*OH*OW*KH*KW. GPU: range (C, B*OH*OW*KH*KW), a work-item per entry.
 __kernel void im2col(__global const float *x, __global float *col, const int B, const int H,
                      const int W, const int C, const int KH, const int KW, const int S,
                      const int PT, const int PL, const int OH, const int OW) {
+#if CLT_GPU
+  const int c = get_global_id(0), pos = get_global_id(1);
+  if (c >= C || pos >= B * OH * OW * KH * KW) return;
+  const int kk = pos % (KH * KW);
+  const int row = pos / (KH * KW);
+  const int ky = kk / KW, kx = kk - ky * KW;
+  const int ox = row % OW;
+  const int oy = (row / OW) % OH;
+  const int b = row / (OW * OH);
+  const int iy = oy * S + ky - PT;
+  const int ix = ox * S + kx - PL;
+  float v = 0.0f;
+  if (iy >= 0 && iy < H && ix >= 0 && ix < W) v = x[(((size_t)b * H + iy) * W + ix) * C + c];
+  col[(size_t)pos * C + c] = v;
+#else
   const int pos = get_global_id(0);
   if (pos >= B * OH * OW * KH * KW) return;
   const int kk = pos % (KH * KW);
@@ -32,16 +60,31 @@ __kernel void im2col(__global const float *x, __global float *col, const int B, 
   } else {
     for (int c = 0; c < C; c++) dst[c] = src[c];
   }
+#endif
 }
 
 // The same for few channels (the first layer's C = 1): one work-item per output
 // row (b, oy) writes the OW * KH*KW*C contiguous entries of its positions, so
 // work-items are neither single floats nor single positions (PoCL's cost per
 // work-item dominated at one position each: 1 ms per batch of 64 here).
-// Range: B*OH.
+// Range: B*OH. GPU: range (OW*KH*KW*C, B*OH), a work-item per entry of the
+// output row (C is small, so a row rather than C makes the coalesced dimension).
 __kernel void im2col_rows(__global const float *x, __global float *col, const int B, const int H,
                           const int W, const int C, const int KH, const int KW, const int S,
                           const int PT, const int PL, const int OH, const int OW) {
+#if CLT_GPU
+  const int j = get_global_id(0), r = get_global_id(1);
+  const int K = KH * KW * C;
+  if (j >= OW * K || r >= B * OH) return;
+  const int oy = r % OH, b = r / OH;
+  const int ox = j / K, t = j - ox * K;
+  const int kk = t / C, c = t - kk * C;
+  const int ky = kk / KW, kx = kk - ky * KW;
+  const int iy = oy * S + ky - PT, ix = ox * S + kx - PL;
+  float v = 0.0f;
+  if (iy >= 0 && iy < H && ix >= 0 && ix < W) v = x[(((size_t)b * H + iy) * W + ix) * C + c];
+  col[(size_t)r * OW * K + j] = v;
+#else
   const int r = get_global_id(0);
   if (r >= B * OH) return;
   const int oy = r % OH;
@@ -52,21 +95,47 @@ __kernel void im2col_rows(__global const float *x, __global float *col, const in
       const int iy = oy * S + ky - PT;
       for (int kx = 0; kx < KW; kx++) {
         const int ix = ox * S + kx - PL;
-        const int inside = iy >= 0 && iy < H && ix >= 0 && ix < W;
-        __global const float *src = x + (((size_t)b * H + iy) * W + ix) * C;
-        for (int c = 0; c < C; c++) *dst++ = inside ? src[c] : 0.0f;
+        // The source address only for taps inside the input: outside it would
+        // point before or past the buffer (undefined even if never read).
+        if (iy >= 0 && iy < H && ix >= 0 && ix < W) {
+          __global const float *src = x + (((size_t)b * H + iy) * W + ix) * C;
+          for (int c = 0; c < C; c++) *dst++ = src[c];
+        } else {
+          for (int c = 0; c < C; c++) *dst++ = 0.0f;
+        }
       }
     }
   }
+#endif
 }
 
 // Inverse of im2col for gradients: each input position gathers, tap by tap in a
 // fixed order, the column entries it was copied to (no atomics, so runs repeat
 // exactly). As in im2col, a tap is a run of C contiguous channels, added as
-// vectors when C is a multiple of 4. Range: B*H*W.
+// vectors when C is a multiple of 4. Range: B*H*W. GPU: range (C, B*H*W), a
+// work-item per dx element, its taps in the same order (the same sums).
 __kernel void col2im(__global const float *col, __global float *dx, const int B, const int H,
                      const int W, const int C, const int KH, const int KW, const int S,
                      const int PT, const int PL, const int OH, const int OW) {
+#if CLT_GPU
+  const int c = get_global_id(0), pos = get_global_id(1);
+  if (c >= C || pos >= B * H * W) return;
+  const int K = KH * KW * C;
+  const int ix = pos % W;
+  const int iy = (pos / W) % H;
+  const int b = pos / (W * H);
+  float sum = 0.0f;
+  for (int ky = 0; ky < KH; ky++) {
+    const int ty = iy + PT - ky;
+    if (ty < 0 || ty % S != 0 || ty / S >= OH) continue;
+    for (int kx = 0; kx < KW; kx++) {
+      const int tx = ix + PL - kx;
+      if (tx < 0 || tx % S != 0 || tx / S >= OW) continue;
+      sum += col[(((size_t)b * OH + ty / S) * OW + tx / S) * K + (ky * KW + kx) * C + c];
+    }
+  }
+  dx[(size_t)pos * C + c] = sum;
+#else
   const int pos = get_global_id(0);
   if (pos >= B * H * W) return;
   const int K = KH * KW * C;
@@ -97,17 +166,43 @@ __kernel void col2im(__global const float *col, __global float *dx, const int B,
   if (first) {
     for (int c = 0; c < C; c++) dst[c] = 0.0f;
   }
+#endif
 }
 
 // y[r, c] += bias[c], then ReLU when relu != 0. Shared by conv and dense layers.
+// Range: rows*cols; GPU: (cols, rows) (clt_launch_rows), no 64-bit modulo.
 __kernel void bias_act(__global float *y, __global const float *params, const int bias_offset,
                        const int rows, const int cols, const int relu) {
+#if CLT_GPU
+  const int c = get_global_id(0), r = get_global_id(1);
+  if (c >= cols || r >= rows) return;
+  const size_t gid = (size_t)r * cols + c;
+#else
   const size_t gid = get_global_id(0);
   if (gid >= (size_t)rows * cols) return;
-  float v = y[gid] + params[bias_offset + (int)(gid % cols)];
+  const int c = (int)(gid % cols);
+#endif
+  float v = y[gid] + params[bias_offset + c];
   if (relu && v < 0.0f) v = 0.0f; // not fmax: a NaN must propagate to the loss, where it is caught
   y[gid] = v;
 }
+
+#if CLT_GPU
+// Column sums across the rows of a (LC, LR) work-group (clt_launch_blocks):
+// each item passes its partial sum v, the LR of a column meet in a fixed tree.
+// Every item must call it (barriers); the sum is returned to all. static: a
+// plain C99 inline definition emits no body when not inlined (-cl-opt-disable).
+static inline float column_sum(float v, __local float *tile) {
+  const int lc = get_local_id(0), lr = get_local_id(1), LC = get_local_size(0);
+  tile[lr * LC + lc] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = get_local_size(1) / 2; s > 0; s >>= 1) {
+    if (lr < s) tile[lr * LC + lc] += tile[(lr + s) * LC + lc];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return tile[lc];
+}
+#endif
 
 // Bias gradient in two fixed-order passes (deterministic, and enough work-items
 // to fill a device even when cols is small): partial[blk, c] = sum of dy[r, c]
@@ -116,16 +211,33 @@ __kernel void bias_act(__global float *y, __global const float *params, const in
 // back, then summed (one pass over dy instead of two). A work-item takes 8
 // columns of a block as float8 (PoCL does not vectorise across work-items), the
 // last chunk scalar when cols is not a multiple of 8.
-// Range: nblocks * ceil(cols / 8).
+// Range (clt_launch_blocks): CPU (ceil(cols / 8), nblocks); GPU (cols, nblocks *
+// LR) in groups (LC, LR): a column's LR items take every LR-th row of the block
+// and meet in column_sum.
 __kernel void bias_grad_partial(__global float *dy, __global const float *y, const int relu,
                                 const int rows, const int cols, const int rows_per_block,
                                 __global float *partial, const int partial_offset) {
+#if CLT_GPU
+  __local float tile[CLT_WG];
+  const int c = get_global_id(0), blk = get_group_id(1);
+  const int begin = blk * rows_per_block, end = min(rows, begin + rows_per_block);
+  float sum = 0.0f;
+  if (c < cols) {
+    for (int r = begin + (int)get_local_id(1); r < end; r += (int)get_local_size(1)) {
+      const size_t at = (size_t)r * cols + c;
+      float g = dy[at];
+      if (relu && !(y[at] > 0.0f)) dy[at] = g = 0.0f;
+      sum += g;
+    }
+  }
+  sum = column_sum(sum, tile); // all items, also those past cols: barriers
+  if (get_local_id(1) == 0 && c < cols) partial[partial_offset + (size_t)blk * cols + c] = sum;
+#else
   const int chunks = (cols + 7) / 8;
-  const int gid = get_global_id(0);
+  const int chunk = get_global_id(0), blk = get_global_id(1);
   const int nblocks = (rows + rows_per_block - 1) / rows_per_block;
-  if (gid >= nblocks * chunks) return;
-  const int blk = gid / chunks;
-  const int c0 = (gid - blk * chunks) * 8;
+  if (chunk >= chunks || blk >= nblocks) return;
+  const int c0 = chunk * 8;
   const int begin = blk * rows_per_block, end = min(rows, begin + rows_per_block);
   __global float *out = partial + partial_offset + (size_t)blk * cols + c0;
   if (c0 + 8 <= cols) {
@@ -152,14 +264,30 @@ __kernel void bias_grad_partial(__global float *dy, __global const float *y, con
     }
     out[c - c0] = sum;
   }
+#endif
 }
 
+// grads[offset + c] = sum of partial[blk, c] over the blocks. CPU: range cols, a
+// work-item per column adds the blocks in order. GPU: the column sums of one
+// block of nblocks rows (clt_launch_blocks with one block), as above.
 __kernel void bias_grad_final(__global const float *partial, const int partial_offset,
                               const int nblocks, const int cols, __global float *grads,
                               const int offset) {
+#if CLT_GPU
+  __local float tile[CLT_WG];
+  const int c = get_global_id(0);
+  float sum = 0.0f;
+  if (c < cols) {
+    for (int blk = (int)get_local_id(1); blk < nblocks; blk += (int)get_local_size(1))
+      sum += partial[partial_offset + (size_t)blk * cols + c];
+  }
+  sum = column_sum(sum, tile);
+  if (get_local_id(1) == 0 && c < cols) grads[offset + c] = sum;
+#else
   const int c = get_global_id(0);
   if (c >= cols) return;
   float sum = 0.0f;
   for (int blk = 0; blk < nblocks; blk++) sum += partial[partial_offset + blk * cols + c];
   grads[offset + c] = sum;
+#endif
 }

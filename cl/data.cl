@@ -6,7 +6,7 @@
 // mode 1 is Keras' ResNet50 'caffe' preprocess_input for 3-channel RGB input:
 // channels reversed to BGR, ImageNet's BGR means subtracted, no scaling. `p` is
 // the flat index within one image (NHWC), whose channel is p % 3.
-inline float preprocess(__global const uchar *image, const int p, const int mode) {
+static inline float preprocess(__global const uchar *image, const int p, const int mode) {
   if (mode == 0) return (float)image[p] * (1.0f / 255.0f);
   const int c = p % 3;
   const float mean = c == 0 ? 103.939f : c == 1 ? 116.779f : 123.68f;

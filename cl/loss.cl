@@ -1,4 +1,13 @@
-// Softmax cross-entropy from integer labels, one work-item per example:
+#ifndef CLT_GPU
+#define CLT_GPU 0
+#endif
+#ifndef CLT_WG
+#define CLT_WG 64
+#endif
+
+// Softmax cross-entropy from integer labels, one work-item per example in both
+// flavors: a batch slice has at most a few hundred rows of `classes` logits, a
+// cost far below any layer's, so a GPU variant would buy nothing:
 //   loss[i] = logsumexp(z_i) - z_i[label_i]
 //   dz[i, k] = (softmax(z_i)[k] - [k == label_i]) * scale   (scale = 1 / global batch)
 //   correct[i] = argmax(z_i) == label_i  (first maximum, like tf.argmax)
@@ -31,10 +40,35 @@ __kernel void softmax_xent(__global const float *z, __global const int *labels, 
   }
 }
 
-// metrics[2*slot] = sum of loss[0..n), metrics[2*slot+1] = sum of correct[0..n).
-// One work-item, fixed order: tiny, and keeps the step free of host reads.
+// metrics[2*slot] = sum of loss[0..n), metrics[2*slot+1] = sum of correct[0..n),
+// in a fixed order: tiny, and keeps the step free of host reads. CPU: one
+// work-item; GPU: one work-group (a power of two) striding through the batch
+// into a local-memory tree (clt_launch_single_group).
 __kernel void metrics_accumulate(__global const float *loss, __global const float *correct,
                                  const int n, __global float *metrics, const int slot) {
+#if CLT_GPU
+  __local float tl[CLT_WG], tc[CLT_WG];
+  const int lid = get_local_id(0), size = get_local_size(0);
+  float l = 0.0f, c = 0.0f;
+  for (int i = lid; i < n; i += size) {
+    l += loss[i];
+    c += correct[i];
+  }
+  tl[lid] = l;
+  tc[lid] = c;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = size / 2; s > 0; s >>= 1) {
+    if (lid < s) {
+      tl[lid] += tl[lid + s];
+      tc[lid] += tc[lid + s];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) {
+    metrics[2 * slot] = tl[0];
+    metrics[2 * slot + 1] = tc[0];
+  }
+#else
   if (get_global_id(0) != 0) return;
   float l = 0.0f, c = 0.0f;
   for (int i = 0; i < n; i++) {
@@ -43,4 +77,5 @@ __kernel void metrics_accumulate(__global const float *loss, __global const floa
   }
   metrics[2 * slot] = l;
   metrics[2 * slot + 1] = c;
+#endif
 }

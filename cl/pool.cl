@@ -1,12 +1,43 @@
 // Max pooling, window P x P, stride S, no padding (floor), and the same with zero
 // padding folded in (maxpool_pad_*, at the end). NHWC.
+//
+// CLT_GPU (set per device by the replica): 0 on CPUs, where a work-item takes a
+// position and loops over its channels as vectors (PoCL does not vectorise
+// across work-items); 1 on GPUs, where a work-item takes one (channel,
+// position), consecutive work-items consecutive channels (coalesced): range
+// (C, positions) from clt_launch_rows. Same names, arguments and results (the
+// GPU bodies are the CPU variants' scalar channel loops).
+#ifndef CLT_GPU
+#define CLT_GPU 0
+#endif
+
+// The (channel, position) of a GPU work-item; past the range: return (no
+// barriers in this file).
+#define GPU_ITEM(npos)                                                                        \
+  const int c = get_global_id(0), pos = get_global_id(1);                                    \
+  if (c >= C || pos >= (npos)) return
 
 // One work-item per output position loops over the channels, 4 at a time when
 // C allows: the channels of a window tap are contiguous in NHWC. Maxima let a
-// NaN through (not fmax), so a NaN reaches the loss guard. Range: B*OH*OW.
+// NaN through (not fmax), so a NaN reaches the loss guard. Range: B*OH*OW; GPU:
+// (C, B*OH*OW).
 __kernel void maxpool_forward(__global const float *x, __global float *y, const int B,
                               const int H, const int W, const int C, const int P, const int S,
                               const int OH, const int OW) {
+#if CLT_GPU
+  GPU_ITEM(B * OH * OW);
+  const int ox = pos % OW;
+  const int oy = (pos / OW) % OH;
+  const int b = pos / (OW * OH);
+  __global const float *base = x + (((size_t)b * H + oy * S) * W + ox * S) * C + c;
+  float best = base[0];
+  for (int ky = 0; ky < P; ky++)
+    for (int kx = 0; kx < P; kx++) {
+      const float v = base[((size_t)ky * W + kx) * C];
+      if (v > best || isnan(v)) best = v;
+    }
+  y[(size_t)pos * C + c] = best;
+#else
   const int pos = get_global_id(0);
   if (pos >= B * OH * OW) return;
   const int ox = pos % OW;
@@ -33,15 +64,37 @@ __kernel void maxpool_forward(__global const float *x, __global float *y, const 
       }
     out[c] = best;
   }
+#endif
 }
 
 // Windows that tile without overlap (S == P): each window writes its whole
 // gradient, dy to its first maximum (raster order, TensorFlow's tie rule) and 0
 // to the rest; one work-item per window position, channels 4 at a time when C
-// allows. Inputs past the last window are zeroed by the caller. Range: B*OH*OW.
+// allows. Inputs past the last window are zeroed by the caller. Range: B*OH*OW;
+// GPU: (C, B*OH*OW), a work-item per window and channel.
 __kernel void maxpool_backward_tiled(__global const float *x, __global const float *dy,
                                      __global float *dx, const int B, const int H, const int W,
                                      const int C, const int P, const int OH, const int OW) {
+#if CLT_GPU
+  GPU_ITEM(B * OH * OW);
+  const int ox = pos % OW;
+  const int oy = (pos / OW) % OH;
+  const int b = pos / (OW * OH);
+  const size_t base = (((size_t)b * H + oy * P) * W + ox * P) * C + c;
+  int arg = 0;
+  float best = x[base];
+  for (int ky = 0; ky < P; ky++)
+    for (int kx = 0; kx < P; kx++) {
+      const float v = x[base + ((size_t)ky * W + kx) * C];
+      if (v > best) {
+        best = v;
+        arg = ky * P + kx;
+      }
+    }
+  const float g = dy[(size_t)pos * C + c];
+  for (int ky = 0; ky < P; ky++)
+    for (int kx = 0; kx < P; kx++) dx[base + ((size_t)ky * W + kx) * C] = ky * P + kx == arg ? g : 0.0f;
+#else
   const int pos = get_global_id(0);
   if (pos >= B * OH * OW) return;
   const int ox = pos % OW;
@@ -81,11 +134,13 @@ __kernel void maxpool_backward_tiled(__global const float *x, __global const flo
     for (int ky = 0; ky < P; ky++)
       for (int kx = 0; kx < P; kx++) dx[base + ((size_t)ky * W + kx) * C + c] = ky * P + kx == arg ? g : 0.0f;
   }
+#endif
 }
 
 // Overlapping windows (S < P): each input element gathers the gradient of every
 // window whose first maximum it is, so no two work-items write the same float.
-// Range: (C, B*H*W).
+// Range: (C, B*H*W), already a work-item per element along the channels: one
+// body for both flavors (the host groups it with clt_launch_rows on GPUs).
 __kernel void maxpool_backward(__global const float *x, __global const float *dy,
                                __global float *dx, const int B, const int H, const int W,
                                const int C, const int P, const int S, const int OH,
@@ -127,10 +182,28 @@ __kernel void maxpool_backward(__global const float *x, __global const float *dy
 
 // One work-item per output position. The window's taps inside the input are
 // maxed (a NaN wins, as above); a window reaching into the padding then also
-// maxes with 0. Range: B*OH*OW.
+// maxes with 0. Range: B*OH*OW; GPU: (C, B*OH*OW).
 __kernel void maxpool_pad_forward(__global const float *x, __global float *y, const int B,
                                   const int H, const int W, const int C, const int P,
                                   const int S, const int PAD, const int OH, const int OW) {
+#if CLT_GPU
+  GPU_ITEM(B * OH * OW);
+  const int ox = pos % OW;
+  const int oy = (pos / OW) % OH;
+  const int b = pos / (OW * OH);
+  const int y0 = oy * S - PAD, x0 = ox * S - PAD;
+  const int ky0 = max(0, -y0), ky1 = min(P, H - y0);
+  const int kx0 = max(0, -x0), kx1 = min(P, W - x0);
+  __global const float *img = x + (size_t)b * H * W * C + c;
+  float best = -INFINITY;
+  for (int ky = ky0; ky < ky1; ky++)
+    for (int kx = kx0; kx < kx1; kx++) {
+      const float v = img[((size_t)(y0 + ky) * W + x0 + kx) * C];
+      if (v > best || isnan(v)) best = v;
+    }
+  if ((ky0 > 0 || kx0 > 0 || ky1 < P || kx1 < P) && 0.0f > best) best = 0.0f;
+  y[(size_t)pos * C + c] = best;
+#else
   const int pos = get_global_id(0);
   if (pos >= B * OH * OW) return;
   const int ox = pos % OW;
@@ -163,17 +236,49 @@ __kernel void maxpool_pad_forward(__global const float *x, __global float *y, co
     if (padded && 0.0f > best) best = 0.0f;
     out[c] = best;
   }
+#endif
 }
 
 // One work-item per input position gathers, window by window in a fixed order,
 // the gradient of every window whose first maximum (raster order over the padded
 // window, padding included, strict '>' as TensorFlow) it is; a window whose first
 // maximum is padding sends its gradient nowhere. Every dx entry is written, so
-// no zeroing is needed and overlapping windows need no atomics. Range: B*H*W.
+// no zeroing is needed and overlapping windows need no atomics. Range: B*H*W;
+// GPU: (C, B*H*W).
 __kernel void maxpool_pad_backward(__global const float *x, __global const float *dy,
                                    __global float *dx, const int B, const int H, const int W,
                                    const int C, const int P, const int S, const int PAD,
                                    const int OH, const int OW) {
+#if CLT_GPU
+  GPU_ITEM(B * H * W);
+  const int ix = pos % W;
+  const int iy = (pos / W) % H;
+  const int b = pos / (W * H);
+  const int py = iy + PAD, px = ix + PAD;
+  const int oy_lo = py >= P ? (py - P) / S + 1 : 0, oy_hi = min(py / S, OH - 1);
+  const int ox_lo = px >= P ? (px - P) / S + 1 : 0, ox_hi = min(px / S, OW - 1);
+  __global const float *img = x + (size_t)b * H * W * C + c;
+  float sum = 0.0f;
+  for (int oy = oy_lo; oy <= oy_hi; oy++)
+    for (int ox = ox_lo; ox <= ox_hi; ox++) {
+      const int y0 = oy * S - PAD, x0 = ox * S - PAD;
+      float best = 0.0f;
+      int arg = -1;
+      for (int ky = 0; ky < P; ky++)
+        for (int kx = 0; kx < P; kx++) {
+          const int yy = y0 + ky, xx = x0 + kx;
+          float v = 0.0f;
+          if (yy >= 0 && yy < H && xx >= 0 && xx < W) v = img[((size_t)yy * W + xx) * C];
+          if (arg < 0 || v > best) {
+            best = v;
+            arg = ky * P + kx;
+          }
+        }
+      if (arg == (py - oy * S) * P + (px - ox * S))
+        sum += dy[(((size_t)b * OH + oy) * OW + ox) * C + c];
+    }
+  dx[(size_t)pos * C + c] = sum;
+#else
   const int pos = get_global_id(0);
   if (pos >= B * H * W) return;
   const int ix = pos % W;
@@ -232,4 +337,5 @@ __kernel void maxpool_pad_backward(__global const float *x, __global const float
       }
     out[c] = sum;
   }
+#endif
 }

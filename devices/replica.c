@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <clblast_c.h>
+
 #include "cl_sources.h"
 
 #define MAX_KERNELS_PER_PROGRAM 32
@@ -80,6 +82,11 @@ int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e) 
   r->max_work_group = max_wg ? max_wg : 1;
   r->tile_wg = 1;
   while (r->tile_wg * 2 <= CLT_WG_MAX && r->tile_wg * 2 <= r->max_work_group) r->tile_wg *= 2;
+  cl_device_fp_config fp = 0;
+  clGetDeviceInfo(device->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL);
+  r->exact_options = (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT)
+                         ? "-cl-fp32-correctly-rounded-divide-sqrt"
+                         : "";
   r->kernel_info = calloc(CLT_KERNEL_INFO_SLOTS, sizeof *r->kernel_info);
   if (!r->kernel_info) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a replica");
@@ -105,6 +112,11 @@ void clt_replica_destroy(clt_replica *r) {
     p = next;
   }
   if (r->gemm_temp) clReleaseMemObject(r->gemm_temp);
+  /* CLBlast keeps its programs in a process-wide cache that is otherwise
+   * released at exit, after the OpenCL runtime may be gone (Oclgrind's is:
+   * its heap is corrupted there). Emptying it costs other live replicas only a
+   * rebuild, and replicas are destroyed together at the end of a run. */
+  CLBlastClearCache();
   free(r->kernel_info);
   free(r->build_log);
   if (r->profile) {
@@ -281,11 +293,15 @@ int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *ou
   cl_int rc = CL_SUCCESS;
   cl_mem m = clCreateBuffer(r->context, CL_MEM_READ_WRITE, bytes, NULL, &rc);
   if (rc == CL_SUCCESS) {
-    const float zero = 0.0f;
-    rc = clEnqueueFillBuffer(r->queue, m, &zero, sizeof zero, 0, bytes & ~(size_t)3, 0, NULL, NULL);
+    clt_err fill_error = {0};
+    int status = clt_replica_fill(r, m, 0, bytes / sizeof(float), 0.0f, what, &fill_error);
+    if (status == CLT_OK) status = clFinish(r->queue);
     /* Buffer creation is lazy on many drivers: out-of-memory shows up here. */
-    if (rc == CL_SUCCESS) rc = clFinish(r->queue);
-    if (rc != CL_SUCCESS) clReleaseMemObject(m);
+    if (status != CLT_OK) {
+      clReleaseMemObject(m);
+      if (status <= CLT_ERR_ARG) return clt_fail(e, status, "%s", fill_error.msg); /* own code */
+      rc = status; /* an OpenCL code: reported below with the sizes */
+    }
   }
   if (rc != CL_SUCCESS) {
     return clt_fail(e, rc, "device %d (%s): allocating %s (%.1f MiB, %.1f MiB held already): %s",
@@ -295,6 +311,17 @@ int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *ou
   r->allocated_bytes += bytes;
   *out = m;
   return CLT_OK;
+}
+
+int clt_replica_fill(clt_replica *r, cl_mem m, size_t offset, size_t n, float value,
+                     const char *what, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(r, "reduce.cl", "", "fill", &k, e);
+  if (status) return status;
+  cl_ulong off = offset, count = n;
+  clt_karg args[] = {CLT_ARG(m), CLT_ARG(off), CLT_ARG(count), CLT_ARG(value)};
+  status = clt_launch_elems(r, k, "fill", args, 4, n, e);
+  return status ? clt_wrap(e, "filling %s", what) : CLT_OK;
 }
 
 int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
@@ -345,8 +372,8 @@ int clt_launch_elems(clt_replica *r, cl_kernel k, const char *kname, const clt_k
   return clt_launch1d(r, k, kname, args, nargs, r->flavor == CLT_KERNELS_GPU ? n : (n + 7) / 8, e);
 }
 
-int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                    int nargs, size_t cols, size_t rows, size_t rows_per_item, clt_err *e) {
+int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+                    size_t cols, size_t rows, size_t rows_per_item, clt_err *e) {
   if (cols == 0 || rows == 0) return CLT_OK;
   if (r->flavor == CLT_KERNELS_CPU) {
     return clt_launch2d(r, k, kname, args, nargs, (cols + 7) / 8,
@@ -367,6 +394,14 @@ int clt_launch_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_
   split_2d(local_pow2(r, k), cols, &lc, &lr);
   size_t global[2] = {round_up(cols, lc), nblocks * lr}, local[2] = {lc, lr};
   return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
+}
+
+int clt_launch_groups(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                      int nargs, size_t nblocks, clt_err *e) {
+  if (nblocks == 0) return CLT_OK;
+  if (r->flavor == CLT_KERNELS_CPU) return clt_launch1d(r, k, kname, args, nargs, nblocks, e);
+  size_t local = local_pow2(r, k), global = nblocks * local;
+  return clt_launch(r, k, kname, args, nargs, 1, &global, &local, e);
 }
 
 int clt_launch_single_group(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,

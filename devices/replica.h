@@ -57,14 +57,15 @@ typedef struct clt_replica {
   clt_program_entry *programs; /* built once per (source, options) */
   size_t max_work_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
   size_t tile_wg;              /* -DCLT_WG: power of two <= CLT_WG_MAX, max_work_group */
+  const char *exact_options;   /* "-cl-fp32-correctly-rounded-divide-sqrt" where supported */
   /* Per kernel: CL_KERNEL_WORK_GROUP_SIZE and the preferred multiple, by handle. */
   clt_kernel_info *kernel_info; /* CLT_KERNEL_INFO_SLOTS, open addressing */
   char *build_log;              /* warnings of successful builds, for --verbose */
   size_t build_log_len;
-  cl_mem gemm_temp;            /* CLBlast scratch, sized once by clt_gemm_reserve */
-  size_t gemm_temp_bytes;      /* its size */
-  size_t allocated_bytes;      /* device memory this replica holds */
-  clt_profile *profile;        /* NULL unless profiling */
+  cl_mem gemm_temp;       /* CLBlast scratch, sized once by clt_gemm_reserve */
+  size_t gemm_temp_bytes; /* its size */
+  size_t allocated_bytes; /* device memory this replica holds */
+  clt_profile *profile;   /* NULL unless profiling */
 } clt_replica;
 
 int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e);
@@ -83,6 +84,10 @@ int clt_replica_kernel(clt_replica *r, const char *source, const char *options, 
 
 /* Allocates a zero-filled device buffer; `what` names it in errors. */
 int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *out, clt_err *e);
+
+/* Sets floats [offset, offset + n) of m to value (cl/reduce.cl's fill kernel). */
+int clt_replica_fill(clt_replica *r, cl_mem m, size_t offset, size_t n, float value,
+                     const char *what, clt_err *e);
 
 /* One kernel argument: its size and address (local memory: ptr NULL). */
 typedef struct clt_karg {
@@ -108,8 +113,8 @@ int clt_launch_elems(clt_replica *r, cl_kernel k, const char *kname, const clt_k
  *      channels of rows_per_item rows;
  * GPU: range (cols, rows) in work-groups (LC, LR), LC consecutive channels
  *      (coalesced) by LR rows, LC*LR a power of two <= CLT_WG. */
-int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                    int nargs, size_t cols, size_t rows, size_t rows_per_item, clt_err *e);
+int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+                    size_t cols, size_t rows, size_t rows_per_item, clt_err *e);
 
 /* Column sums over blocks of rows (partial[blk][c], see cl/): CPU: range
  * (ceil(cols/8), nblocks), a work-item sums its block's rows for 8 channels;
@@ -118,6 +123,12 @@ int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_ka
  * (get_local_size(1) is a power of two). */
 int clt_launch_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
                       int nargs, size_t cols, size_t nblocks, clt_err *e);
+
+/* One work-group per block (GPU: a power of two <= CLT_WG work-items striding
+ * through the block into a local-memory tree), one work-item per block (CPU):
+ * kernels written with get_group_id(0) on GPUs, get_global_id(0) on CPUs. */
+int clt_launch_groups(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                      int nargs, size_t nblocks, clt_err *e);
 
 /* A reduction by one work-group (GPU: a local-memory tree; CPU: one work-item
  * loops): range of one group of a power-of-two size. */

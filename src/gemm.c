@@ -210,5 +210,8 @@ int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t 
   int off = (int)bias_offset, rows = (int)s->m, cols = (int)s->n;
   clt_karg args[] = {CLT_ARG(c),    CLT_ARG(bias), CLT_ARG(off),
                      CLT_ARG(rows), CLT_ARG(cols), CLT_ARG(relu)};
+  /* CPU: a work-item per float; GPU: (n, m), the row from the range (no modulo). */
+  if (r->flavor == CLT_KERNELS_GPU)
+    return clt_launch_rows(r, k, "bias_act", args, 6, s->n, s->m, 1, e);
   return clt_launch1d(r, k, "bias_act", args, 6, s->m * s->n, e);
 }

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CHECK_BLOCK 4096 /* floats per partial count of the gradient check */
 
@@ -269,7 +270,9 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
                               {"reduce.cl", "count_final"}};
   for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
     cl_kernel k;
-    status = clt_replica_kernel(r, kernels[i][0], "", kernels[i][1], &k, e);
+    /* adam.cl with the options clt_net_adam builds it with (see adam.cl). */
+    const char *options = strcmp(kernels[i][0], "adam.cl") == 0 ? r->exact_options : "";
+    status = clt_replica_kernel(r, kernels[i][0], options, kernels[i][1], &k, e);
     if (status) goto cleanup;
   }
   *out = net;
@@ -337,7 +340,7 @@ static int accumulate(clt_net *net, cl_mem dst, cl_mem src, size_t n, clt_err *e
   if (status) return status;
   int zero = 0, count = (int)n;
   clt_karg args[] = {CLT_ARG(dst), CLT_ARG(zero), CLT_ARG(src), CLT_ARG(zero), CLT_ARG(count)};
-  return clt_launch1d(net->replica, k, "gradient accumulate", args, 5, (n + 7) / 8, e);
+  return clt_launch_elems(net->replica, k, "gradient accumulate", args, 5, n, e);
 }
 
 static int run_loss(clt_net *net, cl_mem logits, cl_mem dlogits, int count, float scale, int slot,
@@ -355,7 +358,7 @@ static int run_loss(clt_net *net, cl_mem logits, cl_mem dlogits, int count, floa
   if (status) return status;
   clt_karg margs[] = {CLT_ARG(net->losses), CLT_ARG(net->correct), CLT_ARG(count),
                       CLT_ARG(net->metrics), CLT_ARG(slot)};
-  return clt_launch1d(net->replica, km, "metrics_accumulate", margs, 5, 1, e);
+  return clt_launch_single_group(net->replica, km, "metrics_accumulate", margs, 5, e);
 }
 
 int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
@@ -370,15 +373,13 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
   if (count == 0) {
     /* An empty slice: zero metrics, and zero gradients so the replica can still
      * join the gradient sum. */
-    const float zero = 0.0f;
-    cl_int rc = clEnqueueFillBuffer(net->replica->queue, net->metrics, &zero, sizeof zero,
-                                    2 * (size_t)metric_slot * sizeof(float), 2 * sizeof(float), 0,
-                                    NULL, NULL);
-    if (!rc && train) {
-      rc = clEnqueueFillBuffer(net->replica->queue, net->grads, &zero, sizeof zero, 0,
-                               m->flat_floats * sizeof(float), 0, NULL, NULL);
+    status = clt_replica_fill(net->replica, net->metrics, 2 * (size_t)metric_slot, 2, 0.0f,
+                              "the metrics of an empty slice", e);
+    if (!status && train) {
+      status = clt_replica_fill(net->replica, net->grads, 0, m->flat_floats, 0.0f,
+                                "the gradients of an empty slice", e);
     }
-    return rc ? clt_replica_fail(net->replica, e, rc, "zeroing an empty slice") : CLT_OK;
+    return status;
   }
   clt_layer_io io = {.replica = net->replica,
                      .batch = count,
@@ -428,7 +429,8 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
 int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
   if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "optimizer step on an inference-only net");
   cl_kernel k;
-  int status = clt_replica_kernel(net->replica, "adam.cl", "", "adam_update", &k, e);
+  int status = clt_replica_kernel(net->replica, "adam.cl", net->replica->exact_options,
+                                  "adam_update", &k, e);
   if (status) return status;
   clt_replica_scope(net->replica, "optimizer", "update");
   int n = (int)net->model->trainable_floats;
@@ -441,7 +443,8 @@ int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
   status = clt_launch1d(net->replica, k, "adam_update", args, 9, (size_t)n, e);
   const int first = n, total = (int)net->model->flat_floats;
   if (status || total == first) return status;
-  if ((status = clt_replica_kernel(net->replica, "adam.cl", "", "moving_average", &k, e)))
+  if ((status = clt_replica_kernel(net->replica, "adam.cl", net->replica->exact_options,
+                                   "moving_average", &k, e)))
     return status;
   float momentum = net->stat_momentum;
   clt_karg margs[] = {CLT_ARG(net->params), CLT_ARG(net->grads), CLT_ARG(first), CLT_ARG(total),
@@ -466,11 +469,11 @@ int clt_net_check_grads(clt_net *net, int slot, clt_err *e) {
   clt_replica_scope(net->replica, "gradient", "check");
   int n = (int)net->model->flat_floats, block = CHECK_BLOCK, nblocks = (n + block - 1) / block;
   clt_karg pargs[] = {CLT_ARG(net->grads), CLT_ARG(n), CLT_ARG(block), CLT_ARG(net->check_partial)};
-  status = clt_launch1d(net->replica, kp, "gradient check", pargs, 4, (size_t)nblocks, e);
+  status = clt_launch_groups(net->replica, kp, "gradient check", pargs, 4, (size_t)nblocks, e);
   if (status) return status;
   clt_karg fargs[] = {CLT_ARG(net->check_partial), CLT_ARG(nblocks), CLT_ARG(net->grad_checks),
                       CLT_ARG(slot)};
-  return clt_launch1d(net->replica, kf, "gradient check", fargs, 4, 1, e);
+  return clt_launch_single_group(net->replica, kf, "gradient check", fargs, 4, e);
 }
 
 int clt_net_read_grad_checks(clt_net *net, float *out, int n, clt_err *e) {

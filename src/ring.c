@@ -244,7 +244,7 @@ int clt_ring_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
       int dst_off = (int)dst, src_off = (int)to_off, count = (int)len;
       clt_karg args[] = {CLT_ARG(buffer), CLT_ARG(dst_off), CLT_ARG(r->recv[rank]),
                          CLT_ARG(src_off), CLT_ARG(count)};
-      if ((status = clt_launch1d(rep, add, "all-reduce add", args, 5, (len + 7) / 8, e))) {
+      if ((status = clt_launch_elems(rep, add, "all-reduce add", args, 5, len, e))) {
         clt_ring_abort(r);
         return status;
       }

@@ -198,10 +198,10 @@ int clt_trainer_set_state(clt_trainer *t, const float *params, const float *adam
       if (src[k]) {
         rc = clEnqueueWriteBuffer(net->replica->queue, dst[k], CL_TRUE, 0, bytes, src[k], 0, NULL,
                                   NULL);
-      } else if (k > 0) {
-        const float zero = 0.0f; /* fresh optimizer state */
-        rc = clEnqueueFillBuffer(net->replica->queue, dst[k], &zero, sizeof zero, 0, bytes, 0, NULL,
-                                 NULL);
+      } else if (k > 0) { /* fresh optimizer state */
+        int status = clt_replica_fill(net->replica, dst[k], 0, bytes / sizeof(float), 0.0f,
+                                      "the optimizer state", e);
+        if (status) return status;
       }
       if (rc) return clt_replica_fail(net->replica, e, rc, "writing the training state");
     }

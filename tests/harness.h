@@ -112,6 +112,16 @@ size_t place_params(clt_layer *l);
  * parameters first..last (none if last < first) still hold GARBAGE. */
 void check_flat(const char *what, cl_mem m, const clt_layer *l, size_t flat, int first, int last);
 
+/* ---- small mode (tests/oclgrind.sh) -------------------------------------------------- */
+
+/* Whether $CLT_TEST_SMALL is set: the tests then skip their large cases, which would
+ * take minutes each in Oclgrind's simulator, and keep every code path on small ones. */
+int small_mode(void);
+
+/* In small mode, whether a case of `work` (its largest count of multiply-adds or
+ * elements) is too large: it is then announced as skipped. Never in normal mode. */
+int skip_large(double work);
+
 /* ---- the replica -------------------------------------------------------------------- */
 
 /* Creates R on device 0 of clt_devices_enumerate, or the index in $CLT_TEST_DEVICE,

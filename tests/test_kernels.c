@@ -103,6 +103,7 @@ static void test_conv(const conv_case *t) {
   int OH, OW, pt, pl;
   tf_out_pad(t->H, t->KH, t->stride, t->pad_same, &OH, &pt);
   tf_out_pad(t->W, t->KW, t->stride, t->pad_same, &OW, &pl);
+  if (skip_large((double)t->B * OH * OW * t->KH * t->KW * t->C * t->CO)) goto done;
   expect("setup: output shape and padding as TensorFlow",
          (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->CO) + (l.pad_top != pt) +
              (l.pad_left != pl),
@@ -187,6 +188,10 @@ static void test_conv_all(void) {
       {1, 7, 9, 5, 3, 2, 3, 1, 1, 1},    /* even, non-square kernel, same */
       {1, 9, 7, 80, 64, 3, 3, 1, 1, 1},  /* C = 80 (vectorised im2col), same s1 */
       {2, 8, 9, 12, 16, 3, 3, 1, 1, 1},  /* C = 12, same s1, batch 2 */
+      {2, 6, 5, 1, 4, 3, 3, 1, 0, 1},    /* C = 1 at small mode's size (im2col_rows) */
+      {1, 5, 6, 8, 16, 3, 3, 1, 1, 0},   /* N = 16 at small mode's size (cltrain's GEMM) */
+      {4, 18, 18, 1, 16, 3, 3, 1, 0, 0}, /* dW: 9 x 16 outputs, K = 1024: split K (CPUs) */
+      {2, 5, 4, 6, 7, 1, 1, 1, 0, 1},    /* 1x1 at small mode's size (no im2col) */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_conv(&cases[i]);
 }
@@ -209,6 +214,7 @@ static void test_pool(const pool_case *t) {
   const int OH = (t->H - t->pool) / t->stride + 1, OW = (t->W - t->pool) / t->stride + 1;
   expect("setup: output shape", (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->C), 3);
   if (l.out.h != OH || l.out.w != OW || l.out.c != t->C) goto done;
+  if (skip_large((double)t->B * t->H * t->W * t->C)) goto done;
   if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
 
   const size_t nx = (size_t)t->B * t->H * t->W * t->C, ny = (size_t)t->B * OH * OW * t->C;
@@ -307,6 +313,7 @@ static void test_dense(const dense_case *t) {
   snprintf(spec, sizeof spec, "dense_under_test=Dense(%d%s)", t->OUT, t->relu ? ",relu" : "");
   if (api_failed(clt_layer_init(&l, spec, &E), "init")) goto done;
   if (api_failed(l.ops->setup(&l, &(clt_shape){1, 1, t->IN}, &E), "setup")) goto done;
+  if (skip_large((double)t->B * t->IN * t->OUT)) goto done;
   const size_t flat = place_params(&l);
   if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
 
@@ -627,15 +634,26 @@ static size_t gaps_not(const clt_model *m, const float *flat, float value) {
 }
 
 static void test_model(void) {
-  enum { B = 5, CLASSES = 10 };
-  set_case("fmnist-cnn B%d:", B);
-  const ref_cnn_shape shape = {28, 28, 1, 64, 80, 64, CLASSES};
+  /* fmnist-cnn itself; in small mode the same architecture at 10x10 with 4, 5 and 6
+   * units and 3 classes (8x8, 4x4, 2x2, 1x1: every layer still there). */
+  const int small = small_mode();
+  const int B = small ? 3 : 5, CLASSES = small ? 3 : 10, HW = small ? 100 : 784;
+  const ref_cnn_shape shape = small ? (ref_cnn_shape){10, 10, 1, 4, 5, 6, 3}
+                                    : (ref_cnn_shape){28, 28, 1, 64, 80, 64, 10};
+  set_case("%s B%d:", small ? "fmnist-cnn architecture, small" : "fmnist-cnn", B);
   static clt_model model; /* large: not on the stack */
   clt_net *net = NULL;
   clt_source *source = NULL;
-  if (api_failed(clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, CLASSES, &model, &E),
-                 "clt_model_build"))
-    goto done;
+  const clt_shape input = {shape.H, shape.W, 1};
+  const int built =
+      small ? clt_model_parse("small-cnn", input, CLASSES, CLT_PRE_UNIT,
+                              "conv2d=Conv2D(4,3x3,s1,valid,relu) max_pooling2d=MaxPooling2D(2,s2) "
+                              "conv2d_1=Conv2D(5,3x3,s1,valid,relu) "
+                              "max_pooling2d_1=MaxPooling2D(2,s2) flatten=Flatten "
+                              "dense=Dense(6,relu) dense_1=Dense(3)",
+                              &model, &E)
+            : clt_model_build("fmnist-cnn", input, CLASSES, &model, &E);
+  if (api_failed(built, "building the model")) goto done;
   const size_t nflat = model.flat_floats, npacked = ref_cnn_param_count(&shape);
   expect("parameter count matches the reference's", model.param_count != npacked, 1);
   if (model.param_count != npacked) goto done;
@@ -650,14 +668,14 @@ static void test_model(void) {
       if (prm->glorot_fan_in != 0) continue;
       for (size_t j = 0; j < prm->size; j++) flat[prm->offset + j] = (float)urand(-0.05, 0.05);
     }
-  double *params = dnew(npacked), *grad_ref = dnew(npacked), *x = dnew((size_t)B * 784);
+  double *params = dnew(npacked), *grad_ref = dnew(npacked), *x = dnew((size_t)B * HW);
   double *grad = dnew(nflat), *p_after = dnew(nflat), *p_before = dnew(nflat);
   flat_to_packed(&model, flat, params);
   for (size_t i = 0; i < nflat; i++) p_before[i] = flat[i];
 
-  unsigned char pixels[B * 784], labels[B];
-  int ilabels[B], order[B];
-  for (int i = 0; i < B * 784; i++) {
+  unsigned char *pixels = hnew((size_t)B * HW), *labels = hnew((size_t)B);
+  int *ilabels = inew((size_t)B), *order = inew((size_t)B);
+  for (int i = 0; i < B * HW; i++) {
     pixels[i] = (unsigned char)irand(256);
     x[i] = pixels[i] / 255.0;
   }
@@ -674,15 +692,15 @@ static void test_model(void) {
   if (api_failed(clt_net_write_params(net, flat, &E), "clt_net_write_params")) goto done;
   /* The batch through the device-resident IDX source, as training loads it. */
   clt_dataset set = {.count = B,
-                     .height = 28,
-                     .width = 28,
+                     .height = shape.H,
+                     .width = shape.W,
                      .channels = 1,
                      .classes = CLASSES,
-                     .pixels = malloc(sizeof pixels),
-                     .labels = malloc(sizeof labels)};
+                     .pixels = malloc((size_t)B * HW),
+                     .labels = malloc((size_t)B)};
   if (!set.pixels || !set.labels) fatal("allocating a dataset");
-  memcpy(set.pixels, pixels, sizeof pixels);
-  memcpy(set.labels, labels, sizeof labels);
+  memcpy(set.pixels, pixels, (size_t)B * HW);
+  memcpy(set.labels, labels, (size_t)B);
   const int max_slice = B;
   if (api_failed(clt_idx_source(&set, &source, &E), "clt_idx_source")) goto done;
   if (api_failed(clt_source_attach(source, &R, 1, B, &max_slice, model.preprocess, &E),
@@ -709,6 +727,8 @@ static void test_model(void) {
   for (size_t i = 0; i < nflat; i++) grad[i] = back[i];
   check_tensors(&model, "gradient", grad, grad_ref, TOL_MODEL);
   expect("gradient gaps untouched", gaps_not(&model, back, GARBAGE), nflat - model.param_count);
+  /* The non-finite count over the whole gradient buffer (the trainer's guard), slot 0. */
+  if (api_failed(clt_net_check_grads(net, 0, &E), "clt_net_check_grads")) goto done;
 
   float metrics[4];
   if (api_failed(clt_net_read_metrics(net, metrics, 2, &E), "clt_net_read_metrics")) goto done;
@@ -756,6 +776,18 @@ static void test_model(void) {
   expect("empty slice: gradient all zero", nonzero, nflat);
   expect("empty slice: metrics slot zeroed, other slot kept",
          (metrics[0] != 0.0f) + (metrics[1] != 0.0f) + (metrics[3] != (float)correct_ref), 3);
+
+  /* A NaN at the first entry and an infinity at the last (the partial blocks' edges)
+   * are counted into slot 1; slot 0 kept the count of the finite training gradient. */
+  const float bad[2] = {NAN, INFINITY};
+  upload_bytes(net->grads, 0, &bad[0], sizeof bad[0]);
+  upload_bytes(net->grads, (nflat - 1) * sizeof(float), &bad[1], sizeof bad[1]);
+  if (api_failed(clt_net_check_grads(net, 1, &E), "clt_net_check_grads")) goto done;
+  float counts[2];
+  if (api_failed(clt_net_read_grad_checks(net, counts, 2, &E), "clt_net_read_grad_checks"))
+    goto done;
+  expect("gradient check: 0 non-finite in training, then NaN and inf counted",
+         (counts[0] != 0.0f) + (counts[1] != 2.0f), 2);
 done:
   clt_source_free(source);
   clt_net_destroy(net);

@@ -33,6 +33,7 @@
 
 #include "check.h"
 #include "idx.h"
+#include "kernels_used.h"
 #include "model.h"
 #include "net.h"
 #include "ref_model.h"
@@ -587,8 +588,10 @@ int main(void) {
       check(0, "second replica: %s", E.msg);
     } else {
       test_replicas(reps);
+      log_kernels_used(reps[1]);
       clt_replica_destroy(reps[1]);
     }
+    log_kernels_used(r);
     clt_replica_destroy(r);
   }
   clt_devices_free(&list);

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "data.h"
 #include "device.h"
+#include "kernels_used.h"
 #include "photos.h"
 #include "rng.h"
 #include "source.h"
@@ -382,6 +383,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < REPLICAS; r++) {
     clReleaseMemObject(xs[r]);
     clReleaseMemObject(ys[r]);
+    log_kernels_used(reps[r]);
     clt_replica_destroy(reps[r]);
   }
   clt_devices_free(&list);

@@ -145,9 +145,11 @@ static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_e
   return status;
 }
 
-/* Runs im2col or col2im (they share the argument list) over `positions`. */
+/* Runs im2col or col2im (they share the argument list): a work-item per
+ * position on the CPU flavor; on GPUs (cols, positions) work-items, a column per
+ * contiguous float of a position (see cl/conv.cl). */
 static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kname, cl_mem from,
-                     cl_mem to, size_t positions, clt_err *e) {
+                     cl_mem to, size_t positions, size_t gpu_cols, clt_err *e) {
   cl_kernel k;
   int status = clt_replica_kernel(io->replica, "conv.cl", "", kname, &k, e);
   if (status) return status;
@@ -159,18 +161,22 @@ static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kna
                      CLT_ARG(l->out.w)};
   char label[64];
   snprintf(label, sizeof label, "%s %s", l->name, kname);
+  if (io->replica->flavor == CLT_KERNELS_GPU)
+    return clt_launch_rows(io->replica, k, label, args, 13, gpu_cols, positions, 1, e);
   return clt_launch1d(io->replica, k, label, args, 13, positions, e);
 }
 
 /* im2col of io->x into scratch: a work-item per kernel tap copies C channels;
- * with few channels, a work-item per output row (OW positions) copies all taps. */
+ * with few channels, a work-item per output row (OW positions) copies all taps
+ * (on GPUs: a work-item per channel of a tap, or per float of the row). */
 static int conv_im2col(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const size_t rows = conv_rows(l, io->batch);
   if (l->in.c < 4) {
-    return conv_cols(l, io, "im2col_rows", io->x, io->scratch, (size_t)io->batch * l->out.h, e);
+    return conv_cols(l, io, "im2col_rows", io->x, io->scratch, (size_t)io->batch * l->out.h,
+                     (size_t)l->out.w * conv_k(l), e);
   }
   return conv_cols(l, io, "im2col", io->x, io->scratch, rows * hp(l)->kernel_h * hp(l)->kernel_w,
-                   e);
+                   (size_t)l->in.c, e);
 }
 
 static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -207,7 +213,7 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
                       pointwise ? io->dx : io->scratch, 0, e);
     if (!status && !pointwise) {
       status = conv_cols(l, io, "col2im", io->scratch, io->dx,
-                         (size_t)io->batch * l->in.h * l->in.w, e);
+                         (size_t)io->batch * l->in.h * l->in.w, (size_t)l->in.c, e);
     }
   }
   return status;

@@ -114,11 +114,15 @@ int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scrat
   cl_mem y = relu ? relu_y : dy; /* any valid buffer when unused */
   clt_karg pargs[] = {CLT_ARG(dy),   CLT_ARG(y),         CLT_ARG(relu),    CLT_ARG(rows),
                       CLT_ARG(cols), CLT_ARG(per_block), CLT_ARG(scratch), CLT_ARG(part)};
-  status = clt_launch1d(io->replica, kp, relu ? "relu and bias gradient" : "bias_grad_partial",
-                        pargs, 8, (size_t)nblocks * ((cols + 7) / 8), e);
+  /* CPU: a work-item per (8 columns, block); GPU: (LC, LR) groups per block. */
+  status = clt_launch_blocks(io->replica, kp, relu ? "relu and bias gradient" : "bias_grad_partial",
+                             pargs, 8, (size_t)cols, (size_t)nblocks, e);
   if (status) return status;
   int off = (int)grad_offset;
   clt_karg fargs[] = {CLT_ARG(scratch), CLT_ARG(part),      CLT_ARG(nblocks),
                       CLT_ARG(cols),    CLT_ARG(io->grads), CLT_ARG(off)};
+  /* CPU: a work-item per column; GPU: the blocks are the rows of one block. */
+  if (io->replica->flavor == CLT_KERNELS_GPU)
+    return clt_launch_blocks(io->replica, kf, "bias_grad_final", fargs, 6, (size_t)cols, 1, e);
   return clt_launch1d(io->replica, kf, "bias_grad_final", fargs, 6, (size_t)cols, e);
 }

@@ -61,6 +61,15 @@ static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_e
   return clt_layer_build_kernels(r, "pool.cl", names, l->pad ? 5 : 3, e); /* padded: 2 more */
 }
 
+/* The pooling kernels' launch: a work-item per position on the CPU flavor (it
+ * loops over the channels), per (channel, position) on GPUs (coalesced). */
+static int pool_launch(const clt_layer_io *io, cl_kernel k, const char *kname, const clt_karg *args,
+                       int nargs, int channels, size_t positions, clt_err *e) {
+  if (io->replica->flavor == CLT_KERNELS_GPU)
+    return clt_launch_rows(io->replica, k, kname, args, nargs, (size_t)channels, positions, 1, e);
+  return clt_launch1d(io->replica, k, kname, args, nargs, positions, e);
+}
+
 /* Padded forward: one work-item per output position. */
 static int pool_pad_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   cl_kernel k;
@@ -70,8 +79,8 @@ static int pool_pad_forward(const clt_layer *l, const clt_layer_io *io, clt_err 
                      CLT_ARG(l->in.h),     CLT_ARG(l->in.w),       CLT_ARG(l->in.c),
                      CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride), CLT_ARG(l->pad),
                      CLT_ARG(l->out.h),    CLT_ARG(l->out.w)};
-  return clt_launch1d(io->replica, k, "maxpool_pad_forward", args, 11,
-                      (size_t)io->batch * l->out.h * l->out.w, e);
+  return pool_launch(io, k, "maxpool_pad_forward", args, 11, l->in.c,
+                     (size_t)io->batch * l->out.h * l->out.w, e);
 }
 
 /* Padded backward: one work-item per input position gathers from its windows, so
@@ -84,8 +93,8 @@ static int pool_pad_backward(const clt_layer *l, const clt_layer_io *io, clt_err
                      CLT_ARG(io->batch), CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
                      CLT_ARG(l->in.c),   CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride),
                      CLT_ARG(l->pad),    CLT_ARG(l->out.h),    CLT_ARG(l->out.w)};
-  return clt_launch1d(io->replica, k, "maxpool_pad_backward", args, 12,
-                      (size_t)io->batch * l->in.h * l->in.w, e);
+  return pool_launch(io, k, "maxpool_pad_backward", args, 12, l->in.c,
+                     (size_t)io->batch * l->in.h * l->in.w, e);
 }
 
 static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -97,8 +106,8 @@ static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
                      CLT_ARG(l->in.h),     CLT_ARG(l->in.w),       CLT_ARG(l->in.c),
                      CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride), CLT_ARG(l->out.h),
                      CLT_ARG(l->out.w)};
-  return clt_launch1d(io->replica, k, "maxpool_forward", args, 10,
-                      (size_t)io->batch * l->out.h * l->out.w, e);
+  return pool_launch(io, k, "maxpool_forward", args, 10, l->in.c,
+                     (size_t)io->batch * l->out.h * l->out.w, e);
 }
 
 static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -110,19 +119,19 @@ static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
     /* Non-overlapping windows: one work-item per window writes all its inputs;
      * rows and columns past the last window get zero first. */
     if (l->out.h * hp(l)->pool != l->in.h || l->out.w * hp(l)->pool != l->in.w) {
-      const float zero = 0.0f;
-      cl_int rc = clEnqueueFillBuffer(io->replica->queue, io->dx, &zero, sizeof zero, 0,
-                                      (size_t)io->batch * clt_shape_size(l->in) * sizeof(float), 0,
-                                      NULL, NULL);
-      if (rc) return clt_replica_fail(io->replica, e, rc, "zeroing a pooling gradient");
+      /* A fill kernel, not clEnqueueFillBuffer: Oclgrind counts only kernels'
+       * and transfers' writes as initialising. */
+      status = clt_replica_fill(io->replica, io->dx, 0, (size_t)io->batch * clt_shape_size(l->in),
+                                0.0f, "a pooling gradient", e);
+      if (status) return status;
     }
     status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward_tiled", &k, e);
     if (status) return status;
     clt_karg args[] = {CLT_ARG(io->x),    CLT_ARG(io->dy),  CLT_ARG(io->dx),  CLT_ARG(io->batch),
                        CLT_ARG(l->in.h),  CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(hp(l)->pool),
                        CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
-    return clt_launch1d(io->replica, k, "maxpool_backward_tiled", args, 10,
-                        (size_t)io->batch * l->out.h * l->out.w, e);
+    return pool_launch(io, k, "maxpool_backward_tiled", args, 10, l->in.c,
+                       (size_t)io->batch * l->out.h * l->out.w, e);
   }
   status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward", &k, e);
   if (status) return status;
@@ -130,6 +139,11 @@ static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
                      CLT_ARG(io->batch), CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
                      CLT_ARG(l->in.c),   CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride),
                      CLT_ARG(l->out.h),  CLT_ARG(l->out.w)};
+  /* Range (C, B*H*W) on both flavors (see pool.cl); on GPUs in coalesced groups. */
+  if (io->replica->flavor == CLT_KERNELS_GPU) {
+    return clt_launch_rows(io->replica, k, "maxpool_backward", args, 11, (size_t)l->in.c,
+                           (size_t)io->batch * l->in.h * l->in.w, 1, e);
+  }
   return clt_launch2d(io->replica, k, "maxpool_backward", args, 11, (size_t)l->in.c,
                       (size_t)io->batch * l->in.h * l->in.w, e);
 }

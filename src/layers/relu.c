@@ -8,8 +8,6 @@
 #include "ref.h"
 #endif
 
-#define RELU_CHUNK 8 /* floats per work-item (float8), as CH in activation.cl */
-
 static int relu_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
   (void)e;
   l->in = l->out = in[0];
@@ -30,8 +28,7 @@ static int relu_run(const clt_layer *l, const clt_layer_io *io, const char *name
   cl_kernel k;
   const size_t n = (size_t)io->batch * clt_shape_size(l->out);
   int status = clt_replica_kernel(io->replica, "activation.cl", "", name, &k, e);
-  if (!status)
-    status = clt_launch1d(io->replica, k, name, args, nargs, (n + RELU_CHUNK - 1) / RELU_CHUNK, e);
+  if (!status) status = clt_launch_elems(io->replica, k, name, args, nargs, n, e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 

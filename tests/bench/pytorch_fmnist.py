@@ -8,7 +8,12 @@ images for EPOCHS epochs with THREADS threads, shuffling every epoch, and prints
 "startup_seconds S" (launch to the end of the first training step, importing
 torch included), and one line per epoch: "epoch E images_per_second R".
 
-    pytorch_fmnist.py DATA_DIR IMAGES EPOCHS [THREADS]
+    pytorch_fmnist.py DATA_DIR IMAGES EPOCHS [THREADS [DEVICE]]
+
+DEVICE is a torch device, cpu by default (tests/bench/bench_vs_pytorch.sh); with
+another one, such as cuda or cuda:1 (tests/gpu/run.sh), the images, the labels and
+the network live on it, the clocks stop only once it has finished its work, and a
+line "device D NAME" comes first.
 """
 import time
 
@@ -33,18 +38,27 @@ def idx(path):
 def main():
     data_dir, images, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     torch.set_num_threads(int(sys.argv[4]) if len(sys.argv) > 4 else 2)
+    device = torch.device(sys.argv[5] if len(sys.argv) > 5 else "cpu")
+    if device.type == "cuda":
+        print("device %s %s" % (device, torch.cuda.get_device_name(device)), flush=True)
+
+    def sync():  # the work queued on the device is done
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     torch.manual_seed(42)
     x = torch.from_numpy(idx(data_dir + "/train-images-idx3-ubyte.gz")[:images].astype(np.float32) / 255.0)
-    x = x.unsqueeze(1)
-    y = torch.from_numpy(idx(data_dir + "/train-labels-idx1-ubyte.gz")[:images].astype(np.int64))
+    x = x.unsqueeze(1).to(device)
+    y = torch.from_numpy(idx(data_dir + "/train-labels-idx1-ubyte.gz")[:images].astype(np.int64)).to(device)
     model = nn.Sequential(
         nn.Conv2d(1, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(64, 80, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(2000, 64), nn.ReLU(), nn.Linear(64, 10))
+        nn.Flatten(), nn.Linear(2000, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(1, epochs + 1):
-        order = torch.randperm(images)
+        order = torch.randperm(images).to(device)
+        sync()
         start = time.perf_counter()
         for first in range(0, images, 64):
             idx_batch = order[first:first + 64]
@@ -53,7 +67,9 @@ def main():
             loss.backward()
             opt.step()
             if epoch == 1 and first == 0:
+                sync()
                 print("startup_seconds %.2f" % (time.time() - LAUNCH), flush=True)
+        sync()
         seconds = time.perf_counter() - start
         print("epoch %d images_per_second %.1f" % (epoch, images / seconds), flush=True)
 
