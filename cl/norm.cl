@@ -1,20 +1,60 @@
 // BatchNormalization, Add and GlobalAveragePooling2D (ResNet's layers). NHWC.
 //
 // Batch normalization sees its input as `rows` = B*H*W rows of C contiguous
-// channels. PoCL does not vectorise across work-items, so each work-item takes a
-// chunk of 8 channels (dimension 0 of a 2-D range, ceil(C/8) wide) as a float8;
-// when C is not a multiple of 8 the last chunk is done with scalars.
-// Per-channel sums over rows run in two fixed-order passes, as bias_grad in
-// conv.cl: partial sums over blocks of rows, then a sum over the blocks, so the
-// result does not depend on scheduling and replicas fed the same data agree bit
-// for bit. No atomics anywhere.
+// channels. Per-channel sums over rows run in two fixed-order passes, as
+// bias_grad in conv.cl: partial sums over blocks of rows, then a sum over the
+// blocks, so the result does not depend on scheduling and replicas fed the same
+// data agree bit for bit. No atomics anywhere.
+//
+// Two variants of each kernel (CLT_GPU, set per replica, see clt_kernel_flavor):
+// CLT_GPU 0 (CPUs): PoCL does not vectorise across work-items, so each work-item
+//   takes a chunk of 8 channels (dimension 0 of a 2-D range, ceil(C/8) wide) as
+//   a float8; when C is not a multiple of 8 the last chunk is done with scalars.
+// CLT_GPU 1 (GPUs): a work-item per channel along dimension 0, so consecutive
+//   work-items read consecutive floats (coalesced). Elementwise passes take one
+//   element per work-item (clt_launch_rows, clt_launch_elems); sums over rows
+//   run in work-groups of (LC channels, LR row lanes) (clt_launch_blocks): the
+//   lanes stride through the rows and meet in a fixed local-memory tree.
+#ifndef CLT_GPU
+#define CLT_GPU 0
+#endif
+#ifndef CLT_WG
+#define CLT_WG 64
+#endif
 
 #define CH 8
 
+#if CLT_GPU
+// Sum of v over the LR row lanes (dimension 1) of a (LC, LR) work-group, per
+// channel lane, by a fixed tree (LR is a power of two): the same order every
+// run. Every work-item must call it, each sum of a kernel with its own tile.
+static inline float lane_sum(const float v, __local float *tile) {
+  const int lc = get_local_id(0), lr = get_local_id(1), width = get_local_size(0);
+  const int at = lr * width + lc;
+  tile[at] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = get_local_size(1) / 2; s > 0; s >>= 1) {
+    if (lr < s) tile[at] += tile[at + s * width];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  return tile[lc];
+}
+#endif
+
 // partial[part + blk*C + c] = sum over the rows r of block blk of x[r, c].
-// Range: (ceil(C/8), nblocks).
+// clt_launch_blocks over (C, nblocks).
 __kernel void bn_partial_sum(__global const float *x, const int rows, const int C,
                              const int rows_per_block, __global float *partial, const int part) {
+#if CLT_GPU
+  __local float tile[CLT_WG];
+  const int c = get_global_id(0), blk = get_group_id(1);
+  const int r0 = blk * rows_per_block, r1 = min(rows, r0 + rows_per_block);
+  float s = 0.0f;
+  if (c < C)
+    for (int r = r0 + get_local_id(1); r < r1; r += get_local_size(1)) s += x[(size_t)r * C + c];
+  s = lane_sum(s, tile);
+  if (c < C && r0 < rows && get_local_id(1) == 0) partial[part + (size_t)blk * C + c] = s;
+#else
   const int c0 = get_global_id(0) * CH;
   const int blk = get_global_id(1);
   const int r0 = blk * rows_per_block;
@@ -33,6 +73,7 @@ __kernel void bn_partial_sum(__global const float *x, const int rows, const int 
       out[c] = s;
     }
   }
+#endif
 }
 
 // Second pass of a two-pass variance, which unlike E[x^2] - E[x]^2 does not cancel
@@ -40,10 +81,30 @@ __kernel void bn_partial_sum(__global const float *x, const int rows, const int 
 // first pass's mean m (state[0..C)), summed into partial[part ...] and squared into
 // partial[part2 ...]. sum d, zero but for m's rounding, corrects m (the "corrected
 // two-pass" algorithm: the mean's error then scales with the spread, not the mean).
-// Range: (ceil(C/8), nblocks).
+// clt_launch_blocks over (C, nblocks).
 __kernel void bn_partial_dev(__global const float *x, const int rows, const int C,
                              const int rows_per_block, __global const float *state,
                              __global float *partial, const int part, const int part2) {
+#if CLT_GPU
+  __local float tile[CLT_WG], tile2[CLT_WG];
+  const int c = get_global_id(0), blk = get_group_id(1);
+  const int r0 = blk * rows_per_block, r1 = min(rows, r0 + rows_per_block);
+  float s = 0.0f, s2 = 0.0f;
+  if (c < C) {
+    const float m = state[c];
+    for (int r = r0 + get_local_id(1); r < r1; r += get_local_size(1)) {
+      const float d = x[(size_t)r * C + c] - m;
+      s += d;
+      s2 += d * d;
+    }
+  }
+  s = lane_sum(s, tile);
+  s2 = lane_sum(s2, tile2);
+  if (c < C && r0 < rows && get_local_id(1) == 0) {
+    partial[part + (size_t)blk * C + c] = s;
+    partial[part2 + (size_t)blk * C + c] = s2;
+  }
+#else
   const int c0 = get_global_id(0) * CH;
   const int blk = get_global_id(1);
   const int r0 = blk * rows_per_block;
@@ -74,22 +135,48 @@ __kernel void bn_partial_dev(__global const float *x, const int rows, const int 
       partial[part2 + out + c] = s2;
     }
   }
+#endif
 }
 
+// The final passes below (bn_mean, bn_var, bn_grad_final) run per channel: on
+// CPUs a work-item per channel (range C) adds the blocks in order; on GPUs,
+// where C work-items alone would leave most of the device idle for thousands of
+// blocks, clt_launch_blocks over (C, 1): the LR lanes of a channel take every
+// LR-th block and meet in lane_sum, and only lane 0 goes on (after the barriers).
+#if CLT_GPU
+// This lane's share of the sum over the blocks of partial[part + blk*C + c]:
+// blocks lr, lr + LR, ... in order (0 for c >= C, which still joins lane_sum).
+static inline float block_sum(__global const float *partial, const int part,
+                              const int nblocks, const int C, const int c) {
+  float s = 0.0f;
+  if (c < C)
+    for (int blk = get_local_id(1); blk < nblocks; blk += get_local_size(1))
+      s += partial[part + (size_t)blk * C + c];
+  return s;
+}
+#else
 // Sum over the blocks of partial[part + blk*C + c], in block order.
-inline float block_sum(__global const float *partial, const int part, const int nblocks,
-                       const int C, const int c) {
+static inline float block_sum(__global const float *partial, const int part,
+                              const int nblocks, const int C, const int c) {
   float s = 0.0f;
   for (int blk = 0; blk < nblocks; blk++) s += partial[part + (size_t)blk * C + c];
   return s;
 }
+#endif
 
-// First-pass mean: state[c] = (sum of the partials) / rows. Range: C.
+// First-pass mean: state[c] = (sum of the partials) / rows.
 __kernel void bn_mean(__global const float *partial, const int part, const int nblocks,
                       const int rows, const int C, __global float *state) {
   const int c = get_global_id(0);
+#if CLT_GPU
+  __local float tile[CLT_WG];
+  const float s = lane_sum(block_sum(partial, part, nblocks, C, c), tile);
+  if (c >= C || get_local_id(1) != 0) return;
+#else
   if (c >= C) return;
-  state[c] = block_sum(partial, part, nblocks, C, c) / (float)rows;
+  const float s = block_sum(partial, part, nblocks, C, c);
+#endif
+  state[c] = s / (float)rows;
 }
 
 // From bn_partial_dev's sums s = sum d, q = sum d^2: mean = m + s/n, the sum of
@@ -97,16 +184,24 @@ __kernel void bn_mean(__global const float *partial, const int part, const int n
 // var = that / n. state gets mean and 1/sqrt(var + eps). The replica's shares of the
 // batch statistics, stat_weight * mean and stat_weight * the unbiased variance
 // (TensorFlow's fused batch norm feeds that to the moving variance), go to the
-// moving statistics' gradient slots for the all-reduce to average. Range: C.
+// moving statistics' gradient slots for the all-reduce to average.
 __kernel void bn_var(__global const float *partial, const int part, const int part2,
                      const int nblocks, const int rows, const int C, const float eps,
                      __global float *state, __global float *grads, const int mean_slot,
                      const int var_slot, const float stat_weight) {
   const int c = get_global_id(0);
+#if CLT_GPU
+  __local float tile[CLT_WG], tile2[CLT_WG];
+  const float s = lane_sum(block_sum(partial, part, nblocks, C, c), tile);
+  const float q = lane_sum(block_sum(partial, part2, nblocks, C, c), tile2);
+  if (c >= C || get_local_id(1) != 0) return;
+#else
   if (c >= C) return;
   const float s = block_sum(partial, part, nblocks, C, c);
+  const float q = block_sum(partial, part2, nblocks, C, c);
+#endif
   const float corr = s / (float)rows;
-  float sq = block_sum(partial, part2, nblocks, C, c) - s * corr;
+  float sq = q - s * corr;
   if (sq < 0.0f) sq = 0.0f; // not max(): a NaN must reach the loss guard
   const float mean = state[c] + corr;
   state[c] = mean;
@@ -116,7 +211,8 @@ __kernel void bn_var(__global const float *partial, const int part, const int pa
 }
 
 // Inference statistics from the moving averages, laid out as the training state:
-// stats[c] = moving_mean[c], stats[C + c] = 1/sqrt(moving_variance[c] + eps). Range: C.
+// stats[c] = moving_mean[c], stats[C + c] = 1/sqrt(moving_variance[c] + eps).
+// Range: C, a work-item per channel in both variants (coalesced on GPUs already).
 __kernel void bn_infer_stats(__global const float *params, const int mean_off, const int var_off,
                              const int C, const float eps, __global float *stats,
                              const int stats_off) {
@@ -130,11 +226,22 @@ __kernel void bn_infer_stats(__global const float *params, const int mean_off, c
 // NaN reaches the loss guard); mean and inv_std at stats[off], stats[off + C]. A
 // work-item does one channel chunk of rows_per_item rows, loading the per-channel
 // values once (a work-item per row spent more on itself than on its 8 floats).
-// Range: (ceil(C/8), ceil(rows/rows_per_item)).
+// clt_launch_rows over (C, rows): on GPUs a work-item per element (rows_per_item
+// unused; the per-channel values come from cache).
 __kernel void bn_apply(__global const float *x, __global float *y, const int rows, const int C,
                        const int rows_per_item, __global const float *stats, const int off,
                        __global const float *params, const int gamma_off, const int beta_off,
                        const int relu) {
+#if CLT_GPU
+  (void)rows_per_item; // the CPU variant's
+  const int c = get_global_id(0), r = get_global_id(1);
+  if (c >= C || r >= rows) return;
+  const size_t at = (size_t)r * C + c;
+  float v = (x[at] - stats[off + c]) * (params[gamma_off + c] * stats[off + C + c]) +
+            params[beta_off + c];
+  if (relu && v < 0.0f) v = 0.0f;
+  y[at] = v;
+#else
   const int c0 = get_global_id(0) * CH;
   const int r0 = get_global_id(1) * rows_per_item;
   if (c0 >= C || r0 >= rows) return;
@@ -158,18 +265,40 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
         y[at] = v;
       }
   }
+#endif
 }
 
 // Backward partial sums over blocks of rows: sum of g into partial[part ...] and
 // sum of g * (x - mean) into partial[part2 ...] (times inv_std that is dgamma), where
 // g = dy, zeroed where the output y is not positive when relu != 0 (the fused
 // ReLU's backward, done here rather than as a pass of its own over dy).
-// Range: (ceil(C/8), nblocks).
+// clt_launch_blocks over (C, nblocks).
 __kernel void bn_partial_grad(__global const float *dy, __global const float *x,
                               __global const float *y, const int relu, const int rows,
                               const int C, const int rows_per_block,
                               __global const float *state, __global float *partial,
                               const int part, const int part2) {
+#if CLT_GPU
+  __local float tile[CLT_WG], tile2[CLT_WG];
+  const int c = get_global_id(0), blk = get_group_id(1);
+  const int r0 = blk * rows_per_block, r1 = min(rows, r0 + rows_per_block);
+  float s = 0.0f, s2 = 0.0f;
+  if (c < C) {
+    const float m = state[c];
+    for (int r = r0 + get_local_id(1); r < r1; r += get_local_size(1)) {
+      const size_t at = (size_t)r * C + c;
+      const float g = relu && !(y[at] > 0.0f) ? 0.0f : dy[at];
+      s += g;
+      s2 += g * (x[at] - m);
+    }
+  }
+  s = lane_sum(s, tile);
+  s2 = lane_sum(s2, tile2);
+  if (c < C && r0 < rows && get_local_id(1) == 0) {
+    partial[part + (size_t)blk * C + c] = s;
+    partial[part2 + (size_t)blk * C + c] = s2;
+  }
+#else
   const int c0 = get_global_id(0) * CH;
   const int blk = get_global_id(1);
   const int r0 = blk * rows_per_block;
@@ -203,22 +332,30 @@ __kernel void bn_partial_grad(__global const float *dy, __global const float *x,
       partial[part2 + out + c] = s2;
     }
   }
+#endif
 }
 
 // dbeta = sum g, dgamma = inv_std * sum g * (x - mean) (g as in bn_partial_grad) into
 // the gradient buffer, and the coefficients of dx = a * (g - b - (x - mean) * k) into coef:
 // a = gamma * inv_std, b = dbeta / rows, k = dgamma * inv_std / rows, each C long.
-// Range: C.
 __kernel void bn_grad_final(__global const float *partial, const int part, const int part2,
                             const int nblocks, const int rows, const int C,
                             __global const float *state, __global const float *params,
                             const int gamma_off, __global float *grads, const int gamma_slot,
                             const int beta_slot, __global float *coef, const int coef_off) {
   const int c = get_global_id(0);
+#if CLT_GPU
+  __local float tile[CLT_WG], tile2[CLT_WG];
+  const float dbeta = lane_sum(block_sum(partial, part, nblocks, C, c), tile);
+  const float sum2 = lane_sum(block_sum(partial, part2, nblocks, C, c), tile2);
+  if (c >= C || get_local_id(1) != 0) return;
+#else
   if (c >= C) return;
-  const float inv_std = state[C + c];
   const float dbeta = block_sum(partial, part, nblocks, C, c);
-  const float dgamma = block_sum(partial, part2, nblocks, C, c) * inv_std;
+  const float sum2 = block_sum(partial, part2, nblocks, C, c);
+#endif
+  const float inv_std = state[C + c];
+  const float dgamma = sum2 * inv_std;
   grads[beta_slot + c] = dbeta;
   grads[gamma_slot + c] = dgamma;
   coef[coef_off + c] = params[gamma_off + c] * inv_std;
@@ -227,12 +364,20 @@ __kernel void bn_grad_final(__global const float *partial, const int part, const
 }
 
 // dx = a * (g - b - (x - mean) * k) with the coefficients of bn_grad_final and g as
-// in bn_partial_grad; rows_per_item rows per work-item as in bn_apply.
-// Range: (ceil(C/8), ceil(rows/rows_per_item)).
+// in bn_partial_grad; work as in bn_apply (clt_launch_rows over (C, rows)).
 __kernel void bn_dx(__global const float *dy, __global const float *x, __global const float *y,
                     const int relu, __global float *dx, const int rows, const int C,
                     const int rows_per_item, __global const float *state,
                     __global const float *coef, const int coef_off) {
+#if CLT_GPU
+  (void)rows_per_item; // the CPU variant's
+  const int c = get_global_id(0), r = get_global_id(1);
+  if (c >= C || r >= rows) return;
+  __global const float *a = coef + coef_off, *b = a + C, *k = b + C;
+  const size_t at = (size_t)r * C + c;
+  const float g = relu && !(y[at] > 0.0f) ? 0.0f : dy[at];
+  dx[at] = a[c] * (g - b[c] - (x[at] - state[c]) * k[c]);
+#else
   const int c0 = get_global_id(0) * CH;
   const int r0 = get_global_id(1) * rows_per_item;
   if (c0 >= C || r0 >= rows) return;
@@ -255,15 +400,23 @@ __kernel void bn_dx(__global const float *dy, __global const float *x, __global 
         dx[at] = a[c] * (g - b[c] - (x[at] - state[c]) * k[c]);
       }
   }
+#endif
 }
 
 // ---- Add -----------------------------------------------------------------------
 
-// y = x + x2, then ReLU when relu != 0. Work-item i adds floats [8i, 8i + 8) as a
-// float8; the one past them adds the n % 8 left. Range: n/8 + (n % 8 != 0).
+// y = x + x2, then ReLU when relu != 0 (clt_launch_elems over n). CPUs: work-item i
+// adds floats [8i, 8i + 8) as a float8, the one past them the n % 8 left; GPUs:
+// work-item i adds float i.
 __kernel void add_forward(__global const float *x, __global const float *x2, __global float *y,
                           const int n, const int relu) {
   const int i = get_global_id(0);
+#if CLT_GPU
+  if (i >= n) return;
+  float v = x[i] + x2[i];
+  if (relu && v < 0.0f) v = 0.0f;
+  y[i] = v;
+#else
   const size_t at = (size_t)i * CH;
   if (at + CH <= (size_t)n) {
     float8 v = vload8(i, x) + vload8(i, x2);
@@ -276,6 +429,7 @@ __kernel void add_forward(__global const float *x, __global const float *x2, __g
       y[j] = v;
     }
   }
+#endif
 }
 
 // dx = dx2 = dy, zeroed where the output y is not positive when relu != 0; dx or
@@ -284,6 +438,12 @@ __kernel void add_backward(__global const float *dy, __global const float *y,
                            __global float *dx, __global float *dx2, const int n,
                            const int relu) {
   const int i = get_global_id(0);
+#if CLT_GPU
+  if (i >= n) return;
+  const float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+  if (dx) dx[i] = g;
+  if (dx2) dx2[i] = g;
+#else
   const size_t at = (size_t)i * CH;
   if (at + CH <= (size_t)n) {
     float8 g = vload8(i, dy);
@@ -297,14 +457,26 @@ __kernel void add_backward(__global const float *dy, __global const float *y,
       if (dx2) dx2[j] = g;
     }
   }
+#endif
 }
 
 // ---- GlobalAveragePooling2D ----------------------------------------------------
 
-// y[b, c] = (sum over the HW positions of x[b, p, c], in order) / HW.
-// Range: (ceil(C/8), B).
+// y[b, c] = (sum over the HW positions of x[b, p, c]) / HW: clt_launch_blocks over
+// (C, B), an image per block. CPUs sum the positions in order; on GPUs the LR lanes
+// of a work-group take every LR-th position and meet in lane_sum.
 __kernel void gap_forward(__global const float *x, __global float *y, const int B, const int HW,
                           const int C) {
+#if CLT_GPU
+  __local float tile[CLT_WG];
+  const int c = get_global_id(0), b = get_group_id(1);
+  float s = 0.0f;
+  if (c < C && b < B)
+    for (int i = get_local_id(1); i < HW; i += get_local_size(1))
+      s += x[((size_t)b * HW + i) * C + c];
+  s = lane_sum(s, tile);
+  if (c < C && b < B && get_local_id(1) == 0) y[(size_t)b * C + c] = s / (float)HW;
+#else
   const int c0 = get_global_id(0) * CH;
   const int b = get_global_id(1);
   if (c0 >= C || b >= B) return;
@@ -320,11 +492,17 @@ __kernel void gap_forward(__global const float *x, __global float *y, const int 
       y[(size_t)b * C + c0 + c] = s / (float)HW;
     }
   }
+#endif
 }
 
-// dx[b, p, c] = dy[b, c] / HW. Range: (ceil(C/8), B*HW).
+// dx[b, p, c] = dy[b, c] / HW: clt_launch_rows over (C, B*HW), a row per position.
 __kernel void gap_backward(__global const float *dy, __global float *dx, const int B,
                            const int HW, const int C) {
+#if CLT_GPU
+  const int c = get_global_id(0), pos = get_global_id(1);
+  if (c >= C || pos >= B * HW) return;
+  dx[(size_t)pos * C + c] = dy[(size_t)(pos / HW) * C + c] / (float)HW;
+#else
   const int c0 = get_global_id(0) * CH;
   const int pos = get_global_id(1);
   if (c0 >= C || pos >= B * HW) return;
@@ -335,4 +513,5 @@ __kernel void gap_backward(__global const float *dy, __global float *dx, const i
   } else {
     for (int c = c0; c < C; c++) out[c] = g[c] / (float)HW;
   }
+#endif
 }

@@ -121,6 +121,8 @@ int small_mode(void);
 /* In small mode, whether a case of `work` (its largest count of multiply-adds or
  * elements) is too large: it is then announced as skipped. Never in normal mode. */
 int skip_large(double work);
+/* The same with a case's own limit. */
+int skip_above(double work, double limit);
 
 /* ---- the replica -------------------------------------------------------------------- */
 

@@ -30,6 +30,18 @@ static const kind_case cases[] = {
     {"add=Add(relu)", 0, 2, 2, 3, 9},
     {"gap=GlobalAveragePooling2D", 0, 2, 3, 2, 11},
     {"relu=ReLU", 0, 2, 3, 5, 7},
+    /* More paths of the same kinds at sizes Oclgrind runs quickly (tests/oclgrind.sh
+     * needs every kernel of cl/ to run): im2col with C >= 4, vector and scalar; one
+     * channel over 578 rows (im2col_rows, three blocks of bias sums); 17 filters;
+     * overlapping windows without padding; tiled windows of 3; a padded pool with
+     * 8 channels and a tail. */
+    {"conv_c4=Conv2D(5,3x3,s1,valid,relu)", 0, 2, 6, 6, 4},
+    {"conv_s2=Conv2D(3,3x3,s2,same)", 0, 2, 7, 7, 5},
+    {"conv_c1=Conv2D(4,2x2,s1,valid,relu)", 0, 2, 18, 18, 1},
+    {"conv_17=Conv2D(17,3x3,s1,same,relu)", 0, 1, 5, 5, 9},
+    {"pool_overlap=MaxPooling2D(3,s2)", 0, 2, 7, 7, 5},
+    {"pool_3s3=MaxPooling2D(3,s3)", 0, 1, 7, 9, 4},
+    {"pool_pad12=MaxPooling2D(3,s2)", 1, 2, 6, 6, 12},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -470,6 +470,8 @@ static void test_bn(const bn_case *t) {
   const double eps = 1.001e-5;
   const clt_shape in = {t->H, t->W, t->C};
   if (api_failed(l.ops->setup(&l, &in, &E), "setup")) goto done;
+  /* Seven passes over the activations (statistics, apply, gradient sums, dx). */
+  if (skip_large(8.0 * t->B * t->H * t->W * t->C)) goto done;
   static const char *const names[] = {"gamma", "beta", "moving_mean", "moving_variance"};
   static const float inits[] = {1, 0, 0, 1};
   size_t bad = (l.out.h != t->H) + (l.out.w != t->W) + (l.out.c != t->C) + (l.nparams != 4) +
@@ -746,6 +748,7 @@ static void test_gap(int B, int H, int W, int C) {
   clt_layer l = new_layer("gap_under_test=GlobalAveragePooling2D");
   const clt_shape in = {H, W, C};
   if (api_failed(l.ops->setup(&l, &in, &E), "setup")) goto done;
+  if (skip_large((double)B * H * W * C)) goto done;
   expect("setup: output 1x1xC, no parameters",
          (l.out.h != 1) + (l.out.w != 1) + (l.out.c != C) + (l.nparams != 0), 4);
   if (api_failed(l.ops->prepare(&l, R, B, &E), "prepare")) goto done;
@@ -794,6 +797,7 @@ static void test_ppool(const ppool_case *t) {
   l.pad = t->pad;
   const clt_shape in = {t->H, t->W, t->C};
   if (api_failed(l.ops->setup(&l, &in, &E), "setup")) goto done;
+  if (skip_large((double)t->B * t->H * t->W * t->C * t->pool * t->pool)) goto done;
   const int OH = (t->H + 2 * t->pad - t->pool) / t->stride + 1;
   const int OW = (t->W + 2 * t->pad - t->pool) / t->stride + 1;
   expect("setup: output shape", (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->C), 3);

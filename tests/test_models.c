@@ -293,10 +293,14 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
                         double tol, int ill_conditioned) {
   static clt_model m;
   clt_net *net = NULL;
-  if (clt_model_build(name, input, classes, &m, &E)) {
+  /* A built-in model's name, or a description ("name=Kind(args) ..."). */
+  const int described = strchr(name, '=') != NULL;
+  if (described ? clt_model_parse("described", input, classes, CLT_PRE_CAFFE, name, &m, &E)
+                : clt_model_build(name, input, classes, &m, &E)) {
     check(0, "%s builds: %s", name, E.msg);
     return;
   }
+  if (described) name = "described model";
   const size_t nf = m.flat_floats, pixels = clt_shape_size(input);
   double *flat = xcalloc(nf, sizeof(double)), *grad = xcalloc(nf, sizeof(double));
   double *x = xcalloc(B * pixels, sizeof(double));
@@ -569,6 +573,31 @@ done:
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   clt_rng_seed(&RNG, 1234, 0);
+  /* $CLT_TEST_SMALL (tests/oclgrind.sh): only a residual block on a device, small
+   * enough for Oclgrind's simulator: batch normalization (and its moving averages),
+   * an activation read by two layers (gradients summed), Add, padded and plain max
+   * pooling, global average pooling; the host-only parts and ResNet50 are skipped. */
+  const char *small_env = getenv("CLT_TEST_SMALL");
+  const int small = small_env && *small_env && strcmp(small_env, "0") != 0;
+  if (small) {
+    clt_device_list list;
+    clt_replica *r = NULL;
+    if (clt_devices_enumerate(&list, &E) || list.count == 0 ||
+        clt_replica_create(&list.devices[0], &r, &E)) {
+      check(0, "an OpenCL device to test on: %s", list.count ? E.msg : "none found");
+    } else {
+      test_device(r,
+                  "conv1=Conv2D(4,3x3,s2,same) bn1=BatchNormalization(eps0.001,m0.99,relu) "
+                  "conv2=Conv2D(4,3x3,s1,same) bn2=BatchNormalization(eps0.001,m0.99) "
+                  "add=Add(relu)<bn2,bn1 pad=ZeroPadding2D(1) pool=MaxPooling2D(3,s2) "
+                  "pool2=MaxPooling2D(2,s2) gap=GlobalAveragePooling2D dense=Dense(3)",
+                  (clt_shape){9, 8, 3}, 3, 3, 2e-3, 0);
+      log_kernels_used(r);
+      clt_replica_destroy(r);
+    }
+    clt_devices_free(&list);
+    return check_summary();
+  }
   test_structure();
   test_reference_gradient();
   clt_device_list list;

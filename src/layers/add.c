@@ -10,8 +10,6 @@
 #include "ref_resnet.h"
 #endif
 
-#define ADD_CHUNK 8 /* floats per work-item (float8), as CH in norm.cl */
-
 typedef struct add_hp {
   int relu; /* fused activation */
 } add_hp;
@@ -48,9 +46,6 @@ static int add_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_er
   return clt_layer_build_kernels(r, "norm.cl", names, 2, e);
 }
 
-/* Work-items of add_forward/add_backward: one per 8 floats, one more for the rest. */
-static size_t add_items(size_t n) { return (n + ADD_CHUNK - 1) / ADD_CHUNK; }
-
 static int add_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   cl_kernel k;
   const size_t total = (size_t)io->batch * clt_shape_size(l->out);
@@ -58,7 +53,7 @@ static int add_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int status = clt_replica_kernel(io->replica, "norm.cl", "", "add_forward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->x2), CLT_ARG(io->y), CLT_ARG(n), CLT_ARG(relu)};
-  status = clt_launch1d(io->replica, k, "add_forward", args, 5, add_items(total), e);
+  status = clt_launch_elems(io->replica, k, "add_forward", args, 5, total, e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
@@ -71,7 +66,7 @@ static int add_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->dy),  CLT_ARG(io->y), CLT_ARG(io->dx),
                      CLT_ARG(io->dx2), CLT_ARG(n),     CLT_ARG(relu)};
-  status = clt_launch1d(io->replica, k, "add_backward", args, 6, add_items(total), e);
+  status = clt_launch_elems(io->replica, k, "add_backward", args, 6, total, e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 

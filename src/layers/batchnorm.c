@@ -18,7 +18,10 @@
  *           dy is not modified. The moving statistics' slots are left as the
  *           forward wrote them.
  * Scratch: [partial sums: 2*nblocks*C][dx coefficients: 3*C]; inference uses its
- * first 2*C floats for the statistics. */
+ * first 2*C floats for the statistics.
+ * Launches per kernel flavor (see cl/norm.cl): partial sums clt_launch_blocks,
+ * elementwise passes clt_launch_rows, the final sums over the blocks a work-item
+ * per channel on CPUs and clt_launch_blocks over (C, 1) on GPUs. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,12 +31,19 @@
 #include "ref_resnet.h"
 #endif
 
-/* Rows per partial sum: enough blocks to occupy a device even at small batches,
- * few enough that the final pass over the blocks stays short. */
+/* Rows per partial sum on CPUs: enough blocks to occupy a device even at small
+ * batches, few enough that the final pass over the blocks stays short. */
 #define BN_ROWS_PER_BLOCK 128
-#define BN_CHUNK 8 /* channels per work-item (float8), as CH in norm.cl */
-/* Rows per work-item of the elementwise passes (bn_apply, bn_dx): with one row (8
- * floats) per work-item bn_apply took PoCL 3x as long as with 4. */
+/* GPUs: a block is a work-group of up to 32 channels (a 128-byte line) by row
+ * lanes, so blocks x channel groups should fill a large GPU (132 SMs: about 8
+ * groups each), while at most BN_GPU_MAX_BLOCKS blocks keep the final pass (one
+ * work-group per 32 channels) short. Never fewer rows than BN_ROWS_PER_BLOCK:
+ * the scratch, sized for the CPU's blocks, holds the GPU's fewer. */
+#define BN_GPU_GROUPS 1024
+#define BN_GPU_MAX_BLOCKS 256
+/* Rows per work-item of the CPU's elementwise passes (bn_apply, bn_dx): with one
+ * row (8 floats) per work-item bn_apply took PoCL 3x as long as with 4. GPUs take
+ * an element per work-item. */
 #define BN_ROWS_PER_ITEM 4
 
 enum { BN_GAMMA, BN_BETA, BN_MEAN, BN_VAR };
@@ -92,14 +102,22 @@ static int bn_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
 }
 
 static int bn_rows(const clt_layer *l, int batch) { return batch * l->in.h * l->in.w; }
-static int bn_blocks(int rows) { return (rows + BN_ROWS_PER_BLOCK - 1) / BN_ROWS_PER_BLOCK; }
-static size_t bn_items(int rows) {
-  return (size_t)(rows + BN_ROWS_PER_ITEM - 1) / BN_ROWS_PER_ITEM;
-}
-static size_t bn_chunks(const clt_layer *l) { return (size_t)(l->in.c + BN_CHUNK - 1) / BN_CHUNK; }
 
+/* Rows per partial-sum block on replica r (see BN_GPU_GROUPS). */
+static int bn_rows_per_block(const clt_layer *l, const clt_replica *r, int rows) {
+  if (r->flavor != CLT_KERNELS_GPU) return BN_ROWS_PER_BLOCK;
+  int blocks = BN_GPU_GROUPS / ((l->in.c + 31) / 32);
+  if (blocks > BN_GPU_MAX_BLOCKS) blocks = BN_GPU_MAX_BLOCKS;
+  if (blocks < 1) blocks = 1;
+  const int per = (rows + blocks - 1) / blocks;
+  return per > BN_ROWS_PER_BLOCK ? per : BN_ROWS_PER_BLOCK;
+}
+
+static int bn_blocks(int rows, int per_block) { return (rows + per_block - 1) / per_block; }
+
+/* The most blocks either flavor uses (the CPU's: the GPU's blocks are longer). */
 static size_t bn_scratch(const clt_layer *l, int batch) {
-  return (2 * (size_t)bn_blocks(bn_rows(l, batch)) + 3) * l->in.c;
+  return (2 * (size_t)bn_blocks(bn_rows(l, batch), BN_ROWS_PER_BLOCK) + 3) * l->in.c;
 }
 
 static size_t bn_state(const clt_layer *l) { return 2 * (size_t)l->in.c; }
@@ -115,43 +133,63 @@ static int bn_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err
                                  (int)(sizeof bn_kernels / sizeof bn_kernels[0]), e);
 }
 
-/* Launches norm.cl's `name` over n0 work-items, or (n0, n1) when n1 > 0. */
+/* The shapes of norm.cl's launches over C channels (see the kernels there). */
+typedef enum bn_shape {
+  BN_CHANNELS, /* a work-item per channel */
+  BN_FINAL,    /* the final sums over the blocks: per channel, lanes on GPUs */
+  BN_BLOCKS,   /* partial sums over n blocks of rows */
+  BN_ROWS      /* elementwise over n rows */
+} bn_shape;
+
+/* Launches norm.cl's `name` in `shape` over C channels (and n blocks or rows). */
 static int bn_run(const clt_layer_io *io, const char *name, const clt_karg *args, int nargs,
-                  size_t n0, size_t n1, clt_err *e) {
+                  bn_shape shape, int C, int n, clt_err *e) {
+  clt_replica *r = io->replica;
   cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "norm.cl", "", name, &k, e);
+  int status = clt_replica_kernel(r, "norm.cl", "", name, &k, e);
   if (status) return status;
-  if (n1 == 0) return clt_launch1d(io->replica, k, name, args, nargs, n0, e);
-  return clt_launch2d(io->replica, k, name, args, nargs, n0, n1, e);
+  switch (shape) {
+    case BN_FINAL:
+      if (r->flavor == CLT_KERNELS_GPU)
+        return clt_launch_blocks(r, k, name, args, nargs, (size_t)C, 1, e);
+      return clt_launch1d(r, k, name, args, nargs, (size_t)C, e);
+    case BN_BLOCKS:
+      return clt_launch_blocks(r, k, name, args, nargs, (size_t)C, (size_t)n, e);
+    case BN_ROWS:
+      return clt_launch_rows(r, k, name, args, nargs, (size_t)C, (size_t)n, BN_ROWS_PER_ITEM, e);
+    case BN_CHANNELS:
+      break;
+  }
+  return clt_launch1d(r, k, name, args, nargs, (size_t)C, e);
 }
 
 /* Batch statistics into io->state (mean, inv_std) and the moving statistics' slots:
  * a first-pass mean, then deviations from it (see bn_partial_dev in norm.cl). */
 static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  int rows = bn_rows(l, io->batch), C = l->in.c, per_block = BN_ROWS_PER_BLOCK;
-  int nblocks = bn_blocks(rows), part = 0, part2 = nblocks * C;
+  int rows = bn_rows(l, io->batch), C = l->in.c;
+  int per_block = bn_rows_per_block(l, io->replica, rows);
+  int nblocks = bn_blocks(rows, per_block), part = 0, part2 = nblocks * C;
   int mean_slot = (int)l->params[BN_MEAN].offset, var_slot = (int)l->params[BN_VAR].offset;
   float eps = (float)hp(l)->epsilon, w = io->stat_weight;
-  const size_t chunks = bn_chunks(l);
   clt_karg sum_args[] = {CLT_ARG(io->x),     CLT_ARG(rows),        CLT_ARG(C),
                          CLT_ARG(per_block), CLT_ARG(io->scratch), CLT_ARG(part)};
-  int status = bn_run(io, "bn_partial_sum", sum_args, 6, chunks, (size_t)nblocks, e);
+  int status = bn_run(io, "bn_partial_sum", sum_args, 6, BN_BLOCKS, C, nblocks, e);
   if (status) return status;
   clt_karg mean_args[] = {CLT_ARG(io->scratch), CLT_ARG(part), CLT_ARG(nblocks),
                           CLT_ARG(rows),        CLT_ARG(C),    CLT_ARG(io->state)};
-  status = bn_run(io, "bn_mean", mean_args, 6, (size_t)C, 0, e);
+  status = bn_run(io, "bn_mean", mean_args, 6, BN_FINAL, C, 0, e);
   if (status) return status;
   /* The in-order queue runs this after bn_mean has read the partial sums. */
   clt_karg dev_args[] = {CLT_ARG(io->x),     CLT_ARG(rows),      CLT_ARG(C),
                          CLT_ARG(per_block), CLT_ARG(io->state), CLT_ARG(io->scratch),
                          CLT_ARG(part),      CLT_ARG(part2)};
-  status = bn_run(io, "bn_partial_dev", dev_args, 8, chunks, (size_t)nblocks, e);
+  status = bn_run(io, "bn_partial_dev", dev_args, 8, BN_BLOCKS, C, nblocks, e);
   if (status) return status;
   clt_karg var_args[] = {CLT_ARG(io->scratch), CLT_ARG(part),      CLT_ARG(part2),
                          CLT_ARG(nblocks),     CLT_ARG(rows),      CLT_ARG(C),
                          CLT_ARG(eps),         CLT_ARG(io->state), CLT_ARG(io->grads),
                          CLT_ARG(mean_slot),   CLT_ARG(var_slot),  CLT_ARG(w)};
-  return bn_run(io, "bn_var", var_args, 12, (size_t)C, 0, e);
+  return bn_run(io, "bn_var", var_args, 12, BN_FINAL, C, 0, e);
 }
 
 static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -169,29 +207,29 @@ static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
     stats = io->scratch;
     clt_karg args[] = {CLT_ARG(io->params), CLT_ARG(mean_off), CLT_ARG(var_off), CLT_ARG(C),
                        CLT_ARG(eps),        CLT_ARG(stats),    CLT_ARG(off)};
-    status = bn_run(io, "bn_infer_stats", args, 7, (size_t)C, 0, e);
+    status = bn_run(io, "bn_infer_stats", args, 7, BN_CHANNELS, C, 0, e);
   }
   if (status) return clt_wrap(e, "%s", l->name);
   int per_item = BN_ROWS_PER_ITEM;
   clt_karg args[] = {CLT_ARG(io->x),     CLT_ARG(io->y),    CLT_ARG(rows), CLT_ARG(C),
                      CLT_ARG(per_item),  CLT_ARG(stats),    CLT_ARG(off),  CLT_ARG(io->params),
                      CLT_ARG(gamma_off), CLT_ARG(beta_off), CLT_ARG(relu)};
-  status = bn_run(io, "bn_apply", args, 11, bn_chunks(l), bn_items(rows), e);
+  status = bn_run(io, "bn_apply", args, 11, BN_ROWS, C, rows, e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
 static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (!io->state) return clt_fail(e, CLT_ERR_INTERNAL, "%s: no state buffer", l->name);
-  int rows = bn_rows(l, io->batch), C = l->in.c, per_block = BN_ROWS_PER_BLOCK;
-  int nblocks = bn_blocks(rows), part = 0, part2 = nblocks * C, coef = 2 * nblocks * C;
+  int rows = bn_rows(l, io->batch), C = l->in.c;
+  int per_block = bn_rows_per_block(l, io->replica, rows);
+  int nblocks = bn_blocks(rows, per_block), part = 0, part2 = nblocks * C, coef = 2 * nblocks * C;
   int gamma_off = (int)l->params[BN_GAMMA].offset, beta_off = (int)l->params[BN_BETA].offset;
-  const size_t chunks = bn_chunks(l);
   int relu = hp(l)->relu, status;
   {
     clt_karg args[] = {CLT_ARG(io->dy),      CLT_ARG(io->x), CLT_ARG(io->y),     CLT_ARG(relu),
                        CLT_ARG(rows),        CLT_ARG(C),     CLT_ARG(per_block), CLT_ARG(io->state),
                        CLT_ARG(io->scratch), CLT_ARG(part),  CLT_ARG(part2)};
-    status = bn_run(io, "bn_partial_grad", args, 11, chunks, (size_t)nblocks, e);
+    status = bn_run(io, "bn_partial_grad", args, 11, BN_BLOCKS, C, nblocks, e);
   }
   if (!status) {
     /* Gamma and beta share the layout of the gradient buffer: same offsets. */
@@ -200,14 +238,14 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
                        CLT_ARG(io->state),   CLT_ARG(io->params), CLT_ARG(gamma_off),
                        CLT_ARG(io->grads),   CLT_ARG(gamma_off),  CLT_ARG(beta_off),
                        CLT_ARG(io->scratch), CLT_ARG(coef)};
-    status = bn_run(io, "bn_grad_final", args, 14, (size_t)C, 0, e);
+    status = bn_run(io, "bn_grad_final", args, 14, BN_FINAL, C, 0, e);
   }
   if (!status && io->dx) {
     int per_item = BN_ROWS_PER_ITEM;
     clt_karg args[] = {CLT_ARG(io->dy),    CLT_ARG(io->x),       CLT_ARG(io->y), CLT_ARG(relu),
                        CLT_ARG(io->dx),    CLT_ARG(rows),        CLT_ARG(C),     CLT_ARG(per_item),
                        CLT_ARG(io->state), CLT_ARG(io->scratch), CLT_ARG(coef)};
-    status = bn_run(io, "bn_dx", args, 11, chunks, bn_items(rows), e);
+    status = bn_run(io, "bn_dx", args, 11, BN_ROWS, C, rows, e);
   }
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }

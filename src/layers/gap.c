@@ -6,8 +6,6 @@
 #include "ref_resnet.h"
 #endif
 
-#define GAP_CHUNK 8 /* channels per work-item (float8), as CH in norm.cl */
-
 static int gap_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   const clt_shape in = ins[0];
   if (in.h < 1 || in.w < 1 || in.c < 1) {
@@ -26,18 +24,15 @@ static int gap_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_er
   return clt_layer_build_kernels(r, "norm.cl", names, 2, e);
 }
 
-static size_t gap_chunks(const clt_layer *l) {
-  return (size_t)(l->in.c + GAP_CHUNK - 1) / GAP_CHUNK;
-}
-
 static int gap_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   cl_kernel k;
   int hw = l->in.h * l->in.w, C = l->in.c;
   int status = clt_replica_kernel(io->replica, "norm.cl", "", "gap_forward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->y), CLT_ARG(io->batch), CLT_ARG(hw), CLT_ARG(C)};
-  status = clt_launch2d(io->replica, k, "gap_forward", args, 5, gap_chunks(l), (size_t)io->batch,
-                        e);
+  /* Column sums, an image per block (GPUs: a local-memory tree over H*W). */
+  status = clt_launch_blocks(io->replica, k, "gap_forward", args, 5, (size_t)C, (size_t)io->batch,
+                             e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
@@ -48,8 +43,8 @@ static int gap_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   int status = clt_replica_kernel(io->replica, "norm.cl", "", "gap_backward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->dy), CLT_ARG(io->dx), CLT_ARG(io->batch), CLT_ARG(hw), CLT_ARG(C)};
-  status = clt_launch2d(io->replica, k, "gap_backward", args, 5, gap_chunks(l),
-                        (size_t)io->batch * hw, e);
+  status = clt_launch_rows(io->replica, k, "gap_backward", args, 5, (size_t)C,
+                           (size_t)io->batch * hw, 1, e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 

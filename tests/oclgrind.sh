@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Every kernel of cl/ under Oclgrind, the OpenCL simulator that reports what
+# PoCL's CPU device forgives: data races, out-of-bounds accesses, uninitialised
+# values, barrier divergence, API misuse.
+#
+#   tests/oclgrind.sh cpu|gpu TESTS_DIR SOURCE_DIR
+#
+# Runs the device tests in small mode (CLT_TEST_SMALL=1: every code path on
+# shapes the simulator runs in seconds), each checking the kernels' outputs
+# against the C references, with CLTRAIN_KERNELS set to the flavor, under
+#   oclgrind --check-api --data-races --uninitialized
+# Fails when a test fails, when Oclgrind reports anything at all, or when a
+# kernel of cl/ that the flavor uses did not run (each test logs the kernels it
+# created: CLT_TEST_KERNELS_USED).
+#
+# Limits of Oclgrind 21.10 (Debian 12), measured, and what this does about them:
+# - --uninitialized aborts on LLVM's `freeze`, emitted at -O1 and up, so
+#   programs are built with -cl-opt-disable.
+# - --uninitialized ignores the offset of clEnqueueWriteBuffer, does not count
+#   clEnqueueFillBuffer as a write, and, once a replica has run other cases,
+#   reports a case's valid inputs: the tests' harness writes from offset 0, the
+#   product zeroes with a kernel, and small mode gives each case a fresh replica.
+# - --uninitialized segfaults inside cl/gemm.cl's float16 GEMM (cltrain's own,
+#   used by the cpu flavor when N is a multiple of 16; so does a version
+#   without arrays of pointers), and in resnet_models (a whole residual network
+#   on its own replica) reports stores of the constant 0.0f of the first
+#   convolution's zero padding as uninitialised. Those runs go without
+#   --uninitialized, races, bounds and API still checked: kernels_vs_reference
+#   on cpu, resnet_models on both. The layer kernels get every check in
+#   layer_kinds and resnet_layers; gemm.cl's kernels, and the cpu variants of
+#   loss.cl, adam.cl, data.cl and count_nonfinite/count_final, and add_into and
+#   moving_average on both flavors, get races, bounds and API only.
+set -u
+flavor=${1:?usage: oclgrind.sh cpu|gpu TESTS_DIR SOURCE_DIR}
+bin=${2:?TESTS_DIR}
+src=${3:?SOURCE_DIR}
+case "$flavor" in cpu | gpu) ;; *) echo "flavor must be cpu or gpu, not $flavor" >&2; exit 2 ;; esac
+if ! command -v oclgrind > /dev/null; then
+  echo "FAIL: oclgrind is not installed (Debian package oclgrind; .ci/setup installs it)"
+  exit 1
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+used="$work/kernels_used"
+: > "$used"
+failed=0
+
+# run NAME UNINITIALIZED(0|1) TEST [ARGS...]
+run() {
+  local name=$1 uninit=$2
+  shift 2
+  local log="$work/$name.oclgrind" out="$work/$name.out" checks=(--check-api --data-races)
+  [ "$uninit" = 1 ] && checks+=(--uninitialized)
+  local start=$SECONDS
+  CLT_TEST_SMALL=1 CLTRAIN_KERNELS=$flavor CLT_TEST_KERNELS_USED=$used \
+    oclgrind "${checks[@]}" --max-errors 100 --build-options -cl-opt-disable --log "$log" \
+    "$@" > "$out" 2>&1
+  local rc=$? secs=$((SECONDS - start))
+  local summary
+  summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+  if [ $rc -ne 0 ] || [ -s "$log" ]; then
+    failed=1
+    echo "FAIL: $name ($flavor kernels, ${checks[*]}): exit $rc, ${summary:-no summary}, ${secs}s"
+    if [ -s "$log" ]; then
+      echo "  Oclgrind reports ($(grep -c . "$log") lines), first ones:"
+      head -40 "$log" | sed 's/^/  | /'
+    fi
+    grep -E '^FAIL' "$out" | head -20 | sed 's/^/  /'
+    [ $rc -ne 0 ] && tail -5 "$out" | sed 's/^/  > /'
+  else
+    echo "ok: $name ($flavor kernels, ${checks[*]}): $summary, no report, ${secs}s"
+  fi
+}
+
+# cltrain's float16 GEMM (see above) runs in test_kernels on cpu.
+gemm_uninit=1
+[ "$flavor" = cpu ] && gemm_uninit=0
+run layer_kinds 1 "$bin/test_layer_kinds"
+run resnet_layers 1 "$bin/test_layers2"
+run kernels_vs_reference "$gemm_uninit" "$bin/test_kernels"
+run batch_sources 1 "$bin/test_source" "$bin/make_photos"
+run resnet_models 0 "$bin/test_models"
+
+# Coverage: every __kernel of cl/ must have run; on the gpu flavor all but
+# gemm.cl's (GPUs multiply with CLBlast, whose kernels ran above too).
+missing=()
+for file in "$src"/cl/*.cl; do
+  [ "$flavor" = gpu ] && [ "$(basename "$file")" = gemm.cl ] && continue
+  for k in $(grep -o '__kernel void [A-Za-z0-9_]*' "$file" | awk '{print $3}'); do
+    grep -qx "$flavor $k" "$used" || missing+=("$(basename "$file"):$k")
+  done
+done
+ran=$(sort -u "$used" | grep -c "^$flavor ")
+if [ ${#missing[@]} -gt 0 ]; then
+  failed=1
+  echo "FAIL: kernels of cl/ that no test ran on the $flavor flavor: ${missing[*]}"
+else
+  echo "ok: every kernel of cl/ the $flavor flavor uses ran ($ran kernels)"
+fi
+[ $failed -eq 0 ] && echo "oclgrind ($flavor kernels): all clean" || echo "oclgrind ($flavor kernels): FAILED"
+exit $failed
