@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end on a subset of the real Fashion-MNIST: the loss falls, accuracy
 # passes a threshold, the epoch line and the JSONL log have the documented form,
-# and a run with the same seed repeats bit for bit.
+# a run with the same seed repeats bit for bit, and compiling prints nothing.
 set -u
 CLT=$1
 . "$(dirname "$0")/lib.sh"
@@ -40,6 +40,30 @@ if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "same seed repeats exactly"; else bad
 "$CLT" train --epochs 1 --train-limit 640 --test-limit 200 --seed 4 --log "$tmp/r3.jsonl" >/dev/null 2>&1
 c=$(field "$tmp/r3.jsonl" 1 train_loss)$(field "$tmp/r3.jsonl" 1 test_loss)
 if [ -n "$c" ] && [ "$a" != "$c" ]; then ok "another seed differs"; else bad "another seed differs ($a vs $c)"; fi
+
+# Quiet compiles: with PoCL's kernel cache off every program is compiled afresh,
+# and a normal run (both kernel variants) prints nothing on stderr; the replica
+# line names the variant.
+for kernels in cpu gpu; do
+  POCL_KERNEL_CACHE=0 CLTRAIN_KERNELS=$kernels "$CLT" train --epochs 1 --train-limit 128 \
+    --test-limit 64 --checkpoint-every 0 >"$tmp/quiet.txt" 2>"$tmp/quiet.err"
+  rc=$?
+  if [ $rc -eq 0 ] && [ ! -s "$tmp/quiet.err" ]; then
+    ok "$kernels kernels: fresh compiles print nothing"
+  else
+    bad "$kernels kernels: fresh compiles print nothing (rc=$rc: $(head -c 300 "$tmp/quiet.err"))"
+  fi
+  if grep -q "^Replica 0: .*; $kernels kernels" "$tmp/quiet.txt"; then ok "replica line names $kernels kernels"; else
+    bad "replica line names $kernels kernels ($(grep '^Replica' "$tmp/quiet.txt"))"
+  fi
+done
+CLTRAIN_KERNELS=tpu "$CLT" train --epochs 1 --train-limit 64 --test-limit 64 >/dev/null 2>"$tmp/bad.err"
+rc=$?
+if [ $rc -ne 0 ] && grep -q "CLTRAIN_KERNELS=tpu: expected cpu, gpu or auto" "$tmp/bad.err"; then
+  ok "a bad CLTRAIN_KERNELS is refused"
+else
+  bad "a bad CLTRAIN_KERNELS is refused (rc=$rc: $(cat "$tmp/bad.err"))"
+fi
 
 # On a terminal: a Keras-style progress bar (step/total, bar, ms/step, loss, accuracy).
 if command -v script >/dev/null; then
