@@ -127,6 +127,7 @@ static void print_rows(FILE *out, char (*label)[112], const double *sec, const l
       if (!done[i] && (best < 0 || sec[i] > sec[best])) best = i;
     }
     done[best] = 1;
+    if (calls[best] == 0) continue; /* named in an earlier epoch, idle in this one */
     if (k >= top) {
       rest += sec[best];
       continue;
