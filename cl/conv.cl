@@ -16,6 +16,23 @@
 #define CLT_WG 64
 #endif
 
+// The input position that column row `pos` = ((b*OH + oy)*OW + ox)*KH*KW + ky*KW + kx
+// reads: its offset in x (channel 0) when (iy, ix) is inside the image, else -1.
+static inline long tap_source(const int pos, const int H, const int W, const int C, const int KH,
+                              const int KW, const int S, const int PT, const int PL, const int OH,
+                              const int OW) {
+  const int kk = pos % (KH * KW);
+  const int row = pos / (KH * KW);
+  const int ky = kk / KW, kx = kk - ky * KW;
+  const int ox = row % OW;
+  const int oy = (row / OW) % OH;
+  const int b = row / (OW * OH);
+  const int iy = oy * S + ky - PT;
+  const int ix = ox * S + kx - PL;
+  if (iy < 0 || iy >= H || ix < 0 || ix >= W) return -1;
+  return (((long)b * H + iy) * W + ix) * C;
+}
+
 // col[(b*OH + oy)*OW + ox][(ky*KW + kx)*C + c] = x[b, oy*S + ky - PT, ox*S + kx - PL, c] or 0
 // One work-item per (output position, ky, kx) copies C contiguous floats: in NHWC
 // a kernel tap is a contiguous run of channels, so this is a row copy (vectorised
@@ -27,34 +44,18 @@ __kernel void im2col(__global const float *x, __global float *col, const int B, 
 #if CLT_GPU
   const int c = get_global_id(0), pos = get_global_id(1);
   if (c >= C || pos >= B * OH * OW * KH * KW) return;
-  const int kk = pos % (KH * KW);
-  const int row = pos / (KH * KW);
-  const int ky = kk / KW, kx = kk - ky * KW;
-  const int ox = row % OW;
-  const int oy = (row / OW) % OH;
-  const int b = row / (OW * OH);
-  const int iy = oy * S + ky - PT;
-  const int ix = ox * S + kx - PL;
-  float v = 0.0f;
-  if (iy >= 0 && iy < H && ix >= 0 && ix < W) v = x[(((size_t)b * H + iy) * W + ix) * C + c];
-  col[(size_t)pos * C + c] = v;
+  const long at = tap_source(pos, H, W, C, KH, KW, S, PT, PL, OH, OW);
+  col[(size_t)pos * C + c] = at < 0 ? 0.0f : x[at + c];
 #else
   const int pos = get_global_id(0);
   if (pos >= B * OH * OW * KH * KW) return;
-  const int kk = pos % (KH * KW);
-  const int row = pos / (KH * KW);
-  const int ky = kk / KW, kx = kk - ky * KW;
-  const int ox = row % OW;
-  const int oy = (row / OW) % OH;
-  const int b = row / (OW * OH);
-  const int iy = oy * S + ky - PT;
-  const int ix = ox * S + kx - PL;
+  const long at = tap_source(pos, H, W, C, KH, KW, S, PT, PL, OH, OW);
   __global float *dst = col + (size_t)pos * C;
-  if (iy < 0 || iy >= H || ix < 0 || ix >= W) {
+  if (at < 0) {
     for (int c = 0; c < C; c++) dst[c] = 0.0f;
     return;
   }
-  __global const float *src = x + (((size_t)b * H + iy) * W + ix) * C;
+  __global const float *src = x + at;
   if ((C & 3) == 0) {
     for (int c = 0; c < C; c += 4) vstore4(vload4(0, src + c), 0, dst + c);
   } else {

@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define CHECK_BLOCK 4096 /* floats per partial count of the gradient check */
 
@@ -264,15 +263,18 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     const clt_layer *l = &m->layers[i];
     if (l->ops->prepare && (status = l->ops->prepare(l, r, max_batch, e))) goto cleanup;
   }
-  const char *kernels[][2] = {{"loss.cl", "softmax_xent"}, {"loss.cl", "metrics_accumulate"},
-                              {"adam.cl", "adam_update"},  {"adam.cl", "moving_average"},
-                              {"reduce.cl", "add_into"},   {"reduce.cl", "count_nonfinite_partial"},
-                              {"reduce.cl", "count_final"}};
+  /* Built now, as later steps use them; adam.cl with the options clt_net_adam uses. */
+  const char *const exact = r->exact_options;
+  const char *kernels[][3] = {{"loss.cl", "", "softmax_xent"},
+                              {"loss.cl", "", "metrics_accumulate"},
+                              {"adam.cl", exact, "adam_update"},
+                              {"adam.cl", exact, "moving_average"},
+                              {"reduce.cl", "", "add_into"},
+                              {"reduce.cl", "", "count_nonfinite_partial"},
+                              {"reduce.cl", "", "count_final"}};
   for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
     cl_kernel k;
-    /* adam.cl with the options clt_net_adam builds it with (see adam.cl). */
-    const char *options = strcmp(kernels[i][0], "adam.cl") == 0 ? r->exact_options : "";
-    status = clt_replica_kernel(r, kernels[i][0], options, kernels[i][1], &k, e);
+    status = clt_replica_kernel(r, kernels[i][0], kernels[i][1], kernels[i][2], &k, e);
     if (status) goto cleanup;
   }
   *out = net;
