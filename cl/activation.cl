@@ -1,10 +1,14 @@
-// Standalone activations (Keras' ReLU layer; a ReLU after Conv2D, Dense,
-// BatchNormalization or Add is fused into that layer instead). Elementwise
-// (clt_launch_elems): on CPUs (CLT_GPU 0) work-item i takes floats [8i, 8i + 8)
-// as a float8, the one past them the n % 8 left, since PoCL does not vectorise
-// across work-items; on GPUs work-item i takes float i (coalesced).
+// Standalone activations (Keras' ReLU and Activation layers; a ReLU after Conv2D,
+// Dense, BatchNormalization or Add is fused into that layer instead), Rescaling,
+// Dropout and Concatenate. Elementwise (clt_launch_elems): on CPUs (CLT_GPU 0)
+// work-item i takes floats [8i, 8i + 8) as a float8, the one past them the n % 8
+// left, since PoCL does not vectorise across work-items; on GPUs work-item i takes
+// float i (coalesced). Softmax and Concatenate work by rows (see there).
 #ifndef CLT_GPU
 #define CLT_GPU 0
+#endif
+#ifndef CLT_WG
+#define CLT_WG 64
 #endif
 
 #define CH 8
@@ -38,5 +42,245 @@ __kernel void relu_backward(__global const float *dy, __global const float *y, _
   } else {
     for (size_t j = at; j < (size_t)n; j++) dx[j] = y[j] > 0.0f ? dy[j] : 0.0f;
   }
+#endif
+}
+
+// ---- Activation, ReLU(max_value) -------------------------------------------------
+
+// op: the host's ACT_OP_* (activation.c): a ReLU clipped at hi, the sigmoid, tanh.
+#define OP_CLIP 0
+#define OP_SIGMOID 1
+#define OP_TANH 2
+
+// The clip lets a NaN through as 0, as relu_forward.
+#define ACT(v, zero, op, hi)                                                             \
+  ((op) == OP_SIGMOID ? 1.0f / (1.0f + exp(-(v)))                                        \
+   : (op) == OP_TANH  ? tanh(v)                                                          \
+                      : select(zero, fmin(v, hi), isgreater(v, zero)))
+
+// Backward from the output y: sigmoid dy*y*(1-y), tanh dy*(1-y^2), the clip dy
+// where 0 < y < hi.
+#define DACT(g, y, zero, op, hi)                                                         \
+  ((op) == OP_SIGMOID ? (g) * (y) * (1.0f - (y))                                         \
+   : (op) == OP_TANH  ? (g) * (1.0f - (y) * (y))                                         \
+                      : select(zero, g, isgreater(y, zero) & isless(y, hi)))
+
+__kernel void act_forward(__global const float *x, __global float *y, const int n, const int op,
+                          const float hi) {
+  const int i = get_global_id(0);
+#if CLT_GPU
+  if (i < n) y[i] = ACT(x[i], 0.0f, op, hi);
+#else
+  const size_t at = (size_t)i * CH;
+  if (at + CH <= (size_t)n) {
+    const float8 v = vload8(i, x);
+    vstore8(ACT(v, (float8)(0.0f), op, (float8)(hi)), i, y);
+  } else {
+    for (size_t j = at; j < (size_t)n; j++) y[j] = ACT(x[j], 0.0f, op, hi);
+  }
+#endif
+}
+
+__kernel void act_backward(__global const float *dy, __global const float *y, __global float *dx,
+                           const int n, const int op, const float hi) {
+  const int i = get_global_id(0);
+#if CLT_GPU
+  if (i < n) dx[i] = DACT(dy[i], y[i], 0.0f, op, hi);
+#else
+  const size_t at = (size_t)i * CH;
+  if (at + CH <= (size_t)n) {
+    const float8 g = vload8(i, dy), v = vload8(i, y);
+    vstore8(DACT(g, v, (float8)(0.0f), op, (float8)(hi)), i, dx);
+  } else {
+    for (size_t j = at; j < (size_t)n; j++) dx[j] = DACT(dy[j], y[j], 0.0f, op, hi);
+  }
+#endif
+}
+
+// y = x * a + b: Rescaling's forward (its backward with b = 0), and the identity
+// (a = 1, b = 0) of Activation(linear) and of Dropout in inference.
+__kernel void scale_shift(__global const float *x, __global float *y, const int n, const float a,
+                          const float b) {
+  const int i = get_global_id(0);
+#if CLT_GPU
+  if (i < n) y[i] = x[i] * a + b;
+#else
+  const size_t at = (size_t)i * CH;
+  if (at + CH <= (size_t)n) {
+    vstore8(vload8(i, x) * a + b, i, y);
+  } else {
+    for (size_t j = at; j < (size_t)n; j++) y[j] = x[j] * a + b;
+  }
+#endif
+}
+
+// ---- Softmax over the channels ------------------------------------------------------
+//
+// Rows of C channels. CPU: a work-item per row; GPU: a work-group per row
+// (clt_launch_groups), its work-items striding through the channels and meeting
+// in local-memory trees (fixed order).
+
+#if CLT_GPU
+// The group's maximum (is_max) or sum of v, valid in every work-item; every
+// work-item must call it.
+static inline float group_reduce(float v, const int is_max, __local float *tile) {
+  const int lid = get_local_id(0);
+  tile[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+    if (lid < s) tile[lid] = is_max ? fmax(tile[lid], tile[lid + s]) : tile[lid] + tile[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = tile[0];
+  barrier(CLK_LOCAL_MEM_FENCE); // all have read tile[0] before the next call writes it
+  return r;
+}
+#endif
+
+// y = exp(x - max) / sum(exp(x - max)) per row (max subtracted: no overflow).
+__kernel void softmax_forward(__global const float *x, __global float *y, const int rows,
+                              const int C) {
+#if CLT_GPU
+  __local float tile[CLT_WG];
+  const int r = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
+  __global const float *xr = x + (size_t)r * C;
+  float m = -INFINITY, s = 0.0f;
+  for (int c = lid; c < C; c += size) m = fmax(m, xr[c]);
+  m = group_reduce(m, 1, tile);
+  for (int c = lid; c < C; c += size) s += exp(xr[c] - m);
+  s = group_reduce(s, 0, tile);
+  for (int c = lid; c < C; c += size) y[(size_t)r * C + c] = exp(xr[c] - m) / s;
+#else
+  const int r = get_global_id(0);
+  if (r >= rows) return;
+  __global const float *xr = x + (size_t)r * C;
+  __global float *yr = y + (size_t)r * C;
+  float m = -INFINITY, s = 0.0f;
+  for (int c = 0; c < C; c++) m = fmax(m, xr[c]);
+  for (int c = 0; c < C; c++) s += exp(xr[c] - m);
+  for (int c = 0; c < C; c++) yr[c] = exp(xr[c] - m) / s;
+#endif
+}
+
+// dx = y * (dy - sum(dy * y)) per row.
+__kernel void softmax_backward(__global const float *dy, __global const float *y,
+                               __global float *dx, const int rows, const int C) {
+#if CLT_GPU
+  __local float tile[CLT_WG];
+  const int r = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
+  const size_t at = (size_t)r * C;
+  float dot = 0.0f;
+  for (int c = lid; c < C; c += size) dot += dy[at + c] * y[at + c];
+  dot = group_reduce(dot, 0, tile);
+  for (int c = lid; c < C; c += size) dx[at + c] = y[at + c] * (dy[at + c] - dot);
+#else
+  const int r = get_global_id(0);
+  if (r >= rows) return;
+  const size_t at = (size_t)r * C;
+  float dot = 0.0f;
+  for (int c = 0; c < C; c++) dot += dy[at + c] * y[at + c];
+  for (int c = 0; c < C; c++) dx[at + c] = y[at + c] * (dy[at + c] - dot);
+#endif
+}
+
+// ---- Dropout -------------------------------------------------------------------------
+//
+// Element i (within its example) of global example e is kept when the high 32 bits
+// of hash(key, e, i) are >= thr (= rate * 2^32), and scaled by 1 / (1 - rate). The
+// key mixes the run's seed, the layer and the step (dropout.c), so the mask depends
+// on nothing else: any split of a global batch across replicas draws the same one,
+// and the backward recomputes it. tests/ref/ref.c's ref_dropout_hash is the same.
+
+// splitmix64's finaliser (also on ulong8).
+#define MIX64(z)                                \
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9UL; \
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebUL; \
+  z = z ^ (z >> 31)
+
+// y = x * scale where kept, else 0, over n floats of examples of per_example floats,
+// the first being global example example0: the forward (x, y) and the backward (dy, dx).
+__kernel void dropout_apply(__global const float *x, __global float *y, const int n,
+                            const int per_example, const ulong key, const long example0,
+                            const uint thr, const float scale) {
+  const int i = get_global_id(0);
+#if CLT_GPU
+  if (i >= n) return;
+  const int b = i / per_example;
+  ulong h = key ^ ((ulong)(example0 + b) * 0x9e3779b97f4a7c15UL);
+  MIX64(h);
+  h += (ulong)(i - b * per_example) * 0xd1b54a32d192ed03UL;
+  MIX64(h);
+  y[i] = (uint)(h >> 32) >= thr ? x[i] * scale : 0.0f;
+#else
+  const size_t at = (size_t)i * CH;
+  if (at + CH <= (size_t)n) {
+    const int8 j = (int8)((int)at) + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+    const int8 b = j / per_example;
+    ulong8 h = (ulong8)(key) ^ (convert_ulong8((long8)(example0) + convert_long8(b)) *
+                                0x9e3779b97f4a7c15UL);
+    MIX64(h);
+    h += convert_ulong8(j - b * per_example) * 0xd1b54a32d192ed03UL;
+    MIX64(h);
+    const int8 keep = convert_int8(convert_uint8(h >> 32) >= (uint8)(thr));
+    vstore8(select((float8)(0.0f), vload8(i, x) * scale, keep), i, y);
+  } else {
+    for (size_t j = at; j < (size_t)n; j++) {
+      const int b = (int)j / per_example;
+      ulong h = key ^ ((ulong)(example0 + b) * 0x9e3779b97f4a7c15UL);
+      MIX64(h);
+      h += (ulong)((int)j - b * per_example) * 0xd1b54a32d192ed03UL;
+      MIX64(h);
+      y[j] = (uint)(h >> 32) >= thr ? x[j] * scale : 0.0f;
+    }
+  }
+#endif
+}
+
+// ---- Concatenate along the channels ------------------------------------------------
+//
+// rows = B*H*W rows; y[r] = (x[r, 0..C1), x2[r, 0..C2)). CPU: a work-item per row
+// copies both parts as float8 runs; GPU: clt_launch_rows over (C1 + C2, rows), a
+// work-item per output channel.
+
+#if !CLT_GPU
+static inline void copy_run(__global const float *src, __global float *dst, const int n) {
+  int c = 0;
+  for (; c + CH <= n; c += CH) vstore8(vload8(0, src + c), 0, dst + c);
+  for (; c < n; c++) dst[c] = src[c];
+}
+#endif
+
+__kernel void concat_forward(__global const float *x, __global const float *x2, __global float *y,
+                             const int rows, const int C1, const int C2) {
+  const int C = C1 + C2;
+#if CLT_GPU
+  const int c = get_global_id(0), r = get_global_id(1);
+  if (c >= C || r >= rows) return;
+  y[(size_t)r * C + c] = c < C1 ? x[(size_t)r * C1 + c] : x2[(size_t)r * C2 + c - C1];
+#else
+  const int r = get_global_id(0);
+  if (r >= rows) return;
+  copy_run(x + (size_t)r * C1, y + (size_t)r * C, C1);
+  copy_run(x2 + (size_t)r * C2, y + (size_t)r * C + C1, C2);
+#endif
+}
+
+// dx[r] = dy[r, 0..C1), dx2[r] = dy[r, C1..C1+C2); either may be NULL.
+__kernel void concat_backward(__global const float *dy, __global float *dx, __global float *dx2,
+                              const int rows, const int C1, const int C2) {
+  const int C = C1 + C2;
+#if CLT_GPU
+  const int c = get_global_id(0), r = get_global_id(1);
+  if (c >= C || r >= rows) return;
+  if (c < C1) {
+    if (dx) dx[(size_t)r * C1 + c] = dy[(size_t)r * C + c];
+  } else if (dx2) {
+    dx2[(size_t)r * C2 + c - C1] = dy[(size_t)r * C + c];
+  }
+#else
+  const int r = get_global_id(0);
+  if (r >= rows) return;
+  if (dx) copy_run(dy + (size_t)r * C, dx + (size_t)r * C1, C1);
+  if (dx2) copy_run(dy + (size_t)r * C + C1, dx2 + (size_t)r * C2, C2);
 #endif
 }

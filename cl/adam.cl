@@ -20,6 +20,59 @@ __kernel void adam_update(__global float *p, __global const float *g, __global f
   p[i] -= alpha * mi / (sqrt(vi) + eps);
 }
 
+// The other optimizers of src/optimizer.h, as Keras 3 writes them (the same float
+// operations in the same order). wd > 0: Keras' decoupled weight decay first,
+// p -= p * wd * lr; Adam gets it from weight_decay, launched before adam_update.
+__kernel void weight_decay(__global float *p, const int n, const float wd, const float lr) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  p[i] -= p[i] * wd * lr;
+}
+
+// SGD. momentum 0: p -= g * lr (m unused). Else m = m * momentum - g * lr, then
+// p += m, or with Nesterov p += m * momentum - g * lr.
+__kernel void sgd_update(__global float *p, __global const float *g, __global float *m,
+                         const int n, const float lr, const float momentum, const int nesterov,
+                         const float wd) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  float pi = p[i];
+  if (wd > 0.0f) pi -= pi * wd * lr;
+  const float step = g[i] * lr;
+  if (momentum == 0.0f) {
+    p[i] = pi - step;
+    return;
+  }
+  const float mi = m[i] * momentum - step;
+  m[i] = mi;
+  p[i] = pi + (nesterov ? mi * momentum - step : mi);
+}
+
+// RMSprop (not centered). one_minus_rho is 1 - rho rounded once, from the host's
+// double, as Keras' Python float. v = rho * v + (1 - rho) * g^2; inc = lr * g /
+// sqrt(v + eps) (eps inside the root, as Keras 3); momentum 0: p -= inc; else
+// mom = momentum * mom + inc, p -= mom.
+__kernel void rmsprop_update(__global float *p, __global const float *g, __global float *v,
+                             __global float *mom, const int n, const float lr, const float rho,
+                             const float one_minus_rho, const float eps, const float momentum,
+                             const float wd) {
+  const int i = get_global_id(0);
+  if (i >= n) return;
+  float pi = p[i];
+  if (wd > 0.0f) pi -= pi * wd * lr;
+  const float gi = g[i];
+  const float vi = rho * v[i] + one_minus_rho * (gi * gi);
+  v[i] = vi;
+  const float inc = lr * gi / sqrt(vi + eps);
+  if (momentum > 0.0f) {
+    const float mi = momentum * mom[i] + inc;
+    mom[i] = mi;
+    p[i] = pi - mi;
+  } else {
+    p[i] = pi - inc;
+  }
+}
+
 // BatchNormalization's moving statistics, p[first..total): their gradient slots
 // hold the batch statistics averaged over the replicas by the all-reduce (see
 // batchnorm.c). Keras' assign_moving_average: p -= (p - batch) * (1 - momentum).

@@ -170,7 +170,8 @@ __kernel void col2im(__global const float *col, __global float *dx, const int B,
 #endif
 }
 
-// y[r, c] += bias[c], then ReLU when relu != 0. Shared by conv and dense layers.
+// y[r, c] += bias[c], then ReLU when relu != 0. Shared by conv and dense layers;
+// bias_offset < 0: no bias (a ReLU alone, for layers with use_bias=False).
 // Range: rows*cols; GPU: (cols, rows) (clt_launch_rows), no 64-bit modulo.
 __kernel void bias_act(__global float *y, __global const float *params, const int bias_offset,
                        const int rows, const int cols, const int relu) {
@@ -183,7 +184,7 @@ __kernel void bias_act(__global float *y, __global const float *params, const in
   if (gid >= (size_t)rows * cols) return;
   const int c = (int)(gid % cols);
 #endif
-  float v = y[gid] + params[bias_offset + c];
+  float v = bias_offset < 0 ? y[gid] : y[gid] + params[bias_offset + c];
   if (relu && v < 0.0f) v = 0.0f; // not fmax: a NaN must propagate to the loss, where it is caught
   y[gid] = v;
 }

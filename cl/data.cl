@@ -4,10 +4,12 @@
 
 // The models' input preprocessing (clt_preprocess): mode 0 scales to [0, 1];
 // mode 1 is Keras' ResNet50 'caffe' preprocess_input for 3-channel RGB input:
-// channels reversed to BGR, ImageNet's BGR means subtracted, no scaling. `p` is
-// the flat index within one image (NHWC), whose channel is p % 3.
+// channels reversed to BGR, ImageNet's BGR means subtracted, no scaling; mode 2
+// passes the values 0..255 on (a Keras model file's own Rescaling scales them).
+// `p` is the flat index within one image (NHWC), whose channel is p % 3.
 static inline float preprocess(__global const uchar *image, const int p, const int mode) {
   if (mode == 0) return (float)image[p] * (1.0f / 255.0f);
+  if (mode == 2) return (float)image[p];
   const int c = p % 3;
   const float mean = c == 0 ? 103.939f : c == 1 ? 116.779f : 123.68f;
   return (float)image[p - c + (2 - c)] - mean;

@@ -223,7 +223,8 @@ __kernel void bn_infer_stats(__global const float *params, const int mean_off, c
 }
 
 // y = (x - mean) * gamma * inv_std + beta, then ReLU when relu != 0 (not fmax, so a
-// NaN reaches the loss guard); mean and inv_std at stats[off], stats[off + C]. A
+// NaN reaches the loss guard); mean and inv_std at stats[off], stats[off + C];
+// gamma_off < 0: gamma 1 (scale=False), beta_off < 0: beta 0 (center=False). A
 // work-item does one channel chunk of rows_per_item rows, loading the per-channel
 // values once (a work-item per row spent more on itself than on its 8 floats).
 // clt_launch_rows over (C, rows): on GPUs a work-item per element (rows_per_item
@@ -237,8 +238,9 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
   const int c = get_global_id(0), r = get_global_id(1);
   if (c >= C || r >= rows) return;
   const size_t at = (size_t)r * C + c;
-  float v = (x[at] - stats[off + c]) * (params[gamma_off + c] * stats[off + C + c]) +
-            params[beta_off + c];
+  const float gamma = gamma_off < 0 ? 1.0f : params[gamma_off + c];
+  const float beta = beta_off < 0 ? 0.0f : params[beta_off + c];
+  float v = (x[at] - stats[off + c]) * (gamma * stats[off + C + c]) + beta;
   if (relu && v < 0.0f) v = 0.0f;
   y[at] = v;
 #else
@@ -248,8 +250,10 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
   const int r1 = min(rows, r0 + rows_per_item);
   __global const float *mean = stats + off, *inv_std = stats + off + C;
   if (c0 + CH <= C) {
-    const float8 scale = vload8(0, params + gamma_off + c0) * vload8(0, inv_std + c0);
-    const float8 m = vload8(0, mean + c0), shift = vload8(0, params + beta_off + c0);
+    const float8 gamma = gamma_off < 0 ? (float8)(1.0f) : vload8(0, params + gamma_off + c0);
+    const float8 scale = gamma * vload8(0, inv_std + c0);
+    const float8 m = vload8(0, mean + c0);
+    const float8 shift = beta_off < 0 ? (float8)(0.0f) : vload8(0, params + beta_off + c0);
     for (int r = r0; r < r1; r++) {
       const size_t at = (size_t)r * C + c0;
       float8 v = (vload8(0, x + at) - m) * scale + shift;
@@ -260,7 +264,9 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
     for (int r = r0; r < r1; r++)
       for (int c = c0; c < C; c++) {
         const size_t at = (size_t)r * C + c;
-        float v = (x[at] - mean[c]) * (params[gamma_off + c] * inv_std[c]) + params[beta_off + c];
+        const float gamma = gamma_off < 0 ? 1.0f : params[gamma_off + c];
+        const float beta = beta_off < 0 ? 0.0f : params[beta_off + c];
+        float v = (x[at] - mean[c]) * (gamma * inv_std[c]) + beta;
         if (relu && v < 0.0f) v = 0.0f;
         y[at] = v;
       }
@@ -338,6 +344,7 @@ __kernel void bn_partial_grad(__global const float *dy, __global const float *x,
 // dbeta = sum g, dgamma = inv_std * sum g * (x - mean) (g as in bn_partial_grad) into
 // the gradient buffer, and the coefficients of dx = a * (g - b - (x - mean) * k) into coef:
 // a = gamma * inv_std, b = dbeta / rows, k = dgamma * inv_std / rows, each C long.
+// A layer without gamma (beta) passes slot -1: no gradient written; gamma_off -1: 1.
 __kernel void bn_grad_final(__global const float *partial, const int part, const int part2,
                             const int nblocks, const int rows, const int C,
                             __global const float *state, __global const float *params,
@@ -356,9 +363,9 @@ __kernel void bn_grad_final(__global const float *partial, const int part, const
 #endif
   const float inv_std = state[C + c];
   const float dgamma = sum2 * inv_std;
-  grads[beta_slot + c] = dbeta;
-  grads[gamma_slot + c] = dgamma;
-  coef[coef_off + c] = params[gamma_off + c] * inv_std;
+  if (beta_slot >= 0) grads[beta_slot + c] = dbeta;
+  if (gamma_slot >= 0) grads[gamma_slot + c] = dgamma;
+  coef[coef_off + c] = (gamma_off < 0 ? 1.0f : params[gamma_off + c]) * inv_std;
   coef[coef_off + C + c] = dbeta / (float)rows;
   coef[coef_off + 2 * C + c] = dgamma * inv_std / (float)rows;
 }

@@ -1,5 +1,6 @@
-// Max pooling, window P x P, stride S, no padding (floor), and the same with zero
-// padding folded in (maxpool_pad_*, at the end). NHWC.
+// Max pooling, window P x P, stride S, no padding (floor), and the general case
+// (maxpool_pad_*, at the end): zero padding folded in or TensorFlow's 'same',
+// non-square windows and strides. NHWC.
 //
 // CLT_GPU (set per device by the replica): 0 on CPUs, where a work-item takes a
 // position and loops over its channels as vectors (PoCL does not vectorise
@@ -93,7 +94,8 @@ __kernel void maxpool_backward_tiled(__global const float *x, __global const flo
     }
   const float g = dy[(size_t)pos * C + c];
   for (int ky = 0; ky < P; ky++)
-    for (int kx = 0; kx < P; kx++) dx[base + ((size_t)ky * W + kx) * C] = ky * P + kx == arg ? g : 0.0f;
+    for (int kx = 0; kx < P; kx++)
+      dx[base + ((size_t)ky * W + kx) * C] = ky * P + kx == arg ? g : 0.0f;
 #else
   const int pos = get_global_id(0);
   if (pos >= B * OH * OW) return;
@@ -132,7 +134,8 @@ __kernel void maxpool_backward_tiled(__global const float *x, __global const flo
       }
     const float g = dy[(size_t)pos * C + c];
     for (int ky = 0; ky < P; ky++)
-      for (int kx = 0; kx < P; kx++) dx[base + ((size_t)ky * W + kx) * C + c] = ky * P + kx == arg ? g : 0.0f;
+      for (int kx = 0; kx < P; kx++)
+        dx[base + ((size_t)ky * W + kx) * C + c] = ky * P + kx == arg ? g : 0.0f;
   }
 #endif
 }
@@ -168,32 +171,37 @@ __kernel void maxpool_backward(__global const float *x, __global const float *dy
             arg = ky * P + kx;
           }
         }
-      if (arg == (iy - oy * S) * P + (ix - ox * S)) sum += dy[(((size_t)b * OH + oy) * OW + ox) * C + c];
+      if (arg == (iy - oy * S) * P + (ix - ox * S))
+        sum += dy[(((size_t)b * OH + oy) * OW + ox) * C + c];
     }
   }
   dx[pos * C + c] = sum;
 }
 
-// ---- Zero padding folded in (ZeroPadding2D(PAD) then MaxPooling2D valid) --------
+// ---- The general case: padding, non-square windows and strides ----------------
 //
-// Padded positions hold 0 and take part in the max, exactly as if the zeros were
-// there. Work-items take the C contiguous channels of a position 8 at a time as
-// float8 (PoCL does not vectorise across work-items), the C % 8 left as scalars.
+// Window PH x PW, strides SH x SW, PT rows and PL columns of padding before the
+// input (after it, whatever the output's size reaches). ZERO != 0: the padding is
+// a folded ZeroPadding2D, cells holding 0 that take part in the max exactly as if
+// the zeros were there; ZERO == 0: TensorFlow's 'same', cells that never win.
+// Work-items take the C contiguous channels of a position 8 at a time as float8
+// (PoCL does not vectorise across work-items), the C % 8 left as scalars.
 
 // One work-item per output position. The window's taps inside the input are
-// maxed (a NaN wins, as above); a window reaching into the padding then also
-// maxes with 0. Range: B*OH*OW; GPU: (C, B*OH*OW).
+// maxed (a NaN wins, as above); with ZERO, a window reaching into the padding then
+// also maxes with 0. Range: B*OH*OW; GPU: (C, B*OH*OW).
 __kernel void maxpool_pad_forward(__global const float *x, __global float *y, const int B,
-                                  const int H, const int W, const int C, const int P,
-                                  const int S, const int PAD, const int OH, const int OW) {
+                                  const int H, const int W, const int C, const int PH,
+                                  const int PW, const int SH, const int SW, const int PT,
+                                  const int PL, const int ZERO, const int OH, const int OW) {
 #if CLT_GPU
   GPU_ITEM(B * OH * OW);
   const int ox = pos % OW;
   const int oy = (pos / OW) % OH;
   const int b = pos / (OW * OH);
-  const int y0 = oy * S - PAD, x0 = ox * S - PAD;
-  const int ky0 = max(0, -y0), ky1 = min(P, H - y0);
-  const int kx0 = max(0, -x0), kx1 = min(P, W - x0);
+  const int y0 = oy * SH - PT, x0 = ox * SW - PL;
+  const int ky0 = max(0, -y0), ky1 = min(PH, H - y0);
+  const int kx0 = max(0, -x0), kx1 = min(PW, W - x0);
   __global const float *img = x + (size_t)b * H * W * C + c;
   float best = -INFINITY;
   for (int ky = ky0; ky < ky1; ky++)
@@ -201,7 +209,7 @@ __kernel void maxpool_pad_forward(__global const float *x, __global float *y, co
       const float v = img[((size_t)(y0 + ky) * W + x0 + kx) * C];
       if (v > best || isnan(v)) best = v;
     }
-  if ((ky0 > 0 || kx0 > 0 || ky1 < P || kx1 < P) && 0.0f > best) best = 0.0f;
+  if (ZERO && (ky0 > 0 || kx0 > 0 || ky1 < PH || kx1 < PW) && 0.0f > best) best = 0.0f;
   y[(size_t)pos * C + c] = best;
 #else
   const int pos = get_global_id(0);
@@ -209,10 +217,10 @@ __kernel void maxpool_pad_forward(__global const float *x, __global float *y, co
   const int ox = pos % OW;
   const int oy = (pos / OW) % OH;
   const int b = pos / (OW * OH);
-  const int y0 = oy * S - PAD, x0 = ox * S - PAD;
-  const int ky0 = max(0, -y0), ky1 = min(P, H - y0);
-  const int kx0 = max(0, -x0), kx1 = min(P, W - x0);
-  const int padded = ky0 > 0 || kx0 > 0 || ky1 < P || kx1 < P;
+  const int y0 = oy * SH - PT, x0 = ox * SW - PL;
+  const int ky0 = max(0, -y0), ky1 = min(PH, H - y0);
+  const int kx0 = max(0, -x0), kx1 = min(PW, W - x0);
+  const int padded = ZERO && (ky0 > 0 || kx0 > 0 || ky1 < PH || kx1 < PW);
   __global const float *base = x + ((size_t)b * H * W) * C;
   __global float *out = y + (size_t)pos * C;
   int c = 0;
@@ -241,40 +249,42 @@ __kernel void maxpool_pad_forward(__global const float *x, __global float *y, co
 
 // One work-item per input position gathers, window by window in a fixed order,
 // the gradient of every window whose first maximum (raster order over the padded
-// window, padding included, strict '>' as TensorFlow) it is; a window whose first
-// maximum is padding sends its gradient nowhere. Every dx entry is written, so
-// no zeroing is needed and overlapping windows need no atomics. Range: B*H*W;
-// GPU: (C, B*H*W).
+// window, strict '>' as TensorFlow) it is. With ZERO padding cells are candidates
+// holding 0, and a window whose first maximum is one sends its gradient nowhere;
+// without, they are skipped. Every dx entry is written, so no zeroing is needed
+// and overlapping windows need no atomics. Range: B*H*W; GPU: (C, B*H*W).
 __kernel void maxpool_pad_backward(__global const float *x, __global const float *dy,
                                    __global float *dx, const int B, const int H, const int W,
-                                   const int C, const int P, const int S, const int PAD,
+                                   const int C, const int PH, const int PW, const int SH,
+                                   const int SW, const int PT, const int PL, const int ZERO,
                                    const int OH, const int OW) {
 #if CLT_GPU
   GPU_ITEM(B * H * W);
   const int ix = pos % W;
   const int iy = (pos / W) % H;
   const int b = pos / (W * H);
-  const int py = iy + PAD, px = ix + PAD;
-  const int oy_lo = py >= P ? (py - P) / S + 1 : 0, oy_hi = min(py / S, OH - 1);
-  const int ox_lo = px >= P ? (px - P) / S + 1 : 0, ox_hi = min(px / S, OW - 1);
+  const int py = iy + PT, px = ix + PL;
+  const int oy_lo = py >= PH ? (py - PH) / SH + 1 : 0, oy_hi = min(py / SH, OH - 1);
+  const int ox_lo = px >= PW ? (px - PW) / SW + 1 : 0, ox_hi = min(px / SW, OW - 1);
   __global const float *img = x + (size_t)b * H * W * C + c;
   float sum = 0.0f;
   for (int oy = oy_lo; oy <= oy_hi; oy++)
     for (int ox = ox_lo; ox <= ox_hi; ox++) {
-      const int y0 = oy * S - PAD, x0 = ox * S - PAD;
+      const int y0 = oy * SH - PT, x0 = ox * SW - PL;
       float best = 0.0f;
       int arg = -1;
-      for (int ky = 0; ky < P; ky++)
-        for (int kx = 0; kx < P; kx++) {
+      for (int ky = 0; ky < PH; ky++)
+        for (int kx = 0; kx < PW; kx++) {
           const int yy = y0 + ky, xx = x0 + kx;
-          float v = 0.0f;
-          if (yy >= 0 && yy < H && xx >= 0 && xx < W) v = img[((size_t)yy * W + xx) * C];
+          const int inside = yy >= 0 && yy < H && xx >= 0 && xx < W;
+          if (!inside && !ZERO) continue;
+          const float v = inside ? img[((size_t)yy * W + xx) * C] : 0.0f;
           if (arg < 0 || v > best) {
             best = v;
-            arg = ky * P + kx;
+            arg = ky * PW + kx;
           }
         }
-      if (arg == (py - oy * S) * P + (px - ox * S))
+      if (arg == (py - oy * SH) * PW + (px - ox * SW))
         sum += dy[(((size_t)b * OH + oy) * OW + ox) * C + c];
     }
   dx[(size_t)pos * C + c] = sum;
@@ -284,10 +294,10 @@ __kernel void maxpool_pad_backward(__global const float *x, __global const float
   const int ix = pos % W;
   const int iy = (pos / W) % H;
   const int b = pos / (W * H);
-  // In padded coordinates; windows oy with oy*S <= py < oy*S + P.
-  const int py = iy + PAD, px = ix + PAD;
-  const int oy_lo = py >= P ? (py - P) / S + 1 : 0, oy_hi = min(py / S, OH - 1);
-  const int ox_lo = px >= P ? (px - P) / S + 1 : 0, ox_hi = min(px / S, OW - 1);
+  // In padded coordinates; windows oy with oy*SH <= py < oy*SH + PH.
+  const int py = iy + PT, px = ix + PL;
+  const int oy_lo = py >= PH ? (py - PH) / SH + 1 : 0, oy_hi = min(py / SH, OH - 1);
+  const int ox_lo = px >= PW ? (px - PW) / SW + 1 : 0, ox_hi = min(px / SW, OW - 1);
   __global const float *img = x + (size_t)b * H * W * C;
   __global float *out = dx + (size_t)pos * C;
   int c = 0;
@@ -295,21 +305,22 @@ __kernel void maxpool_pad_backward(__global const float *x, __global const float
     float8 sum = (float8)(0.0f);
     for (int oy = oy_lo; oy <= oy_hi; oy++)
       for (int ox = ox_lo; ox <= ox_hi; ox++) {
-        const int y0 = oy * S - PAD, x0 = ox * S - PAD;
+        const int y0 = oy * SH - PT, x0 = ox * SW - PL;
         float8 best = (float8)(0.0f);
         int8 arg = (int8)(-1);
-        for (int ky = 0; ky < P; ky++)
-          for (int kx = 0; kx < P; kx++) {
+        for (int ky = 0; ky < PH; ky++)
+          for (int kx = 0; kx < PW; kx++) {
             const int yy = y0 + ky, xx = x0 + kx;
             const int inside = yy >= 0 && yy < H && xx >= 0 && xx < W;
+            if (!inside && !ZERO) continue;
             const float8 v = inside ? vload8(0, img + ((size_t)yy * W + xx) * C + c)
                                     : (float8)(0.0f);
-            // The first tap seeds the maximum; later ones must be strictly greater.
-            const int8 take = (ky == 0 && kx == 0) ? (int8)(-1) : isgreater(v, best);
+            // The first candidate seeds the maximum; later ones must be strictly greater.
+            const int8 take = (arg == (int8)(-1)) | isgreater(v, best);
             best = select(best, v, take);
-            arg = select(arg, (int8)(ky * P + kx), take);
+            arg = select(arg, (int8)(ky * PW + kx), take);
           }
-        const int8 mine = arg == (int8)((py - oy * S) * P + (px - ox * S));
+        const int8 mine = arg == (int8)((py - oy * SH) * PW + (px - ox * SW));
         sum += select((float8)(0.0f), vload8(0, dy + (((size_t)b * OH + oy) * OW + ox) * C + c),
                       mine);
       }
@@ -319,20 +330,21 @@ __kernel void maxpool_pad_backward(__global const float *x, __global const float
     float sum = 0.0f;
     for (int oy = oy_lo; oy <= oy_hi; oy++)
       for (int ox = ox_lo; ox <= ox_hi; ox++) {
-        const int y0 = oy * S - PAD, x0 = ox * S - PAD;
+        const int y0 = oy * SH - PT, x0 = ox * SW - PL;
         float best = 0.0f;
         int arg = -1;
-        for (int ky = 0; ky < P; ky++)
-          for (int kx = 0; kx < P; kx++) {
+        for (int ky = 0; ky < PH; ky++)
+          for (int kx = 0; kx < PW; kx++) {
             const int yy = y0 + ky, xx = x0 + kx;
             const int inside = yy >= 0 && yy < H && xx >= 0 && xx < W;
+            if (!inside && !ZERO) continue;
             const float v = inside ? img[((size_t)yy * W + xx) * C + c] : 0.0f;
             if (arg < 0 || v > best) {
               best = v;
-              arg = ky * P + kx;
+              arg = ky * PW + kx;
             }
           }
-        if (arg == (py - oy * S) * P + (px - ox * S))
+        if (arg == (py - oy * SH) * PW + (px - ox * SW))
           sum += dy[(((size_t)b * OH + oy) * OW + ox) * C + c];
       }
     out[c] = sum;

@@ -56,7 +56,7 @@ int clt_source_attach(clt_source *s, clt_replica *const *replicas, int n, int gl
                       max_slice[r], global_batch);
     }
   }
-  if (pre != CLT_PRE_UNIT && pre != CLT_PRE_CAFFE) {
+  if (pre != CLT_PRE_UNIT && pre != CLT_PRE_CAFFE && pre != CLT_PRE_RAW) {
     return clt_fail(e, CLT_ERR_ARG, "batch source: unknown preprocessing %d", (int)pre);
   }
   if (pre == CLT_PRE_CAFFE && s->info.channels != 3) {

@@ -16,6 +16,8 @@
 typedef enum clt_preprocess {
   CLT_PRE_UNIT,  /* x / 255 (the reference CNN) */
   CLT_PRE_CAFFE, /* Keras' ResNet50 preprocess_input: RGB -> BGR, minus ImageNet's channel means */
+  CLT_PRE_RAW,   /* the pixel values 0..255 as floats, as Keras' image loaders give them (a
+                    model file's own Rescaling layer scales them) */
 } clt_preprocess;
 
 typedef struct clt_source clt_source;

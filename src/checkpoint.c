@@ -172,31 +172,68 @@ static int write_index(const char *dir, const long *ks, int n, clt_err *e) {
   return sync_dir(dir, e);
 }
 
-/* Member name of parameter p of layer l: pass 0 the weight ("conv2d/kernel"),
- * 1 and 2 Adam's moments ("optimizer/conv2d/kernel/m", ".../v"). */
-static void member_name(const clt_layer *l, int p, int pass, char *buf, size_t size) {
-  if (pass == 0) snprintf(buf, size, "%s/%s", l->name, l->params[p].name);
-  else snprintf(buf, size, "optimizer/%s/%s/%s", l->name, l->params[p].name, pass == 1 ? "m" : "v");
+/* Member name of parameter p of layer l: the weight ("conv2d/kernel") for slot NULL,
+ * else the optimizer's slot variable ("optimizer/conv2d/kernel/m"). */
+static void member_name(const clt_layer *l, int p, const char *slot, char *buf, size_t size) {
+  if (!slot) snprintf(buf, size, "%s/%s", l->name, l->params[p].name);
+  else snprintf(buf, size, "optimizer/%s/%s/%s", l->name, l->params[p].name, slot);
+}
+
+/* The shortest of %.15g and %.17g that reads back as v: exact, and 0.9 stays "0.9". */
+static const char *number(double v, char *buf, size_t size) {
+  snprintf(buf, size, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, size, "%.17g", v);
+  return buf;
+}
+
+/* The optimizer's entry of the metadata, Keras get_config's names for what each
+ * kind uses; "" when its learning rate was not recorded. */
+static void json_optimizer(const clt_optimizer *o, char *buf, size_t size) {
+  char a[32], b[32], c[32], d[32], w[32];
+  buf[0] = '\0';
+  if (!(o->lr > 0)) return;
+  const char *name = clt_optimizer_name(o->kind);
+  number(o->lr, a, sizeof a);
+  number(o->weight_decay, w, sizeof w);
+  if (o->kind == CLT_OPT_ADAM) {
+    snprintf(buf, size,
+             "\"optimizer\": {\"name\": \"%s\", \"learning_rate\": %s, \"beta_1\": %s, "
+             "\"beta_2\": %s, \"epsilon\": %s, \"weight_decay\": %s}, ",
+             name, a, number(o->beta1, b, sizeof b), number(o->beta2, c, sizeof c),
+             number(o->epsilon, d, sizeof d), w);
+  } else if (o->kind == CLT_OPT_SGD) {
+    snprintf(buf, size,
+             "\"optimizer\": {\"name\": \"%s\", \"learning_rate\": %s, \"momentum\": %s, "
+             "\"nesterov\": %s, \"weight_decay\": %s}, ",
+             name, a, number(o->momentum, b, sizeof b), o->nesterov ? "true" : "false", w);
+  } else {
+    snprintf(buf, size,
+             "\"optimizer\": {\"name\": \"%s\", \"learning_rate\": %s, \"rho\": %s, "
+             "\"momentum\": %s, \"epsilon\": %s, \"weight_decay\": %s}, ",
+             name, a, number(o->rho, b, sizeof b), number(o->momentum, c, sizeof c),
+             number(o->epsilon, d, sizeof d), w);
+  }
 }
 
 /* The metadata's names of the preprocessing modes, by clt_preprocess value. */
-static const char *const preprocess_names[] = {"unit", "caffe"};
+static const char *const preprocess_names[] = {"unit", "caffe", "raw"};
 
 /* A built-in model is rebuilt by name, so its checkpoints need no "preprocess"; any
  * other model is rebuilt from its architecture and carries it. */
-static void json_metadata(const clt_model *m, char *buf, size_t size) {
+static void json_metadata(const clt_model *m, const clt_optimizer *opt, char *buf, size_t size) {
   static _Thread_local char arch[CLT_DESCRIBE_MAX];
-  char preprocess[64] = "";
+  char preprocess[64] = "", optimizer[512];
+  json_optimizer(opt, optimizer, sizeof optimizer);
   clt_model_describe(m, arch, sizeof arch);
   if (!clt_model_is_builtin(m->name, NULL)) {
-    snprintf(preprocess, sizeof preprocess, "\"preprocess\": \"%s\", ",
-             preprocess_names[m->preprocess]);
+    snprintf(preprocess, sizeof preprocess, "\"preprocess\": \"%s\", %s",
+             preprocess_names[m->preprocess], m->softmax_output ? "\"output\": \"softmax\", " : "");
   }
   snprintf(buf, size,
            "{\"format\": %d, \"model\": \"%s\", \"input\": [%d, %d, %d], \"classes\": %d, "
-           "%s\"architecture\": \"%s\", \"cltrain_version\": \"%s\"}",
+           "%s\"architecture\": \"%s\", %s\"cltrain_version\": \"%s\"}",
            CLT_CHECKPOINT_FORMAT, m->name, m->input.h, m->input.w, m->input.c, m->classes,
-           preprocess, arch, CLT_VERSION);
+           preprocess, arch, optimizer, CLT_VERSION);
 }
 
 static void set_param_array(clt_npz_array *a, const char *name, const clt_param *p,
@@ -224,7 +261,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   long *ks = NULL;
   int nk = 0;
   clt_npz_array *arrays = NULL;
-  uint32_t *meta_text = NULL, *names_text = NULL;
+  uint32_t *meta_text = NULL, *names_text = NULL, *json_text = NULL;
   char tmp[4096] = "", final[4096];
 
   if ((status = make_dir(dir, e))) goto cleanup;
@@ -235,25 +272,34 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
 
   int nparams = 0;
   for (int i = 0; i < m->nlayers; i++) nparams += m->layers[i].nparams;
-  const int narrays = 3 * nparams + 6;
+  const int narrays = (1 + CLT_OPT_SLOTS) * nparams + 7;
   arrays = calloc((size_t)narrays, sizeof *arrays);
   static _Thread_local char meta[CLT_DESCRIBE_MAX + 1024];
-  json_metadata(m, meta, sizeof meta);
+  json_metadata(m, &st->optimizer, meta, sizeof meta);
   meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
   if (st->class_names) names_text = calloc(strlen(st->class_names) + 1, sizeof *names_text);
-  if (!arrays || !meta_text || (st->class_names && !names_text)) {
+  if (st->keras_json) json_text = calloc(strlen(st->keras_json) + 1, sizeof *json_text);
+  if (!arrays || !meta_text || (st->class_names && !names_text) || (st->keras_json && !json_text)) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory saving a checkpoint");
     goto cleanup;
   }
   int a = 0;
-  for (int pass = 0; pass < 3; pass++) {
-    const float *flat = pass == 0 ? st->params : pass == 1 ? st->adam_m : st->adam_v;
+  for (int pass = 0; pass <= CLT_OPT_SLOTS; pass++) {
+    /* The weights, then each slot variable the optimizer keeps. */
+    const char *slot = pass ? clt_optimizer_slot(&st->optimizer, pass - 1) : NULL;
+    const float *flat = pass ? st->opt_state[pass - 1] : st->params;
+    if (pass && !slot) continue;
+    if (!flat) {
+      status = clt_fail(e, CLT_ERR_INTERNAL, "checkpoint without %s to save",
+                        pass ? "optimizer state" : "parameters");
+      goto cleanup;
+    }
     for (int i = 0; i < m->nlayers; i++) {
       const clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
-        if (pass > 0 && l->params[p].non_trainable) continue; /* Adam has no slots for them */
+        if (slot && l->params[p].non_trainable) continue; /* the optimizer has no slots for them */
         char name[128];
-        member_name(l, p, pass, name, sizeof name);
+        member_name(l, p, slot, name, sizeof name);
         set_param_array(&arrays[a++], name, &l->params[p], flat);
       }
     }
@@ -265,6 +311,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   clt_npz_string(&arrays[a++], "metadata", meta, meta_text);
   if (st->class_names)
     clt_npz_string(&arrays[a++], "data/class_names", st->class_names, names_text);
+  if (st->keras_json) clt_npz_string(&arrays[a++], "model/keras_json", st->keras_json, json_text);
 
   snprintf(tmp, sizeof tmp, "%s/.ckpt-%ld.npz.tmp-%ld", dir, k, (long)getpid());
   snprintf(final, sizeof final, "%s/ckpt-%ld.npz", dir, k);
@@ -308,6 +355,7 @@ cleanup:
   free(arrays);
   free(meta_text);
   free(names_text);
+  free(json_text);
   return status;
 }
 
@@ -373,7 +421,9 @@ typedef struct checkpoint_meta {
   clt_shape input;
   int classes;
   char preprocess[16]; /* "" for built-in models */
+  char output[16];     /* "softmax": the model file ended in a softmax */
   char architecture[CLT_DESCRIBE_MAX];
+  char optimizer[512]; /* the "optimizer" object's text, "{...}"; "" if absent */
 } checkpoint_meta;
 
 static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, clt_err *e) {
@@ -403,6 +453,73 @@ static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, 
   }
   if (json_find(json, "preprocess", meta->preprocess, sizeof meta->preprocess) != 0)
     meta->preprocess[0] = '\0';
+  if (json_find(json, "output", meta->output, sizeof meta->output) != 0) meta->output[0] = '\0';
+  const char *opt = strstr(json, "\"optimizer\": {");
+  if (opt) { /* a flat object: its text runs to the first '}' */
+    opt += strlen("\"optimizer\": ");
+    const size_t n = strcspn(opt, "}");
+    if (!opt[n] || n + 2 > sizeof meta->optimizer) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata's optimizer is malformed", path);
+    }
+    memcpy(meta->optimizer, opt, n + 1);
+    meta->optimizer[n + 1] = '\0';
+  }
+  return CLT_OK;
+}
+
+/* The metadata's optimizer object into o: what its kind uses, checked; absent (an
+ * older cltrain's checkpoint): Adam with Keras' defaults and lr 0, not recorded. */
+static int parse_optimizer(const char *path, const char *text, clt_optimizer *o, clt_err *e) {
+  char v[64];
+  clt_optimizer_kind kind = CLT_OPT_ADAM;
+  if (!text[0]) {
+    *o = clt_optimizer_defaults(kind);
+    o->lr = 0;
+    return CLT_OK;
+  }
+  if (json_find(text, "name", v, sizeof v) != 0 || !clt_optimizer_find(v, &kind)) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata names no optimizer cltrain knows: %s", path,
+                    text);
+  }
+  *o = clt_optimizer_defaults(kind);
+  /* Each number with its range; learning_rate is required, the others have defaults. */
+  const struct {
+    const char *key;
+    double *dst, lo, hi;
+    int open_hi;
+  } fields[] = {{"learning_rate", &o->lr, 0, 1e6, 0},
+                {"momentum", &o->momentum, 0, 1, 0},
+                {"rho", &o->rho, 0, 1, 1},
+                {"epsilon", &o->epsilon, 0, 1, 0},
+                {"beta_1", &o->beta1, 0, 1, 1},
+                {"beta_2", &o->beta2, 0, 1, 1},
+                {"weight_decay", &o->weight_decay, 0, 1e6, 0}};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    if (json_find(text, fields[i].key, v, sizeof v) != 0) {
+      if (i == 0) break; /* no learning rate: reported below */
+      continue;
+    }
+    char *end = NULL;
+    const double d = strtod(v, &end);
+    if (end == v || *end || !(d >= fields[i].lo) || d > fields[i].hi ||
+        (fields[i].open_hi && d == fields[i].hi)) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata's optimizer has a bad %s: '%s'", path,
+                      fields[i].key, v);
+    }
+    *fields[i].dst = d;
+  }
+  if (json_find(text, "learning_rate", v, sizeof v) != 0 || !(o->lr > 0) || !(o->epsilon > 0)) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: metadata's optimizer lacks a positive learning_rate or epsilon: %s", path,
+                    text);
+  }
+  if (json_find(text, "nesterov", v, sizeof v) == 0) {
+    if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata's optimizer has a bad nesterov: '%s'", path,
+                      v);
+    }
+    o->nesterov = strcmp(v, "true") == 0;
+  }
   return CLT_OK;
 }
 
@@ -415,8 +532,10 @@ static int model_from_meta(const checkpoint_meta *meta, clt_model *m, clt_err *e
   }
   for (size_t p = 0; p < sizeof preprocess_names / sizeof preprocess_names[0]; p++) {
     if (strcmp(meta->preprocess, preprocess_names[p]) == 0) {
-      return clt_model_parse(meta->model, meta->input, meta->classes, (clt_preprocess)p,
-                             meta->architecture, m, e);
+      int status = clt_model_parse(meta->model, meta->input, meta->classes, (clt_preprocess)p,
+                                   meta->architecture, m, e);
+      if (!status) m->softmax_output = strcmp(meta->output, "softmax") == 0;
+      return status;
     }
   }
   return clt_fail(e, CLT_ERR_FORMAT, "unknown preprocessing '%s' of model %s", meta->preprocess,
@@ -496,23 +615,28 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
                       path, m->name, meta.architecture, arch);
     goto cleanup;
   }
+  if (with_optimizer && (status = parse_optimizer(path, meta.optimizer, &st->optimizer, e)))
+    goto cleanup;
   st->params = calloc(m->flat_floats, sizeof(float));
-  if (with_optimizer) {
-    st->adam_m = calloc(m->flat_floats, sizeof(float));
-    st->adam_v = calloc(m->flat_floats, sizeof(float));
+  int nomem = !st->params;
+  for (int k = 0; k < CLT_OPT_SLOTS && with_optimizer; k++) {
+    st->opt_state[k] = calloc(m->flat_floats, sizeof(float)); /* zeros where no slot */
+    nomem |= !st->opt_state[k];
   }
-  if (!st->params || (with_optimizer && (!st->adam_m || !st->adam_v))) {
+  if (nomem) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
     goto cleanup;
   }
-  for (int pass = 0; pass < (with_optimizer ? 3 : 1); pass++) {
-    float *flat = pass == 0 ? st->params : pass == 1 ? st->adam_m : st->adam_v;
+  for (int pass = 0; pass <= (with_optimizer ? CLT_OPT_SLOTS : 0); pass++) {
+    const char *slot = pass ? clt_optimizer_slot(&st->optimizer, pass - 1) : NULL;
+    float *flat = pass ? st->opt_state[pass - 1] : st->params;
+    if (pass && !slot) continue;
     for (int i = 0; i < m->nlayers; i++) {
       const clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
-        if (pass > 0 && l->params[p].non_trainable) continue;
+        if (slot && l->params[p].non_trainable) continue;
         char name[128];
-        member_name(l, p, pass, name, sizeof name);
+        member_name(l, p, slot, name, sizeof name);
         if ((status = load_array(path, z, name, &l->params[p], flat, e))) goto cleanup;
       }
     }
@@ -535,6 +659,18 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
       goto cleanup;
     }
   }
+  const clt_npz_array *json = clt_npz_find(z, "model/keras_json");
+  if (json) {
+    const size_t size = json->bytes + 1;
+    if (!(st->keras_json = malloc(size))) {
+      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
+      goto cleanup;
+    }
+    if (clt_npz_get_string(json, st->keras_json, size) != 0) {
+      status = clt_fail(e, CLT_ERR_FORMAT, "%s: member model/keras_json is not a string", path);
+      goto cleanup;
+    }
+  }
   if (st->iterations < 0 || st->epoch < 0 || st->save_counter < 1) {
     status = clt_fail(e, CLT_ERR_FORMAT, "%s: negative step, epoch or save counter", path);
     goto cleanup;
@@ -548,9 +684,13 @@ cleanup:
 
 void clt_checkpoint_free(clt_checkpoint *st) {
   free(st->params);
-  free(st->adam_m);
-  free(st->adam_v);
+  st->params = NULL;
+  for (int k = 0; k < CLT_OPT_SLOTS; k++) {
+    free(st->opt_state[k]);
+    st->opt_state[k] = NULL;
+  }
   free(st->class_names);
-  st->params = st->adam_m = st->adam_v = NULL;
+  free(st->keras_json);
   st->class_names = NULL;
+  st->keras_json = NULL;
 }

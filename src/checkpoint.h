@@ -2,12 +2,15 @@
  *
  * Members, in Keras layout so `model.set_weights` accepts them: "<layer>/<param>"
  * (conv2d/kernel (3,3,1,64) HWIO, dense/kernel (in,out) with rows in NHWC flatten
- * order, ...), Adam moments "optimizer/<layer>/<param>/m" and "/v", counters
- * "optimizer/iterations" (Adam steps), "epoch" (epochs completed),
+ * order, ...), the optimizer's slot variables "optimizer/<layer>/<param>/<slot>"
+ * (Adam "m" and "v"; SGD "momentum"; RMSprop "velocity" and "momentum"; see
+ * optimizer.h), counters "optimizer/iterations" (steps), "epoch" (epochs completed),
  * "save_counter" (K), "data/seed" (the data order of epoch e depends only on
  * the seed and e, so the seed is the order's whole state), and "metadata", a
  * JSON string with the format version, model name, input shape, classes,
- * architecture and cltrain version.
+ * architecture, optimizer (as Keras' get_config: {"name": "sgd", "learning_rate":
+ * 0.01, "momentum": 0.9, ...}) and cltrain version. Checkpoints without an
+ * optimizer in their metadata (older cltrain) hold Adam's state.
  *
  * Saves are atomic: temp file, fsync, rename, fsync of the folder; then the
  * index the same way; old checkpoints are removed only after the index names
@@ -19,19 +22,28 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "optimizer.h"
 
 #define CLT_CHECKPOINT_FORMAT 1
 
 /* What a checkpoint holds besides the model description. Arrays are flat in the
  * model's layout (model->flat_floats floats). */
 typedef struct clt_checkpoint {
-  float *params, *adam_m, *adam_v;
-  int64_t iterations; /* Adam steps taken */
+  float *params;
+  /* The optimizer's slot variables (optimizer.h: Adam m and v, ...), flat like params;
+   * zeros where it keeps none. */
+  float *opt_state[CLT_OPT_SLOTS];
+  /* Its kind and hyper-parameters. lr 0: not recorded (a checkpoint of an older
+   * cltrain, whose state is Adam's), and not written by a save. */
+  clt_optimizer optimizer;
+  int64_t iterations; /* optimizer steps taken */
   int64_t epoch;      /* epochs completed */
   int64_t save_counter;
   uint64_t seed;
   char *class_names; /* photo folders: the class names, one per line, as member
                         "data/class_names"; NULL when trained on IDX files */
+  char *keras_json;  /* a model file's text, as member "model/keras_json" (the model
+                        itself is rebuilt from the architecture); NULL otherwise */
 } clt_checkpoint;
 
 /* Saves st as the next checkpoint in dir (created if missing): K is one more than
@@ -53,8 +65,8 @@ int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e);
 
 /* Loads a checkpoint written for model m into st (arrays allocated here, free
  * with clt_checkpoint_free). Checks format version, model and architecture,
- * every member's presence, dtype and shape. with_optimizer = 0 skips the Adam
- * moments (evaluation). */
+ * every member's presence, dtype and shape. with_optimizer = 0 skips the
+ * optimizer and its state (evaluation). */
 int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer,
                         clt_checkpoint *st, clt_err *e);
 void clt_checkpoint_free(clt_checkpoint *st);

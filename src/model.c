@@ -28,11 +28,11 @@ typedef struct desc_writer {
   char last[64]; /* the previous entry's layer name */
 } desc_writer;
 
-static void emit(desc_writer *w, const char *name, const char *kind, const char *in1,
-                 const char *in2) {
+static void emit_entry(desc_writer *w, const char *name, const char *kind, const char *in1,
+                       const char *in2, int name_input) {
   char from[160] = "";
   if (in2) snprintf(from, sizeof from, "<%s,%s", in1, in2);
-  else if (strcmp(in1, w->last) != 0) snprintf(from, sizeof from, "<%s", in1);
+  else if (name_input || strcmp(in1, w->last) != 0) snprintf(from, sizeof from, "<%s", in1);
   if (w->used < w->size) {
     w->used += (size_t)snprintf(w->buf + w->used, w->size - w->used, "%s%s=%s%s",
                                 w->used ? " " : "", name, kind, from);
@@ -40,14 +40,23 @@ static void emit(desc_writer *w, const char *name, const char *kind, const char 
   snprintf(w->last, sizeof w->last, "%s", name);
 }
 
+static void emit(desc_writer *w, const char *name, const char *kind, const char *in1,
+                 const char *in2) {
+  emit_entry(w, name, kind, in1, in2, 0);
+}
+
 /* A ZeroPadding2D folded into the entry that follows: it names no inputs (the next
  * entry names them) and is not an entry of its own for the chain. */
-static void emit_pad(desc_writer *w, const char *name, int pad) {
+static void emit_pad(desc_writer *w, const char *name, clt_pad pad) {
+  char args[64];
+  clt_pad_describe(pad, args, sizeof args);
   if (w->used < w->size) {
-    w->used += (size_t)snprintf(w->buf + w->used, w->size - w->used, "%s%s=ZeroPadding2D(%d)",
-                                w->used ? " " : "", name, pad);
+    w->used += (size_t)snprintf(w->buf + w->used, w->size - w->used, "%s%s=ZeroPadding2D(%s)",
+                                w->used ? " " : "", name, args);
   }
 }
+
+static clt_pad pad_all(int p) { return (clt_pad){p, p, p, p}; }
 
 /* The reference CNN of shared/seeds (TensorFlow's custom-training tutorial), defined
  * for Fashion-MNIST's images. */
@@ -116,9 +125,9 @@ static void resnet_block(desc_writer *w, const char *input, int filters, int str
 static void write_resnet(desc_writer *w, int classes, int stem_filters, int stem_kernel,
                          const int *filters, const int *blocks, int stacks) {
   char x[64], kind[48];
-  emit_pad(w, "conv1_pad", stem_kernel / 2);
+  emit_pad(w, "conv1_pad", pad_all(stem_kernel / 2));
   conv_bn(w, "conv1", INPUT_NAME, stem_filters, stem_kernel, 2, 0, 1, x, sizeof x);
-  emit_pad(w, "pool1_pad", 1);
+  emit_pad(w, "pool1_pad", pad_all(1));
   emit(w, "pool1_pool", "MaxPooling2D(3,s2)", x, NULL);
   snprintf(x, sizeof x, "pool1_pool");
   for (int s = 0; s < stacks; s++) {
@@ -248,26 +257,39 @@ static int parse_inputs(clt_model *m, int i, char *from, clt_err *e) {
   return CLT_OK;
 }
 
-/* Adds one description entry (modified in place) as layer m->nlayers; a folded
- * ZeroPadding2D is left in *pad and *pad_name for the next entry. */
-static int parse_entry(clt_model *m, char *entry, int *pad, char *pad_name, size_t pad_size,
+/* A folded ZeroPadding2D entry's padding from its argument text "p" or "t,b,l,r". */
+static int parse_folded_pad(const char *entry, const char *args, clt_pad *p, clt_err *e) {
+  if (clt_pad_parse(args, p) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: expected ZeroPadding2D(p) or ZeroPadding2D(top,bottom,left,right)", entry);
+  }
+  if (!strchr(args, ',') && p->top < 1)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: padding must be at least 1", entry);
+  if (!clt_pad_any(*p))
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: padding must not be 0 on every side", entry);
+  return CLT_OK;
+}
+
+/* Adds one description entry (modified in place) as layer m->nlayers. An entry
+ * "name=ZeroPadding2D(...)" without inputs is folded: left in *pad and *pad_name for
+ * the next entry; with "<input" it is a layer of its own. */
+static int parse_entry(clt_model *m, char *entry, clt_pad *pad, char *pad_name, size_t pad_size,
                        clt_err *e) {
+  static const char zp[] = "ZeroPadding2D(";
   char *from = strchr(entry, '<');
   if (from) *from++ = '\0';
   const char *eq = strchr(entry, '=');
-  int used = 0, p = 0;
-  if (eq && sscanf(eq + 1, "ZeroPadding2D(%d)%n", &p, &used) == 1 && eq[1 + used] == '\0') {
-    if (p < 1) return clt_fail(e, CLT_ERR_FORMAT, "%s: padding must be at least 1", entry);
-    if (*pad)
+  const size_t len = strlen(entry);
+  if (eq && !from && strncmp(eq + 1, zp, sizeof zp - 1) == 0 && entry[len - 1] == ')') {
+    char args[64];
+    snprintf(args, sizeof args, "%.*s", (int)(entry + len - 1 - (eq + sizeof zp)), eq + sizeof zp);
+    clt_pad p;
+    int status = parse_folded_pad(entry, args, &p, e);
+    if (status) return status;
+    if (clt_pad_any(*pad))
       return clt_fail(e, CLT_ERR_FORMAT, "%s follows ZeroPadding2D %s: fold both into one", entry,
                       pad_name);
     *pad = p;
-    if (from) {
-      return clt_fail(e, CLT_ERR_FORMAT,
-                      "%s: a folded ZeroPadding2D names no inputs (the layer after "
-                      "it does)",
-                      entry);
-    }
     snprintf(pad_name, pad_size, "%.*s", (int)(eq - entry), entry);
     return CLT_OK; /* its input is the next layer's: the entry before */
   }
@@ -280,14 +302,14 @@ static int parse_entry(clt_model *m, char *entry, int *pad, char *pad_name, size
   if (input_index(m, m->nlayers, l->name) != -2) {
     return clt_fail(e, CLT_ERR_FORMAT, "layer name %s is used twice", l->name);
   }
-  if (*pad) {
+  if (clt_pad_any(*pad)) {
     if (!l->ops->folds_padding) {
       return clt_fail(e, CLT_ERR_FORMAT, "layer %s: %s cannot follow ZeroPadding2D %s", l->name,
                       l->ops->kind, pad_name);
     }
     l->pad = *pad;
     snprintf(l->pad_name, sizeof l->pad_name, "%s", pad_name);
-    *pad = 0;
+    *pad = (clt_pad){0, 0, 0, 0};
   }
   if ((status = parse_inputs(m, m->nlayers, from, e))) return status;
   m->nlayers++;
@@ -325,7 +347,8 @@ static int place_layers(clt_model *m, clt_err *e) {
 
 int clt_model_parse(const char *name, clt_shape input, int classes, clt_preprocess preprocess,
                     const char *description, clt_model *m, clt_err *e) {
-  int status = CLT_OK, pad = 0;
+  int status = CLT_OK;
+  clt_pad pad = {0, 0, 0, 0};
   char pad_name[32] = "";
   memset(m, 0, sizeof *m);
   snprintf(m->name, sizeof m->name, "%s", name);
@@ -338,7 +361,7 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
        entry = strtok_r(NULL, " ", &save)) {
     status = parse_entry(m, entry, &pad, pad_name, sizeof pad_name, e);
   }
-  if (!status && pad)
+  if (!status && clt_pad_any(pad))
     status = clt_fail(e, CLT_ERR_FORMAT, "ZeroPadding2D %s ends the model", pad_name);
   if (!status && m->nlayers == 0) status = clt_fail(e, CLT_ERR_FORMAT, "no layers");
   if (!status) status = place_layers(m, e);
@@ -393,10 +416,12 @@ void clt_model_describe(const clt_model *m, char *buf, size_t size) {
   for (int i = 0; i < m->nlayers && w.used < size; i++) {
     const clt_layer *l = &m->layers[i];
     char kind[160];
-    if (l->pad) emit_pad(&w, l->pad_name, l->pad);
+    if (clt_pad_any(l->pad)) emit_pad(&w, l->pad_name, l->pad);
     l->ops->describe(l, kind, sizeof kind);
-    emit(&w, l->name, kind, l->inputs[0] < 0 ? INPUT_NAME : m->layers[l->inputs[0]].name,
-         l->ninputs > 1 ? m->layers[l->inputs[1]].name : NULL);
+    /* A ZeroPadding2D layer of its own always names its input: without, it folds. */
+    const int standalone_pad = strcmp(l->ops->kind, "ZeroPadding2D") == 0;
+    emit_entry(&w, l->name, kind, l->inputs[0] < 0 ? INPUT_NAME : m->layers[l->inputs[0]].name,
+               l->ninputs > 1 ? m->layers[l->inputs[1]].name : NULL, standalone_pad);
   }
   if (w.used >= size) buf[size - 1] = '\0';
 }

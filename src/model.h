@@ -22,6 +22,9 @@ typedef struct clt_model {
   size_t param_count;      /* every value, moving statistics included (Keras' count) */
   size_t trainable_floats; /* the trainable parameters fill the flat buffer's [0, this) */
   size_t flat_floats;      /* length of the flat buffer: parameters, each aligned */
+  /* The model file's last layer was a softmax: cltrain trains on the logits before
+   * it (the loss is the same), and exports and predicts probabilities after it. */
+  int softmax_output;
 } clt_model;
 
 /* The built-in models' names, for --help and errors. */
@@ -36,9 +39,10 @@ int clt_model_is_builtin(const char *name, clt_preprocess *preprocess);
 
 /* Builds a model from its description: space-separated entries "name=Kind(args)",
  * each optionally followed by "<in" or "<in1,in2" naming its inputs (earlier layers or
- * "input"; without it, the entry before); an entry "name=ZeroPadding2D(p)" folds into
- * the next layer. Shapes follow from `input`; the last layer must output `classes`
- * logits. name is kept for messages and checkpoints. */
+ * "input"; without it, the entry before); an entry "name=ZeroPadding2D(p)" or
+ * "name=ZeroPadding2D(top,bottom,left,right)" without "<in" folds into the next
+ * layer, one with "<in" is a padding layer of its own. Shapes follow from `input`; the last layer
+ * must output `classes` logits. name is kept for messages and checkpoints. */
 int clt_model_parse(const char *name, clt_shape input, int classes, clt_preprocess preprocess,
                     const char *description, clt_model *m, clt_err *e);
 

@@ -221,8 +221,10 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   ALLOC(m->flat_floats, "parameters", &net->params);
   if (train) {
     ALLOC(m->flat_floats, "gradients", &net->grads);
-    ALLOC(m->flat_floats, "Adam first moments", &net->adam_m);
-    ALLOC(m->flat_floats, "Adam second moments", &net->adam_v);
+    /* Whatever the optimizer: Adam's two moments are the most any keeps. */
+    for (int k = 0; k < CLT_OPT_SLOTS; k++) {
+      ALLOC(m->flat_floats, "optimizer state", &net->opt_state[k]);
+    }
   }
   ALLOC(in_floats, "input batch", &net->input);
   ALLOC((size_t)max_batch, "labels", &net->labels);
@@ -263,11 +265,14 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     const clt_layer *l = &m->layers[i];
     if (l->ops->prepare && (status = l->ops->prepare(l, r, max_batch, e))) goto cleanup;
   }
-  /* Built now, as later steps use them; adam.cl with the options clt_net_adam uses. */
+  /* Built now, as later steps use them; adam.cl with the options clt_net_update uses. */
   const char *const exact = r->exact_options;
   const char *kernels[][3] = {{"loss.cl", "", "softmax_xent"},
                               {"loss.cl", "", "metrics_accumulate"},
                               {"adam.cl", exact, "adam_update"},
+                              {"adam.cl", exact, "weight_decay"},
+                              {"adam.cl", exact, "sgd_update"},
+                              {"adam.cl", exact, "rmsprop_update"},
                               {"adam.cl", exact, "moving_average"},
                               {"reduce.cl", "", "add_into"},
                               {"reduce.cl", "", "count_nonfinite_partial"},
@@ -288,9 +293,9 @@ cleanup:
 void clt_net_destroy(clt_net *net) {
   if (!net) return;
   if (net->replica && net->replica->queue) clFinish(net->replica->queue);
-  cl_mem *all[] = {&net->params,  &net->grads,   &net->adam_m,      &net->adam_v,
-                   &net->input,   &net->labels,  &net->scratch,     &net->losses,
-                   &net->correct, &net->metrics, &net->grad_checks, &net->check_partial};
+  cl_mem *all[] = {&net->params,  &net->grads,   &net->opt_state[0], &net->opt_state[1],
+                   &net->input,   &net->labels,  &net->scratch,      &net->losses,
+                   &net->correct, &net->metrics, &net->grad_checks,  &net->check_partial};
   for (int i = 0; i < net->model->nlayers && net->train; i++) {
     if (net->act[i] && !net->model->layers[i].ops->aliases_input) clReleaseMemObject(net->act[i]);
     if (net->state[i]) clReleaseMemObject(net->state[i]);
@@ -363,6 +368,12 @@ static int run_loss(clt_net *net, cl_mem logits, cl_mem dlogits, int count, floa
   return clt_launch_single_group(net->replica, km, "metrics_accumulate", margs, 5, e);
 }
 
+void clt_net_set_position(clt_net *net, uint64_t seed, long step, long example0) {
+  net->seed = seed;
+  net->step = step;
+  net->example0 = example0;
+}
+
 int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
                              clt_err *e) {
   const clt_model *m = net->model;
@@ -389,7 +400,10 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
                      .stat_weight = loss_scale * (float)count,
                      .params = net->params,
                      .grads = net->grads,
-                     .scratch = net->scratch};
+                     .scratch = net->scratch,
+                     .seed = net->seed,
+                     .step = net->step,
+                     .example0 = net->example0};
   for (int i = 0; i < m->nlayers && !status; i++) {
     const clt_layer *l = &m->layers[i];
     io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
@@ -428,36 +442,86 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
   return status;
 }
 
-int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
-  if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "optimizer step on an inference-only net");
+/* Launches kernel `name` of adam.cl, built with the exact options, over n items. */
+static int launch_update(clt_net *net, const char *name, const clt_karg *args, int nargs, int n,
+                         clt_err *e) {
   cl_kernel k;
-  int status = clt_replica_kernel(net->replica, "adam.cl", net->replica->exact_options,
-                                  "adam_update", &k, e);
-  if (status) return status;
+  int status = clt_replica_kernel(net->replica, "adam.cl", net->replica->exact_options, name, &k,
+                                  e);
+  return status ? status : clt_launch1d(net->replica, k, name, args, nargs, (size_t)n, e);
+}
+
+int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e) {
+  if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "optimizer step on an inference-only net");
   clt_replica_scope(net->replica, "optimizer", "update");
-  int n = (int)net->model->trainable_floats;
-  float b1 = (float)opt->beta1, b2 = (float)opt->beta2, eps = (float)opt->eps;
-  float alpha = (float)(opt->lr * sqrt(1.0 - pow(opt->beta2, (double)step)) /
-                        (1.0 - pow(opt->beta1, (double)step)));
-  clt_karg args[] = {CLT_ARG(net->params), CLT_ARG(net->grads), CLT_ARG(net->adam_m),
-                     CLT_ARG(net->adam_v), CLT_ARG(n),          CLT_ARG(b1),
-                     CLT_ARG(b2),          CLT_ARG(eps),        CLT_ARG(alpha)};
-  status = clt_launch1d(net->replica, k, "adam_update", args, 9, (size_t)n, e);
+  int status = CLT_OK, n = (int)net->model->trainable_floats;
+  /* Keras casts its Python-float hyper-parameters to float32 where they meet a tensor. */
+  float lr = (float)opt->lr, wd = (float)opt->weight_decay, mom = (float)opt->momentum;
+  float eps = (float)opt->epsilon;
+  cl_mem p = net->params, g = net->grads, s0 = net->opt_state[0], s1 = net->opt_state[1];
+  switch (opt->kind) {
+    case CLT_OPT_ADAM: {
+      if (wd > 0) { /* adam_update stays as it was without decay */
+        clt_karg dargs[] = {CLT_ARG(p), CLT_ARG(n), CLT_ARG(wd), CLT_ARG(lr)};
+        if ((status = launch_update(net, "weight_decay", dargs, 4, n, e))) return status;
+      }
+      float b1 = (float)opt->beta1, b2 = (float)opt->beta2;
+      float alpha = (float)(opt->lr * sqrt(1.0 - pow(opt->beta2, (double)step)) /
+                            (1.0 - pow(opt->beta1, (double)step)));
+      clt_karg args[] = {CLT_ARG(p),  CLT_ARG(g),  CLT_ARG(s0),  CLT_ARG(s1),   CLT_ARG(n),
+                         CLT_ARG(b1), CLT_ARG(b2), CLT_ARG(eps), CLT_ARG(alpha)};
+      status = launch_update(net, "adam_update", args, 9, n, e);
+      break;
+    }
+    case CLT_OPT_SGD: {
+      int nesterov = opt->nesterov != 0;
+      clt_karg args[] = {CLT_ARG(p),  CLT_ARG(g),   CLT_ARG(s0),       CLT_ARG(n),
+                         CLT_ARG(lr), CLT_ARG(mom), CLT_ARG(nesterov), CLT_ARG(wd)};
+      status = launch_update(net, "sgd_update", args, 8, n, e);
+      break;
+    }
+    case CLT_OPT_RMSPROP: {
+      float rho = (float)opt->rho, one_minus_rho = (float)(1.0 - opt->rho);
+      clt_karg args[] = {CLT_ARG(p),   CLT_ARG(g),   CLT_ARG(s0),  CLT_ARG(s1),
+                         CLT_ARG(n),   CLT_ARG(lr),  CLT_ARG(rho), CLT_ARG(one_minus_rho),
+                         CLT_ARG(eps), CLT_ARG(mom), CLT_ARG(wd)};
+      status = launch_update(net, "rmsprop_update", args, 11, n, e);
+      break;
+    }
+    default:
+      return clt_fail(e, CLT_ERR_INTERNAL, "unknown optimizer kind %d", (int)opt->kind);
+  }
   const int first = n, total = (int)net->model->flat_floats;
   if (status || total == first) return status;
-  if ((status = clt_replica_kernel(net->replica, "adam.cl", net->replica->exact_options,
-                                   "moving_average", &k, e)))
-    return status;
   float momentum = net->stat_momentum;
-  clt_karg margs[] = {CLT_ARG(net->params), CLT_ARG(net->grads), CLT_ARG(first), CLT_ARG(total),
-                      CLT_ARG(momentum)};
-  return clt_launch1d(net->replica, k, "moving_average", margs, 5, (size_t)(total - first), e);
+  clt_karg margs[] = {CLT_ARG(p), CLT_ARG(g), CLT_ARG(first), CLT_ARG(total), CLT_ARG(momentum)};
+  return launch_update(net, "moving_average", margs, 5, total - first, e);
+}
+
+int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
+  clt_optimizer o = clt_optimizer_defaults(CLT_OPT_ADAM);
+  o.lr = opt->lr;
+  o.beta1 = opt->beta1;
+  o.beta2 = opt->beta2;
+  o.epsilon = opt->eps;
+  return clt_net_update(net, &o, step, e);
 }
 
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e) {
   if (n > net->metric_slots)
     return clt_fail(e, CLT_ERR_INTERNAL, "metrics %d > %d", n, net->metric_slots);
   return read_buffer(net, net->metrics, out, 2 * (size_t)n * sizeof(float), "reading metrics", e);
+}
+
+int clt_net_read_logits(clt_net *net, int count, float *out, clt_err *e) {
+  const clt_model *m = net->model;
+  if (count < 0 || count > net->max_batch)
+    return clt_fail(e, CLT_ERR_INTERNAL, "logits of %d examples, batch %d", count, net->max_batch);
+  if (count == 0) return CLT_OK;
+  const size_t bytes = (size_t)count * m->classes * sizeof(float);
+  cl_int rc = clEnqueueReadBuffer(net->replica->queue, net->act[m->nlayers - 1], CL_FALSE, 0, bytes,
+                                  out, 0, NULL, NULL);
+  return rc ? clt_replica_fail(net->replica, e, rc, "reading logits") : CLT_OK;
 }
 
 int clt_net_check_grads(clt_net *net, int slot, clt_err *e) {

@@ -1,10 +1,13 @@
-/* A model instantiated on one replica: the flat parameter, gradient and Adam
- * buffers, activation buffers sized for the largest batch, and the step. */
+/* A model instantiated on one replica: the flat parameter, gradient and optimizer
+ * state buffers, activation buffers sized for the largest batch, and the step. */
 #ifndef CLT_NET_H
 #define CLT_NET_H
 
 #include "model.h"
+#include "optimizer.h"
 
+/* Adam alone, as clt_net_adam takes it (tests); training describes its optimizer
+ * with a clt_optimizer. */
 typedef struct clt_adam {
   double lr, beta1, beta2, eps;
 } clt_adam;
@@ -32,14 +35,15 @@ typedef struct clt_net {
   const clt_model *model;
   clt_replica *replica;
   int max_batch;
-  int train;                            /* 0: inference only (no gradients, optimizer, state) */
-  size_t device_bytes;                  /* everything this net allocated on the device */
-  cl_mem params, grads, adam_m, adam_v; /* flat, model->flat_floats each; NULL but params
-                                           when inference only */
-  cl_mem input;                         /* (max_batch, input) floats, filled by a batch source */
-  cl_mem labels;                        /* max_batch ints, filled by a batch source */
-  cl_mem act[CLT_MAX_LAYERS];           /* outputs; aliases of the input for flatten; in an
-                                           inference net, buffers of act_pool */
+  int train;            /* 0: inference only (no gradients, optimizer, state) */
+  size_t device_bytes;  /* everything this net allocated on the device */
+  cl_mem params, grads; /* flat, model->flat_floats each; grads NULL when inference only */
+  cl_mem opt_state[CLT_OPT_SLOTS]; /* the optimizer's slot variables (Adam m and v, ...: see
+                                      optimizer.h), flat like params; NULL when inference only */
+  cl_mem input;                    /* (max_batch, input) floats, filled by a batch source */
+  cl_mem labels;                   /* max_batch ints, filled by a batch source */
+  cl_mem act[CLT_MAX_LAYERS];      /* outputs; aliases of the input for flatten; in an
+                                      inference net, buffers of act_pool */
   cl_mem act_pool[CLT_MAX_ACT_BUFFERS];
   int act_buffers;
   cl_mem state[CLT_MAX_LAYERS]; /* layers' forward-to-backward state, or NULL */
@@ -53,6 +57,9 @@ typedef struct clt_net {
   cl_mem grad_checks;     /* non-finite gradient count per slot */
   cl_mem check_partial;   /* its per-block partial counts */
   int metric_slots;
+  /* The next step's place, for layers that draw random numbers (see clt_layer_io). */
+  uint64_t seed;
+  long step, example0;
 } clt_net;
 
 /* Allocates everything for batches up to max_batch, builds every kernel and
@@ -74,6 +81,11 @@ int clt_net_read_grads(clt_net *net, float *flat, clt_err *e);
  * (train 0: an inference-only net). */
 size_t clt_net_bytes(const clt_model *m, int max_batch, int train);
 
+/* Sets where the next forward's slice sits: the run's seed, the training step
+ * (from 0) and the global index of the slice's first example in its global batch.
+ * Dropout's masks depend only on these, so every replica layout draws the same. */
+void clt_net_set_position(clt_net *net, uint64_t seed, long step, long example0);
+
 /* Enqueues forward, loss and (train) backward for the loaded batch of `count`
  * examples. Per-example losses are multiplied by loss_scale (1 / global batch)
  * for the gradient; the metrics slot receives the unscaled loss sum and the
@@ -81,13 +93,21 @@ size_t clt_net_bytes(const clt_model *m, int max_batch, int train);
 int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
                              clt_err *e);
 
-/* Enqueues one Adam update of the trainable params from grads (step counts
- * from 1), and the moving-average update of BatchNormalization's statistics from
- * the batch statistics the all-reduce averaged into their gradient slots. */
+/* Enqueues one update of the trainable params from grads by optimizer opt (step
+ * counts from 1; Adam's bias correction uses it), and the moving-average update of
+ * BatchNormalization's statistics from the batch statistics the all-reduce averaged
+ * into their gradient slots. Every replica runs the same float operations (built with
+ * replica->exact_options), so replicas on different devices stay bit-identical. */
+int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e);
+/* clt_net_update with Adam of these hyper-parameters and no weight decay. */
 int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e);
 
 /* Reads metrics slots [0, n) as 2n floats (blocking). */
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e);
+
+/* Enqueues a read (non-blocking: done once the queue is finished) of the last
+ * forward's logits, count x classes floats, into out. */
+int clt_net_read_logits(clt_net *net, int count, float *out, clt_err *e);
 
 /* Enqueues a count of the non-finite values of the gradient into grad-check slot
  * `slot`, and reads slots [0, n) back (blocking). */

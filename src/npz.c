@@ -370,6 +370,25 @@ cleanup:
   return status;
 }
 
+int clt_npy_write(const char *path, const clt_npz_array *a, clt_err *e) {
+  int status = check_array(path, 0, a, e);
+  if (status) return status;
+  unsigned char preamble[NPY_PREAMBLE_MAX];
+  const size_t len = npy_preamble(a, preamble);
+  FILE *f = fopen(path, "wb");
+  if (!f) return clt_fail(e, CLT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  errno = 0;
+  if (put(f, preamble, len) || put(f, a->data, a->bytes) || fflush(f) != 0) {
+    status = clt_fail(e, CLT_ERR_IO, "%s: write failed: %s", path,
+                      errno ? strerror(errno) : "I/O error");
+  } else if (fsync(fileno(f)) != 0 && errno != EINVAL) {
+    status = clt_fail(e, CLT_ERR_IO, "%s: fsync failed: %s", path, strerror(errno));
+  }
+  if (fclose(f) != 0 && status == CLT_OK)
+    status = clt_fail(e, CLT_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+  return status;
+}
+
 /* ---- reader ---- */
 
 static int read_whole_file(const char *path, unsigned char **out, size_t *out_size, clt_err *e) {

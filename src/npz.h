@@ -26,6 +26,10 @@ typedef struct clt_npz_array {
  * file + rename) is the caller's job. Errors name the path. */
 int clt_npz_write(const char *path, const clt_npz_array *arrays, int n, clt_err *e);
 
+/* Writes one array as a plain .npy file at path (created or truncated; flushed and
+ * fsynced): `numpy.load(path)` reads it. */
+int clt_npy_write(const char *path, const clt_npz_array *a, clt_err *e);
+
 typedef struct clt_npz clt_npz; /* an archive read into memory */
 
 /* Reads the whole archive, verifying the zip structure, each member's CRC-32 and

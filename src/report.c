@@ -33,6 +33,19 @@ void clt_report_plan(const clt_report *r, const clt_plan *plan) {
           plan->batch_per_replica, steps, plan->first_epoch + 1, plan->epochs);
   if (plan->ndevices > 1) fprintf(r->out, ", --split %s", plan->split);
   fprintf(r->out, "\n");
+  const clt_optimizer *o = plan->optimizer;
+  if (o) {
+    fprintf(r->out, "Optimizer %s: learning rate %g", clt_optimizer_name(o->kind), o->lr);
+    if (o->kind == CLT_OPT_ADAM) {
+      fprintf(r->out, ", beta_1 %g, beta_2 %g, epsilon %g", o->beta1, o->beta2, o->epsilon);
+    } else if (o->kind == CLT_OPT_SGD) {
+      fprintf(r->out, ", momentum %g%s", o->momentum, o->nesterov ? ", Nesterov" : "");
+    } else {
+      fprintf(r->out, ", rho %g, momentum %g, epsilon %g", o->rho, o->momentum, o->epsilon);
+    }
+    if (o->weight_decay > 0) fprintf(r->out, ", weight decay %g", o->weight_decay);
+    fprintf(r->out, "\n");
+  }
   if (plan->resumed_from) {
     fprintf(r->out, "Resuming from %s: %d epochs and %ld steps done\n", plan->resumed_from,
             plan->first_epoch, plan->steps_done);

@@ -32,6 +32,8 @@ typedef struct clt_plan {
   int first_epoch, epochs;  /* epochs first_epoch + 1 .. epochs run */
   const char *resumed_from; /* the checkpoint resumed from, or NULL */
   long steps_done;          /* its steps */
+  /* The update every step applies, or NULL. */
+  const clt_optimizer *optimizer;
 } clt_plan;
 
 /* One epoch, as the epoch lines and the log report it. */

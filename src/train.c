@@ -1,15 +1,21 @@
+#define _POSIX_C_SOURCE 200809L
 #include "train.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "data.h"
+#include "keras.h"
+#include "npz.h"
 #include "report.h"
 #include "timing.h"
 #include "trainer.h"
+#include "weights.h"
 
 void clt_train_defaults(clt_train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -19,7 +25,8 @@ void clt_train_defaults(clt_train_opts *o) {
   o->devices = "all";
   o->split = "auto";
   o->epochs = 10;
-  o->lr = 1e-3;
+  o->optimizer = "adam";
+  o->lr = 0; /* Keras' default for the optimizer */
   o->seed = 42;
   o->batch_per_replica = 64;
   o->checkpoint_dir = "./training_checkpoints";
@@ -60,17 +67,80 @@ static int open_train_data(const clt_train_opts *o, clt_data *d, clt_err *e) {
   return clt_data_open(&spec, d, e);
 }
 
+/* --preprocess: a model file's input (built-in models have their own). */
+static int parse_preprocess(const clt_train_opts *o, clt_preprocess *pre, clt_err *e) {
+  static const char *const names[] = {"unit", "caffe", "raw"}; /* by clt_preprocess */
+  *pre = CLT_PRE_RAW;
+  if (!o->preprocess) return CLT_OK;
+  for (int p = 0; p < 3; p++) {
+    if (strcmp(o->preprocess, names[p]) == 0) {
+      *pre = (clt_preprocess)p;
+      return CLT_OK;
+    }
+  }
+  return clt_fail(e, CLT_ERR_ARG, "--preprocess %s: expected raw, unit or caffe", o->preprocess);
+}
+
+/* --model FILE.json for data of this shape; photo folders are first resized to the
+ * model's input when it fixes one and --image-size does not. */
+static int keras_model(const clt_train_opts *o, clt_data *data, const clt_shape *forced,
+                       clt_model *model, char **json, clt_err *e) {
+  clt_preprocess pre;
+  int status = parse_preprocess(o, &pre, e);
+  if (status) return status;
+  if (data->photos && !o->image_size_given) {
+    /* A file that does not say (or is bad) leaves the folder as it is: the load
+     * below says what is wrong with it. */
+    clt_err ignored = {0};
+    clt_shape s;
+    if (clt_keras_input_shape(o->model, &s, &ignored) == CLT_OK && s.h && s.h == s.w &&
+        s.h != data->height && (status = clt_data_reopen(data, s.h, o->seed, e)))
+      return status;
+  }
+  clt_keras_opts ko = {.data = forced ? *forced
+                                      : (clt_shape){data->height, data->width, data->channels},
+                       .classes = data->classes,
+                       .preprocess = pre,
+                       .weights_given = o->weights != NULL};
+  return clt_keras_load(o->model, &ko, model, json, e);
+}
+
+/* --resume with --model FILE.json: the file must describe the checkpoint's model. */
+static int same_keras_model(const clt_train_opts *o, clt_data *data, const char *path,
+                            const clt_model *model, clt_err *e) {
+  clt_model *fresh = malloc(sizeof *fresh);
+  char *a = malloc(CLT_DESCRIBE_MAX), *b = malloc(CLT_DESCRIBE_MAX);
+  int status = CLT_OK;
+  if (!fresh || !a || !b) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  } else if ((status = keras_model(o, data, &model->input, fresh, NULL, e))) {
+    clt_wrap(e, "--resume: %s holds model %s, not the model of", path, model->name);
+  } else {
+    clt_model_describe(model, a, CLT_DESCRIBE_MAX);
+    clt_model_describe(fresh, b, CLT_DESCRIBE_MAX);
+    if (strcmp(a, b) != 0 || fresh->softmax_output != model->softmax_output)
+      status = clt_fail(e, CLT_ERR_ARG, "--resume: %s holds another model than %s", path, o->model);
+  }
+  free(fresh);
+  free(a);
+  free(b);
+  return status;
+}
+
 /* --resume: the model, weights, optimizer state, counters and data order come
  * from the newest checkpoint; flags that contradict it are refused. */
-static int resume(const clt_train_opts *o, char *path, size_t size, clt_model *model,
-                  clt_checkpoint *state, clt_err *e) {
+static int resume(const clt_train_opts *o, clt_data *data, char *path, size_t size,
+                  clt_model *model, clt_checkpoint *state, clt_err *e) {
   int status = clt_checkpoint_resolve(o->checkpoint_dir, path, size, e);
   if (status) {
     clt_wrap(e, "--resume");
     return status;
   }
   if ((status = clt_checkpoint_model(path, model, e))) return status;
-  if (o->model_given && strcmp(o->model, model->name) != 0) {
+  if (o->weights) return clt_fail(e, CLT_ERR_ARG, "--weights: --resume takes the checkpoint's");
+  if (o->model_given && clt_keras_is_file(o->model)) {
+    if ((status = same_keras_model(o, data, path, model, e))) return status;
+  } else if (o->model_given && strcmp(o->model, model->name) != 0) {
     return clt_fail(e, CLT_ERR_ARG, "--resume: %s holds model %s, not --model %s", path,
                     model->name, o->model);
   }
@@ -89,11 +159,17 @@ static int setup_model(const clt_train_opts *o, clt_data *data, clt_model *model
                        clt_checkpoint *state, char *ckpt_path, size_t size, clt_err *e) {
   int status = CLT_OK;
   if (o->resume) {
-    if ((status = resume(o, ckpt_path, size, model, state, e))) return status;
+    if ((status = resume(o, data, ckpt_path, size, model, state, e))) return status;
     if ((status = clt_data_reopen(data, model->input.h, state->seed, e))) return status;
+  } else if (clt_keras_is_file(o->model)) {
+    if ((status = keras_model(o, data, NULL, model, &state->keras_json, e))) return status;
   } else {
     /* Photo folders default to the second reference workload's model. */
     const char *name = data->photos && !o->model_given ? "resnet50" : o->model;
+    if (o->preprocess) {
+      return clt_fail(e, CLT_ERR_ARG,
+                      "--preprocess applies to model files; built-in model %s has its own", name);
+    }
     const clt_shape input = {data->height, data->width, data->channels};
     if ((status = clt_model_build(name, input, data->classes, model, e))) {
       if (e->code == CLT_ERR_FORMAT) clt_wrap(e, "%s", o->data_dir);
@@ -111,13 +187,55 @@ static int setup_model(const clt_train_opts *o, clt_data *data, clt_model *model
   return status;
 }
 
+/* The optimizer: --optimizer's, Keras' defaults for what the flags leave out; with
+ * --resume (ckpt) the checkpoint's, which flags given must not contradict (--lr may
+ * change its learning rate). Meaningless combinations are refused. */
+static int choose_optimizer(const clt_train_opts *o, const clt_optimizer *ckpt, const char *path,
+                            clt_optimizer *opt, clt_err *e) {
+  clt_optimizer_kind kind = ckpt ? ckpt->kind : CLT_OPT_ADAM;
+  if (o->optimizer_given && !clt_optimizer_find(o->optimizer, &kind)) {
+    return clt_fail(e, CLT_ERR_ARG, "--optimizer %s: expected adam, sgd or rmsprop", o->optimizer);
+  }
+  const char *name = clt_optimizer_name(kind);
+  if (ckpt && kind != ckpt->kind) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --optimizer %s, not %s", path,
+                    clt_optimizer_name(ckpt->kind), name);
+  }
+  if (o->momentum_given && kind == CLT_OPT_ADAM) {
+    return clt_fail(e, CLT_ERR_ARG, "--momentum applies to --optimizer sgd and rmsprop, not adam");
+  }
+  if (o->nesterov && kind != CLT_OPT_SGD) {
+    return clt_fail(e, CLT_ERR_ARG, "--nesterov applies to --optimizer sgd, not %s", name);
+  }
+  *opt = ckpt ? *ckpt : clt_optimizer_defaults(kind);
+  if (!(opt->lr > 0)) opt->lr = clt_optimizer_defaults(kind).lr; /* an older, Adam checkpoint */
+  if (!ckpt) {
+    if (o->momentum_given) opt->momentum = o->momentum;
+    opt->nesterov = o->nesterov;
+    opt->weight_decay = o->weight_decay;
+  } else if (o->momentum_given && o->momentum != ckpt->momentum) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --momentum %g, not %g", path,
+                    ckpt->momentum, o->momentum);
+  } else if (o->nesterov && !ckpt->nesterov) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained without --nesterov", path);
+  } else if (o->weight_decay_given && o->weight_decay != ckpt->weight_decay) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --weight-decay %g, not %g", path,
+                    ckpt->weight_decay, o->weight_decay);
+  }
+  if (opt->nesterov && opt->momentum == 0) {
+    return clt_fail(e, CLT_ERR_ARG, "--nesterov needs --momentum above 0");
+  }
+  if (o->lr > 0) opt->lr = o->lr;
+  return CLT_OK;
+}
+
 /* A fresh run's state: weights initialised once on the host from the seed and
- * broadcast, so every replica starts identical; zero Adam moments. */
+ * broadcast, so every replica starts identical; zero optimizer state. */
 static int fresh_state(const clt_model *model, uint64_t seed, clt_checkpoint *state, clt_err *e) {
   state->params = malloc(model->flat_floats * sizeof(float));
-  state->adam_m = calloc(model->flat_floats, sizeof(float));
-  state->adam_v = calloc(model->flat_floats, sizeof(float));
-  if (!state->params || !state->adam_m || !state->adam_v) {
+  state->opt_state[0] = calloc(model->flat_floats, sizeof(float));
+  state->opt_state[1] = calloc(model->flat_floats, sizeof(float));
+  if (!state->params || !state->opt_state[0] || !state->opt_state[1]) {
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   }
   clt_model_init_params(model, seed, state->params);
@@ -126,10 +244,10 @@ static int fresh_state(const clt_model *model, uint64_t seed, clt_checkpoint *st
 
 /* Trains epoch rec->epoch and evaluates the test set, if any; a non-finite loss
  * or gradient stops training before anything is saved. */
-static int run_epoch(clt_trainer *t, const clt_data *data, uint64_t seed, const clt_adam *adam,
+static int run_epoch(clt_trainer *t, const clt_data *data, uint64_t seed, const clt_optimizer *opt,
                      long *step, clt_epoch_record *rec, clt_err *e) {
   const double t0 = clt_now_seconds();
-  int status = clt_trainer_epoch(t, seed, rec->epoch - 1, adam, step, &rec->train, e);
+  int status = clt_trainer_epoch(t, seed, rec->epoch - 1, opt, step, &rec->train, e);
   if (status) return status;
   if (rec->train.bad_step >= 0) {
     return clt_fail(e, CLT_ERR_NUMERIC,
@@ -151,7 +269,7 @@ static int save(const clt_train_opts *o, clt_trainer *t, const clt_model *model,
                 clt_err *e) {
   const int last = epoch + 1 == o->epochs;
   if (o->checkpoint_every <= 0 || ((epoch + 1) % o->checkpoint_every != 0 && !last)) return CLT_OK;
-  int status = clt_trainer_get_state(t, state->params, state->adam_m, state->adam_v, e);
+  int status = clt_trainer_get_state(t, state->params, state->opt_state[0], state->opt_state[1], e);
   if (status) return status;
   state->iterations = step;
   state->epoch = epoch + 1;
@@ -178,9 +296,14 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   int nchosen = 0;
   char ckpt_path[4096];
 
+  clt_optimizer opt = {0};
+  if (!o->resume && (status = choose_optimizer(o, NULL, NULL, &opt, e))) goto cleanup;
   if ((status = open_train_data(o, &data, e))) goto cleanup;
   if ((status = setup_model(o, &data, &model, &state, ckpt_path, sizeof ckpt_path, e)))
     goto cleanup;
+  if (o->resume && (status = choose_optimizer(o, &state.optimizer, ckpt_path, &opt, e)))
+    goto cleanup;
+  state.optimizer = opt; /* what the checkpoints record */
   const uint64_t seed = o->resume ? state.seed : o->seed;
   const int first_epoch = o->resume ? (int)state.epoch : 0;
   long step = o->resume ? (long)state.iterations : 0;
@@ -205,7 +328,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                          .first_epoch = first_epoch,
                          .epochs = o->epochs,
                          .resumed_from = o->resume ? ckpt_path : NULL,
-                         .steps_done = step};
+                         .steps_done = step,
+                         .optimizer = &opt};
   clt_report_plan(&rep, &plan);
   if (first_epoch >= o->epochs) {
     clt_report_nothing_to_do(&rep, first_epoch, o->epochs);
@@ -220,17 +344,16 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   clt_trainer_check_replicas(t, o->check_replicas);
   if (o->progress) clt_trainer_progress(t, o->out);
   if (!o->resume && (status = fresh_state(&model, seed, &state, e))) goto cleanup;
-  if ((status = clt_trainer_set_state(t, state.params, state.adam_m, state.adam_v, e)))
+  if (o->weights && (status = clt_weights_load(&model, o->weights, state.params, e))) goto cleanup;
+  if ((status = clt_trainer_set_state(t, state.params, state.opt_state[0], state.opt_state[1], e)))
     goto cleanup;
   const double t_ready = clt_now_seconds();
   rep.trainer = t;
   clt_report_ready(&rep, t_ready - t_setup, t_ready - rep.launch);
 
-  clt_adam adam = CLT_ADAM_DEFAULTS;
-  adam.lr = o->lr;
   for (int epoch = first_epoch; epoch < o->epochs; epoch++) {
     clt_epoch_record rec = {.epoch = epoch + 1, .first = epoch == first_epoch};
-    if ((status = run_epoch(t, &data, seed, &adam, &step, &rec, e))) goto cleanup;
+    if ((status = run_epoch(t, &data, seed, &opt, &step, &rec, e))) goto cleanup;
     clt_report_epoch(&rep, &rec);
     if ((status = save(o, t, &model, epoch, step, seed, &state, &rep, e))) goto cleanup;
   }
@@ -255,8 +378,22 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   clt_model model;
   const clt_device *chosen[CLT_MAX_REPLICAS];
   int nchosen = 0;
-  char path[4096];
+  char path[4096], tmp[4200] = "";
+  float *logits = NULL;
 
+  /* --logits goes to a temp file renamed into place at the end; made first, so an
+   * unwritable path fails before the evaluation rather than after it. */
+  if (o->logits_path) {
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", o->logits_path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+      status = clt_fail(e, CLT_ERR_IO, "--logits %s: cannot create: %s", o->logits_path,
+                        strerror(errno));
+      tmp[0] = '\0';
+      goto cleanup;
+    }
+    fclose(f);
+  }
   if ((status = clt_checkpoint_resolve(o->checkpoint, path, sizeof path, e))) goto cleanup;
   if ((status = clt_checkpoint_model(path, &model, e))) goto cleanup;
   if ((status = clt_checkpoint_load(path, &model, 0, &state, e))) goto cleanup;
@@ -279,12 +416,37 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   }
   if (o->verbose) clt_report_build_logs(t);
   if ((status = clt_trainer_set_state(t, state.params, NULL, NULL, e))) goto cleanup;
+  if (o->logits_path) {
+    logits = malloc(((size_t)data.ntest * model.classes + 1) * sizeof *logits);
+    if (!logits) {
+      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory for --logits");
+      goto cleanup;
+    }
+    clt_trainer_capture_logits(t, logits);
+  }
   double loss, acc;
   if ((status = clt_trainer_evaluate(t, &loss, &acc, e))) goto cleanup;
+  if (o->logits_path) {
+    const clt_npz_array a = {.name = "logits",
+                             .dtype = "<f4",
+                             .rank = 2,
+                             .dims = {data.ntest, model.classes},
+                             .data = logits,
+                             .bytes = (size_t)data.ntest * model.classes * sizeof *logits};
+    if ((status = clt_npy_write(tmp, &a, e))) goto cleanup;
+    if (rename(tmp, o->logits_path) != 0) {
+      status = clt_fail(e, CLT_ERR_IO, "--logits %s: cannot rename into place: %s", o->logits_path,
+                        strerror(errno));
+      goto cleanup;
+    }
+    tmp[0] = '\0';
+  }
   clt_report_eval(o->out, path, &model, (long long)state.epoch, (long long)state.iterations,
                   data.ntest, nchosen, acc, loss);
 
 cleanup:
+  if (tmp[0]) unlink(tmp);
+  free(logits);
   clt_trainer_destroy(t);
   clt_data_close(&data);
   clt_devices_free(&devices);

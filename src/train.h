@@ -11,11 +11,19 @@ typedef struct clt_train_opts {
   const char *data_dir;    /* IDX files or a photo folder (one subfolder per class) */
   int image_size;          /* photo folders: images are resized to this square */
   double validation_split; /* photo folders: fraction held out for evaluation */
-  const char *model;
+  const char *model;       /* a built-in model's name or a Keras model file (.json) */
+  const char *weights;     /* starting weights (.npz), or NULL */
+  const char *preprocess;  /* model files: raw, unit or caffe; NULL: raw */
   const char *devices;
   const char *split; /* auto, equal or weights "3,1" */
   int epochs;
-  double lr;
+  const char *optimizer; /* adam, sgd or rmsprop (optimizer.h) */
+  double lr;             /* 0: the optimizer's Keras default */
+  double momentum;       /* sgd, rmsprop */
+  int nesterov;          /* sgd with momentum */
+  double weight_decay;   /* decoupled, all optimizers */
+  /* Set explicitly (checked against a resumed checkpoint). */
+  int optimizer_given, momentum_given, weight_decay_given;
   uint64_t seed;
   int batch_per_replica;
   long train_limit, test_limit; /* 0: all */
@@ -45,7 +53,8 @@ typedef struct clt_eval_opts {
   const char *devices;
   int batch_per_replica;
   long test_limit;
-  int verbose; /* print the OpenCL compilers' build logs */
+  int verbose;             /* print the OpenCL compilers' build logs */
+  const char *logits_path; /* write the logits, float32 (examples, classes), as .npy; or NULL */
   FILE *out;
 } clt_eval_opts;
 

@@ -27,6 +27,7 @@ struct clt_trainer {
   int check_replicas;
   clt_progress progress;
   double first_step_done; /* when the trainer's first step had run (0: not yet) */
+  float *logits;          /* evaluation's logits go here (test-set order), or NULL */
 };
 
 static int create(const clt_model *m, const clt_device *const *devices, int n,
@@ -183,15 +184,16 @@ clt_replica *clt_trainer_replica(const clt_trainer *t, int i) { return t->replic
 int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica * t->n; }
 void clt_trainer_check_replicas(clt_trainer *t, int on) { t->check_replicas = on; }
 void clt_trainer_progress(clt_trainer *t, FILE *out) { t->progress.out = out; }
+void clt_trainer_capture_logits(clt_trainer *t, float *out) { t->logits = out; }
 size_t clt_trainer_replica_bytes(const clt_trainer *t, int i) { return t->nets[i]->device_bytes; }
 
-int clt_trainer_set_state(clt_trainer *t, const float *params, const float *adam_m,
-                          const float *adam_v, clt_err *e) {
+int clt_trainer_set_state(clt_trainer *t, const float *params, const float *slot0,
+                          const float *slot1, clt_err *e) {
   const size_t bytes = t->model->flat_floats * sizeof(float);
   for (int i = 0; i < t->n; i++) {
     clt_net *net = t->nets[i];
-    const void *src[3] = {params, adam_m, adam_v};
-    cl_mem dst[3] = {net->params, net->adam_m, net->adam_v};
+    const void *src[3] = {params, slot0, slot1};
+    cl_mem dst[3] = {net->params, net->opt_state[0], net->opt_state[1]};
     for (int k = 0; k < 3; k++) {
       cl_int rc = CL_SUCCESS;
       if (!dst[k]) continue; /* an inference-only net has no optimizer state */
@@ -209,11 +211,11 @@ int clt_trainer_set_state(clt_trainer *t, const float *params, const float *adam
   return CLT_OK;
 }
 
-int clt_trainer_get_state(clt_trainer *t, float *params, float *adam_m, float *adam_v, clt_err *e) {
+int clt_trainer_get_state(clt_trainer *t, float *params, float *slot0, float *slot1, clt_err *e) {
   clt_net *net = t->nets[0];
   const size_t bytes = t->model->flat_floats * sizeof(float);
-  void *dst[3] = {params, adam_m, adam_v};
-  cl_mem src[3] = {net->params, net->adam_m, net->adam_v};
+  void *dst[3] = {params, slot0, slot1};
+  cl_mem src[3] = {net->params, net->opt_state[0], net->opt_state[1]};
   for (int k = 0; k < 3; k++) {
     if (!dst[k]) continue;
     cl_int rc = clEnqueueReadBuffer(net->replica->queue, src[k], CL_TRUE, 0, bytes, dst[k], 0, NULL,
@@ -231,8 +233,9 @@ typedef struct pass {
   int train; /* 1: training epoch, 0: evaluation */
   int count; /* examples in the pass */
   int steps;
-  const clt_adam *adam;
-  long first_step; /* Adam steps taken before the pass */
+  const clt_optimizer *opt;
+  long first_step; /* optimizer steps taken before the pass */
+  uint64_t seed;   /* the run's: Dropout's masks derive from it */
   double t0;
   double allreduce_seconds; /* rank 0's time inside the all-reduce */
   double data_wait_seconds; /* rank 0's time waiting for the source */
@@ -331,12 +334,18 @@ static int load_slice(pass *p, int rank, const step *st, clt_err *e) {
 static int forward_backward(pass *p, int rank, const step *st, clt_err *e) {
   clt_trainer *t = p->t;
   const double c0 = clt_now_seconds();
+  clt_net_set_position(t->nets[rank], p->seed, p->first_step + st->s, st->first);
   /* Losses are divided by the actual global batch, the last partial one included. */
   int status = clt_net_forward_backward(t->nets[rank], st->len, 1.0f / st->batch, st->s, p->train,
                                         e);
   if (status) return status;
   p->examples[rank] += st->len;
-  if (!p->train) return CLT_OK;
+  if (!p->train) {
+    /* Evaluation runs the examples in order: the slice's global index is its place. */
+    if (!t->logits) return CLT_OK;
+    float *out = t->logits + (size_t)(st->batch_first + st->first) * t->model->classes;
+    return clt_net_read_logits(t->nets[rank], st->len, out, e);
+  }
   /* Waiting for the backward pass first keeps compute out of the all-reduce's time
    * (its first download would wait for it anyway) and times this replica's work. */
   if (t->n > 1 && (status = finish_queue(t->replicas[rank], e))) return status;
@@ -375,11 +384,11 @@ static int rebalance(pass *p, int rank, const step *st, clt_err *e) {
 }
 
 /* Counts the reduced gradient's non-finite values (read after the epoch), then
- * Adam. */
+ * the optimizer's update. */
 static int update(pass *p, int rank, int s, clt_err *e) {
   clt_net *net = p->t->nets[rank];
   int status = clt_net_check_grads(net, s, e);
-  if (!status) status = clt_net_adam(net, p->adam, p->first_step + s + 1, e);
+  if (!status) status = clt_net_update(net, p->opt, p->first_step + s + 1, e);
   if (status) return status;
   cl_int rc = clFlush(net->replica->queue);
   return rc ? clt_replica_fail(net->replica, e, rc, "clFlush") : CLT_OK;
@@ -521,8 +530,8 @@ static int run_pass(pass *p, clt_err *e) {
   return p->status[chosen];
 }
 
-int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *adam, long *step,
-                      clt_epoch_result *res, clt_err *e) {
+int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimizer *opt,
+                      long *step, clt_epoch_result *res, clt_err *e) {
   memset(res, 0, sizeof *res);
   res->bad_step = -1;
   const int count = set_count(t, 0);
@@ -533,8 +542,9 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *
   p->train = 1;
   p->count = count;
   p->steps = (count + global - 1) / global;
-  p->adam = adam;
+  p->opt = opt;
   p->first_step = *step;
+  p->seed = seed;
   if (t->check_replicas && !t->check_params) {
     t->check_params = malloc((size_t)t->n * t->model->flat_floats * sizeof(float));
     if (!t->check_params) {

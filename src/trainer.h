@@ -1,11 +1,11 @@
 /* Synchronous data parallelism over replicas (MirroredStrategy without CUDA).
  *
- * Every replica holds the whole model and its own flat parameter/gradient/Adam
+ * Every replica holds the whole model and its own flat parameter/gradient/optimizer
  * buffers, and loads its examples from a batch source. Each global batch
  * (batch_per_replica x N) is sliced across replicas as evenly as possible; each
  * computes the gradient of its examples' losses divided by the *global* batch
  * size, the gradients are summed by the ring all-reduce, and every replica
- * applies the same Adam update, so all replicas hold the same bits and N
+ * applies the same optimizer update, so all replicas hold the same bits and N
  * replicas compute what one device computes on the whole batch. One host thread
  * per replica drives it. */
 #ifndef CLT_TRAINER_H
@@ -71,19 +71,24 @@ void clt_trainer_progress(clt_trainer *t, FILE *out);
 /* Device memory a replica's network holds, in bytes. */
 size_t clt_trainer_replica_bytes(const clt_trainer *t, int i);
 
-/* Writes the same parameters (and Adam moments, if not NULL) to every replica,
- * or reads them from replica 0. Flat arrays of model->flat_floats. */
-int clt_trainer_set_state(clt_trainer *t, const float *params, const float *adam_m,
-                          const float *adam_v, clt_err *e);
-int clt_trainer_get_state(clt_trainer *t, float *params, float *adam_m, float *adam_v, clt_err *e);
+/* Writes the same parameters and optimizer slot variables (optimizer.h; NULL: zeros)
+ * to every replica, or reads them (those not NULL) from replica 0. Flat arrays of
+ * model->flat_floats. */
+int clt_trainer_set_state(clt_trainer *t, const float *params, const float *slot0,
+                          const float *slot1, clt_err *e);
+int clt_trainer_get_state(clt_trainer *t, float *params, float *slot0, float *slot1, clt_err *e);
 
-/* One training epoch over the training source in the order of (seed, epoch).
- * *step counts Adam steps and is advanced. */
-int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_adam *adam, long *step,
-                      clt_epoch_result *res, clt_err *e);
+/* One training epoch over the training source in the order of (seed, epoch), each
+ * step updating by opt. *step counts optimizer steps and is advanced. */
+int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimizer *opt,
+                      long *step, clt_epoch_result *res, clt_err *e);
 
 /* Loss (mean per example) and accuracy on the test source, its batches sliced
  * across replicas like training batches. */
 int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e);
+
+/* Makes later evaluations also store every test example's logits into out (test-set
+ * order, count x classes floats; NULL: don't). */
+void clt_trainer_capture_logits(clt_trainer *t, float *out);
 
 #endif

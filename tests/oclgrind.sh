@@ -81,6 +81,7 @@ run resnet_layers 1 "$bin/test_layers2"
 run kernels_vs_reference "$gemm_uninit" "$bin/test_kernels"
 run batch_sources 1 "$bin/test_source" "$bin/make_photos"
 run resnet_models 0 "$bin/test_models"
+run optimizers 1 "$bin/test_optimizers"
 
 # Coverage: every __kernel of cl/ must have run; on the gpu flavor all but
 # gemm.cl's (GPUs multiply with CLBlast, whose kernels ran above too).

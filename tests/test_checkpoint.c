@@ -15,6 +15,7 @@
 
 #include "check.h"
 #include "checkpoint.h"
+#include "npz.h"
 
 static clt_model model;
 static clt_checkpoint state;
@@ -23,8 +24,8 @@ static clt_checkpoint state;
 static void fill_state(int tag) {
   for (size_t i = 0; i < model.flat_floats; i++) {
     state.params[i] = (float)tag + (float)i * 1e-6f;
-    state.adam_m[i] = (float)-tag;
-    state.adam_v[i] = (float)tag * 0.5f;
+    state.opt_state[0][i] = (float)-tag;
+    state.opt_state[1][i] = (float)tag * 0.5f;
   }
   state.iterations = 100 * (int64_t)tag;
   state.epoch = tag;
@@ -45,7 +46,7 @@ static int newest_tag(const char *dir) {
     return -1;
   }
   int tag = (int)got.epoch;
-  int exact = got.params[7] == (float)tag + 7e-6f && got.adam_m[3] == (float)-tag &&
+  int exact = got.params[7] == (float)tag + 7e-6f && got.opt_state[0][3] == (float)-tag &&
               got.iterations == 100 * (int64_t)tag;
   clt_checkpoint_free(&got);
   return exact ? tag : -1;
@@ -151,6 +152,76 @@ static void test_kill(const char *root) {
         "a save after the kills cleans temp files and succeeds");
 }
 
+/* Each optimizer's kind, hyper-parameters and slot variables come back exactly, under
+ * their member names; slots it does not keep are not saved and load as zeros. A state
+ * whose learning rate is 0 (not recorded) saves no optimizer and loads as Adam. */
+static void test_optimizers(const char *root) {
+  const struct {
+    clt_optimizer_kind kind;
+    int nesterov;
+    double lr, momentum, rho, weight_decay;
+  } cases[] = {{CLT_OPT_ADAM, 0, 0, 0, 0.9, 0},         {CLT_OPT_ADAM, 0, 3e-4, 0, 0.9, 0.004},
+               {CLT_OPT_SGD, 0, 0.1, 0, 0.9, 0},        {CLT_OPT_SGD, 1, 0.05, 0.9, 0.9, 1e-4},
+               {CLT_OPT_RMSPROP, 0, 1e-3, 0, 0.8, 0.1}, {CLT_OPT_RMSPROP, 0, 0.002, 0.5, 0.95, 0}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    char dir[4096], path[4200];
+    clt_err e = {0};
+    snprintf(dir, sizeof dir, "%s/optimizer-%zu", root, c);
+    fill_state((int)c + 1);
+    clt_optimizer *o = &state.optimizer;
+    *o = clt_optimizer_defaults(cases[c].kind);
+    o->lr = cases[c].lr;
+    o->momentum = cases[c].momentum;
+    o->nesterov = cases[c].nesterov;
+    o->rho = cases[c].rho;
+    o->weight_decay = cases[c].weight_decay;
+    o->epsilon = 1.5e-7;
+    const char *name = clt_optimizer_name(o->kind);
+    clt_checkpoint got = {0};
+    if (clt_checkpoint_save(dir, 0, &model, &state, path, sizeof path, &e) ||
+        clt_checkpoint_load(path, &model, 1, &got, &e)) {
+      check(0, "%s %zu: save and load: %s", name, c, e.msg);
+      continue;
+    }
+    const clt_optimizer *g = &got.optimizer;
+    const int unrecorded = o->lr == 0;
+    check(unrecorded ? g->kind == CLT_OPT_ADAM && g->lr == 0
+                     : g->kind == o->kind && g->lr == o->lr && g->momentum == o->momentum &&
+                           g->nesterov == o->nesterov && g->weight_decay == o->weight_decay &&
+                           (o->kind == CLT_OPT_SGD || g->epsilon == o->epsilon) &&
+                           (o->kind != CLT_OPT_RMSPROP || g->rho == o->rho),
+          "%s %zu (lr %g, momentum %g): the optimizer's kind and hyper-parameters come back", name,
+          c, o->lr, o->momentum);
+    clt_npz *z = NULL;
+    if (clt_npz_read(path, &z, &e)) check(0, "reading %s: %s", path, e.msg);
+    for (int k = 0; k < CLT_OPT_SLOTS && z; k++) {
+      const char *slot = clt_optimizer_slot(o, k);
+      size_t wrong = 0;
+      for (int l = 0; l < model.nlayers; l++) { /* the parameters, not the gaps between */
+        for (int p = 0; p < model.layers[l].nparams; p++) {
+          const clt_param *par = &model.layers[l].params[p];
+          for (size_t i = par->offset; i < par->offset + par->size && !par->non_trainable; i++) {
+            wrong += got.opt_state[k][i] != (slot ? state.opt_state[k][i] : 0.0f);
+          }
+        }
+      }
+      /* Without momentum SGD's slot 0 and RMSprop's slot 1 would be "momentum". */
+      const int sgd = o->kind == CLT_OPT_SGD;
+      char member[128];
+      snprintf(member, sizeof member, "optimizer/dense_1/bias/%s",
+               slot                      ? slot
+               : (sgd ? k == 0 : k == 1) ? "momentum"
+                                         : "none");
+      check(wrong == 0 && (clt_npz_find(z, member) != NULL) == (slot != NULL),
+            "%s %zu: slot %d %s%s", name, c, k, slot ? "saved as " : "neither saved nor needed",
+            slot ? member : "");
+    }
+    clt_npz_free(z);
+    clt_checkpoint_free(&got);
+  }
+  state.optimizer = (clt_optimizer){0};
+}
+
 int main(void) {
   clt_err e = {0};
   char root[] = "/tmp/cltrain-ckpt-XXXXXX";
@@ -159,11 +230,12 @@ int main(void) {
     return check_summary();
   }
   state.params = malloc(model.flat_floats * sizeof(float));
-  state.adam_m = malloc(model.flat_floats * sizeof(float));
-  state.adam_v = malloc(model.flat_floats * sizeof(float));
+  state.opt_state[0] = malloc(model.flat_floats * sizeof(float));
+  state.opt_state[1] = malloc(model.flat_floats * sizeof(float));
   test_injected_failures(root);
   test_keep_and_numbering(root);
   test_kill(root);
+  test_optimizers(root);
   clt_checkpoint_free(&state);
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

@@ -69,6 +69,64 @@ POCL_DEVICES="pthread pthread" "$CLT" train --epochs 2 --resume --devices 0,1 --
   --train-limit 640 --test-limit 300 --checkpoint-dir "$tmp/moved" --checkpoint-every 1 >/dev/null 2>&1
 expect_close "resume on two devices matches" "$tmp/straight/ckpt-2.npz" "$tmp/moved/ckpt-2.npz" 1e-3
 
+# --- other optimizers ---------------------------------------------------------------
+# Their state is saved under its own names and the hyper-parameters in the metadata,
+# so a bare --resume continues them exactly.
+for spec in "sgd --momentum 0.9 --nesterov" "rmsprop --momentum 0.5 --weight-decay 0.01"; do
+  name=${spec%% *}
+  read -ra opt <<<"--optimizer $spec"
+  "$CLT" train --epochs 2 "${small[@]}" "${opt[@]}" --checkpoint-dir "$tmp/$name-straight" \
+    --checkpoint-every 1 >/dev/null 2>&1
+  "$CLT" train --epochs 1 "${small[@]}" "${opt[@]}" --checkpoint-dir "$tmp/$name" --checkpoint-every 1 \
+    >/dev/null 2>&1
+  "$CLT" train --epochs 2 --resume --train-limit 640 --test-limit 300 --checkpoint-dir "$tmp/$name" \
+    --checkpoint-every 1 >"$tmp/$name.txt" 2>&1
+  if [ -f "$tmp/$name-straight/ckpt-2.npz" ] && cmp -s "$tmp/$name-straight/ckpt-2.npz" "$tmp/$name/ckpt-2.npz"; then
+    ok "--optimizer $spec: 1 epoch + resume = 2 epochs, bit for bit"
+  else
+    bad "--optimizer $spec: 1 epoch + resume = 2 epochs, bit for bit ($(tail -2 "$tmp/$name.txt"))"
+  fi
+done
+if grep -q '^Optimizer rmsprop: learning rate 0.001, rho 0.9, momentum 0.5, epsilon 1e-07, weight decay 0.01$' \
+  "$tmp/rmsprop.txt"; then
+  ok "the resumed run names the checkpoint's optimizer"
+else
+  bad "the resumed run names the checkpoint's optimizer ($(grep '^Optimizer' "$tmp/rmsprop.txt"))"
+fi
+rms=$tmp/rmsprop/ckpt-1.npz
+expect_fail "resume with another --optimizer" "rmsprop/ckpt-2.npz was trained with --optimizer rmsprop, not sgd" \
+  "$CLT" train --epochs 2 --resume --optimizer sgd --train-limit 640 --checkpoint-dir "$tmp/rmsprop"
+expect_fail "resume with another --momentum" "trained with --momentum 0.5, not 0.9" \
+  "$CLT" train --epochs 2 --resume --momentum 0.9 --train-limit 640 --checkpoint-dir "$tmp/rmsprop"
+expect_fail "resume with another --weight-decay" "trained with --weight-decay 0.01, not 0" \
+  "$CLT" train --epochs 2 --resume --weight-decay 0 --train-limit 640 --checkpoint-dir "$tmp/rmsprop"
+expect_fail "resume of Adam with --nesterov" "--nesterov applies to --optimizer sgd, not adam" \
+  "$CLT" train --epochs 2 --resume --nesterov --train-limit 640 --checkpoint-dir "$tmp/resumed"
+"$TOOL" drop "$rms" "$tmp/novelocity.npz" optimizer/dense/bias/velocity
+mkdir -p "$tmp/novelocity"
+mv "$tmp/novelocity.npz" "$tmp/novelocity/ckpt-1.npz"
+printf 'model_checkpoint_path: "ckpt-1"\n' >"$tmp/novelocity/checkpoint"
+expect_fail "resume without an RMSprop slot variable" "ckpt-1.npz: missing member optimizer/dense/bias/velocity" \
+  "$CLT" train --epochs 2 --resume --train-limit 640 --checkpoint-dir "$tmp/novelocity"
+expect_ok "eval needs no optimizer state" '^Accuracy: ' "$CLT" eval --checkpoint "$tmp/novelocity" --test-limit 300
+"$TOOL" set-string "$rms" "$tmp/badopt.npz" metadata '"name": "rmsprop"' '"name": "adagrad"'
+mkdir -p "$tmp/badopt"
+mv "$tmp/badopt.npz" "$tmp/badopt/ckpt-1.npz"
+printf 'model_checkpoint_path: "ckpt-1"\n' >"$tmp/badopt/checkpoint"
+expect_fail "an unknown optimizer in the metadata" "ckpt-1.npz: metadata names no optimizer cltrain knows" \
+  "$CLT" train --epochs 2 --resume --train-limit 640 --checkpoint-dir "$tmp/badopt"
+# A checkpoint of a cltrain before optimizers were recorded holds Adam's state under
+# the same names: it resumes as Adam, exactly.
+mkdir -p "$tmp/old"
+"$TOOL" set-string "$tmp/straight/ckpt-1.npz" "$tmp/old/ckpt-1.npz" metadata \
+  '"optimizer": {"name": "adam", "learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-07, "weight_decay": 0}, ' ''
+printf 'model_checkpoint_path: "ckpt-1"\n' >"$tmp/old/checkpoint"
+"$CLT" train --epochs 2 --resume --train-limit 640 --test-limit 300 --checkpoint-dir "$tmp/old" \
+  --checkpoint-every 1 >"$tmp/old.txt" 2>&1
+if cmp -s "$tmp/straight/ckpt-2.npz" "$tmp/old/ckpt-2.npz"; then ok "a checkpoint without an optimizer resumes as Adam, bit for bit"; else
+  bad "a checkpoint without an optimizer resumes as Adam, bit for bit ($(tail -2 "$tmp/old.txt"))"
+fi
+
 # --- NaN guard ----------------------------------------------------------------------
 mkdir -p "$tmp/nan"
 "$TOOL" poison "$tmp/straight/ckpt-1.npz" "$tmp/nan/ckpt-1.npz" dense/bias

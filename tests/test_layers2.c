@@ -794,7 +794,7 @@ static void test_ppool(const ppool_case *t) {
   set_case("maxpool %d s%d pad %d C%d %dx%d B%d %s:", t->pool, t->stride, t->pad, t->C, t->H, t->W,
            t->B, modes[t->mode]);
   clt_layer l = new_layer("pool_under_test=MaxPooling2D(%d,s%d)", t->pool, t->stride);
-  l.pad = t->pad;
+  l.pad = (clt_pad){t->pad, t->pad, t->pad, t->pad};
   const clt_shape in = {t->H, t->W, t->C};
   if (api_failed(l.ops->setup(&l, &in, &E), "setup")) goto done;
   if (skip_large((double)t->B * t->H * t->W * t->C * t->pool * t->pool)) goto done;
@@ -847,7 +847,7 @@ static void test_ppool_all(void) {
 
   set_case("maxpool bad padding:");
   clt_layer l = new_layer("pool1_pool=MaxPooling2D(3,s2)");
-  l.pad = -1;
+  l.pad = (clt_pad){-1, -1, -1, -1};
   clt_err err = {0};
   const clt_shape in = {5, 5, 3};
   expect("negative padding refused", l.ops->setup(&l, &in, &err) != CLT_ERR_ARG, 1);

@@ -41,6 +41,26 @@ static void test_kinds(void) {
   check(duplicates == 0, "kind names are unique");
 }
 
+/* Whether two parsed models have the same layers, shapes, padding and flat layout. */
+static int same_models(const clt_model *m1, const clt_model *m2) {
+  int same = m2->nlayers == m1->nlayers && m2->flat_floats == m1->flat_floats &&
+             m2->trainable_floats == m1->trainable_floats && m2->param_count == m1->param_count;
+  for (int i = 0; same && i < m1->nlayers; i++) {
+    const clt_layer *a = &m1->layers[i], *b = &m2->layers[i];
+    same = a->ops == b->ops && a->nparams == b->nparams && a->out.h == b->out.h &&
+           a->out.w == b->out.w && a->out.c == b->out.c && a->inputs[0] == b->inputs[0] &&
+           a->inputs[1] == b->inputs[1] && a->pad.top == b->pad.top &&
+           a->pad.bottom == b->pad.bottom && a->pad.left == b->pad.left &&
+           a->pad.right == b->pad.right && strcmp(a->pad_name, b->pad_name) == 0 &&
+           a->pad_top == b->pad_top && a->pad_left == b->pad_left &&
+           memcmp(a->hp, b->hp, sizeof a->hp) == 0;
+    for (int p = 0; same && p < a->nparams; p++)
+      same = a->params[p].offset == b->params[p].offset && a->params[p].size == b->params[p].size &&
+             strcmp(a->params[p].name, b->params[p].name) == 0;
+  }
+  return same;
+}
+
 /* describe -> parse -> describe is the identity, and the parsed model has the
  * same layers, shapes and flat layout. */
 static void test_round_trip(const char *name, clt_shape input, int classes) {
@@ -56,18 +76,81 @@ static void test_round_trip(const char *name, clt_shape input, int classes) {
   clt_model_describe(&again, text2, sizeof text2);
   snprintf(what, sizeof what, "%s: describe(parse(describe(m))) == describe(m)", name);
   check_detail(strcmp(text, text2) == 0, what, text2);
-  int same = again.nlayers == model.nlayers && again.flat_floats == model.flat_floats &&
-             again.trainable_floats == model.trainable_floats &&
-             again.param_count == model.param_count;
-  for (int i = 0; same && i < model.nlayers; i++) {
-    const clt_layer *a = &model.layers[i], *b = &again.layers[i];
-    same = a->ops == b->ops && a->nparams == b->nparams && a->out.h == b->out.h &&
-           a->out.w == b->out.w && a->out.c == b->out.c && a->inputs[0] == b->inputs[0] &&
-           a->inputs[1] == b->inputs[1] && a->pad == b->pad &&
-           memcmp(a->hp, b->hp, sizeof a->hp) == 0;
-    for (int p = 0; same && p < a->nparams; p++) same = a->params[p].offset == b->params[p].offset;
+  check(same_models(&model, &again),
+        "%s: the parsed model has the same layers, shapes and parameter layout", name);
+}
+
+/* A description given as text: it parses, describes as `canonical` (NULL: itself),
+ * and that parses back into the same model. */
+static void desc_round_trip(const char *what, const char *desc, const char *canonical,
+                            clt_shape input, int classes) {
+  clt_err e = {0};
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s: parses", what);
+  int status = clt_model_parse("t", input, classes, CLT_PRE_UNIT, desc, &model, &e);
+  check_detail(status == CLT_OK, msg, e.msg);
+  if (status) return;
+  clt_model_describe(&model, text, sizeof text);
+  snprintf(msg, sizeof msg, "%s: describes as %s", what,
+           canonical ? "its canonical form" : "given");
+  check_detail(strcmp(text, canonical ? canonical : desc) == 0, msg, text);
+  snprintf(msg, sizeof msg, "%s: its description parses back", what);
+  status = clt_model_parse("t", input, classes, CLT_PRE_UNIT, text, &again, &e);
+  check_detail(status == CLT_OK, msg, e.msg);
+  clt_model_describe(&again, text2, sizeof text2);
+  check_detail(status == CLT_OK && strcmp(text, text2) == 0 && same_models(&model, &again),
+               "... into the same model and description", text2);
+}
+
+/* The syntax of Keras model files' layers: asymmetric folded padding, ZeroPadding2D
+ * layers of their own, no bias, BatchNormalization without beta or gamma, 'same' and
+ * non-square max pooling, depthwise and separable convolutions; and the old syntax
+ * unchanged. */
+static void test_new_syntax(void) {
+  const clt_shape in = {16, 16, 3};
+  desc_round_trip(
+      "MobileNet-like",
+      "pad0=ZeroPadding2D(0,1,0,1) c0=Conv2D(8,3x3,s2,valid,nobias) "
+      "bn0=BatchNormalization(eps0.001,m0.99,relu) dw_pad=ZeroPadding2D(0,1,0,1) "
+      "dw=DepthwiseConv2D(3x3,s2,valid,m2,nobias) "
+      "bn1=BatchNormalization(eps0.001,m0.99,nocenter,noscale) "
+      "dw2=DepthwiseConv2D(3x3,s1,same,relu) bn2=BatchNormalization(eps1e-05,m0.9,noscale) "
+      "sp_pad=ZeroPadding2D(1,0,1,0) sp=SeparableConv2D(6,3x3,s1,valid,m2,nobias,relu) "
+      "zp=ZeroPadding2D(1,2,0,1)<sp pool=MaxPooling2D(2x3,s1x2,same) "
+      "mp=MaxPooling2D(3,s2,same) gap=GlobalAveragePooling2D d=Dense(16,nobias,relu) "
+      "logits=Dense(3)",
+      NULL, in, 3);
+  /* A ZeroPadding2D feeding two layers cannot fold: a layer of its own. */
+  desc_round_trip("shared padding",
+                  "zp=ZeroPadding2D(1)<input a=Conv2D(4,3x3,s1,valid) "
+                  "b=MaxPooling2D(3,s1)<zp c=Conv2D(4,1x1,s1,valid) s=Add(relu)<a,c "
+                  "g=GlobalAveragePooling2D d=Dense(3)",
+                  NULL, in, 3);
+  /* Equal sides describe in the short form; the old form is all sides. */
+  desc_round_trip("equal sides",
+                  "p=ZeroPadding2D(2,2,2,2) c=Conv2D(4,5x5,s1,valid) f=Flatten "
+                  "d=Dense(3)",
+                  "p=ZeroPadding2D(2) c=Conv2D(4,5x5,s1,valid) f=Flatten d=Dense(3)",
+                  (clt_shape){4, 4, 1}, 3);
+  clt_err e = {0};
+  int status = clt_model_parse("t", (clt_shape){5, 6, 2}, 3, CLT_PRE_UNIT,
+                               "p=ZeroPadding2D(0,1,2,3) c=Conv2D(3,2x2,s2,valid) "
+                               "q=ZeroPadding2D(1,0,0,2)<c r=ZeroPadding2D(3) "
+                               "m=MaxPooling2D(2,s1) f=Flatten d=Dense(3)",
+                               &model, &e);
+  check_detail(status == CLT_OK, "folded and standalone padding parse", e.msg);
+  if (status == CLT_OK) {
+    const clt_layer *c = &model.layers[0], *q = &model.layers[1], *m = &model.layers[2];
+    check(c->pad.top == 0 && c->pad.bottom == 1 && c->pad.left == 2 && c->pad.right == 3 &&
+              c->out.h == 3 && c->out.w == 5 && strcmp(c->pad_name, "p") == 0,
+          "ZeroPadding2D(0,1,2,3) folds as top 0, bottom 1, left 2, right 3: 6x11 -> 3x5");
+    check(model.nlayers == 5 && strcmp(q->ops->kind, "ZeroPadding2D") == 0 &&
+              !clt_pad_any(q->pad) && q->out.h == 4 && q->out.w == 7 && q->inputs[0] == 0,
+          "ZeroPadding2D(1,0,0,2)<c is a layer of its own: 3x5 -> 4x7");
+    check(m->pad.top == 3 && m->pad.right == 3 && m->inputs[0] == 1 && m->out.h == 9 &&
+              m->out.w == 12,
+          "ZeroPadding2D(3) after it folds into the pool, all sides 3");
   }
-  check(same, "%s: the parsed model has the same layers, shapes and parameter layout", name);
 }
 
 /* A description refused with an error that contains `want`. */
@@ -98,6 +181,26 @@ static void test_bad_descriptions(void) {
   refused("g=GlobalAveragePooling2D d=Dense(4) p=ZeroPadding2D(1)",
           "ZeroPadding2D p ends the model");
   refused("p=ZeroPadding2D(0) c=Conv2D(4,3x3,s1,valid)", "padding must be at least 1");
+  refused("p=ZeroPadding2D(0,0,0,0) c=Conv2D(4,3x3,s1,valid)", "must not be 0 on every side");
+  refused("p=ZeroPadding2D(1,-1,0,0) c=Conv2D(4,3x3,s1,valid)",
+          "expected ZeroPadding2D(p) or ZeroPadding2D(top,bottom,left,right)");
+  refused("p=ZeroPadding2D(1,2) c=Conv2D(4,3x3,s1,valid)", "expected ZeroPadding2D(p)");
+  refused("p=ZeroPadding2D(1,-1,0,0)<input g=GlobalAveragePooling2D d=Dense(4)",
+          "p: ZeroPadding2D(1,-1,0,0): expected");
+  refused("p=ZeroPadding2D(1) q=ZeroPadding2D(1)<p g=GlobalAveragePooling2D d=Dense(4)",
+          "ZeroPadding2D cannot follow ZeroPadding2D p");
+  refused("p=ZeroPadding2D(1) c=Conv2D(4,3x3,s1,same) g=GlobalAveragePooling2D d=Dense(4)",
+          "'same' padding and a folded ZeroPadding2D p");
+  refused("c=Conv2D(4,3x3,s1,valid,relu,nobias) g=GlobalAveragePooling2D d=Dense(4)",
+          "expected Conv2D(filters,KHxKW,sSTRIDE,same|valid[,nobias][,relu])");
+  refused("c=DepthwiseConv2D(3x3,s1,same,m0) g=GlobalAveragePooling2D d=Dense(4)",
+          "bad kernel 3x3, stride 1 or depth multiplier 0");
+  refused("b=BatchNormalization(eps0.001,m0.99,noscale,nocenter) g=GlobalAveragePooling2D "
+          "d=Dense(4)",
+          "[,nocenter][,noscale][,relu]");
+  refused("m=MaxPooling2D(2,s2,valid) g=GlobalAveragePooling2D d=Dense(4)",
+          "expected MaxPooling2D(POOL[xPOOL_W],sSTRIDE[xSTRIDE_W][,same])");
+  refused("c=Conv2D(4,3x3,s1,same) d=Dense(4)", "Dense on a 8x8x4 input is not supported");
   refused("g=GlobalAveragePooling2D d=Dense(5)",
           "the last layer outputs 1x1x5, not the 4 class logits");
   refused("c=Conv2D(4,9x9,s1,valid) g=GlobalAveragePooling2D d=Dense(4)",
@@ -108,7 +211,8 @@ static void test_bad_descriptions(void) {
 /* A model known by no name: its checkpoint alone rebuilds it. */
 static void test_checkpoint_rebuild(void) {
   const char *desc =
-      "stem_pad=ZeroPadding2D(1) stem=Conv2D(8,3x3,s2,valid) stem_bn=BatchNormalization(eps0.001,m0.9,relu) "
+      "stem_pad=ZeroPadding2D(1) stem=Conv2D(8,3x3,s2,valid) "
+      "stem_bn=BatchNormalization(eps0.001,m0.9,relu) "
       "a=Conv2D(8,3x3,s1,same,relu) b=Conv2D(8,1x1,s1,valid)<stem_bn sum=Add(relu)<a,b "
       "pool=MaxPooling2D(2,s2) gap=GlobalAveragePooling2D logits=Dense(3)";
   const clt_shape input = {9, 9, 3};
@@ -120,10 +224,10 @@ static void test_checkpoint_rebuild(void) {
   check_detail(strcmp(text, desc) == 0, "its description is the one given", text);
   clt_checkpoint st = {0};
   st.params = malloc(model.flat_floats * sizeof(float));
-  st.adam_m = calloc(model.flat_floats, sizeof(float));
-  st.adam_v = calloc(model.flat_floats, sizeof(float));
+  st.opt_state[0] = calloc(model.flat_floats, sizeof(float));
+  st.opt_state[1] = calloc(model.flat_floats, sizeof(float));
   st.seed = 7;
-  if (!mkdtemp(root) || !st.params || !st.adam_m || !st.adam_v) {
+  if (!mkdtemp(root) || !st.params || !st.opt_state[0] || !st.opt_state[1]) {
     check(0, "set-up: no temporary folder or memory");
     clt_checkpoint_free(&st);
     return;
@@ -153,6 +257,7 @@ int main(void) {
   test_round_trip("fmnist-cnn", (clt_shape){28, 28, 1}, 10);
   test_round_trip("resnet50", (clt_shape){224, 224, 3}, 5);
   test_round_trip("resnet-small", (clt_shape){32, 32, 3}, 3);
+  test_new_syntax();
   test_bad_descriptions();
   test_checkpoint_rebuild();
   return check_summary();

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "layer.h"
 
 /* ---- reporting --------------------------------------------------------------------- */
 
@@ -791,6 +792,131 @@ static void test_model(void) {
   test_model_case("16x15 C3 4-6-8-5 B5", (ref_cnn_shape){16, 15, 3, 4, 6, 8, 5}, 5, 73);
 }
 
+/* ---- the references of the layer kinds, through their ops tables --------------------- */
+
+typedef struct kind_fd_ctx {
+  const clt_layer *l;
+  clt_ref_io io; /* x, x2 point at the arrays fd_layer perturbs */
+} kind_fd_ctx;
+
+static void kind_fwd(void *p, double *y) {
+  kind_fd_ctx *t = p;
+  clt_ref_io io = t->io;
+  io.y = y;
+  t->l->ops->ref_forward(t->l, &io);
+}
+
+/* n values in [lo, hi), each at least 1e-3 from the others and from the kinks at 0,
+ * 0.5 and 6 (ReLU's, ReLU(0.5)'s and relu6's): +-h crosses no kink, changes no
+ * maximum. */
+static void fill_apart(uint64_t *s, double *p, size_t n, double lo, double hi) {
+  for (size_t i = 0; i < n; i++) {
+    int near;
+    do {
+      p[i] = uniform(s, lo, hi);
+      near = fabs(p[i]) < 1e-3 || fabs(p[i] - 0.5) < 1e-3 || fabs(p[i] - 6.0) < 1e-3;
+      for (size_t j = 0; j < i && !near; j++) near = fabs(p[i] - p[j]) < 1e-3;
+    } while (near);
+  }
+}
+
+/* dx (and dx2) of the kind `entry`'s ref_backward against central differences of
+ * its ref_forward, inputs in [lo, hi); train: a training-mode pass (Dropout's mask). */
+static void test_kind_fd(const char *entry, int B, clt_shape in0, clt_shape in1, double lo,
+                         double hi, int train, uint64_t seed) {
+  clt_layer l;
+  clt_err e = {0};
+  char what[160];
+  const clt_shape in[2] = {in0, in1};
+  if (clt_layer_init(&l, entry, &e) || l.ops->setup(&l, in, &e)) {
+    snprintf(what, sizeof what, "%s: %.100s", entry, e.msg);
+    expect(what, 0);
+    return;
+  }
+  const int two = l.ninputs > 1;
+  const size_t nx = clt_shape_size(in0) * B, nx2 = two ? clt_shape_size(in1) * B : 0;
+  const size_t ny = clt_shape_size(l.out) * B;
+  double *x = alloc(nx), *x2 = alloc(nx2), *y = alloc(ny), *dy = alloc(ny), *dy2 = alloc(ny);
+  double *dx = alloc(nx), *dx2 = alloc(nx2);
+  uint64_t s = seed;
+  fill_apart(&s, x, nx, lo, hi);
+  fill_apart(&s, x2, nx2, lo, hi);
+  fill(&s, dy, ny, -1, 1);
+  kind_fd_ctx ctx = {&l,
+                     {.batch = B,
+                      .train = train,
+                      .seed = 11,
+                      .step = 3,
+                      .example0 = 5,
+                      .x = x,
+                      .x2 = two ? x2 : NULL}};
+  kind_fwd(&ctx, y);
+  poison(dx, nx);
+  poison(dx2, nx2);
+  memcpy(dy2, dy, ny * sizeof *dy); /* backwards may overwrite dy */
+  clt_ref_io io = ctx.io;
+  io.y = y, io.dy = dy2, io.dx = dx, io.dx2 = two ? dx2 : NULL;
+  l.ops->ref_backward(&l, &io);
+  layer L = {&ctx, kind_fwd, ny, NULL};
+  snprintf(what, sizeof what, "%s%s B%d dx", entry, train ? " (train)" : "", B);
+  check_fd(what, &L, x, nx, dy, dx, FD_H, FD_TOL);
+  if (two) {
+    snprintf(what, sizeof what, "%s B%d dx2", entry, B);
+    check_fd(what, &L, x2, nx2, dy, dx2, FD_H, FD_TOL);
+  }
+  free(x);
+  free(x2);
+  free(y);
+  free(dy);
+  free(dy2);
+  free(dx);
+  free(dx2);
+}
+
+/* TensorFlow's 'same' average pooling by hand, x = 1..9 in a 3x3 image: 2x2/2 pads
+ * one row and column after (windows of 4, 2, 2 and 1 cells); 3x3/1 pads one on every
+ * side (corners average 4 cells, the centre all 9). */
+static void test_avgpool_hand(void) {
+  double x[9], y[9];
+  for (int i = 0; i < 9; i++) x[i] = i + 1;
+  clt_layer l;
+  const clt_shape in[2] = {{3, 3, 1}, {3, 3, 1}};
+  const double want2[4] = {3, 4.5, 7.5, 9}, want3[9] = {3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7};
+  int ok = clt_layer_init(&l, "p=AveragePooling2D(2x2,s2,same)", NULL) == CLT_OK &&
+           l.ops->setup(&l, in, NULL) == CLT_OK && l.out.h == 2 && l.out.w == 2 && l.pad_top == 0 &&
+           l.pad_left == 0;
+  clt_ref_io io = {.batch = 1, .x = x, .y = y};
+  if (ok) l.ops->ref_forward(&l, &io);
+  for (int i = 0; ok && i < 4; i++) ok = y[i] == want2[i];
+  expect("avgpool 2x2/2 same on 3x3 = TensorFlow's [[3, 4.5], [7.5, 9]]", ok);
+  ok = clt_layer_init(&l, "p=AveragePooling2D(3x3,s1,same)", NULL) == CLT_OK &&
+       l.ops->setup(&l, in, NULL) == CLT_OK && l.out.h == 3 && l.pad_top == 1 && l.pad_left == 1;
+  if (ok) l.ops->ref_forward(&l, &io);
+  for (int i = 0; ok && i < 9; i++) ok = fabs(y[i] - want3[i]) < 1e-15;
+  expect("avgpool 3x3/1 same on 3x3: padding left out of the count", ok);
+}
+
+static void test_kinds_fd(void) {
+  test_avgpool_hand();
+  const clt_shape s = {2, 3, 5}, none = {0, 0, 0};
+  test_kind_fd("a=Activation(sigmoid)", 2, s, none, -4, 4, 1, 81);
+  test_kind_fd("a=Activation(tanh)", 2, s, none, -3, 3, 1, 82);
+  test_kind_fd("a=Activation(relu6)", 2, s, none, -8, 8, 1, 83);
+  test_kind_fd("a=Activation(relu)", 2, s, none, -1, 1, 1, 84);
+  test_kind_fd("a=Activation(linear)", 2, s, none, -1, 1, 1, 85);
+  test_kind_fd("a=Activation(softmax)", 2, s, none, -3, 3, 1, 86);
+  test_kind_fd("r=ReLU(6)", 2, s, none, -8, 8, 1, 87);
+  test_kind_fd("r=ReLU(0.5)", 2, s, none, -1, 1, 1, 88);
+  test_kind_fd("r=Rescaling(0.25,-1)", 2, s, none, -1, 1, 1, 89);
+  test_kind_fd("d=Dropout(0.4,s3)", 2, s, none, -1, 1, 1, 90);
+  test_kind_fd("d=Dropout(0.4,s3)", 2, s, none, -1, 1, 0, 91);
+  test_kind_fd("c=Concatenate", 2, (clt_shape){2, 3, 4}, (clt_shape){2, 3, 7}, -1, 1, 1, 92);
+  test_kind_fd("p=AveragePooling2D(3x3,s2,same)", 2, (clt_shape){7, 5, 3}, none, -1, 1, 1, 93);
+  test_kind_fd("p=AveragePooling2D(2x2,s2,valid)", 2, (clt_shape){5, 6, 2}, none, -1, 1, 1, 94);
+  test_kind_fd("p=AveragePooling2D(3x2,s2x1,same)", 1, (clt_shape){6, 5, 2}, none, -1, 1, 1, 95);
+  test_kind_fd("g=GlobalMaxPooling2D", 2, (clt_shape){3, 4, 5}, none, -1, 1, 1, 96);
+}
+
 int main(void) {
   test_conv_fd();
   test_pool_fd();
@@ -800,5 +926,6 @@ int main(void) {
   test_hand_cases();
   test_adam();
   test_model();
+  test_kinds_fd();
   return check_summary();
 }

@@ -3,9 +3,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "device.h"
 #include "model.h"
+#include "onnx.h"
 #include "train.h"
 
 static void usage(FILE *f) {
@@ -15,6 +17,7 @@ static void usage(FILE *f) {
              "  devices   list the OpenCL devices cltrain can use\n"
              "  train     train a model (default: the Fashion-MNIST CNN on all devices)\n"
              "  eval      evaluate a checkpoint on the test set\n"
+             "  export    write a checkpoint's model as an ONNX file\n"
              "\n"
              "`cltrain <command> --help` describes a command's options.\n");
 }
@@ -63,10 +66,16 @@ static int cmd_train(int argc, char **argv) {
       {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99,
        &o.validation_split_given},
       {"model", CLT_FLAG_STRING, &o.model, 0, 0, &o.model_given},
+      {"weights", CLT_FLAG_STRING, &o.weights, 0, 0, NULL},
+      {"preprocess", CLT_FLAG_STRING, &o.preprocess, 0, 0, NULL},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"split", CLT_FLAG_STRING, &o.split, 0, 0, NULL},
       {"epochs", CLT_FLAG_INT, &o.epochs, 1, 1000000, NULL},
+      {"optimizer", CLT_FLAG_STRING, &o.optimizer, 0, 0, &o.optimizer_given},
       {"lr", CLT_FLAG_DOUBLE, &o.lr, 1e-12, 1e6, NULL},
+      {"momentum", CLT_FLAG_DOUBLE, &o.momentum, 0, 1, &o.momentum_given},
+      {"nesterov", CLT_FLAG_BOOL, &o.nesterov, 0, 0, NULL},
+      {"weight-decay", CLT_FLAG_DOUBLE, &o.weight_decay, 0, 1e6, &o.weight_decay_given},
       {"seed", CLT_FLAG_U64, &o.seed, 0, 0, &o.seed_given},
       {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},
       {"train-limit", CLT_FLAG_LONG, &o.train_limit, 1, 2147483647, NULL},
@@ -98,14 +107,29 @@ static int cmd_train(int argc, char **argv) {
         "  --image-size N          photo folders: resize images to NxN [224]\n"
         "  --validation-split F    photo folders: hold out this fraction (chosen by --seed)\n"
         "                          and evaluate it after each epoch [0]\n"
-        "  --model NAME            %s\n"
-        "                          [fmnist-cnn; resnet50 for photo folders]\n"
+        "  --model NAME|FILE.json  %s, or a Keras model file\n"
+        "                          (model.to_json(): Keras 3 or tf.keras 2.x, Sequential or\n"
+        "                          functional) [fmnist-cnn; resnet50 for photo folders]\n"
+        "  --weights FILE.npz      start from these weights: Keras' get_weights() as\n"
+        "                          np.savez(FILE, *weights) writes them, or members named\n"
+        "                          <layer>/<weight> (a cltrain checkpoint is such a file)\n"
+        "  --preprocess raw|unit|caffe  model files: what the model is fed: raw pixel values\n"
+        "                          0..255 as Keras' image loaders give them, x/255, or\n"
+        "                          ResNet's caffe mode [raw]\n"
         "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2; I/P splits\n"
         "                          device I into P sub-devices, one replica each [all]\n"
         "  --split auto|equal|W    how each global batch is sliced across devices: auto by\n"
         "                          measured speed, equal, or fixed weights like 3,1 [auto]\n"
         "  --epochs N              [10]\n"
-        "  --lr X                  Adam learning rate [0.001]\n"
+        "  --optimizer NAME        adam, sgd or rmsprop, as Keras defines them (Adam: beta_1\n"
+        "                          0.9, beta_2 0.999, epsilon 1e-7; RMSprop: rho 0.9,\n"
+        "                          epsilon 1e-7) [adam]\n"
+        "  --lr X                  learning rate [Keras' default: 0.01 for sgd, 0.001 for\n"
+        "                          adam and rmsprop]\n"
+        "  --momentum X            sgd and rmsprop: momentum in [0, 1] [0]\n"
+        "  --nesterov              sgd: Nesterov momentum (needs --momentum above 0)\n"
+        "  --weight-decay X        decoupled weight decay before each update, as Keras':\n"
+        "                          w -= w * X * lr [0]\n"
         "  --seed N                initial weights and data order [42]\n"
         "  --batch-per-replica N   examples per device per step [64]\n"
         "  --train-limit N         use only the first N training examples\n"
@@ -115,7 +139,9 @@ static int cmd_train(int argc, char **argv) {
         "  --checkpoint-every N    save every N epochs and after the last; 0: never [2]\n"
         "  --keep N                keep the newest N checkpoints; 0: all [5]\n"
         "  --resume                continue from the newest checkpoint in --checkpoint-dir\n"
-        "                          (weights, optimizer, epoch, data order) up to --epochs\n"
+        "                          (weights, optimizer and its state, epoch, data order) up to\n"
+        "                          --epochs; optimizer flags given must match it, --lr may\n"
+        "                          change the learning rate\n"
         "  --check-replicas        verify after every step that all replicas hold\n"
         "                          bitwise-identical parameters (slow; for testing)\n"
         "  --profile               print device time per kernel after each epoch\n"
@@ -150,6 +176,7 @@ static int cmd_eval(int argc, char **argv) {
       {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},
       {"test-limit", CLT_FLAG_LONG, &o.test_limit, 1, 2147483647, NULL},
       {"verbose", CLT_FLAG_BOOL, &o.verbose, 0, 0, NULL},
+      {"logits", CLT_FLAG_STRING, &o.logits_path, 0, 0, NULL},
   };
   if (clt_cli_parse("cltrain eval", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), &help,
                     &e)) {
@@ -173,6 +200,8 @@ static int cmd_eval(int argc, char **argv) {
         "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
         "  --batch-per-replica N   examples per device per step [64]\n"
         "  --test-limit N          use only the first N test examples\n"
+        "  --logits FILE.npy       also write every example's logits, float32 (examples,\n"
+        "                          classes) in test-set order, as a NumPy .npy file\n"
         "  --verbose               print the OpenCL compilers' build logs (warnings)\n");
     return 0;
   }
@@ -182,6 +211,57 @@ static int cmd_eval(int argc, char **argv) {
   }
   if (clt_eval(&o, &e)) return report(&e);
   return 0;
+}
+
+static int cmd_export(int argc, char **argv) {
+  clt_err e = {0};
+  const char *checkpoint = NULL, *onnx = NULL;
+  int help = 0, verbose = 0;
+  const clt_flag flags[] = {
+      {"checkpoint", CLT_FLAG_STRING, &checkpoint, 0, 0, NULL},
+      {"onnx", CLT_FLAG_STRING, &onnx, 0, 0, NULL},
+      {"verbose", CLT_FLAG_BOOL, &verbose, 0, 0, NULL},
+  };
+  if (clt_cli_parse("cltrain export", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]),
+                    &help, &e)) {
+    return report(&e);
+  }
+  if (help) {
+    printf("usage: cltrain export --checkpoint DIR|FILE --onnx FILE [--verbose]\n"
+           "\n"
+           "Writes the checkpoint's model as an ONNX model (opset 13) of its inference graph,\n"
+           "which ONNX Runtime runs to the predictions of `cltrain eval`. Input 'input':\n"
+           "float32 (N, H, W, C), NHWC, the pixel values 0..255 as stored (grey or RGB); the\n"
+           "model's preprocessing is inside the graph. Output 'logits': float32 (N, classes),\n"
+           "and 'probabilities' (their softmax) for a model file that ended in a softmax.\n"
+           "Needs no OpenCL device; the file is written atomically.\n"
+           "\n"
+           "options:\n"
+           "  --checkpoint DIR|FILE   a checkpoint folder (its index names the newest) or a .npz\n"
+           "  --onnx FILE             the ONNX file to write (replaced if it exists)\n"
+           "  --verbose               list the graph's nodes\n");
+    return 0;
+  }
+  if (!checkpoint || !onnx) {
+    fprintf(stderr, "cltrain: error: cltrain export: --checkpoint DIR|FILE and --onnx FILE are "
+                    "required\n");
+    return 1;
+  }
+  static clt_model model; /* large: not on the stack */
+  clt_checkpoint state = {0};
+  char path[4096];
+  size_t bytes = 0;
+  int status = clt_checkpoint_resolve(checkpoint, path, sizeof path, &e);
+  if (!status) status = clt_checkpoint_model(path, &model, &e);
+  if (!status) status = clt_checkpoint_load(path, &model, 0, &state, &e);
+  if (!status)
+    status = clt_onnx_export_log(&model, state.params, onnx, verbose ? stdout : NULL, &bytes, &e);
+  if (!status) {
+    printf("Exported %s (%zu parameters, epoch %lld) from %s to %s: %.1f MiB\n", model.name,
+           model.param_count, (long long)state.epoch, path, onnx, bytes / 1048576.0);
+  }
+  clt_checkpoint_free(&state);
+  return status ? report(&e) : 0;
 }
 
 int main(int argc, char **argv) {
@@ -201,9 +281,11 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
+  if (strcmp(cmd, "export") == 0) return cmd_export(argc - 2, argv + 2);
   fprintf(
       stderr,
-      "cltrain: error: unknown command '%s' (commands: devices, train, eval; see cltrain --help)\n",
+      "cltrain: error: unknown command '%s' (commands: devices, train, eval, export; see cltrain "
+      "--help)\n",
       cmd);
   return 2;
 }

@@ -70,6 +70,32 @@ static int add_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
+/* Keras' Add has no options of its own; a ReLU after it is fused by the loader. */
+static int add_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
+                          clt_err *e) {
+  (void)c;
+  (void)e;
+  if (size) activation[0] = '\0';
+  clt_layer_hp(l, add_hp)->relu = 0;
+  return CLT_OK;
+}
+
+/* Add, then Relu for the fused form. Inputs of ranks 4 and 2 (both 1x1xC here)
+ * meet as (N, C). */
+static int add_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
+                       const char *output, clt_err *e) {
+  const char *ins[2];
+  int rank, status = clt_onnx_same_rank(l, g, inputs, ins, &rank, e);
+  const char *sum = hp(l)->relu ? clt_onnx_name(g, l, "sum") : output;
+  if (!status) status = clt_onnx_node(g, "Add", ins, 2, sum, NULL, 0, e);
+  if (!status && hp(l)->relu) {
+    clt_onnx_set_rank(g, sum, rank);
+    status = clt_onnx_node(g, "Relu", &sum, 1, output, NULL, 0, e);
+  }
+  if (!status) clt_onnx_set_rank(g, output, rank);
+  return status;
+}
+
 #ifdef CLT_REFERENCE
 static void add_ref_forward(const clt_layer *l, const clt_ref_io *io) {
   ref_add(io->x, io->x2, clt_shape_size(l->out) * io->batch, hp(l)->relu, io->y);
@@ -89,6 +115,8 @@ const clt_layer_ops clt_add_ops = {
     .prepare = add_prepare,
     .forward = add_forward,
     .backward = add_backward,
+    .from_keras = add_from_keras,
+    .to_onnx = add_to_onnx,
     .ref_forward = CLT_REF(add_ref_forward),
     .ref_backward = CLT_REF(add_ref_backward),
 };

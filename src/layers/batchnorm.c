@@ -1,7 +1,8 @@
 /* BatchNormalization (Keras, axis=-1 on NHWC) with an optional fused ReLU.
  *
  * The input is seen as rows = batch*H*W rows of C channels. Parameters, in Keras'
- * order: gamma, beta, moving_mean, moving_variance (the last two non-trainable).
+ * order: gamma, beta, moving_mean, moving_variance (the last two non-trainable);
+ * scale=False drops gamma (1), center=False beta (0), as Keras' get_weights does.
  *
  * training forward: mean, biased var per channel over the rows (corrected two-pass,
  *           so a large mean does not cancel the variance away); inv_std = 1/sqrt(var+eps);
@@ -24,6 +25,7 @@
  * per channel on CPUs and clt_launch_blocks over (C, 1) on GPUs. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "layer.h"
 
@@ -46,31 +48,54 @@
  * an element per work-item. */
 #define BN_ROWS_PER_ITEM 4
 
-enum { BN_GAMMA, BN_BETA, BN_MEAN, BN_VAR };
-
 typedef struct bn_hp {
   double epsilon, momentum;
-  int relu; /* fused activation */
+  int relu;     /* fused activation */
+  int nocenter; /* center=False: no beta */
+  int noscale;  /* scale=False: no gamma */
 } bn_hp;
 
 static const bn_hp *hp(const clt_layer *l) { return clt_layer_hp(l, bn_hp); }
 
-/* "eps1.001e-05,m0.99,relu" */
+/* Indices of the parameters in l->params; gamma and beta -1 when absent. */
+static int bn_gamma(const clt_layer *l) { return hp(l)->noscale ? -1 : 0; }
+static int bn_beta(const clt_layer *l) { return hp(l)->nocenter ? -1 : !hp(l)->noscale; }
+static int bn_mean(const clt_layer *l) { return !hp(l)->noscale + !hp(l)->nocenter; }
+static int bn_var(const clt_layer *l) { return bn_mean(l) + 1; }
+
+/* A parameter's offset in the flat buffers, -1 when absent (the kernels then use
+ * gamma 1, beta 0 and write no gradient). */
+static int bn_offset(const clt_layer *l, int index) {
+  return index < 0 ? -1 : (int)l->params[index].offset;
+}
+
+/* "eps1.001e-05,m0.99,relu", "eps0.001,m0.99,nocenter,noscale" */
 static int bn_parse(clt_layer *l, const char *args, clt_err *e) {
   bn_hp *h = clt_layer_hp(l, bn_hp);
   int used = 0;
-  if (sscanf(args, "eps%lf,m%lf%n", &h->epsilon, &h->momentum, &used) != 2 ||
-      clt_parse_relu_tail(args + used, &h->relu) != 0) {
-    return clt_fail(
-        e, CLT_ERR_FORMAT,
-        "%s: BatchNormalization(%s): expected BatchNormalization(epsEPSILON,mMOMENTUM[,relu])",
-        l->name, args);
+  h->nocenter = h->noscale = 0;
+  if (sscanf(args, "eps%lf,m%lf%n", &h->epsilon, &h->momentum, &used) == 2) {
+    if (strncmp(args + used, ",nocenter", 9) == 0) {
+      h->nocenter = 1;
+      used += 9;
+    }
+    if (strncmp(args + used, ",noscale", 8) == 0) {
+      h->noscale = 1;
+      used += 8;
+    }
+  }
+  if (used == 0 || clt_parse_relu_tail(args + used, &h->relu) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: BatchNormalization(%s): expected "
+                    "BatchNormalization(epsEPSILON,mMOMENTUM[,nocenter][,noscale][,relu])",
+                    l->name, args);
   }
   return CLT_OK;
 }
 
 static void bn_describe(const clt_layer *l, char *buf, size_t size) {
-  snprintf(buf, size, "BatchNormalization(eps%g,m%g%s)", hp(l)->epsilon, hp(l)->momentum,
+  snprintf(buf, size, "BatchNormalization(eps%g,m%g%s%s%s)", hp(l)->epsilon, hp(l)->momentum,
+           hp(l)->nocenter ? ",nocenter" : "", hp(l)->noscale ? ",noscale" : "",
            hp(l)->relu ? ",relu" : "");
 }
 
@@ -88,16 +113,18 @@ static int bn_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   l->out = in;
   static const char *const names[] = {"gamma", "beta", "moving_mean", "moving_variance"};
   static const float inits[] = {1.0f, 0.0f, 0.0f, 1.0f};
+  l->nparams = 0;
   for (int i = 0; i < 4; i++) {
-    l->params[i] = (clt_param){.rank = 1,
-                               .dims = {in.c},
-                               .size = (size_t)in.c,
-                               .init_constant = inits[i],
-                               .non_trainable = i >= BN_MEAN,
-                               .moving_momentum = i >= BN_MEAN ? h->momentum : 0.0};
-    snprintf(l->params[i].name, sizeof l->params[i].name, "%s", names[i]);
+    if ((i == 0 && h->noscale) || (i == 1 && h->nocenter)) continue;
+    clt_param *p = &l->params[l->nparams++];
+    *p = (clt_param){.rank = 1,
+                     .dims = {in.c},
+                     .size = (size_t)in.c,
+                     .init_constant = inits[i],
+                     .non_trainable = i >= 2,
+                     .moving_momentum = i >= 2 ? h->momentum : 0.0};
+    snprintf(p->name, sizeof p->name, "%s", names[i]);
   }
-  l->nparams = 4;
   return CLT_OK;
 }
 
@@ -169,7 +196,7 @@ static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e
   int rows = bn_rows(l, io->batch), C = l->in.c;
   int per_block = bn_rows_per_block(l, io->replica, rows);
   int nblocks = bn_blocks(rows, per_block), part = 0, part2 = nblocks * C;
-  int mean_slot = (int)l->params[BN_MEAN].offset, var_slot = (int)l->params[BN_VAR].offset;
+  int mean_slot = bn_offset(l, bn_mean(l)), var_slot = bn_offset(l, bn_var(l));
   float eps = (float)hp(l)->epsilon, w = io->stat_weight;
   clt_karg sum_args[] = {CLT_ARG(io->x),     CLT_ARG(rows),        CLT_ARG(C),
                          CLT_ARG(per_block), CLT_ARG(io->scratch), CLT_ARG(part)};
@@ -194,7 +221,7 @@ static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e
 
 static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int rows = bn_rows(l, io->batch), C = l->in.c, off = 0, relu = hp(l)->relu;
-  int gamma_off = (int)l->params[BN_GAMMA].offset, beta_off = (int)l->params[BN_BETA].offset;
+  int gamma_off = bn_offset(l, bn_gamma(l)), beta_off = bn_offset(l, bn_beta(l));
   cl_mem stats = io->state;
   int status;
   if (io->train) {
@@ -202,7 +229,7 @@ static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
     status = bn_batch_stats(l, io, e);
   } else {
     /* The moving statistics in the training state's layout, so one bn_apply serves. */
-    int mean_off = (int)l->params[BN_MEAN].offset, var_off = (int)l->params[BN_VAR].offset;
+    int mean_off = bn_offset(l, bn_mean(l)), var_off = bn_offset(l, bn_var(l));
     float eps = (float)hp(l)->epsilon;
     stats = io->scratch;
     clt_karg args[] = {CLT_ARG(io->params), CLT_ARG(mean_off), CLT_ARG(var_off), CLT_ARG(C),
@@ -223,7 +250,7 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int rows = bn_rows(l, io->batch), C = l->in.c;
   int per_block = bn_rows_per_block(l, io->replica, rows);
   int nblocks = bn_blocks(rows, per_block), part = 0, part2 = nblocks * C, coef = 2 * nblocks * C;
-  int gamma_off = (int)l->params[BN_GAMMA].offset, beta_off = (int)l->params[BN_BETA].offset;
+  int gamma_off = bn_offset(l, bn_gamma(l)), beta_off = bn_offset(l, bn_beta(l));
   int relu = hp(l)->relu, status;
   {
     clt_karg args[] = {CLT_ARG(io->dy),      CLT_ARG(io->x), CLT_ARG(io->y),     CLT_ARG(relu),
@@ -232,7 +259,8 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
     status = bn_run(io, "bn_partial_grad", args, 11, BN_BLOCKS, C, nblocks, e);
   }
   if (!status) {
-    /* Gamma and beta share the layout of the gradient buffer: same offsets. */
+    /* Gamma and beta share the layout of the gradient buffer: same offsets (-1: absent,
+     * no gradient). */
     clt_karg args[] = {CLT_ARG(io->scratch), CLT_ARG(part),       CLT_ARG(part2),
                        CLT_ARG(nblocks),     CLT_ARG(rows),       CLT_ARG(C),
                        CLT_ARG(io->state),   CLT_ARG(io->params), CLT_ARG(gamma_off),
@@ -251,14 +279,20 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
 }
 
 #ifdef CLT_REFERENCE
+/* gamma, beta (NULL when absent) in the flat buffer p. */
+static const double *ref_param(const clt_layer *l, const double *p, int index) {
+  return index < 0 ? NULL : p + l->params[index].offset;
+}
+
 static void bn_ref_forward(const clt_layer *l, const clt_ref_io *io) {
-  const double *gamma = io->params + l->params[BN_GAMMA].offset;
-  const double *beta = io->params + l->params[BN_BETA].offset;
+  const double *gamma = ref_param(l, io->params, bn_gamma(l));
+  const double *beta = ref_param(l, io->params, bn_beta(l));
   const int rows = bn_rows(l, io->batch), C = l->in.c;
   if (!io->train) {
-    ref_batchnorm_forward_infer(io->x, rows, C, gamma, beta, io->params + l->params[BN_MEAN].offset,
-                                io->params + l->params[BN_VAR].offset, hp(l)->epsilon, hp(l)->relu,
-                                io->y);
+    ref_batchnorm_forward_infer(io->x, rows, C, gamma, beta,
+                                io->params + l->params[bn_mean(l)].offset,
+                                io->params + l->params[bn_var(l)].offset, hp(l)->epsilon,
+                                hp(l)->relu, io->y);
     return;
   }
   double *mean = malloc(2 * (size_t)C * sizeof *mean);
@@ -268,20 +302,83 @@ static void bn_ref_forward(const clt_layer *l, const clt_ref_io *io) {
                               NULL, var_unbiased);
   /* What a device writes to the moving statistics' gradient slots (see above). */
   for (int c = 0; c < C && io->grads; c++) {
-    io->grads[l->params[BN_MEAN].offset + c] = io->stat_weight * mean[c];
-    io->grads[l->params[BN_VAR].offset + c] = io->stat_weight * var_unbiased[c];
+    io->grads[l->params[bn_mean(l)].offset + c] = io->stat_weight * mean[c];
+    io->grads[l->params[bn_var(l)].offset + c] = io->stat_weight * var_unbiased[c];
   }
   free(mean);
 }
 
 static void bn_ref_backward(const clt_layer *l, const clt_ref_io *io) {
   ref_batchnorm_backward(io->x, bn_rows(l, io->batch), l->in.c,
-                         io->params + l->params[BN_GAMMA].offset,
-                         io->params + l->params[BN_BETA].offset, hp(l)->epsilon, hp(l)->relu,
-                         io->dy, io->dx, io->grads + l->params[BN_GAMMA].offset,
-                         io->grads + l->params[BN_BETA].offset);
+                         ref_param(l, io->params, bn_gamma(l)),
+                         ref_param(l, io->params, bn_beta(l)), hp(l)->epsilon, hp(l)->relu, io->dy,
+                         io->dx, (double *)ref_param(l, io->grads, bn_gamma(l)),
+                         (double *)ref_param(l, io->grads, bn_beta(l)));
 }
 #endif
+
+/* Keras BatchNormalization (Keras 3 and tf.keras 2.x): axis (the channels: -1 or 3),
+ * momentum, epsilon, center, scale; synchronized and fused change nothing on one
+ * replica's slice (cltrain normalises per replica, as MirroredStrategy's default);
+ * renorm, virtual batches and adjustments are refused. */
+static int bn_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
+                         clt_err *e) {
+  static const char *const ignored[] = {"synchronized", "fused", "renorm_momentum", NULL};
+  bn_hp *h = clt_layer_hp(l, bn_hp);
+  int axis = -1, center = 1, scale = 1, renorm = 0, virtual_batch = 0;
+  (void)size;
+  activation[0] = '\0';
+  memset(h, 0, sizeof *h);
+  clt_kc_ignore(c, ignored);
+  int status = clt_kc_ints(c, "axis", 1, -1, &axis, e);
+  if (!status) status = clt_kc_double(c, "momentum", 0.99, &h->momentum, e);
+  if (!status) status = clt_kc_double(c, "epsilon", 0.001, &h->epsilon, e);
+  if (!status) status = clt_kc_bool(c, "center", 1, &center, e);
+  if (!status) status = clt_kc_bool(c, "scale", 1, &scale, e);
+  if (!status) status = clt_kc_bool(c, "renorm", 0, &renorm, e);
+  if (!status) status = clt_kc_int(c, "virtual_batch_size", 0, &virtual_batch, e);
+  if (status) return status;
+  if (axis != -1 && axis != 3)
+    return clt_kc_fail(c, e, "axis %d is not supported (only -1 or 3, the channels)", axis);
+  if (renorm) return clt_kc_fail(c, e, "renorm is not supported (only false)");
+  if (clt_kc_has(c, "renorm_clipping"))
+    return clt_kc_fail(c, e, "renorm_clipping is not supported (only none)");
+  if (virtual_batch)
+    return clt_kc_fail(c, e, "virtual_batch_size %d is not supported (only none)", virtual_batch);
+  if (clt_kc_has(c, "adjustment")) return clt_kc_fail(c, e, "adjustment is not supported");
+  if (!(h->epsilon > 0.0)) return clt_kc_fail(c, e, "epsilon %g: must be positive", h->epsilon);
+  if (!(h->momentum >= 0.0 && h->momentum <= 1.0))
+    return clt_kc_fail(c, e, "momentum %g: must be in [0, 1]", h->momentum);
+  h->nocenter = !center;
+  h->noscale = !scale;
+  return CLT_OK;
+}
+
+/* ONNX BatchNormalization (inference: the moving statistics), gamma 1 and beta 0
+ * when absent; then Relu when fused. */
+static int bn_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
+                      const char *output, clt_err *e) {
+  const int C = l->in.c;
+  const int64_t dims[1] = {C};
+  static const char *const suffix[4] = {"gamma", "beta", "moving_mean", "moving_variance"};
+  const int index[4] = {bn_gamma(l), bn_beta(l), bn_mean(l), bn_var(l)};
+  const char *names[5] = {inputs[0]};
+  float *fill = malloc((size_t)C * sizeof *fill);
+  int status = fill ? CLT_OK : clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory", l->name);
+  for (int i = 0; i < 4 && !status; i++) {
+    names[i + 1] = clt_onnx_name(g, l, suffix[i]);
+    const float *values = index[i] >= 0 ? clt_onnx_param(g, l, index[i]) : fill;
+    for (int k = 0; k < C && index[i] < 0; k++) fill[k] = i == 0 ? 1.0f : 0.0f;
+    status = clt_onnx_tensor(g, names[i + 1], 1, dims, values, e);
+  }
+  free(fill);
+  const clt_onnx_attr attrs[2] = {CLT_ONNX_FLOAT("epsilon", (float)hp(l)->epsilon),
+                                  CLT_ONNX_FLOAT("momentum", (float)hp(l)->momentum)};
+  const char *bn_out = hp(l)->relu ? clt_onnx_name(g, l, "bn") : output;
+  if (!status) status = clt_onnx_node(g, "BatchNormalization", names, 5, bn_out, attrs, 2, e);
+  if (!status && hp(l)->relu) status = clt_onnx_node(g, "Relu", &bn_out, 1, output, NULL, 0, e);
+  return status;
+}
 
 const clt_layer_ops clt_batchnorm_ops = {
     .kind = "BatchNormalization",
@@ -294,6 +391,8 @@ const clt_layer_ops clt_batchnorm_ops = {
     .forward = bn_forward,
     .backward = bn_backward,
     .state_floats = bn_state,
+    .from_keras = bn_from_keras,
+    .to_onnx = bn_to_onnx,
     .ref_forward = CLT_REF(bn_ref_forward),
     .ref_backward = CLT_REF(bn_ref_backward),
 };

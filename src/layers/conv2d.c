@@ -1,4 +1,4 @@
-/* Conv2D with bias and optional fused ReLU, as im2col + CLBlast GEMM.
+/* Conv2D with an optional bias and fused ReLU, as im2col + CLBlast GEMM.
  *
  * forward:  col = im2col(x)            [M = B*OH*OW, K = KH*KW*C]
  *           y   = col * W + bias       W is the Keras HWIO kernel seen as [K, CO]
@@ -7,9 +7,12 @@
  *           col = im2col(x) again (scratch is shared between layers)
  *           dW  = col^T * dy
  *           dx  = col2im(dy * W^T)
- * Scratch: [col: M*K floats][bias-gradient partial sums]. */
+ * Without a bias (use_bias=False: no "bias" parameter, as Keras' get_weights) the
+ * ReLU's backward still runs through that pass, its column sums going to scratch.
+ * A ZeroPadding2D folded in front (l->pad, any four sides) is im2col's padding.
+ * Scratch: [col: M*K floats][bias-gradient partial sums][CO sums without a bias]. */
 #include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 
 #include "gemm.h"
 #include "layer.h"
@@ -18,76 +21,26 @@
 #include "ref.h"
 #endif
 
-typedef struct conv_hp {
-  int filters, kernel_h, kernel_w, stride;
-  int pad_same; /* TensorFlow's 'same', else 'valid' */
-  int relu;     /* fused activation */
-} conv_hp;
+/* Conv2D's options besides the common ones (see clt_conv_hp): filters, lora_rank. */
+static const clt_conv_hp conv_kind = {.has_filters = 1, .has_lora = 1};
 
-static const conv_hp *hp(const clt_layer *l) { return clt_layer_hp(l, conv_hp); }
+static const clt_conv_hp *hp(const clt_layer *l) { return clt_layer_hp(l, clt_conv_hp); }
 
-/* "64,3x3,s1,valid,relu" */
+/* "64,3x3,s1,valid,relu", "64,3x3,s2,same,nobias" */
 static int conv_parse(clt_layer *l, const char *args, clt_err *e) {
-  conv_hp *h = clt_layer_hp(l, conv_hp);
-  char padding[8] = "";
-  int used = 0;
-  if (sscanf(args, "%d,%dx%d,s%d,%7[a-z]%n", &h->filters, &h->kernel_h, &h->kernel_w, &h->stride,
-             padding, &used) != 5 ||
-      (strcmp(padding, "same") != 0 && strcmp(padding, "valid") != 0) ||
-      clt_parse_relu_tail(args + used, &h->relu) != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: Conv2D(%s): expected Conv2D(filters,KHxKW,sSTRIDE,same|valid[,relu])",
-                    l->name, args);
-  }
-  h->pad_same = padding[0] == 's';
-  return CLT_OK;
-}
-
-static void conv_describe(const clt_layer *l, char *buf, size_t size) {
-  const conv_hp *h = hp(l);
-  snprintf(buf, size, "Conv2D(%d,%dx%d,s%d,%s%s)", h->filters, h->kernel_h, h->kernel_w, h->stride,
-           h->pad_same ? "same" : "valid", h->relu ? ",relu" : "");
+  return clt_conv_parse(l, args, conv_kind, e);
 }
 
 static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
-  const conv_hp *h = hp(l);
+  const clt_conv_hp *h = hp(l);
   const clt_shape in = ins[0];
   const int kh = h->kernel_h, kw = h->kernel_w, s = h->stride;
   if (kh < 1 || kw < 1 || s < 1 || h->filters < 1) {
     return clt_fail(e, CLT_ERR_ARG, "%s: bad kernel %dx%d, stride %d or filters %d", l->name, kh,
                     kw, s, h->filters);
   }
-  l->in = in;
-  if (h->pad_same && l->pad) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: 'same' padding and an explicit padding of %d", l->name,
-                    l->pad);
-  }
-  if (l->pad) {
-    /* A ZeroPadding2D(pad) folded in front of a 'valid' convolution. */
-    if (in.h + 2 * l->pad < kh || in.w + 2 * l->pad < kw) {
-      return clt_fail(e, CLT_ERR_ARG, "%s: padded input %dx%d is smaller than its %dx%d kernel",
-                      l->name, in.h + 2 * l->pad, in.w + 2 * l->pad, kh, kw);
-    }
-    l->out.h = (in.h + 2 * l->pad - kh) / s + 1;
-    l->out.w = (in.w + 2 * l->pad - kw) / s + 1;
-    l->pad_top = l->pad_left = l->pad;
-  } else if (h->pad_same) {
-    /* TensorFlow's 'same': out = ceil(in / s), extra padding at the bottom/right. */
-    l->out.h = (in.h + s - 1) / s;
-    l->out.w = (in.w + s - 1) / s;
-    int pad_h = (l->out.h - 1) * s + kh - in.h;
-    int pad_w = (l->out.w - 1) * s + kw - in.w;
-    l->pad_top = pad_h > 0 ? pad_h / 2 : 0;
-    l->pad_left = pad_w > 0 ? pad_w / 2 : 0;
-  } else {
-    if (in.h < kh || in.w < kw) {
-      return clt_fail(e, CLT_ERR_ARG, "%s: input %dx%d is smaller than its %dx%d kernel", l->name,
-                      in.h, in.w, kh, kw);
-    }
-    l->out.h = (in.h - kh) / s + 1;
-    l->out.w = (in.w - kw) / s + 1;
-    l->pad_top = l->pad_left = 0;
-  }
+  const int status = clt_conv_window(l, in, e);
+  if (status) return status;
   l->out.c = h->filters;
   clt_param *k = &l->params[0], *b = &l->params[1];
   *k = (clt_param){.name = "kernel",
@@ -97,8 +50,13 @@ static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
                    .glorot_fan_in = (double)kh * kw * in.c,
                    .glorot_fan_out = (double)kh * kw * h->filters};
   *b = (clt_param){.name = "bias", .rank = 1, .dims = {h->filters}, .size = (size_t)h->filters};
-  l->nparams = 2;
+  l->nparams = h->nobias ? 1 : 2;
   return CLT_OK;
+}
+
+/* The bias parameter, or NULL without one. */
+static const clt_param *conv_bias(const clt_layer *l) {
+  return hp(l)->nobias ? NULL : &l->params[1];
 }
 
 /* A 1x1 convolution with stride 1 reads the input as its column matrix. */
@@ -117,7 +75,7 @@ static size_t conv_k(const clt_layer *l) {
 static size_t conv_scratch(const clt_layer *l, int batch) {
   size_t rows = conv_rows(l, batch);
   size_t col = conv_pointwise(l) ? 0 : rows * conv_k(l);
-  return col + clt_bias_grad_scratch((int)rows, hp(l)->filters);
+  return col + clt_bias_relu_scratch((int)rows, hp(l)->filters, conv_bias(l));
 }
 
 /* The three GEMMs, for `batch` examples. */
@@ -153,7 +111,7 @@ static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kna
   cl_kernel k;
   int status = clt_replica_kernel(io->replica, "conv.cl", "", kname, &k, e);
   if (status) return status;
-  const conv_hp *h = hp(l);
+  const clt_conv_hp *h = hp(l);
   clt_karg args[] = {CLT_ARG(from),        CLT_ARG(to),          CLT_ARG(io->batch),
                      CLT_ARG(l->in.h),     CLT_ARG(l->in.w),     CLT_ARG(l->in.c),
                      CLT_ARG(h->kernel_h), CLT_ARG(h->kernel_w), CLT_ARG(h->stride),
@@ -183,12 +141,9 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
   const int pointwise = conv_pointwise(l);
   int status = pointwise ? CLT_OK : conv_im2col(l, io, e);
-  if (!status) {
-    status = clt_gemm_bias_act(io->replica, &fwd, pointwise ? io->x : io->scratch, 0, io->params,
-                               l->params[0].offset, io->y, 0, io->params, l->params[1].offset,
-                               hp(l)->relu, e);
-  }
-  return status;
+  if (status) return status;
+  return clt_gemm_bias_relu(io, &fwd, pointwise ? io->x : io->scratch, &l->params[0], conv_bias(l),
+                            hp(l)->relu, e);
 }
 
 static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -197,8 +152,8 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
   const size_t col_floats = pointwise ? 0 : rows * conv_k(l);
   cl_mem col = pointwise ? io->x : io->scratch;
   /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass. */
-  int status = clt_bias_grad(io, io->dy, hp(l)->relu ? io->y : NULL, io->scratch, col_floats,
-                             (int)rows, hp(l)->filters, l->params[1].offset, e);
+  int status = clt_bias_relu_grad(io, hp(l)->relu, conv_bias(l), col_floats, (int)rows,
+                                  hp(l)->filters, e);
   if (!status && !pointwise) status = conv_im2col(l, io, e);
   if (!status) {
     const clt_gemm_shape dw = dw_shape(l, io->batch);
@@ -221,36 +176,64 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
 
 #ifdef CLT_REFERENCE
 static void conv_ref_forward(const clt_layer *l, const clt_ref_io *io) {
-  const conv_hp *h = hp(l);
+  const clt_conv_hp *h = hp(l);
   const clt_shape s = l->in, o = l->out;
+  /* Without a bias the reference adds zeros. */
+  double *zeros = h->nobias ? calloc((size_t)h->filters, sizeof *zeros) : NULL;
+  if (h->nobias && !zeros) return;
   ref_conv2d_forward(io->x, io->batch, s.h, s.w, s.c, io->params + l->params[0].offset,
-                     io->params + l->params[1].offset, h->kernel_h, h->kernel_w, h->filters,
-                     h->stride, l->pad_top, l->pad_left, o.h, o.w, io->y);
+                     h->nobias ? zeros : io->params + l->params[1].offset, h->kernel_h, h->kernel_w,
+                     h->filters, h->stride, l->pad_top, l->pad_left, o.h, o.w, io->y);
   if (h->relu) ref_relu_forward(io->y, clt_shape_size(o) * io->batch, io->y);
+  free(zeros);
 }
 
 static void conv_ref_backward(const clt_layer *l, const clt_ref_io *io) {
-  const conv_hp *h = hp(l);
+  const clt_conv_hp *h = hp(l);
   const clt_shape s = l->in, o = l->out;
+  /* Without a bias its gradient goes to a scratch, dropped. */
+  double *dbias = h->nobias ? malloc((size_t)h->filters * sizeof *dbias)
+                            : io->grads + l->params[1].offset;
+  if (!dbias) return;
   if (h->relu) ref_relu_backward(io->y, io->dy, clt_shape_size(o) * io->batch, io->dy);
   ref_conv2d_backward(io->x, io->batch, s.h, s.w, s.c, io->params + l->params[0].offset,
                       h->kernel_h, h->kernel_w, h->filters, h->stride, l->pad_top, l->pad_left, o.h,
-                      o.w, io->dy, io->dx, io->grads + l->params[0].offset,
-                      io->grads + l->params[1].offset);
+                      o.w, io->dy, io->dx, io->grads + l->params[0].offset, dbias);
+  if (h->nobias) free(dbias);
 }
 #endif
+
+/* ---- Keras and ONNX ---------------------------------------------------------------- */
+
+/* Keras Conv2D (Keras 3 and tf.keras 2.x): filters and the convolutions' options;
+ * lora_rank refused unless 0. */
+static int conv_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
+                           clt_err *e) {
+  return clt_conv_from_keras(l, c, conv_kind, activation, size, e);
+}
+
+/* ONNX Conv with the kernel as OIHW, then Relu when fused. */
+static int conv_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
+                        const char *output, clt_err *e) {
+  const clt_conv_hp *h = hp(l);
+  const int64_t dims[4] = {h->filters, l->in.c, h->kernel_h, h->kernel_w};
+  return clt_onnx_conv(l, g, inputs[0], 0, "kernel", dims, h->nobias ? -1 : 1, h->stride, 1,
+                       h->relu, output, e);
+}
 
 const clt_layer_ops clt_conv2d_ops = {
     .kind = "Conv2D",
     .ninputs = 1,
     .folds_padding = 1,
     .parse = conv_parse,
-    .describe = conv_describe,
+    .describe = clt_conv_describe,
     .setup = conv_setup,
     .scratch_floats = conv_scratch,
     .prepare = conv_prepare,
     .forward = conv_forward,
     .backward = conv_backward,
+    .from_keras = conv_from_keras,
+    .to_onnx = conv_to_onnx,
     .ref_forward = CLT_REF(conv_ref_forward),
     .ref_backward = CLT_REF(conv_ref_backward),
 };

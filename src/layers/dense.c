@@ -1,8 +1,12 @@
-/* Dense with bias and optional fused ReLU; the GEMMs run in CLBlast.
+/* Dense with an optional bias and fused ReLU; the GEMMs run in CLBlast.
  * forward:  y = x W + bias (W is [IN, OUT]), then ReLU
  * backward: dy *= (y > 0); dbias = column sums of dy; dW = x^T dy; dx = dy W^T
- * Scratch: the bias-gradient partial sums. */
+ * Without a bias (use_bias=False) the ReLU's backward still runs through the
+ * bias-gradient pass, its sums going to scratch.
+ * Scratch: the bias-gradient partial sums [, OUT sums without a bias]. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gemm.h"
 #include "layer.h"
@@ -13,25 +17,31 @@
 
 typedef struct dense_hp {
   int units;
-  int relu; /* fused activation */
+  int relu;   /* fused activation */
+  int nobias; /* use_bias=False */
 } dense_hp;
 
 static const dense_hp *hp(const clt_layer *l) { return clt_layer_hp(l, dense_hp); }
 
-/* "64,relu" or "10" */
+/* "64,relu", "10" or "10,nobias" */
 static int dense_parse(clt_layer *l, const char *args, clt_err *e) {
   dense_hp *h = clt_layer_hp(l, dense_hp);
   int used = 0;
-  if (sscanf(args, "%d%n", &h->units, &used) != 1 ||
-      clt_parse_relu_tail(args + used, &h->relu) != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: Dense(%s): expected Dense(units[,relu])", l->name,
-                    args);
+  h->nobias = 0;
+  if (sscanf(args, "%d%n", &h->units, &used) == 1 && strncmp(args + used, ",nobias", 7) == 0) {
+    h->nobias = 1;
+    used += 7;
+  }
+  if (used == 0 || clt_parse_relu_tail(args + used, &h->relu) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: Dense(%s): expected Dense(units[,nobias][,relu])",
+                    l->name, args);
   }
   return CLT_OK;
 }
 
 static void dense_describe(const clt_layer *l, char *buf, size_t size) {
-  snprintf(buf, size, "Dense(%d%s)", hp(l)->units, hp(l)->relu ? ",relu" : "");
+  snprintf(buf, size, "Dense(%d%s%s)", hp(l)->units, hp(l)->nobias ? ",nobias" : "",
+           hp(l)->relu ? ",relu" : "");
 }
 
 static int dense_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
@@ -39,7 +49,10 @@ static int dense_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   const int units = hp(l)->units;
   if (units < 1) return clt_fail(e, CLT_ERR_ARG, "%s: bad units %d", l->name, units);
   if (in.h != 1 || in.w != 1) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: expects a flat input, got %dx%dx%d (add a Flatten)",
+    /* Keras applies Dense to the last axis of a 4-D input; cltrain does not. */
+    return clt_fail(e, CLT_ERR_ARG,
+                    "%s: Dense on a %dx%dx%d input is not supported (only a flat input: add a "
+                    "Flatten or a global pooling before it)",
                     l->name, in.h, in.w, in.c);
   }
   l->in = in;
@@ -51,12 +64,17 @@ static int dense_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
                              .glorot_fan_in = in.c,
                              .glorot_fan_out = units};
   l->params[1] = (clt_param){.name = "bias", .rank = 1, .dims = {units}, .size = (size_t)units};
-  l->nparams = 2;
+  l->nparams = hp(l)->nobias ? 1 : 2;
   return CLT_OK;
 }
 
+/* The bias parameter, or NULL without one. */
+static const clt_param *dense_bias(const clt_layer *l) {
+  return hp(l)->nobias ? NULL : &l->params[1];
+}
+
 static size_t dense_scratch(const clt_layer *l, int batch) {
-  return clt_bias_grad_scratch(batch, hp(l)->units);
+  return clt_bias_relu_scratch(batch, hp(l)->units, dense_bias(l));
 }
 
 static clt_gemm_shape fwd_shape(const clt_layer *l, int batch) {
@@ -84,15 +102,12 @@ static int dense_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_
 
 static int dense_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
-  int status = clt_gemm_bias_act(io->replica, &fwd, io->x, 0, io->params, l->params[0].offset,
-                                 io->y, 0, io->params, l->params[1].offset, hp(l)->relu, e);
-  return status;
+  return clt_gemm_bias_relu(io, &fwd, io->x, &l->params[0], dense_bias(l), hp(l)->relu, e);
 }
 
 static int dense_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass. */
-  int status = clt_bias_grad(io, io->dy, hp(l)->relu ? io->y : NULL, io->scratch, 0, io->batch,
-                             hp(l)->units, l->params[1].offset, e);
+  int status = clt_bias_relu_grad(io, hp(l)->relu, dense_bias(l), 0, io->batch, hp(l)->units, e);
   if (!status) {
     const clt_gemm_shape dw = dw_shape(l, io->batch);
     status = clt_gemm(io->replica, &dw, 1.0f, io->x, 0, io->dy, 0, 0.0f, io->grads,
@@ -109,19 +124,78 @@ static int dense_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e
 #ifdef CLT_REFERENCE
 static void dense_ref_forward(const clt_layer *l, const clt_ref_io *io) {
   const size_t n = (size_t)io->batch * hp(l)->units;
+  /* Without a bias the reference adds zeros. */
+  double *zeros = hp(l)->nobias ? calloc((size_t)hp(l)->units, sizeof *zeros) : NULL;
+  if (hp(l)->nobias && !zeros) return;
   ref_dense_forward(io->x, io->batch, (int)clt_shape_size(l->in), io->params + l->params[0].offset,
-                    io->params + l->params[1].offset, hp(l)->units, io->y);
+                    hp(l)->nobias ? zeros : io->params + l->params[1].offset, hp(l)->units, io->y);
   if (hp(l)->relu) ref_relu_forward(io->y, n, io->y);
+  free(zeros);
 }
 
 static void dense_ref_backward(const clt_layer *l, const clt_ref_io *io) {
   const size_t n = (size_t)io->batch * hp(l)->units;
+  /* Without a bias its gradient goes to a scratch, dropped. */
+  double *dbias = hp(l)->nobias ? malloc((size_t)hp(l)->units * sizeof *dbias)
+                                : io->grads + l->params[1].offset;
+  if (!dbias) return;
   if (hp(l)->relu) ref_relu_backward(io->y, io->dy, n, io->dy);
   ref_dense_backward(io->x, io->batch, (int)clt_shape_size(l->in), io->params + l->params[0].offset,
-                     hp(l)->units, io->dy, io->dx, io->grads + l->params[0].offset,
-                     io->grads + l->params[1].offset);
+                     hp(l)->units, io->dy, io->dx, io->grads + l->params[0].offset, dbias);
+  if (hp(l)->nobias) free(dbias);
 }
 #endif
+
+/* Keras Dense: units, activation (relu fused, linear none, others back to the
+ * loader), use_bias; LoRA refused. A 4-D input is refused by setup. */
+static int dense_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
+                            clt_err *e) {
+  dense_hp *h = clt_layer_hp(l, dense_hp);
+  int use_bias = 1, lora = 0;
+  char act[16];
+  memset(h, 0, sizeof *h);
+  int status = clt_kc_int(c, "units", 0, &h->units, e);
+  if (!status) status = clt_kc_bool(c, "use_bias", 1, &use_bias, e);
+  if (!status) status = clt_kc_int(c, "lora_rank", 0, &lora, e);
+  if (!status) status = clt_kc_activation(c, act, sizeof act, e);
+  /* Keras 3's quantized layers (null when not quantized). */
+  if (!status && clt_kc_has(c, "quantization_config"))
+    status = clt_kc_fail(c, e, "quantization_config is not supported (only none)");
+  if (status) return status;
+  if (h->units < 1) return clt_kc_fail(c, e, "units: expected a positive integer");
+  if (lora) return clt_kc_fail(c, e, "lora_rank %d is not supported (only none)", lora);
+  h->relu = strcmp(act, "relu") == 0;
+  h->nobias = !use_bias;
+  snprintf(activation, size, "%s", h->relu || strcmp(act, "linear") == 0 ? "" : act);
+  return CLT_OK;
+}
+
+/* ONNX Gemm on (N, IN) (a Flatten first if the input is 4-D, N x C x 1 x 1), then
+ * Relu when fused; the output is rank 2. */
+static int dense_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
+                         const char *output, clt_err *e) {
+  const int64_t wdims[2] = {l->in.c, hp(l)->units}, bdims[1] = {hp(l)->units};
+  const char *names[3] = {inputs[0], clt_onnx_name(g, l, "kernel"), ""};
+  int status = CLT_OK;
+  if (clt_onnx_rank(g, inputs[0]) != 2) {
+    names[0] = clt_onnx_name(g, l, "flat");
+    const clt_onnx_attr axis = CLT_ONNX_INT("axis", 1);
+    status = clt_onnx_node(g, "Flatten", inputs, 1, names[0], &axis, 1, e);
+    clt_onnx_set_rank(g, names[0], 2);
+  }
+  if (!status) status = clt_onnx_tensor(g, names[1], 2, wdims, clt_onnx_param(g, l, 0), e);
+  if (!status && !hp(l)->nobias) {
+    names[2] = clt_onnx_name(g, l, "bias");
+    status = clt_onnx_tensor(g, names[2], 1, bdims, clt_onnx_param(g, l, 1), e);
+  }
+  const char *gemm_out = hp(l)->relu ? clt_onnx_name(g, l, "gemm") : output;
+  if (!status)
+    status = clt_onnx_node(g, "Gemm", names, hp(l)->nobias ? 2 : 3, gemm_out, NULL, 0, e);
+  if (!status) clt_onnx_set_rank(g, gemm_out, 2);
+  if (!status && hp(l)->relu) status = clt_onnx_node(g, "Relu", &gemm_out, 1, output, NULL, 0, e);
+  if (!status) clt_onnx_set_rank(g, output, 2);
+  return status;
+}
 
 const clt_layer_ops clt_dense_ops = {
     .kind = "Dense",
@@ -133,6 +207,8 @@ const clt_layer_ops clt_dense_ops = {
     .prepare = dense_prepare,
     .forward = dense_forward,
     .backward = dense_backward,
+    .from_keras = dense_from_keras,
+    .to_onnx = dense_to_onnx,
     .ref_forward = CLT_REF(dense_ref_forward),
     .ref_backward = CLT_REF(dense_ref_backward),
 };

@@ -1,21 +1,11 @@
-/* GlobalAveragePooling2D: y[b, c] = mean of x[b, h, w, c] over the H*W positions;
- * backward dx[b, h, w, c] = dy[b, c] / (H*W). No parameters. */
+/* GlobalAveragePooling2D: y[b, c] = mean of x[b, h, w, c] over the H*W positions
+ * (Keras' keepdims or not: 1x1xC here); backward dx[b, h, w, c] = dy[b, c] / (H*W).
+ * No parameters. */
 #include "layer.h"
 
 #ifdef CLT_REFERENCE
 #include "ref_resnet.h"
 #endif
-
-static int gap_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
-  const clt_shape in = ins[0];
-  if (in.h < 1 || in.w < 1 || in.c < 1) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: bad input shape %dx%dx%d", l->name, in.h, in.w, in.c);
-  }
-  l->in = in;
-  l->out = (clt_shape){1, 1, in.c};
-  l->nparams = 0;
-  return CLT_OK;
-}
 
 static int gap_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)l;
@@ -48,6 +38,11 @@ static int gap_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
+static int gap_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
+                       const char *output, clt_err *e) {
+  return clt_global_pool_to_onnx(l, g, "GlobalAveragePool", inputs[0], output, e);
+}
+
 #ifdef CLT_REFERENCE
 static void gap_ref_forward(const clt_layer *l, const clt_ref_io *io) {
   ref_gap_forward(io->x, io->batch, l->in.h, l->in.w, l->in.c, io->y);
@@ -63,10 +58,12 @@ const clt_layer_ops clt_gap_ops = {
     .ninputs = 1,
     .parse = clt_layer_parse_none,
     .describe = clt_layer_describe_none,
-    .setup = gap_setup,
+    .setup = clt_global_pool_setup,
     .prepare = gap_prepare,
     .forward = gap_forward,
     .backward = gap_backward,
+    .from_keras = clt_global_pool_from_keras,
+    .to_onnx = gap_to_onnx,
     .ref_forward = CLT_REF(gap_ref_forward),
     .ref_backward = CLT_REF(gap_ref_backward),
 };

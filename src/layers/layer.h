@@ -8,7 +8,10 @@
 #define CLT_LAYER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "kconfig.h"
+#include "onnx.h"
 #include "replica.h"
 
 typedef struct clt_shape {
@@ -21,7 +24,9 @@ static inline size_t clt_shape_size(clt_shape s) { return (size_t)s.h * s.w * s.
 
 /* One parameter tensor in Keras layout, e.g. "kernel" (3,3,1,64). */
 typedef struct clt_param {
-  char name[16];
+  char name[24];
+  char alias[24]; /* another version's name for it ("depthwise_kernel" in tf.keras 2.x
+                     for Keras 3's "kernel"), accepted by --weights; or "" */
   int rank;
   int dims[4];
   size_t size;                          /* elements */
@@ -53,12 +58,20 @@ typedef struct clt_layer_io {
   cl_mem scratch;    /* shared scratch of at least ops->scratch_floats(batch) floats */
   cl_mem state;      /* this layer's own ops->state_floats floats, kept from forward to
                         backward (BatchNormalization's batch mean and 1/std), or NULL */
+  /* Where this slice sits, for layers that draw random numbers (Dropout): a
+   * training step's draws depend only on (seed, step, global example index), so
+   * every replica layout computes the same thing. */
+  uint64_t seed; /* the run's seed */
+  long step;     /* training step, from 0 */
+  long example0; /* global index, within the step's global batch, of example 0 */
 } clt_layer_io;
 
 /* The same for the double-precision reference (host arrays, NHWC). */
 typedef struct clt_ref_io {
   int batch;
   int train;
+  uint64_t seed; /* as clt_layer_io's */
+  long step, example0;
   double stat_weight;
   const double *params; /* the flat parameters, in doubles */
   double *grads;        /* flat gradients: backward writes the layer's slots; a training
@@ -95,6 +108,17 @@ typedef struct clt_layer_ops {
   /* The device passes (optional for an aliasing layer, which moves no data). */
   int (*forward)(const clt_layer *l, const clt_layer_io *io, clt_err *e);
   int (*backward)(const clt_layer *l, const clt_layer_io *io, clt_err *e);
+  /* Optional: hyper-parameters from a Keras model file: the layer's "config" of
+   * class `kind` (see kconfig.h), each option read, checked and either
+   * implemented or refused in one line. An activation the kind does not fuse is
+   * left in `activation` (relu6, sigmoid, tanh, softmax; "" for none) and the
+   * loader adds an Activation layer after it. NULL: the class is refused. */
+  int (*from_keras)(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
+                    clt_err *e);
+  /* Optional: the layer as ONNX nodes (see onnxgraph.h: NCHW), reading tensors
+   * inputs[0 .. ninputs) and writing tensor `output`. NULL: not exportable. */
+  int (*to_onnx)(const clt_layer *l, clt_onnx *g, const char *const *inputs, const char *output,
+                 clt_err *e);
   /* The double-precision references the device passes are tested against: compiled
    * into the test library only (CLT_REFERENCE), NULL in the product. */
   void (*ref_forward)(const clt_layer *l, const clt_ref_io *io);
@@ -107,6 +131,22 @@ typedef struct clt_layer_ops {
 #define CLT_REF(fn) NULL
 #endif
 
+/* Zero padding per side: rows above and below, columns left and right. */
+typedef struct clt_pad {
+  int top, bottom, left, right;
+} clt_pad;
+
+static inline int clt_pad_any(clt_pad p) { return p.top || p.bottom || p.left || p.right; }
+
+/* The arguments of "ZeroPadding2D(p)" (every side p) or "ZeroPadding2D(t,b,l,r)", and
+ * back (the short form when the sides are equal); src/layers/zeropad.c. parse returns
+ * 0, or -1 for other text or a negative side. */
+int clt_pad_parse(const char *args, clt_pad *p);
+void clt_pad_describe(clt_pad p, char *buf, size_t size);
+/* An ONNX Pad node (constant zeros) of p around the NCHW tensor `input`, for to_onnx. */
+int clt_pad_to_onnx(const clt_layer *l, clt_onnx *g, clt_pad p, const char *input,
+                    const char *output, clt_err *e);
+
 /* Room for a kind's own hyper-parameter struct inside a clt_layer. */
 #define CLT_LAYER_HP_BYTES 64
 
@@ -116,7 +156,7 @@ struct clt_layer {
   /* The graph: layers are stored in an order where inputs come first. */
   int ninputs;
   int inputs[2];     /* index of the producing layer, or -1 for the model's input */
-  int pad;           /* a ZeroPadding2D of `pad` on every side, folded in front */
+  clt_pad pad;       /* a ZeroPadding2D folded in front (all 0: none) */
   char pad_name[32]; /* its Keras name, for descriptions */
   /* The kind's hyper-parameters, as its own struct (see clt_layer_hp). */
   _Alignas(double) unsigned char hp[CLT_LAYER_HP_BYTES];
@@ -156,6 +196,103 @@ void clt_layer_describe_none(const clt_layer *l, char *buf, size_t size);
 /* Parsing helpers for the kinds: reads an optional ",relu" (or "relu" at the start)
  * that must end the text; returns 0, or -1 if anything else follows. */
 int clt_parse_relu_tail(const char *rest, int *relu);
+
+/* The hyper-parameters of the convolutions (Conv2D, DepthwiseConv2D, SeparableConv2D),
+ * their l->hp, and what they share. A kind starts l->hp from its own options:
+ * filters (Conv2D, SeparableConv2D), a depth multiplier (DepthwiseConv2D,
+ * SeparableConv2D), Keras' lora_rank (Conv2D: refused unless 0). */
+typedef struct clt_conv_hp {
+  int has_filters, has_mult, has_lora; /* the kind's options */
+  int filters, mult;                   /* 0 where the kind has none */
+  int kernel_h, kernel_w, stride;
+  int pad_same; /* TensorFlow's 'same', else 'valid' */
+  int relu;     /* fused activation */
+  int nobias;   /* use_bias=False */
+} clt_conv_hp;
+
+/* parse and describe: "[F,]KHxKW,sSTRIDE,same|valid[,mM][,nobias][,relu]", F and ,mM
+ * where the kind has them (,mM when M is not 1); parse starts l->hp from `kind`. */
+int clt_conv_parse(clt_layer *l, const char *args, clt_conv_hp kind, clt_err *e);
+void clt_conv_describe(const clt_layer *l, char *buf, size_t size);
+
+/* from_keras: l->hp from `kind` and the options kernel_size, strides, padding,
+ * data_format, dilation_rate, groups, use_bias, activation, quantization_config and
+ * the kind's own (filters, depth_multiplier, lora_rank), each read, in Keras' order,
+ * checked and either kept or refused in one line. */
+int clt_conv_from_keras(clt_layer *l, const clt_keras_config *c, clt_conv_hp kind, char *activation,
+                        size_t size, clt_err *e);
+
+/* setup's window: l->in = in; l->out.h, l->out.w, l->pad_top, l->pad_left for l->hp's
+ * kernel and stride, with TensorFlow's 'same' padding or 'valid' after the
+ * ZeroPadding2D folded in front (l->pad); refuses a negative or a folded padding with
+ * 'same', and an input smaller than the kernel. */
+int clt_conv_window(clt_layer *l, clt_shape in, clt_err *e);
+
+/* The convolutions' to_onnx: an ONNX Conv of `input`, then a Relu when relu, writing
+ * `output`. Its kernel, l->params[kernel] in Keras' layout (KH, KW, I, O), becomes the
+ * initializer "<layer>/<name>" in ONNX's (O, I, KH, KW) = dims (a depthwise kernel
+ * (KH, KW, C, M) is one of (KH, KW, 1, C*M)); its bias is l->params[bias], or none
+ * (-1). Attributes: kernel_shape, strides, pads (l->pad_top and l->pad_left before;
+ * after, what the last window reaches past the input) and group; stride 0: a 1x1
+ * Conv that stays within its input (SeparableConv2D's pointwise one), kernel_shape
+ * alone. */
+int clt_onnx_conv(const clt_layer *l, clt_onnx *g, const char *input, int kernel, const char *name,
+                  const int64_t dims[4], int bias, int stride, int group, int relu,
+                  const char *output, clt_err *e);
+
+/* cl/depthwise.cl's passes (src/layers/depthwise.c), for DepthwiseConv2D and the
+ * depthwise half of SeparableConv2D: over l's window (l->in; l->out.h, l->out.w;
+ * l->pad_top, l->pad_left), with a (KH, KW, C, M) kernel at `offset` floats into the
+ * parameter and gradient buffers; C*M output channels. */
+typedef struct clt_depthwise {
+  int kh, kw, stride, mult;
+  size_t offset;
+} clt_depthwise;
+/* Floats of the kernel gradient's partial sums (one set per block of output positions)
+ * for `batch` examples. */
+size_t clt_depthwise_partials(const clt_layer *l, const clt_depthwise *d, int batch);
+/* y = depthwise(io->x) + the bias at params offset bias (-1: none), then ReLU if relu. */
+int clt_depthwise_forward(const clt_layer *l, const clt_layer_io *io, const clt_depthwise *d,
+                          int bias, int relu, cl_mem y, clt_err *e);
+/* The kernel's gradient into io->grads from io->x and the output's gradient dy: partial
+ * sums into io->scratch from offset part, then conv.cl's bias_grad_final over them. */
+int clt_depthwise_kernel_grad(const clt_layer *l, const clt_layer_io *io, const clt_depthwise *d,
+                              cl_mem dy, int part, clt_err *e);
+/* io->dx from the output's gradient dy, gathered per input position. */
+int clt_depthwise_input_grad(const clt_layer *l, const clt_layer_io *io, const clt_depthwise *d,
+                             cl_mem dy, clt_err *e);
+
+/* The global poolings (GlobalAveragePooling2D, GlobalMaxPooling2D): setup to 1x1xC;
+ * from_keras: data_format (only channels_last) and keepdims ((N, 1, 1, C) or (N, C):
+ * the same values, 1x1xC here); to_onnx: `op` (GlobalAveragePool, GlobalMaxPool),
+ * then Flatten to (N, C), or Identity for an input of rank 2 (already 1x1). */
+int clt_global_pool_setup(clt_layer *l, const clt_shape *ins, clt_err *e);
+int clt_global_pool_from_keras(clt_layer *l, const clt_keras_config *c, char *activation,
+                               size_t size, clt_err *e);
+int clt_global_pool_to_onnx(const clt_layer *l, clt_onnx *g, const char *op, const char *input,
+                            const char *output, clt_err *e);
+
+/* For the to_onnx of the two-input kinds (Add, Concatenate): ins[0..2) = inputs, but
+ * for an input of rank 4 next to one of rank 2 (both 1x1xC here), which is flattened
+ * first; *rank gets the smaller rank, the output's. */
+int clt_onnx_same_rank(const clt_layer *l, clt_onnx *g, const char *const *inputs,
+                       const char *ins[2], int *rank, clt_err *e);
+
+/* The forward of the GEMM layers (Conv2D, Dense, SeparableConv2D's pointwise half):
+ * io->y = a * kernel (the GEMM s) + bias, then ReLU if relu. Without a bias (NULL)
+ * the plain product, then conv.cl's bias_act with no bias for the ReLU. */
+struct clt_gemm_shape;
+int clt_gemm_bias_relu(const clt_layer_io *io, const struct clt_gemm_shape *s, cl_mem a,
+                       const clt_param *kernel, const clt_param *bias, int relu, clt_err *e);
+
+/* The first pass of those layers' backward over io->dy (rows x cols): a fused ReLU's
+ * backward (dy *= y > 0, if relu) with the bias gradient, dy's column sums, into
+ * io->grads; without a bias (NULL) the pass runs for the ReLU alone, its sums going
+ * to scratch. Scratch from offset `at`: clt_bias_relu_scratch(rows, cols, bias)
+ * floats. */
+int clt_bias_relu_grad(const clt_layer_io *io, int relu, const clt_param *bias, size_t at, int rows,
+                       int cols, clt_err *e);
+size_t clt_bias_relu_scratch(int rows, int cols, const clt_param *bias);
 
 /* Helpers shared by layers. */
 /* grads[offset + c] = sum over rows of dy[r, c]; uses scratch (clt_bias_grad_scratch

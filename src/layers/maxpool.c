@@ -1,10 +1,13 @@
-/* MaxPooling2D, window pool x pool, stride pool_stride, 'valid' (floor), as Keras.
+/* MaxPooling2D, window PH x PW, strides SH x SW, 'valid' (floor) or 'same'
+ * (TensorFlow's: out = ceil(in / s), padding that never wins), as Keras.
  * backward routes each window's gradient to its first maximum (TensorFlow's rule).
- * With l->pad > 0 a ZeroPadding2D(pad) is folded in front (ResNet's pool1_pad):
- * padded positions hold 0 and take part in the max, a window whose first maximum is
- * padding drops its gradient, and separate kernels run it (maxpool_pad_*), leaving
- * the unpadded paths as they are. */
+ * A ZeroPadding2D folded in front (l->pad, ResNet's pool1_pad, MobileNet's
+ * asymmetric (0, 1)) is different from 'same': its zeros take part in the max, and
+ * a window whose first maximum is padding drops its gradient. Square windows and
+ * strides without any padding run the plain kernels; everything else the general
+ * ones (maxpool_pad_*), leaving the plain paths as they are. */
 #include <stdio.h>
+#include <string.h>
 
 #include "layer.h"
 
@@ -14,51 +17,105 @@
 #endif
 
 typedef struct pool_hp {
-  int pool, stride; /* a pool x pool window */
+  int pool, stride;     /* window rows and row stride */
+  int pool_w, stride_w; /* window columns and column stride */
+  int same;             /* 'same' padding, else 'valid' */
 } pool_hp;
 
 static const pool_hp *hp(const clt_layer *l) { return clt_layer_hp(l, pool_hp); }
 
-/* "2,s2" */
+/* "2,s2", "3,s2,same", "2x3,s1x2" */
 static int pool_parse(clt_layer *l, const char *args, clt_err *e) {
   pool_hp *h = clt_layer_hp(l, pool_hp);
-  int used = 0;
-  if (sscanf(args, "%d,s%d%n", &h->pool, &h->stride, &used) != 2 || args[used] != '\0') {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: MaxPooling2D(%s): expected MaxPooling2D(pool,sSTRIDE)",
+  int used = 0, n = 0;
+  memset(h, 0, sizeof *h);
+  int ok = sscanf(args, "%d%n", &h->pool, &used) == 1;
+  h->pool_w = h->pool;
+  if (ok && sscanf(args + used, "x%d%n", &h->pool_w, &n) == 1) used += n;
+  ok = ok && sscanf(args + used, ",s%d%n", &h->stride, &n) == 1;
+  if (ok) used += n;
+  h->stride_w = h->stride;
+  if (ok && sscanf(args + used, "x%d%n", &h->stride_w, &n) == 1) used += n;
+  if (ok && strcmp(args + used, ",same") == 0) {
+    h->same = 1;
+    used += 5;
+  }
+  if (!ok || args[used] != '\0') {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: MaxPooling2D(%s): expected MaxPooling2D(POOL[xPOOL_W],sSTRIDE[xSTRIDE_W]"
+                    "[,same])",
                     l->name, args);
   }
   return CLT_OK;
 }
 
 static void pool_describe(const clt_layer *l, char *buf, size_t size) {
-  snprintf(buf, size, "MaxPooling2D(%d,s%d)", hp(l)->pool, hp(l)->stride);
+  const pool_hp *h = hp(l);
+  char pool[32], stride[32];
+  if (h->pool_w == h->pool) snprintf(pool, sizeof pool, "%d", h->pool);
+  else snprintf(pool, sizeof pool, "%dx%d", h->pool, h->pool_w);
+  if (h->stride_w == h->stride) snprintf(stride, sizeof stride, "%d", h->stride);
+  else snprintf(stride, sizeof stride, "%dx%d", h->stride, h->stride_w);
+  snprintf(buf, size, "MaxPooling2D(%s,s%s%s)", pool, stride, h->same ? ",same" : "");
+}
+
+/* TensorFlow's 'same' along one axis: out = ceil(in / s), the padding before. */
+static void same_axis(int in, int k, int s, int *out, int *before) {
+  *out = (in + s - 1) / s;
+  const int total = (*out - 1) * s + k - in;
+  *before = total > 0 ? total / 2 : 0;
 }
 
 static int pool_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   const clt_shape in = ins[0];
-  const int pool = hp(l)->pool, stride = hp(l)->stride;
-  if (pool < 1 || stride < 1) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: bad pool %d or stride %d", l->name, pool, stride);
+  const pool_hp *hpp = hp(l);
+  const int ph = hpp->pool, pw = hpp->pool_w, sh = hpp->stride, sw = hpp->stride_w;
+  const clt_pad p = l->pad;
+  if (ph < 1 || pw < 1 || sh < 1 || sw < 1) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad pool %dx%d or stride %dx%d", l->name, ph, pw, sh, sw);
   }
-  if (l->pad < 0) return clt_fail(e, CLT_ERR_ARG, "%s: bad padding %d", l->name, l->pad);
-  const int h = in.h + 2 * l->pad, w = in.w + 2 * l->pad;
-  if (h < pool || w < pool) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: %sinput %dx%d is smaller than its %dx%d window", l->name,
-                    l->pad ? "padded " : "", h, w, pool, pool);
+  if (p.top < 0 || p.bottom < 0 || p.left < 0 || p.right < 0)
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad padding %d,%d,%d,%d", l->name, p.top, p.bottom, p.left,
+                    p.right);
+  if (hpp->same && clt_pad_any(p)) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: 'same' padding and a folded ZeroPadding2D %s", l->name,
+                    l->pad_name);
   }
   l->in = in;
-  l->out = (clt_shape){(h - pool) / stride + 1, (w - pool) / stride + 1, in.c};
-  l->pad_top = l->pad_left = l->pad;
   l->nparams = 0;
+  if (hpp->same) {
+    same_axis(in.h, ph, sh, &l->out.h, &l->pad_top);
+    same_axis(in.w, pw, sw, &l->out.w, &l->pad_left);
+    l->out.c = in.c;
+    return CLT_OK;
+  }
+  const int h = in.h + p.top + p.bottom, w = in.w + p.left + p.right;
+  if (h < ph || w < pw) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: %sinput %dx%d is smaller than its %dx%d window", l->name,
+                    clt_pad_any(p) ? "padded " : "", h, w, ph, pw);
+  }
+  l->out = (clt_shape){(h - ph) / sh + 1, (w - pw) / sw + 1, in.c};
+  l->pad_top = p.top;
+  l->pad_left = p.left;
   return CLT_OK;
+}
+
+/* Whether the general kernels run: a non-square window or stride, or any padding
+ * (a folded one, or 'same' reaching past an edge). */
+static int pool_general(const clt_layer *l) {
+  const pool_hp *h = hp(l);
+  return h->pool_w != h->pool || h->stride_w != h->stride || l->pad_top || l->pad_left ||
+         (l->out.h - 1) * h->stride + h->pool > l->in.h ||
+         (l->out.w - 1) * h->stride_w + h->pool_w > l->in.w;
 }
 
 static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)max_batch;
-  static const char *const names[] = {"maxpool_forward", "maxpool_backward",
-                                      "maxpool_backward_tiled", "maxpool_pad_forward",
-                                      "maxpool_pad_backward"};
-  return clt_layer_build_kernels(r, "pool.cl", names, l->pad ? 5 : 3, e); /* padded: 2 more */
+  static const char *const plain[] = {"maxpool_forward", "maxpool_backward",
+                                      "maxpool_backward_tiled"};
+  static const char *const general[] = {"maxpool_pad_forward", "maxpool_pad_backward"};
+  if (pool_general(l)) return clt_layer_build_kernels(r, "pool.cl", general, 2, e);
+  return clt_layer_build_kernels(r, "pool.cl", plain, 3, e);
 }
 
 /* The pooling kernels' launch: a work-item per position on the CPU flavor (it
@@ -70,35 +127,34 @@ static int pool_launch(const clt_layer_io *io, cl_kernel k, const char *kname, c
   return clt_launch1d(io->replica, k, kname, args, nargs, positions, e);
 }
 
-/* Padded forward: one work-item per output position. */
-static int pool_pad_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+/* The general kernels (maxpool_pad_*): forward (x, y, ...) over the output's positions,
+ * backward (x, dy, dx, ...) over the input's. Padding cells are zeros that take part
+ * (a folded ZeroPadding2D) or never win ('same'). */
+static int pool_general_run(const clt_layer *l, const clt_layer_io *io, int backward, clt_err *e) {
+  const char *kname = backward ? "maxpool_pad_backward" : "maxpool_pad_forward";
   cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_pad_forward", &k, e);
+  int status = clt_replica_kernel(io->replica, "pool.cl", "", kname, &k, e);
   if (status) return status;
-  clt_karg args[] = {CLT_ARG(io->x),       CLT_ARG(io->y),         CLT_ARG(io->batch),
-                     CLT_ARG(l->in.h),     CLT_ARG(l->in.w),       CLT_ARG(l->in.c),
-                     CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride), CLT_ARG(l->pad),
-                     CLT_ARG(l->out.h),    CLT_ARG(l->out.w)};
-  return pool_launch(io, k, "maxpool_pad_forward", args, 11, l->in.c,
-                     (size_t)io->batch * l->out.h * l->out.w, e);
-}
-
-/* Padded backward: one work-item per input position gathers from its windows, so
- * overlapping windows add without atomics and every dx entry is written. */
-static int pool_pad_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_pad_backward", &k, e);
-  if (status) return status;
-  clt_karg args[] = {CLT_ARG(io->x),     CLT_ARG(io->dy),      CLT_ARG(io->dx),
-                     CLT_ARG(io->batch), CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
-                     CLT_ARG(l->in.c),   CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride),
-                     CLT_ARG(l->pad),    CLT_ARG(l->out.h),    CLT_ARG(l->out.w)};
-  return pool_launch(io, k, "maxpool_pad_backward", args, 12, l->in.c,
-                     (size_t)io->batch * l->in.h * l->in.w, e);
+  const pool_hp *h = hp(l);
+  int zero = !h->same;
+  clt_karg args[] = {CLT_ARG(io->x),       CLT_ARG(io->dy),      CLT_ARG(io->dx),
+                     CLT_ARG(io->batch),   CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
+                     CLT_ARG(l->in.c),     CLT_ARG(h->pool),     CLT_ARG(h->pool_w),
+                     CLT_ARG(h->stride),   CLT_ARG(h->stride_w), CLT_ARG(l->pad_top),
+                     CLT_ARG(l->pad_left), CLT_ARG(zero),        CLT_ARG(l->out.h),
+                     CLT_ARG(l->out.w)};
+  if (!backward) {
+    /* forward's arguments: (x, y, ...), no dx */
+    args[1] = CLT_ARG(io->y);
+    memmove(&args[2], &args[3], 13 * sizeof args[0]);
+  }
+  const clt_shape over = backward ? l->in : l->out;
+  return pool_launch(io, k, kname, args, backward ? 16 : 15, l->in.c,
+                     (size_t)io->batch * over.h * over.w, e);
 }
 
 static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  if (l->pad) return pool_pad_forward(l, io, e);
+  if (pool_general(l)) return pool_general_run(l, io, 0, e);
   cl_kernel k;
   int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_forward", &k, e);
   if (status) return status;
@@ -112,7 +168,7 @@ static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
 
 static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (!io->dx) return CLT_OK;
-  if (l->pad) return pool_pad_backward(l, io, e);
+  if (pool_general(l)) return pool_general_run(l, io, 1, e);
   cl_kernel k;
   int status;
   if (hp(l)->stride == hp(l)->pool) {
@@ -151,27 +207,91 @@ static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
 #ifdef CLT_REFERENCE
 static void pool_ref_forward(const clt_layer *l, const clt_ref_io *io) {
   const clt_shape s = l->in, o = l->out;
-  if (l->pad) {
-    ref_maxpool_pad_forward(io->x, io->batch, s.h, s.w, s.c, hp(l)->pool, hp(l)->stride, l->pad,
-                            o.h, o.w, io->y);
+  const pool_hp *h = hp(l);
+  if (pool_general(l)) {
+    ref_maxpool2d_forward(io->x, io->batch, s.h, s.w, s.c, h->pool, h->pool_w, h->stride,
+                          h->stride_w, l->pad_top, l->pad_left, !h->same, o.h, o.w, io->y);
   } else {
-    ref_maxpool_forward(io->x, io->batch, s.h, s.w, s.c, hp(l)->pool, hp(l)->stride, o.h, o.w,
-                        io->y);
+    ref_maxpool_forward(io->x, io->batch, s.h, s.w, s.c, h->pool, h->stride, o.h, o.w, io->y);
   }
 }
 
 static void pool_ref_backward(const clt_layer *l, const clt_ref_io *io) {
   const clt_shape s = l->in, o = l->out;
+  const pool_hp *h = hp(l);
   if (!io->dx) return;
-  if (l->pad) {
-    ref_maxpool_pad_backward(io->x, io->batch, s.h, s.w, s.c, hp(l)->pool, hp(l)->stride, l->pad,
-                             o.h, o.w, io->dy, io->dx);
+  if (pool_general(l)) {
+    ref_maxpool2d_backward(io->x, io->batch, s.h, s.w, s.c, h->pool, h->pool_w, h->stride,
+                           h->stride_w, l->pad_top, l->pad_left, !h->same, o.h, o.w, io->dy,
+                           io->dx);
   } else {
-    ref_maxpool_backward(io->x, io->batch, s.h, s.w, s.c, hp(l)->pool, hp(l)->stride, o.h, o.w,
-                         io->dy, io->dx);
+    ref_maxpool_backward(io->x, io->batch, s.h, s.w, s.c, h->pool, h->stride, o.h, o.w, io->dy,
+                         io->dx);
   }
 }
 #endif
+
+/* Keras MaxPooling2D: pool_size, strides (none: the pool size), padding, data_format. */
+static int pool_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
+                           clt_err *e) {
+  pool_hp *h = clt_layer_hp(l, pool_hp);
+  int pool[2] = {2, 2}, stride[2];
+  char padding[16], format[32];
+  (void)size;
+  activation[0] = '\0';
+  memset(h, 0, sizeof *h);
+  int status = clt_kc_ints(c, "pool_size", 2, 2, pool, e);
+  if (!status) status = clt_kc_ints(c, "strides", 2, 0, stride, e);
+  if (!status) status = clt_kc_string(c, "padding", "valid", padding, sizeof padding, e);
+  if (!status) status = clt_kc_string(c, "data_format", "channels_last", format, sizeof format, e);
+  if (status) return status;
+  if (stride[0] == 0 && stride[1] == 0) stride[0] = pool[0], stride[1] = pool[1];
+  if (pool[0] < 1 || pool[1] < 1 || stride[0] < 1 || stride[1] < 1) {
+    return clt_kc_fail(c, e, "pool_size (%d, %d) or strides (%d, %d) not positive", pool[0],
+                       pool[1], stride[0], stride[1]);
+  }
+  if (strcmp(padding, "same") != 0 && strcmp(padding, "valid") != 0)
+    return clt_kc_fail(c, e, "padding '%s' is not supported (only same, valid)", padding);
+  if (strcmp(format, "channels_last") != 0)
+    return clt_kc_fail(c, e, "data_format %s is not supported (only channels_last)", format);
+  *h = (pool_hp){.pool = pool[0],
+                 .pool_w = pool[1],
+                 .stride = stride[0],
+                 .stride_w = stride[1],
+                 .same = padding[0] == 's'};
+  return CLT_OK;
+}
+
+/* ONNX's end padding for 'same' (rows a window reaches past the input). */
+static int end_pad(int in, int out, int k, int s, int begin) {
+  const int end = (out - 1) * s + k - in - begin;
+  return end > 0 ? end : 0;
+}
+
+/* ONNX MaxPool: 'same' as its pads (never winning, as ONNX pads); a folded zero
+ * padding, whose zeros take part, as an explicit Pad node first. */
+static int pool_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
+                        const char *output, clt_err *e) {
+  const pool_hp *h = hp(l);
+  const char *in = inputs[0];
+  int status = CLT_OK;
+  if (clt_pad_any(l->pad)) {
+    in = clt_onnx_name(g, l, "padded");
+    status = clt_pad_to_onnx(l, g, l->pad, inputs[0], in, e);
+  }
+  int pads[4] = {0, 0, 0, 0};
+  if (h->same) {
+    pads[0] = l->pad_top;
+    pads[1] = l->pad_left;
+    pads[2] = end_pad(l->in.h, l->out.h, h->pool, h->stride, l->pad_top);
+    pads[3] = end_pad(l->in.w, l->out.w, h->pool_w, h->stride_w, l->pad_left);
+  }
+  const clt_onnx_attr attrs[3] = {CLT_ONNX_INTS("kernel_shape", 2, h->pool, h->pool_w),
+                                  CLT_ONNX_INTS("strides", 2, h->stride, h->stride_w),
+                                  CLT_ONNX_INTS("pads", 4, pads[0], pads[1], pads[2], pads[3])};
+  if (!status) status = clt_onnx_node(g, "MaxPool", &in, 1, output, attrs, 3, e);
+  return status;
+}
 
 const clt_layer_ops clt_maxpool_ops = {
     .kind = "MaxPooling2D",
@@ -183,6 +303,8 @@ const clt_layer_ops clt_maxpool_ops = {
     .prepare = pool_prepare,
     .forward = pool_forward,
     .backward = pool_backward,
+    .from_keras = pool_from_keras,
+    .to_onnx = pool_to_onnx,
     .ref_forward = CLT_REF(pool_ref_forward),
     .ref_backward = CLT_REF(pool_ref_backward),
 };

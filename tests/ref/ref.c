@@ -75,6 +75,60 @@ void ref_conv2d_backward(const double *x, int B, int H, int W, int C, const doub
         }
 }
 
+/* ---- depthwise convolution --------------------------------------------------------- */
+
+void ref_depthwise_forward(const double *x, int B, int H, int W, int C, int M, const double *w,
+                           const double *bias, int KH, int KW, int stride, int pad_top,
+                           int pad_left, int OH, int OW, double *y) {
+  const int CO = C * M;
+  for (int b = 0; b < B; b++)
+    for (int oy = 0; oy < OH; oy++)
+      for (int ox = 0; ox < OW; ox++)
+        for (int c = 0; c < C; c++)
+          for (int m = 0; m < M; m++) {
+            const int co = c * M + m;
+            double sum = bias ? bias[co] : 0.0;
+            for (int ky = 0; ky < KH; ky++) {
+              const int iy = oy * stride + ky - pad_top;
+              if (iy < 0 || iy >= H) continue; /* zero padding */
+              for (int kx = 0; kx < KW; kx++) {
+                const int ix = ox * stride + kx - pad_left;
+                if (ix < 0 || ix >= W) continue;
+                sum += x[nhwc(b, iy, ix, c, H, W, C)] * w[((size_t)ky * KW + kx) * CO + co];
+              }
+            }
+            y[nhwc(b, oy, ox, co, OH, OW, CO)] = sum;
+          }
+}
+
+void ref_depthwise_backward(const double *x, int B, int H, int W, int C, int M, const double *w,
+                            int KH, int KW, int stride, int pad_top, int pad_left, int OH, int OW,
+                            const double *dy, double *dx, double *dw, double *dbias) {
+  const int CO = C * M;
+  if (dx) zero(dx, (size_t)B * H * W * C);
+  zero(dw, (size_t)KH * KW * CO);
+  if (dbias) zero(dbias, (size_t)CO);
+  for (int b = 0; b < B; b++)
+    for (int oy = 0; oy < OH; oy++)
+      for (int ox = 0; ox < OW; ox++)
+        for (int co = 0; co < CO; co++) {
+          const double g = dy[nhwc(b, oy, ox, co, OH, OW, CO)];
+          if (dbias) dbias[co] += g;
+          for (int ky = 0; ky < KH; ky++) {
+            const int iy = oy * stride + ky - pad_top;
+            if (iy < 0 || iy >= H) continue;
+            for (int kx = 0; kx < KW; kx++) {
+              const int ix = ox * stride + kx - pad_left;
+              if (ix < 0 || ix >= W) continue;
+              const size_t xi = nhwc(b, iy, ix, co / M, H, W, C);
+              const size_t wi = ((size_t)ky * KW + kx) * CO + co;
+              dw[wi] += x[xi] * g;
+              if (dx) dx[xi] += w[wi] * g;
+            }
+          }
+        }
+}
+
 /* ---- max pooling ------------------------------------------------------------------- */
 
 void ref_maxpool_forward(const double *x, int B, int H, int W, int C, int pool, int stride, int OH,
@@ -292,4 +346,160 @@ double ref_cnn_loss_grad(const ref_cnn_shape *s, const double *params, const dou
   free(buf);
   free(ok);
   return scale * total;
+}
+
+/* ---- the kinds of Keras model files ------------------------------------------------ */
+
+void ref_relu_clip_forward(const double *x, size_t n, double hi, double *y) {
+  for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0 ? (x[i] < hi ? x[i] : hi) : 0.0;
+}
+
+void ref_relu_clip_backward(const double *y, const double *dy, size_t n, double hi, double *dx) {
+  for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0 && y[i] < hi ? dy[i] : 0.0;
+}
+
+void ref_sigmoid_forward(const double *x, size_t n, double *y) {
+  for (size_t i = 0; i < n; i++) y[i] = 1.0 / (1.0 + exp(-x[i]));
+}
+
+void ref_sigmoid_backward(const double *y, const double *dy, size_t n, double *dx) {
+  for (size_t i = 0; i < n; i++) dx[i] = dy[i] * y[i] * (1.0 - y[i]);
+}
+
+void ref_tanh_forward(const double *x, size_t n, double *y) {
+  for (size_t i = 0; i < n; i++) y[i] = tanh(x[i]);
+}
+
+void ref_tanh_backward(const double *y, const double *dy, size_t n, double *dx) {
+  for (size_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0 - y[i] * y[i]);
+}
+
+void ref_softmax_forward(const double *x, size_t rows, int C, double *y) {
+  for (size_t r = 0; r < rows; r++) {
+    const double *xr = x + r * C;
+    double *yr = y + r * C, m = -INFINITY, sum = 0.0;
+    for (int c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;
+    for (int c = 0; c < C; c++) sum += exp(xr[c] - m);
+    for (int c = 0; c < C; c++) yr[c] = exp(xr[c] - m) / sum;
+  }
+}
+
+void ref_softmax_backward(const double *y, const double *dy, size_t rows, int C, double *dx) {
+  for (size_t r = 0; r < rows; r++) {
+    const double *yr = y + r * C, *gr = dy + r * C;
+    double dot = 0.0;
+    for (int c = 0; c < C; c++) dot += gr[c] * yr[c];
+    for (int c = 0; c < C; c++) dx[r * C + c] = yr[c] * (gr[c] - dot);
+  }
+}
+
+void ref_scale_shift(const double *x, size_t n, double a, double b, double *y) {
+  for (size_t i = 0; i < n; i++) y[i] = x[i] * a + b;
+}
+
+/* splitmix64's finaliser. */
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
+uint64_t ref_dropout_hash(uint64_t key, uint64_t example, uint64_t i) {
+  return mix64(mix64(key ^ (example * 0x9e3779b97f4a7c15u)) + i * 0xd1b54a32d192ed03u);
+}
+
+uint32_t ref_dropout_threshold(double rate) {
+  const double t = rate * 4294967296.0;
+  return t <= 0.0 ? 0u : t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
+}
+
+void ref_dropout(const double *x, int B, size_t n, uint64_t key, long example0, double rate,
+                 double *y) {
+  const uint32_t thr = ref_dropout_threshold(rate);
+  for (int b = 0; b < B; b++)
+    for (size_t i = 0; i < n; i++) {
+      const uint64_t h = ref_dropout_hash(key, (uint64_t)(example0 + b), i);
+      const size_t at = (size_t)b * n + i;
+      y[at] = (uint32_t)(h >> 32) >= thr ? x[at] / (1.0 - rate) : 0.0;
+    }
+}
+
+void ref_concat_forward(const double *x, const double *x2, size_t rows, int C1, int C2, double *y) {
+  for (size_t r = 0; r < rows; r++) {
+    for (int c = 0; c < C1; c++) y[r * (C1 + C2) + c] = x[r * C1 + c];
+    for (int c = 0; c < C2; c++) y[r * (C1 + C2) + C1 + c] = x2[r * C2 + c];
+  }
+}
+
+void ref_concat_backward(const double *dy, size_t rows, int C1, int C2, double *dx, double *dx2) {
+  for (size_t r = 0; r < rows; r++) {
+    for (int c = 0; dx && c < C1; c++) dx[r * C1 + c] = dy[r * (C1 + C2) + c];
+    for (int c = 0; dx2 && c < C2; c++) dx2[r * C2 + c] = dy[r * (C1 + C2) + C1 + c];
+  }
+}
+
+/* The part of window start..start+P-1 inside 0..N-1: [*lo, *hi). */
+static void clip_window(int start, int P, int N, int *lo, int *hi) {
+  *lo = start < 0 ? 0 : start;
+  *hi = start + P > N ? N : start + P;
+}
+
+void ref_avgpool_forward(const double *x, int B, int H, int W, int C, int PH, int PW, int SH,
+                         int SW, int PT, int PL, int OH, int OW, double *y) {
+  for (int b = 0; b < B; b++)
+    for (int oy = 0; oy < OH; oy++)
+      for (int ox = 0; ox < OW; ox++) {
+        int y0, y1, x0, x1;
+        clip_window(oy * SH - PT, PH, H, &y0, &y1);
+        clip_window(ox * SW - PL, PW, W, &x0, &x1);
+        for (int c = 0; c < C; c++) {
+          double sum = 0.0;
+          for (int iy = y0; iy < y1; iy++)
+            for (int ix = x0; ix < x1; ix++) sum += x[nhwc(b, iy, ix, c, H, W, C)];
+          y[nhwc(b, oy, ox, c, OH, OW, C)] = sum / ((y1 - y0) * (x1 - x0));
+        }
+      }
+}
+
+void ref_avgpool_backward(const double *dy, int B, int H, int W, int C, int PH, int PW, int SH,
+                          int SW, int PT, int PL, int OH, int OW, double *dx) {
+  zero(dx, (size_t)B * H * W * C);
+  for (int b = 0; b < B; b++)
+    for (int oy = 0; oy < OH; oy++)
+      for (int ox = 0; ox < OW; ox++) {
+        int y0, y1, x0, x1;
+        clip_window(oy * SH - PT, PH, H, &y0, &y1);
+        clip_window(ox * SW - PL, PW, W, &x0, &x1);
+        const int count = (y1 - y0) * (x1 - x0);
+        for (int c = 0; c < C; c++) {
+          const double g = dy[nhwc(b, oy, ox, c, OH, OW, C)] / count;
+          for (int iy = y0; iy < y1; iy++)
+            for (int ix = x0; ix < x1; ix++) dx[nhwc(b, iy, ix, c, H, W, C)] += g;
+        }
+      }
+}
+
+void ref_global_maxpool_forward(const double *x, int B, int HW, int C, double *y) {
+  for (int b = 0; b < B; b++)
+    for (int c = 0; c < C; c++) {
+      double m = x[(size_t)b * HW * C + c];
+      for (int p = 1; p < HW; p++) {
+        const double v = x[((size_t)b * HW + p) * C + c];
+        if (v > m) m = v;
+      }
+      y[(size_t)b * C + c] = m;
+    }
+}
+
+void ref_global_maxpool_backward(const double *x, const double *dy, int B, int HW, int C,
+                                 double *dx) {
+  for (int b = 0; b < B; b++)
+    for (int c = 0; c < C; c++) {
+      int arg = 0;
+      for (int p = 1; p < HW; p++) {
+        if (x[((size_t)b * HW + p) * C + c] > x[((size_t)b * HW + arg) * C + c]) arg = p;
+      }
+      for (int p = 0; p < HW; p++)
+        dx[((size_t)b * HW + p) * C + c] = p == arg ? dy[(size_t)b * C + c] : 0.0;
+    }
 }

@@ -20,6 +20,17 @@ void ref_conv2d_backward(const double *x, int B, int H, int W, int C, const doub
                          int KW, int CO, int stride, int pad_top, int pad_left, int OH, int OW,
                          const double *dy, double *dx, double *dw, double *dbias);
 
+/* Depthwise convolution, depth multiplier M: output channel co = c*M + m of
+ * y[b,oy,ox,co] = bias[co] + sum_{ky,kx} x[b, oy*stride+ky-pad_top, ox*stride+kx-pad_left, c]
+ * * w[ky,kx,c,m] (w is Keras' (KH, KW, C, M), out-of-range positions read as 0).
+ * bias, dbias and dx may be NULL. */
+void ref_depthwise_forward(const double *x, int B, int H, int W, int C, int M, const double *w,
+                           const double *bias, int KH, int KW, int stride, int pad_top,
+                           int pad_left, int OH, int OW, double *y);
+void ref_depthwise_backward(const double *x, int B, int H, int W, int C, int M, const double *w,
+                            int KH, int KW, int stride, int pad_top, int pad_left, int OH, int OW,
+                            const double *dy, double *dx, double *dw, double *dbias);
+
 /* Max pooling, window pool x pool, given stride, no padding ("valid", floor):
  * OH = (H - pool) / stride + 1. Rows/columns past the last window are ignored. */
 void ref_maxpool_forward(const double *x, int B, int H, int W, int C, int pool, int stride, int OH,
@@ -72,5 +83,55 @@ size_t ref_cnn_param_count(const ref_cnn_shape *s);
  * NULL, stores the number of correctly classified examples. */
 double ref_cnn_loss_grad(const ref_cnn_shape *s, const double *params, const double *x,
                          const int *labels, int B, double scale, double *grad, int *correct);
+
+/* ---- the kinds of Keras model files: Activation, Rescaling, Dropout, Concatenate,
+ * AveragePooling2D, GlobalMaxPooling2D ------------------------------------------------ */
+
+#include <stdint.h>
+
+/* y = min(max(x, 0), hi) (hi may be INFINITY); dx = dy where 0 < y < hi, else 0. */
+void ref_relu_clip_forward(const double *x, size_t n, double hi, double *y);
+void ref_relu_clip_backward(const double *y, const double *dy, size_t n, double hi, double *dx);
+/* y = 1 / (1 + exp(-x)); dx = dy * y * (1 - y). */
+void ref_sigmoid_forward(const double *x, size_t n, double *y);
+void ref_sigmoid_backward(const double *y, const double *dy, size_t n, double *dx);
+/* y = tanh(x); dx = dy * (1 - y^2). */
+void ref_tanh_forward(const double *x, size_t n, double *y);
+void ref_tanh_backward(const double *y, const double *dy, size_t n, double *dx);
+/* Per row of C values: y = exp(x - max) / sum exp(x - max);
+ * dx = y * (dy - sum_c dy[c] * y[c]). */
+void ref_softmax_forward(const double *x, size_t rows, int C, double *y);
+void ref_softmax_backward(const double *y, const double *dy, size_t rows, int C, double *dx);
+/* y = x * a + b. */
+void ref_scale_shift(const double *x, size_t n, double a, double b, double *y);
+
+/* Dropout's counter-based draw: element i of global example `example` is kept when
+ * the high 32 bits of ref_dropout_hash(key, example, i) are >= rate * 2^32 (see
+ * cl/activation.cl's dropout_apply, which computes the same bits). */
+uint64_t ref_dropout_hash(uint64_t key, uint64_t example, uint64_t i);
+uint32_t ref_dropout_threshold(double rate);
+/* y = x / (1 - rate) where kept, else 0, over B examples of n values each, example b
+ * being global example example0 + b. */
+void ref_dropout(const double *x, int B, size_t n, uint64_t key, long example0, double rate,
+                 double *y);
+
+/* Along the channels: y[r] = (x[r, 0..C1), x2[r, 0..C2)); the backward splits dy (dx
+ * or dx2 may be NULL). */
+void ref_concat_forward(const double *x, const double *x2, size_t rows, int C1, int C2, double *y);
+void ref_concat_backward(const double *dy, size_t rows, int C1, int C2, double *dx, double *dx2);
+
+/* Average pooling, window PH x PW, strides SH, SW, window (oy, ox) starting at input
+ * row oy*SH - PT and column ox*SW - PL: the mean over the window's cells inside the
+ * image (TensorFlow's 'same' leaves padding out of the count). */
+void ref_avgpool_forward(const double *x, int B, int H, int W, int C, int PH, int PW, int SH,
+                         int SW, int PT, int PL, int OH, int OW, double *y);
+void ref_avgpool_backward(const double *dy, int B, int H, int W, int C, int PH, int PW, int SH,
+                          int SW, int PT, int PL, int OH, int OW, double *dx);
+
+/* y[b, c] = max over the HW positions of x[b, p, c]; backward: dy[b, c] to the first
+ * maximum (strict '>' in position order), 0 elsewhere. */
+void ref_global_maxpool_forward(const double *x, int B, int HW, int C, double *y);
+void ref_global_maxpool_backward(const double *x, const double *dy, int B, int HW, int C,
+                                 double *dx);
 
 #endif

@@ -11,6 +11,9 @@ static size_t nhwc(int b, int y, int x, int c, int H, int W, int C) {
 
 /* ---- batch normalization ----------------------------------------------------------- */
 
+/* gamma[c], 1 without one (scale=False); beta[c], 0 without one (center=False). */
+static double at_or(const double *p, int c, double absent) { return p ? p[c] : absent; }
+
 /* Per-channel mean and biased variance, two-pass. */
 static void bn_stats(const double *x, int rows, int C, int c, double *mean, double *var) {
   double s = 0.0;
@@ -34,7 +37,7 @@ void ref_batchnorm_forward_train(const double *x, int rows, int C, const double 
     const double inv_std = 1.0 / sqrt(v + eps);
     for (int r = 0; r < rows; r++) {
       const size_t i = (size_t)r * C + c;
-      const double z = gamma[c] * (x[i] - m) * inv_std + beta[c];
+      const double z = at_or(gamma, c, 1.0) * (x[i] - m) * inv_std + at_or(beta, c, 0.0);
       y[i] = relu && !(z > 0.0) ? 0.0 : z;
     }
     if (mean) mean[c] = m;
@@ -50,7 +53,8 @@ void ref_batchnorm_forward_infer(const double *x, int rows, int C, const double 
     const double inv_std = 1.0 / sqrt(moving_var[c] + eps);
     for (int r = 0; r < rows; r++) {
       const size_t i = (size_t)r * C + c;
-      const double z = gamma[c] * (x[i] - moving_mean[c]) * inv_std + beta[c];
+      const double z = at_or(gamma, c, 1.0) * (x[i] - moving_mean[c]) * inv_std +
+                       at_or(beta, c, 0.0);
       y[i] = relu && !(z > 0.0) ? 0.0 : z;
     }
   }
@@ -68,18 +72,20 @@ void ref_batchnorm_backward(const double *x, int rows, int C, const double *gamm
     for (int r = 0; r < rows; r++) {
       const size_t i = (size_t)r * C + c;
       const double xhat = (x[i] - m) * inv_std;
-      const double g = relu && !(gamma[c] * xhat + beta[c] > 0.0) ? 0.0 : dy[i];
+      const double z = at_or(gamma, c, 1.0) * xhat + at_or(beta, c, 0.0);
+      const double g = relu && !(z > 0.0) ? 0.0 : dy[i];
       db += g;
       dg += g * xhat;
     }
-    dbeta[c] = db;
-    dgamma[c] = dg;
+    if (dbeta) dbeta[c] = db;
+    if (dgamma) dgamma[c] = dg;
     if (!dx) continue;
     for (int r = 0; r < rows; r++) {
       const size_t i = (size_t)r * C + c;
       const double xhat = (x[i] - m) * inv_std;
-      const double g = relu && !(gamma[c] * xhat + beta[c] > 0.0) ? 0.0 : dy[i];
-      dx[i] = gamma[c] * inv_std / rows * (rows * g - db - xhat * dg);
+      const double z = at_or(gamma, c, 1.0) * xhat + at_or(beta, c, 0.0);
+      const double g = relu && !(z > 0.0) ? 0.0 : dy[i];
+      dx[i] = at_or(gamma, c, 1.0) * inv_std / rows * (rows * g - db - xhat * dg);
     }
   }
 }
@@ -170,6 +176,67 @@ void ref_maxpool_pad_backward(const double *x, int B, int H, int W, int C, int p
               if (v > best) {
                 best = v;
                 best_at = at;
+              }
+            }
+          if (best_at >= 0) dx[best_at] += dy[nhwc(b, oy, ox, c, OH, OW, C)];
+        }
+}
+
+/* ---- max pooling, the general case ------------------------------------------------- */
+
+/* Whether tap (ky, kx) of window (oy, ox) is a candidate, its value in *v and its
+ * index in x in *at (-1 for padding, a candidate holding 0 only when zero_pad). */
+static int tap2d(const double *x, int b, int oy, int ox, int ky, int kx, int c, int H, int W, int C,
+                 int SH, int SW, int PT, int PL, int zero_pad, double *v, long long *at) {
+  const int iy = oy * SH + ky - PT, ix = ox * SW + kx - PL;
+  if (iy < 0 || iy >= H || ix < 0 || ix >= W) {
+    *at = -1;
+    *v = 0.0;
+    return zero_pad;
+  }
+  *at = (long long)nhwc(b, iy, ix, c, H, W, C);
+  *v = x[*at];
+  return 1;
+}
+
+void ref_maxpool2d_forward(const double *x, int B, int H, int W, int C, int PH, int PW, int SH,
+                           int SW, int PT, int PL, int zero_pad, int OH, int OW, double *y) {
+  for (int b = 0; b < B; b++)
+    for (int oy = 0; oy < OH; oy++)
+      for (int ox = 0; ox < OW; ox++)
+        for (int c = 0; c < C; c++) {
+          double m = -INFINITY, v;
+          long long at;
+          for (int ky = 0; ky < PH; ky++)
+            for (int kx = 0; kx < PW; kx++) {
+              if (tap2d(x, b, oy, ox, ky, kx, c, H, W, C, SH, SW, PT, PL, zero_pad, &v, &at) &&
+                  v > m)
+                m = v;
+            }
+          y[nhwc(b, oy, ox, c, OH, OW, C)] = m;
+        }
+}
+
+void ref_maxpool2d_backward(const double *x, int B, int H, int W, int C, int PH, int PW, int SH,
+                            int SW, int PT, int PL, int zero_pad, int OH, int OW, const double *dy,
+                            double *dx) {
+  for (size_t i = 0; i < (size_t)B * H * W * C; i++) dx[i] = 0.0;
+  for (int b = 0; b < B; b++)
+    for (int oy = 0; oy < OH; oy++)
+      for (int ox = 0; ox < OW; ox++)
+        for (int c = 0; c < C; c++) {
+          /* Strict '>' in raster order keeps the first of equal maxima. */
+          long long best_at = -1, at;
+          double best = 0.0, v;
+          int found = 0;
+          for (int ky = 0; ky < PH; ky++)
+            for (int kx = 0; kx < PW; kx++) {
+              if (!tap2d(x, b, oy, ox, ky, kx, c, H, W, C, SH, SW, PT, PL, zero_pad, &v, &at))
+                continue;
+              if (!found || v > best) {
+                best = v;
+                best_at = at;
+                found = 1;
               }
             }
           if (best_at >= 0) dx[best_at] += dy[nhwc(b, oy, ox, c, OH, OW, C)];

@@ -7,7 +7,10 @@
 
 #include <stddef.h>
 
-/* Training mode (batch statistics), per channel c over the n = rows rows:
+/* gamma may be NULL (all 1, scale=False), beta NULL (all 0, center=False), and so may
+ * dgamma, dbeta below (not written).
+ *
+ * Training mode (batch statistics), per channel c over the n = rows rows:
  *   mean[c] = sum_r x[r,c] / n;  var[c] = sum_r (x[r,c] - mean[c])^2 / n (biased)
  *   y[r,c]  = gamma[c] * (x[r,c] - mean[c]) / sqrt(var[c] + eps) + beta[c], then ReLU if relu
  * var_unbiased[c] = var[c] * n / (n - 1) (var[c] when n == 1): what TensorFlow's fused
@@ -50,5 +53,15 @@ void ref_maxpool_pad_forward(const double *x, int B, int H, int W, int C, int po
  * window, and is dropped when that is a padded position; overlapping windows add. */
 void ref_maxpool_pad_backward(const double *x, int B, int H, int W, int C, int pool, int stride,
                               int pad, int OH, int OW, const double *dy, double *dx);
+
+/* The general case: window PH x PW, strides SH x SW, PT rows and PL columns of padding
+ * before the input (after it, what OH and OW reach). zero_pad: the padding holds 0
+ * and takes part (a folded ZeroPadding2D, as above); else it never wins
+ * (TensorFlow's 'same'). The backward's rule is the one above. */
+void ref_maxpool2d_forward(const double *x, int B, int H, int W, int C, int PH, int PW, int SH,
+                           int SW, int PT, int PL, int zero_pad, int OH, int OW, double *y);
+void ref_maxpool2d_backward(const double *x, int B, int H, int W, int C, int PH, int PW, int SH,
+                            int SW, int PT, int PL, int zero_pad, int OH, int OW, const double *dy,
+                            double *dx);
 
 #endif

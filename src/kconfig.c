@@ -1,0 +1,180 @@
+/* Keras layer configs over cJSON: typed getters that remember which keys were read,
+ * so the loader can refuse every option nobody read (see kconfig.h). */
+#include "kconfig.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kconfig_impl.h"
+
+const char *clt_kc_layer(const clt_keras_config *c) { return c->layer; }
+const char *clt_kc_class(const clt_keras_config *c) { return c->cls; }
+
+/* Marks key read; returns its value, or NULL when absent or null. */
+static const cJSON *get(const clt_keras_config *c, const char *key) {
+  clt_keras_config *m = (clt_keras_config *)c; /* the read set is bookkeeping */
+  int i = 0;
+  for (const cJSON *it = c->obj ? c->obj->child : NULL; it; it = it->next, i++) {
+    if (it->string && strcmp(it->string, key) == 0) {
+      if (i < CLT_KC_MAX_KEYS) m->read[i] = 1;
+      return cJSON_IsNull(it) ? NULL : it;
+    }
+  }
+  return NULL;
+}
+
+int clt_kc_fail(const clt_keras_config *c, clt_err *e, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return clt_fail(e, CLT_ERR_FORMAT, "layer %s (%s): %s", c->layer, c->cls, msg);
+}
+
+int clt_kc_has(const clt_keras_config *c, const char *key) { return get(c, key) != NULL; }
+
+static int as_int(const clt_keras_config *c, const char *key, const cJSON *v, int *out,
+                  clt_err *e) {
+  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 1e9) {
+    return clt_kc_fail(c, e, "%s: expected an integer", key);
+  }
+  *out = (int)v->valuedouble;
+  return CLT_OK;
+}
+
+int clt_kc_int(const clt_keras_config *c, const char *key, int def, int *out, clt_err *e) {
+  const cJSON *v = get(c, key);
+  if (!v) {
+    *out = def;
+    return CLT_OK;
+  }
+  return as_int(c, key, v, out, e);
+}
+
+int clt_kc_ints(const clt_keras_config *c, const char *key, int n, int def, int *out, clt_err *e) {
+  const cJSON *v = get(c, key);
+  if (!v) {
+    for (int i = 0; i < n; i++) out[i] = def;
+    return CLT_OK;
+  }
+  if (cJSON_IsNumber(v)) {
+    int x = 0;
+    if (as_int(c, key, v, &x, e)) return CLT_ERR_FORMAT;
+    for (int i = 0; i < n; i++) out[i] = x;
+    return CLT_OK;
+  }
+  if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n)
+    return clt_kc_fail(c, e, "%s: expected an integer or a list of %d integers", key, n);
+  int i = 0;
+  for (const cJSON *it = v->child; it; it = it->next, i++) {
+    if (as_int(c, key, it, &out[i], e)) return CLT_ERR_FORMAT;
+  }
+  return CLT_OK;
+}
+
+int clt_kc_double(const clt_keras_config *c, const char *key, double def, double *out, clt_err *e) {
+  const cJSON *v = get(c, key);
+  if (!v) {
+    *out = def;
+    return CLT_OK;
+  }
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+    return clt_kc_fail(c, e, "%s: expected a number", key);
+  *out = v->valuedouble;
+  return CLT_OK;
+}
+
+int clt_kc_bool(const clt_keras_config *c, const char *key, int def, int *out, clt_err *e) {
+  const cJSON *v = get(c, key);
+  if (!v) {
+    *out = def;
+    return CLT_OK;
+  }
+  if (!cJSON_IsBool(v)) return clt_kc_fail(c, e, "%s: expected true or false", key);
+  *out = cJSON_IsTrue(v) ? 1 : 0;
+  return CLT_OK;
+}
+
+int clt_kc_string(const clt_keras_config *c, const char *key, const char *def, char *buf,
+                  size_t size, clt_err *e) {
+  const cJSON *v = get(c, key);
+  if (!v) {
+    if (!def) return clt_kc_fail(c, e, "%s: missing", key);
+    snprintf(buf, size, "%s", def);
+    return CLT_OK;
+  }
+  if (!cJSON_IsString(v)) return clt_kc_fail(c, e, "%s: expected a string", key);
+  if (strlen(v->valuestring) >= size) return clt_kc_fail(c, e, "%s: value too long", key);
+  snprintf(buf, size, "%s", v->valuestring);
+  return CLT_OK;
+}
+
+int clt_kc_padding4(const clt_keras_config *c, const char *key, int *out, clt_err *e) {
+  const cJSON *v = get(c, key);
+  if (!v) {
+    for (int i = 0; i < 4; i++) out[i] = 1; /* ZeroPadding2D's default (1, 1) */
+    return CLT_OK;
+  }
+  if (cJSON_IsNumber(v)) {
+    if (as_int(c, key, v, &out[0], e)) return CLT_ERR_FORMAT;
+    out[1] = out[2] = out[3] = out[0];
+  } else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2) {
+    for (int k = 0; k < 2; k++) {
+      const cJSON *it = cJSON_GetArrayItem(v, k);
+      int *side = out + (ptrdiff_t)2 * k; /* top, bottom or left, right */
+      if (cJSON_IsNumber(it)) {
+        if (as_int(c, key, it, &side[0], e)) return CLT_ERR_FORMAT;
+        side[1] = side[0];
+      } else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2) {
+        if (as_int(c, key, cJSON_GetArrayItem(it, 0), &side[0], e) ||
+            as_int(c, key, cJSON_GetArrayItem(it, 1), &side[1], e))
+          return CLT_ERR_FORMAT;
+      } else {
+        goto bad;
+      }
+    }
+  } else {
+    goto bad;
+  }
+  for (int i = 0; i < 4; i++) {
+    if (out[i] < 0) return clt_kc_fail(c, e, "%s: negative padding %d", key, out[i]);
+  }
+  return CLT_OK;
+bad:
+  return clt_kc_fail(c, e, "%s: expected p, [ph, pw] or [[top, bottom], [left, right]]", key);
+}
+
+void clt_kc_ignore(const clt_keras_config *c, const char *const *keys) {
+  for (int i = 0; keys[i]; i++) (void)get(c, keys[i]);
+}
+
+int clt_kc_activation(const clt_keras_config *c, char *act, size_t size, clt_err *e) {
+  static const char *const known[] = {"relu", "relu6", "sigmoid", "tanh", "softmax", "linear"};
+  const cJSON *v = get(c, "activation");
+  const char *name = "linear";
+  if (cJSON_IsString(v)) {
+    name = v->valuestring;
+  } else if (cJSON_IsObject(v)) {
+    /* Keras 3 may serialise a built-in activation as {"class_name": "function",
+     * "config": "relu", ...}. */
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(v, "config");
+    if (!cJSON_IsString(cfg)) return clt_kc_fail(c, e, "activation: a custom object");
+    name = cfg->valuestring;
+  } else if (v) {
+    return clt_kc_fail(c, e, "activation: expected a name");
+  }
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+    if (strcmp(name, known[i]) == 0) {
+      snprintf(act, size, "%s", name);
+      return CLT_OK;
+    }
+  }
+  return clt_kc_fail(c, e,
+                     "activation '%s' is not supported (supported: relu, relu6, sigmoid, tanh, "
+                     "softmax, linear)",
+                     name);
+}

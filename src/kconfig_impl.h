@@ -1,0 +1,17 @@
+/* The loader's side of clt_keras_config (src/keras.c builds one per layer). */
+#ifndef CLT_KCONFIG_IMPL_H
+#define CLT_KCONFIG_IMPL_H
+
+#include <cjson/cJSON.h>
+
+#include "kconfig.h"
+
+#define CLT_KC_MAX_KEYS 64
+
+struct clt_keras_config {
+  const cJSON *obj; /* the layer's "config" object */
+  const char *layer, *cls;
+  unsigned char read[CLT_KC_MAX_KEYS]; /* by position among obj's members */
+};
+
+#endif

@@ -1,0 +1,772 @@
+/* Keras model files to model descriptions (see keras.h). The two formats differ
+ * in where the input shape sits and how inbound nodes are written:
+ *   tf.keras 2.x: "inbound_nodes": [[["conv2d", 0, 0, {}], ...]], InputLayer's
+ *                 "batch_input_shape", a Sequential's first layer may carry it;
+ *   Keras 3:      "inbound_nodes": [{"args": [<tensor> or [<tensor>, ...]],
+ *                 "kwargs": {...}}] with <tensor> = {"class_name":
+ *                 "__keras_tensor__", "config": {"keras_history": [name, 0, 0]}},
+ *                 InputLayer's "batch_shape", the model's "build_config".
+ * Nothing here knows a layer kind beyond the graph-level rules keras.h lists. */
+#define _POSIX_C_SOURCE 200809L
+#include "keras.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kconfig_impl.h"
+
+#define MAX_NODES 1024
+#define MAX_INBOUND 16
+#define NAME_MAX_LEN 31 /* clt_layer's name[32] */
+
+typedef struct knode {
+  const char *name, *cls;
+  const cJSON *config;
+  int ninputs;
+  int inputs[MAX_INBOUND]; /* node indices */
+  char input_names[MAX_INBOUND][64];
+  int consumers;
+  int emitted;
+  char tensor[64]; /* the cltrain layer (or "input") holding this node's output */
+  /* A ZeroPadding2D folded into this node: sides and the padding layer's name. */
+  int pad[4];
+  const char *pad_name;
+  int skip; /* a ZeroPadding2D folded into its consumer, or the final softmax */
+} knode;
+
+typedef struct loader {
+  const char *origin;
+  const clt_keras_opts *o;
+  knode nodes[MAX_NODES];
+  int n;
+  int input, output; /* node indices */
+  clt_shape shape;   /* from the file, 0 where open */
+  int softmax_output;
+  char *text; /* the description being written */
+  size_t size, used;
+} loader;
+
+static const char *str(const cJSON *obj, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+int clt_keras_is_file(const char *model) {
+  const size_t n = strlen(model);
+  return strchr(model, '/') != NULL || (n > 5 && strcmp(model + n - 5, ".json") == 0);
+}
+
+/* ---- the graph -------------------------------------------------------------- */
+
+static int find_node(const loader *ld, const char *name) {
+  for (int i = 0; i < ld->n; i++) {
+    if (strcmp(ld->nodes[i].name, name) == 0) return i;
+  }
+  return -1;
+}
+
+/* Records an inbound tensor [name, node_index, tensor_index] of node k. */
+static int add_inbound(loader *ld, knode *k, const cJSON *history, clt_err *e) {
+  const cJSON *name = cJSON_GetArrayItem(history, 0), *node = cJSON_GetArrayItem(history, 1),
+              *tensor = cJSON_GetArrayItem(history, 2);
+  if (!cJSON_IsString(name) || !cJSON_IsNumber(node) || !cJSON_IsNumber(tensor)) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: malformed inbound node", ld->origin, k->name);
+  }
+  if (node->valueint != 0 || tensor->valueint != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: layer %s: takes output %d of call %d of layer %s; cltrain supports "
+                    "layers called once with one output (no shared layers)",
+                    ld->origin, k->name, tensor->valueint, node->valueint, name->valuestring);
+  }
+  if (k->ninputs == MAX_INBOUND) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: more than %d inputs", ld->origin, k->name,
+                    MAX_INBOUND);
+  }
+  snprintf(k->input_names[k->ninputs++], sizeof k->input_names[0], "%s", name->valuestring);
+  return CLT_OK;
+}
+
+/* Keras 3: collects the keras_history of every tensor in args (nested lists). */
+static int collect_tensors(loader *ld, knode *k, const cJSON *v, clt_err *e) {
+  if (cJSON_IsArray(v)) {
+    for (const cJSON *it = v->child; it; it = it->next) {
+      int status = collect_tensors(ld, k, it, e);
+      if (status) return status;
+    }
+    return CLT_OK;
+  }
+  if (!cJSON_IsObject(v)) return CLT_OK; /* a constant argument */
+  const char *cls = str(v, "class_name");
+  if (!cls || strcmp(cls, "__keras_tensor__") != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: an argument of class %s is not supported",
+                    ld->origin, k->name, cls ? cls : "(none)");
+  }
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(v, "config");
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(cfg, "keras_history");
+  if (!cJSON_IsArray(h)) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: a tensor without keras_history", ld->origin,
+                    k->name);
+  }
+  return add_inbound(ld, k, h, e);
+}
+
+static int read_inbound(loader *ld, knode *k, const cJSON *inbound, clt_err *e) {
+  if (!inbound || (cJSON_IsArray(inbound) && cJSON_GetArraySize(inbound) == 0)) return CLT_OK;
+  if (!cJSON_IsArray(inbound)) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: inbound_nodes is not a list", ld->origin,
+                    k->name);
+  }
+  if (cJSON_GetArraySize(inbound) > 1) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: layer %s is called %d times; cltrain supports layers called once (no "
+                    "shared layers)",
+                    ld->origin, k->name, cJSON_GetArraySize(inbound));
+  }
+  const cJSON *node = inbound->child;
+  if (cJSON_IsObject(node)) { /* Keras 3 */
+    const cJSON *kwargs = cJSON_GetObjectItemCaseSensitive(node, "kwargs");
+    for (const cJSON *it = kwargs ? kwargs->child : NULL; it; it = it->next) {
+      if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+        return clt_fail(e, CLT_ERR_FORMAT,
+                        "%s: layer %s: call argument %s is not supported (a tensor or mask)",
+                        ld->origin, k->name, it->string);
+      }
+    }
+    return collect_tensors(ld, k, cJSON_GetObjectItemCaseSensitive(node, "args"), e);
+  }
+  if (!cJSON_IsArray(node)) goto bad;
+  for (const cJSON *t = node->child; t; t = t->next) { /* tf.keras 2.x */
+    if (!cJSON_IsArray(t)) goto bad;
+    const cJSON *kwargs = cJSON_GetArrayItem(t, 3);
+    for (const cJSON *it = kwargs ? kwargs->child : NULL; it; it = it->next) {
+      if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+        return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: call argument %s is not supported",
+                        ld->origin, k->name, it->string);
+      }
+    }
+    int status = add_inbound(ld, k, t, e);
+    if (status) return status;
+  }
+  return CLT_OK;
+bad:
+  return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: malformed inbound_nodes", ld->origin, k->name);
+}
+
+/* [name, 0, 0] or [[name, 0, 0], ...] → the one layer named, refusing several. */
+static int endpoint(loader *ld, const cJSON *config, const char *key, const char *what, int *out,
+                    clt_err *e) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
+  if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no %s", ld->origin, key);
+  if (cJSON_IsArray(v->child)) {
+    if (cJSON_GetArraySize(v) > 1) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has %d %ss; cltrain trains models with one",
+                      ld->origin, cJSON_GetArraySize(v), what);
+    }
+    v = v->child;
+  }
+  const char *name = cJSON_IsString(v->child) ? v->child->valuestring : NULL;
+  *out = name ? find_node(ld, name) : -1;
+  if (*out < 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model's %s %s is not one of its layers", ld->origin,
+                    what, name ? name : "(unnamed)");
+  }
+  return CLT_OK;
+}
+
+/* Reads the layer list: names, classes, configs and (functional) inbound nodes. */
+static int read_layers(loader *ld, const cJSON *root, clt_err *e) {
+  const char *cls = str(root, "class_name");
+  const cJSON *config = cJSON_GetObjectItemCaseSensitive(root, "config");
+  if (!cls || !cJSON_IsObject(config)) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: not a Keras model (no class_name and config at the top; expected "
+                    "model.to_json()'s output)",
+                    ld->origin);
+  }
+  const int sequential = strcmp(cls, "Sequential") == 0;
+  if (!sequential && strcmp(cls, "Functional") != 0 && strcmp(cls, "Model") != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: a model of class %s; cltrain reads Sequential and functional models",
+                    ld->origin, cls);
+  }
+  const cJSON *layers = cJSON_GetObjectItemCaseSensitive(config, "layers");
+  if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no layers", ld->origin);
+  for (const cJSON *it = layers->child; it; it = it->next) {
+    if (ld->n == MAX_NODES)
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: more than %d layers", ld->origin, MAX_NODES);
+    knode *k = &ld->nodes[ld->n];
+    memset(k, 0, sizeof *k);
+    k->cls = str(it, "class_name");
+    k->config = cJSON_GetObjectItemCaseSensitive(it, "config");
+    k->name = str(k->config, "name");
+    if (!k->name) k->name = str(it, "name");
+    if (!k->cls || !cJSON_IsObject(k->config) || !k->name) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %d has no class_name, config or name",
+                      ld->origin, ld->n + 1);
+    }
+    if (find_node(ld, k->name) >= 0) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: two layers are named %s", ld->origin, k->name);
+    }
+    if (strcmp(k->cls, "Sequential") == 0 || strcmp(k->cls, "Functional") == 0 ||
+        strcmp(k->cls, "Model") == 0) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: layer %s is a nested model (%s); flatten it into one model", ld->origin,
+                      k->name, k->cls);
+    }
+    if (!sequential) {
+      int status = read_inbound(ld, k, cJSON_GetObjectItemCaseSensitive(it, "inbound_nodes"), e);
+      if (status) return status;
+    }
+    ld->n++;
+  }
+  if (sequential) {
+    /* A chain from the InputLayer; without one, from an implicit input node (no
+     * config) put in front. */
+    if (!ld->nodes[0].cls || strcmp(ld->nodes[0].cls, "InputLayer") != 0) {
+      if (ld->n == MAX_NODES)
+        return clt_fail(e, CLT_ERR_FORMAT, "%s: more than %d layers", ld->origin, MAX_NODES);
+      memmove(&ld->nodes[1], &ld->nodes[0], (size_t)ld->n * sizeof ld->nodes[0]);
+      memset(&ld->nodes[0], 0, sizeof ld->nodes[0]);
+      ld->nodes[0].name = "input";
+      ld->nodes[0].cls = "InputLayer";
+      ld->n++;
+    }
+    ld->input = 0;
+    for (int i = 1; i < ld->n; i++) {
+      knode *k = &ld->nodes[i];
+      k->ninputs = 1;
+      snprintf(k->input_names[0], sizeof k->input_names[0], "%s", ld->nodes[i - 1].name);
+    }
+    ld->output = ld->n - 1;
+    if (ld->output < 1)
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no layers", ld->origin);
+    return CLT_OK;
+  }
+  int status = endpoint(ld, config, "input_layers", "input", &ld->input, e);
+  if (!status) status = endpoint(ld, config, "output_layers", "output", &ld->output, e);
+  return status;
+}
+
+/* Resolves input names to nodes, counts consumers, and checks the graph: no
+ * dangling input, no cycle, every layer feeding the output. Orders the nodes so
+ * inputs come first (files Keras writes are in that order already). */
+static int check_graph(loader *ld, int *order, clt_err *e) {
+  for (int i = 0; i < ld->n; i++) {
+    knode *k = &ld->nodes[i];
+    for (int j = 0; j < k->ninputs; j++) {
+      k->inputs[j] = find_node(ld, k->input_names[j]);
+      if (k->inputs[j] < 0) {
+        return clt_fail(e, CLT_ERR_FORMAT,
+                        "%s: layer %s takes input %s, which is not a layer "
+                        "of the model",
+                        ld->origin, k->name, k->input_names[j]);
+      }
+      ld->nodes[k->inputs[j]].consumers++;
+    }
+    if (strcmp(k->cls, "InputLayer") == 0 && i != ld->input) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: a second input %s; cltrain trains models with one image input",
+                      ld->origin, k->name);
+    }
+    if (strcmp(k->cls, "InputLayer") != 0 && k->ninputs == 0 && ld->input >= 0) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s has no input", ld->origin, k->name);
+    }
+  }
+  /* Kahn's algorithm, taking the earliest ready node each time: the file's order
+   * when it is already a topological one. */
+  int placed = 0, pending[MAX_NODES];
+  for (int i = 0; i < ld->n; i++) pending[i] = ld->nodes[i].ninputs;
+  int done[MAX_NODES] = {0};
+  while (placed < ld->n) {
+    int next = -1;
+    for (int i = 0; i < ld->n && next < 0; i++) {
+      if (!done[i] && pending[i] == 0) next = i;
+    }
+    if (next < 0) {
+      for (int i = 0; i < ld->n; i++) {
+        if (!done[i]) {
+          return clt_fail(e, CLT_ERR_FORMAT, "%s: the graph has a cycle through layer %s",
+                          ld->origin, ld->nodes[i].name);
+        }
+      }
+      return clt_fail(e, CLT_ERR_INTERNAL, "%s: ordering the layers", ld->origin);
+    }
+    done[next] = 1;
+    order[placed++] = next;
+    for (int i = 0; i < ld->n; i++) {
+      for (int j = 0; j < ld->nodes[i].ninputs; j++) {
+        if (ld->nodes[i].inputs[j] == next) pending[i]--;
+      }
+    }
+  }
+  /* Every layer must lead to the output. */
+  int reach[MAX_NODES] = {0};
+  reach[ld->output] = 1;
+  for (int p = ld->n - 1; p >= 0; p--) {
+    const knode *k = &ld->nodes[order[p]];
+    if (!reach[order[p]]) continue;
+    for (int j = 0; j < k->ninputs; j++) reach[k->inputs[j]] = 1;
+  }
+  for (int i = 0; i < ld->n; i++) {
+    if (!reach[i] && i != ld->input) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s does not lead to the output %s", ld->origin,
+                      ld->nodes[i].name, ld->nodes[ld->output].name);
+    }
+  }
+  if (ld->nodes[ld->output].consumers) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the output layer %s feeds other layers", ld->origin,
+                    ld->nodes[ld->output].name);
+  }
+  return CLT_OK;
+}
+
+/* ---- configs ------------------------------------------------------------------ */
+
+/* A dtype: "float32" or Keras 3's {"class_name": "DTypePolicy", "config": {"name": ...}}. */
+static const char *dtype_name(const cJSON *v) {
+  if (cJSON_IsString(v)) return v->valuestring;
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(v, "config");
+  return str(cfg, "name");
+}
+
+/* An initializer's class: "GlorotUniform", or a string "glorot_uniform". */
+static int initializer_is(const cJSON *v, const char *cls, const char *alias) {
+  if (cJSON_IsString(v)) return strcmp(v->valuestring, alias) == 0;
+  const char *c = str(v, "class_name");
+  return c && (strcmp(c, cls) == 0 || strcmp(c, alias) == 0);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  const size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The keys every layer may have: name, trainable, dtype, initializers (Keras'
+ * defaults, which cltrain uses, unless --weights makes them moot), regularizers and
+ * constraints (none). Marks them read. */
+static int check_common(const loader *ld, clt_keras_config *c, clt_err *e) {
+  int i = 0;
+  for (const cJSON *it = c->obj->child; it; it = it->next, i++) {
+    const char *key = it->string;
+    int known = 1;
+    if (strcmp(key, "name") == 0 || strcmp(key, "batch_input_shape") == 0) {
+      /* the latter: a Sequential's input shape on its first layer (read_input) */
+    } else if (strcmp(key, "trainable") == 0) {
+      if (!cJSON_IsTrue(it))
+        return clt_kc_fail(c, e, "trainable false (a frozen layer) is not supported");
+    } else if (strcmp(key, "dtype") == 0) {
+      const char *d = dtype_name(it);
+      if (!cJSON_IsNull(it) && (!d || strcmp(d, "float32") != 0))
+        return clt_kc_fail(c, e, "dtype %s is not supported (only float32)", d ? d : "(object)");
+    } else if (ends_with(key, "_regularizer") || ends_with(key, "_constraint") ||
+               strcmp(key, "quantization_config") == 0) {
+      if (!cJSON_IsNull(it)) {
+        const char *cls = cJSON_IsString(it) ? it->valuestring : str(it, "class_name");
+        return clt_kc_fail(c, e, "%s %s is not supported (only none)", key, cls ? cls : "");
+      }
+    } else if (ends_with(key, "_initializer")) {
+      const int glorot = strcmp(key, "kernel_initializer") == 0 ||
+                         strcmp(key, "depthwise_initializer") == 0 ||
+                         strcmp(key, "pointwise_initializer") == 0;
+      const int ones = strcmp(key, "gamma_initializer") == 0 ||
+                       strcmp(key, "moving_variance_initializer") == 0;
+      const int ok = glorot ? initializer_is(it, "GlorotUniform", "glorot_uniform")
+                     : ones ? initializer_is(it, "Ones", "ones")
+                            : initializer_is(it, "Zeros", "zeros");
+      if (!ok && !ld->o->weights_given) {
+        const char *cls = cJSON_IsString(it) ? it->valuestring : str(it, "class_name");
+        return clt_kc_fail(c, e,
+                           "%s %s is not supported (cltrain initialises as Keras' defaults do: "
+                           "%s); start from --weights instead",
+                           key, cls ? cls : "?",
+                           glorot ? "GlorotUniform"
+                           : ones ? "Ones"
+                                  : "Zeros");
+      }
+    } else {
+      known = 0;
+    }
+    if (known && i < CLT_KC_MAX_KEYS) c->read[i] = 1;
+  }
+  return CLT_OK;
+}
+
+/* Refuses the first key nobody read. */
+static int check_all_read(const clt_keras_config *c, clt_err *e) {
+  int i = 0;
+  for (const cJSON *it = c->obj->child; it; it = it->next, i++) {
+    if (i >= CLT_KC_MAX_KEYS) return clt_kc_fail(c, e, "more than %d options", CLT_KC_MAX_KEYS);
+    if (c->read[i]) continue;
+    char *value = cJSON_PrintUnformatted(it);
+    clt_kc_fail(c, e, "option %s=%.60s is not supported", it->string, value ? value : "?");
+    free(value);
+    return CLT_ERR_FORMAT;
+  }
+  return CLT_OK;
+}
+
+/* ---- writing the description ------------------------------------------------------ */
+
+static int append(loader *ld, clt_err *e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int append(loader *ld, clt_err *e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = vsnprintf(ld->text + ld->used, ld->size - ld->used, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (size_t)n >= ld->size - ld->used)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model is too large to describe", ld->origin);
+  ld->used += (size_t)n;
+  return CLT_OK;
+}
+
+static int check_name(const loader *ld, const char *name, clt_err *e) {
+  if (strlen(name) > NAME_MAX_LEN || strpbrk(name, " =<,()") || !name[0] ||
+      strcmp(name, "input") == 0) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: layer name '%s': cltrain needs names of 1 to %d characters without "
+                    "spaces, '=', '<', ',' or parentheses, other than 'input'",
+                    ld->origin, name, NAME_MAX_LEN);
+  }
+  return CLT_OK;
+}
+
+/* The supported classes, for refusals. */
+static void supported_classes(char *buf, size_t size) {
+  size_t used = (size_t)snprintf(buf, size, "InputLayer");
+  for (int i = 0; clt_layer_kinds[i] && used < size; i++) {
+    if (!clt_layer_kinds[i]->from_keras) continue;
+    used += (size_t)snprintf(buf + used, size - used, ", %s", clt_layer_kinds[i]->kind);
+  }
+}
+
+/* The shape of the model's input from the InputLayer (batch_shape or
+ * batch_input_shape) or the model's build_config. */
+static int read_shape(loader *ld, const cJSON *shape, const char *where, clt_err *e) {
+  int dims[3] = {0, 0, 0};
+  if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 4) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: %s: the input must be images (batch, height, width, channels)", ld->origin,
+                    where);
+  }
+  for (int d = 0; d < 3; d++) {
+    const cJSON *v = cJSON_GetArrayItem(shape, d + 1);
+    if (cJSON_IsNumber(v) && v->valueint >= 1) dims[d] = v->valueint;
+    else if (!cJSON_IsNull(v))
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: %s: bad input dimension", ld->origin, where);
+  }
+  ld->shape = (clt_shape){dims[0], dims[1], dims[2]};
+  return CLT_OK;
+}
+
+static int read_input(loader *ld, const cJSON *root, clt_err *e) {
+  knode *k = &ld->nodes[ld->input];
+  snprintf(k->tensor, sizeof k->tensor, "input");
+  if (k->config) {
+    if (strcmp(k->cls, "InputLayer") != 0) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: the model's input %s is a %s, not an InputLayer",
+                      ld->origin, k->name, k->cls);
+    }
+    clt_keras_config c = {.obj = k->config, .layer = k->name, .cls = k->cls};
+    int status = check_common(ld, &c, e);
+    int sparse = 0, ragged = 0;
+    if (!status) status = clt_kc_bool(&c, "sparse", 0, &sparse, e);
+    if (!status) status = clt_kc_bool(&c, "ragged", 0, &ragged, e);
+    if (!status && (sparse || ragged)) status = clt_kc_fail(&c, e, "sparse or ragged input");
+    const char *key = clt_kc_has(&c, "batch_shape") ? "batch_shape" : "batch_input_shape";
+    if (!status)
+      status = read_shape(ld, cJSON_GetObjectItemCaseSensitive(k->config, key), k->name, e);
+    static const char *const ignored[] = {"input_tensor", "optional", NULL};
+    if (!status) clt_kc_ignore(&c, ignored);
+    if (!status) status = check_all_read(&c, e);
+    return status;
+  }
+  /* A Sequential without InputLayer: the first layer's batch_input_shape (tf.keras
+   * 2.x) or the model's build_config (Keras 3), else the data's shape. */
+  const cJSON *first = ld->nodes[1].config;
+  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(first, "batch_input_shape");
+  if (!shape) {
+    const cJSON *build = cJSON_GetObjectItemCaseSensitive(root, "build_config");
+    shape = cJSON_GetObjectItemCaseSensitive(build, "input_shape");
+  }
+  if (shape && !cJSON_IsNull(shape)) return read_shape(ld, shape, "input_shape", e);
+  ld->shape = (clt_shape){0, 0, 0};
+  return CLT_OK;
+}
+
+/* A ZeroPadding2D with one consumer that takes padding folds into it (no copy). */
+static int fold_padding(loader *ld, int i, clt_err *e) {
+  knode *k = &ld->nodes[i];
+  int consumer = -1;
+  for (int j = 0; j < ld->n && k->consumers == 1; j++) {
+    for (int t = 0; t < ld->nodes[j].ninputs; t++) {
+      if (ld->nodes[j].inputs[t] == i) consumer = j;
+    }
+  }
+  if (consumer < 0) return CLT_OK;
+  knode *c = &ld->nodes[consumer];
+  const clt_layer_ops *ops = clt_layer_kind(c->cls);
+  const char *padding = str(c->config, "padding");
+  if (!ops || !ops->folds_padding || c->ninputs != 1 || (padding && strcmp(padding, "valid") != 0))
+    return CLT_OK;
+  clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls};
+  char format[32];
+  int status = check_common(ld, &cfg, e);
+  if (!status) status = clt_kc_padding4(&cfg, "padding", c->pad, e);
+  if (!status)
+    status = clt_kc_string(&cfg, "data_format", "channels_last", format, sizeof format, e);
+  if (!status && strcmp(format, "channels_last") != 0)
+    status = clt_kc_fail(&cfg, e, "data_format %s is not supported (only channels_last)", format);
+  if (!status) status = check_all_read(&cfg, e);
+  if (status) return status;
+  c->pad_name = k->name;
+  c->inputs[0] = k->inputs[0];
+  k->skip = 1;
+  return CLT_OK;
+}
+
+/* The tensor a node reads as input j. */
+static const char *input_tensor(const loader *ld, const knode *k, int j) {
+  return ld->nodes[k->inputs[j]].tensor;
+}
+
+/* Writes one Keras layer as description entries. */
+static int emit_node(loader *ld, int i, clt_err *e) {
+  knode *k = &ld->nodes[i];
+  int status = check_name(ld, k->name, e);
+  if (status) return status;
+  clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls};
+  const int is_output = i == ld->output;
+  /* A final softmax (Activation('softmax') or Softmax) is the loss's: skipped. */
+  if (is_output && (strcmp(k->cls, "Activation") == 0 || strcmp(k->cls, "Softmax") == 0)) {
+    char act[16] = "softmax";
+    if (strcmp(k->cls, "Activation") == 0) status = clt_kc_activation(&cfg, act, sizeof act, e);
+    if (status) return status;
+    if (strcmp(act, "softmax") == 0 || strcmp(act, "linear") == 0) {
+      ld->softmax_output = act[0] == 's';
+      memcpy(k->tensor, input_tensor(ld, k, 0), sizeof k->tensor); /* another node's */
+      return CLT_OK;
+    }
+    return clt_kc_fail(&cfg, e,
+                       "the output is %s; cltrain's loss (sparse categorical cross-entropy) "
+                       "takes logits or a softmax",
+                       act);
+  }
+  const clt_layer_ops *ops = clt_layer_kind(k->cls);
+  if (!ops || !ops->from_keras) {
+    char known[600];
+    supported_classes(known, sizeof known);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: class %s is not supported (supported: %s)",
+                    ld->origin, k->name, k->cls, known);
+  }
+  clt_layer l;
+  memset(&l, 0, sizeof l);
+  l.ops = ops;
+  l.ninputs = ops->ninputs;
+  snprintf(l.name, sizeof l.name, "%s", k->name);
+  char act[16] = "";
+  if ((status = check_common(ld, &cfg, e))) return status;
+  if ((status = ops->from_keras(&l, &cfg, act, sizeof act, e))) return status;
+  if ((status = check_all_read(&cfg, e))) return status;
+  if (is_output) {
+    /* The output's activation must leave logits or probabilities. */
+    const char *a = str(k->config, "activation");
+    if (act[0] && strcmp(act, "softmax") != 0) a = act;
+    if (a && strcmp(a, "linear") != 0 && strcmp(a, "softmax") != 0) {
+      return clt_kc_fail(&cfg, e,
+                         "the output's activation is %s; cltrain's loss (sparse categorical "
+                         "cross-entropy) takes logits (linear) or a softmax",
+                         a);
+    }
+    if (strcmp(k->cls, "ReLU") == 0)
+      return clt_kc_fail(&cfg, e, "the output is a ReLU; the loss takes logits or a softmax");
+  }
+  char kind[160];
+  ops->describe(&l, kind, sizeof kind);
+  if (k->pad_name) {
+    const int *p = k->pad;
+    if ((status = check_name(ld, k->pad_name, e))) return status;
+    if (p[0] == p[1] && p[1] == p[2] && p[2] == p[3])
+      status = append(ld, e, "%s=ZeroPadding2D(%d) ", k->pad_name, p[0]);
+    else
+      status = append(ld, e, "%s=ZeroPadding2D(%d,%d,%d,%d) ", k->pad_name, p[0], p[1], p[2], p[3]);
+    if (status) return status;
+  }
+  const int want = ops->ninputs;
+  if (k->ninputs < want || (want == 1 && k->ninputs != 1)) {
+    return clt_kc_fail(&cfg, e, "takes %d input%s, the model gives it %d", want,
+                       want == 1 ? "" : "s", k->ninputs);
+  }
+  /* Add and Concatenate of n > 2 tensors: pairs, "<name>/1" ... then "<name>". */
+  char prev[64];
+  snprintf(prev, sizeof prev, "%s", input_tensor(ld, k, 0));
+  for (int j = 1; j < k->ninputs - 1; j++) {
+    char part[64];
+    snprintf(part, sizeof part, "%s/%d", k->name, j);
+    if ((status = check_name(ld, part, e))) return status;
+    if ((status = append(ld, e, "%s=%s<%s,%s ", part, kind, prev, input_tensor(ld, k, j))))
+      return status;
+    snprintf(prev, sizeof prev, "%s", part);
+  }
+  if (want == 2)
+    status = append(ld, e, "%s=%s<%s,%s ", k->name, kind, prev,
+                    input_tensor(ld, k, k->ninputs - 1));
+  else status = append(ld, e, "%s=%s<%s ", k->name, kind, prev);
+  if (status) return status;
+  snprintf(k->tensor, sizeof k->tensor, "%s", k->name);
+  if (act[0] && strcmp(act, "linear") != 0) {
+    if (is_output && strcmp(act, "softmax") == 0) {
+      ld->softmax_output = 1;
+      return CLT_OK;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "%s/%s", k->name, act);
+    if ((status = check_name(ld, name, e))) return status;
+    if ((status = append(ld, e, "%s=Activation(%s)<%s ", name, act, k->name))) return status;
+    snprintf(k->tensor, sizeof k->tensor, "%s", name);
+  }
+  return CLT_OK;
+}
+
+static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
+  cJSON *root = cJSON_Parse(text);
+  if (!root) {
+    const char *at = cJSON_GetErrorPtr();
+    long offset = at && at >= text ? (long)(at - text) : -1;
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: not valid JSON (error near byte %ld)", ld->origin,
+                    offset);
+  }
+  int order[MAX_NODES] = {0};
+  int status = read_layers(ld, root, e);
+  if (!status) status = check_graph(ld, order, e);
+  if (!status) snprintf(ld->nodes[ld->input].tensor, sizeof ld->nodes[0].tensor, "input");
+  for (int p = 0; p < ld->n && !status; p++) {
+    const int i = order[p];
+    if (strcmp(ld->nodes[i].cls, "ZeroPadding2D") == 0 && i != ld->output)
+      status = fold_padding(ld, i, e);
+  }
+  for (int p = 0; p < ld->n && !status; p++) {
+    const int i = order[p];
+    if (i == ld->input || ld->nodes[i].skip) continue;
+    status = emit_node(ld, i, e);
+  }
+  /* The input last: what the layers say about the file comes first. */
+  if (!status) status = read_input(ld, root, e);
+  const clt_shape in = ld->shape, data = ld->o->data;
+  if (!status &&
+      ((in.h && in.h != data.h) || (in.w && in.w != data.w) || (in.c && in.c != data.c))) {
+    status = clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: the model takes %dx%dx%d images (0: any), the data's are %dx%dx%d",
+                      ld->origin, in.h, in.w, in.c, data.h, data.w, data.c);
+  }
+  if (!status) {
+    if (ld->used && ld->text[ld->used - 1] == ' ') ld->text[--ld->used] = '\0';
+    /* Named after the file, in characters checkpoints' metadata takes as they are. */
+    char name[32];
+    snprintf(name, sizeof name, "%s", base_name(ld->origin));
+    for (char *c = name; *c; c++) {
+      if (!isalnum((unsigned char)*c) && !strchr("._-", *c)) *c = '_';
+    }
+    status = clt_model_parse(name, data, ld->o->classes, ld->o->preprocess, ld->text, m, e);
+    if (!status) m->softmax_output = ld->softmax_output;
+    else clt_wrap(e, "%s", ld->origin);
+  }
+  /* Kinds' refusals name the layer; the file goes in front. */
+  if (status && strncmp(e->msg, ld->origin, strlen(ld->origin)) != 0) clt_wrap(e, "%s", ld->origin);
+  cJSON_Delete(root);
+  return status;
+}
+
+int clt_keras_parse(const char *origin, const char *text, const clt_keras_opts *o, clt_model *m,
+                    clt_err *e) {
+  loader *ld = calloc(1, sizeof *ld);
+  char *desc = malloc(CLT_DESCRIBE_MAX);
+  int status = CLT_OK;
+  if (!ld || !desc) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", origin);
+    goto cleanup;
+  }
+  ld->origin = origin;
+  ld->o = o;
+  ld->input = -1;
+  ld->text = desc;
+  ld->size = CLT_DESCRIBE_MAX;
+  desc[0] = '\0';
+  status = load(ld, text, m, e);
+cleanup:
+  free(desc);
+  free(ld);
+  return status;
+}
+
+static int read_file(const char *path, char **out, clt_err *e) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return clt_fail(e, CLT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  char *buf = malloc(CLT_KERAS_MAX_BYTES + 1);
+  size_t n = buf ? fread(buf, 1, CLT_KERAS_MAX_BYTES + 1, f) : 0;
+  const int err = ferror(f);
+  fclose(f);
+  if (!buf) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", path);
+  if (err || n > CLT_KERAS_MAX_BYTES) {
+    free(buf);
+    return err ? clt_fail(e, CLT_ERR_IO, "%s: read error", path)
+               : clt_fail(e, CLT_ERR_FORMAT, "%s: larger than %d MB; not a model file", path,
+                          CLT_KERAS_MAX_BYTES >> 20);
+  }
+  buf[n] = '\0';
+  if (strlen(buf) != n) {
+    free(buf);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: not a JSON text (a NUL byte)", path);
+  }
+  *out = buf;
+  return CLT_OK;
+}
+
+int clt_keras_load(const char *path, const clt_keras_opts *o, clt_model *m, char **json_out,
+                   clt_err *e) {
+  char *text = NULL;
+  int status = read_file(path, &text, e);
+  if (!status) status = clt_keras_parse(path, text, o, m, e);
+  if (!status && json_out) {
+    *json_out = text;
+    text = NULL;
+  }
+  free(text);
+  return status;
+}
+
+int clt_keras_input_shape(const char *path, clt_shape *shape, clt_err *e) {
+  char *text = NULL;
+  int status = read_file(path, &text, e);
+  if (status) return status;
+  loader *ld = calloc(1, sizeof *ld);
+  cJSON *root = cJSON_Parse(text);
+  if (!ld || !root) {
+    status = !ld ? clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", path)
+                 : clt_fail(e, CLT_ERR_FORMAT, "%s: not valid JSON", path);
+  } else {
+    static const clt_keras_opts any = {{0, 0, 0}, 0, CLT_PRE_RAW, 1};
+    ld->origin = path;
+    ld->o = &any;
+    ld->input = -1;
+    status = read_layers(ld, root, e);
+    if (!status) status = read_input(ld, root, e);
+    if (!status) *shape = ld->shape;
+  }
+  cJSON_Delete(root);
+  free(ld);
+  free(text);
+  return status;
+}

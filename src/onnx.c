@@ -1,0 +1,590 @@
+/* ONNX export: the graph builder the kinds' to_onnx call (onnx.h), and the
+ * writer of the ModelProto (field numbers from onnx/onnx.proto). */
+#define _POSIX_C_SOURCE 200809L
+#include "onnx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model.h"
+#include "pb.h"
+
+#define OPSET 13
+#define IR_VERSION 7 /* ONNX 1.8, the first with opset 13 */
+#define MAX_RANK 8
+
+/* TensorProto.DataType */
+enum { DT_FLOAT = 1, DT_INT64 = 7 };
+/* AttributeProto.AttributeType */
+enum { AT_FLOAT = 1, AT_INT = 2, AT_STRING = 3, AT_INTS = 7 };
+
+typedef struct node {
+  const char *op, *output;
+  const char **inputs;
+  int ninputs;
+  clt_onnx_attr *attrs; /* names and strings point into g's strings */
+  int nattrs;
+} node;
+
+typedef struct initializer {
+  const char *name;
+  int dtype, rank;
+  int64_t dims[MAX_RANK];
+  unsigned char *data; /* little-endian */
+  size_t bytes;
+} initializer;
+
+/* A tensor name: made (a graph input, node output or initializer) or only
+ * reserved by clt_onnx_name. */
+typedef struct value {
+  const char *name;
+  int rank; /* 0: not known */
+  int made;
+} value;
+
+struct clt_onnx {
+  const clt_model *model;
+  const float *flat;
+  node *nodes;
+  int nnodes, cap_nodes;
+  initializer *inits;
+  int ninits, cap_inits;
+  value *values;
+  int nvalues, cap_values;
+  char **strings; /* every string g owns */
+  size_t nstrings, cap_strings;
+  int nomem; /* an allocation failed: every later call fails */
+};
+
+/* Array p of *cap elements of `size`, grown to hold n: the new array, or NULL (p is
+ * then unchanged). */
+static void *grow(void *p, int *cap, int n, size_t size) {
+  if (n <= *cap) return p;
+  int c = *cap ? *cap * 2 : 64;
+  while (c < n) c *= 2;
+  void *q = realloc(p, (size_t)c * size);
+  if (q) *cap = c;
+  return q;
+}
+
+/* A copy of s owned by g, or NULL (out of memory). */
+static const char *keep(clt_onnx *g, const char *s) {
+  if (g->nomem) return NULL;
+  if (g->nstrings == g->cap_strings) {
+    size_t c = g->cap_strings ? 2 * g->cap_strings : 256;
+    char **q = realloc(g->strings, c * sizeof *q);
+    if (!q) return g->nomem = 1, NULL;
+    g->strings = q;
+    g->cap_strings = c;
+  }
+  const size_t n = strlen(s) + 1;
+  char *copy = malloc(n);
+  if (!copy) return g->nomem = 1, NULL;
+  memcpy(copy, s, n);
+  g->strings[g->nstrings++] = copy;
+  return copy;
+}
+
+static value *find(const clt_onnx *g, const char *name) {
+  for (int i = g->nvalues - 1; i >= 0; i--) {
+    if (strcmp(g->values[i].name, name) == 0) return &g->values[i];
+  }
+  return NULL;
+}
+
+/* Adds name to the tensor table (copied), unmade with rank 0; NULL: out of memory. */
+static value *add_value(clt_onnx *g, const char *name) {
+  const char *copy = keep(g, name);
+  value *values = copy ? grow(g->values, &g->cap_values, g->nvalues + 1, sizeof *values) : NULL;
+  if (!values) {
+    g->nomem = 1;
+    return NULL;
+  }
+  g->values = values;
+  value *v = &g->values[g->nvalues++];
+  *v = (value){.name = copy};
+  return v;
+}
+
+static int nomem(clt_err *e) {
+  return clt_fail(e, CLT_ERR_NOMEM, "out of host memory building the ONNX graph");
+}
+
+/* The entry for a tensor about to be made by `what`: new, or one reserved by
+ * clt_onnx_name; a name made before is refused. */
+static int make_value(clt_onnx *g, const char *name, const char *what, value **out, clt_err *e) {
+  if (!name || !name[0]) return clt_fail(e, CLT_ERR_INTERNAL, "ONNX %s without a name", what);
+  value *v = find(g, name);
+  if (v && v->made) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "ONNX %s: tensor name '%s' is already taken", what, name);
+  }
+  if (!v && !(v = add_value(g, name))) return nomem(e);
+  v->made = 1;
+  *out = v;
+  return CLT_OK;
+}
+
+int clt_onnx_node(clt_onnx *g, const char *op_type, const char *const *inputs, int ninputs,
+                  const char *output, const clt_onnx_attr *attrs, int nattrs, clt_err *e) {
+  if (g->nomem) return nomem(e);
+  if (!op_type || !op_type[0] || ninputs < 0 || nattrs < 0 || (ninputs && !inputs) ||
+      (nattrs && !attrs)) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "bad ONNX node %s", op_type ? op_type : "(null)");
+  }
+  for (int k = 0; k < ninputs; k++) {
+    if (!inputs[k]) return clt_fail(e, CLT_ERR_INTERNAL, "ONNX %s: input %d is NULL", op_type, k);
+    if (!inputs[k][0]) continue; /* an omitted optional input */
+    const value *v = find(g, inputs[k]);
+    if (!v || !v->made) {
+      return clt_fail(e, CLT_ERR_INTERNAL, "ONNX %s: input '%s' is not a tensor made so far",
+                      op_type, inputs[k]);
+    }
+  }
+  for (int a = 0; a < nattrs; a++) {
+    const clt_onnx_attr *at = &attrs[a];
+    if (!at->name || !at->name[0] || (at->type == CLT_ONNX_ATTR_STRING && !at->s) ||
+        (at->type == CLT_ONNX_ATTR_INTS && (at->nints < 0 || at->nints > CLT_ONNX_MAX_INTS))) {
+      return clt_fail(e, CLT_ERR_INTERNAL, "ONNX %s: bad attribute %d", op_type, a);
+    }
+  }
+  value *out;
+  int status = make_value(g, output, op_type, &out, e);
+  if (status) return status;
+  node *nodes = grow(g->nodes, &g->cap_nodes, g->nnodes + 1, sizeof *nodes);
+  if (!nodes) return g->nomem = 1, nomem(e);
+  g->nodes = nodes;
+  node n = {.op = keep(g, op_type), .output = out->name, .ninputs = ninputs, .nattrs = nattrs};
+  n.inputs = calloc((size_t)ninputs + 1, sizeof *n.inputs);
+  n.attrs = calloc((size_t)nattrs + 1, sizeof *n.attrs);
+  if (n.inputs && n.attrs) {
+    for (int k = 0; k < ninputs; k++) n.inputs[k] = keep(g, inputs[k]);
+    for (int a = 0; a < nattrs; a++) {
+      n.attrs[a] = attrs[a];
+      n.attrs[a].name = keep(g, attrs[a].name);
+      if (attrs[a].type == CLT_ONNX_ATTR_STRING) n.attrs[a].s = keep(g, attrs[a].s);
+    }
+  }
+  if (!n.inputs || !n.attrs || !n.op || g->nomem) {
+    free(n.inputs);
+    free(n.attrs);
+    g->nomem = 1;
+    return nomem(e);
+  }
+  g->nodes[g->nnodes++] = n;
+  /* The output has its first input's rank unless the kind says otherwise. */
+  if (!out->rank && ninputs > 0 && inputs[0][0]) out->rank = clt_onnx_rank(g, inputs[0]);
+  return CLT_OK;
+}
+
+static int add_initializer(clt_onnx *g, const char *name, int dtype, int rank, const int64_t *dims,
+                           const void *data, size_t itemsize, clt_err *e) {
+  if (g->nomem) return nomem(e);
+  if (!name || !name[0]) return clt_fail(e, CLT_ERR_INTERNAL, "ONNX initializer without a name");
+  if (rank < 0 || rank > MAX_RANK || (rank && !dims)) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "ONNX initializer %s: rank %d", name, rank);
+  }
+  size_t count = 1;
+  for (int d = 0; d < rank; d++) {
+    if (dims[d] < 0 || (dims[d] && count > SIZE_MAX / 16 / (size_t)dims[d])) {
+      return clt_fail(e, CLT_ERR_INTERNAL, "ONNX initializer %s: bad dimension %lld", name,
+                      (long long)dims[d]);
+    }
+    count *= (size_t)dims[d];
+  }
+  if (count && !data) return clt_fail(e, CLT_ERR_INTERNAL, "ONNX initializer %s: no data", name);
+  value *v;
+  int status = make_value(g, name, "initializer", &v, e);
+  if (status) return status;
+  v->rank = rank;
+  initializer *inits = grow(g->inits, &g->cap_inits, g->ninits + 1, sizeof *inits);
+  if (!inits) return g->nomem = 1, nomem(e);
+  g->inits = inits;
+  initializer *in = &g->inits[g->ninits];
+  *in = (initializer){.name = v->name, .dtype = dtype, .rank = rank, .bytes = count * itemsize};
+  for (int d = 0; d < rank; d++) in->dims[d] = dims[d];
+  in->data = malloc(in->bytes ? in->bytes : 1);
+  if (!in->data) return g->nomem = 1, nomem(e);
+  /* Little-endian, whatever the host's order. */
+  const unsigned char *src = data;
+  for (size_t i = 0; i < count; i++) {
+    uint64_t u = 0;
+    if (itemsize == 4) {
+      uint32_t w;
+      memcpy(&w, src + 4 * i, 4);
+      u = w;
+    } else {
+      memcpy(&u, src + 8 * i, 8);
+    }
+    for (size_t b = 0; b < itemsize; b++) in->data[itemsize * i + b] = (unsigned char)(u >> 8 * b);
+  }
+  g->ninits++;
+  return CLT_OK;
+}
+
+int clt_onnx_tensor(clt_onnx *g, const char *name, int rank, const int64_t *dims, const float *data,
+                    clt_err *e) {
+  return add_initializer(g, name, DT_FLOAT, rank, dims, data, 4, e);
+}
+
+int clt_onnx_tensor_i64(clt_onnx *g, const char *name, int rank, const int64_t *dims,
+                        const int64_t *data, clt_err *e) {
+  return add_initializer(g, name, DT_INT64, rank, dims, data, 8, e);
+}
+
+const float *clt_onnx_param(const clt_onnx *g, const struct clt_layer *l, int p) {
+  if (p < 0 || p >= l->nparams) return NULL;
+  return g->flat + l->params[p].offset;
+}
+
+const char *clt_onnx_name(clt_onnx *g, const struct clt_layer *l, const char *suffix) {
+  char name[256];
+  snprintf(name, sizeof name, "%s/%s", l->name, suffix);
+  for (int k = 2; find(g, name); k++) snprintf(name, sizeof name, "%s/%s_%d", l->name, suffix, k);
+  const value *v = add_value(g, name);
+  return v ? v->name : ""; /* out of memory: "" is refused by the next call */
+}
+
+int clt_onnx_rank(const clt_onnx *g, const char *tensor) {
+  const value *v = find(g, tensor);
+  return v ? v->rank : 0;
+}
+
+void clt_onnx_set_rank(clt_onnx *g, const char *tensor, int rank) {
+  value *v = find(g, tensor);
+  if (!v) v = add_value(g, tensor);
+  if (v) v->rank = rank;
+}
+
+static void graph_free(clt_onnx *g) {
+  for (int i = 0; i < g->nnodes; i++) {
+    free(g->nodes[i].inputs);
+    free(g->nodes[i].attrs);
+  }
+  for (int i = 0; i < g->ninits; i++) free(g->inits[i].data);
+  for (size_t i = 0; i < g->nstrings; i++) free(g->strings[i]);
+  free(g->nodes);
+  free(g->inits);
+  free(g->values);
+  free(g->strings);
+}
+
+/* ---- the inference graph --------------------------------------------------------- */
+
+/* A graph input: made, with its rank. */
+static int graph_input(clt_onnx *g, const char *name, int rank, clt_err *e) {
+  value *v;
+  int status = make_value(g, name, "graph input", &v, e);
+  if (!status) v->rank = rank;
+  return status;
+}
+
+/* The model's preprocessing (as the batch sources do it), input → *out (NHWC). */
+static int preprocess(clt_onnx *g, const clt_model *m, const char **out, clt_err *e) {
+  int status;
+  switch (m->preprocess) {
+    case CLT_PRE_UNIT: {
+      /* x * (1/255) in float32, as cl/data.cl computes it */
+      const float scale = 1.0f / 255.0f;
+      const char *in[2] = {"input", "preprocess/scale"};
+      status = clt_onnx_tensor(g, in[1], 0, NULL, &scale, e);
+      if (!status) status = clt_onnx_node(g, "Mul", in, 2, "preprocess/unit", NULL, 0, e);
+      *out = "preprocess/unit";
+      return status;
+    }
+    case CLT_PRE_CAFFE: {
+      /* RGB → BGR along the channel axis, minus ImageNet's BGR means */
+      const int64_t three = 3, order[3] = {2, 1, 0};
+      const float means[3] = {103.939f, 116.779f, 123.68f};
+      const char *gather[2] = {"input", "preprocess/bgr_order"};
+      const char *sub[2] = {"preprocess/bgr", "preprocess/means"};
+      const clt_onnx_attr axis = CLT_ONNX_INT("axis", 3);
+      status = clt_onnx_tensor_i64(g, gather[1], 1, &three, order, e);
+      if (!status) status = clt_onnx_node(g, "Gather", gather, 2, sub[0], &axis, 1, e);
+      if (!status) status = clt_onnx_tensor(g, sub[1], 1, &three, means, e);
+      if (!status) status = clt_onnx_node(g, "Sub", sub, 2, "preprocess/caffe", NULL, 0, e);
+      *out = "preprocess/caffe";
+      return status;
+    }
+    case CLT_PRE_RAW: /* the pixel values as they are */
+      *out = "input";
+      return CLT_OK;
+  }
+  return clt_fail(e, CLT_ERR_ARG, "model %s: preprocessing %d has no ONNX form", m->name,
+                  (int)m->preprocess);
+}
+
+/* The last layer's output → "logits" (N, classes), flattened in cltrain's NHWC order. */
+static int logits(clt_onnx *g, const clt_model *m, const char *x, clt_err *e) {
+  const clt_layer *last = &m->layers[m->nlayers - 1];
+  const int rank = clt_onnx_rank(g, x);
+  int status = CLT_OK;
+  if (rank == 2) return clt_onnx_node(g, "Identity", &x, 1, "logits", NULL, 0, e);
+  if (rank != 4) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "layer %s's ONNX output has rank %d", x, rank);
+  }
+  if (last->out.h * last->out.w != 1) {
+    const clt_onnx_attr perm = CLT_ONNX_INTS("perm", 4, 0, 2, 3, 1);
+    status = clt_onnx_node(g, "Transpose", &x, 1, "logits/nhwc", &perm, 1, e);
+    x = "logits/nhwc";
+  }
+  const clt_onnx_attr axis = CLT_ONNX_INT("axis", 1);
+  if (!status) status = clt_onnx_node(g, "Flatten", &x, 1, "logits", &axis, 1, e);
+  if (!status) clt_onnx_set_rank(g, "logits", 2);
+  return status;
+}
+
+static int build(clt_onnx *g, const clt_model *m, clt_err *e) {
+  for (int i = 0; i < m->nlayers; i++) {
+    const clt_layer *l = &m->layers[i];
+    if (!l->ops->to_onnx) {
+      return clt_fail(e, CLT_ERR_ARG,
+                      "cannot export model %s to ONNX: layer %s of kind %s has no ONNX form",
+                      m->name, l->name, l->ops->kind);
+    }
+  }
+  const char *x;
+  int status = graph_input(g, "input", 4, e);
+  if (!status) status = preprocess(g, m, &x, e);
+  const clt_onnx_attr perm = CLT_ONNX_INTS("perm", 4, 0, 3, 1, 2);
+  if (!status) status = clt_onnx_node(g, "Transpose", &x, 1, "input/nchw", &perm, 1, e);
+  x = "input/nchw";
+  /* Each layer's output is the tensor named after it, but for the names of the
+   * graph's outputs (a last Dense named "logits"). */
+  const char *out[CLT_MAX_LAYERS];
+  for (int i = 0; i < m->nlayers && !status; i++) {
+    const clt_layer *l = &m->layers[i];
+    const int taken = strcmp(l->name, "logits") == 0 || strcmp(l->name, "probabilities") == 0;
+    out[i] = taken ? clt_onnx_name(g, l, "output") : l->name;
+    const char *inputs[2];
+    for (int k = 0; k < l->ninputs; k++) inputs[k] = l->inputs[k] >= 0 ? out[l->inputs[k]] : x;
+    status = l->ops->to_onnx(l, g, inputs, out[i], e);
+    const value *v = status ? NULL : find(g, out[i]);
+    if (!status && (!v || !v->made)) {
+      status = clt_fail(e, CLT_ERR_INTERNAL, "its ONNX form does not make tensor '%s'", out[i]);
+    }
+    if (status) clt_wrap(e, "cannot export layer %s (%s) to ONNX", l->name, l->ops->kind);
+  }
+  if (!status) status = logits(g, m, out[m->nlayers - 1], e);
+  const clt_onnx_attr axis = CLT_ONNX_INT("axis", 1);
+  const char *in = "logits";
+  if (!status && m->softmax_output)
+    status = clt_onnx_node(g, "Softmax", &in, 1, "probabilities", &axis, 1, e);
+  if (!status && g->nomem) status = nomem(e);
+  return status;
+}
+
+/* ---- the protobuf ------------------------------------------------------------------- */
+
+/* ValueInfoProto of a float32 tensor: name=1, type=2 { tensor_type=1 { elem_type=1,
+ * shape=2 { dim=1 { dim_value=1 | dim_param=2 } } } }; dims < 0 are "N". */
+static void value_info(clt_pb *b, int field, const char *name, int rank, const int64_t *dims) {
+  const size_t vi = clt_pb_begin(b, field);
+  clt_pb_string(b, 1, name);
+  const size_t type = clt_pb_begin(b, 2), tensor = clt_pb_begin(b, 1);
+  clt_pb_int(b, 1, DT_FLOAT);
+  const size_t shape = clt_pb_begin(b, 2);
+  for (int d = 0; d < rank; d++) {
+    const size_t dim = clt_pb_begin(b, 1);
+    if (dims[d] < 0) {
+      clt_pb_string(b, 2, "N");
+    } else {
+      clt_pb_int(b, 1, dims[d]);
+    }
+    clt_pb_end(b, dim);
+  }
+  clt_pb_end(b, shape);
+  clt_pb_end(b, tensor);
+  clt_pb_end(b, type);
+  clt_pb_end(b, vi);
+}
+
+/* AttributeProto: name=1, f=2, i=3, s=4, ints=8, type=20. */
+static void attribute(clt_pb *b, const clt_onnx_attr *a) {
+  const size_t mark = clt_pb_begin(b, 5);
+  clt_pb_string(b, 1, a->name);
+  switch (a->type) {
+    case CLT_ONNX_ATTR_FLOAT:
+      clt_pb_float(b, 2, a->f);
+      clt_pb_int(b, 20, AT_FLOAT);
+      break;
+    case CLT_ONNX_ATTR_INT:
+      clt_pb_int(b, 3, a->i);
+      clt_pb_int(b, 20, AT_INT);
+      break;
+    case CLT_ONNX_ATTR_STRING:
+      clt_pb_string(b, 4, a->s);
+      clt_pb_int(b, 20, AT_STRING);
+      break;
+    case CLT_ONNX_ATTR_INTS:
+      for (int k = 0; k < a->nints; k++) clt_pb_int(b, 8, a->ints[k]);
+      clt_pb_int(b, 20, AT_INTS);
+      break;
+  }
+  clt_pb_end(b, mark);
+}
+
+/* NodeProto: input=1, output=2, name=3, op_type=4, attribute=5 (graph field 1). */
+static void encode_node(clt_pb *b, const node *n) {
+  const size_t mark = clt_pb_begin(b, 1);
+  for (int k = 0; k < n->ninputs; k++) clt_pb_string(b, 1, n->inputs[k]);
+  clt_pb_string(b, 2, n->output);
+  clt_pb_string(b, 3, n->output); /* node names: their outputs', unique */
+  clt_pb_string(b, 4, n->op);
+  for (int a = 0; a < n->nattrs; a++) attribute(b, &n->attrs[a]);
+  clt_pb_end(b, mark);
+}
+
+/* TensorProto: dims=1, data_type=2, name=8, raw_data=9 (graph field 5). */
+static void encode_initializer(clt_pb *b, const initializer *in) {
+  const size_t mark = clt_pb_begin(b, 5);
+  for (int d = 0; d < in->rank; d++) clt_pb_int(b, 1, in->dims[d]);
+  clt_pb_int(b, 2, in->dtype);
+  clt_pb_string(b, 8, in->name);
+  clt_pb_bytes(b, 9, in->data, in->bytes);
+  clt_pb_end(b, mark);
+}
+
+/* StringStringEntryProto: key=1, value=2 (model field 14). */
+static void metadata(clt_pb *b, const char *key, const char *text) {
+  const size_t mark = clt_pb_begin(b, 14);
+  clt_pb_string(b, 1, key);
+  clt_pb_string(b, 2, text);
+  clt_pb_end(b, mark);
+}
+
+static const char *preprocess_text(clt_preprocess p) {
+  switch (p) {
+    case CLT_PRE_UNIT:
+      return "unit: x / 255 (inside the graph)";
+    case CLT_PRE_CAFFE:
+      return "caffe: RGB to BGR, minus the ImageNet means 103.939, 116.779, 123.68 (inside the "
+             "graph)";
+    case CLT_PRE_RAW:
+      return "raw: the pixel values 0..255 as they are";
+  }
+  return "";
+}
+
+/* ModelProto: ir_version=1, producer_name=2, producer_version=3, doc_string=6, graph=7,
+ * opset_import=8, metadata_props=14. GraphProto: node=1, name=2, initializer=5,
+ * doc_string=10, input=11, output=12. */
+static int encode(const clt_onnx *g, const clt_model *m, clt_pb *b, clt_err *e) {
+  char *arch = malloc(CLT_DESCRIBE_MAX);
+  if (!arch) return nomem(e);
+  clt_model_describe(m, arch, CLT_DESCRIBE_MAX);
+  char text[512];
+  clt_pb_int(b, 1, IR_VERSION);
+  clt_pb_string(b, 2, "cltrain");
+  clt_pb_string(b, 3, CLT_VERSION);
+  snprintf(text, sizeof text,
+           "Model %s exported by cltrain %s: input 'input' float32 (N, %d, %d, %d) NHWC, raw "
+           "pixels 0..255; output 'logits' float32 (N, %d)%s.",
+           m->name, CLT_VERSION, m->input.h, m->input.w, m->input.c, m->classes,
+           m->softmax_output ? " and 'probabilities' (softmax of the logits)" : "");
+  clt_pb_string(b, 6, text);
+
+  const size_t graph = clt_pb_begin(b, 7);
+  for (int i = 0; i < g->nnodes; i++) encode_node(b, &g->nodes[i]);
+  clt_pb_string(b, 2, m->name);
+  for (int i = 0; i < g->ninits; i++) encode_initializer(b, &g->inits[i]);
+  const int64_t in_dims[4] = {-1, m->input.h, m->input.w, m->input.c};
+  const int64_t out_dims[2] = {-1, m->classes};
+  value_info(b, 11, "input", 4, in_dims);
+  value_info(b, 12, "logits", 2, out_dims);
+  if (m->softmax_output) value_info(b, 12, "probabilities", 2, out_dims);
+  clt_pb_end(b, graph);
+
+  const size_t opset = clt_pb_begin(b, 8);
+  clt_pb_int(b, 2, OPSET); /* domain 1 left out: the default domain "" */
+  clt_pb_end(b, opset);
+
+  metadata(b, "cltrain_version", CLT_VERSION);
+  metadata(b, "model", m->name);
+  metadata(b, "architecture", arch);
+  metadata(b, "preprocessing", preprocess_text(m->preprocess));
+  const char *colours = m->input.c == 3 ? " (RGB)" : m->input.c == 1 ? " (grey)" : "";
+  snprintf(text, sizeof text, "float32 (N, %d, %d, %d), NHWC, pixel values 0..255 as stored%s",
+           m->input.h, m->input.w, m->input.c, colours);
+  metadata(b, "input_layout", text);
+  snprintf(text, sizeof text, "logits: float32 (N, %d), before softmax%s", m->classes,
+           m->softmax_output ? "; probabilities: float32 (N, classes), softmax over axis 1" : "");
+  metadata(b, "output_layout", text);
+  metadata(b, "internal_layout", "NCHW after one Transpose of the preprocessed input");
+  free(arch);
+  return clt_pb_failed(b) ? nomem(e) : CLT_OK;
+}
+
+/* ---- the file ----------------------------------------------------------------------- */
+
+/* Writes data to path atomically: a temp file beside it, fsync, rename, fsync of the
+ * folder; on failure no file is left. */
+static int write_atomic(const char *path, const void *data, size_t n, clt_err *e) {
+  char dir[4096], tmp[4200];
+  const char *slash = strrchr(path, '/');
+  if (!path[0] || (slash && !slash[1])) return clt_fail(e, CLT_ERR_IO, "%s: not a file name", path);
+  if (slash && slash - path >= (long)sizeof dir)
+    return clt_fail(e, CLT_ERR_IO, "%s: too long", path);
+  if (slash) {
+    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  } else {
+    snprintf(dir, sizeof dir, ".");
+  }
+  snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, slash ? slash + 1 : path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return clt_fail(e, CLT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  int bad = fwrite(data, 1, n, f) != n || fflush(f) != 0 || fsync(fileno(f)) != 0;
+  int err = errno;
+  if (fclose(f) != 0 && !bad) bad = 1, err = errno;
+  if (bad) {
+    unlink(tmp);
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot write: %s", path, strerror(err));
+  }
+  if (rename(tmp, path) != 0) {
+    err = errno;
+    unlink(tmp);
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot rename into place: %s", path, strerror(err));
+  }
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    /* Some file systems cannot fsync folders; the rename is then as durable as they allow. */
+    (void)fsync(fd);
+    close(fd);
+  }
+  return CLT_OK;
+}
+
+static void log_nodes(const clt_onnx *g, FILE *log) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const node *n = &g->nodes[i];
+    fprintf(log, "  %s %s <-", n->op, n->output);
+    for (int k = 0; k < n->ninputs; k++) fprintf(log, "%s %s", k ? "," : "", n->inputs[k]);
+    fputc('\n', log);
+  }
+  size_t floats = 0;
+  for (int i = 0; i < g->ninits; i++) floats += g->inits[i].bytes;
+  fprintf(log, "  %d nodes, %d initializers (%zu bytes)\n", g->nnodes, g->ninits, floats);
+}
+
+int clt_onnx_export_log(const clt_model *m, const float *flat_params, const char *path, FILE *log,
+                        size_t *bytes, clt_err *e) {
+  clt_onnx g = {.model = m, .flat = flat_params};
+  clt_pb b;
+  clt_pb_init(&b);
+  if (m->nlayers < 1) return clt_fail(e, CLT_ERR_ARG, "model %s has no layers", m->name);
+  int status = build(&g, m, e);
+  if (!status && log) log_nodes(&g, log);
+  if (!status) status = encode(&g, m, &b, e);
+  graph_free(&g);
+  if (!status) status = write_atomic(path, b.data, b.len, e);
+  if (!status && bytes) *bytes = b.len;
+  clt_pb_free(&b);
+  return status;
+}
+
+int clt_onnx_export(const clt_model *m, const float *flat_params, const char *path, clt_err *e) {
+  return clt_onnx_export_log(m, flat_params, path, NULL, NULL, e);
+}

@@ -1,0 +1,92 @@
+/* Starting weights from an .npz (see weights.h). */
+#include "weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "npz.h"
+
+/* "(3,3,1,64)" */
+static void shape_text(const int64_t *dims, int rank, char *buf, size_t size) {
+  size_t used = (size_t)snprintf(buf, size, "(");
+  for (int d = 0; d < rank && used < size; d++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", d ? "," : "", (long long)dims[d]);
+  if (used < size) snprintf(buf + used, size - used, ")");
+}
+
+/* Checks member a against parameter p and copies it into flat. */
+static int take(const char *path, const clt_npz_array *a, const clt_layer *l, const clt_param *p,
+                float *flat, clt_err *e) {
+  int64_t want[4];
+  for (int d = 0; d < p->rank; d++) want[d] = p->dims[d];
+  int same = a->rank == p->rank;
+  for (int d = 0; same && d < p->rank; d++) same = a->dims[d] == want[d];
+  if (strcmp(a->dtype, "<f4") != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s (for %s/%s) has dtype %s, expected float32",
+                    path, a->name, l->name, p->name, a->dtype);
+  }
+  if (!same) {
+    char got[96], need[96];
+    shape_text(a->dims, a->rank, got, sizeof got);
+    shape_text(want, p->rank, need, sizeof need);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has shape %s, %s/%s needs %s", path, a->name,
+                    got, l->name, p->name, need);
+  }
+  memcpy(flat + p->offset, a->data, p->size * sizeof(float));
+  return CLT_OK;
+}
+
+int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err *e) {
+  clt_npz *z = NULL;
+  float *staged = malloc(m->flat_floats * sizeof(float));
+  if (!staged) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", path);
+  memcpy(staged, flat, m->flat_floats * sizeof(float));
+  int status = clt_npz_read(path, &z, e), k = 0;
+  if (status) goto cleanup;
+  const int positional = clt_npz_find(z, "arr_0") != NULL;
+  for (int i = 0; i < m->nlayers && !status; i++) {
+    const clt_layer *l = &m->layers[i];
+    for (int p = 0; p < l->nparams && !status; p++, k++) {
+      char name[96];
+      if (positional) snprintf(name, sizeof name, "arr_%d", k);
+      else snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
+      const clt_npz_array *a = clt_npz_find(z, name);
+      if (!a && !positional && l->params[p].alias[0]) {
+        snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].alias);
+        a = clt_npz_find(z, name);
+        if (!a) snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
+      }
+      if (!a && positional) {
+        int have = 0;
+        while (snprintf(name, sizeof name, "arr_%d", have), clt_npz_find(z, name)) have++;
+        status = clt_fail(e, CLT_ERR_FORMAT,
+                          "%s: %d arrays (Keras get_weights order), model %s has more: %s/%s "
+                          "is weight %d",
+                          path, have, m->name, l->name, l->params[p].name, k);
+      } else if (!a) {
+        status = clt_fail(e, CLT_ERR_FORMAT,
+                          "%s: no member %s (weights are arr_0, arr_1, ... "
+                          "in Keras' get_weights order, or named <layer>/<weight>)",
+                          path, name);
+      } else {
+        status = take(path, a, l, &l->params[p], staged, e);
+      }
+    }
+  }
+  if (!status && positional) {
+    char name[32];
+    snprintf(name, sizeof name, "arr_%d", k);
+    if (clt_npz_find(z, name)) {
+      int have = k;
+      while (snprintf(name, sizeof name, "arr_%d", have), clt_npz_find(z, name)) have++;
+      status = clt_fail(e, CLT_ERR_FORMAT, "%s: %d arrays, model %s has %d weights", path, have,
+                        m->name, k);
+    }
+  }
+  if (!status) memcpy(flat, staged, m->flat_floats * sizeof(float));
+cleanup:
+  clt_npz_free(z);
+  free(staged);
+  return status;
+}

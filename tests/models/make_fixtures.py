@@ -1,0 +1,502 @@
+#!/usr/bin/env python3
+"""Keras model fixtures for cltrain's Keras model loader, made by real Keras.
+
+Versions used to make the committed fixtures (Python 3.11.7, Linux x86-64):
+
+    tensorflow-cpu==2.21.0   (pulls in keras==3.15.1: the Keras 3 format)
+    tf-keras==2.21.0         (tf.keras 2.x, imported as tf_keras: the _k2 format)
+    numpy==2.4.6
+
+Regenerate (from the repository root; CI never runs this, it needs no TensorFlow):
+
+    python3 -m venv /tmp/tfvenv
+    /tmp/tfvenv/bin/pip install tensorflow-cpu==2.21.0 tf-keras==2.21.0
+    /tmp/tfvenv/bin/python tests/models/make_fixtures.py
+
+That writes, next to this file, one folder per model (Keras 3: <name>/, tf.keras
+2.x: <name>_k2/) with model.json, weights.npz, weights_named.npz and batch.npz,
+and bad/ with model files the loader must refuse. See README.md for what each
+file holds. The script runs itself twice, once per Keras, in child processes
+(TF_USE_LEGACY_KERAS=1 and tf_keras for the 2.x one), so the two never share a
+process.
+
+Only the models, the batch and the gradients are exact Keras; on top of Keras'
+own initializers the script gives every bias and every BatchNormalization
+parameter (gamma, beta, moving mean and variance) small random values, so that
+a loader that ignores, swaps or misplaces one of them shows in the numbers.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEED = 1234
+# Integer arrays are int64: cltrain's npz reader takes <f4, <i8, <u8 and <U<n>.
+INT = "int64"
+
+
+def run_children():
+    for fmt in ("k3", "k2"):
+        env = dict(os.environ)
+        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        env["PYTHONHASHSEED"] = "0"
+        if fmt == "k2":
+            env["TF_USE_LEGACY_KERAS"] = "1"
+        else:
+            env.pop("TF_USE_LEGACY_KERAS", None)
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--format", fmt], env=env)
+        if r.returncode != 0:
+            sys.exit("make_fixtures: the %s run failed (exit %d)" % (fmt, r.returncode))
+
+
+# ----------------------------------------------------------------------------
+# Everything below runs in a child, with one Keras imported as `keras`.
+
+def main(fmt):
+    global np, tf, keras, L
+    import numpy as np
+    import tensorflow as tf
+    if fmt == "k2":
+        import tf_keras as keras
+    else:
+        import keras
+        assert keras.__version__.startswith("3."), keras.__version__
+    L = keras.layers
+    tf.config.experimental.enable_op_determinism()
+    print("make_fixtures %s: tensorflow %s, keras %s, numpy %s"
+          % (fmt, tf.__version__, keras.__version__, np.__version__))
+
+    suffix = "_k2" if fmt == "k2" else ""
+    texts = {}
+    for name, build, classes, batch, pixels in MODELS:
+        reset()
+        model = build()
+        texts[name] = model.to_json(indent=1)
+        write_fixture(model, os.path.join(HERE, name + suffix), classes, batch, pixels,
+                      texts[name])
+    write_bad(fmt, suffix, texts)
+
+
+def reset():
+    keras.backend.clear_session()  # layer names start again at conv2d, dense, ...
+    keras.utils.set_random_seed(SEED)
+
+
+def short_name(v):
+    """A variable's own name: 'kernel', 'gamma', 'depthwise_kernel' (tf.keras)."""
+    return v.name.split("/")[-1].split(":")[0]
+
+
+def weight_names(model):
+    """{id(variable): '<layer>/<weight>'} over every layer of the model."""
+    names = {}
+    for layer in model.layers:
+        for v in layer.weights:
+            key = layer.name + "/" + short_name(v)
+            assert key not in names.values(), key
+            names[id(v)] = key
+    return names
+
+
+def savez(path, arrays):
+    """np.savez, but the same arrays always give the same bytes: members in the
+    given order, stored, a fixed timestamp and no zip64 extra fields."""
+    import io
+    import zipfile
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, a in arrays:
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.asarray(a), allow_pickle=False)
+            info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            z.writestr(info, buf.getvalue())
+
+
+def perturb(model, rng):
+    """Small random values for biases and BatchNormalization's parameters."""
+    for layer in model.layers:
+        for v in layer.weights:
+            n = short_name(v)
+            shape = tuple(v.shape)
+            if n == "bias":
+                v.assign(rng.uniform(-0.1, 0.1, shape).astype("float32"))
+            elif n == "gamma":
+                v.assign(rng.uniform(0.8, 1.2, shape).astype("float32"))
+            elif n == "beta":
+                v.assign(rng.uniform(-0.1, 0.1, shape).astype("float32"))
+            elif n == "moving_mean":
+                v.assign(rng.uniform(-0.2, 0.2, shape).astype("float32"))
+            elif n == "moving_variance":
+                v.assign(rng.uniform(0.5, 1.5, shape).astype("float32"))
+
+
+def softmax_head(model):
+    """The last layer if its activation is softmax (its `activation` attribute)."""
+    last = model.layers[-1]
+    act = getattr(last, "activation", None)
+    if act is None:
+        return None
+    name = getattr(act, "__name__", "")
+    return last if name == "softmax" else None
+
+
+def write_fixture(model, out, classes, batch, pixels, text):
+    rng = np.random.default_rng(SEED)
+    perturb(model, rng)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "model.json"), "w") as f:
+        f.write(text)
+        f.write("\n")
+
+    names = weight_names(model)
+    weights = [np.asarray(w, dtype="float32") for w in model.get_weights()]
+    ordered = [names[id(v)] for v in model.weights]
+    assert len(ordered) == len(weights)
+    for v, w in zip(model.weights, weights):
+        assert np.array_equal(np.asarray(v.numpy()), w)
+    savez(os.path.join(out, "weights.npz"), [("arr_%d" % i, w) for i, w in enumerate(weights)])
+    savez(os.path.join(out, "weights_named.npz"), list(zip(ordered, weights)))
+
+    shape = (batch,) + tuple(model.inputs[0].shape[1:])
+    if pixels:  # image-like: integers 0..255, for the models that rescale
+        x = rng.integers(0, 256, size=shape).astype("float32")
+    else:
+        x = rng.standard_normal(size=shape).astype("float32")
+    y = rng.integers(0, classes, size=(batch,)).astype(INT)
+
+    head = softmax_head(model)
+    dropouts = [l for l in model.layers if isinstance(l, L.Dropout)]
+    saved = [np.array(w) for w in model.get_weights()]
+
+    def restore():
+        # A training call updates BatchNormalization's moving statistics: undo it.
+        model.set_weights(saved)
+
+    def call(training, logits):
+        old = head.activation if head is not None else None
+        if logits and head is not None:
+            head.activation = keras.activations.linear
+        try:
+            return model(x, training=training)
+        finally:
+            if head is not None:
+                head.activation = old
+
+    rates = [d.rate for d in dropouts]
+    for d in dropouts:
+        d.rate = 0.0
+    try:
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=head is None)
+        trainable = list(model.trainable_weights)
+        with tf.GradientTape() as tape:
+            out_train = call(True, False)
+            loss = loss_fn(y, out_train)
+        grads = tape.gradient(loss, trainable)
+        restore()
+        logits_train = call(True, True)
+        restore()
+        out_train2 = call(True, False)
+        restore()
+    finally:
+        for d, r in zip(dropouts, rates):
+            d.rate = r
+    logits_inf = call(False, True)
+    out_inf = call(False, False)
+    for v, w in zip(model.weights, saved):
+        assert np.array_equal(np.asarray(v.numpy()), w), "weights changed"
+    assert np.array_equal(np.asarray(out_train), np.asarray(out_train2)), "not deterministic"
+
+    tnames = [names[id(v)] for v in trainable]
+    b = {
+        "x": x,
+        "y": y,
+        "logits": np.asarray(logits_train, dtype="float32"),
+        "logits_inference": np.asarray(logits_inf, dtype="float32"),
+        "loss": np.asarray(loss, dtype="float32").reshape(()),
+        "trainable_names": np.array(tnames),
+        "weight_names": np.array(ordered),
+    }
+    if head is not None:
+        b["probabilities"] = np.asarray(out_train, dtype="float32")
+        b["probabilities_inference"] = np.asarray(out_inf, dtype="float32")
+        # the softmax of the logits is the output the loss saw
+        p = np.exp(b["logits"] - b["logits"].max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        assert np.allclose(p, b["probabilities"], atol=1e-5)
+    if dropouts:
+        b["dropout_disabled"] = np.array(1, dtype=INT)
+    for i, (n, g) in enumerate(zip(tnames, grads)):
+        g = np.asarray(g, dtype="float32")
+        b["grad_%d" % i] = g
+        b["grad/" + n] = g
+    # the loss is the mean over the batch of -log p[y] (checked from the logits)
+    lg = b["logits"].astype("float64")
+    lse = np.log(np.exp(lg - lg.max(1, keepdims=True)).sum(1)) + lg.max(1)
+    ref = float(np.mean(lse - lg[np.arange(len(y)), y]))
+    assert abs(ref - float(b["loss"])) < 1e-4 * max(1.0, abs(ref)), (ref, b["loss"])
+    savez(os.path.join(out, "batch.npz"), list(b.items()))
+
+    classes_ = sorted({type(l).__name__ for l in model.layers})
+    print("  %-28s %6d params  %s" % (os.path.basename(out), model.count_params(),
+                                       " ".join(classes_)))
+
+
+# ----------------------------------------------------------------------------
+# The models.
+
+def seq_cnn():
+    # TensorFlow's custom-training tutorial CNN, smaller.
+    return keras.Sequential([
+        L.Input(shape=(28, 28, 1)),
+        L.Rescaling(1.0 / 255),
+        L.Conv2D(8, 3, activation="relu"),
+        L.MaxPooling2D(),
+        L.Conv2D(12, 3, activation="relu", padding="same"),
+        L.MaxPooling2D(),
+        L.Flatten(),
+        L.Dense(16, activation="relu"),
+        L.Dense(10),
+    ])
+
+
+def functional_add_concat():
+    inp = keras.Input(shape=(16, 16, 3))
+    a = L.Conv2D(8, 3, padding="same", activation="relu")(inp)                # 16x16x8
+    b1 = L.Conv2D(8, 3, strides=2, padding="same", use_bias=False)(a)         # 8x8x8
+    b2 = L.Conv2D(4, 1, strides=2, padding="valid", activation="relu")(a)     # 8x8x4
+    c2 = L.Concatenate()([b1, b2])                                            # 8x8x12
+    c = L.Conv2D(12, 3, padding="same")(c2)                                   # 8x8x12
+    s = L.Add()([c, c2])                                                      # 8x8x12
+    d1 = L.Conv2D(6, 3, strides=2, padding="same", activation="relu")(s)      # 4x4x6
+    d2 = L.Conv2D(4, 2, strides=2, padding="valid", use_bias=False)(s)        # 4x4x4
+    d3 = L.MaxPooling2D(2)(s)                                                 # 4x4x12
+    c3 = L.Concatenate()([d1, d2, d3])                                        # 4x4x22
+    r = L.Activation("relu")(c3)
+    g = L.GlobalAveragePooling2D()(r)
+    out = L.Dense(5, activation="softmax")(g)
+    return keras.Model(inp, out, name="functional_add_concat")
+
+
+def dw_bn_dropout():
+    inp = keras.Input(shape=(16, 16, 4))
+    x = L.DepthwiseConv2D(3, padding="same", depth_multiplier=1)(inp)        # 16x16x4
+    x = L.BatchNormalization()(x)
+    x = L.ReLU(6.0)(x)
+    x = L.DepthwiseConv2D(3, strides=2, padding="same", depth_multiplier=2,
+                          use_bias=False)(x)                                  # 8x8x8
+    x = L.BatchNormalization(center=False)(x)
+    x = L.ReLU(6.0)(x)
+    x = L.Conv2D(8, 1, use_bias=False)(x)                                     # 8x8x8
+    x = L.BatchNormalization(scale=False)(x)
+    x = L.ReLU()(x)
+    x = L.AveragePooling2D(2)(x)                                              # 4x4x8
+    x = L.Dropout(0.3)(x)
+    x = L.GlobalMaxPooling2D()(x)                                             # 8
+    x = L.Dropout(0.3)(x)
+    out = L.Dense(10)(x)
+    return keras.Model(inp, out, name="dw_bn_dropout")
+
+
+def _bn_relu6(x):
+    x = L.BatchNormalization(epsilon=1e-3, momentum=0.999)(x)
+    return L.ReLU(6.0)(x)
+
+
+def _inverted_residual(x, expand, out_ch, stride):
+    in_ch = x.shape[-1]
+    y = L.Conv2D(in_ch * expand, 1, padding="same", use_bias=False)(x)
+    y = _bn_relu6(y)
+    if stride == 2:
+        y = L.ZeroPadding2D(padding=((0, 1), (0, 1)))(y)
+        y = L.DepthwiseConv2D(3, strides=2, padding="valid", use_bias=False)(y)
+    else:
+        y = L.DepthwiseConv2D(3, padding="same", use_bias=False)(y)
+    y = _bn_relu6(y)
+    y = L.Conv2D(out_ch, 1, padding="same", use_bias=False)(y)
+    y = L.BatchNormalization(epsilon=1e-3, momentum=0.999)(y)
+    if stride == 1 and in_ch == out_ch:
+        y = L.Add()([x, y])
+    return y
+
+
+def mobilenet_small():
+    # MobileNetV2's layer pattern, as keras.applications.MobileNetV2 writes it.
+    inp = keras.Input(shape=(32, 32, 3))
+    x = L.Rescaling(1.0 / 127.5, offset=-1.0)(inp)
+    x = L.Conv2D(8, 3, strides=2, padding="same", use_bias=False)(x)         # 16x16x8
+    x = _bn_relu6(x)
+    x = _inverted_residual(x, 1, 8, 1)                                        # 16x16x8 +add
+    x = _inverted_residual(x, 3, 12, 2)                                       # 8x8x12
+    x = _inverted_residual(x, 3, 12, 1)                                       # 8x8x12 +add
+    x = _inverted_residual(x, 3, 16, 2)                                       # 4x4x16
+    x = _inverted_residual(x, 3, 16, 1)                                       # 4x4x16 +add
+    x = L.Conv2D(32, 1, use_bias=False)(x)
+    x = _bn_relu6(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dropout(0.2)(x)
+    out = L.Dense(5, activation="softmax")(x)
+    return keras.Model(inp, out, name="mobilenet_small")
+
+
+# name, builder, classes, batch size, integer pixels (for the rescaling models)
+MODELS = [
+    ("seq_cnn", lambda: seq_cnn(), 10, 8, True),
+    ("functional_add_concat", lambda: functional_add_concat(), 5, 6, False),
+    ("dw_bn_dropout", lambda: dw_bn_dropout(), 10, 4, False),
+    ("mobilenet_small", lambda: mobilenet_small(), 5, 4, True),
+]
+
+
+# ----------------------------------------------------------------------------
+# Model files the loader must refuse.
+
+def layers_of(cfg):
+    return cfg["config"]["layers"]
+
+
+def find_layer(cfg, name):
+    for l in layers_of(cfg):
+        if l["config"]["name"] == name or l.get("name") == name:
+            return l
+    raise KeyError(name)
+
+
+def inbound_names(layer):
+    """The layer names a functional layer's inbound nodes refer to, either format."""
+    out = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            if "keras_history" in o:
+                out.append(o["keras_history"][0])
+            elif o.get("class_name") == "__keras_tensor__":
+                walk(o["config"])
+            else:
+                for v in o.values():
+                    walk(v)
+        elif isinstance(o, list):
+            # tf.keras 2.x: [name, node_index, tensor_index, kwargs]
+            if len(o) == 4 and isinstance(o[0], str) and isinstance(o[1], int):
+                out.append(o[0])
+            else:
+                for v in o:
+                    walk(v)
+    walk(layer["inbound_nodes"])
+    return out
+
+
+def rename_inbound(layer, old, new):
+    """Replaces references to layer `old` in layer's inbound nodes by `new`."""
+    def walk(o):
+        if isinstance(o, dict):
+            if "keras_history" in o and o["keras_history"][0] == old:
+                o["keras_history"][0] = new
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, list):
+            if len(o) == 4 and o[0] == old and isinstance(o[1], int):
+                o[0] = new
+            for v in o:
+                walk(v)
+    walk(layer["inbound_nodes"])
+    assert new in inbound_names(layer), (old, new)
+
+
+def write_bad(fmt, suffix, texts):
+    bad = os.path.join(HERE, "bad")
+    os.makedirs(bad, exist_ok=True)
+
+    def save(name, text):
+        with open(os.path.join(bad, name + suffix + ".json"), "w") as f:
+            f.write(text)
+        print("  bad/%s%s.json" % (name, suffix))
+
+    def save_model(name, model):
+        save(name, model.to_json(indent=1) + "\n")
+
+    def small_input():
+        return keras.Input(shape=(16, 16, 3))
+
+    # A layer class cltrain does not support.
+    reset()
+    inp = small_input()
+    x = L.Conv2D(4, 3, strides=2, padding="same", activation="relu")(inp)
+    x = L.Conv2DTranspose(4, 3, strides=2, padding="same")(x)
+    x = L.GlobalAveragePooling2D()(x)
+    save_model("unsupported_conv2d_transpose", keras.Model(inp, L.Dense(5)(x)))
+
+    reset()
+    save_model("unsupported_lstm", keras.Sequential([
+        L.Input(shape=(28, 28)), L.LSTM(8), L.Dense(10)]))
+
+    # Conv2D with dilation_rate 2.
+    reset()
+    save_model("conv2d_dilation2", keras.Sequential([
+        L.Input(shape=(16, 16, 3)), L.Conv2D(4, 3, dilation_rate=2, activation="relu"),
+        L.Flatten(), L.Dense(5)]))
+
+    # data_format channels_first (the input is (C, H, W)).
+    reset()
+    save_model("channels_first", keras.Sequential([
+        L.Input(shape=(3, 16, 16)),
+        L.Conv2D(4, 3, data_format="channels_first", activation="relu"),
+        L.MaxPooling2D(data_format="channels_first"),
+        L.Flatten(), L.Dense(5)]))
+
+    # A functional model with two outputs.
+    reset()
+    inp = small_input()
+    x = L.Conv2D(4, 3, activation="relu")(inp)
+    x = L.GlobalAveragePooling2D()(x)
+    save_model("two_outputs", keras.Model(inp, [L.Dense(5)(x), L.Dense(3)(x)]))
+
+    # Hand edits of a valid functional model (functional_add_concat).
+    base = texts["functional_add_concat"]
+
+    # The file cut in the middle.
+    save("truncated", base[: len(base) // 2])
+
+    # An inbound node naming a layer that does not exist.
+    cfg = json.loads(base)
+    add = next(l for l in layers_of(cfg) if l["class_name"] == "Add")
+    rename_inbound(add, inbound_names(add)[0], "no_such_layer")
+    save("unknown_inbound", json.dumps(cfg, indent=1) + "\n")
+
+    # A cycle: conv2d_3 (c = Conv2D(12)(c2)) takes concatenate's input, and
+    # concatenate's first input (conv2d_1) becomes conv2d_3: concatenate ->
+    # conv2d_3 -> concatenate. (tf_keras 2.21 loops forever on the _k2 one.)
+    cfg = json.loads(base)
+    cat = find_layer(cfg, "concatenate")
+    conv_c = find_layer(cfg, "conv2d_3")  # c = Conv2D(12)(c2)
+    assert inbound_names(conv_c) == ["concatenate"], inbound_names(conv_c)
+    rename_inbound(cat, inbound_names(cat)[0], "conv2d_3")
+    save("cycle", json.dumps(cfg, indent=1) + "\n")
+
+    # Shapes that do not connect: the Add's inputs get 8 and 16 channels. Keras
+    # refuses to build that, so edit a valid model's filters.
+    reset()
+    inp = small_input()
+    a = L.Conv2D(8, 3, padding="same")(inp)
+    b = L.Conv2D(8, 1, padding="same", name="conv_to_edit")(inp)
+    x = L.Add()([a, b])
+    x = L.GlobalAveragePooling2D()(x)
+    text = keras.Model(inp, L.Dense(5)(x)).to_json()
+    cfg = json.loads(text)
+    layer = find_layer(cfg, "conv_to_edit")
+    assert layer["config"]["filters"] == 8
+    layer["config"]["filters"] = 16
+    save("add_shape_mismatch", json.dumps(cfg, indent=1) + "\n")
+
+    if fmt == "k3":
+        save("not_a_model", '{"a": 1}\n')
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--format":
+        main(sys.argv[2])
+    elif len(sys.argv) == 1:
+        run_children()
+    else:
+        sys.exit("usage: make_fixtures.py")

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Keras model files from the command line: Keras' own models (tests/models) train on
+# photos and on Fashion-MNIST, checkpoint with their JSON, evaluate and resume from
+# the checkpoint alone; --weights starts from Keras' weights; each bad model file
+# is refused in one line naming the file and the cause, leaving no checkpoint.
+set -u
+CLT=$1
+MAKE=$2
+MODELS=$3
+. "$(dirname "$0")/lib.sh"
+FMNIST=/usr/share/datasets/fashion-mnist
+PY=/usr/bin/python3
+
+"$MAKE" "$tmp/ph" 5 12 7 >/dev/null || bad "make_photos"
+
+# numpy_check CODE: runs a numpy snippet (exit status is the check).
+numpy_check() { "$PY" -c "import numpy as np, sys; $1"; }
+
+# ---- bad model files: one line each, nothing written --------------------------------
+refuse() {
+  local file=$1 re=$2
+  rm -rf "$tmp/ck_bad"
+  expect_fail "$(basename "$file") refused" "$(basename "$file").*$re" \
+    "$CLT" train --model "$file" --data "$tmp/ph" --epochs 1 --checkpoint-dir "$tmp/ck_bad"
+  if [ -z "$(ls -A "$tmp/ck_bad" 2>/dev/null)" ]; then ok "$(basename "$file"): no checkpoint"; else
+    bad "$(basename "$file"): left $(ls "$tmp/ck_bad")"
+  fi
+}
+for k in "" _k2; do
+  refuse "$MODELS/bad/truncated$k.json" "not valid JSON"
+  refuse "$MODELS/bad/unsupported_lstm$k.json" "class LSTM is not supported \(supported: InputLayer, "
+  refuse "$MODELS/bad/unsupported_conv2d_transpose$k.json" "class Conv2DTranspose is not supported"
+  refuse "$MODELS/bad/conv2d_dilation2$k.json" "dilation"
+  refuse "$MODELS/bad/channels_first$k.json" "channels_first"
+  refuse "$MODELS/bad/two_outputs$k.json" "2 outputs"
+  refuse "$MODELS/bad/unknown_inbound$k.json" "is not a layer of the model"
+  refuse "$MODELS/bad/cycle$k.json" "cycle"
+  refuse "$MODELS/bad/add_shape_mismatch$k.json" "add"
+done
+refuse "$MODELS/bad/not_a_model.json" "not a Keras model"
+refuse "$tmp/missing.json" "cannot open"
+printf '{"class_name": "Sequential", "config": {"layers": []}}' >"$tmp/empty.json"
+refuse "$tmp/empty.json" "no layers"
+# A model for other images or another number of classes than the data's.
+refuse "$MODELS/seq_cnn/model.json" "takes 28x28x1 images"
+"$PY" -c "import json; d = json.load(open('$MODELS/mobilenet_small/model.json')); \
+  d['config']['layers'][-1]['config']['units'] = 10; json.dump(d, open('$tmp/ten.json', 'w'))"
+expect_fail "a 10-class model on 5-class photos" "ten.json.*(10|5) class" \
+  "$CLT" train --model "$tmp/ten.json" --data "$tmp/ph" --epochs 1 --checkpoint-dir "$tmp/ck_bad"
+# Options nobody implements are refused by name, never ignored.
+# variant NAME PYTHON: seq_cnn's model file with the first Conv2D's config `c` changed.
+variant() {
+  "$PY" -c "import json; d = json.load(open('$MODELS/seq_cnn/model.json')); \
+    c = [l for l in d['config']['layers'] if l['class_name'] == 'Conv2D'][0]['config']; $2; \
+    json.dump(d, open('$tmp/$1.json', 'w'))"
+}
+variant unknown_option "c['foo'] = 1"
+variant he_normal "c['kernel_initializer'] = {'class_name': 'HeNormal', 'config': {'seed': None}}"
+variant frozen "c['trainable'] = False"
+variant half "c['dtype'] = 'mixed_float16'"
+variant l2 "c['kernel_regularizer'] = {'class_name': 'L2', 'config': {'l2': 0.01}}"
+variant groups "c['groups'] = 2"
+for v in "unknown_option:option foo=1 is not supported" \
+  "he_normal:kernel_initializer HeNormal is not supported.*--weights" \
+  "frozen:trainable false" "half:dtype mixed_float16" "l2:kernel_regularizer L2" "groups:groups"; do
+  expect_fail "${v%%:*}: refused" "${v%%:*}.json: layer conv2d \(Conv2D\): ${v#*:}" \
+    "$CLT" train --model "$tmp/${v%%:*}.json" --data "$FMNIST" --epochs 1 --checkpoint-dir "$tmp/ck_bad"
+done
+expect_ok "another initializer is fine when --weights gives the weights" "^Epoch 1, " \
+  "$CLT" train --model "$tmp/he_normal.json" --weights "$MODELS/seq_cnn/weights.npz" --epochs 1 \
+  --train-limit 64 --test-limit 64 --checkpoint-every 0
+expect_fail "--preprocess takes raw, unit or caffe" "--preprocess bgr" \
+  "$CLT" train --model "$MODELS/seq_cnn/model.json" --preprocess bgr --epochs 1
+expect_fail "--preprocess is for model files" "built-in model fmnist-cnn" \
+  "$CLT" train --preprocess unit --epochs 1
+
+# ---- a MobileNet-like model on photos: train, checkpoint, eval, resume ----------------
+mob=$MODELS/mobilenet_small/model.json
+"$CLT" train --model "$mob" --data "$tmp/ph" --epochs 2 --batch-per-replica 8 \
+  --validation-split 0.2 --seed 3 --checkpoint-dir "$tmp/ck" --checkpoint-every 1 \
+  --log "$tmp/log.jsonl" >"$tmp/out.txt" 2>"$tmp/err.txt"
+rc=$?
+cat "$tmp/out.txt" "$tmp/err.txt"
+if [ $rc -eq 0 ]; then ok "mobilenet_small trains on photos"; else bad "mobilenet_small trains (rc=$rc)"; fi
+n=$(grep -Ec '^Epoch [12], Loss: [0-9.]+, Accuracy: [0-9.]+, Validation Loss' "$tmp/out.txt")
+if [ "$n" -eq 2 ]; then ok "two epoch lines"; else bad "two epoch lines (got $n)"; fi
+if grep -q '32x32x3' "$tmp/out.txt"; then ok "photos resized to the model's 32x32"; else
+  bad "photos resized to the model's 32x32"
+fi
+if numpy_check "z = np.load('$tmp/ck/ckpt-2.npz'); import json; \
+  j = json.loads(str(z['model/keras_json'])); m = json.loads(str(z['metadata'])); \
+  sys.exit(not (j['config']['name'] == 'mobilenet_small' and m['output'] == 'softmax' \
+  and m['preprocess'] == 'raw'))"; then
+  ok "the checkpoint keeps the model file and its softmax output"
+else
+  bad "the checkpoint keeps the model file and its softmax output"
+fi
+va=$(field "$tmp/log.jsonl" 2 test_accuracy)
+expect_ok "eval needs only the checkpoint" "Accuracy: $(printf %.2f "$va")" \
+  bash -c "'$CLT' eval --checkpoint '$tmp/ck' --data '$tmp/ph' --validation-split 0.2 --seed 3 | tr '\n' ' '"
+expect_ok "--resume from the checkpoint alone" "^Epoch 3, " \
+  "$CLT" train --data "$tmp/ph" --resume --epochs 3 --batch-per-replica 8 --validation-split 0.2 \
+  --checkpoint-dir "$tmp/ck"
+expect_ok "--resume with the same model file" "^Epoch 4, " \
+  "$CLT" train --model "$mob" --data "$tmp/ph" --resume --epochs 4 --batch-per-replica 8 \
+  --validation-split 0.2 --checkpoint-dir "$tmp/ck"
+expect_fail "--resume with another model file" "holds model model.json.*functional_add_concat" \
+  "$CLT" train --model "$MODELS/functional_add_concat/model.json" --data "$tmp/ph" --resume \
+  --epochs 5 --validation-split 0.2 --checkpoint-dir "$tmp/ck"
+expect_fail "--weights with --resume" "--weights" \
+  "$CLT" train --model "$mob" --weights "$MODELS/mobilenet_small/weights.npz" --data "$tmp/ph" \
+  --resume --epochs 5 --validation-split 0.2 --checkpoint-dir "$tmp/ck"
+
+# ---- the functional model with Add and Concatenate, on two replicas ----------------
+POCL_DEVICES="pthread pthread" expect_ok "functional_add_concat trains on two replicas" \
+  "^Epoch 1, " "$CLT" train --model "$MODELS/functional_add_concat_k2/model.json" \
+  --data "$tmp/ph" --epochs 1 --batch-per-replica 8 --check-replicas --checkpoint-every 0
+
+# ---- Dropout: two replica layouts draw the same masks ---------------------------------
+# The tutorial-like CNN with a Dropout after Flatten (no BatchNormalization, whose
+# per-replica batch statistics would differ between layouts as in TensorFlow).
+for rate in 0.5 0.0; do
+  "$PY" -c "import json; d = json.load(open('$MODELS/seq_cnn/model.json')); L = d['config']['layers']; \
+    i = [k for k, l in enumerate(L) if l['class_name'] == 'Flatten'][0]; \
+    L.insert(i + 1, {'class_name': 'Dropout', 'config': {'name': 'dropout', 'trainable': True, \
+    'dtype': 'float32', 'rate': $rate, 'seed': None, 'noise_shape': None}}); \
+    json.dump(d, open('$tmp/drop_$rate.json', 'w'))"
+done
+for run in "0.5 pthread 24" "0.5 pthread_pthread 12" "0.0 pthread 24"; do
+  set -- $run
+  POCL_DEVICES=${2//_/ } "$CLT" train --model "$tmp/drop_$1.json" --data "$FMNIST" --epochs 1 \
+    --split equal --train-limit 96 --test-limit 32 --batch-per-replica "$3" \
+    --checkpoint-dir "$tmp/ck_drop_$1_$2" >/dev/null 2>&1 || bad "dropout model on $2"
+done
+
+# relmax A B: the largest difference of the kernels relative to the largest weight.
+relmax() {
+  "$PY" -c "import numpy as np; a = np.load('$1'); b = np.load('$2'); \
+  print(max(float(np.abs(a[n] - b[n]).max() / np.abs(a[n]).max()) for n in a.files \
+  if n.endswith('kernel') and not n.startswith('optimizer')))"
+}
+same=$(relmax "$tmp/ck_drop_0.5_pthread/ckpt-1.npz" "$tmp/ck_drop_0.5_pthread_pthread/ckpt-1.npz")
+off=$(relmax "$tmp/ck_drop_0.5_pthread/ckpt-1.npz" "$tmp/ck_drop_0.0_pthread/ckpt-1.npz")
+if awk -v s="$same" -v o="$off" 'BEGIN { exit !(s != "" && s < 1e-5 && o > 1e-3) }'; then
+  ok "Dropout: one replica and two draw the same masks ($same; without dropout $off)"
+else
+  bad "Dropout: one replica and two draw the same masks ($same; without dropout $off)"
+fi
+
+# ---- the reference CNN written by Keras trains bit for bit as the built-in one ---------
+"$CLT" train --epochs 1 --train-limit 512 --test-limit 128 --seed 5 --checkpoint-dir "$tmp/ck_ref" \
+  >/dev/null 2>&1 || bad "fmnist-cnn"
+"$CLT" train --model "$MODELS/examples/fmnist_cnn.json" --preprocess unit --epochs 1 \
+  --train-limit 512 --test-limit 128 --seed 5 --checkpoint-dir "$tmp/ck_refjson" >/dev/null 2>&1 ||
+  bad "examples/fmnist_cnn.json"
+if numpy_check "a = np.load('$tmp/ck_ref/ckpt-1.npz'); b = np.load('$tmp/ck_refjson/ckpt-1.npz'); \
+  sys.exit(not all(np.array_equal(a[n], b[n]) for n in a.files if a[n].dtype == np.float32))"; then
+  ok "examples/fmnist_cnn.json (Keras' tutorial CNN) trains bit for bit as fmnist-cnn"
+else
+  bad "examples/fmnist_cnn.json (Keras' tutorial CNN) trains bit for bit as fmnist-cnn"
+fi
+
+# ---- Fashion-MNIST with the tutorial-like Sequential CNN and Keras' weights ------------
+seq=$MODELS/seq_cnn/model.json
+expect_ok "seq_cnn learns Fashion-MNIST" "^Epoch 2, .*Test Accuracy: ([6-9][0-9])" \
+  "$CLT" train --model "$seq" --data "$FMNIST" --train-limit 4000 --test-limit 1000 --epochs 2 \
+  --checkpoint-every 0
+"$CLT" train --model "$seq" --weights "$MODELS/seq_cnn/weights.npz" --lr 1e-12 --epochs 1 \
+  --train-limit 64 --test-limit 64 --checkpoint-dir "$tmp/ck_w" >/dev/null 2>&1 || bad "--weights"
+if numpy_check "a = np.load('$tmp/ck_w/ckpt-1.npz'); w = np.load('$MODELS/seq_cnn/weights.npz'); \
+  d = max(float(np.abs(a[n] - w['arr_%d' % i]).max()) for i, n in enumerate(['conv2d/kernel', \
+  'conv2d/bias', 'conv2d_1/kernel', 'conv2d_1/bias', 'dense/kernel', 'dense/bias', \
+  'dense_1/kernel', 'dense_1/bias'])); print(d); sys.exit(not (d < 1e-6))"; then
+  ok "--weights FILE.npz (get_weights order) is where training starts"
+else
+  bad "--weights FILE.npz (get_weights order) is where training starts"
+fi
+expect_fail "--weights of another model" "weights.npz.*(shape|arrays)" \
+  "$CLT" train --model "$seq" --weights "$MODELS/dw_bn_dropout/weights.npz" --epochs 1 \
+  --train-limit 64 --test-limit 64 --checkpoint-dir "$tmp/ck_w2"
+expect_fail "--weights missing" "nothere.npz" \
+  "$CLT" train --model "$seq" --weights "$tmp/nothere.npz" --epochs 1 --checkpoint-dir "$tmp/ck_w3"
+
+finish

@@ -1,0 +1,214 @@
+/* The optimizers' update as training runs it (clt_net_update: cl/adam.cl's kernels,
+ * built with the replica's exact options, over a net's flat buffers) against
+ * double-precision references of Keras 3's formulas, written out below from
+ * keras/src/optimizers/adam.py, sgd.py, rmsprop.py and base_optimizer.py's
+ * _apply_weight_decay:
+ *
+ * 1. Several steps of Adam, SGD and RMSprop, with and without momentum, Nesterov and
+ *    weight decay, over the ~300 values of a small model with BatchNormalization
+ *    (whose moving statistics, after the trainable values, take the moving-average
+ *    update instead), at gradient scale 1 and 1e-5 (where epsilon's place matters).
+ *    Parameters start within +-0.05 (scale 1) or at 0 (scale 1e-5) so that their
+ *    float rounding stays far below the moves compared.
+ * 2. The examples of Keras' documentation, loss var^2 / 2 (gradient = var): Adam(0.1)
+ *    from 10 gives 9.9; SGD(0.1, momentum 0.9) from 1 moves 0.1, then 0.18;
+ *    RMSprop(0.1) from 10 gives 9.683772.
+ *
+ * CLTRAIN_KERNELS=gpu builds the programs as for a GPU. Error: max |dev - ref| /
+ * max |ref| over an array (tests/harness.h); tolerances measured, with margin. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "model.h"
+#include "net.h"
+
+/* A float rounding in every operation: errors up to 6e-7 of the largest move were
+ * measured. Adam's are larger: its float 1 - beta2 is 1.3e-5 off 0.001 (as in
+ * TensorFlow's float32 Adam; see tests/test_kernels.c). */
+#define TOL 2e-6
+#define TOL_ADAM 1e-4
+#define STEPS 5
+
+static clt_model model;
+
+/* Keras' update of n values with gradient g at step t (from 1), in double. s0 and s1
+ * are the slot variables as optimizer.h orders them. */
+static void ref_update(const clt_optimizer *o, long t, double *p, const double *g, double *s0,
+                       double *s1, size_t n) {
+  const double lr = o->lr, mom = o->momentum;
+  for (size_t i = 0; i < n; i++) {
+    p[i] -= p[i] * o->weight_decay * lr;
+    if (o->kind == CLT_OPT_ADAM) {
+      s0[i] = o->beta1 * s0[i] + (1 - o->beta1) * g[i];
+      s1[i] = o->beta2 * s1[i] + (1 - o->beta2) * g[i] * g[i];
+      const double alpha = lr * sqrt(1 - pow(o->beta2, (double)t)) / (1 - pow(o->beta1, (double)t));
+      p[i] -= alpha * s0[i] / (sqrt(s1[i]) + o->epsilon);
+    } else if (o->kind == CLT_OPT_SGD) {
+      if (mom == 0) {
+        p[i] -= g[i] * lr;
+        continue;
+      }
+      s0[i] = s0[i] * mom - g[i] * lr;
+      p[i] += o->nesterov ? s0[i] * mom - g[i] * lr : s0[i];
+    } else {
+      s0[i] = o->rho * s0[i] + (1 - o->rho) * g[i] * g[i];
+      const double inc = lr * g[i] / sqrt(s0[i] + o->epsilon);
+      if (mom > 0) {
+        s1[i] = mom * s1[i] + inc;
+        p[i] -= s1[i];
+      } else {
+        p[i] -= inc;
+      }
+    }
+  }
+}
+
+/* A net for the model with its optimizer state zeroed (training starts so). */
+static clt_net *new_net(void) {
+  clt_net *net = NULL;
+  if (clt_net_create(&model, R, 2, 1, &net, &E)) fatal("creating a net");
+  for (int k = 0; k < CLT_OPT_SLOTS; k++) dev_fill(net->opt_state[k], 0, model.flat_floats, 0.0f);
+  return net;
+}
+
+static void describe(const clt_optimizer *o, char *buf, size_t size) {
+  snprintf(buf, size, "%s lr %g", clt_optimizer_name(o->kind), o->lr);
+  if (o->kind != CLT_OPT_ADAM) {
+    snprintf(buf + strlen(buf), size - strlen(buf), " momentum %g", o->momentum);
+  }
+  if (o->nesterov) snprintf(buf + strlen(buf), size - strlen(buf), " nesterov");
+  if (o->kind == CLT_OPT_RMSPROP)
+    snprintf(buf + strlen(buf), size - strlen(buf), " rho %g", o->rho);
+  if (o->weight_decay > 0) {
+    snprintf(buf + strlen(buf), size - strlen(buf), " weight decay %g", o->weight_decay);
+  }
+}
+
+/* STEPS updates by o on the device and in the reference, from the same values. */
+static void test_steps(const clt_optimizer *o, double scale) {
+  char name[160];
+  describe(o, name, sizeof name);
+  set_case("%s, gradients x%g:", name, scale);
+  const size_t n = model.flat_floats, nt = model.trainable_floats;
+  double *p = dnew(n), *p0 = dnew(n), *g = dnew(n), *s0 = dnew(n), *s1 = dnew(n);
+  double *got = dnew(n), *move = dnew(n), *move_ref = dnew(n);
+  clt_net *net = new_net();
+  rand_fill(p, nt, scale < 1 ? 0 : -0.05, scale < 1 ? 0 : 0.05);
+  rand_fill(p + nt, n - nt, 0.5, 1.5); /* moving means and variances */
+  memcpy(p0, p, n * sizeof *p);
+  upload(net->params, 0, p, n);
+  for (long t = 1; t <= STEPS; t++) {
+    for (size_t i = 0; i < nt; i++) { /* every magnitude down to 1e-3 x scale, and zeros */
+      g[i] = irand(10) == 0 ? 0.0 : (float)(urand(-1, 1) * scale * pow(10.0, -irand(4)));
+    }
+    rand_fill(g + nt, n - nt, 0, 2); /* the averaged batch statistics */
+    upload(net->grads, 0, g, n);
+    if (api_failed(clt_net_update(net, o, t, &E), "clt_net_update")) goto done;
+    ref_update(o, t, p, g, s0, s1, nt);
+    for (size_t i = nt; i < n; i++) p[i] -= (p[i] - g[i]) * (1 - 0.99);
+  }
+  const double tol = o->kind == CLT_OPT_ADAM ? TOL_ADAM : TOL;
+  download(net->params, 0, got, n);
+  for (size_t i = 0; i < nt; i++) {
+    move[i] = got[i] - p0[i];
+    move_ref[i] = p[i] - p0[i];
+  }
+  check("trainable values' moves", move, move_ref, nt, tol);
+  check("moving statistics", got + nt, p + nt, n - nt, 1e-6);
+  for (int k = 0; k < CLT_OPT_SLOTS; k++) {
+    const char *slot = clt_optimizer_slot(o, k);
+    if (!slot) continue;
+    char what[64];
+    snprintf(what, sizeof what, "slot %s", slot);
+    download(net->opt_state[k], 0, got, nt);
+    check(what, got, k ? s1 : s0, nt, tol);
+  }
+done:
+  clt_net_destroy(net);
+  case_end();
+}
+
+/* Keras' documented examples: loss var^2 / 2 from var = start, `steps` steps. */
+static void test_keras_example(const char *what, const clt_optimizer *o, double start, int steps,
+                               const double *want) {
+  set_case("Keras' example, %s:", what);
+  const size_t n = model.flat_floats, nt = model.trainable_floats;
+  double *p = dnew(n), worst = 0;
+  clt_net *net = new_net();
+  for (size_t i = 0; i < n; i++) p[i] = i < nt ? start : 1.0;
+  upload(net->params, 0, p, n);
+  for (int t = 1; t <= steps; t++) {
+    upload(net->grads, 0, p, n); /* the gradient of var^2 / 2 */
+    if (api_failed(clt_net_update(net, o, t, &E), "clt_net_update")) goto done;
+    download(net->params, 0, p, n);
+    for (size_t i = 0; i < nt; i++) {
+      const double err = fabs(p[i] - want[t - 1]) / fabs(want[t - 1]);
+      if (!(err <= worst)) worst = err;
+    }
+  }
+  char detail[64];
+  snprintf(detail, sizeof detail, "want %.7g after %d steps, got %.7g", want[steps - 1], steps,
+           p[0]);
+  report("every value as Keras documents", worst, 2e-7, detail);
+done:
+  clt_net_destroy(net);
+  case_end();
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  rng_seed(0x0971);
+  replica_open();
+  /* ~300 values: a convolution, BatchNormalization (4 moving statistics per channel
+   * after the trainable values), pooling and a dense classifier. */
+  const char *desc = "c=Conv2D(8,3x3,s1,same) bn=BatchNormalization(eps0.001,m0.99,relu) "
+                     "gap=GlobalAveragePooling2D d=Dense(3)";
+  if (clt_model_parse("tiny", (clt_shape){4, 4, 3}, 3, CLT_PRE_UNIT, desc, &model, &E)) {
+    fatal("building the model");
+  }
+  printf("model: %zu trainable of %zu values\n", model.trainable_floats, model.flat_floats);
+
+  /* Keras' defaults but for what a row sets (0: the default). */
+  const struct {
+    clt_optimizer_kind kind;
+    int nesterov;
+    double lr, momentum, rho, weight_decay;
+  } cases[] = {
+      {CLT_OPT_ADAM, 0, 0, 0, 0, 0},
+      {CLT_OPT_ADAM, 0, 0.01, 0, 0, 0.004}, /* AdamW's decay */
+      {CLT_OPT_SGD, 0, 0, 0, 0, 0},
+      {CLT_OPT_SGD, 0, 0, 0, 0, 0.1},
+      {CLT_OPT_SGD, 0, 0, 0.9, 0, 0},
+      {CLT_OPT_SGD, 1, 0, 0.9, 0, 0},
+      {CLT_OPT_SGD, 1, 0.05, 0.5, 0, 0.01},
+      {CLT_OPT_RMSPROP, 0, 0, 0, 0, 0},
+      {CLT_OPT_RMSPROP, 0, 0, 0.9, 0, 0},
+      {CLT_OPT_RMSPROP, 0, 0, 0.5, 0.8, 0.01},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    clt_optimizer o = clt_optimizer_defaults(cases[i].kind);
+    if (cases[i].lr > 0) o.lr = cases[i].lr;
+    if (cases[i].rho > 0) o.rho = cases[i].rho;
+    o.momentum = cases[i].momentum;
+    o.nesterov = cases[i].nesterov;
+    o.weight_decay = cases[i].weight_decay;
+    test_steps(&o, 1.0);
+    test_steps(&o, 1e-5);
+  }
+
+  clt_optimizer o = clt_optimizer_defaults(CLT_OPT_ADAM);
+  o.lr = 0.1;
+  test_keras_example("Adam(0.1) from 10", &o, 10, 1, (const double[]){9.9});
+  o = clt_optimizer_defaults(CLT_OPT_SGD);
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  test_keras_example("SGD(0.1, momentum=0.9) from 1", &o, 1, 2, (const double[]){0.9, 0.72});
+  o = clt_optimizer_defaults(CLT_OPT_RMSPROP);
+  o.lr = 0.1;
+  test_keras_example("RMSprop(0.1) from 10", &o, 10, 1, (const double[]){9.683772});
+
+  replica_close();
+  return summary();
+}
