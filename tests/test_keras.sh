@@ -181,4 +181,23 @@ expect_fail "--weights of another model" "weights.npz.*(shape|arrays)" \
 expect_fail "--weights missing" "nothere.npz" \
   "$CLT" train --model "$seq" --weights "$tmp/nothere.npz" --epochs 1 --checkpoint-dir "$tmp/ck_w3"
 
+# ---- photos to ONNX: ONNX Runtime scores the exported model as `cltrain eval` does ----
+# PNGs already of the model's size, so ONNX Runtime can be fed the very pixels.
+if "$PY" -c 'import onnx, onnxruntime' 2>/dev/null; then
+  "$PY" "$(dirname "$0")/onnx/exact_photos.py" "$tmp/exact" 32 5 8
+  "$CLT" train --model "$mob" --data "$tmp/exact" --epochs 3 --batch-per-replica 8 \
+    --checkpoint-dir "$tmp/ck_exact" >/dev/null 2>&1 || bad "mobilenet_small on exact-size photos"
+  "$CLT" eval --checkpoint "$tmp/ck_exact" --data "$tmp/exact" --logits "$tmp/exact_logits.npy" \
+    >/dev/null 2>&1 || bad "eval --logits on photos"
+  "$CLT" export --checkpoint "$tmp/ck_exact" --onnx "$tmp/exact.onnx" >/dev/null 2>&1 ||
+    bad "export of a model file"
+  expect_ok "a model file trained on photos, exported: ONNX Runtime agrees with cltrain eval" \
+    "check_onnx: ok" "$PY" "$(dirname "$0")/onnx/check_onnx.py" "$tmp/exact.onnx" \
+    "$tmp/exact_logits.npy" --inputs "$tmp/exact.npy"
+elif [ "${CI:-}" = true ]; then
+  bad "onnxruntime and onnx importable by $PY (.ci/setup installs them)"
+else
+  echo "skipped: photos to ONNX (onnxruntime or onnx not importable by $PY; .ci/setup installs them)"
+fi
+
 finish

@@ -6,7 +6,7 @@
 # within 1e-4 of the largest. The same for a Keras model file (tests/models/seq_cnn:
 # its own Rescaling, raw preprocessing). Bad inputs fail in one line and leave no file.
 # Without onnxruntime and onnx for $PYTHON (default /usr/bin/python3) the ONNX
-# Runtime part fails under CI=true (.ci/run installs them) and is skipped (exit
+# Runtime part fails under CI=true (.ci/setup installs them) and is skipped (exit
 # 77) otherwise.
 #   test_onnx.sh CLTRAIN
 set -u
@@ -86,7 +86,7 @@ expect_ok "eval --logits of it" "^Accuracy: " \
 # --- onnx.checker and ONNX Runtime ----------------------------------------------------
 if ! "$PY" -c 'import numpy, onnx, onnxruntime' 2>/dev/null; then
   if [ "${CI:-}" = true ]; then
-    bad "onnxruntime and onnx importable by $PY (.ci/run installs them: python3 -m pip install onnxruntime onnx)"
+    bad "onnxruntime and onnx importable by $PY (.ci/setup installs them: python3 -m pip install onnxruntime==1.20.1 onnx==1.17.0)"
     finish
     exit 1
   fi

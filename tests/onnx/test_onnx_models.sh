@@ -14,7 +14,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 if ! "$PY" -c 'import numpy, onnx, onnxruntime' 2>/dev/null; then
   if [ "${CI:-}" = true ]; then
-    bad "onnxruntime and onnx importable by $PY (.ci/run installs them)"
+    bad "onnxruntime and onnx importable by $PY (.ci/setup installs them)"
     finish
     exit 1
   fi
