@@ -153,26 +153,23 @@ size_t clt_net_bytes(const clt_model *m, int max_batch, int train) {
 static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int train,
                   clt_net **out, clt_err *e);
 
-/* The momentum of the moving statistics (BatchNormalization's): one update kernel
- * runs over all of them, so they must share it. */
-static int moving_momentum(const clt_model *m, float *momentum, clt_err *e) {
-  const clt_param *first = NULL;
-  *momentum = 0.99f;
+/* The moving statistics (BatchNormalization's) in runs of one momentum each: the
+ * update runs one kernel per run, so layers may differ (Keras allows it) while the
+ * usual model, all at one momentum, takes one launch. They are laid out layer by
+ * layer in the flat buffer's tail, in offset order. */
+static void moving_runs(const clt_model *m, clt_net *net) {
+  net->stat_runs = 0;
   for (int i = 0; i < m->nlayers; i++) {
     for (int p = 0; p < m->layers[i].nparams; p++) {
       const clt_param *prm = &m->layers[i].params[p];
+      const float momentum = (float)prm->moving_momentum;
       if (!prm->non_trainable) continue;
-      if (first && prm->moving_momentum != first->moving_momentum) {
-        return clt_fail(e, CLT_ERR_ARG,
-                        "model %s: layer %s has momentum %g, others %g; cltrain needs one "
-                        "momentum for all moving statistics",
-                        m->name, m->layers[i].name, prm->moving_momentum, first->moving_momentum);
-      }
-      if (!first) first = prm;
+      if (net->stat_runs && net->stat_momentum[net->stat_runs - 1] == momentum) continue;
+      if (net->stat_runs == CLT_MAX_LAYERS) continue; /* cannot happen: one per layer at most */
+      net->stat_first[net->stat_runs] = (int)prm->offset;
+      net->stat_momentum[net->stat_runs++] = momentum;
     }
   }
-  if (first) *momentum = (float)first->moving_momentum;
-  return CLT_OK;
 }
 
 int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
@@ -199,7 +196,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   net->train = train;
   if (train && (status = plan_gradients(m, net->plan, &net->grad_buffers, e))) goto cleanup;
   if (!train && (status = plan_activations(m, act_buf, &net->act_buffers, e))) goto cleanup;
-  if ((status = moving_momentum(m, &net->stat_momentum, e))) goto cleanup;
+  moving_runs(m, net);
   /* Fail before allocating when the device cannot hold it all: on CPU devices an
    * allocation past the RAM may only fail when touched, taking the host down. */
   const size_t need = clt_net_bytes(m, max_batch, train);
@@ -491,11 +488,14 @@ int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e
     default:
       return clt_fail(e, CLT_ERR_INTERNAL, "unknown optimizer kind %d", (int)opt->kind);
   }
-  const int first = n, total = (int)net->model->flat_floats;
-  if (status || total == first) return status;
-  float momentum = net->stat_momentum;
-  clt_karg margs[] = {CLT_ARG(p), CLT_ARG(g), CLT_ARG(first), CLT_ARG(total), CLT_ARG(momentum)};
-  return launch_update(net, "moving_average", margs, 5, total - first, e);
+  for (int k = 0; k < net->stat_runs && !status; k++) {
+    int first = net->stat_first[k];
+    int total = k + 1 < net->stat_runs ? net->stat_first[k + 1] : (int)net->model->flat_floats;
+    float momentum = net->stat_momentum[k];
+    clt_karg margs[] = {CLT_ARG(p), CLT_ARG(g), CLT_ARG(first), CLT_ARG(total), CLT_ARG(momentum)};
+    status = launch_update(net, "moving_average", margs, 5, total - first, e);
+  }
+  return status;
 }
 
 int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {

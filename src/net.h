@@ -50,7 +50,11 @@ typedef struct clt_net {
   cl_mem grad_pool[CLT_MAX_GRAD_BUFFERS];
   int grad_buffers;
   clt_grad_plan plan[CLT_MAX_LAYERS];
-  float stat_momentum; /* BatchNormalization's, for the moving statistics */
+  /* The moving statistics (BatchNormalization's) as runs of the flat buffer's tail
+   * sharing a momentum: stat_first[k] up to the next run's start (or the end). */
+  int stat_runs;
+  int stat_first[CLT_MAX_LAYERS];
+  float stat_momentum[CLT_MAX_LAYERS];
   cl_mem scratch;
   cl_mem losses, correct; /* per example */
   cl_mem metrics;         /* (loss sum, correct count) per slot */
