@@ -175,6 +175,22 @@ if numpy_check "a = np.load('$tmp/ck_w/ckpt-1.npz'); w = np.load('$MODELS/seq_cn
 else
   bad "--weights FILE.npz (get_weights order) is where training starts"
 fi
+# A Sequential without InputLayer takes its input shape from the first layer
+# (tf.keras 2.x's batch_input_shape), the model's build_config (Keras 3), or the data.
+"$PY" -c "import json
+d = json.load(open('$MODELS/seq_cnn_k2/model.json')); L = d['config']['layers']; i = L.pop(0)
+L[0]['config']['batch_input_shape'] = i['config']['batch_input_shape']
+json.dump(d, open('$tmp/k2_noinput.json', 'w'))
+d = json.load(open('$MODELS/seq_cnn/model.json')); d['config']['layers'].pop(0)
+d['build_config'] = {'input_shape': [None, 28, 28, 1]}; json.dump(d, open('$tmp/k3_noinput.json', 'w'))
+d['build_config'] = {'input_shape': None}; json.dump(d, open('$tmp/k3_open.json', 'w'))"
+want=$("$CLT" train --model "$seq" --epochs 1 --train-limit 256 --test-limit 64 --checkpoint-every 0 |
+  grep '^Epoch 1')
+for f in k2_noinput k3_noinput k3_open; do
+  expect_ok "a Sequential without InputLayer ($f) trains as with it" "^${want//./\\.}\$" \
+    "$CLT" train --model "$tmp/$f.json" --epochs 1 --train-limit 256 --test-limit 64 \
+    --checkpoint-every 0
+done
 expect_fail "--weights of another model" "weights.npz.*(shape|arrays)" \
   "$CLT" train --model "$seq" --weights "$MODELS/dw_bn_dropout/weights.npz" --epochs 1 \
   --train-limit 64 --test-limit 64 --checkpoint-dir "$tmp/ck_w2"
