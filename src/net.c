@@ -498,15 +498,6 @@ int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e
   return status;
 }
 
-int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e) {
-  clt_optimizer o = clt_optimizer_defaults(CLT_OPT_ADAM);
-  o.lr = opt->lr;
-  o.beta1 = opt->beta1;
-  o.beta2 = opt->beta2;
-  o.epsilon = opt->eps;
-  return clt_net_update(net, &o, step, e);
-}
-
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e) {
   if (n > net->metric_slots)
     return clt_fail(e, CLT_ERR_INTERNAL, "metrics %d > %d", n, net->metric_slots);

@@ -6,15 +6,6 @@
 #include "model.h"
 #include "optimizer.h"
 
-/* Adam alone, as clt_net_adam takes it (tests); training describes its optimizer
- * with a clt_optimizer. */
-typedef struct clt_adam {
-  double lr, beta1, beta2, eps;
-} clt_adam;
-
-/* Keras' defaults (epsilon 1e-7, not PyTorch's 1e-8). */
-#define CLT_ADAM_DEFAULTS ((clt_adam){1e-3, 0.9, 0.999, 1e-7})
-
 /* Activation gradients live in a small pool of buffers, each large enough for
  * any layer's output: a layer's output gradient is taken from the pool when its
  * first consumer's backward writes it and returned once the layer's own backward
@@ -103,8 +94,6 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
  * into their gradient slots. Every replica runs the same float operations (built with
  * replica->exact_options), so replicas on different devices stay bit-identical. */
 int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e);
-/* clt_net_update with Adam of these hyper-parameters and no weight decay. */
-int clt_net_adam(clt_net *net, const clt_adam *opt, long step, clt_err *e);
 
 /* Reads metrics slots [0, n) as 2n floats (blocking). */
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e);

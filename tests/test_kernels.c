@@ -475,7 +475,7 @@ static void adam_gradient(double *g, size_t n) {
 
 static void test_adam(void) {
   const int n = 1000;
-  const clt_adam opt = CLT_ADAM_DEFAULTS;
+  const clt_optimizer opt = clt_optimizer_defaults(CLT_OPT_ADAM);
   set_case("adam_update n%d:", n);
   double *p = dnew((size_t)n), *g = dnew((size_t)n), *m = dnew((size_t)n), *v = dnew((size_t)n);
   double *p0 = dnew((size_t)n), *pd = dnew((size_t)n), *md = dnew((size_t)n);
@@ -488,17 +488,17 @@ static void test_adam(void) {
   dev_fill(M, 0, (size_t)n, 0.0f);
   dev_fill(V, 0, (size_t)n, 0.0f);
   cl_kernel k = get_kernel("adam.cl", "adam_update");
-  float b1 = (float)opt.beta1, b2 = (float)opt.beta2, eps = (float)opt.eps;
+  float b1 = (float)opt.beta1, b2 = (float)opt.beta2, eps = (float)opt.epsilon;
   for (long step = 1; step <= 3; step++) {
     adam_gradient(g, (size_t)n);
     upload(G, 0, g, (size_t)n);
-    /* As clt_net_adam: both bias corrections folded into alpha, in double. */
+    /* As clt_net_update: both bias corrections folded into alpha, in double. */
     float alpha = (float)(opt.lr * sqrt(1.0 - pow(opt.beta2, (double)step)) /
                           (1.0 - pow(opt.beta1, (double)step)));
     clt_karg args[] = {CLT_ARG(P),  CLT_ARG(G),  CLT_ARG(M),   CLT_ARG(V),    CLT_ARG(n),
                        CLT_ARG(b1), CLT_ARG(b2), CLT_ARG(eps), CLT_ARG(alpha)};
     if (api_failed(clt_launch1d(R, k, "adam_update", args, 9, (size_t)n, &E), "launch")) goto done;
-    ref_adam(p, g, m, v, (size_t)n, opt.lr, opt.beta1, opt.beta2, opt.eps, step);
+    ref_adam(p, g, m, v, (size_t)n, opt.lr, opt.beta1, opt.beta2, opt.epsilon, step);
   }
   download(P, 0, pd, (size_t)n);
   download(M, 0, md, (size_t)n);
@@ -748,13 +748,13 @@ static void test_model(void) {
    * which near g = 0 magnifies a gradient error d to lr * d / 3.2e-6 (a 1e-8 rounding
    * difference of a tiny g shows as 3e-3 of lr), while above ADAM_G_MIN it shrinks it
    * to at most lr * 300 * d. Most entries below it are exact zeros (dead ReLU units). */
-  const clt_adam opt = CLT_ADAM_DEFAULTS;
+  const clt_optimizer opt = clt_optimizer_defaults(CLT_OPT_ADAM);
   for (size_t i = 0; i < nflat; i++) grad[i] = back[i];
-  if (api_failed(clt_net_adam(net, &opt, 1, &E), "clt_net_adam")) goto done;
+  if (api_failed(clt_net_update(net, &opt, 1, &E), "clt_net_update")) goto done;
   if (api_failed(clt_net_read_params(net, back, &E), "clt_net_read_params")) goto done;
   double *m0 = dnew(nflat), *v0 = dnew(nflat), *p_dev_ref = dnew(nflat);
   memcpy(p_dev_ref, p_before, nflat * sizeof *p_dev_ref);
-  ref_adam(p_dev_ref, grad, m0, v0, nflat, opt.lr, opt.beta1, opt.beta2, opt.eps, 1);
+  ref_adam(p_dev_ref, grad, m0, v0, nflat, opt.lr, opt.beta1, opt.beta2, opt.epsilon, 1);
   for (size_t i = 0; i < nflat; i++) {
     p_after[i] = (double)back[i] - p_before[i]; /* device's move */
     p_dev_ref[i] -= p_before[i];                /* reference move from the same gradient */
@@ -762,7 +762,7 @@ static void test_model(void) {
   check("adam step (device gradient): parameter change", p_after, p_dev_ref, nflat, TOL_ADAM);
   double *m1 = dnew(npacked), *v1 = dnew(npacked), *p_ref = dnew(npacked);
   memcpy(p_ref, params, npacked * sizeof *p_ref);
-  ref_adam(p_ref, grad_ref, m1, v1, npacked, opt.lr, opt.beta1, opt.beta2, opt.eps, 1);
+  ref_adam(p_ref, grad_ref, m1, v1, npacked, opt.lr, opt.beta1, opt.beta2, opt.epsilon, 1);
   for (size_t i = 0; i < npacked; i++) p_ref[i] -= params[i];
   size_t skipped = skip_small_gradients(&model, grad_ref, p_after, p_ref);
   char what[96];

@@ -13,7 +13,7 @@
  * 3. A clt_net on one PoCL device, fed uint8 RGB through a batch source (so the
  *    'caffe' preprocessing is checked too), against the reference: loss, correct
  *    count, every gradient tensor, the batch-statistics slots, inference-mode loss
- *    with moving statistics, and the moving-average update after clt_net_adam;
+ *    with moving statistics, and the moving-average update after clt_net_update;
  *    for resnet-small at an odd image size and for ResNet50 itself at 32x32.
  * 4. BatchNormalization's documented semantics across replicas (needs two
  *    devices, e.g. POCL_DEVICES="pthread pthread"): two replicas with slices of 5
@@ -387,8 +387,8 @@ static void test_device(clt_replica *r, const char *name, clt_shape input, int c
   memcpy(slots, back, nf * sizeof(float));
 
   /* The moving-average update after Adam: moving -= (moving - slot) * (1 - 0.99). */
-  const clt_adam opt = CLT_ADAM_DEFAULTS;
-  if (clt_net_adam(net, &opt, 1, &E) || clt_net_read_params(net, back, &E)) {
+  const clt_optimizer opt = clt_optimizer_defaults(CLT_OPT_ADAM);
+  if (clt_net_update(net, &opt, 1, &E) || clt_net_read_params(net, back, &E)) {
     check(0, "adam: %s", E.msg);
     goto done;
   }
@@ -459,12 +459,12 @@ typedef struct replica_job {
 
 static void *replica_step(void *arg) {
   replica_job *j = arg;
-  const clt_adam opt = CLT_ADAM_DEFAULTS;
+  const clt_optimizer opt = clt_optimizer_defaults(CLT_OPT_ADAM);
   j->status = load_batch(j->net, j->rgb, j->labels, j->count, &j->err);
   if (!j->status) j->status = clt_net_forward_backward(j->net, j->count, j->scale, 0, 1, &j->err);
   if (!j->status) j->status = clFinish(j->net->replica->queue);
   if (!j->status) j->status = clt_ring_allreduce(j->ring, j->rank, j->net->grads, &j->err);
-  if (!j->status) j->status = clt_net_adam(j->net, &opt, 1, &j->err);
+  if (!j->status) j->status = clt_net_update(j->net, &opt, 1, &j->err);
   if (!j->status) j->status = clFinish(j->net->replica->queue);
   if (j->status) clt_ring_abort(j->ring);
   return NULL;
