@@ -6,10 +6,29 @@
 
 #include "timing.h"
 
+void clt_report_replica_lines(const clt_device *const *devices, int n, int first, int rank,
+                              const char *host, int processes, char *buf, size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && len < size; i++) {
+    const clt_device *dev = devices[i];
+    clt_kernel_flavor flavor;
+    clt_err ignored = {0}; /* a bad $CLTRAIN_KERNELS fails the replica's creation next */
+    char where[200] = "";
+    if (processes > 1) snprintf(where, sizeof where, "rank %d on %s, ", rank, host);
+    len += (size_t)snprintf(buf + len, size - len, "Replica %d: %sdevice %d, %s (%s, %s)",
+                            first + i, where, dev->index, dev->name,
+                            clt_device_type_name(dev->type), dev->platform_name);
+    if (len < size && clt_kernel_flavor_for(dev, &flavor, &ignored) == CLT_OK)
+      len += (size_t)snprintf(buf + len, size - len, "; %s", clt_kernel_flavor_summary(flavor));
+    if (len < size) len += (size_t)snprintf(buf + len, size - len, "\n");
+  }
+}
+
 void clt_report_plan(const clt_report *r, const clt_plan *plan) {
   const clt_model *m = r->model;
   const clt_data *d = r->data;
-  const int global = plan->batch_per_replica * plan->ndevices;
+  const int global = plan->batch_per_replica * plan->replicas;
   const int steps = (d->ntrain + global - 1) / global;
   fprintf(r->out, "Model %s: %zu parameters, %d layers; %d training and %d %s images of %dx%dx%d\n",
           m->name, m->param_count, m->nlayers, d->ntrain, d->ntest,
@@ -19,19 +38,16 @@ void clt_report_plan(const clt_report *r, const clt_plan *plan) {
     for (int c = 1; c < d->classes; c++) fprintf(r->out, ", %s", d->class_names[c]);
     fprintf(r->out, ")\n");
   }
-  for (int i = 0; i < plan->ndevices; i++) {
-    const clt_device *dev = plan->devices[i];
-    clt_kernel_flavor flavor;
-    clt_err ignored = {0}; /* a bad $CLTRAIN_KERNELS fails the replica's creation next */
-    fprintf(r->out, "Replica %d: device %d, %s (%s, %s)", i, dev->index, dev->name,
-            clt_device_type_name(dev->type), dev->platform_name);
-    if (clt_kernel_flavor_for(dev, &flavor, &ignored) == CLT_OK)
-      fprintf(r->out, "; %s", clt_kernel_flavor_summary(flavor));
-    fprintf(r->out, "\n");
+  fputs(plan->replica_lines, r->out);
+  if (plan->processes > 1) {
+    fprintf(r->out,
+            "%d processes (MPI): %d replicas; all-reduce: each host's ring, then a ring "
+            "across the processes\n",
+            plan->processes, plan->replicas);
   }
   fprintf(r->out, "Global batch %d (%d per replica), %d steps per epoch, epochs %d to %d", global,
           plan->batch_per_replica, steps, plan->first_epoch + 1, plan->epochs);
-  if (plan->ndevices > 1) fprintf(r->out, ", --split %s", plan->split);
+  if (plan->replicas > 1) fprintf(r->out, ", --split %s", plan->split);
   fprintf(r->out, "\n");
   const clt_optimizer *o = plan->optimizer;
   if (o) {
@@ -72,10 +88,10 @@ void clt_report_ready(const clt_report *r, double setup_seconds, double launch_s
           "Set-up (kernels, buffers, data upload): %.1fs, %.1fs from launch to the first step; "
           "device memory per replica:",
           setup_seconds, launch_seconds);
-  for (int i = 0; i < clt_trainer_replicas(r->trainer); i++) {
-    const clt_replica *rep = clt_trainer_replica(r->trainer, i);
-    fprintf(r->out, "%s %.0f MiB (network %.0f MiB)", i ? "," : "",
-            rep->allocated_bytes / 1048576.0, clt_trainer_replica_bytes(r->trainer, i) / 1048576.0);
+  for (int i = 0; i < clt_trainer_total_replicas(r->trainer); i++) {
+    const clt_replica_info *info = clt_trainer_replica_info(r->trainer, i);
+    fprintf(r->out, "%s %.0f MiB (network %.0f MiB)", i ? "," : "", info->alloc_bytes / 1048576.0,
+            info->net_bytes / 1048576.0);
   }
   fprintf(r->out, "\n");
   fflush(r->out);
@@ -113,11 +129,22 @@ static void write_log(const clt_report *r, const clt_epoch_record *rec) {
           examples / res->seconds, examples, clt_trainer_global_batch(r->trainer),
           res->data_wait_seconds);
   json_string(log, r->model->name);
+  const int processes = clt_trainer_processes(r->trainer);
+  if (processes > 1) {
+    fprintf(log, ", \"processes\": %d, \"allreduce_cross_seconds\": %.3f", processes,
+            res->cross_seconds);
+  }
   fprintf(log, ", \"allreduce_seconds\": %.3f, \"replicas\": [", res->allreduce_seconds);
-  for (int i = 0; i < clt_trainer_replicas(r->trainer); i++) {
-    const clt_replica *rep = clt_trainer_replica(r->trainer, i);
-    fprintf(log, "%s{\"index\": %d, \"device\": ", i ? ", " : "", rep->device.index);
-    json_string(log, rep->device.name);
+  for (int i = 0; i < clt_trainer_total_replicas(r->trainer); i++) {
+    const clt_replica_info *info = clt_trainer_replica_info(r->trainer, i);
+    fprintf(log, "%s{", i ? ", " : "");
+    if (processes > 1) {
+      fprintf(log, "\"rank\": %d, \"host\": ", info->rank);
+      json_string(log, info->host);
+      fprintf(log, ", ");
+    }
+    fprintf(log, "\"index\": %d, \"device\": ", info->device);
+    json_string(log, info->name);
     const clt_replica_stats *st = &res->replicas[i];
     fprintf(log,
             ", \"examples\": %ld, \"share\": %.4f, \"examples_per_second\": %.1f, "
@@ -192,13 +219,16 @@ static void print_profile(FILE *out, const clt_replica *r, double wall) {
 /* Each device's share, rate and busy time (with several), and the balancer's
  * note the first time it leaves a device out. */
 static void print_devices(clt_report *r, const clt_epoch_result *res) {
-  const int n = clt_trainer_replicas(r->trainer);
+  const int n = clt_trainer_total_replicas(r->trainer);
+  const int processes = clt_trainer_processes(r->trainer);
   for (int i = 0; i < n && n > 1; i++) {
-    const clt_replica *rep = clt_trainer_replica(r->trainer, i);
+    const clt_replica_info *info = clt_trainer_replica_info(r->trainer, i);
     const clt_replica_stats *st = &res->replicas[i];
-    fprintf(r->out, "  device %d (%s): share %.1f%%, %ld examples, %.0f images/s, busy %.0f%%\n",
-            rep->device.index, rep->device.name, 100.0 * st->examples / r->data->ntrain,
-            st->examples, replica_rate(st, res->seconds), 100.0 * st->busy_seconds / res->seconds);
+    char rank[32] = "";
+    if (processes > 1) snprintf(rank, sizeof rank, "rank %d ", info->rank);
+    fprintf(r->out, "  %sdevice %d (%s): share %.1f%%, %ld examples, %.0f images/s, busy %.0f%%\n",
+            rank, info->device, info->name, 100.0 * st->examples / r->data->ntrain, st->examples,
+            replica_rate(st, res->seconds), 100.0 * st->busy_seconds / res->seconds);
     if (clt_balancer_excluded(clt_trainer_balancer(r->trainer), i) && !r->excluded_said[i]) {
       r->excluded_said[i] = 1;
       fprintf(
@@ -206,7 +236,7 @@ static void print_devices(clt_report *r, const clt_epoch_result *res) {
           "  note: --split auto gives device %d no examples: it is so slow that any share "
           "would lengthen the step; it stays in the all-reduce and is re-timed on one example every 64 "
           "steps (force a share with --split weights)\n",
-          rep->device.index);
+          info->device);
     }
   }
 }
@@ -214,7 +244,7 @@ static void print_devices(clt_report *r, const clt_epoch_result *res) {
 void clt_report_epoch(clt_report *r, const clt_epoch_record *rec) {
   const clt_epoch_result *res = &rec->train;
   const clt_data *d = r->data;
-  const int n = clt_trainer_replicas(r->trainer);
+  const int n = clt_trainer_total_replicas(r->trainer);
   fprintf(r->out, "Epoch %d, Loss: %.4f, Accuracy: %.2f", rec->epoch, res->train_loss,
           res->train_acc * 100);
   if (d->ntest) {
@@ -224,6 +254,8 @@ void clt_report_epoch(clt_report *r, const clt_epoch_record *rec) {
   }
   fprintf(r->out, "\n  %.1fs, %.0f images/s training", rec->seconds, d->ntrain / res->seconds);
   if (n > 1) fprintf(r->out, ", all-reduce %.2fs", res->allreduce_seconds);
+  if (clt_trainer_processes(r->trainer) > 1)
+    fprintf(r->out, " (%.2fs across processes)", res->cross_seconds);
   if (d->photos) fprintf(r->out, ", waited %.2fs for images", res->data_wait_seconds);
   if (rec->first) {
     fprintf(r->out, ", start-up %.1fs (launch to the end of the first step)",
@@ -232,7 +264,8 @@ void clt_report_epoch(clt_report *r, const clt_epoch_record *rec) {
   fprintf(r->out, "\n");
   print_devices(r, res);
   if (r->log) write_log(r, rec);
-  for (int i = 0; i < n && r->profile; i++) {
+  for (int i = 0; i < clt_trainer_replicas(r->trainer) && r->profile; i++) {
+    /* This process's replicas: their events are here. */
     print_profile(r->out, clt_trainer_replica(r->trainer, i), res->seconds);
   }
   fflush(r->out);
@@ -244,9 +277,12 @@ void clt_report_saved(const clt_report *r, const char *path) {
 }
 
 void clt_report_eval(FILE *out, const char *checkpoint, const clt_model *m, long long epochs,
-                     long long steps, int examples, int devices, double acc, double loss) {
-  fprintf(out, "Checkpoint %s: model %s, %lld epochs, %lld steps; %d test images on %d device%s\n",
+                     long long steps, int examples, int devices, int processes, double acc,
+                     double loss) {
+  fprintf(out, "Checkpoint %s: model %s, %lld epochs, %lld steps; %d test images on %d device%s",
           checkpoint, m->name, epochs, steps, examples, devices, devices == 1 ? "" : "s");
+  if (processes > 1) fprintf(out, " in %d processes", processes);
+  fprintf(out, "\n");
   fprintf(out, "Accuracy: %.2f\nLoss: %.4f\n", acc * 100, loss);
 }
 

@@ -25,8 +25,9 @@ typedef struct clt_report {
 
 /* The run before anything is built. */
 typedef struct clt_plan {
-  const clt_device *const *devices;
-  int ndevices;
+  const char *replica_lines; /* clt_report_replica_lines of every process */
+  int replicas;              /* in all processes */
+  int processes;
   int batch_per_replica;
   const char *split;        /* --split, named with several devices */
   int first_epoch, epochs;  /* epochs first_epoch + 1 .. epochs run */
@@ -49,6 +50,10 @@ typedef struct clt_epoch_record {
  * (warnings), on stderr; a normal run shows none. */
 void clt_report_build_logs(const clt_trainer *t);
 
+/* "Replica i: device ..." lines of n devices, numbered from `first`, into buf;
+ * with several processes each names the process's rank and host. */
+void clt_report_replica_lines(const clt_device *const *devices, int n, int first, int rank,
+                              const char *host, int processes, char *buf, size_t size);
 /* The model, data, replica and batch lines (and "Resuming from ..."). */
 void clt_report_plan(const clt_report *r, const clt_plan *plan);
 /* The checkpoint has all the epochs asked for. */
@@ -60,7 +65,8 @@ void clt_report_epoch(clt_report *r, const clt_epoch_record *rec);
 void clt_report_saved(const clt_report *r, const char *path);
 /* cltrain eval's lines. */
 void clt_report_eval(FILE *out, const char *checkpoint, const clt_model *m, long long epochs,
-                     long long steps, int examples, int devices, double acc, double loss);
+                     long long steps, int examples, int devices, int processes, double acc,
+                     double loss);
 
 /* The Keras-style progress bar of a training pass, redrawn a few times a second:
  * due() says whether to draw now (reading the figures drains the queues, so not

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "timing.h"
+
 #define DEFAULT_SEGMENT_FLOATS ((size_t)256 * 1024) /* 1 MiB: large copies, still pipelined */
 
 struct clt_ring {
@@ -26,6 +28,13 @@ struct clt_ring {
   int aborted;
   int barrier_count;
   long barrier_generation;
+  /* Across processes (clt_ring_span): */
+  clt_cluster *cluster;
+  cl_mem host_mem;      /* floats of host memory in replica 0's context */
+  float *host;          /* mapped: the host sum, then the total */
+  long cross_calls;     /* collectives whose total is in host */
+  long *cross_uploaded; /* per rank: totals it has uploaded */
+  double cross_seconds;
 };
 
 static size_t chunk_begin(const clt_ring *r, int c) { return (size_t)c * r->floats / (size_t)r->n; }
@@ -57,6 +66,14 @@ void clt_ring_destroy(clt_ring *r) {
     }
     if (r->recv && r->recv[i]) clReleaseMemObject(r->recv[i]);
   }
+  if (r->host_mem) {
+    if (r->host && r->replicas && r->replicas[0]) {
+      clEnqueueUnmapMemObject(r->replicas[0]->queue, r->host_mem, r->host, 0, NULL, NULL);
+      clFinish(r->replicas[0]->queue);
+    }
+    clReleaseMemObject(r->host_mem);
+  }
+  free(r->cross_uploaded);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
   free(r->pinned);
@@ -93,8 +110,9 @@ int clt_ring_create(clt_replica **replicas, int n, size_t floats, size_t segment
   r->calls = calloc((size_t)n, sizeof *r->calls);
   r->produced = calloc((size_t)n, sizeof *r->produced);
   r->consumed = calloc((size_t)n, sizeof *r->consumed);
-  if (!r->replicas || !r->pinned || !r->staging || !r->recv || !r->read_ev || !r->write_ev ||
-      !r->calls || !r->produced || !r->consumed) {
+  r->cross_uploaded = calloc((size_t)n, sizeof *r->cross_uploaded);
+  if (!r->cross_uploaded || !r->replicas || !r->pinned || !r->staging || !r->recv || !r->read_ev ||
+      !r->write_ev || !r->calls || !r->produced || !r->consumed) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the ring");
     goto cleanup;
   }
@@ -180,7 +198,8 @@ static int aborted_error(clt_err *e) {
   return clt_fail(e, CLT_ERR_INTERNAL, "all-reduce aborted (another replica failed)");
 }
 
-int clt_ring_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
+/* The ring over this process's replicas. */
+static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
   const int n = r->n;
   if (n == 1) return CLT_OK;
   clt_replica *rep = r->replicas[rank];
@@ -260,4 +279,76 @@ int clt_ring_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
     }
   }
   return CLT_OK;
+}
+
+int clt_ring_span(clt_ring *r, clt_cluster *c, clt_err *e) {
+  if (clt_cluster_size(c) == 1) return CLT_OK;
+  clt_replica *rep = r->replicas[0];
+  const size_t bytes = (r->floats ? r->floats : 1) * sizeof(float);
+  cl_int rc = CL_SUCCESS;
+  r->host_mem = clCreateBuffer(rep->context, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE, bytes, NULL,
+                               &rc);
+  if (rc == CL_SUCCESS) {
+    r->host = clEnqueueMapBuffer(rep->queue, r->host_mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                                 bytes, 0, NULL, NULL, &rc);
+  }
+  if (rc != CL_SUCCESS) return clt_replica_fail(rep, e, rc, "allocating the cross-process buffer");
+  memset(r->host, 0, bytes); /* first touch now, not in the step loop */
+  r->cluster = c;
+  return clt_cluster_reserve(c, r->floats, e);
+}
+
+double clt_ring_take_cross_seconds(clt_ring *r) {
+  if (!r) return 0;
+  const double s = r->cross_seconds;
+  r->cross_seconds = 0;
+  return s;
+}
+
+/* Replica 0's side: downloads its host's sum, sums it with the other processes',
+ * uploads the total. (Overlapping the copies with the transfers chunk by chunk
+ * measured no faster on a 2-core host, where copies and MPI share the cores.) */
+static int cross_sum(clt_ring *r, cl_mem buffer, clt_err *e) {
+  clt_replica *rep = r->replicas[0];
+  const size_t bytes = r->floats * sizeof(float);
+  cl_int rc = clEnqueueReadBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
+  if (rc) return clt_replica_fail(rep, e, rc, "downloading the host sum");
+  int status = clt_cluster_sum(r->cluster, r->host, r->floats, e);
+  if (status) return status;
+  rc = clEnqueueWriteBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
+  return rc ? clt_replica_fail(rep, e, rc, "uploading the cross-process sum") : CLT_OK;
+}
+
+/* Rank 0 sums the host sums of all processes into r->host (and its buffer);
+ * then every other rank uploads the total into its buffer. */
+static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
+  clt_replica *rep = r->replicas[rank];
+  const long call = r->cross_uploaded[rank] + 1; /* only this rank writes its count */
+  const size_t bytes = r->floats * sizeof(float);
+  if (rank == 0) {
+    const double t0 = clt_now_seconds();
+    /* The previous total must have been uploaded by every rank before it is overwritten. */
+    for (int i = 1; i < r->n; i++) {
+      if (wait_for(r, &r->cross_uploaded[i], call - 1)) return aborted_error(e);
+    }
+    int status = cross_sum(r, buffer, e);
+    if (status) {
+      clt_ring_abort(r);
+      return status;
+    }
+    r->cross_seconds += clt_now_seconds() - t0;
+    publish(r, &r->cross_calls, call);
+  } else {
+    if (wait_for(r, &r->cross_calls, call)) return aborted_error(e);
+    cl_int rc = clEnqueueWriteBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
+    if (rc) return fail_rank(r, rank, e, rc, "uploading the cross-process sum");
+  }
+  publish(r, &r->cross_uploaded[rank], call);
+  return CLT_OK;
+}
+
+int clt_ring_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
+  int status = local_allreduce(r, rank, buffer, e);
+  if (status || !r->cluster) return status;
+  return cross_allreduce(r, rank, buffer, e);
 }

@@ -7,10 +7,16 @@
  * round, copied). All N transfers of a step run at once, each chunk in segments
  * so one device's download overlaps the next device's upload. Every replica
  * ends with the same bits: the summation order of each element is fixed by the
- * ring, so runs repeat exactly. */
+ * ring, so runs repeat exactly.
+ *
+ * Across processes (clt_ring_span) the all-reduce is hierarchical: the ring over
+ * this process's devices, then the first replica's thread downloads the host sum
+ * and adds it up with the other processes' (clt_cluster_sum, itself a ring with
+ * a fixed order), and every replica uploads the total. */
 #ifndef CLT_RING_H
 #define CLT_RING_H
 
+#include "cluster.h"
 #include "replica.h"
 
 typedef struct clt_ring clt_ring;
@@ -19,6 +25,10 @@ typedef struct clt_ring clt_ring;
 int clt_ring_create(clt_replica **replicas, int n, size_t floats, size_t segment_floats,
                     clt_ring **out, clt_err *e);
 void clt_ring_destroy(clt_ring *ring);
+
+/* Extends the all-reduce across the processes of c (a no-op for one process):
+ * reserves the host buffer and the cluster's scratch memory. */
+int clt_ring_span(clt_ring *ring, clt_cluster *c, clt_err *e);
 
 /* Called at the same time by one host thread per replica (its rank), each with
  * its replica's buffer; returns when that buffer holds the element-wise sum over
@@ -32,5 +42,9 @@ void clt_ring_abort(clt_ring *ring);
 
 /* A barrier for the ranks, failing (non-zero) once the ring is aborted. */
 int clt_ring_barrier(clt_ring *ring);
+
+/* Seconds rank 0 spent in the cross-process part since the last call (0 without
+ * clt_ring_span), and resets the count. */
+double clt_ring_take_cross_seconds(clt_ring *ring);
 
 #endif

@@ -53,6 +53,171 @@ static int select_devices(const char *spec, clt_device_list *list, const clt_dev
   return CLT_OK;
 }
 
+/* This process's --devices: $CLTRAIN_DEVICES, else its part of "A;B;..." (one
+ * selection per rank), else the whole. */
+static int process_devices(const char *spec, clt_cluster *c, char *out, size_t size, clt_err *e) {
+  const char *env = getenv("CLTRAIN_DEVICES");
+  if (env && *env) spec = env;
+  const int rank = clt_cluster_rank(c), procs = clt_cluster_size(c);
+  if (!strchr(spec, ';')) {
+    snprintf(out, size, "%s", spec);
+    return CLT_OK;
+  }
+  int parts = 1;
+  for (const char *q = spec; *q; q++) parts += *q == ';';
+  if (parts != procs) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--devices %s: %d selections (one per process), but the run has %d process%s",
+                    spec, parts, procs, procs == 1 ? "" : "es");
+  }
+  const char *q = spec;
+  for (int r = 0; r < rank; r++) q = strchr(q, ';') + 1;
+  const char *end = strchr(q, ';');
+  const size_t len = end ? (size_t)(end - q) : strlen(q);
+  if (len == 0)
+    return clt_fail(e, CLT_ERR_ARG, "--devices %s: rank %d's selection is empty", spec, rank);
+  snprintf(out, size, "%.*s", (int)len, q);
+  return CLT_OK;
+}
+
+int clt_select_process_devices(const char *spec, clt_cluster *c, clt_device_list *list,
+                               const clt_device **chosen, int *n, clt_err *e) {
+  char mine[1024];
+  int status = process_devices(spec, c, mine, sizeof mine, e);
+  return status ? status : select_devices(mine, list, chosen, n, e);
+}
+
+/* What every process of a run must share: the same model, data, batch, seed,
+ * epochs, starting point and optimizer. */
+typedef struct run_config {
+  uint64_t model_hash;
+  char model[80];
+  int ntrain, ntest, height, width, channels, classes;
+  int batch_per_replica;
+  uint64_t seed;
+  int epochs, first_epoch;
+  long long step;
+  int optimizer, nesterov;
+  double lr, momentum, weight_decay;
+  char split[64];
+  int replicas; /* this process's: summed, not compared */
+} run_config;
+
+static uint64_t model_hash(const clt_model *m) {
+  char *text = calloc(CLT_DESCRIBE_MAX, 1);
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)m->softmax_output;
+  if (!text) return h;
+  clt_model_describe(m, text, CLT_DESCRIBE_MAX);
+  for (size_t i = 0; i < CLT_DESCRIBE_MAX && text[i]; i++)
+    h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+  free(text);
+  return h;
+}
+
+/* Compares every process's configuration with process 0's; every process reaches
+ * the same verdict. *replicas gets the run's replica count. */
+static int same_config(clt_cluster *c, const run_config *mine, int *replicas, clt_err *e) {
+  const int procs = clt_cluster_size(c);
+  run_config *all = malloc((size_t)procs * sizeof *all);
+  if (!all) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  int status = clt_cluster_allgather(c, mine, sizeof *mine, all, e);
+  *replicas = 0;
+  for (int r = 0; r < procs && !status; r++) *replicas += all[r].replicas;
+  for (int r = 1; r < procs && !status; r++) {
+    const run_config *a = &all[0], *b = &all[r];
+    char what[256] = "";
+    if (a->model_hash != b->model_hash || strcmp(a->model, b->model) != 0)
+      snprintf(what, sizeof what, "the model (%s vs %s)", b->model, a->model);
+    else if (a->ntrain != b->ntrain || a->ntest != b->ntest)
+      snprintf(what, sizeof what, "the data (%d training and %d test examples vs %d and %d)",
+               b->ntrain, b->ntest, a->ntrain, a->ntest);
+    else if (a->height != b->height || a->width != b->width || a->channels != b->channels ||
+             a->classes != b->classes)
+      snprintf(what, sizeof what, "the data (%dx%dx%d images of %d classes vs %dx%dx%d of %d)",
+               b->height, b->width, b->channels, b->classes, a->height, a->width, a->channels,
+               a->classes);
+    else if (a->batch_per_replica != b->batch_per_replica)
+      snprintf(what, sizeof what, "--batch-per-replica (%d vs %d)", b->batch_per_replica,
+               a->batch_per_replica);
+    else if (a->seed != b->seed)
+      snprintf(what, sizeof what, "--seed (%llu vs %llu)", (unsigned long long)b->seed,
+               (unsigned long long)a->seed);
+    else if (a->epochs != b->epochs)
+      snprintf(what, sizeof what, "--epochs (%d vs %d)", b->epochs, a->epochs);
+    else if (a->first_epoch != b->first_epoch || a->step != b->step)
+      snprintf(what, sizeof what, "the starting point (epoch %d, step %lld vs epoch %d, step %lld)",
+               b->first_epoch, b->step, a->first_epoch, a->step);
+    else if (a->optimizer != b->optimizer || a->lr != b->lr || a->momentum != b->momentum ||
+             a->weight_decay != b->weight_decay || a->nesterov != b->nesterov)
+      snprintf(what, sizeof what, "the optimizer (%s, learning rate %g vs %s, %g)",
+               clt_optimizer_name((clt_optimizer_kind)b->optimizer), b->lr,
+               clt_optimizer_name((clt_optimizer_kind)a->optimizer), a->lr);
+    else if (strcmp(a->split, b->split) != 0)
+      snprintf(what, sizeof what, "--split (%s vs %s)", b->split, a->split);
+    if (what[0]) {
+      status = clt_fail(e, CLT_ERR_ARG,
+                        "rank %d differs from rank 0 in %s: every process of a run must be "
+                        "given the same model, data and options",
+                        r, what);
+    }
+  }
+  free(all);
+  /* Every process computed the same verdict from the same figures. */
+  if (status) clt_cluster_known(c);
+  return status;
+}
+
+static run_config config_of(const clt_model *m, const clt_data *d, int batch_per_replica,
+                            uint64_t seed, int replicas) {
+  run_config rc;
+  memset(&rc, 0, sizeof rc);
+  rc.model_hash = model_hash(m);
+  snprintf(rc.model, sizeof rc.model, "%s", m->name);
+  rc.ntrain = d->ntrain;
+  rc.ntest = d->ntest;
+  rc.height = m->input.h;
+  rc.width = m->input.w;
+  rc.channels = m->input.c;
+  rc.classes = m->classes;
+  rc.batch_per_replica = batch_per_replica;
+  rc.seed = seed;
+  rc.replicas = replicas;
+  return rc;
+}
+
+/* The replica lines of every process, in rank order, into a new string. */
+static int all_replica_lines(clt_cluster *c, const clt_device *const *devices, int n, char **out,
+                             clt_err *e) {
+  enum { LINES = 8192 };
+  const int procs = clt_cluster_size(c);
+  char *mine = calloc(LINES, 1), *all = calloc((size_t)procs, LINES);
+  int counts[CLT_MAX_REPLICAS] = {0};
+  int status = mine && all ? CLT_OK : clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  if (!status && procs > 1) status = clt_cluster_allgather(c, &n, sizeof n, counts, e);
+  int first = 0;
+  for (int r = 0; r < clt_cluster_rank(c) && !status; r++) first += counts[r];
+  if (!status) {
+    clt_report_replica_lines(devices, n, first, clt_cluster_rank(c), clt_cluster_host(c), procs,
+                             mine, LINES);
+    status = clt_cluster_allgather(c, mine, LINES, all, e);
+  }
+  if (!status) {
+    /* Concatenate in place: each part is a string at the start of its slot. */
+    size_t len = 0;
+    for (int r = 0; r < procs; r++) {
+      const size_t part = strlen(all + (size_t)r * LINES);
+      memmove(all + len, all + (size_t)r * LINES, part);
+      len += part;
+    }
+    all[len] = '\0';
+    *out = all;
+    all = NULL;
+  }
+  free(mine);
+  free(all);
+  return status;
+}
+
 /* Opens --data for training: the photo-folder options and limits apply. */
 static int open_train_data(const clt_train_opts *o, clt_data *d, clt_err *e) {
   const clt_data_spec spec = {.dir = o->data_dir,
@@ -245,11 +410,12 @@ static int fresh_state(const clt_model *model, uint64_t seed, clt_checkpoint *st
 /* Trains epoch rec->epoch and evaluates the test set, if any; a non-finite loss
  * or gradient stops training before anything is saved. */
 static int run_epoch(clt_trainer *t, const clt_data *data, uint64_t seed, const clt_optimizer *opt,
-                     long *step, clt_epoch_record *rec, clt_err *e) {
+                     long *step, clt_epoch_record *rec, clt_cluster *c, clt_err *e) {
   const double t0 = clt_now_seconds();
   int status = clt_trainer_epoch(t, seed, rec->epoch - 1, opt, step, &rec->train, e);
   if (status) return status;
   if (rec->train.bad_step >= 0) {
+    clt_cluster_known(c); /* the summed loss and reduced gradient: the same in every process */
     return clt_fail(e, CLT_ERR_NUMERIC,
                     "epoch %d, step %d: non-finite loss or gradient; stopping without saving "
                     "(the newest checkpoint is left as it was; try a lower --lr)",
@@ -281,8 +447,54 @@ static int save(const clt_train_opts *o, clt_trainer *t, const clt_model *model,
   return status;
 }
 
+/* Process 0's starting state to every process, so all replicas start identical
+ * whatever each host's floating-point library. */
+static int share_state(clt_cluster *c, const clt_model *model, clt_checkpoint *state, clt_err *e) {
+  const size_t bytes = model->flat_floats * sizeof(float);
+  int status = clt_cluster_bcast(c, state->params, bytes, e);
+  for (int k = 0; k < CLT_OPT_SLOTS && !status; k++) {
+    status = clt_cluster_bcast(c, state->opt_state[k], bytes, e);
+  }
+  return status;
+}
+
+/* Everything before the first step that each process does by itself: the
+ * optimizer, data, model, devices and (process 0) the checkpoint folder and log. */
+static int set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_checkpoint *state,
+                  char *ckpt_path, size_t path_size, clt_optimizer *opt, clt_device_list *devices,
+                  const clt_device **chosen, int *nchosen, clt_report *rep, clt_err *e) {
+  clt_cluster *c = o->cluster;
+  int status = CLT_OK;
+  if (clt_cluster_size(c) > CLT_MAX_REPLICAS) {
+    return clt_fail(e, CLT_ERR_ARG, "%d processes: cltrain handles up to %d", clt_cluster_size(c),
+                    CLT_MAX_REPLICAS);
+  }
+  if (!o->resume && (status = choose_optimizer(o, NULL, NULL, opt, e))) return status;
+  if ((status = open_train_data(o, data, e))) return status;
+  if ((status = setup_model(o, data, model, state, ckpt_path, path_size, e))) return status;
+  if (o->resume && (status = choose_optimizer(o, &state->optimizer, ckpt_path, opt, e)))
+    return status;
+  state->optimizer = *opt; /* what the checkpoints record */
+  if ((status = clt_select_process_devices(o->devices, c, devices, chosen, nchosen, e)))
+    return status;
+  if (clt_cluster_rank(c) != 0) return CLT_OK;
+  if (o->checkpoint_every > 0 && (status = clt_checkpoint_prepare_dir(o->checkpoint_dir, e)))
+    return status;
+  if (o->log_path && !(rep->log = fopen(o->log_path, o->resume ? "a" : "w"))) {
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot open log for writing: %s", o->log_path,
+                    strerror(errno));
+  }
+  return CLT_OK;
+}
+
+/* Under MPI every process runs this; process 0 alone prints, logs and saves.
+ * Set-up failures are agreed on (every process stops, naming the failing rank);
+ * a failure inside an epoch returns to the caller, which ends the run
+ * (clt_cluster_leave) since the others may be waiting in a collective. */
 int clt_train(const clt_train_opts *o, clt_err *e) {
   int status = CLT_OK;
+  clt_cluster *c = o->cluster;
+  const int leader = clt_cluster_rank(c) == 0;
   clt_data data = {0};
   clt_device_list devices = {0};
   clt_trainer *t = NULL;
@@ -293,36 +505,40 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                     .launch = clt_now_seconds() /* start-up is timed from here */};
   clt_model model;
   const clt_device *chosen[CLT_MAX_REPLICAS];
-  int nchosen = 0;
+  int nchosen = 0, replicas = 0;
   char ckpt_path[4096];
-
+  char *replica_lines = NULL;
   clt_optimizer opt = {0};
-  if (!o->resume && (status = choose_optimizer(o, NULL, NULL, &opt, e))) goto cleanup;
-  if ((status = open_train_data(o, &data, e))) goto cleanup;
-  if ((status = setup_model(o, &data, &model, &state, ckpt_path, sizeof ckpt_path, e)))
-    goto cleanup;
-  if (o->resume && (status = choose_optimizer(o, &state.optimizer, ckpt_path, &opt, e)))
-    goto cleanup;
-  state.optimizer = opt; /* what the checkpoints record */
+
+  status = set_up(o, &data, &model, &state, ckpt_path, sizeof ckpt_path, &opt, &devices, chosen,
+                  &nchosen, &rep, e);
+  if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   const uint64_t seed = o->resume ? state.seed : o->seed;
   const int first_epoch = o->resume ? (int)state.epoch : 0;
   long step = o->resume ? (long)state.iterations : 0;
-  if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
+  run_config config = config_of(&model, &data, o->batch_per_replica, seed, nchosen);
+  config.epochs = o->epochs;
+  config.first_epoch = first_epoch;
+  config.step = step;
+  config.optimizer = (int)opt.kind;
+  config.nesterov = opt.nesterov;
+  config.lr = opt.lr;
+  config.momentum = opt.momentum;
+  config.weight_decay = opt.weight_decay;
+  snprintf(config.split, sizeof config.split, "%s", o->split);
+  if ((status = same_config(c, &config, &replicas, e))) goto cleanup;
   clt_split_mode split;
   double weights[CLT_BALANCE_MAX];
-  if ((status = clt_split_parse(o->split, nchosen, &split, weights, e))) goto cleanup;
-  if (o->checkpoint_every > 0 && (status = clt_checkpoint_prepare_dir(o->checkpoint_dir, e)))
-    goto cleanup;
-  if (o->log_path && !(rep.log = fopen(o->log_path, o->resume ? "a" : "w"))) {
-    status = clt_fail(e, CLT_ERR_IO, "%s: cannot open log for writing: %s", o->log_path,
-                      strerror(errno));
-    goto cleanup;
-  }
+  status = clt_split_parse(o->split, replicas, &split, weights, e);
+  if (status) clt_cluster_known(c); /* the same flag and count everywhere */
+  if (!status) status = all_replica_lines(c, chosen, nchosen, &replica_lines, e);
+  if (status) goto cleanup;
 
   rep.model = &model;
   rep.data = &data;
-  const clt_plan plan = {.devices = chosen,
-                         .ndevices = nchosen,
+  const clt_plan plan = {.replica_lines = replica_lines,
+                         .replicas = replicas,
+                         .processes = clt_cluster_size(c),
                          .batch_per_replica = o->batch_per_replica,
                          .split = o->split,
                          .first_epoch = first_epoch,
@@ -330,38 +546,45 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                          .resumed_from = o->resume ? ckpt_path : NULL,
                          .steps_done = step,
                          .optimizer = &opt};
-  clt_report_plan(&rep, &plan);
+  if (leader) clt_report_plan(&rep, &plan);
   if (first_epoch >= o->epochs) {
-    clt_report_nothing_to_do(&rep, first_epoch, o->epochs);
+    if (leader) clt_report_nothing_to_do(&rep, first_epoch, o->epochs);
     goto cleanup;
   }
 
   const double t_setup = clt_now_seconds();
   if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, split, weights,
-                                   data.train, data.test, &t, e))) {
+                                   data.train, data.test, c, &t, e))) {
     goto cleanup;
   }
   clt_trainer_check_replicas(t, o->check_replicas);
-  if (o->progress) clt_trainer_progress(t, o->out);
-  if (!o->resume && (status = fresh_state(&model, seed, &state, e))) goto cleanup;
-  if (o->weights && (status = clt_weights_load(&model, o->weights, state.params, e))) goto cleanup;
-  if ((status = clt_trainer_set_state(t, state.params, state.opt_state[0], state.opt_state[1], e)))
-    goto cleanup;
+  if (o->progress && leader) clt_trainer_progress(t, o->out);
+  if (!o->resume) status = fresh_state(&model, seed, &state, e);
+  if (!status && o->weights) status = clt_weights_load(&model, o->weights, state.params, e);
+  if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
+  if ((status = share_state(c, &model, &state, e))) goto cleanup;
+  status = clt_trainer_set_state(t, state.params, state.opt_state[0], state.opt_state[1], e);
+  if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   const double t_ready = clt_now_seconds();
   rep.trainer = t;
-  clt_report_ready(&rep, t_ready - t_setup, t_ready - rep.launch);
+  if (leader) clt_report_ready(&rep, t_ready - t_setup, t_ready - rep.launch);
 
   for (int epoch = first_epoch; epoch < o->epochs; epoch++) {
     clt_epoch_record rec = {.epoch = epoch + 1, .first = epoch == first_epoch};
-    if ((status = run_epoch(t, &data, seed, &opt, &step, &rec, e))) goto cleanup;
-    clt_report_epoch(&rep, &rec);
-    if ((status = save(o, t, &model, epoch, step, seed, &state, &rep, e))) goto cleanup;
+    if ((status = run_epoch(t, &data, seed, &opt, &step, &rec, c, e))) goto cleanup;
+    if (leader) {
+      clt_report_epoch(&rep, &rec);
+      status = save(o, t, &model, epoch, step, seed, &state, &rep, e);
+    }
+    /* Process 0's save (a full disk...) stops every process. */
+    if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   }
 
 cleanup:
   if (rep.log && fclose(rep.log) != 0 && status == CLT_OK) {
     status = clt_fail(e, CLT_ERR_IO, "%s: cannot write log: %s", o->log_path, strerror(errno));
   }
+  free(replica_lines);
   clt_trainer_destroy(t);
   clt_data_close(&data);
   clt_devices_free(&devices);
@@ -369,8 +592,35 @@ cleanup:
   return status;
 }
 
+/* cltrain eval's set-up in each process: the checkpoint, data and devices. */
+static int eval_set_up(const clt_eval_opts *o, clt_data *data, clt_model *model,
+                       clt_checkpoint *state, char *path, size_t size, clt_device_list *devices,
+                       const clt_device **chosen, int *nchosen, clt_err *e) {
+  int status = clt_checkpoint_resolve(o->checkpoint, path, size, e);
+  if (!status) status = clt_checkpoint_model(path, model, e);
+  if (!status) status = clt_checkpoint_load(path, model, 0, state, e);
+  if (status) return status;
+  const clt_data_spec spec = {.dir = o->data_dir,
+                              .test_limit = o->test_limit,
+                              .image_size = model->input.h,
+                              .validation_split = o->validation_split,
+                              .seed = o->seed,
+                              .validation_split_given = o->validation_split_given};
+  if ((status = clt_data_open(&spec, data, e))) return status;
+  if ((status = clt_data_check_input(data, model->name, model->input.h, model->input.w,
+                                     model->input.c, model->classes, e))) {
+    return status;
+  }
+  if ((status = clt_data_check_classes(data, state->class_names, path, e))) return status;
+  return clt_select_process_devices(o->devices, o->cluster, devices, chosen, nchosen, e);
+}
+
+/* Under MPI each process evaluates its replicas' slices of the test set and
+ * process 0 prints the figures (and writes --logits). */
 int clt_eval(const clt_eval_opts *o, clt_err *e) {
   int status = CLT_OK;
+  clt_cluster *c = o->cluster;
+  const int leader = clt_cluster_rank(c) == 0;
   clt_data data = {0};
   clt_device_list devices = {0};
   clt_trainer *t = NULL;
@@ -378,55 +628,47 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   clt_model model;
   const clt_device *chosen[CLT_MAX_REPLICAS];
   int nchosen = 0;
-  char path[4096], tmp[4200] = "";
+  char path[4096] = "", tmp[4200] = "";
   float *logits = NULL;
 
   /* --logits goes to a temp file renamed into place at the end; made first, so an
    * unwritable path fails before the evaluation rather than after it. */
-  if (o->logits_path) {
+  if (o->logits_path && leader) {
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", o->logits_path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
       status = clt_fail(e, CLT_ERR_IO, "--logits %s: cannot create: %s", o->logits_path,
                         strerror(errno));
       tmp[0] = '\0';
-      goto cleanup;
+    } else {
+      fclose(f);
     }
-    fclose(f);
   }
-  if ((status = clt_checkpoint_resolve(o->checkpoint, path, sizeof path, e))) goto cleanup;
-  if ((status = clt_checkpoint_model(path, &model, e))) goto cleanup;
-  if ((status = clt_checkpoint_load(path, &model, 0, &state, e))) goto cleanup;
-  const clt_data_spec spec = {.dir = o->data_dir,
-                              .test_limit = o->test_limit,
-                              .image_size = model.input.h,
-                              .validation_split = o->validation_split,
-                              .seed = o->seed,
-                              .validation_split_given = o->validation_split_given};
-  if ((status = clt_data_open(&spec, &data, e))) goto cleanup;
-  if ((status = clt_data_check_input(&data, model.name, model.input.h, model.input.w, model.input.c,
-                                     model.classes, e))) {
-    goto cleanup;
-  }
-  if ((status = clt_data_check_classes(&data, state.class_names, path, e))) goto cleanup;
-  if ((status = select_devices(o->devices, &devices, chosen, &nchosen, e))) goto cleanup;
-  if ((status = clt_trainer_create_eval(&model, chosen, nchosen, o->batch_per_replica, data.test,
+  int replicas = 0;
+  if (!status)
+    status = eval_set_up(o, &data, &model, &state, path, sizeof path, &devices, chosen, &nchosen,
+                         e);
+  if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
+  run_config config = config_of(&model, &data, o->batch_per_replica, o->seed, nchosen);
+  if ((status = same_config(c, &config, &replicas, e))) goto cleanup;
+  if ((status = clt_trainer_create_eval(&model, chosen, nchosen, o->batch_per_replica, data.test, c,
                                         &t, e))) {
     goto cleanup;
   }
   if (o->verbose) clt_report_build_logs(t);
-  if ((status = clt_trainer_set_state(t, state.params, NULL, NULL, e))) goto cleanup;
-  if (o->logits_path) {
+  const size_t bytes = model.flat_floats * sizeof(float);
+  if ((status = clt_cluster_bcast(c, state.params, bytes, e))) goto cleanup;
+  status = clt_trainer_set_state(t, state.params, NULL, NULL, e);
+  if (!status && o->logits_path) {
+    /* Every process gathers the logits (the sum over processes needs the space). */
     logits = malloc(((size_t)data.ntest * model.classes + 1) * sizeof *logits);
-    if (!logits) {
-      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory for --logits");
-      goto cleanup;
-    }
-    clt_trainer_capture_logits(t, logits);
+    if (!logits) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory for --logits");
+    else clt_trainer_capture_logits(t, logits);
   }
+  if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   double loss, acc;
   if ((status = clt_trainer_evaluate(t, &loss, &acc, e))) goto cleanup;
-  if (o->logits_path) {
+  if (o->logits_path && leader) {
     const clt_npz_array a = {.name = "logits",
                              .dtype = "<f4",
                              .rank = 2,
@@ -441,8 +683,11 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
     }
     tmp[0] = '\0';
   }
-  clt_report_eval(o->out, path, &model, (long long)state.epoch, (long long)state.iterations,
-                  data.ntest, nchosen, acc, loss);
+  if (leader) {
+    clt_report_eval(o->out, path, &model, (long long)state.epoch, (long long)state.iterations,
+                    data.ntest, replicas, clt_cluster_size(c), acc, loss);
+  }
+  status = clt_cluster_agree(c, status, e);
 
 cleanup:
   if (tmp[0]) unlink(tmp);

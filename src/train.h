@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cluster.h"
+#include "device.h"
 #include "status.h"
 
 typedef struct clt_train_opts {
@@ -14,8 +16,9 @@ typedef struct clt_train_opts {
   const char *model;       /* a built-in model's name or a Keras model file (.json) */
   const char *weights;     /* starting weights (.npz), or NULL */
   const char *preprocess;  /* model files: raw, unit or caffe; NULL: raw */
-  const char *devices;
-  const char *split; /* auto, equal or weights "3,1" */
+  const char *devices;     /* under MPI: one selection for every process, or "A;B;..." one
+                              per rank; $CLTRAIN_DEVICES overrides it for its process */
+  const char *split;       /* auto, equal or weights "3,1" (one per replica of the run) */
   int epochs;
   const char *optimizer; /* adam, sgd or rmsprop (optimizer.h) */
   double lr;             /* 0: the optimizer's Keras default */
@@ -39,6 +42,8 @@ typedef struct clt_train_opts {
   int profile;                                  /* print device time per kernel after each epoch */
   int verbose;                                  /* print the OpenCL compilers' build logs */
   FILE *out;                                    /* where epoch lines go */
+  clt_cluster *cluster; /* the processes of an MPI run (NULL: this one); process 0
+                           prints, logs and saves checkpoints */
 } clt_train_opts;
 
 void clt_train_defaults(clt_train_opts *o);
@@ -56,8 +61,14 @@ typedef struct clt_eval_opts {
   int verbose;             /* print the OpenCL compilers' build logs */
   const char *logits_path; /* write the logits, float32 (examples, classes), as .npy; or NULL */
   FILE *out;
+  clt_cluster *cluster; /* as in clt_train_opts */
 } clt_eval_opts;
 
 int clt_eval(const clt_eval_opts *o, clt_err *e);
+
+/* This process's devices for --devices `spec` (see clt_train_opts.devices), in
+ * selection order, from list (enumerated here; free it with clt_devices_free). */
+int clt_select_process_devices(const char *spec, clt_cluster *c, clt_device_list *list,
+                               const clt_device **chosen, int *n, clt_err *e);
 
 #endif

@@ -12,7 +12,12 @@
 
 struct clt_trainer {
   const clt_model *model;
-  int n;
+  int n;     /* this process's replicas */
+  int total; /* the run's, in all processes */
+  int base;  /* the global index of this process's first replica */
+  clt_cluster *cluster;
+  int rank_base[CLT_MAX_REPLICAS], rank_n[CLT_MAX_REPLICAS]; /* per process */
+  clt_replica_info info[CLT_MAX_REPLICAS];                   /* per replica of the run */
   int batch_per_replica;
   int slots; /* metric slots: steps of the longest pass */
   clt_replica *replicas[CLT_MAX_REPLICAS];
@@ -22,6 +27,7 @@ struct clt_trainer {
   clt_balancer balancer;
   int *order;          /* host copy of the current example order */
   float *metrics;      /* 2 * slots per replica, read back after a pass */
+  double *step_sums;   /* 2 * slots: each step's loss and correct count over the run */
   float *checks;       /* slots per replica */
   float *check_params; /* flat_floats per replica, for --check-replicas */
   int check_replicas;
@@ -32,19 +38,22 @@ struct clt_trainer {
 
 static int create(const clt_model *m, const clt_device *const *devices, int n,
                   int batch_per_replica, clt_split_mode split, const double *weights,
-                  clt_source *train, clt_source *test, clt_trainer **out, clt_err *e);
+                  clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
+                  clt_err *e);
 
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
                        int batch_per_replica, clt_split_mode split, const double *weights,
-                       clt_source *train, clt_source *test, clt_trainer **out, clt_err *e) {
+                       clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
+                       clt_err *e) {
   if (!train) return clt_fail(e, CLT_ERR_ARG, "training needs a training set");
-  return create(m, devices, n, batch_per_replica, split, weights, train, test, out, e);
+  return create(m, devices, n, batch_per_replica, split, weights, train, test, cluster, out, e);
 }
 
 int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
-                            int batch_per_replica, clt_source *test, clt_trainer **out,
-                            clt_err *e) {
-  return create(m, devices, n, batch_per_replica, CLT_SPLIT_EQUAL, NULL, NULL, test, out, e);
+                            int batch_per_replica, clt_source *test, clt_cluster *cluster,
+                            clt_trainer **out, clt_err *e) {
+  return create(m, devices, n, batch_per_replica, CLT_SPLIT_EQUAL, NULL, NULL, test, cluster, out,
+                e);
 }
 
 /* Examples in the training (which 0) or test (1) set. */
@@ -71,12 +80,12 @@ static int check_source(const clt_model *m, const clt_source *s, clt_err *e) {
 /* Equal slices never exceed batch_per_replica; other splits may hand one replica
  * the whole global batch, as far as its memory allows (using at most 70% of it
  * for activations, so the parameters, dataset and driver fit beside them). */
-static int slice_caps(const clt_model *m, const clt_device *const *devices, int n,
+static int slice_caps(const clt_model *m, const clt_device *const *devices, int n, int total,
                       int batch_per_replica, clt_split_mode split, int train, int *caps,
                       clt_err *e) {
-  const int global = batch_per_replica * n;
+  const int global = batch_per_replica * total;
   for (int i = 0; i < n; i++) {
-    if (split == CLT_SPLIT_EQUAL || n == 1) {
+    if (split == CLT_SPLIT_EQUAL || total == 1) {
       caps[i] = batch_per_replica;
       continue;
     }
@@ -95,26 +104,109 @@ static int slice_caps(const clt_model *m, const clt_device *const *devices, int 
   return CLT_OK;
 }
 
-static int create(const clt_model *m, const clt_device *const *devices, int n,
-                  int batch_per_replica, clt_split_mode split, const double *weights,
-                  clt_source *train, clt_source *test, clt_trainer **out, clt_err *e) {
-  int status = CLT_OK;
-  const int training = train != NULL;
-  *out = NULL;
-  if (n < 1 || n > CLT_MAX_REPLICAS) {
-    return clt_fail(e, CLT_ERR_ARG, "%d devices selected; cltrain handles 1 to %d", n,
+/* Learns how many replicas every process has (the run's layout). */
+static int share_layout(clt_trainer *t, clt_err *e) {
+  const int procs = clt_cluster_size(t->cluster);
+  if (procs > CLT_MAX_REPLICAS) {
+    return clt_fail(e, CLT_ERR_ARG, "%d processes; cltrain handles up to %d", procs,
                     CLT_MAX_REPLICAS);
   }
-  clt_source *sources[2] = {train, test};
-  for (int k = 0; k < 2; k++) {
-    if (sources[k] && (status = check_source(m, sources[k], e))) return status;
+  int status = clt_cluster_allgather(t->cluster, &t->n, sizeof t->n, t->rank_n, e);
+  if (status) return status;
+  t->total = 0;
+  for (int r = 0; r < procs; r++) {
+    t->rank_base[r] = t->total;
+    t->total += t->rank_n[r];
   }
-  clt_trainer *t = calloc(1, sizeof *t);
-  if (!t) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the trainer");
+  t->base = t->rank_base[clt_cluster_rank(t->cluster)];
+  if (t->total < 1 || t->total > CLT_MAX_REPLICAS) {
+    return clt_fail(e, CLT_ERR_ARG, "%d replicas in all processes; cltrain handles up to %d",
+                    t->total, CLT_MAX_REPLICAS);
+  }
+  return CLT_OK;
+}
+
+/* Gathers each process's per-replica records (`bytes` each, n of them at mine)
+ * into all[global index]. */
+static int gather_replicas(clt_trainer *t, const void *mine, size_t bytes, void *all, clt_err *e) {
+  const int procs = clt_cluster_size(t->cluster);
+  char *buf = malloc((size_t)procs * CLT_MAX_REPLICAS * bytes);
+  if (!buf) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  int status = clt_cluster_allgather(t->cluster, mine, CLT_MAX_REPLICAS * bytes, buf, e);
+  for (int r = 0; r < procs && !status; r++) {
+    memcpy((char *)all + (size_t)t->rank_base[r] * bytes,
+           buf + (size_t)r * CLT_MAX_REPLICAS * bytes, (size_t)t->rank_n[r] * bytes);
+  }
+  free(buf);
+  return status;
+}
+
+/* What reports say of every replica of the run. */
+static int share_info(clt_trainer *t, const clt_device *const *devices, clt_err *e) {
+  clt_replica_info mine[CLT_MAX_REPLICAS];
+  memset(mine, 0, sizeof mine);
+  for (int i = 0; i < t->n; i++) {
+    mine[i].rank = clt_cluster_rank(t->cluster);
+    mine[i].device = devices[i]->index;
+    snprintf(mine[i].name, sizeof mine[i].name, "%.119s", devices[i]->name);
+    snprintf(mine[i].host, sizeof mine[i].host, "%.63s", clt_cluster_host(t->cluster));
+    mine[i].alloc_bytes = (double)t->replicas[i]->allocated_bytes;
+    mine[i].net_bytes = (double)t->nets[i]->device_bytes;
+  }
+  return gather_replicas(t, mine, sizeof mine[0], t->info, e);
+}
+
+/* This process's replicas and networks, caps[i] examples each. */
+static int create_replicas(clt_trainer *t, const clt_device *const *devices, const int *caps,
+                           int training, clt_err *e) {
+  for (int i = 0; i < t->n; i++) {
+    int status = clt_replica_create(devices[i], &t->replicas[i], e);
+    /* Busy time per replica comes from profiling events. */
+    if (!status) status = clt_replica_enable_profiling(t->replicas[i], e);
+    if (status) return status;
+    const clt_model *m = t->model;
+    status = training
+                 ? clt_net_create(m, t->replicas[i], caps[i], t->slots, &t->nets[i], e)
+                 : clt_net_create_inference(m, t->replicas[i], caps[i], t->slots, &t->nets[i], e);
+    if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
+        status == CL_OUT_OF_HOST_MEMORY) {
+      clt_wrap(e, "slices of up to %d examples do not fit; try a smaller --batch-per-replica",
+               caps[i]);
+    }
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
+/* Every process must reach each collective (the layout, caps and info exchanges)
+ * or none: each is preceded by clt_cluster_agree over what came before. */
+static int create(const clt_model *m, const clt_device *const *devices, int n,
+                  int batch_per_replica, clt_split_mode split, const double *weights,
+                  clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
+                  clt_err *e) {
+  int status = CLT_OK;
+  const int training = train != NULL;
+  clt_source *sources[2] = {train, test};
+  clt_trainer *t = NULL;
+  *out = NULL;
+  if (n < 1 || n > CLT_MAX_REPLICAS) {
+    status = clt_fail(e, CLT_ERR_ARG, "%d devices selected; cltrain handles 1 to %d", n,
+                      CLT_MAX_REPLICAS);
+  }
+  for (int k = 0; k < 2 && !status; k++) {
+    if (sources[k]) status = check_source(m, sources[k], e);
+  }
+  if (!status && !(t = calloc(1, sizeof *t))) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the trainer");
+  }
+  if ((status = clt_cluster_agree(cluster, status, e))) goto cleanup;
+  if (!t) return clt_fail(e, CLT_ERR_INTERNAL, "no trainer after its allocation");
   t->model = m;
   t->n = n;
+  t->cluster = cluster;
   t->batch_per_replica = batch_per_replica;
-  const int global = batch_per_replica * n;
+  if ((status = share_layout(t, e))) goto cleanup;
+  const int global = batch_per_replica * t->total;
   const int ntrain = train ? clt_source_count(train) : 0, ntest = test ? clt_source_count(test) : 0;
   const int max_examples = ntrain > ntest ? ntrain : ntest;
   t->slots = (max_examples + global - 1) / global;
@@ -122,39 +214,27 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   t->order = malloc((size_t)(max_examples ? max_examples : 1) * sizeof *t->order);
   t->metrics = malloc((size_t)n * 2 * t->slots * sizeof *t->metrics);
   t->checks = malloc((size_t)n * t->slots * sizeof *t->checks);
-  if (!t->order || !t->metrics || !t->checks) {
+  t->step_sums = malloc((size_t)2 * t->slots * sizeof *t->step_sums);
+  if (!t->order || !t->metrics || !t->checks || !t->step_sums) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the trainer");
-    goto cleanup;
   }
-  int caps[CLT_MAX_REPLICAS] = {0};
-  if ((status = slice_caps(m, devices, n, batch_per_replica, split, training, caps, e)))
-    goto cleanup;
-  clt_balancer_init(&t->balancer, n, n == 1 ? CLT_SPLIT_EQUAL : split, weights, caps);
-  for (int i = 0; i < n; i++) {
-    if ((status = clt_replica_create(devices[i], &t->replicas[i], e))) goto cleanup;
-    /* Busy time per replica comes from profiling events. */
-    if ((status = clt_replica_enable_profiling(t->replicas[i], e))) goto cleanup;
-    status = training
-                 ? clt_net_create(m, t->replicas[i], caps[i], t->slots, &t->nets[i], e)
-                 : clt_net_create_inference(m, t->replicas[i], caps[i], t->slots, &t->nets[i], e);
-    if (status) {
-      if (status == CL_MEM_OBJECT_ALLOCATION_FAILURE || status == CL_OUT_OF_RESOURCES ||
-          status == CL_OUT_OF_HOST_MEMORY) {
-        clt_wrap(e, "slices of up to %d examples do not fit; try a smaller --batch-per-replica",
-                 caps[i]);
-      }
-      goto cleanup;
-    }
-  }
-  if (training && (status = clt_ring_create(t->replicas, n, m->flat_floats, 0, &t->ring, e)))
-    goto cleanup;
-  for (int k = 0; k < 2; k++) {
+  int caps[CLT_MAX_REPLICAS] = {0}, all_caps[CLT_MAX_REPLICAS] = {0};
+  if (!status)
+    status = slice_caps(m, devices, n, t->total, batch_per_replica, split, training, caps, e);
+  if ((status = clt_cluster_agree(cluster, status, e))) goto cleanup;
+  if ((status = gather_replicas(t, caps, sizeof caps[0], all_caps, e))) goto cleanup;
+  clt_balancer_init(&t->balancer, t->total, t->total == 1 ? CLT_SPLIT_EQUAL : split, weights,
+                    all_caps);
+  status = create_replicas(t, devices, caps, training, e);
+  if (!status && training) status = clt_ring_create(t->replicas, n, m->flat_floats, 0, &t->ring, e);
+  if (!status && training) status = clt_ring_span(t->ring, cluster, e);
+  for (int k = 0; k < 2 && !status; k++) {
     if (!sources[k]) continue;
-    if ((status = clt_source_attach(sources[k], t->replicas, n, global, caps, m->preprocess, e))) {
-      goto cleanup;
-    }
-    t->source[k] = sources[k]; /* attached: detached with the trainer */
+    status = clt_source_attach(sources[k], t->replicas, n, global, caps, m->preprocess, e);
+    if (!status) t->source[k] = sources[k]; /* attached: detached with the trainer */
   }
+  if ((status = clt_cluster_agree(cluster, status, e))) goto cleanup;
+  if ((status = share_info(t, devices, e))) goto cleanup;
   *out = t;
   return CLT_OK;
 
@@ -173,15 +253,22 @@ void clt_trainer_destroy(clt_trainer *t) {
   }
   free(t->order);
   free(t->metrics);
+  free(t->step_sums);
   free(t->checks);
   free(t->check_params);
   free(t);
 }
 
 int clt_trainer_replicas(const clt_trainer *t) { return t->n; }
+int clt_trainer_total_replicas(const clt_trainer *t) { return t->total; }
+int clt_trainer_first_replica(const clt_trainer *t) { return t->base; }
+const clt_replica_info *clt_trainer_replica_info(const clt_trainer *t, int g) {
+  return &t->info[g];
+}
+int clt_trainer_processes(const clt_trainer *t) { return clt_cluster_size(t->cluster); }
 const clt_balancer *clt_trainer_balancer(const clt_trainer *t) { return &t->balancer; }
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i) { return t->replicas[i]; }
-int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica * t->n; }
+int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica * t->total; }
 void clt_trainer_check_replicas(clt_trainer *t, int on) { t->check_replicas = on; }
 void clt_trainer_progress(clt_trainer *t, FILE *out) { t->progress.out = out; }
 void clt_trainer_capture_logits(clt_trainer *t, float *out) { t->logits = out; }
@@ -241,6 +328,7 @@ typedef struct pass {
   double data_wait_seconds; /* rank 0's time waiting for the source */
   int status[CLT_MAX_REPLICAS];
   clt_err err[CLT_MAX_REPLICAS];
+  /* Indexed by the replica's global index (its process's base + its rank): */
   long examples[CLT_MAX_REPLICAS];
   int mismatch_step; /* --check-replicas: first step where replicas differed */
   int dynamic;       /* slices re-balanced every step (auto split, training) */
@@ -263,18 +351,31 @@ typedef struct step {
   int first, len; /* this replica's slice of it: [first, first + len) */
 } step;
 
-/* Sums a replica-major metrics array (2 floats per slot) of `steps` batches. */
-static void sum_metrics(const clt_trainer *t, int steps, int count, double *mean_batch_loss,
-                        double *example_loss, double *acc) {
-  const int global = clt_trainer_global_batch(t);
-  double batch_losses = 0, loss = 0, correct = 0;
+/* Each step's summed loss and correct count over the run's replicas, from the
+ * replica-major metrics array (2 floats per slot) of `steps` batches, into
+ * t->step_sums. */
+static int step_sums(clt_trainer *t, int steps, clt_err *e) {
   for (int s = 0; s < steps; s++) {
-    double l = 0;
+    double l = 0, correct = 0;
     for (int r = 0; r < t->n; r++) {
       const float *m = t->metrics + ((size_t)r * t->slots + s) * 2;
       l += m[0];
       correct += m[1];
     }
+    t->step_sums[(size_t)2 * s] = l;
+    t->step_sums[(size_t)2 * s + 1] = correct;
+  }
+  return clt_cluster_sum_doubles(t->cluster, t->step_sums, (size_t)2 * steps, e);
+}
+
+/* The figures of a pass of `steps` batches from t->step_sums. */
+static void sum_metrics(const clt_trainer *t, int steps, int count, double *mean_batch_loss,
+                        double *example_loss, double *acc) {
+  const int global = clt_trainer_global_batch(t);
+  double batch_losses = 0, loss = 0, correct = 0;
+  for (int s = 0; s < steps; s++) {
+    const double l = t->step_sums[(size_t)2 * s];
+    correct += t->step_sums[(size_t)2 * s + 1];
     const int n = count - s * global < global ? count - s * global : global;
     loss += l;
     batch_losses += l / n;
@@ -307,8 +408,9 @@ static step slice_step(const pass *p, int rank, int s) {
   step st = {.s = s, .batch_first = s * global};
   st.batch = p->count - st.batch_first < global ? p->count - st.batch_first : global;
   const int *slices = p->dynamic ? p->next : st.batch == global ? p->full : p->tail;
-  for (int r = 0; r < rank; r++) st.first += slices[r];
-  st.len = slices[rank];
+  const int g = p->t->base + rank; /* slices are the run's, over every process */
+  for (int r = 0; r < g; r++) st.first += slices[r];
+  st.len = slices[g];
   return st;
 }
 
@@ -339,7 +441,8 @@ static int forward_backward(pass *p, int rank, const step *st, clt_err *e) {
   int status = clt_net_forward_backward(t->nets[rank], st->len, 1.0f / st->batch, st->s, p->train,
                                         e);
   if (status) return status;
-  p->examples[rank] += st->len;
+  const int g = t->base + rank;
+  p->examples[g] += st->len;
   if (!p->train) {
     /* Evaluation runs the examples in order: the slice's global index is its place. */
     if (!t->logits) return CLT_OK;
@@ -348,9 +451,9 @@ static int forward_backward(pass *p, int rank, const step *st, clt_err *e) {
   }
   /* Waiting for the backward pass first keeps compute out of the all-reduce's time
    * (its first download would wait for it anyway) and times this replica's work. */
-  if (t->n > 1 && (status = finish_queue(t->replicas[rank], e))) return status;
-  p->compute[rank] = st->len ? clt_now_seconds() - c0 : 0.0;
-  p->compute_total[rank] += p->compute[rank];
+  if (t->total > 1 && (status = finish_queue(t->replicas[rank], e))) return status;
+  p->compute[g] = st->len ? clt_now_seconds() - c0 : 0.0;
+  p->compute_total[g] += p->compute[g];
   return CLT_OK;
 }
 
@@ -367,18 +470,36 @@ static int all_reduce(pass *p, int rank, clt_err *e) {
   return CLT_OK;
 }
 
+/* Process 0's slices (of the run's replicas) to every process. */
+static int share_slices(clt_trainer *t, int *slices, clt_err *e) {
+  return clt_cluster_bcast(t->cluster, slices, (size_t)t->total * sizeof *slices, e);
+}
+
 /* Every replica's time of this step is in: rank 0 re-balances the next step while
- * the others wait (microseconds against a step's milliseconds). */
+ * the others wait (microseconds against a step's milliseconds). Across processes,
+ * process 0 decides from every replica's time and tells the others. */
 static int rebalance(pass *p, int rank, const step *st, clt_err *e) {
   clt_trainer *t = p->t;
   int status = barrier(t, e);
   if (status) return status;
-  if (rank == 0) {
+  if (rank == 0 && clt_cluster_size(t->cluster) > 1) {
+    double mine[CLT_MAX_REPLICAS] = {0};
+    memcpy(mine, p->compute + t->base, (size_t)t->n * sizeof *mine);
+    status = gather_replicas(t, mine, sizeof mine[0], p->compute, e);
+  }
+  if (rank == 0 && !status) {
     const int global = clt_trainer_global_batch(t);
     clt_balancer_observe(&t->balancer, p->next, p->compute);
     const int next_first = st->batch_first + global;
     const int next_batch = p->count - next_first < global ? p->count - next_first : global;
-    if (next_batch > 0) clt_balancer_split(&t->balancer, next_batch, p->next);
+    if (next_batch > 0) {
+      clt_balancer_split(&t->balancer, next_batch, p->next);
+      status = share_slices(t, p->next, e);
+    }
+  }
+  if (status) {
+    clt_ring_abort(t->ring);
+    return status;
   }
   return barrier(t, e);
 }
@@ -409,7 +530,23 @@ static int check_identical(pass *p, int rank, int s, clt_err *e) {
       }
     }
   }
-  if ((status = barrier(t, e))) return status;
+  if (rank == 0 && clt_cluster_size(t->cluster) > 1) {
+    /* Across processes: a hash of the parameters each holds, and each one's own
+     * verdict, so every process reaches the same one. */
+    uint64_t mine[2] = {1469598103934665603ull, (uint64_t)(p->mismatch_step >= 0)};
+    uint64_t all[2 * CLT_MAX_REPLICAS];
+    const unsigned char *b = (const unsigned char *)t->check_params;
+    for (size_t i = 0; i < floats * sizeof(float); i++)
+      mine[0] = (mine[0] ^ b[i]) * 1099511628211ull;
+    status = clt_cluster_allgather(t->cluster, mine, sizeof mine, all, e);
+    for (int r = 0; r < clt_cluster_size(t->cluster) && !status; r++) {
+      if ((all[(size_t)2 * r] != all[0] || all[(size_t)2 * r + 1]) && p->mismatch_step < 0)
+        p->mismatch_step = s;
+    }
+    if (status) clt_ring_abort(t->ring);
+    else if (p->mismatch_step >= 0) clt_cluster_known(t->cluster);
+  }
+  if (status || (status = barrier(t, e))) return status;
   if (p->mismatch_step >= 0) {
     return clt_fail(e, CLT_ERR_NUMERIC,
                     "--check-replicas: replicas hold different parameters after step %d",
@@ -433,9 +570,13 @@ static int check_step(pass *p, int rank, int s, clt_err *e) {
 /* Rank 0 redraws the progress bar with the running loss and accuracy. */
 static int show_progress(pass *p, const step *st, clt_err *e) {
   clt_trainer *t = p->t;
-  if (!t->progress.out || !clt_progress_due(&t->progress, st->s + 1, p->steps)) return CLT_OK;
+  /* Across processes the running figures would need a collective per draw: no bar. */
+  if (!t->progress.out || clt_cluster_size(t->cluster) > 1 ||
+      !clt_progress_due(&t->progress, st->s + 1, p->steps))
+    return CLT_OK;
   const double elapsed = clt_now_seconds() - p->t0;
   int status = read_all_metrics(t, st->s + 1, e);
+  if (!status) status = step_sums(t, st->s + 1, e);
   if (status) return status;
   double mean_loss, example_loss, acc;
   sum_metrics(t, st->s + 1, st->batch_first + st->batch, &mean_loss, &example_loss, &acc);
@@ -488,19 +629,23 @@ static int run_pass(pass *p, clt_err *e) {
   int started = 0;
   const int global = clt_trainer_global_batch(t);
   const int last = p->count % global ? p->count % global : global;
-  p->dynamic = p->train && t->n > 1 && t->balancer.mode == CLT_SPLIT_AUTO;
+  p->dynamic = p->train && t->total > 1 && t->balancer.mode == CLT_SPLIT_AUTO;
+  int status = CLT_OK;
   if (p->dynamic) {
     clt_balancer_split(&t->balancer, p->count < global ? p->count : global, p->next);
+    status = share_slices(t, p->next, e);
   } else {
     /* Fixed for the pass; evaluation under auto uses the latest estimates. */
     clt_balancer_split(&t->balancer, global, p->full);
     clt_balancer_split(&t->balancer, last, p->tail);
     if (t->balancer.mode == CLT_SPLIT_AUTO) clt_balancer_split(&t->balancer, global, p->full);
+    status = share_slices(t, p->full, e);
+    if (!status) status = share_slices(t, p->tail, e);
   }
+  if (status) return status;
   p->source = t->source[p->train ? 0 : 1];
   if (!p->source) return clt_fail(e, CLT_ERR_ARG, "no %s set", p->train ? "training" : "test");
-  int status = clt_source_begin(p->source, t->order, e);
-  if (status) return status;
+  if ((status = clt_source_begin(p->source, t->order, e))) return status;
   t->progress.last_draw = 0;
   p->t0 = clt_now_seconds();
   p->mismatch_step = -1;
@@ -528,6 +673,25 @@ static int run_pass(pass *p, clt_err *e) {
   if (chosen < 0) return CLT_OK;
   *e = p->err[chosen];
   return p->status[chosen];
+}
+
+/* Each replica's examples and times in res, over every process. */
+static int replica_stats(clt_trainer *t, const pass *p, clt_epoch_result *res, clt_err *e) {
+  double v[3 * CLT_MAX_REPLICAS] = {0}; /* examples, compute, busy per replica of the run */
+  for (int r = 0; r < t->n; r++) {
+    const int g = t->base + r;
+    const clt_profile *prof = t->replicas[r]->profile;
+    v[(size_t)3 * g] = (double)p->examples[g];
+    v[(size_t)3 * g + 1] = p->compute_total[g];
+    for (int i = 0; i < prof->nnames; i++) v[(size_t)3 * g + 2] += prof->seconds[i];
+  }
+  int status = clt_cluster_sum_doubles(t->cluster, v, (size_t)3 * t->total, e);
+  for (int g = 0; g < t->total && !status; g++) {
+    res->replicas[g].examples = (long)v[(size_t)3 * g];
+    res->replicas[g].compute_seconds = v[(size_t)3 * g + 1];
+    res->replicas[g].busy_seconds = v[(size_t)3 * g + 2];
+  }
+  return status;
 }
 
 int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimizer *opt,
@@ -563,23 +727,19 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
   for (int r = 0; r < t->n && !status; r++) {
     status = clt_net_read_grad_checks(t->nets[r], t->checks + (size_t)r * t->slots, p->steps, e);
   }
+  if (!status) status = step_sums(t, p->steps, e);
+  if (!status) status = replica_stats(t, p, res, e);
   if (!status) {
     double example_loss;
     sum_metrics(t, p->steps, count, &res->train_loss, &example_loss, &res->train_acc);
     for (int s = 0; s < p->steps && res->bad_step < 0; s++) {
-      double l = 0;
-      for (int r = 0; r < t->n; r++) l += t->metrics[((size_t)r * t->slots + s) * 2];
-      if (!isfinite(l) || t->checks[s] != 0) res->bad_step = s; /* reduced gradient: replica 0's */
+      /* The reduced gradient's check is replica 0's, the same in every process. */
+      if (!isfinite(t->step_sums[(size_t)2 * s]) || t->checks[s] != 0) res->bad_step = s;
     }
     res->allreduce_seconds = p->allreduce_seconds;
+    res->cross_seconds = clt_ring_take_cross_seconds(t->ring);
     res->data_wait_seconds = p->data_wait_seconds;
     res->first_step_done = t->first_step_done;
-    for (int r = 0; r < t->n; r++) {
-      const clt_profile *prof = t->replicas[r]->profile;
-      res->replicas[r].examples = p->examples[r];
-      res->replicas[r].compute_seconds = p->compute_total[r];
-      for (int i = 0; i < prof->nnames; i++) res->replicas[r].busy_seconds += prof->seconds[i];
-    }
     *step += p->steps;
   }
   free(p);
@@ -595,8 +755,19 @@ int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e) 
   p->count = count;
   p->steps = (count + global - 1) / global;
   for (int i = 0; i < count; i++) t->order[i] = i;
-  int status = run_pass(p, e);
+  const int cluster = clt_cluster_size(t->cluster) > 1;
+  const size_t logit_floats = (size_t)count * t->model->classes;
+  int status = CLT_OK;
+  if (t->logits && cluster) {
+    /* Each process fills in its replicas' examples; the sum gives everyone all. */
+    memset(t->logits, 0, logit_floats * sizeof *t->logits);
+    status = clt_cluster_reserve(t->cluster, logit_floats, e);
+  }
+  if (!status) status = run_pass(p, e);
   if (!status) status = read_all_metrics(t, p->steps, e);
+  if (!status) status = step_sums(t, p->steps, e);
+  if (!status && t->logits && cluster)
+    status = clt_cluster_sum(t->cluster, t->logits, logit_floats, e);
   if (!status) {
     double mean_batch_loss;
     sum_metrics(t, p->steps, count, &mean_batch_loss, loss, acc);

@@ -7,7 +7,14 @@
  * size, the gradients are summed by the ring all-reduce, and every replica
  * applies the same optimizer update, so all replicas hold the same bits and N
  * replicas compute what one device computes on the whole batch. One host thread
- * per replica drives it. */
+ * per replica drives it.
+ *
+ * Under MPI (a cluster of several processes) the replicas of all processes form
+ * one run: replica indices are global (process 0's first, then process 1's...),
+ * the global batch is batch_per_replica x all replicas, the split is chosen by
+ * process 0 from every replica's timings, the all-reduce spans the processes
+ * (ring.h), and figures and metrics are summed over them, so every process holds
+ * the same numbers. */
 #ifndef CLT_TRAINER_H
 #define CLT_TRAINER_H
 
@@ -15,6 +22,7 @@
 #include <stdio.h>
 
 #include "balance.h"
+#include "cluster.h"
 #include "device.h"
 #include "net.h"
 #include "ring.h"
@@ -28,15 +36,26 @@ typedef struct clt_replica_stats {
   double compute_seconds; /* wall time of its forward+backward passes (host view) */
 } clt_replica_stats;
 
+/* A replica of the run, possibly of another process (for reports). */
+typedef struct clt_replica_info {
+  int rank;           /* the process driving it */
+  int device;         /* its device's index in that process's `cltrain devices` */
+  char name[120];     /* the device's name */
+  char host[64];      /* the process's host name */
+  double alloc_bytes; /* device memory the replica holds */
+  double net_bytes;   /* ... of which its network's */
+} clt_replica_info;
+
 typedef struct clt_epoch_result {
   double train_loss; /* mean of per-batch mean losses (the reference's figure) */
   double train_acc;  /* fraction correct */
   double seconds;    /* wall time of the training pass */
   double allreduce_seconds;
+  double cross_seconds;     /* ... of which across processes (MPI; this process's view) */
   double data_wait_seconds; /* time replica 0 waited for the source (decoded photos) */
   double first_step_done;   /* CLOCK_MONOTONIC seconds when the first step had finished */
   int bad_step;             /* first step (0-based) with a non-finite loss or gradient, or -1 */
-  clt_replica_stats replicas[CLT_MAX_REPLICAS];
+  clt_replica_stats replicas[CLT_MAX_REPLICAS]; /* every replica of the run (global index) */
 } clt_epoch_result;
 
 typedef struct clt_trainer clt_trainer;
@@ -47,17 +66,26 @@ typedef struct clt_trainer clt_trainer;
  * global batches of batch_per_replica x n, split by `split` (weights: one per
  * device, for CLT_SPLIT_WEIGHTS). With equal slices each replica holds
  * batch_per_replica examples; otherwise as many as the global batch or its
- * memory allows. */
+ * memory allows. cluster: the processes of the run (NULL: this one); weights
+ * then has one per replica of the run. */
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
                        int batch_per_replica, clt_split_mode split, const double *weights,
-                       clt_source *train, clt_source *test, clt_trainer **out, clt_err *e);
+                       clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
+                       clt_err *e);
 /* The same for evaluation only (cltrain eval): inference-only networks, which
  * keep an activation only until it has been read, and no all-reduce ring. */
 int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
-                            int batch_per_replica, clt_source *test, clt_trainer **out, clt_err *e);
+                            int batch_per_replica, clt_source *test, clt_cluster *cluster,
+                            clt_trainer **out, clt_err *e);
 void clt_trainer_destroy(clt_trainer *t);
 
+/* This process's replicas (clt_trainer_replica(t, 0 .. n-1)). */
 int clt_trainer_replicas(const clt_trainer *t);
+/* Every process's: the run's replicas, and the global index of this process's first. */
+int clt_trainer_total_replicas(const clt_trainer *t);
+int clt_trainer_first_replica(const clt_trainer *t);
+const clt_replica_info *clt_trainer_replica_info(const clt_trainer *t, int global_index);
+int clt_trainer_processes(const clt_trainer *t);
 /* The batch balancer (its estimates and latest split), for reporting. */
 const clt_balancer *clt_trainer_balancer(const clt_trainer *t);
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i);
@@ -72,8 +100,8 @@ void clt_trainer_progress(clt_trainer *t, FILE *out);
 size_t clt_trainer_replica_bytes(const clt_trainer *t, int i);
 
 /* Writes the same parameters and optimizer slot variables (optimizer.h; NULL: zeros)
- * to every replica, or reads them (those not NULL) from replica 0. Flat arrays of
- * model->flat_floats. */
+ * to every replica (of this process: the caller makes them the same everywhere), or reads them
+ * (those not NULL) from replica 0. Flat arrays of model->flat_floats. */
 int clt_trainer_set_state(clt_trainer *t, const float *params, const float *slot0,
                           const float *slot1, clt_err *e);
 int clt_trainer_get_state(clt_trainer *t, float *params, float *slot0, float *slot1, clt_err *e);
@@ -88,7 +116,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
 int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e);
 
 /* Makes later evaluations also store every test example's logits into out (test-set
- * order, count x classes floats; NULL: don't). */
+ * order, count x classes floats; NULL: don't); under MPI every process gets all. */
 void clt_trainer_capture_logits(clt_trainer *t, float *out);
 
 #endif

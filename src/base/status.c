@@ -84,7 +84,7 @@ const char *clt_status_name(int code) {
     N(CLT_ERR_ARG, "CLT_ERR_ARG") N(CLT_ERR_IO, "CLT_ERR_IO")
     N(CLT_ERR_FORMAT, "CLT_ERR_FORMAT") N(CLT_ERR_NOMEM, "CLT_ERR_NOMEM")
     N(CLT_ERR_DEVICE, "CLT_ERR_DEVICE") N(CLT_ERR_NUMERIC, "CLT_ERR_NUMERIC")
-    N(CLT_ERR_INTERNAL, "CLT_ERR_INTERNAL")
+    N(CLT_ERR_INTERNAL, "CLT_ERR_INTERNAL") N(CLT_ERR_PEER, "CLT_ERR_PEER")
 #undef N
     default: return "unknown status";
   }

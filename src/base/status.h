@@ -18,6 +18,7 @@ enum {
   CLT_ERR_DEVICE = -3005,   /* no such device, or device cannot do it */
   CLT_ERR_NUMERIC = -3006,  /* non-finite loss or gradient */
   CLT_ERR_INTERNAL = -3007, /* a bug: an invariant did not hold */
+  CLT_ERR_PEER = -3008,     /* another process of an MPI run failed or disagrees */
 };
 
 typedef struct clt_err {

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,4 +84,16 @@ int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *fl
     if (f->seen) *f->seen = 1;
   }
   return CLT_OK;
+}
+
+int clt_cli_finish(clt_cluster *c, int status, const clt_err *e) {
+  if (status && clt_cluster_size(c) > 1) {
+    fprintf(stderr, "cltrain: error: rank %d of %d (%s): %s\n", clt_cluster_rank(c),
+            clt_cluster_size(c), clt_cluster_host(c), e->msg);
+  } else if (status) {
+    fprintf(stderr, "cltrain: error: %s\n", e->msg);
+  }
+  fflush(stderr);
+  clt_cluster_leave(c, status != 0);
+  return status ? 1 : 0;
 }

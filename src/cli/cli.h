@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+#include "cluster.h"
 #include "status.h"
 
 /* CLT_FLAG_BOOL takes no value: its presence sets the int target to 1. */
@@ -28,5 +29,10 @@ typedef struct clt_flag {
  * command and the flag: "cltrain train: --epochs: expected an integer in [1, 1000000], got 'x'". */
 int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *flags, int nflags,
                   int *help, clt_err *e);
+
+/* A command's end: prints e's message when status fails (under MPI naming this
+ * process), then leaves the cluster (c may be NULL), which ends the whole run on a
+ * failure the other processes have not agreed on. Returns the exit status. */
+int clt_cli_finish(clt_cluster *c, int status, const clt_err *e);
 
 #endif

@@ -3,8 +3,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench.h"
 #include "checkpoint.h"
 #include "cli.h"
+#include "cluster.h"
 #include "device.h"
 #include "model.h"
 #include "onnx.h"
@@ -18,8 +20,10 @@ static void usage(FILE *f) {
              "  train     train a model (default: the Fashion-MNIST CNN on all devices)\n"
              "  eval      evaluate a checkpoint on the test set\n"
              "  export    write a checkpoint's model as an ONNX file\n"
+             "  bench     time the all-reduce (cltrain bench allreduce, under mpirun)\n"
              "\n"
-             "`cltrain <command> --help` describes a command's options.\n");
+             "`cltrain <command> --help` describes a command's options. Under mpirun, train,\n"
+             "eval and bench run as one job across the processes (see README, several hosts).\n");
 }
 
 static int report(const clt_err *e) {
@@ -117,7 +121,9 @@ static int cmd_train(int argc, char **argv) {
         "                          0..255 as Keras' image loaders give them, x/255, or\n"
         "                          ResNet's caffe mode [raw]\n"
         "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2; I/P splits\n"
-        "                          device I into P sub-devices, one replica each [all]\n"
+        "                          device I into P sub-devices, one replica each; under\n"
+        "                          mpirun 'A;B' gives rank 0 A and rank 1 B, and\n"
+        "                          $CLTRAIN_DEVICES overrides it for one process [all]\n"
         "  --split auto|equal|W    how each global batch is sliced across devices: auto by\n"
         "                          measured speed, equal, or fixed weights like 3,1 [auto]\n"
         "  --epochs N              [10]\n"
@@ -150,11 +156,10 @@ static int cmd_train(int argc, char **argv) {
     return 0;
   }
   o.progress = isatty(STDOUT_FILENO);
-  if (clt_train(&o, &e)) {
-    if (o.progress) fputc('\n', stdout);
-    return report(&e);
-  }
-  return 0;
+  if (clt_cluster_join(&o.cluster, &e)) return report(&e);
+  int status = clt_train(&o, &e);
+  if (status && o.progress) fputc('\n', stdout);
+  return clt_cli_finish(o.cluster, status, &e);
 }
 
 static int cmd_eval(int argc, char **argv) {
@@ -197,7 +202,8 @@ static int cmd_eval(int argc, char **argv) {
         "                          or a photo folder (images resized to the checkpoint's size)\n"
         "  --validation-split F    photo folders: evaluate only the fraction held out in\n"
         "  --seed N                training with these values [0: the whole folder; 42]\n"
-        "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2 [all]\n"
+        "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2; under\n"
+        "                          mpirun 'A;B' per rank, as for train [all]\n"
         "  --batch-per-replica N   examples per device per step [64]\n"
         "  --test-limit N          use only the first N test examples\n"
         "  --logits FILE.npy       also write every example's logits, float32 (examples,\n"
@@ -209,8 +215,8 @@ static int cmd_eval(int argc, char **argv) {
     fprintf(stderr, "cltrain: error: cltrain eval: --checkpoint DIR|FILE is required\n");
     return 1;
   }
-  if (clt_eval(&o, &e)) return report(&e);
-  return 0;
+  if (clt_cluster_join(&o.cluster, &e)) return report(&e);
+  return clt_cli_finish(o.cluster, clt_eval(&o, &e), &e);
 }
 
 static int cmd_export(int argc, char **argv) {
@@ -275,17 +281,17 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(cmd, "--version") == 0) {
-    printf("cltrain %s\n", CLT_VERSION);
+    printf("cltrain %s (%s MPI)\n", CLT_VERSION, clt_cluster_built_with_mpi() ? "with" : "without");
     return 0;
   }
   if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
   if (strcmp(cmd, "export") == 0) return cmd_export(argc - 2, argv + 2);
-  fprintf(
-      stderr,
-      "cltrain: error: unknown command '%s' (commands: devices, train, eval, export; see cltrain "
-      "--help)\n",
-      cmd);
+  if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
+  fprintf(stderr,
+          "cltrain: error: unknown command '%s' (commands: devices, train, eval, export, bench; "
+          "see cltrain --help)\n",
+          cmd);
   return 2;
 }

@@ -1,0 +1,282 @@
+#define _POSIX_C_SOURCE 200809L
+#define CLT_CLUSTER_IMPL /* the definitions below, not cluster.h's analyzer macro */
+#include "cluster.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef CLT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+struct clt_cluster {
+  int rank, size;
+  int mpi;    /* MPI was initialised (and must be finalised) */
+  int agreed; /* a failure every process knows of */
+  char host[256];
+  float *scratch; /* clt_cluster_sum's receive buffer */
+  size_t scratch_floats;
+};
+
+/* The size of the run the launcher started, from its environment: OpenMPI's
+ * mpirun, MPICH's Hydra and Slurm (PMI), PMIx launchers. 1 when not launched so. */
+static int launched_size(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
+                                     "MPI_LOCALNRANKS"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && atoi(v) > 0) return atoi(v);
+  }
+  return getenv("PMIX_RANK") ? 2 : 1; /* PMIx without a size: assume several */
+}
+
+int clt_cluster_built_with_mpi(void) {
+#ifdef CLT_HAVE_MPI
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+#ifdef CLT_HAVE_MPI
+/* An MPI call's failure as a cltrain error. */
+static int mpi_fail(clt_err *e, int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
+  return clt_fail(e, CLT_ERR_PEER, "MPI %s failed: %s", what, msg);
+}
+#endif
+
+int clt_cluster_join(clt_cluster **out, clt_err *e) {
+  *out = NULL;
+  const int launched = launched_size();
+  clt_cluster *c = calloc(1, sizeof *c);
+  if (!c) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  c->size = 1;
+  if (gethostname(c->host, sizeof c->host - 1) != 0) snprintf(c->host, sizeof c->host, "?");
+#ifdef CLT_HAVE_MPI
+  if (launched > 1) {
+    int provided = 0;
+    /* Replica threads call MPI one at a time (the ring's first thread, between
+     * barriers), so SERIALIZED suffices. */
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+      free(c);
+      return clt_fail(e, CLT_ERR_PEER, "MPI_Init_thread failed");
+    }
+    c->mpi = 1;
+    if (provided < MPI_THREAD_SERIALIZED) {
+      clt_cluster_leave(c, 0);
+      return clt_fail(e, CLT_ERR_PEER,
+                      "this MPI library does not allow calls from several threads "
+                      "(MPI_THREAD_SERIALIZED)");
+    }
+    /* Errors come back as codes, so they reach the user as one line. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+  }
+#else
+  if (launched > 1) {
+    free(c);
+    return clt_fail(e, CLT_ERR_ARG,
+                    "started as one of %d processes (mpirun), but this cltrain was built without "
+                    "MPI: install libopenmpi-dev and rebuild to train across processes",
+                    launched);
+  }
+#endif
+  *out = c;
+  return CLT_OK;
+}
+
+void clt_cluster_leave(clt_cluster *c, int failed) {
+  if (!c) return;
+#ifdef CLT_HAVE_MPI
+  if (c->mpi) {
+    if (failed && c->size > 1 && !c->agreed) {
+      /* The others may be waiting in a collective for this process: end them all.
+       * mpirun forwards output through pipes and may not drain them once the job
+       * is aborted: give it a moment to pass this process's error on. */
+      fflush(stdout);
+      fflush(stderr);
+      nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 300000000L}, NULL);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Finalize();
+  }
+#else
+  (void)failed;
+#endif
+  free(c->scratch);
+  free(c);
+}
+
+int clt_cluster_rank(const clt_cluster *c) { return c ? c->rank : 0; }
+int clt_cluster_size(const clt_cluster *c) { return c ? c->size : 1; }
+const char *clt_cluster_host(const clt_cluster *c) { return c ? c->host : ""; }
+
+int clt_cluster_allgather(clt_cluster *c, const void *mine, size_t bytes, void *all, clt_err *e) {
+  if (clt_cluster_size(c) == 1) {
+    if (all != mine) memmove(all, mine, bytes);
+    return CLT_OK;
+  }
+#ifdef CLT_HAVE_MPI
+  int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "all-gather");
+#endif
+  (void)e;
+  return CLT_OK;
+}
+
+int clt_cluster_bcast(clt_cluster *c, void *buf, size_t bytes, clt_err *e) {
+  if (clt_cluster_size(c) == 1) return CLT_OK;
+#ifdef CLT_HAVE_MPI
+  /* In pieces: MPI counts are ints. */
+  const size_t piece = (size_t)1 << 30;
+  for (size_t off = 0; off < bytes; off += piece) {
+    const size_t len = bytes - off < piece ? bytes - off : piece;
+    int rc = MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "broadcast");
+  }
+#endif
+  (void)buf;
+  (void)bytes;
+  (void)e;
+  return CLT_OK;
+}
+
+int clt_cluster_barrier(clt_cluster *c, clt_err *e) {
+  if (clt_cluster_size(c) == 1) return CLT_OK;
+#ifdef CLT_HAVE_MPI
+  int rc = MPI_Barrier(MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "barrier");
+#endif
+  (void)e;
+  return CLT_OK;
+}
+
+/* What each process tells the others in clt_cluster_agree. */
+typedef struct verdict {
+  int status;
+  char msg[1020];
+} verdict;
+
+int clt_cluster_agree(clt_cluster *c, int status, clt_err *e) {
+  const int n = clt_cluster_size(c);
+  if (n == 1) return status;
+  verdict mine = {.status = status};
+  if (status) snprintf(mine.msg, sizeof mine.msg, "%.1000s", e->msg);
+  verdict *all = calloc((size_t)n, sizeof *all);
+  if (!all) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  clt_err gather_err = {0};
+  int rc = clt_cluster_allgather(c, &mine, sizeof mine, all, &gather_err);
+  if (rc) {
+    free(all);
+    if (!status) *e = gather_err;
+    return status ? status : rc;
+  }
+  int failed = -1;
+  for (int r = 0; r < n && failed < 0; r++) {
+    if (all[r].status) failed = r;
+  }
+  if (failed >= 0) {
+    c->agreed = 1;
+    if (!status) {
+      status = clt_fail(e, CLT_ERR_PEER, "stopping because rank %d failed: %s", failed,
+                        all[failed].msg);
+    }
+  }
+  free(all);
+  return status;
+}
+
+void clt_cluster_known(clt_cluster *c) {
+  if (c) c->agreed = 1;
+}
+
+int clt_cluster_reserve(clt_cluster *c, size_t floats, clt_err *e) {
+  const int n = clt_cluster_size(c);
+  if (n == 1) return CLT_OK;
+  const size_t need = (floats + (size_t)n - 1) / (size_t)n;
+  if (need <= c->scratch_floats) return CLT_OK;
+  float *s = malloc((need ? need : 1) * sizeof *s);
+  if (!s) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for the cross-process sum");
+  memset(s, 0, need * sizeof *s); /* first touch now, not in the step loop */
+  free(c->scratch);
+  c->scratch = s;
+  c->scratch_floats = need;
+  return CLT_OK;
+}
+
+#ifdef CLT_HAVE_MPI
+/* Chunk k of n floats cut in `parts`: the same cut as the device ring's. */
+static size_t chunk_begin(size_t n, int parts, int k) { return (size_t)k * n / (size_t)parts; }
+#endif
+
+int clt_cluster_sum(clt_cluster *c, float *buf, size_t n, clt_err *e) {
+  const int size = clt_cluster_size(c);
+  if (size == 1) return CLT_OK;
+#ifdef CLT_HAVE_MPI
+  if ((n + (size_t)size - 1) / (size_t)size > c->scratch_floats) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "cross-process sum of %zu floats: %zu reserved", n,
+                    c->scratch_floats * (size_t)size);
+  }
+  const int rank = c->rank, next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  for (int g = 0; g < 2 * (size - 1); g++) {
+    /* Reduce-scatter, then all-gather, in the device ring's order: after step g
+     * of the first phase rank holds chunk rank-1-g summed over g+2 processes. */
+    const int reduce = g < size - 1;
+    const int t = reduce ? g : g - (size - 1);
+    const int send = reduce ? ((rank - g) % size + size) % size
+                            : ((rank + 1 - t) % size + size) % size;
+    const int recv = reduce ? ((rank - 1 - g) % size + 2 * size) % size
+                            : ((rank - t) % size + size) % size;
+    const size_t s0 = chunk_begin(n, size, send), slen = chunk_begin(n, size, send + 1) - s0;
+    const size_t r0 = chunk_begin(n, size, recv), rlen = chunk_begin(n, size, recv + 1) - r0;
+    float *into = reduce ? c->scratch : buf + r0;
+    int rc = MPI_Sendrecv(buf + s0, (int)slen, MPI_FLOAT, next, g, into, (int)rlen, MPI_FLOAT, prev,
+                          g, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "send/receive of the cross-process sum");
+    if (reduce) {
+      float *dst = buf + r0;
+      for (size_t i = 0; i < rlen; i++) dst[i] += c->scratch[i]; /* own + received, as add_into */
+    }
+  }
+#endif
+  (void)buf;
+  (void)n;
+  (void)e;
+  return CLT_OK;
+}
+
+int clt_cluster_sum_doubles(clt_cluster *c, double *buf, size_t n, clt_err *e) {
+  const int size = clt_cluster_size(c);
+  if (size == 1 || n == 0) return CLT_OK;
+  double *all = calloc((size_t)size * n, sizeof *all);
+  if (!all) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  int status = clt_cluster_allgather(c, buf, n * sizeof *buf, all, e);
+  if (!status) {
+    for (size_t i = 0; i < n; i++) {
+      double s = 0;
+      for (int r = 0; r < size; r++) s += all[(size_t)r * n + i];
+      buf[i] = s;
+    }
+  }
+  free(all);
+  return status;
+}
+
+int clt_cluster_mpi_allreduce(clt_cluster *c, float *buf, size_t n, clt_err *e) {
+  if (clt_cluster_size(c) == 1) return CLT_OK;
+#ifdef CLT_HAVE_MPI
+  int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "MPI_Allreduce");
+#endif
+  (void)buf;
+  (void)n;
+  (void)e;
+  return CLT_OK;
+}

@@ -1,0 +1,72 @@
+/* The processes of one run: several hosts (or several processes on one host)
+ * started by `mpirun`, each driving its own devices, or just this process.
+ *
+ * Under mpirun (recognised by the launcher's environment) the cluster is MPI's
+ * world; otherwise, and in a build without MPI, it is a cluster of one and every
+ * call below is a copy or nothing. A build without MPI refuses to run as one of
+ * several processes rather than train N unrelated models.
+ *
+ * Failures: set-up ends in clt_cluster_agree, which tells every process whether
+ * any failed and why, so all stop cleanly with the failing rank named. A failure
+ * the others cannot hear of (a device error mid-step, while they wait in a
+ * collective) ends the run with clt_cluster_leave(c, failed), which aborts every
+ * process (MPI_Abort) instead of leaving them waiting. */
+#ifndef CLT_CLUSTER_H
+#define CLT_CLUSTER_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+typedef struct clt_cluster clt_cluster;
+
+/* Joins the run this process was started in. */
+int clt_cluster_join(clt_cluster **out, clt_err *e);
+/* Leaves it: failed and not agreed by clt_cluster_agree aborts every process;
+ * otherwise finalises. NULL is fine. */
+void clt_cluster_leave(clt_cluster *c, int failed);
+
+/* 1 when this build can run under mpirun. */
+int clt_cluster_built_with_mpi(void);
+
+int clt_cluster_rank(const clt_cluster *c); /* 0 for NULL */
+int clt_cluster_size(const clt_cluster *c); /* 1 for NULL */
+const char *clt_cluster_host(const clt_cluster *c);
+
+/* Every process contributes `bytes` bytes; all[r * bytes ...] gets rank r's. */
+int clt_cluster_allgather(clt_cluster *c, const void *mine, size_t bytes, void *all, clt_err *e);
+/* Rank 0's `bytes` bytes at buf go to every process. */
+int clt_cluster_bcast(clt_cluster *c, void *buf, size_t bytes, clt_err *e);
+
+/* Every process passes its status (and e with its message when failing); all
+ * return CLT_OK if all succeeded, else fail: a failing process keeps its own
+ * error, the others get CLT_ERR_PEER naming the first failing rank and its
+ * message. Marks the failure as known to all, so leaving does not abort. */
+int clt_cluster_agree(clt_cluster *c, int status, clt_err *e);
+
+#if defined(__clang_analyzer__) && !defined(CLT_CLUSTER_IMPL)
+/* For clang-tidy's analyzer, which does not see cluster.c: a failing status comes
+ * back as it went in (as status.h tells it of clt_fail). */
+#define clt_cluster_agree(c, status, e) \
+  ((status) ? (status) : clt_cluster_agree((c), (status), (e)))
+#endif
+
+/* Declares the current failure one that every process found by itself (the same
+ * figures everywhere), so leaving does not abort. */
+void clt_cluster_known(clt_cluster *c);
+
+/* Reserves the host memory that clt_cluster_sum needs for buffers of up to
+ * `floats` floats (once, before the step loop). */
+int clt_cluster_reserve(clt_cluster *c, size_t floats, clt_err *e);
+/* Element-wise sum over the processes, in place: a ring (reduce-scatter, then
+ * all-gather) over MPI in chunks like clt_ring's, so every process ends with the
+ * same bits and the summation order is fixed by the layout alone. */
+int clt_cluster_sum(clt_cluster *c, float *buf, size_t n, clt_err *e);
+/* The same for doubles (figures, not gradients): gathered, summed in rank order. */
+int clt_cluster_sum_doubles(clt_cluster *c, double *buf, size_t n, clt_err *e);
+/* MPI_Allreduce(MPI_SUM) alone, as `cltrain bench allreduce`'s baseline. */
+int clt_cluster_mpi_allreduce(clt_cluster *c, float *buf, size_t n, clt_err *e);
+/* Blocks until every process has called it. */
+int clt_cluster_barrier(clt_cluster *c, clt_err *e);
+
+#endif
