@@ -1,7 +1,8 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE      /* sched_getaffinity */
 #define CLT_CLUSTER_IMPL /* the definitions below, not cluster.h's analyzer macro */
 #include "cluster.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@ struct clt_cluster {
   int mpi;    /* MPI was initialised (and must be finalised) */
   int agreed; /* a failure every process knows of */
   char host[256];
+  char note[256]; /* a word on how the launcher placed this process, or "" */
   float *scratch; /* clt_cluster_sum's receive buffer */
   size_t scratch_floats;
 };
@@ -50,6 +52,24 @@ static int mpi_fail(clt_err *e, int rc, const char *what) {
   return clt_fail(e, CLT_ERR_PEER, "MPI %s failed: %s", what, msg);
 }
 #endif
+
+/* mpirun binds each process to one core by default when there are few: fine for
+ * one process per core, but a lone process per host then runs its devices' host
+ * threads (PoCL's CPU device, photo decoding) on one core. */
+static void note_binding(clt_cluster *c) {
+  cpu_set_t set;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int here = local && atoi(local) > 0 ? atoi(local) : 1;
+  if (online < 2 || sched_getaffinity(0, sizeof set, &set) != 0) return;
+  const int mine = CPU_COUNT(&set);
+  if ((long)mine * here < online) {
+    snprintf(c->note, sizeof c->note,
+             "rank %d may use %d of this host's %ld cores (%d process%s here): with one process "
+             "per host, add --bind-to none to mpirun",
+             c->rank, mine, online, here, here == 1 ? "" : "es");
+  }
+}
 
 int clt_cluster_join(clt_cluster **out, clt_err *e) {
   *out = NULL;
@@ -88,6 +108,7 @@ int clt_cluster_join(clt_cluster **out, clt_err *e) {
                     launched);
   }
 #endif
+  if (getenv("OMPI_COMM_WORLD_SIZE")) note_binding(c);
   *out = c;
   return CLT_OK;
 }
@@ -117,6 +138,7 @@ void clt_cluster_leave(clt_cluster *c, int failed) {
 int clt_cluster_rank(const clt_cluster *c) { return c ? c->rank : 0; }
 int clt_cluster_size(const clt_cluster *c) { return c ? c->size : 1; }
 const char *clt_cluster_host(const clt_cluster *c) { return c ? c->host : ""; }
+const char *clt_cluster_note(const clt_cluster *c) { return c ? c->note : ""; }
 
 int clt_cluster_allgather(clt_cluster *c, const void *mine, size_t bytes, void *all, clt_err *e) {
   if (clt_cluster_size(c) == 1) {

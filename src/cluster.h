@@ -32,6 +32,9 @@ int clt_cluster_built_with_mpi(void);
 int clt_cluster_rank(const clt_cluster *c); /* 0 for NULL */
 int clt_cluster_size(const clt_cluster *c); /* 1 for NULL */
 const char *clt_cluster_host(const clt_cluster *c);
+/* A word for the user on how the launcher placed this process (mpirun pinned it
+ * to fewer cores than its share of the host), or "". */
+const char *clt_cluster_note(const clt_cluster *c);
 
 /* Every process contributes `bytes` bytes; all[r * bytes ...] gets rank r's. */
 int clt_cluster_allgather(clt_cluster *c, const void *mine, size_t bytes, void *all, clt_err *e);

@@ -167,6 +167,13 @@ expect_stop "a photo failing to decode on rank 1 mid-epoch ends every rank" 90 $
   "rank 1 of 2 .*ph1/class_1/.*cannot decode"
 if [ ! -e "$tmp/pk/checkpoint" ]; then ok "no checkpoint from the aborted run"; else bad "no checkpoint from the aborted run"; fi
 
+# A lone process pinned to one core by mpirun's default binding is told so.
+if POCL_DEVICES=pthread mpirun --bind-to core $([ "$(id -u)" -eq 0 ] && echo --allow-run-as-root) -np 1 \
+  "$CLT" train --epochs 1 --train-limit 64 --test-limit 10 --checkpoint-every 0 2>&1 | grep -q "^cltrain: note: rank 0 may use 1 of this host's [0-9]* cores (1 process here): with one process per host, add --bind-to none"; then
+  ok "a process pinned to fewer cores than its share gets a note"
+elif [ "$(nproc)" -lt 2 ]; then ok "one core: no binding note to check"
+else bad "a process pinned to fewer cores than its share gets a note"; fi
+
 # --- the all-reduce benchmark ---------------------------------------------------------
 expect_ok "cltrain bench allreduce under mpirun -np 2 (sums checked)" \
   "^ +100000 +0\.38 +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$" \

@@ -296,7 +296,7 @@ int cmd_bench(int argc, char **argv) {
     return 0;
   }
   bench b = {.repeat = repeat, .warmup = warmup};
-  if (clt_cluster_join(&b.cluster, &e)) return clt_cli_finish(NULL, 1, &e);
+  if (clt_cli_join(&b.cluster, &e)) return 1;
   int status = run(&b, devices, floats, &e);
   bench_free(&b);
   return clt_cli_finish(b.cluster, status, &e);

@@ -97,3 +97,13 @@ int clt_cli_finish(clt_cluster *c, int status, const clt_err *e) {
   clt_cluster_leave(c, status != 0);
   return status ? 1 : 0;
 }
+
+int clt_cli_join(clt_cluster **c, clt_err *e) {
+  int status = clt_cluster_join(c, e);
+  if (status) {
+    fprintf(stderr, "cltrain: error: %s\n", e->msg);
+    return status;
+  }
+  if (*clt_cluster_note(*c)) fprintf(stderr, "cltrain: note: %s\n", clt_cluster_note(*c));
+  return CLT_OK;
+}

@@ -30,6 +30,10 @@ typedef struct clt_flag {
 int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *flags, int nflags,
                   int *help, clt_err *e);
 
+/* Joins the run this process was started in (clt_cluster_join), printing the
+ * error, or the cluster's note on stderr. */
+int clt_cli_join(clt_cluster **c, clt_err *e);
+
 /* A command's end: prints e's message when status fails (under MPI naming this
  * process), then leaves the cluster (c may be NULL), which ends the whole run on a
  * failure the other processes have not agreed on. Returns the exit status. */

@@ -156,7 +156,7 @@ static int cmd_train(int argc, char **argv) {
     return 0;
   }
   o.progress = isatty(STDOUT_FILENO);
-  if (clt_cluster_join(&o.cluster, &e)) return report(&e);
+  if (clt_cli_join(&o.cluster, &e)) return 1;
   int status = clt_train(&o, &e);
   if (status && o.progress) fputc('\n', stdout);
   return clt_cli_finish(o.cluster, status, &e);
@@ -215,7 +215,7 @@ static int cmd_eval(int argc, char **argv) {
     fprintf(stderr, "cltrain: error: cltrain eval: --checkpoint DIR|FILE is required\n");
     return 1;
   }
-  if (clt_cluster_join(&o.cluster, &e)) return report(&e);
+  if (clt_cli_join(&o.cluster, &e)) return 1;
   return clt_cli_finish(o.cluster, clt_eval(&o, &e), &e);
 }
 
