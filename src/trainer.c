@@ -25,9 +25,11 @@ struct clt_trainer {
   clt_source *source[2]; /* training and test examples, or NULL */
   clt_ring *ring;
   clt_balancer balancer;
-  int *order;          /* host copy of the current example order */
-  float *metrics;      /* 2 * slots per replica, read back after a pass */
-  double *step_sums;   /* 2 * slots: each step's loss and correct count over the run */
+  int *order;        /* host copy of the current example order */
+  float *metrics;    /* 2 * slots per replica, read back after a pass */
+  double *step_sums; /* 2 * slots: each step's loss and correct count over the run */
+  char *gather;      /* gather_replicas' buffer for a double per replica of the run */
+  size_t gather_bytes;
   float *checks;       /* slots per replica */
   float *check_params; /* flat_floats per replica, for --check-replicas */
   int check_replicas;
@@ -130,14 +132,16 @@ static int share_layout(clt_trainer *t, clt_err *e) {
  * into all[global index]. */
 static int gather_replicas(clt_trainer *t, const void *mine, size_t bytes, void *all, clt_err *e) {
   const int procs = clt_cluster_size(t->cluster);
-  char *buf = malloc((size_t)procs * CLT_MAX_REPLICAS * bytes);
+  /* Step-loop calls (a double per replica) use the buffer reserved at creation. */
+  const size_t need = (size_t)procs * CLT_MAX_REPLICAS * bytes;
+  char *buf = need <= t->gather_bytes ? t->gather : malloc(need);
   if (!buf) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   int status = clt_cluster_allgather(t->cluster, mine, CLT_MAX_REPLICAS * bytes, buf, e);
   for (int r = 0; r < procs && !status; r++) {
     memcpy((char *)all + (size_t)t->rank_base[r] * bytes,
            buf + (size_t)r * CLT_MAX_REPLICAS * bytes, (size_t)t->rank_n[r] * bytes);
   }
-  free(buf);
+  if (buf != t->gather) free(buf);
   return status;
 }
 
@@ -215,7 +219,9 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   t->metrics = malloc((size_t)n * 2 * t->slots * sizeof *t->metrics);
   t->checks = malloc((size_t)n * t->slots * sizeof *t->checks);
   t->step_sums = malloc((size_t)2 * t->slots * sizeof *t->step_sums);
-  if (!t->order || !t->metrics || !t->checks || !t->step_sums) {
+  t->gather_bytes = (size_t)clt_cluster_size(cluster) * CLT_MAX_REPLICAS * sizeof(double);
+  t->gather = calloc(t->gather_bytes, 1);
+  if (!t->order || !t->metrics || !t->checks || !t->step_sums || !t->gather) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the trainer");
   }
   int caps[CLT_MAX_REPLICAS] = {0}, all_caps[CLT_MAX_REPLICAS] = {0};
@@ -254,6 +260,7 @@ void clt_trainer_destroy(clt_trainer *t) {
   free(t->order);
   free(t->metrics);
   free(t->step_sums);
+  free(t->gather);
   free(t->checks);
   free(t->check_params);
   free(t);
