@@ -842,6 +842,7 @@ struct clt_loader {
   unsigned char *cache_state;
   int cache_n;
   size_t decoded;
+  clt_trace *trace; /* --trace: each decode is a span of its decoder's track */
 };
 
 static int claimable(const clt_loader *l) {
@@ -876,13 +877,19 @@ static void *worker_main(void *arg) {
       }
     }
     l->busy++;
+    clt_trace *trace = l->trace; /* set under the lock by photos_trace */
     pthread_mutex_unlock(&l->mu);
 
     unsigned char *dst = sl->pixels + (size_t)j * l->img_bytes;
     unsigned char *cached = l->cache ? l->cache + (size_t)idx * l->img_bytes : NULL;
     int rc = CLT_OK;
+    const double t0 = trace ? clt_now_seconds() : 0;
     if (from_cache && cached) memcpy(dst, cached, l->img_bytes);
     else rc = decode_with(l->p, idx, &w->s, dst, &w->err);
+    if (trace) {
+      clt_trace_span(trace, CLT_TRACE_DATA_PID, (int)(w - l->workers) + 1,
+                     from_cache ? "copy from cache" : "decode", NULL, t0, clt_now_seconds(), step);
+    }
     if (rc == CLT_OK && to_cache && cached) memcpy(cached, dst, l->img_bytes);
     sl->labels[j] = l->p->labels[idx];
 
@@ -1180,6 +1187,20 @@ typedef struct photos_source {
   int mode; /* clt_preprocess, as the kernel takes it */
 } photos_source;
 
+/* Names each decoder's track; the decoders then record every image. */
+static void photos_trace(void *ctx, clt_trace *trace) {
+  photos_source *s = ctx;
+  if (!s->loader) return;
+  for (int t = 0; t < s->loader->nthreads; t++) {
+    char name[32];
+    snprintf(name, sizeof name, "decoder %d", t + 1);
+    clt_trace_name(trace, CLT_TRACE_DATA_PID, t + 1, "photo decoding (host threads)", name);
+  }
+  pthread_mutex_lock(&s->loader->mu);
+  s->loader->trace = trace;
+  pthread_mutex_unlock(&s->loader->mu);
+}
+
 static void photos_detach(void *ctx) {
   photos_source *s = ctx;
   clt_loader_destroy(s->loader);
@@ -1276,6 +1297,7 @@ int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e) {
                                      .load = photos_load,
                                      .cancel = photos_cancel,
                                      .detach = photos_detach,
+                                     .trace = photos_trace,
                                      .free = photos_free};
   *out = NULL;
   if (count < 0 || count > p->count) {

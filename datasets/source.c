@@ -133,6 +133,10 @@ void clt_source_cancel(clt_source *s) {
   if (s && s->n && s->iface.cancel) s->iface.cancel(s->ctx);
 }
 
+void clt_source_trace(clt_source *s, clt_trace *trace) {
+  if (s && s->iface.trace) s->iface.trace(s->ctx, trace);
+}
+
 int clt_source_upload(clt_replica *r, cl_mem dst, const void *src, size_t bytes, const char *what,
                       clt_err *e) {
   cl_int rc = clEnqueueWriteBuffer(r->queue, dst, CL_TRUE, 0, bytes, src, 0, NULL, NULL);

@@ -48,6 +48,8 @@ typedef struct clt_source_i {
   void (*cancel)(void *ctx);
   /* Releases what attach made. */
   void (*detach)(void *ctx);
+  /* --trace: record host-side work (decoding) into trace from now on (may be NULL). */
+  void (*trace)(void *ctx, clt_trace *trace);
   void (*free)(void *ctx);
 } clt_source_i;
 
@@ -81,6 +83,9 @@ int clt_source_load(clt_source *s, int rank, int step, int first, int len, cl_me
 
 /* Wakes replicas blocked in load after another one failed (their loads fail). */
 void clt_source_cancel(clt_source *s);
+
+/* --trace: the kind's host threads record their work into trace (if it has any). */
+void clt_source_trace(clt_source *s, clt_trace *trace);
 
 /* For the kinds: a blocking copy of host memory into a buffer of replica r; the
  * error names the device and `what`. */

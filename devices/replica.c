@@ -8,6 +8,7 @@
 #include <clblast_c.h>
 
 #include "cl_sources.h"
+#include "timing.h"
 
 #define MAX_KERNELS_PER_PROGRAM 32
 
@@ -446,6 +447,8 @@ void clt_replica_profile_commit(clt_replica *r, const char *name) {
     if (*slot == 0) {
       if (p->nnames == CLT_PROFILE_MAX_NAMES) break;
       snprintf(p->names[p->nnames], sizeof p->names[0], "%s", full);
+      snprintf(p->scopes[p->nnames], sizeof p->scopes[0], "%s", p->scope);
+      p->kernel_at[p->nnames] = (unsigned char)(p->scope[0] ? strlen(p->scope) + 2 : 0);
       *slot = ++p->nnames;
       id = *slot - 1;
       break;
@@ -473,11 +476,57 @@ int clt_replica_profile_collect(clt_replica *r, clt_err *e) {
       rc = clGetEventProfilingInfo(p->pending[i], CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
     }
     if (rc == CL_SUCCESS && end > start) {
-      p->seconds[p->pending_name[i]] += (double)(end - start) * 1e-9;
-      p->calls[p->pending_name[i]]++;
+      const int id = p->pending_name[i];
+      p->seconds[id] += (double)(end - start) * 1e-9;
+      p->calls[id]++;
+      if (r->trace) {
+        const double t0 = (double)start * 1e-9 + r->trace_offset;
+        clt_trace_span(r->trace, r->trace_pid, CLT_TRACE_DEVICE, p->names[id] + p->kernel_at[id],
+                       p->scopes[id][0] ? p->scopes[id] : NULL, t0,
+                       (double)end * 1e-9 + r->trace_offset, -1);
+      }
     }
     clReleaseEvent(p->pending[i]);
   }
   p->npending = 0;
   return rc ? clt_replica_fail(r, e, rc, "reading profiling events") : CLT_OK;
+}
+
+int clt_replica_trace(clt_replica *r, clt_trace *trace, int pid, const char *label, clt_err *e) {
+  /* The device's clock against the host's: a marker enqueued on an idle queue
+   * ends between the two host readings around it. */
+  cl_int rc = clFinish(r->queue);
+  cl_event ev = NULL;
+  const double h0 = clt_now_seconds();
+  if (rc == CL_SUCCESS) rc = clEnqueueMarkerWithWaitList(r->queue, 0, NULL, &ev);
+  if (rc == CL_SUCCESS) rc = clWaitForEvents(1, &ev);
+  const double h1 = clt_now_seconds();
+  cl_ulong end = 0;
+  if (rc == CL_SUCCESS)
+    rc = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
+  if (ev) clReleaseEvent(ev);
+  if (rc) return clt_replica_fail(r, e, rc, "timing a marker for --trace");
+  r->trace = trace;
+  r->trace_pid = pid;
+  r->trace_offset = (h0 + h1) / 2 - (double)end * 1e-9;
+  clt_trace_name(trace, pid, CLT_TRACE_HOST, label, "host thread");
+  clt_trace_name(trace, pid, CLT_TRACE_RING, label, "all-reduce (host side)");
+  clt_trace_name(trace, pid, CLT_TRACE_LAYERS, label, "device: layers");
+  clt_trace_name(trace, pid, CLT_TRACE_DEVICE, label, "device: kernels and copies");
+  return CLT_OK;
+}
+
+void clt_replica_trace_span(clt_replica *r, int tid, const char *name, double t0, double t1,
+                            int step) {
+  if (r->trace) clt_trace_span(r->trace, r->trace_pid, tid, name, NULL, t0, t1, step);
+}
+
+void clt_replica_trace_event(clt_replica *r, cl_event ev, const char *name, const char *cat) {
+  if (!r->trace || !ev) return;
+  cl_ulong start = 0, end = 0;
+  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL) ||
+      clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL))
+    return; /* a span the device does not time is left out */
+  clt_trace_span(r->trace, r->trace_pid, CLT_TRACE_DEVICE, name, cat,
+                 (double)start * 1e-9 + r->trace_offset, (double)end * 1e-9 + r->trace_offset, -1);
 }

@@ -4,6 +4,7 @@
 #define CLT_REPLICA_H
 
 #include "device.h"
+#include "trace.h"
 
 typedef struct clt_program_entry clt_program_entry;
 
@@ -20,6 +21,10 @@ typedef struct clt_profile {
   double seconds[CLT_PROFILE_MAX_NAMES];
   long calls[CLT_PROFILE_MAX_NAMES];
   int hash[CLT_PROFILE_HASH]; /* name index + 1, or 0: free */
+  /* Per name: its scope alone, and where the kernel's name starts in names[] (for
+   * --trace, which shows kernels grouped by scope). */
+  char scopes[CLT_PROFILE_MAX_NAMES][64];
+  unsigned char kernel_at[CLT_PROFILE_MAX_NAMES];
   char scope[64];
   int npending;
   cl_event pending[CLT_PROFILE_MAX_PENDING];
@@ -66,6 +71,9 @@ typedef struct clt_replica {
   size_t gemm_temp_bytes; /* its size */
   size_t allocated_bytes; /* device memory this replica holds */
   clt_profile *profile;   /* NULL unless profiling */
+  clt_trace *trace;       /* --trace: where this replica's spans go, or NULL */
+  int trace_pid;          /* its process in the trace */
+  double trace_offset;    /* host seconds = device seconds + this */
 } clt_replica;
 
 int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e);
@@ -157,6 +165,16 @@ cl_event *clt_replica_profile_event(clt_replica *r);
 void clt_replica_profile_commit(clt_replica *r, const char *name);
 /* Waits for pending events and adds their device time to the table. */
 int clt_replica_profile_collect(clt_replica *r, clt_err *e);
+
+/* --trace: this replica's spans go to `trace` as process `pid` (named after the
+ * replica), its device's clock mapped onto the host's by a timed marker. Kernel
+ * spans come from the profiling events (clt_replica_profile_collect). */
+int clt_replica_trace(clt_replica *r, clt_trace *trace, int pid, const char *label, clt_err *e);
+/* A host span of this replica on thread track tid (CLT_TRACE_HOST, CLT_TRACE_RING). */
+void clt_replica_trace_span(clt_replica *r, int tid, const char *name, double t0, double t1,
+                            int step);
+/* A finished, profiled transfer event (the ring's copies) on the device track. */
+void clt_replica_trace_event(clt_replica *r, cl_event ev, const char *name, const char *cat);
 
 /* Error for a failed OpenCL call on this replica: "<device>: <what>: CL_…". */
 int clt_replica_fail(clt_replica *r, clt_err *e, int rc, const char *what);

@@ -84,6 +84,15 @@ void clt_pb_float(clt_pb *b, int field, float v) {
   b->len += 4;
 }
 
+void clt_pb_double(clt_pb *b, int field, double v) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  clt_pb_tag(b, field, CLT_PB_FIXED64);
+  if (reserve(b, 8)) return;
+  for (int i = 0; i < 8; i++) b->data[b->len + i] = (unsigned char)(u >> (8 * i));
+  b->len += 8;
+}
+
 void clt_pb_bytes(clt_pb *b, int field, const void *p, size_t n) {
   clt_pb_tag(b, field, CLT_PB_LEN);
   clt_pb_varint(b, n);

@@ -1,5 +1,6 @@
-/* A small protobuf encoder (wire format only: varint, fixed32, length-delimited),
- * enough to write ONNX models (src/onnx.c) without libprotobuf.
+/* A small protobuf encoder (wire format only: varint, fixed32, fixed64,
+ * length-delimited), enough to write ONNX models (src/onnx.c) and TensorBoard
+ * event files (src/tensorboard.c) without libprotobuf.
  *
  * Fields are appended to a growable byte buffer. A nested message is written in
  * place between clt_pb_begin and clt_pb_end: begin leaves room for the largest
@@ -36,6 +37,8 @@ size_t clt_pb_varint_size(uint64_t v);
  * takes 10 bytes), as protobuf's int64 and int32 are (not sint64's zigzag). */
 void clt_pb_int(clt_pb *b, int field, int64_t v);
 void clt_pb_float(clt_pb *b, int field, float v); /* fixed32, little-endian IEEE 754 */
+/* fixed64, little-endian IEEE 754 */
+void clt_pb_double(clt_pb *b, int field, double v);
 void clt_pb_bytes(clt_pb *b, int field, const void *p, size_t n);
 void clt_pb_string(clt_pb *b, int field, const char *s);
 /* Packed repeated fields: one length-delimited field holding the values. */

@@ -1,8 +1,10 @@
+#define _POSIX_C_SOURCE 200809L
 #include "report.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "timing.h"
 
@@ -269,6 +271,73 @@ void clt_report_epoch(clt_report *r, const clt_epoch_record *rec) {
     print_profile(r->out, clt_trainer_replica(r->trainer, i), res->seconds);
   }
   fflush(r->out);
+}
+
+/* Seconds since the Unix epoch (TensorBoard's wall_time). */
+static double unix_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The batch loss of every r->tb_every-th optimizer step of the pass just run, at
+ * the wall time each step ended. */
+static int tensorboard_batches(clt_report *r, const clt_epoch_record *rec, long first_step,
+                               clt_err *e) {
+  const double *sums = clt_trainer_step_sums(r->trainer);
+  const double *times = clt_trainer_step_times(r->trainer);
+  const int global = clt_trainer_global_batch(r->trainer), count = r->data->ntrain;
+  const int steps = (count + global - 1) / global;
+  const double to_unix = unix_now() - clt_now_seconds();
+  (void)rec;
+  for (int s = 0; s < steps; s++) {
+    const long step = first_step + s + 1;
+    if (step % r->tb_every) continue;
+    const int batch = count - s * global < global ? count - s * global : global;
+    int status = clt_tb_scalar(r->tb_train, "batch_loss", step, times[s] + to_unix,
+                               (float)(sums[(size_t)2 * s] / batch), e);
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
+int clt_report_tensorboard(clt_report *r, const clt_epoch_record *rec, long first_step,
+                           clt_err *e) {
+  if (!r->tb_train) return CLT_OK;
+  const clt_epoch_result *res = &rec->train;
+  const double now = unix_now();
+  const int epoch = rec->epoch;
+  clt_tb_writer *w = r->tb_train;
+  int status = r->tb_every > 0 ? tensorboard_batches(r, rec, first_step, e) : CLT_OK;
+  const struct {
+    const char *tag;
+    double value;
+  } train[] = {{"epoch_loss", res->train_loss},
+               {"epoch_accuracy", res->train_acc},
+               {"epoch_learning_rate", r->learning_rate},
+               {"epoch_images_per_second", r->data->ntrain / res->seconds},
+               {"epoch_allreduce_seconds", res->allreduce_seconds}};
+  for (size_t i = 0; i < sizeof train / sizeof train[0] && !status; i++) {
+    status = clt_tb_scalar(w, train[i].tag, epoch, now, (float)train[i].value, e);
+  }
+  for (int i = 0; i < clt_trainer_total_replicas(r->trainer) && !status; i++) {
+    const clt_replica_stats *st = &res->replicas[i];
+    char tag[64];
+    snprintf(tag, sizeof tag, "replica_%d/share", i);
+    status = clt_tb_scalar(w, tag, epoch, now, (float)((double)st->examples / r->data->ntrain), e);
+    snprintf(tag, sizeof tag, "replica_%d/busy", i);
+    if (!status)
+      status = clt_tb_scalar(w, tag, epoch, now, (float)(st->busy_seconds / res->seconds), e);
+  }
+  if (!status) status = clt_tb_flush(w, e);
+  if (!status && r->data->ntest) {
+    status = clt_tb_scalar(r->tb_validation, "epoch_loss", epoch, now, (float)rec->test_loss, e);
+    if (!status)
+      status = clt_tb_scalar(r->tb_validation, "epoch_accuracy", epoch, now, (float)rec->test_acc,
+                             e);
+    if (!status) status = clt_tb_flush(r->tb_validation, e);
+  }
+  return status;
 }
 
 void clt_report_saved(const clt_report *r, const char *path) {

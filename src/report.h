@@ -8,6 +8,7 @@
 
 #include "data.h"
 #include "model.h"
+#include "tensorboard.h"
 #include "trainer.h"
 
 typedef struct clt_report {
@@ -21,6 +22,11 @@ typedef struct clt_report {
                                           and waits for decoded images are reported */
   const clt_trainer *trainer;          /* once created */
   int excluded_said[CLT_MAX_REPLICAS]; /* the balancer's exclusion note is said once */
+  /* --tensorboard: event files of the training and validation (test) runs, and the
+   * batch loss every tb_every steps (0: none). */
+  clt_tb_writer *tb_train, *tb_validation;
+  int tb_every;
+  double learning_rate; /* what every step used, for the log */
 } clt_report;
 
 /* The run before anything is built. */
@@ -63,6 +69,12 @@ void clt_report_ready(const clt_report *r, double setup_seconds, double launch_s
 /* The epoch lines, the log object and --profile. */
 void clt_report_epoch(clt_report *r, const clt_epoch_record *rec);
 void clt_report_saved(const clt_report *r, const char *path);
+/* --tensorboard: the epoch's scalars, and the batch loss of every tb_every-th step
+ * of its training pass (rec's epoch, steps first_step + 1 ...), as Keras' TensorBoard
+ * callback names them: epoch_loss and epoch_accuracy under train/ and validation/,
+ * batch_loss, and cltrain's own epoch_learning_rate, epoch_images_per_second,
+ * epoch_allreduce_seconds, replica_<i>/share and replica_<i>/busy. */
+int clt_report_tensorboard(clt_report *r, const clt_epoch_record *rec, long first_step, clt_err *e);
 /* cltrain eval's lines. */
 void clt_report_eval(FILE *out, const char *checkpoint, const clt_model *m, long long epochs,
                      long long steps, int examples, int devices, int processes, double acc,

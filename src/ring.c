@@ -220,6 +220,7 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
     /* Reduce-scatter: send chunk rank-g, add chunk rank-1-g from prev. After it,
      * rank holds the complete chunk rank+1; all-gather passes those round. */
     const int reduce = g < n - 1;
+    const double g0 = rep->trace ? clt_now_seconds() : 0;
     const int t = reduce ? g : g - (n - 1);
     const int send = reduce ? ((rank - g) % n + n) % n : ((rank + 1 - t) % n + n) % n;
     const int recv = reduce ? ((rank - 1 - g) % n + 2 * n) % n : ((rank - t) % n + n) % n;
@@ -242,6 +243,7 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
     for (long k = 0; k < nseg; k++) {
       if (read_ev[k]) {
         cl_int rc = clWaitForEvents(1, &read_ev[k]);
+        if (rc == CL_SUCCESS) clt_replica_trace_event(rep, read_ev[k], "download", "all-reduce");
         clReleaseEvent(read_ev[k]);
         if (rc) return fail_rank(r, rank, e, rc, "all-reduce download");
       }
@@ -272,10 +274,16 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
     for (long k = 0; k < nseg; k++) {
       if (write_ev[k]) {
         cl_int rc = clWaitForEvents(1, &write_ev[k]);
+        if (rc == CL_SUCCESS) clt_replica_trace_event(rep, write_ev[k], "upload", "all-reduce");
         clReleaseEvent(write_ev[k]);
         if (rc) return fail_rank(r, rank, e, rc, "all-reduce upload");
       }
       publish(r, &r->consumed[prev], unit0 + k + 1);
+    }
+    if (rep->trace) {
+      clt_replica_trace_span(rep, CLT_TRACE_RING,
+                             reduce ? "reduce-scatter step" : "all-gather step", g0,
+                             clt_now_seconds(), -1);
     }
   }
   return CLT_OK;
@@ -337,6 +345,8 @@ static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
       return status;
     }
     r->cross_seconds += clt_now_seconds() - t0;
+    clt_replica_trace_span(rep, CLT_TRACE_RING, "across processes (MPI)", t0, clt_now_seconds(),
+                           -1);
     publish(r, &r->cross_calls, call);
   } else {
     if (wait_for(r, &r->cross_calls, call)) return aborted_error(e);

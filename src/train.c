@@ -32,6 +32,7 @@ void clt_train_defaults(clt_train_opts *o) {
   o->checkpoint_dir = "./training_checkpoints";
   o->checkpoint_every = 2;
   o->keep = 5;
+  o->trace_steps = 20;
   o->out = stdout;
 }
 
@@ -462,7 +463,8 @@ static int share_state(clt_cluster *c, const clt_model *model, clt_checkpoint *s
  * optimizer, data, model, devices and (process 0) the checkpoint folder and log. */
 static int set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_checkpoint *state,
                   char *ckpt_path, size_t path_size, clt_optimizer *opt, clt_device_list *devices,
-                  const clt_device **chosen, int *nchosen, clt_report *rep, clt_err *e) {
+                  const clt_device **chosen, int *nchosen, clt_report *rep, clt_trace **trace,
+                  clt_err *e) {
   clt_cluster *c = o->cluster;
   int status = CLT_OK;
   if (clt_cluster_size(c) > CLT_MAX_REPLICAS) {
@@ -484,7 +486,19 @@ static int set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt
     return clt_fail(e, CLT_ERR_IO, "%s: cannot open log for writing: %s", o->log_path,
                     strerror(errno));
   }
-  return CLT_OK;
+  /* Room for every span of the traced steps: a host phase or ring step a few
+   * dozen times per replica, a kernel or copy per launch. */
+  const int spans = (o->trace_steps + 1) * (*nchosen) * (4 * model->nlayers * 6 + 64) + 4096;
+  if (o->trace_path && (status = clt_trace_open(o->trace_path, spans, trace, e))) return status;
+  if (o->tensorboard_dir) {
+    /* A new event file per run (a resumed one too), as Keras' callback writes. */
+    status = clt_tb_open(o->tensorboard_dir, "train", &rep->tb_train, e);
+    if (!status && data->ntest)
+      status = clt_tb_open(o->tensorboard_dir, "validation", &rep->tb_validation, e);
+    rep->tb_every = o->tensorboard_every;
+    rep->learning_rate = opt->lr;
+  }
+  return status;
 }
 
 /* Under MPI every process runs this; process 0 alone prints, logs and saves.
@@ -509,9 +523,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   char ckpt_path[4096];
   char *replica_lines = NULL;
   clt_optimizer opt = {0};
+  clt_trace *trace = NULL;
 
   status = set_up(o, &data, &model, &state, ckpt_path, sizeof ckpt_path, &opt, &devices, chosen,
-                  &nchosen, &rep, e);
+                  &nchosen, &rep, &trace, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   const uint64_t seed = o->resume ? state.seed : o->seed;
   const int first_epoch = o->resume ? (int)state.epoch : 0;
@@ -564,6 +579,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   if ((status = share_state(c, &model, &state, e))) goto cleanup;
   status = clt_trainer_set_state(t, state.params, state.opt_state[0], state.opt_state[1], e);
+  if (!status && trace) status = clt_trainer_trace(t, trace, o->trace_steps, step, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   const double t_ready = clt_now_seconds();
   rep.trainer = t;
@@ -571,10 +587,12 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
 
   for (int epoch = first_epoch; epoch < o->epochs; epoch++) {
     clt_epoch_record rec = {.epoch = epoch + 1, .first = epoch == first_epoch};
+    const long epoch_first_step = step;
     if ((status = run_epoch(t, &data, seed, &opt, &step, &rec, c, e))) goto cleanup;
     if (leader) {
       clt_report_epoch(&rep, &rec);
-      status = save(o, t, &model, epoch, step, seed, &state, &rep, e);
+      status = clt_report_tensorboard(&rep, &rec, epoch_first_step, e);
+      if (!status) status = save(o, t, &model, epoch, step, seed, &state, &rep, e);
     }
     /* Process 0's save (a full disk...) stops every process. */
     if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
@@ -584,6 +602,12 @@ cleanup:
   if (rep.log && fclose(rep.log) != 0 && status == CLT_OK) {
     status = clt_fail(e, CLT_ERR_IO, "%s: cannot write log: %s", o->log_path, strerror(errno));
   }
+  for (int k = 0; k < 2; k++) {
+    clt_tb_writer *w = k ? rep.tb_validation : rep.tb_train;
+    if (clt_tb_close(w, status ? NULL : e) && status == CLT_OK) status = CLT_ERR_IO;
+  }
+  /* The trace of a failed run is written too: it may show why. */
+  if (clt_trace_close(trace, status ? NULL : e) && status == CLT_OK) status = CLT_ERR_IO;
   free(replica_lines);
   clt_trainer_destroy(t);
   clt_data_close(&data);

@@ -41,9 +41,13 @@ typedef struct clt_train_opts {
   int progress;                                 /* draw a progress bar (stdout is a terminal) */
   int profile;                                  /* print device time per kernel after each epoch */
   int verbose;                                  /* print the OpenCL compilers' build logs */
-  FILE *out;                                    /* where epoch lines go */
-  clt_cluster *cluster; /* the processes of an MPI run (NULL: this one); process 0
-                           prints, logs and saves checkpoints */
+  int trace_steps;                              /* --trace: the steps it covers (default 20) */
+  int tensorboard_every;       /* --tensorboard: the batch loss every N steps (0: epochs only) */
+  const char *trace_path;      /* --trace: Chrome trace-event JSON of the first steps, or NULL */
+  const char *tensorboard_dir; /* --tensorboard: event files under DIR/train, DIR/validation */
+  FILE *out;                   /* where epoch lines go */
+  clt_cluster *cluster;        /* the processes of an MPI run (NULL: this one); process 0
+                                  prints, logs and saves checkpoints */
 } clt_train_opts;
 
 void clt_train_defaults(clt_train_opts *o);

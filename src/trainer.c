@@ -36,6 +36,11 @@ struct clt_trainer {
   clt_progress progress;
   double first_step_done; /* when the trainer's first step had run (0: not yet) */
   float *logits;          /* evaluation's logits go here (test-set order), or NULL */
+  double *step_time;      /* slots: when each step of the latest training pass ended */
+  double *train_sums;     /* 2 * slots: step_sums of the latest training pass */
+  clt_trace *trace;       /* --trace, or NULL */
+  int trace_steps;        /* ... of this many steps */
+  long trace_first;       /* ... from this optimizer step */
 };
 
 static int create(const clt_model *m, const clt_device *const *devices, int n,
@@ -219,9 +224,12 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   t->metrics = malloc((size_t)n * 2 * t->slots * sizeof *t->metrics);
   t->checks = malloc((size_t)n * t->slots * sizeof *t->checks);
   t->step_sums = malloc((size_t)2 * t->slots * sizeof *t->step_sums);
+  t->step_time = calloc((size_t)t->slots, sizeof *t->step_time);
+  t->train_sums = calloc((size_t)2 * t->slots, sizeof *t->train_sums);
   t->gather_bytes = (size_t)clt_cluster_size(cluster) * CLT_MAX_REPLICAS * sizeof(double);
   t->gather = calloc(t->gather_bytes, 1);
-  if (!t->order || !t->metrics || !t->checks || !t->step_sums || !t->gather) {
+  if (!t->order || !t->metrics || !t->checks || !t->step_sums || !t->gather || !t->step_time ||
+      !t->train_sums) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the trainer");
   }
   int caps[CLT_MAX_REPLICAS] = {0}, all_caps[CLT_MAX_REPLICAS] = {0};
@@ -260,6 +268,8 @@ void clt_trainer_destroy(clt_trainer *t) {
   free(t->order);
   free(t->metrics);
   free(t->step_sums);
+  free(t->step_time);
+  free(t->train_sums);
   free(t->gather);
   free(t->checks);
   free(t->check_params);
@@ -273,6 +283,27 @@ const clt_replica_info *clt_trainer_replica_info(const clt_trainer *t, int g) {
   return &t->info[g];
 }
 int clt_trainer_processes(const clt_trainer *t) { return clt_cluster_size(t->cluster); }
+const double *clt_trainer_step_times(const clt_trainer *t) { return t->step_time; }
+const double *clt_trainer_step_sums(const clt_trainer *t) { return t->train_sums; }
+
+int clt_trainer_trace(clt_trainer *t, clt_trace *trace, int steps, long first_step, clt_err *e) {
+  for (int i = 0; i < t->n; i++) {
+    const int g = t->base + i;
+    char label[200];
+    snprintf(label, sizeof label, "replica %d: device %d, %s", g, t->info[g].device,
+             t->info[g].name);
+    int status = clt_replica_trace(t->replicas[i], trace, g + 1, label, e);
+    if (status) return status;
+  }
+  t->trace = trace;
+  t->trace_steps = steps;
+  t->trace_first = first_step;
+  for (int k = 0; k < 2; k++) {
+    if (t->source[k]) clt_source_trace(t->source[k], trace);
+  }
+  clt_trace_begin(trace);
+  return CLT_OK;
+}
 const clt_balancer *clt_trainer_balancer(const clt_trainer *t) { return &t->balancer; }
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i) { return t->replicas[i]; }
 int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica * t->total; }
@@ -464,12 +495,26 @@ static int forward_backward(pass *p, int rank, const step *st, clt_err *e) {
   return CLT_OK;
 }
 
-static int all_reduce(pass *p, int rank, clt_err *e) {
+/* --trace: the phase that began at *t0 as a span of the replica's host thread;
+ * *t0 moves to now. Nothing when not tracing. */
+static void mark(pass *p, int rank, int s, const char *what, double *t0) {
+  clt_replica *rep = p->t->replicas[rank];
+  if (!rep->trace || !p->train) return;
+  if (p->first_step + s - p->t->trace_first >= p->t->trace_steps)
+    return; /* past the traced steps */
+  const double now = clt_now_seconds();
+  clt_replica_trace_span(rep, CLT_TRACE_HOST, what, *t0, now, (int)(p->first_step + s + 1));
+  *t0 = now;
+}
+
+/* *t0: --trace's phase clock (the wait for the slowest replica is its own span). */
+static int all_reduce(pass *p, int rank, int s, double *t0, clt_err *e) {
   clt_trainer *t = p->t;
   /* All replicas done: what follows is the all-reduce alone, not waiting for a
    * slower replica's backward pass. */
   int status = t->n > 1 ? barrier(t, e) : CLT_OK;
   if (status) return status;
+  if (t->n > 1) mark(p, rank, s, "wait for the slowest replica", t0);
   const double a0 = clt_now_seconds();
   clt_replica_scope(t->replicas[rank], "all-reduce", "gradients");
   if ((status = clt_ring_allreduce(t->ring, rank, t->nets[rank]->grads, e))) return status;
@@ -566,7 +611,11 @@ static int check_identical(pass *p, int rank, int s, clt_err *e) {
 static int check_step(pass *p, int rank, int s, clt_err *e) {
   clt_trainer *t = p->t;
   int status = t->check_replicas ? check_identical(p, rank, s, e) : CLT_OK;
-  if (status || rank != 0 || t->first_step_done != 0) return status;
+  if (status || rank != 0) return status;
+  if (t->step_time) t->step_time[s] = clt_now_seconds();
+  if (t->trace && p->first_step + s + 1 - t->trace_first >= t->trace_steps)
+    clt_trace_stop(t->trace);
+  if (t->first_step_done != 0) return CLT_OK;
   /* Start-up ends when the first step has run (PoCL compiles kernels at their
    * first launch, so this includes that): one wait in the trainer's life. */
   if ((status = finish_queue(t->replicas[0], e))) return status;
@@ -608,14 +657,20 @@ static int run_worker(pass *p, int rank, clt_err *e) {
   int status = CLT_OK;
   for (int s = 0; s < p->steps && !status; s++) {
     const step st = slice_step(p, rank, s);
+    double t0 = p->t->replicas[rank]->trace ? clt_now_seconds() : 0;
     status = collect_profile(p->t->replicas[rank], e);
     if (!status) status = load_slice(p, rank, &st, e);
+    mark(p, rank, s, "load", &t0);
     if (!status) status = forward_backward(p, rank, &st, e);
+    mark(p, rank, s, "forward and backward", &t0);
     if (status || !p->train) continue;
-    status = all_reduce(p, rank, e);
+    status = all_reduce(p, rank, s, &t0, e);
+    mark(p, rank, s, "all-reduce", &t0);
     if (!status && p->dynamic) status = rebalance(p, rank, &st, e);
+    if (p->dynamic) mark(p, rank, s, "re-balance", &t0);
     if (!status) status = update(p, rank, s, e);
     if (!status) status = check_step(p, rank, s, e);
+    mark(p, rank, s, "update and checks", &t0);
     if (!status && rank == 0) status = show_progress(p, &st, e);
   }
   return end_pass(p, rank, status, e);
@@ -735,6 +790,8 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
     status = clt_net_read_grad_checks(t->nets[r], t->checks + (size_t)r * t->slots, p->steps, e);
   }
   if (!status) status = step_sums(t, p->steps, e);
+  /* Kept apart: the evaluation that follows reuses step_sums. */
+  if (!status) memcpy(t->train_sums, t->step_sums, (size_t)2 * p->steps * sizeof *t->train_sums);
   if (!status) status = replica_stats(t, p, res, e);
   if (!status) {
     double example_loss;

@@ -91,6 +91,17 @@ const clt_balancer *clt_trainer_balancer(const clt_trainer *t);
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i);
 int clt_trainer_global_batch(const clt_trainer *t);
 
+/* --trace: records the host phases of each replica's steps, its kernels and the
+ * all-reduce's copies (and the photo decoders) into trace, from optimizer step
+ * first_step for `steps` steps, then stops recording. */
+int clt_trainer_trace(clt_trainer *t, clt_trace *trace, int steps, long first_step, clt_err *e);
+
+/* The latest training pass, per step (index = step in the pass): when it ended on
+ * replica 0's thread (clt_now_seconds), and its loss summed over the run's
+ * examples and correct count (2 doubles). */
+const double *clt_trainer_step_times(const clt_trainer *t);
+const double *clt_trainer_step_sums(const clt_trainer *t);
+
 /* Verifies after every step that all replicas hold bitwise-identical parameters. */
 void clt_trainer_check_replicas(clt_trainer *t, int on);
 /* Draws a Keras-style progress bar on `out` during training epochs (NULL: none). */

@@ -10,6 +10,7 @@
 #include "device.h"
 #include "model.h"
 #include "onnx.h"
+#include "plot.h"
 #include "train.h"
 
 static void usage(FILE *f) {
@@ -20,6 +21,7 @@ static void usage(FILE *f) {
              "  train     train a model (default: the Fashion-MNIST CNN on all devices)\n"
              "  eval      evaluate a checkpoint on the test set\n"
              "  export    write a checkpoint's model as an ONNX file\n"
+             "  plot      draw a training log's curves as an SVG picture\n"
              "  bench     time the all-reduce (cltrain bench allreduce, under mpirun)\n"
              "\n"
              "`cltrain <command> --help` describes a command's options. Under mpirun, train,\n"
@@ -63,7 +65,7 @@ static int cmd_train(int argc, char **argv) {
   clt_err e = {0};
   clt_train_opts o;
   clt_train_defaults(&o);
-  int help = 0;
+  int help = 0, trace_steps_given = 0, every_given = 0;
   const clt_flag flags[] = {
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
       {"image-size", CLT_FLAG_INT, &o.image_size, 8, 4096, &o.image_size_given},
@@ -92,6 +94,10 @@ static int cmd_train(int argc, char **argv) {
       {"check-replicas", CLT_FLAG_BOOL, &o.check_replicas, 0, 0, NULL},
       {"profile", CLT_FLAG_BOOL, &o.profile, 0, 0, NULL},
       {"verbose", CLT_FLAG_BOOL, &o.verbose, 0, 0, NULL},
+      {"trace", CLT_FLAG_STRING, &o.trace_path, 0, 0, NULL},
+      {"trace-steps", CLT_FLAG_INT, &o.trace_steps, 1, 100000, &trace_steps_given},
+      {"tensorboard", CLT_FLAG_STRING, &o.tensorboard_dir, 0, 0, NULL},
+      {"tensorboard-every", CLT_FLAG_INT, &o.tensorboard_every, 0, 100000000, &every_given},
   };
   if (clt_cli_parse("cltrain train", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]),
                     &help, &e)) {
@@ -151,9 +157,27 @@ static int cmd_train(int argc, char **argv) {
         "  --check-replicas        verify after every step that all replicas hold\n"
         "                          bitwise-identical parameters (slow; for testing)\n"
         "  --profile               print device time per kernel after each epoch\n"
+        "  --tensorboard DIR       write TensorBoard event files: DIR/train and\n"
+        "                          DIR/validation, epoch_loss, epoch_accuracy (as Keras'\n"
+        "                          callback), learning rate, images/s, all-reduce seconds,\n"
+        "                          each replica's share and busy fraction per epoch\n"
+        "  --tensorboard-every N   ... and the batch loss every N steps [0: none]\n"
+        "  --trace FILE.json       write a timeline of the first steps (Chrome trace events,\n"
+        "                          for Perfetto or chrome://tracing): per replica its host\n"
+        "                          phases, the all-reduce's steps, its kernels by layer and\n"
+        "                          pass and its copies; the photo decoders\n"
+        "  --trace-steps N         steps the trace covers [20]\n"
         "  --verbose               print the OpenCL compilers' build logs (warnings)\n",
         clt_model_names);
     return 0;
+  }
+  if (trace_steps_given && !o.trace_path) {
+    fprintf(stderr, "cltrain: error: --trace-steps applies to --trace FILE.json\n");
+    return 1;
+  }
+  if (every_given && !o.tensorboard_dir) {
+    fprintf(stderr, "cltrain: error: --tensorboard-every applies to --tensorboard DIR\n");
+    return 1;
   }
   o.progress = isatty(STDOUT_FILENO);
   if (clt_cli_join(&o.cluster, &e)) return 1;
@@ -270,6 +294,47 @@ static int cmd_export(int argc, char **argv) {
   return status ? report(&e) : 0;
 }
 
+static int cmd_plot(int argc, char **argv) {
+  clt_err e = {0};
+  const char *out = NULL, *log = NULL;
+  int help = 0;
+  const clt_flag flags[] = {{"output", CLT_FLAG_STRING, &out, 0, 0, NULL}};
+  /* The log is the one argument that is not a flag: take it out first. */
+  char *rest[64];
+  int nrest = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+      out = argv[++i];
+    } else if (argv[i][0] != '-' && !log) {
+      log = argv[i];
+    } else if (nrest < 64) {
+      rest[nrest++] = argv[i];
+    }
+  }
+  if (clt_cli_parse("cltrain plot", nrest, rest, flags, (int)(sizeof flags / sizeof flags[0]),
+                    &help, &e)) {
+    return report(&e);
+  }
+  if (help) {
+    printf("usage: cltrain plot LOG.jsonl -o FILE.svg\n"
+           "\n"
+           "Draws a `cltrain train --log` file as one SVG picture: loss and accuracy per epoch\n"
+           "for training and test (or validation), training images/s, and each replica's\n"
+           "share of the examples. A log appended by --resume counts each epoch's last\n"
+           "record. Needs no OpenCL device; the file is written atomically.\n");
+    return 0;
+  }
+  if (!log || !out) {
+    fprintf(stderr, "cltrain: error: cltrain plot: expected LOG.jsonl -o FILE.svg\n");
+    return 1;
+  }
+  clt_plot_info info;
+  if (clt_plot_log_info(log, out, &info, &e)) return report(&e);
+  printf("Wrote %s: %d epoch%s of %s\n", out, info.epochs, info.epochs == 1 ? "" : "s",
+         info.model[0] ? info.model : "a model");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -289,9 +354,11 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
   if (strcmp(cmd, "export") == 0) return cmd_export(argc - 2, argv + 2);
   if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
-  fprintf(stderr,
-          "cltrain: error: unknown command '%s' (commands: devices, train, eval, export, bench; "
-          "see cltrain --help)\n",
-          cmd);
+  if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 2, argv + 2);
+  fprintf(
+      stderr,
+      "cltrain: error: unknown command '%s' (commands: devices, train, eval, export, plot, bench; "
+      "see cltrain --help)\n",
+      cmd);
   return 2;
 }
