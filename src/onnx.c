@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "files.h"
 #include "model.h"
 #include "pb.h"
 
@@ -520,43 +521,6 @@ static int encode(const clt_onnx *g, const clt_model *m, clt_pb *b, clt_err *e) 
 
 /* ---- the file ----------------------------------------------------------------------- */
 
-/* Writes data to path atomically: a temp file beside it, fsync, rename, fsync of the
- * folder; on failure no file is left. */
-static int write_atomic(const char *path, const void *data, size_t n, clt_err *e) {
-  char dir[4096], tmp[4200];
-  const char *slash = strrchr(path, '/');
-  if (!path[0] || (slash && !slash[1])) return clt_fail(e, CLT_ERR_IO, "%s: not a file name", path);
-  if (slash && slash - path >= (long)sizeof dir)
-    return clt_fail(e, CLT_ERR_IO, "%s: too long", path);
-  if (slash) {
-    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-  } else {
-    snprintf(dir, sizeof dir, ".");
-  }
-  snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, slash ? slash + 1 : path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return clt_fail(e, CLT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-  int bad = fwrite(data, 1, n, f) != n || fflush(f) != 0 || fsync(fileno(f)) != 0;
-  int err = errno;
-  if (fclose(f) != 0 && !bad) bad = 1, err = errno;
-  if (bad) {
-    unlink(tmp);
-    return clt_fail(e, CLT_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-  }
-  if (rename(tmp, path) != 0) {
-    err = errno;
-    unlink(tmp);
-    return clt_fail(e, CLT_ERR_IO, "%s: cannot rename into place: %s", path, strerror(err));
-  }
-  int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    /* Some file systems cannot fsync folders; the rename is then as durable as they allow. */
-    (void)fsync(fd);
-    close(fd);
-  }
-  return CLT_OK;
-}
-
 static void log_nodes(const clt_onnx *g, FILE *log) {
   for (int i = 0; i < g->nnodes; i++) {
     const node *n = &g->nodes[i];
@@ -579,7 +543,7 @@ int clt_onnx_export_log(const clt_model *m, const float *flat_params, const char
   if (!status && log) log_nodes(&g, log);
   if (!status) status = encode(&g, m, &b, e);
   graph_free(&g);
-  if (!status) status = write_atomic(path, b.data, b.len, e);
+  if (!status) status = clt_write_atomic(path, b.data, b.len, e);
   if (!status && bytes) *bytes = b.len;
   clt_pb_free(&b);
   return status;

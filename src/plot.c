@@ -17,6 +17,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "files.h"
+
 #define NAME_BYTES 128    /* model and device names kept (longer ones are cut) */
 #define LABEL_CHARS 44    /* legend labels longer than this end in an ellipsis */
 #define LEGEND_ENTRIES 10 /* more replicas than this: the legend counts the rest */
@@ -800,41 +802,6 @@ cleanup:
 
 /* ---- the file ----------------------------------------------------------------------- */
 
-/* Writes data to path atomically: a temp file beside it, fsync, rename, fsync of the
- * folder; on failure no file is left and an existing one is kept. */
-static int write_atomic(const char *path, const void *data, size_t n, clt_err *e) {
-  char dir[4096], tmp[4200];
-  const char *slash = strrchr(path, '/');
-  if (strlen(path) >= sizeof dir) return clt_fail(e, CLT_ERR_IO, "%s: too long", path);
-  if (slash) {
-    snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-  } else {
-    snprintf(dir, sizeof dir, ".");
-  }
-  snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, slash ? slash + 1 : path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return clt_fail(e, CLT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-  int bad = fwrite(data, 1, n, f) != n || fflush(f) != 0 || fsync(fileno(f)) != 0;
-  int err = errno;
-  if (fclose(f) != 0 && !bad) bad = 1, err = errno;
-  if (bad) {
-    unlink(tmp);
-    return clt_fail(e, CLT_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-  }
-  if (rename(tmp, path) != 0) {
-    err = errno;
-    unlink(tmp);
-    return clt_fail(e, CLT_ERR_IO, "%s: cannot write: %s", path, strerror(err));
-  }
-  const int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    /* Some file systems cannot fsync folders; the rename is then as durable as they allow. */
-    (void)fsync(fd);
-    close(fd);
-  }
-  return CLT_OK;
-}
-
 int clt_plot_log_info(const char *log_path, const char *out_path, clt_plot_info *info, clt_err *e) {
   log_data d = {0};
   sbuf b = {0};
@@ -854,7 +821,7 @@ int clt_plot_log_info(const char *log_path, const char *out_path, clt_plot_info 
     status = clt_fail(e, status, "out of host memory drawing %s", log_path);
     goto cleanup;
   }
-  status = write_atomic(out_path, b.p, b.len, e);
+  status = clt_write_atomic(out_path, b.p, b.len, e);
   if (!status && info) {
     info->epochs = d.n;
     copy_name(info->model, sizeof info->model, d.recs[d.n - 1].model);

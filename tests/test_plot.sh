@@ -236,7 +236,7 @@ fail_case "an output folder that does not exist" \
   "$tmp/no/such/x.svg: cannot create: No such file or directory" "$tmp/a.jsonl" "$tmp/no/such/x.svg"
 mkdir -p "$tmp/folder/dir.svg"
 expect_fail "an output that is a folder" \
-  "^cltrain: error: $tmp/folder/dir.svg: cannot write: Is a directory\$" \
+  "^cltrain: error: $tmp/folder/dir.svg: cannot rename into place: Is a directory\$" \
   "$CLT" plot "$tmp/a.jsonl" -o "$tmp/folder/dir.svg"
 if [ -n "$(ls -A "$tmp/folder/dir.svg")" ] || [ "$(ls -A "$tmp/folder")" != "dir.svg" ]; then
   bad "an output that is a folder: a temp file was left ($(ls -a "$tmp/folder" | tr '\n' ' '))"

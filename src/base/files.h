@@ -1,0 +1,15 @@
+/* Files written whole and atomically: a temp file beside the target, fsync,
+ * rename, fsync of the folder. A failure leaves no temp file and keeps an
+ * existing file, so a reader sees the old content or the new, never half. */
+#ifndef CLT_FILES_H
+#define CLT_FILES_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+/* Writes n bytes of data to path; errors name path and the cause ("cannot create",
+ * "cannot write", "cannot rename into place"). */
+int clt_write_atomic(const char *path, const void *data, size_t n, clt_err *e);
+
+#endif
