@@ -282,14 +282,12 @@ static double unix_now(void) {
 
 /* The batch loss of every r->tb_every-th optimizer step of the pass just run, at
  * the wall time each step ended. */
-static int tensorboard_batches(clt_report *r, const clt_epoch_record *rec, long first_step,
-                               clt_err *e) {
+static int tensorboard_batches(clt_report *r, long first_step, clt_err *e) {
   const double *sums = clt_trainer_step_sums(r->trainer);
   const double *times = clt_trainer_step_times(r->trainer);
   const int global = clt_trainer_global_batch(r->trainer), count = r->data->ntrain;
   const int steps = (count + global - 1) / global;
   const double to_unix = unix_now() - clt_now_seconds();
-  (void)rec;
   for (int s = 0; s < steps; s++) {
     const long step = first_step + s + 1;
     if (step % r->tb_every) continue;
@@ -308,7 +306,7 @@ int clt_report_tensorboard(clt_report *r, const clt_epoch_record *rec, long firs
   const double now = unix_now();
   const int epoch = rec->epoch;
   clt_tb_writer *w = r->tb_train;
-  int status = r->tb_every > 0 ? tensorboard_batches(r, rec, first_step, e) : CLT_OK;
+  int status = r->tb_every > 0 ? tensorboard_batches(r, first_step, e) : CLT_OK;
   const struct {
     const char *tag;
     double value;

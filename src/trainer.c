@@ -27,7 +27,7 @@ struct clt_trainer {
   clt_balancer balancer;
   int *order;        /* host copy of the current example order */
   float *metrics;    /* 2 * slots per replica, read back after a pass */
-  double *step_sums; /* 2 * slots: each step's loss and correct count over the run */
+  double *eval_sums; /* 2 * slots: each evaluation step's loss and correct count */
   char *gather;      /* gather_replicas' buffer for a double per replica of the run */
   size_t gather_bytes;
   float *checks;       /* slots per replica */
@@ -37,7 +37,7 @@ struct clt_trainer {
   double first_step_done; /* when the trainer's first step had run (0: not yet) */
   float *logits;          /* evaluation's logits go here (test-set order), or NULL */
   double *step_time;      /* slots: when each step of the latest training pass ended */
-  double *train_sums;     /* 2 * slots: step_sums of the latest training pass */
+  double *train_sums;     /* ... of each step of the latest training pass, over the run */
   clt_trace *trace;       /* --trace, or NULL */
   int trace_steps;        /* ... of this many steps */
   long trace_first;       /* ... from this optimizer step */
@@ -223,12 +223,12 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   t->order = malloc((size_t)(max_examples ? max_examples : 1) * sizeof *t->order);
   t->metrics = malloc((size_t)n * 2 * t->slots * sizeof *t->metrics);
   t->checks = malloc((size_t)n * t->slots * sizeof *t->checks);
-  t->step_sums = malloc((size_t)2 * t->slots * sizeof *t->step_sums);
+  t->eval_sums = malloc((size_t)2 * t->slots * sizeof *t->eval_sums);
   t->step_time = calloc((size_t)t->slots, sizeof *t->step_time);
   t->train_sums = calloc((size_t)2 * t->slots, sizeof *t->train_sums);
   t->gather_bytes = (size_t)clt_cluster_size(cluster) * CLT_MAX_REPLICAS * sizeof(double);
   t->gather = calloc(t->gather_bytes, 1);
-  if (!t->order || !t->metrics || !t->checks || !t->step_sums || !t->gather || !t->step_time ||
+  if (!t->order || !t->metrics || !t->checks || !t->eval_sums || !t->gather || !t->step_time ||
       !t->train_sums) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the trainer");
   }
@@ -267,7 +267,7 @@ void clt_trainer_destroy(clt_trainer *t) {
   }
   free(t->order);
   free(t->metrics);
-  free(t->step_sums);
+  free(t->eval_sums);
   free(t->step_time);
   free(t->train_sums);
   free(t->gather);
@@ -278,7 +278,6 @@ void clt_trainer_destroy(clt_trainer *t) {
 
 int clt_trainer_replicas(const clt_trainer *t) { return t->n; }
 int clt_trainer_total_replicas(const clt_trainer *t) { return t->total; }
-int clt_trainer_first_replica(const clt_trainer *t) { return t->base; }
 const clt_replica_info *clt_trainer_replica_info(const clt_trainer *t, int g) {
   return &t->info[g];
 }
@@ -310,7 +309,6 @@ int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica
 void clt_trainer_check_replicas(clt_trainer *t, int on) { t->check_replicas = on; }
 void clt_trainer_progress(clt_trainer *t, FILE *out) { t->progress.out = out; }
 void clt_trainer_capture_logits(clt_trainer *t, float *out) { t->logits = out; }
-size_t clt_trainer_replica_bytes(const clt_trainer *t, int i) { return t->nets[i]->device_bytes; }
 
 int clt_trainer_set_state(clt_trainer *t, const float *params, const float *slot0,
                           const float *slot1, clt_err *e) {
@@ -391,8 +389,8 @@ typedef struct step {
 
 /* Each step's summed loss and correct count over the run's replicas, from the
  * replica-major metrics array (2 floats per slot) of `steps` batches, into
- * t->step_sums. */
-static int step_sums(clt_trainer *t, int steps, clt_err *e) {
+ * out. */
+static int step_sums(clt_trainer *t, int steps, double *out, clt_err *e) {
   for (int s = 0; s < steps; s++) {
     double l = 0, correct = 0;
     for (int r = 0; r < t->n; r++) {
@@ -400,20 +398,20 @@ static int step_sums(clt_trainer *t, int steps, clt_err *e) {
       l += m[0];
       correct += m[1];
     }
-    t->step_sums[(size_t)2 * s] = l;
-    t->step_sums[(size_t)2 * s + 1] = correct;
+    out[(size_t)2 * s] = l;
+    out[(size_t)2 * s + 1] = correct;
   }
-  return clt_cluster_sum_doubles(t->cluster, t->step_sums, (size_t)2 * steps, e);
+  return clt_cluster_sum_doubles(t->cluster, out, (size_t)2 * steps, e);
 }
 
-/* The figures of a pass of `steps` batches from t->step_sums. */
-static void sum_metrics(const clt_trainer *t, int steps, int count, double *mean_batch_loss,
-                        double *example_loss, double *acc) {
+/* The figures of a pass of `steps` batches from its step sums. */
+static void sum_metrics(const clt_trainer *t, const double *sums, int steps, int count,
+                        double *mean_batch_loss, double *example_loss, double *acc) {
   const int global = clt_trainer_global_batch(t);
   double batch_losses = 0, loss = 0, correct = 0;
   for (int s = 0; s < steps; s++) {
-    const double l = t->step_sums[(size_t)2 * s];
-    correct += t->step_sums[(size_t)2 * s + 1];
+    const double l = sums[(size_t)2 * s];
+    correct += sums[(size_t)2 * s + 1];
     const int n = count - s * global < global ? count - s * global : global;
     loss += l;
     batch_losses += l / n;
@@ -632,10 +630,11 @@ static int show_progress(pass *p, const step *st, clt_err *e) {
     return CLT_OK;
   const double elapsed = clt_now_seconds() - p->t0;
   int status = read_all_metrics(t, st->s + 1, e);
-  if (!status) status = step_sums(t, st->s + 1, e);
+  if (!status) status = step_sums(t, st->s + 1, t->train_sums, e);
   if (status) return status;
   double mean_loss, example_loss, acc;
-  sum_metrics(t, st->s + 1, st->batch_first + st->batch, &mean_loss, &example_loss, &acc);
+  sum_metrics(t, t->train_sums, st->s + 1, st->batch_first + st->batch, &mean_loss, &example_loss,
+              &acc);
   clt_progress_draw(&t->progress, st->s + 1, p->steps, elapsed, mean_loss, acc);
   return CLT_OK;
 }
@@ -789,16 +788,15 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
   for (int r = 0; r < t->n && !status; r++) {
     status = clt_net_read_grad_checks(t->nets[r], t->checks + (size_t)r * t->slots, p->steps, e);
   }
-  if (!status) status = step_sums(t, p->steps, e);
-  /* Kept apart: the evaluation that follows reuses step_sums. */
-  if (!status) memcpy(t->train_sums, t->step_sums, (size_t)2 * p->steps * sizeof *t->train_sums);
+  if (!status) status = step_sums(t, p->steps, t->train_sums, e);
   if (!status) status = replica_stats(t, p, res, e);
   if (!status) {
     double example_loss;
-    sum_metrics(t, p->steps, count, &res->train_loss, &example_loss, &res->train_acc);
+    sum_metrics(t, t->train_sums, p->steps, count, &res->train_loss, &example_loss,
+                &res->train_acc);
     for (int s = 0; s < p->steps && res->bad_step < 0; s++) {
       /* The reduced gradient's check is replica 0's, the same in every process. */
-      if (!isfinite(t->step_sums[(size_t)2 * s]) || t->checks[s] != 0) res->bad_step = s;
+      if (!isfinite(t->train_sums[(size_t)2 * s]) || t->checks[s] != 0) res->bad_step = s;
     }
     res->allreduce_seconds = p->allreduce_seconds;
     res->cross_seconds = clt_ring_take_cross_seconds(t->ring);
@@ -829,12 +827,12 @@ int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e) 
   }
   if (!status) status = run_pass(p, e);
   if (!status) status = read_all_metrics(t, p->steps, e);
-  if (!status) status = step_sums(t, p->steps, e);
+  if (!status) status = step_sums(t, p->steps, t->eval_sums, e);
   if (!status && t->logits && cluster)
     status = clt_cluster_sum(t->cluster, t->logits, logit_floats, e);
   if (!status) {
     double mean_batch_loss;
-    sum_metrics(t, p->steps, count, &mean_batch_loss, loss, acc);
+    sum_metrics(t, t->eval_sums, p->steps, count, &mean_batch_loss, loss, acc);
   }
   free(p);
   return status;

@@ -81,9 +81,8 @@ void clt_trainer_destroy(clt_trainer *t);
 
 /* This process's replicas (clt_trainer_replica(t, 0 .. n-1)). */
 int clt_trainer_replicas(const clt_trainer *t);
-/* Every process's: the run's replicas, and the global index of this process's first. */
+/* Every process's: the run's replicas. */
 int clt_trainer_total_replicas(const clt_trainer *t);
-int clt_trainer_first_replica(const clt_trainer *t);
 const clt_replica_info *clt_trainer_replica_info(const clt_trainer *t, int global_index);
 int clt_trainer_processes(const clt_trainer *t);
 /* The batch balancer (its estimates and latest split), for reporting. */
@@ -106,9 +105,6 @@ const double *clt_trainer_step_sums(const clt_trainer *t);
 void clt_trainer_check_replicas(clt_trainer *t, int on);
 /* Draws a Keras-style progress bar on `out` during training epochs (NULL: none). */
 void clt_trainer_progress(clt_trainer *t, FILE *out);
-
-/* Device memory a replica's network holds, in bytes. */
-size_t clt_trainer_replica_bytes(const clt_trainer *t, int i);
 
 /* Writes the same parameters and optimizer slot variables (optimizer.h; NULL: zeros)
  * to every replica (of this process: the caller makes them the same everywhere), or reads them

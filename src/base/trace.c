@@ -166,21 +166,17 @@ static void write_events(FILE *f, clt_trace *t) {
     }
     write_span(f, t, s, &first);
     if (s->tid != CLT_TRACE_DEVICE) continue;
-    const int same = grouping && group.pid == s->pid && group.cat && s->cat &&
-                     strcmp(group.cat, s->cat) == 0;
-    if (same) {
+    /* A layer span covers a run of kernels of one scope; an unscoped one stands alone. */
+    if (grouping && group.pid == s->pid && s->cat && group.name &&
+        strcmp(group.name, s->cat) == 0) {
       group.t1 = s->t1;
       continue;
     }
     if (grouping) write_span(f, t, &group, &first);
     group = (span){s->cat ? s->cat : s->name, NULL, s->t0, s->t1, s->pid, CLT_TRACE_LAYERS, s->arg};
-    group.cat = s->cat;
     grouping = 1;
   }
-  if (grouping) {
-    group.cat = NULL;
-    write_span(f, t, &group, &first);
-  }
+  if (grouping) write_span(f, t, &group, &first);
 }
 
 int clt_trace_close(clt_trace *t, clt_err *e) {

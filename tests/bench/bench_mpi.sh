@@ -10,22 +10,12 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$here/../../build
-rounds=4
-images=6400
-while [ $# -gt 0 ]; do
-  case $1 in
-    --rounds) rounds=$2; shift 2 ;;
-    --images) images=$2; shift 2 ;;
-    *) echo "bench_mpi.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$here/common.sh"
+rounds_images 4 "$@"
 mpi=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" -eq 0 ] && mpi+=(--allow-run-as-root)
-grep -q avx512f /proc/cpuinfo && cpu="AVX-512" || cpu="AVX2 only"
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $cpu"
 
 # run NAME ROUND: one run's epochs 2-3 images/s (median of the two) into $tmp/NAME.
 run() {

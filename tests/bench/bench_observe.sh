@@ -9,21 +9,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$here/../../build
-rounds=5
-images=6400
-while [ $# -gt 0 ]; do
-  case $1 in
-    --rounds) rounds=$2; shift 2 ;;
-    --images) images=$2; shift 2 ;;
-    *) echo "bench_observe.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$here/common.sh"
+rounds_images 5 "$@"
 export POCL_DEVICES="pthread pthread"
-grep -q avx512f /proc/cpuinfo && cpu="AVX-512" || cpu="AVX2 only"
-echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $cpu"
 
 # run NAME ROUND: images/s over the 3 epochs' training passes, and the wall time.
 run() {
