@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "data.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@ static int limited(int count, long limit) {
 static int open_photos(clt_data *d, clt_err *e) {
   const clt_data_spec *sp = &d->spec;
   clt_photos *a = NULL, *b = NULL, *train = NULL, *test = NULL;
+  clt_photos_set_max_pixels(sp->max_image_pixels); /* subsets keep the limit they open with */
   int status = clt_photos_open(sp->dir, sp->image_size, sp->validation_split, sp->seed, &a, &b, e);
   if (status) return status;
   if (sp->with_train) {
@@ -79,10 +81,14 @@ int clt_data_open(const clt_data_spec *spec, clt_data *d, clt_err *e) {
   memset(d, 0, sizeof *d);
   d->spec = *spec;
   int status = clt_photos_is_folder(spec->dir) ? open_photos(d, e) : open_idx(d, e);
-  if (!status && !d->photos && (spec->image_size_given || spec->validation_split_given)) {
+  if (!status && !d->photos &&
+      (spec->image_size_given || spec->validation_split_given || spec->max_image_pixels)) {
     /* IDX files come split and sized: a photo-folder option would be silently ignored. */
     status = clt_fail(e, CLT_ERR_ARG, "%s holds IDX files: --%s applies to photo folders only",
-                      spec->dir, spec->image_size_given ? "image-size" : "validation-split");
+                      spec->dir,
+                      spec->image_size_given         ? "image-size"
+                      : spec->validation_split_given ? "validation-split"
+                                                     : "max-image-pixels");
   }
   if (status) clt_data_close(d);
   return status;
@@ -107,9 +113,14 @@ void clt_data_close(clt_data *d) {
 int clt_data_check_input(const clt_data *d, const char *model, int height, int width, int channels,
                          int classes, clt_err *e) {
   if (d->height != height || d->width != width || d->channels != channels) {
+    /* Only the size of photos can be changed, and only by a flag not already set. */
+    const int resizable = d->photos && d->channels == channels && height == width;
+    char hint[64] = "";
+    if (resizable && !d->spec.image_size_given)
+      snprintf(hint, sizeof hint, " (set --image-size %d)", height);
     return clt_fail(e, CLT_ERR_FORMAT, "%s: images are %dx%dx%d, model %s expects %dx%dx%d%s",
                     d->spec.dir, d->height, d->width, d->channels, model, height, width, channels,
-                    d->photos ? " (set --image-size)" : "");
+                    hint);
   }
   if (d->classes != classes) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: %d classes, model has %d outputs", d->spec.dir,

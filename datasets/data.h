@@ -16,6 +16,8 @@ typedef struct clt_data_spec {
   double validation_split;      /* photo folders: fraction held out as the test set */
   uint64_t seed;                /* photo folders: chooses that fraction */
   int image_size_given, validation_split_given; /* set by the user: refused for IDX files */
+  long max_image_pixels; /* photo folders: refuse bigger images (0: the default limit); set: refused
+                            for IDX files */
 } clt_data_spec;
 
 typedef struct clt_data {

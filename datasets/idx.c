@@ -35,6 +35,9 @@ enum {
 /* One gzread call at most this large; gzread takes an unsigned and returns an int. */
 #define IDX_READ_CHUNK (1u << 30)
 
+/* The images' buffer starts this large and doubles (read_growing). */
+#define IDX_FIRST_CHUNK ((size_t)1 << 20)
+
 static uint32_t be32(const unsigned char *p) {
   return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
@@ -148,6 +151,32 @@ static int expect_end(gzFile gz, const char *path, uint32_t count, const char *i
   return CLT_OK;
 }
 
+/* Reads up to n bytes into *buf (malloc'ed here), like read_full. The size is
+ * the header's claim: the buffer grows as the data arrives, doubling from
+ * IDX_FIRST_CHUNK, so a short file (or a header that lies) costs what the file
+ * holds, not the up to 2 GiB it may claim, and fails as truncated, not as out
+ * of memory. */
+static int read_growing(gzFile gz, const char *path, size_t n, unsigned char **buf, size_t *got,
+                        int *trunc_gz, clt_err *e) {
+  size_t cap = 0;
+  *got = 0;
+  *trunc_gz = 0;
+  while (*got < n) {
+    const size_t grow = cap < IDX_FIRST_CHUNK ? IDX_FIRST_CHUNK : cap;
+    const size_t next = n - cap < grow ? n : cap + grow;
+    unsigned char *b = realloc(*buf, next);
+    if (!b)
+      return clt_fail(e, CLT_ERR_NOMEM, "%s: cannot allocate %zu bytes for the images", path, next);
+    *buf = b;
+    size_t part;
+    int st = read_full(gz, path, b + cap, next - cap, &part, trunc_gz, e);
+    cap = next;
+    *got += part;
+    if (st || *got < cap) return st;
+  }
+  return CLT_OK;
+}
+
 static int load_images(const char *path, clt_dataset *d, clt_err *e) {
   gzFile gz = NULL;
   unsigned char *px = NULL;
@@ -175,15 +204,9 @@ static int load_images(const char *path, clt_dataset *d, clt_err *e) {
     goto cleanup;
   }
   size_t bytes = (size_t)(image * count);
-  px = malloc(bytes);
-  if (!px) {
-    st = clt_fail(e, CLT_ERR_NOMEM, "%s: cannot allocate %zu bytes for %u images", path, bytes,
-                  (unsigned)count);
-    goto cleanup;
-  }
   size_t got;
   int tgz;
-  st = read_full(gz, path, px, bytes, &got, &tgz, e);
+  st = read_growing(gz, path, bytes, &px, &got, &tgz, e);
   if (st) goto cleanup;
   if (got < bytes) {
     st = clt_fail(e, CLT_ERR_FORMAT,

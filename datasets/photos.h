@@ -15,14 +15,34 @@
  * truncated: libjpeg's "premature end of data" counts as an error, since the image
  * would be half grey) aborts the pass with "file PATH: cannot decode: <cause>":
  * training stops with a non-zero exit; checkpoints already written stay. Nothing is
- * skipped silently, so every epoch sees the same examples.
+ * skipped silently, so every epoch sees the same examples. An image of more than
+ * clt_photos_max_pixels() pixels (width * height) is refused the same way, from its
+ * header, before any pixel memory is allocated: "file PATH: WxH = N pixels exceeds the
+ * limit of L (a decompression bomb?); raise it with --max-image-pixels" (a 730 KiB PNG
+ * of zeros can hold 16000x16000 pixels).
+ *
+ * Memory. Files are read through stdio, never whole. JPEG scanlines and PNG rows are
+ * resized as they arrive, keeping two rows, so an image needs memory in proportion to
+ * its width; only a multi-scan (progressive) JPEG, whose DCT coefficients libjpeg keeps
+ * whole (2 bytes a sample), and an interlaced PNG (3 bytes a pixel) need the whole
+ * image. Each decode first reserves its estimated need from one budget shared by every
+ * decoding thread of the process (clt_photos_set_decode_budget), waiting its turn while
+ * the budget is taken; an image needing more than the whole budget is decoded alone. A
+ * thread keeps at most 1 MiB of buffers between images, and after a big one glibc is
+ * made to hand freed memory back (malloc_trim) before the reservation is returned. So
+ * decoding takes about the budget or the largest single image, whichever is more,
+ * however many threads decode.
  *
  * Pixels: decoded to 8-bit RGB (grayscale expanded, palette expanded, 16-bit scaled
  * to 8 with rounding, alpha dropped without compositing, CMYK/YCCK JPEGs converted
  * as TensorFlow does; no gamma or ICC handling, like tf.io.decode_image), then resized
  * to image_size x image_size like tf.image.resize(method="bilinear") (half-pixel
  * centres, no antialiasing, aspect ratio not kept), computed in float as TensorFlow
- * does and rounded to uint8 (Keras would keep the floats). */
+ * does and rounded to uint8 (Keras would keep the floats). The resize runs on rows as
+ * they arrive (Memory above) with the arithmetic of a whole-image resize: the same
+ * pixels. libjpeg's reduced-size decoding (1/2 to 1/8) is not used: it would save time
+ * on big JPEGs but no memory (two rows either way; a progressive file's coefficients
+ * are full size at any scale), and would give other pixels than Keras' loaders. */
 #ifndef CLT_PHOTOS_H
 #define CLT_PHOTOS_H
 
@@ -52,6 +72,19 @@ int clt_photos_open(const char *dir, int image_size, double validation_split, ui
 void clt_photos_free(clt_photos *p);
 
 #define CLT_PHOTOS_MAX_SIZE 8192
+/* Where Pillow raises DecompressionBombError: 2 * Image.MAX_IMAGE_PIXELS (1 GiB / 4 / 3,
+ * where it only warns). */
+#define CLT_PHOTOS_MAX_PIXELS 178956970LL
+#define CLT_PHOTOS_DECODE_BUDGET ((size_t)1 << 30)
+
+/* The pixel limit (see above), process-wide like Pillow's Image.MAX_IMAGE_PIXELS; a
+ * subset keeps the value in force when it was opened, so set it first. Below 1: the
+ * default. Thread-safe. */
+void clt_photos_set_max_pixels(long long max_pixels);
+long long clt_photos_max_pixels(void);
+/* The bytes all decodes of the process may reserve together (see Memory above); 0: the
+ * default, CLT_PHOTOS_DECODE_BUDGET. Applies to the reservations that follow. */
+void clt_photos_set_decode_budget(size_t bytes);
 /* The validation split's random stream, "SPLIT": apart from weights (0) and epochs (1+). */
 #define CLT_PHOTOS_SPLIT_STREAM 0x53504c4954ull
 
@@ -64,7 +97,8 @@ int clt_photos_image_size(const clt_photos *p);
 
 /* Decodes example i into rgb (image_size*image_size*3 bytes, HWC, RGB). Thread-safe
  * (allocates its own scratch per call; the loader keeps scratch per thread). Fails with
- * "file PATH: cannot decode: <cause>" (CLT_ERR_FORMAT; CLT_ERR_IO if unreadable). */
+ * "file PATH: cannot decode: <cause>" (CLT_ERR_FORMAT; CLT_ERR_IO if unreadable), or
+ * the pixel limit's message (CLT_ERR_FORMAT). */
 int clt_photos_decode(const clt_photos *p, int i, unsigned char *rgb, clt_err *e);
 
 /* A pool of host threads that decode batches ahead of the consumers. Slots (depth of
@@ -82,7 +116,8 @@ typedef struct clt_photo_batch {
  * cache_bytes: decoded images kept in RAM across passes (examples 0..K-1 of the subset
  * where K images fit: if the whole subset fits, later passes decode nothing; 0
  * disables). Every buffer is allocated here (the cache too), none per batch; per-thread
- * decode scratch grows only when a bigger file or image arrives. */
+ * decode scratch grows only when a wider image arrives, and what a big image needed is
+ * freed after it (see Memory above). */
 int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int depth, int threads,
                       size_t cache_bytes, clt_loader **out, clt_err *e);
 /* Begins a pass: batch s holds examples order[s*batch .. min(count, (s+1)*batch)).

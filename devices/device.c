@@ -176,7 +176,7 @@ int clt_devices_select(clt_device_list *list, const char *spec, int *chosen, int
     char *end = NULL;
     if (!isdigit((unsigned char)*s)) goto bad;
     long idx = strtol(s, &end, 10);
-    long parts = 0;
+    long parts = -1; /* no "/P": the whole device ("/0" and "/1" are refused below) */
     if (end != s && *end == '/') {
       const char *p = end + 1;
       if (!isdigit((unsigned char)*p)) goto bad;
@@ -192,8 +192,8 @@ int clt_devices_select(clt_device_list *list, const char *spec, int *chosen, int
         return clt_fail(e, CLT_ERR_ARG, "--devices %s: device %ld listed twice", spec, idx);
       }
     }
-    if (*n + (parts ? parts : 1) > CLT_MAX_SELECTED) goto bad;
-    if (parts) {
+    if (*n + (parts >= 0 ? parts : 1) > CLT_MAX_SELECTED) goto bad;
+    if (parts >= 0) {
       int first, status = partition(list, spec, (int)idx, (int)parts, &first, e);
       if (status) {
         *n = 0;

@@ -8,6 +8,7 @@
 #include <clblast_c.h>
 
 #include "cl_sources.h"
+#include "fault.h"
 #include "timing.h"
 
 #define MAX_KERNELS_PER_PROGRAM 32
@@ -57,10 +58,18 @@ int clt_replica_fail(clt_replica *r, clt_err *e, int rc, const char *what) {
                   clt_status_name(rc));
 }
 
+int clt_replica_fail_injected(clt_replica *r, clt_err *e, int rc, const char *what) {
+  clt_replica_fail(r, e, rc, what);
+  return clt_fault_mark(e);
+}
+
+static void release(clt_replica *r);
+
 int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e) {
-  int status = CLT_OK;
   cl_int rc = CL_SUCCESS;
   *out = NULL;
+  int status = clt_fault_check(e); /* a malformed CLTRAIN_FAULT stops the run before it starts */
+  if (status) return status;
   clt_replica *r = calloc(1, sizeof *r);
   if (!r) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a replica");
   r->device = *device;
@@ -97,11 +106,17 @@ int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e) 
   return CLT_OK;
 
 cleanup:
-  clt_replica_destroy(r);
+  release(r);
   return status;
 }
 
 void clt_replica_destroy(clt_replica *r) {
+  /* A hung replica's thread may still be blocked in its driver (clt_ring_join):
+   * its queue may never finish and what it uses must stay. The process is ending. */
+  if (r && !r->hung) release(r);
+}
+
+static void release(clt_replica *r) {
   if (!r) return;
   if (r->queue) clFinish(r->queue);
   clt_program_entry *p = r->programs;
@@ -292,7 +307,9 @@ int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *ou
         r->device.max_alloc_bytes / 1048576.0);
   }
   cl_int rc = CL_SUCCESS;
-  cl_mem m = clCreateBuffer(r->context, CL_MEM_READ_WRITE, bytes, NULL, &rc);
+  int injected = clt_fault_hit(r->index, r->step, CLT_FAULT_ALLOC);
+  cl_mem m = injected ? NULL : clCreateBuffer(r->context, CL_MEM_READ_WRITE, bytes, NULL, &rc);
+  if (injected) rc = CL_MEM_OBJECT_ALLOCATION_FAILURE;
   if (rc == CL_SUCCESS) {
     clt_err fill_error = {0};
     int status = clt_replica_fill(r, m, 0, bytes / sizeof(float), 0.0f, what, &fill_error);
@@ -302,12 +319,14 @@ int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *ou
       clReleaseMemObject(m);
       if (status <= CLT_ERR_ARG) return clt_fail(e, status, "%s", fill_error.msg); /* own code */
       rc = status; /* an OpenCL code: reported below with the sizes */
+      injected = strstr(fill_error.msg, "CLTRAIN_FAULT") != NULL; /* its launch's (fault.h) */
     }
   }
   if (rc != CL_SUCCESS) {
-    return clt_fail(e, rc, "device %d (%s): allocating %s (%.1f MiB, %.1f MiB held already): %s",
-                    r->device.index, r->device.name, what, bytes / 1048576.0,
-                    r->allocated_bytes / 1048576.0, clt_status_name(rc));
+    clt_fail(e, rc, "device %d (%s): allocating %s (%.1f MiB, %.1f MiB held already): %s",
+             r->device.index, r->device.name, what, bytes / 1048576.0,
+             r->allocated_bytes / 1048576.0, clt_status_name(rc));
+    return injected ? clt_fault_mark(e) : rc;
   }
   r->allocated_bytes += bytes;
   *out = m;
@@ -335,12 +354,14 @@ int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *a
       return clt_replica_fail(r, e, rc, what);
     }
   }
-  cl_int rc = clEnqueueNDRangeKernel(r->queue, k, dims, NULL, global, local, 0, NULL,
-                                     clt_replica_profile_event(r));
+  const int injected = clt_fault_hit(r->index, r->step, CLT_FAULT_ENQUEUE);
+  cl_int rc = injected ? CL_OUT_OF_RESOURCES
+                       : clEnqueueNDRangeKernel(r->queue, k, dims, NULL, global, local, 0, NULL,
+                                                clt_replica_profile_event(r));
   if (rc != CL_SUCCESS) {
     char what[128];
     snprintf(what, sizeof what, "launching kernel %s", kname);
-    return clt_replica_fail(r, e, rc, what);
+    return injected ? clt_replica_fail_injected(r, e, rc, what) : clt_replica_fail(r, e, rc, what);
   }
   clt_replica_profile_commit(r, kname);
   return CLT_OK;

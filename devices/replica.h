@@ -74,6 +74,11 @@ typedef struct clt_replica {
   clt_trace *trace;       /* --trace: where this replica's spans go, or NULL */
   int trace_pid;          /* its process in the trace */
   double trace_offset;    /* host seconds = device seconds + this */
+  /* Set by the trainer, for CLTRAIN_FAULT (fault.h) and the all-reduce's watchdog: */
+  int index;         /* the replica's index in the run ("Replica N:") */
+  _Atomic long step; /* the optimizer step its thread is on (1-based; 0: set-up) */
+  int hung;          /* declared hung (clt_ring_join): its thread may still be in the
+                        driver, so destroying it releases nothing */
 } clt_replica;
 
 int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e);
@@ -178,5 +183,8 @@ void clt_replica_trace_event(clt_replica *r, cl_event ev, const char *name, cons
 
 /* Error for a failed OpenCL call on this replica: "<device>: <what>: CL_…". */
 int clt_replica_fail(clt_replica *r, clt_err *e, int rc, const char *what);
+/* The same for a call that CLTRAIN_FAULT made fail (fault.h): rc is the code
+ * that stands for it, and the message says it was injected. */
+int clt_replica_fail_injected(clt_replica *r, clt_err *e, int rc, const char *what);
 
 #endif

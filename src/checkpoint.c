@@ -4,10 +4,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "npz.h"
@@ -15,6 +18,29 @@
 int clt_checkpoint_fail_before_step;
 
 #define INDEX_NAME "checkpoint"
+#define LOCK_NAME ".cltrain.lock"
+
+/* The folder this process holds the lock of (clt_checkpoint_lock), by identity so
+ * any spelling of its path matches; fd -1: none. Only the thread that saves uses
+ * it (process 0's main thread). */
+static struct {
+  int fd;
+  dev_t dev;
+  ino_t ino;
+} held = {-1, 0, 0};
+
+/* Copies untrusted text for a one-line message: control characters become '?',
+ * long text is cut with "...". */
+static void printable(char *out, size_t size, const char *text) {
+  size_t k = 0;
+  for (; text[k] && k + 4 < size; k++)
+    out[k] = (unsigned char)text[k] < 0x20 || text[k] == 0x7f ? '?' : text[k];
+  if (text[k]) {
+    memcpy(out + k, "...", 3);
+    k += 3;
+  }
+  out[k] = '\0';
+}
 
 /* The injected failure of the test hook, reported like a real one. */
 static int injected(int step, const char *path, clt_err *e) {
@@ -80,23 +106,110 @@ static long ckpt_number(const char *name) {
   return k;
 }
 
-/* Temp files of saves that crashed (".ckpt-K.npz.tmp-PID", ".checkpoint.tmp-PID"):
- * never named by the index, so safe to remove before a new save. */
+/* Whether this process holds the lock of dir (clt_checkpoint_lock). */
+static int holds_lock(const char *dir) {
+  struct stat st;
+  return held.fd >= 0 && stat(dir, &st) == 0 && st.st_dev == held.dev && st.st_ino == held.ino;
+}
+
+/* Temp files of saves that crashed (".ckpt-K.npz.tmp-PID", ".checkpoint.tmp-PID"),
+ * never named by the index. This process's own are always safe to remove. Another
+ * process's may be a save in flight (a second writer on the folder): removing it
+ * would make that save fail, so they are removed only while this process holds
+ * the folder's lock. Then no other cltrain can be saving here, and any other
+ * temp file is what a dead process (kill -9 mid-save) left behind. */
 static void remove_stale_temps(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return;
+  const int all = holds_lock(dir);
+  const long self = (long)getpid();
   struct dirent *ent;
   while ((ent = readdir(d))) {
     const char *n = ent->d_name;
-    if ((strncmp(n, ".ckpt-", 6) == 0 ||
-         strncmp(n, "." INDEX_NAME ".tmp-", strlen(INDEX_NAME) + 6) == 0) &&
-        strstr(n, ".tmp-")) {
-      char path[4096];
-      snprintf(path, sizeof path, "%s/%s", dir, n);
-      unlink(path);
-    }
+    const char *tmp = strstr(n, ".tmp-");
+    if (!tmp || (strncmp(n, ".ckpt-", 6) != 0 &&
+                 strncmp(n, "." INDEX_NAME ".tmp-", strlen(INDEX_NAME) + 6) != 0))
+      continue;
+    char *end = NULL;
+    const long pid = strtol(tmp + 5, &end, 10);
+    if (!all && (end == tmp + 5 || *end || pid != self)) continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, n);
+    unlink(path);
   }
   closedir(d);
+}
+
+/* "12345" or "12345 on HOST" when the holder wrote another host's name. */
+static void lock_holder(int fd, char *out, size_t size) {
+  char text[320] = "", host[256] = "", here[256] = "";
+  long pid = 0;
+  /* The holder writes its PID just after locking: give it a moment if empty. */
+  for (int attempt = 0; attempt < 20; attempt++) {
+    const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    if (sscanf(text, "%ld %255s", &pid, host) >= 1 && pid > 0) break;
+    pid = 0;
+    struct timespec pause = {0, 10L * 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  if (gethostname(here, sizeof here - 1) != 0) here[0] = '\0';
+  if (pid <= 0) snprintf(out, size, "pid unknown");
+  else if (host[0] && strcmp(host, here) != 0) snprintf(out, size, "pid %ld on %.64s", pid, host);
+  else snprintf(out, size, "pid %ld", pid);
+}
+
+int clt_checkpoint_lock(const char *dir, int *fd_out, clt_err *e) {
+  int status = CLT_OK, fd = -1;
+  char path[4096];
+  struct stat st;
+  *fd_out = -1;
+  if (snprintf(path, sizeof path, "%s/%s", dir, LOCK_NAME) >= (int)sizeof path) {
+    status = clt_fail(e, CLT_ERR_IO, "%s: path too long", dir);
+    goto cleanup;
+  }
+  /* O_CLOEXEC: a program this process starts must not inherit (and keep) the lock. */
+  if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+    status = clt_fail(e, CLT_ERR_IO, "%s: cannot open lock file: %s", path, strerror(errno));
+    goto cleanup;
+  }
+  /* flock, not fcntl: fcntl locks vanish when any descriptor of the file closes.
+   * Either way the kernel releases the lock when the holder dies. */
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      char holder[400];
+      lock_holder(fd, holder, sizeof holder);
+      status = clt_fail(e, CLT_ERR_IO,
+                        "%s: in use by another cltrain (%s); wait for it or choose another "
+                        "--checkpoint-dir",
+                        dir, holder);
+    } else {
+      status = clt_fail(e, CLT_ERR_IO, "%s: cannot lock: %s", path, strerror(errno));
+    }
+    goto cleanup;
+  }
+  char text[320], host[256] = "";
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  host[sizeof host - 1] = '\0';
+  const int n = snprintf(text, sizeof text, "%ld %s\n", (long)getpid(), host);
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n || stat(dir, &st) != 0) {
+    status = clt_fail(e, CLT_ERR_IO, "%s: cannot write lock file: %s", path, strerror(errno));
+    goto cleanup;
+  }
+  held.fd = fd;
+  held.dev = st.st_dev;
+  held.ino = st.st_ino;
+  *fd_out = fd;
+  fd = -1;
+cleanup:
+  if (fd >= 0) close(fd); /* releases a lock taken here */
+  return status;
+}
+
+void clt_checkpoint_unlock(int fd) {
+  if (fd < 0) return;
+  if (fd == held.fd) held.fd = -1;
+  close(fd); /* the last descriptor of the lock: flock's lock goes with it */
 }
 
 /* The checkpoint numbers present in dir, ascending. */
@@ -272,7 +385,12 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
 
   int nparams = 0;
   for (int i = 0; i < m->nlayers; i++) nparams += m->layers[i].nparams;
-  const int narrays = (1 + CLT_OPT_SLOTS) * nparams + 7;
+  const int narrays = (1 + CLT_OPT_SLOTS) * nparams + 9;
+  if (st->epoch_step < 0 || (st->epoch_step > 0 && !st->epoch_sums)) {
+    status = clt_fail(e, CLT_ERR_INTERNAL, "checkpoint with %lld steps into an epoch and %s sums",
+                      (long long)st->epoch_step, st->epoch_sums ? "their" : "no");
+    goto cleanup;
+  }
   arrays = calloc((size_t)narrays, sizeof *arrays);
   static _Thread_local char meta[CLT_DESCRIBE_MAX + 1024];
   json_metadata(m, &st->optimizer, meta, sizeof meta);
@@ -312,6 +430,18 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   if (st->class_names)
     clt_npz_string(&arrays[a++], "data/class_names", st->class_names, names_text);
   if (st->keras_json) clt_npz_string(&arrays[a++], "model/keras_json", st->keras_json, json_text);
+  set_scalar(&arrays[a++], "data/epoch_step", "<i8", &st->epoch_step);
+  if (st->epoch_step > 0) {
+    clt_npz_array *sums = &arrays[a++];
+    memset(sums, 0, sizeof *sums);
+    snprintf(sums->name, sizeof sums->name, "data/epoch_sums");
+    snprintf(sums->dtype, sizeof sums->dtype, "<f8");
+    sums->rank = 2;
+    sums->dims[0] = st->epoch_step;
+    sums->dims[1] = 2;
+    sums->data = st->epoch_sums;
+    sums->bytes = (size_t)st->epoch_step * 2 * sizeof(double);
+  }
 
   snprintf(tmp, sizeof tmp, "%s/.ckpt-%ld.npz.tmp-%ld", dir, k, (long)getpid());
   snprintf(final, sizeof final, "%s/ckpt-%ld.npz", dir, k);
@@ -385,6 +515,18 @@ int clt_checkpoint_resolve(const char *dir_or_file, char *path, size_t size, clt
                     "model_checkpoint_path: \"ckpt-K\")",
                     index);
   }
+  /* TensorFlow's index names files of its own folder, and cltrain writes bare
+   * "ckpt-K": a name with a '/' (an absolute path, "../x", "sub/../../x") or ".."
+   * itself could make eval or --resume read a file elsewhere, so it is refused. */
+  if (!name[0] || strchr(name, '/') || strchr(name, '\\') || strcmp(name, ".") == 0 ||
+      strcmp(name, "..") == 0) {
+    char shown[300];
+    printable(shown, sizeof shown, name);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: the index names \"%s\", which is not a file of this folder (only a "
+                    "bare file name, without '/', is accepted)",
+                    index, shown);
+  }
   snprintf(path, size, "%s/%s.npz", dir_or_file, name);
   if (stat(path, &st) != 0) {
     return clt_fail(e, CLT_ERR_IO, "%s: the index names %s, which does not exist", index, path);
@@ -435,9 +577,22 @@ static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, 
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member metadata is not a string", path);
   }
   memset(meta, 0, sizeof *meta);
-  if (json_find(json, "format", v, sizeof v) != 0 || sscanf(v, "%d", &meta->format) != 1) {
+  if (json_find(json, "format", v, sizeof v) != 0) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata has no format version", path);
   }
+  /* strtol, not sscanf: an overflowing number must not read as some other one. */
+  char *end = NULL;
+  errno = 0;
+  const long format = strtol(v, &end, 10);
+  if (end == v || *end || errno == ERANGE || format < INT_MIN || format > INT_MAX) {
+    char shown[80];
+    printable(shown, sizeof shown, v);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: checkpoint format \"%s\" is not a number this cltrain reads (it reads "
+                    "%d)",
+                    path, shown, CLT_CHECKPOINT_FORMAT);
+  }
+  meta->format = (int)format;
   if (meta->format != CLT_CHECKPOINT_FORMAT) {
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: unknown checkpoint format version %d (this cltrain reads %d)", path,
@@ -552,10 +707,41 @@ int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
   return status;
 }
 
-static int load_array(const char *path, const clt_npz *z, const char *name, const clt_param *p,
-                      float *flat, clt_err *e) {
-  const clt_npz_array *a = clt_npz_find(z, name);
-  if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member %s", path, name);
+/* Member `name` of z, marked in used[] as one the checkpoint may hold; NULL if absent. */
+static const clt_npz_array *member(const clt_npz *z, char *used, const char *name) {
+  for (int i = 0; i < clt_npz_count(z); i++) {
+    const clt_npz_array *a = clt_npz_at(z, i);
+    if (strcmp(a->name, name) == 0) {
+      used[i] = 1;
+      return a;
+    }
+  }
+  return NULL;
+}
+
+/* Every slot variable name of any optimizer ("m", "v", "momentum", "velocity"),
+ * from optimizer.h; returns how many. */
+static int all_slot_names(const char *names[], int max) {
+  int n = 0;
+  for (int k = 0; k < CLT_OPT_KINDS; k++) {
+    clt_optimizer o = clt_optimizer_defaults((clt_optimizer_kind)k);
+    o.momentum = 0.5; /* the kinds that keep a slot only with momentum */
+    for (int s = 0; s < CLT_OPT_SLOTS; s++) {
+      const char *slot = clt_optimizer_slot(&o, s);
+      int seen = !slot;
+      for (int j = 0; j < n && !seen; j++) seen = strcmp(names[j], slot) == 0;
+      if (!seen && n < max) names[n++] = slot;
+    }
+  }
+  return n;
+}
+
+/* Checks member `name` against parameter p (dtype, shape, every value finite) and
+ * copies it into flat (unless NULL). Absent: an error if required, else CLT_OK. */
+static int load_array(const char *path, const clt_npz *z, char *used, const char *name,
+                      const clt_param *p, float *flat, int required, clt_err *e) {
+  const clt_npz_array *a = member(z, used, name);
+  if (!a) return required ? clt_fail(e, CLT_ERR_FORMAT, "%s: missing member %s", path, name) : 0;
   if (strcmp(a->dtype, "<f4") != 0) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has dtype %s, expected <f4", path, name,
                     a->dtype);
@@ -574,14 +760,17 @@ static int load_array(const char *path, const clt_npz *z, const char *name, cons
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has shape (%s), the model needs (%s)", path,
                     name, got, want);
   }
-  memcpy(flat + p->offset, a->data, p->size * sizeof(float)); /* data may be unaligned */
+  /* A NaN or infinity would be trained on or evaluated as if it were a weight. */
+  int status = clt_npz_check_finite(path, a, e);
+  if (status) return status;
+  if (flat) memcpy(flat + p->offset, a->data, p->size * sizeof(float)); /* may be unaligned */
   return CLT_OK;
 }
 
-static int load_scalar(const char *path, const clt_npz *z, const char *name, const char *dtype,
-                       void *out, clt_err *e) {
-  const clt_npz_array *a = clt_npz_find(z, name);
-  if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member %s", path, name);
+static int load_scalar(const char *path, const clt_npz *z, char *used, const char *name,
+                       const char *dtype, int required, void *out, clt_err *e) {
+  const clt_npz_array *a = member(z, used, name);
+  if (!a) return required ? clt_fail(e, CLT_ERR_FORMAT, "%s: missing member %s", path, name) : 0;
   if (strcmp(a->dtype, dtype) != 0 || a->rank != 0) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s should be a %s scalar", path, name, dtype);
   }
@@ -589,14 +778,88 @@ static int load_scalar(const char *path, const clt_npz *z, const char *name, con
   return CLT_OK;
 }
 
+/* An optional string member into a new string *out (left NULL when absent). */
+static int load_string(const char *path, const clt_npz *z, char *used, const char *name, char **out,
+                       clt_err *e) {
+  const clt_npz_array *a = member(z, used, name);
+  if (!a) return CLT_OK;
+  const size_t size = a->bytes + 1; /* at most as many characters as its bytes */
+  if (!(*out = malloc(size)))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
+  if (clt_npz_get_string(a, *out, size) != 0) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s is not a string", path, name);
+  }
+  return CLT_OK;
+}
+
+/* data/epoch_sums: epoch_step rows of (summed loss, correct count), finite. */
+static int load_epoch_sums(const char *path, const clt_npz *z, char *used, clt_checkpoint *st,
+                           clt_err *e) {
+  const clt_npz_array *a = member(z, used, "data/epoch_sums");
+  if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member data/epoch_sums", path);
+  if (strcmp(a->dtype, "<f8") != 0 || a->rank != 2 || a->dims[0] != st->epoch_step ||
+      a->dims[1] != 2) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member data/epoch_sums should be <f8 of shape (%lld, 2), as "
+                    "data/epoch_step says",
+                    path, (long long)st->epoch_step);
+  }
+  int status = clt_npz_check_finite(path, a, e);
+  if (status) return status;
+  if (!(st->epoch_sums = malloc(a->bytes))) {
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
+  }
+  memcpy(st->epoch_sums, a->data, a->bytes);
+  return CLT_OK;
+}
+
+int clt_checkpoint_extra_member(const clt_model *m, const char *name) {
+  static const char *const fixed[] = {"optimizer/iterations",
+                                      "epoch",
+                                      "save_counter",
+                                      "data/seed",
+                                      "metadata",
+                                      "data/class_names",
+                                      "model/keras_json",
+                                      "data/epoch_step",
+                                      "data/epoch_sums"};
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+    if (strcmp(name, fixed[i]) == 0) return 1;
+  /* "optimizer/<layer>/<param>/<slot>": a known slot of a trainable parameter. */
+  const char *rest = name + 10, *slash = strrchr(name, '/');
+  if (strncmp(name, "optimizer/", 10) != 0 || slash < rest) return 0;
+  const char *slots[8] = {0};
+  int known = 0;
+  for (int k = all_slot_names(slots, 8); k-- > 0;) known |= strcmp(slash + 1, slots[k]) == 0;
+  const size_t len = (size_t)(slash - rest); /* of "<layer>/<param>" */
+  for (int i = 0; i < m->nlayers && known; i++) {
+    const clt_layer *l = &m->layers[i];
+    const size_t ln = strlen(l->name);
+    if (len <= ln || strncmp(rest, l->name, ln) != 0 || rest[ln] != '/') continue;
+    for (int p = 0; p < l->nparams; p++) {
+      const char *param = l->params[p].name;
+      if (!l->params[p].non_trainable && strlen(param) == len - ln - 1 &&
+          strncmp(rest + ln + 1, param, len - ln - 1) == 0)
+        return 1;
+    }
+  }
+  return 0;
+}
+
 int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer,
                         clt_checkpoint *st, clt_err *e) {
   int status = CLT_OK;
   clt_npz *z = NULL;
+  char *used = NULL; /* per member: one this checkpoint may hold */
   static _Thread_local checkpoint_meta meta;
   static _Thread_local char arch[CLT_DESCRIBE_MAX];
   memset(st, 0, sizeof *st);
   if ((status = clt_npz_read(path, &z, e))) goto cleanup;
+  if (!(used = calloc((size_t)clt_npz_count(z) + 1, 1))) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
+    goto cleanup;
+  }
+  member(z, used, "metadata");
   if ((status = read_meta(path, z, &meta, e))) goto cleanup;
   clt_model_describe(m, arch, sizeof arch);
   if (strcmp(meta.model, m->name) != 0 || meta.classes != m->classes ||
@@ -627,57 +890,65 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
     goto cleanup;
   }
-  for (int pass = 0; pass <= (with_optimizer ? CLT_OPT_SLOTS : 0); pass++) {
-    const char *slot = pass ? clt_optimizer_slot(&st->optimizer, pass - 1) : NULL;
-    float *flat = pass ? st->opt_state[pass - 1] : st->params;
+  /* The weights, then the slot variables: with the optimizer those it keeps, all
+   * required; without it (evaluation) those of any optimizer, optional and not
+   * loaded, but checked when present, so a damaged checkpoint is never taken. */
+  const char *slots[8] = {0};
+  const int nslots = with_optimizer ? CLT_OPT_SLOTS : all_slot_names(slots, 8);
+  for (int pass = 0; pass <= nslots; pass++) {
+    const char *slot = !pass            ? NULL
+                       : with_optimizer ? clt_optimizer_slot(&st->optimizer, pass - 1)
+                                        : slots[pass - 1];
+    float *flat = !pass ? st->params : with_optimizer ? st->opt_state[pass - 1] : NULL;
     if (pass && !slot) continue;
     for (int i = 0; i < m->nlayers; i++) {
       const clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
         if (slot && l->params[p].non_trainable) continue;
-        char name[128];
+        char name[160];
         member_name(l, p, slot, name, sizeof name);
-        if ((status = load_array(path, z, name, &l->params[p], flat, e))) goto cleanup;
+        const int required = !pass || with_optimizer;
+        if ((status = load_array(path, z, used, name, &l->params[p], flat, required, e)))
+          goto cleanup;
       }
     }
   }
-  if ((status = load_scalar(path, z, "optimizer/iterations", "<i8", &st->iterations, e)))
+  if ((status = load_scalar(path, z, used, "optimizer/iterations", "<i8", 1, &st->iterations, e)) ||
+      (status = load_scalar(path, z, used, "epoch", "<i8", 1, &st->epoch, e)) ||
+      (status = load_scalar(path, z, used, "save_counter", "<i8", 1, &st->save_counter, e)) ||
+      (status = load_scalar(path, z, used, "data/seed", "<u8", 1, &st->seed, e)) ||
+      (status = load_scalar(path, z, used, "data/epoch_step", "<i8", 0, &st->epoch_step, e)))
     goto cleanup;
-  if ((status = load_scalar(path, z, "epoch", "<i8", &st->epoch, e))) goto cleanup;
-  if ((status = load_scalar(path, z, "save_counter", "<i8", &st->save_counter, e))) goto cleanup;
-  if ((status = load_scalar(path, z, "data/seed", "<u8", &st->seed, e))) goto cleanup;
-  const clt_npz_array *names = clt_npz_find(z, "data/class_names");
-  if (names) {
-    /* A string of at most as many characters as its bytes hold. */
-    const size_t size = names->bytes + 1;
-    if (!(st->class_names = malloc(size))) {
-      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
-      goto cleanup;
-    }
-    if (clt_npz_get_string(names, st->class_names, size) != 0) {
-      status = clt_fail(e, CLT_ERR_FORMAT, "%s: member data/class_names is not a string", path);
-      goto cleanup;
-    }
-  }
-  const clt_npz_array *json = clt_npz_find(z, "model/keras_json");
-  if (json) {
-    const size_t size = json->bytes + 1;
-    if (!(st->keras_json = malloc(size))) {
-      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
-      goto cleanup;
-    }
-    if (clt_npz_get_string(json, st->keras_json, size) != 0) {
-      status = clt_fail(e, CLT_ERR_FORMAT, "%s: member model/keras_json is not a string", path);
-      goto cleanup;
-    }
-  }
+  if ((status = load_string(path, z, used, "data/class_names", &st->class_names, e)) ||
+      (status = load_string(path, z, used, "model/keras_json", &st->keras_json, e)))
+    goto cleanup;
   if (st->iterations < 0 || st->epoch < 0 || st->save_counter < 1) {
     status = clt_fail(e, CLT_ERR_FORMAT, "%s: negative step, epoch or save counter", path);
+    goto cleanup;
+  }
+  if (st->epoch_step < 0 || st->epoch_step > st->iterations) {
+    status = clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: member data/epoch_step is %lld, outside 0..%lld (the steps taken)", path,
+                      (long long)st->epoch_step, (long long)st->iterations);
+    goto cleanup;
+  }
+  if (st->epoch_step > 0 && (status = load_epoch_sums(path, z, used, st, e))) goto cleanup;
+  /* Exactly the members expected, as Keras refuses a weights file that does not
+   * match: anything else means the file is not what it claims to be. */
+  for (int i = 0; i < clt_npz_count(z); i++) {
+    if (used[i]) continue;
+    char shown[160];
+    printable(shown, sizeof shown, clt_npz_at(z, i)->name);
+    status = clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: unexpected member %s (not part of a checkpoint of model %s%s%s)", path,
+                      shown, m->name, with_optimizer ? " trained with " : "",
+                      with_optimizer ? clt_optimizer_name(st->optimizer.kind) : "");
     goto cleanup;
   }
 
 cleanup:
   clt_npz_free(z);
+  free(used);
   if (status) clt_checkpoint_free(st);
   return status;
 }
@@ -691,6 +962,8 @@ void clt_checkpoint_free(clt_checkpoint *st) {
   }
   free(st->class_names);
   free(st->keras_json);
+  free(st->epoch_sums);
   st->class_names = NULL;
   st->keras_json = NULL;
+  st->epoch_sums = NULL;
 }

@@ -12,6 +12,22 @@
  * 0.01, "momentum": 0.9, ...}) and cltrain version. Checkpoints without an
  * optimizer in their metadata (older cltrain) hold Adam's state.
  *
+ * A save in the middle of an epoch also records how far into epoch `epoch + 1`
+ * it is: "data/epoch_step" (int64 scalar, optimizer steps already taken in that
+ * epoch; 0 at an epoch boundary, and 0 when absent, as in older checkpoints) and,
+ * when that is above 0, "data/epoch_sums" (float64, shape (epoch_step, 2): each of
+ * those steps' summed loss and count of correct predictions, so the epoch's
+ * figures come out as if it had not been interrupted).
+ * Optional members: "data/class_names", "model/keras_json", "data/epoch_step",
+ * "data/epoch_sums"; everything else listed above is required (the slot
+ * variables only when the optimizer is loaded, i.e. not for evaluation).
+ *
+ * Loading trusts nothing: a member the model does not expect is refused (as Keras
+ * refuses a weights file that does not match), and so is any parameter, slot
+ * variable, moving statistic or epoch sum that is NaN or infinite, naming the
+ * member and the first bad index. The index may name only a file of its own
+ * folder.
+ *
  * Saves are atomic: temp file, fsync, rename, fsync of the folder; then the
  * index the same way; old checkpoints are removed only after the index names
  * the new one. A crash at any instant leaves the previous index and the file
@@ -44,11 +60,22 @@ typedef struct clt_checkpoint {
                         "data/class_names"; NULL when trained on IDX files */
   char *keras_json;  /* a model file's text, as member "model/keras_json" (the model
                         itself is rebuilt from the architecture); NULL otherwise */
+  /* Optimizer steps already done in the unfinished epoch epoch + 1 (member
+   * "data/epoch_step"); 0 at an epoch boundary and in older checkpoints. */
+  int64_t epoch_step;
+  /* epoch_step x 2 doubles: each of those steps' summed loss and correct count
+   * (member "data/epoch_sums", written only when epoch_step > 0). The caller fills
+   * it for a save; a load allocates it (NULL when epoch_step is 0), and
+   * clt_checkpoint_free frees it. */
+  double *epoch_sums;
 } clt_checkpoint;
 
 /* Saves st as the next checkpoint in dir (created if missing): K is one more than
  * the largest ckpt-K.npz already there. Keeps the newest `keep` (0: all).
- * st->save_counter is set to K. path_out (may be NULL) receives the file written. */
+ * st->save_counter is set to K. path_out (may be NULL) receives the file written.
+ * Temp files left by crashed saves are removed: this process's own, and others'
+ * only while this process holds the folder's lock (clt_checkpoint_lock), since
+ * without it another process may be writing them right now. */
 int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_checkpoint *st,
                         char *path_out, size_t path_size, clt_err *e);
 
@@ -65,11 +92,30 @@ int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e);
 
 /* Loads a checkpoint written for model m into st (arrays allocated here, free
  * with clt_checkpoint_free). Checks format version, model and architecture,
- * every member's presence, dtype and shape. with_optimizer = 0 skips the
- * optimizer and its state (evaluation). */
+ * every member's presence, dtype and shape, that every value is finite and that
+ * there is no member the model does not expect. with_optimizer = 0 skips the
+ * optimizer and its state (evaluation): its slot variables are then optional,
+ * but checked when present. */
 int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer,
                         clt_checkpoint *st, clt_err *e);
 void clt_checkpoint_free(clt_checkpoint *st);
+
+/* Takes the checkpoint folder for this process alone: an advisory flock(LOCK_EX |
+ * LOCK_NB) on DIR/.cltrain.lock, which then holds the holder's PID. The kernel
+ * drops the lock when the holder exits however it dies (kill -9 included), so a
+ * folder is never left locked. A second trainer is refused with the holder's PID.
+ * The lock file itself is left in place: removing it could let two processes lock
+ * two different files of the same name. *fd_out receives the descriptor to pass
+ * to clt_checkpoint_unlock. */
+int clt_checkpoint_lock(const char *dir, int *fd_out, clt_err *e);
+/* Releases the lock (fd < 0: nothing to do). */
+void clt_checkpoint_unlock(int fd);
+
+/* Whether name is a member that a checkpoint of model m holds besides m's weights
+ * (optimizer slot variables of its trainable parameters, counters, metadata,
+ * data/... and model/keras_json): --weights accepts a checkpoint as a weights file
+ * and ignores them. */
+int clt_checkpoint_extra_member(const clt_model *m, const char *name);
 
 /* Test hook: when > 0, the save fails on purpose just before its n-th file-system
  * step (1: write temp file, 2: rename it, 3: sync folder, 4: write temp index,

@@ -153,6 +153,17 @@ int clt_cluster_allgather(clt_cluster *c, const void *mine, size_t bytes, void *
   return CLT_OK;
 }
 
+int clt_cluster_any(clt_cluster *c, int *flag, clt_err *e) {
+  if (clt_cluster_size(c) == 1) return CLT_OK;
+#ifdef CLT_HAVE_MPI
+  int rc = MPI_Allreduce(MPI_IN_PLACE, flag, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "all-reduce of a flag");
+#endif
+  (void)flag;
+  (void)e;
+  return CLT_OK;
+}
+
 int clt_cluster_bcast(clt_cluster *c, void *buf, size_t bytes, clt_err *e) {
   if (clt_cluster_size(c) == 1) return CLT_OK;
 #ifdef CLT_HAVE_MPI

@@ -38,6 +38,9 @@ const char *clt_cluster_note(const clt_cluster *c);
 
 /* Every process contributes `bytes` bytes; all[r * bytes ...] gets rank r's. */
 int clt_cluster_allgather(clt_cluster *c, const void *mine, size_t bytes, void *all, clt_err *e);
+/* *flag becomes 1 in every process if it is non-zero in any (no allocation: it
+ * runs every step). */
+int clt_cluster_any(clt_cluster *c, int *flag, clt_err *e);
 /* Rank 0's `bytes` bytes at buf go to every process. */
 int clt_cluster_bcast(clt_cluster *c, void *buf, size_t bytes, clt_err *e);
 

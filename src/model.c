@@ -326,6 +326,14 @@ static int place_layers(clt_model *m, clt_err *e) {
       in[k] = l->inputs[k] < 0 ? m->input : m->layers[l->inputs[k]].out;
     int status = l->ops->setup(l, in, e);
     if (status) return status;
+    const clt_shape o = l->out;
+    if (o.h < 1 || o.w < 1 || o.c < 1 || o.h > CLT_MODEL_MAX_SIDE || o.w > CLT_MODEL_MAX_SIDE ||
+        (int64_t)o.h * o.w * o.c > CLT_MODEL_MAX_VALUES) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: output %dx%dx%d is outside what cltrain handles (sides 1 to %d, at "
+                      "most %lld values per example)",
+                      l->name, o.h, o.w, o.c, CLT_MODEL_MAX_SIDE, (long long)CLT_MODEL_MAX_VALUES);
+    }
   }
   size_t offset = 0;
   for (int pass = 0; pass < 2; pass++) {
@@ -351,6 +359,18 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
   clt_pad pad = {0, 0, 0, 0};
   char pad_name[32] = "";
   memset(m, 0, sizeof *m);
+  /* A description read from a file (a checkpoint's metadata) may say anything:
+   * sizes out of range would wrap every size computed from them. */
+  if (input.h < 1 || input.w < 1 || input.c < 1 || input.h > CLT_MODEL_MAX_SIDE ||
+      input.w > CLT_MODEL_MAX_SIDE || input.c > CLT_MODEL_MAX_CHANNELS) {
+    return clt_fail(e, CLT_ERR_FORMAT, "model %s: input %dx%dx%d is outside 1x1x1 .. %dx%dx%d",
+                    name, input.h, input.w, input.c, CLT_MODEL_MAX_SIDE, CLT_MODEL_MAX_SIDE,
+                    CLT_MODEL_MAX_CHANNELS);
+  }
+  if (classes < 1 || classes > CLT_MODEL_MAX_CLASSES) {
+    return clt_fail(e, CLT_ERR_FORMAT, "model %s: %d classes is outside 1 .. %d", name, classes,
+                    CLT_MODEL_MAX_CLASSES);
+  }
   snprintf(m->name, sizeof m->name, "%s", name);
   m->input = input;
   m->classes = classes;

@@ -9,6 +9,12 @@
 #include "source.h" /* clt_preprocess: how the uint8 images become the network's input */
 
 #define CLT_MAX_LAYERS 256 /* ResNet50 takes 125 (padding and activations folded in) */
+/* Bounds on what a model description may declare (clt_model_parse; the side
+ * bound, CLT_MODEL_MAX_SIDE, is in layer.h) and on any layer's output per
+ * example (1 GiB of floats), so no size computed from them overflows. */
+#define CLT_MODEL_MAX_CHANNELS 4096
+#define CLT_MODEL_MAX_CLASSES 1000000
+#define CLT_MODEL_MAX_VALUES ((int64_t)1 << 28)
 
 /* A directed acyclic graph of layers, stored so that every layer's inputs come
  * before it; the last layer outputs the logits. */

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "fault.h"
+
 #define CHECK_BLOCK 4096 /* floats per partial count of the gradient check */
 
 static int alloc_floats(clt_net *net, size_t n, const char *what, cl_mem *out, clt_err *e) {
@@ -152,6 +154,7 @@ size_t clt_net_bytes(const clt_model *m, int max_batch, int train) {
 
 static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int train,
                   clt_net **out, clt_err *e);
+static void release(clt_net *net);
 
 /* The moving statistics (BatchNormalization's) in runs of one momentum each: the
  * update runs one kernel per run, so layers may differ (Keras allows it) while the
@@ -283,11 +286,15 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   return CLT_OK;
 
 cleanup:
-  clt_net_destroy(net);
+  release(net);
   return status;
 }
 
 void clt_net_destroy(clt_net *net) {
+  if (net && !(net->replica && net->replica->hung)) release(net); /* see clt_replica.hung */
+}
+
+static void release(clt_net *net) {
   if (!net) return;
   if (net->replica && net->replica->queue) clFinish(net->replica->queue);
   cl_mem *all[] = {&net->params,  &net->grads,   &net->opt_state[0], &net->opt_state[1],
@@ -317,8 +324,11 @@ static int write_buffer(clt_net *net, cl_mem dst, const void *src, size_t bytes,
 
 static int read_buffer(clt_net *net, cl_mem src, void *dst, size_t bytes, const char *what,
                        clt_err *e) {
-  cl_int rc = clEnqueueReadBuffer(net->replica->queue, src, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
-  return rc ? clt_replica_fail(net->replica, e, rc, what) : CLT_OK;
+  clt_replica *r = net->replica;
+  if (clt_fault_hit(r->index, r->step, CLT_FAULT_READ))
+    return clt_replica_fail_injected(r, e, CL_OUT_OF_RESOURCES, what);
+  cl_int rc = clEnqueueReadBuffer(r->queue, src, CL_TRUE, 0, bytes, dst, 0, NULL, NULL);
+  return rc ? clt_replica_fail(r, e, rc, what) : CLT_OK;
 }
 
 int clt_net_write_params(clt_net *net, const float *flat, clt_err *e) {
@@ -510,6 +520,9 @@ int clt_net_read_logits(clt_net *net, int count, float *out, clt_err *e) {
     return clt_fail(e, CLT_ERR_INTERNAL, "logits of %d examples, batch %d", count, net->max_batch);
   if (count == 0) return CLT_OK;
   const size_t bytes = (size_t)count * m->classes * sizeof(float);
+  clt_replica *r = net->replica;
+  if (clt_fault_hit(r->index, r->step, CLT_FAULT_READ))
+    return clt_replica_fail_injected(r, e, CL_OUT_OF_RESOURCES, "reading logits");
   cl_int rc = clEnqueueReadBuffer(net->replica->queue, net->act[m->nlayers - 1], CL_FALSE, 0, bytes,
                                   out, 0, NULL, NULL);
   return rc ? clt_replica_fail(net->replica, e, rc, "reading logits") : CLT_OK;

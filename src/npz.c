@@ -1,4 +1,5 @@
-/* NumPy .npz archives: a zip of stored (uncompressed) .npy members.
+/* NumPy .npz archives: a zip of .npy members, stored (numpy.savez) or deflated
+ * (numpy.savez_compressed).
  *
  * The writer emits the plainest zip there is (PKZIP 2.0, method 0, sizes and
  * CRC-32 in the local headers, no data descriptors, no zip64, fixed DOS
@@ -10,6 +11,11 @@
  * written with data descriptors or with a zip64 extra field in the local
  * header (numpy.savez always writes one) are accepted; zip64 end records and
  * central-directory extra fields are understood too, for archives over 4 GiB.
+ * A deflated member is inflated into a buffer of exactly the size its .npy header
+ * and its zip entry both declare, checked before anything that large is
+ * allocated and never exceeded (no deflate bomb). Member names that could
+ * escape a folder if the archive were extracted ("..", a leading '/', a
+ * backslash) are refused outright.
  *
  * Arrays returned by the reader point into the archive's single buffer, at
  * whatever offset the member has in the file: data is NOT aligned for its
@@ -64,10 +70,19 @@ static const char NPY_MAGIC[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 #define CRC_CHUNK (1u << 30)
 
 struct clt_npz {
-  unsigned char *buf; /* the whole file; the arrays' data point into it */
+  unsigned char *buf; /* the whole file; stored arrays' data point into it */
   clt_npz_array *arrays;
+  unsigned char **inflated; /* per member: its inflated .npy if deflated, else NULL */
   int n;
 };
+
+/* Deflate's largest possible expansion is 1032 bytes out per byte in (zlib's
+ * FAQ): a deflated member declaring a larger size lies, and is refused before
+ * anything is allocated. */
+#define DEFLATE_MAX_RATIO 1032u
+/* Bytes of a deflated member inflated first to read its .npy header: the
+ * longest version 1.0 header (65535 bytes after a 10-byte preamble) fits. */
+#define NPY_PEEK (10 + 0xFFFF)
 
 /* ---- helpers shared by writer and reader ---- */
 
@@ -99,7 +114,9 @@ static uint32_t crc_bytes(uint32_t crc, const unsigned char *p, size_t n) {
  * unsupported. "<U<n>" needs a canonical n >= 1, as numpy writes it. */
 static size_t dtype_itemsize(const char *d, size_t len) {
   if (len == 3 && memcmp(d, "<f4", 3) == 0) return 4;
-  if (len == 3 && (memcmp(d, "<i8", 3) == 0 || memcmp(d, "<u8", 3) == 0)) return 8;
+  if (len == 3 &&
+      (memcmp(d, "<f8", 3) == 0 || memcmp(d, "<i8", 3) == 0 || memcmp(d, "<u8", 3) == 0))
+    return 8;
   if (len < 3 || d[0] != '<' || d[1] != 'U' || d[2] == '0') return 0;
   size_t n = 0;
   for (size_t i = 2; i < len; i++) {
@@ -147,6 +164,17 @@ static void show(char *out, size_t size, const void *text, size_t len) {
   out[k] = '\0';
 }
 
+/* Why a member name (len bytes) could escape the folder it were extracted to, or
+ * NULL if it cannot: cltrain never writes such names and refuses to read them. */
+static const char *unsafe_name(const char *name, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if (name[i] == '\\') return "has a backslash";
+    if (name[i] == '.' && i + 1 < len && name[i + 1] == '.') return "contains '..'";
+  }
+  if (len > 0 && name[0] == '/') return "starts with '/'";
+  return NULL;
+}
+
 static int cmp_names(const void *x, const void *y) {
   const clt_npz_array *a = *(const clt_npz_array *const *)x;
   const clt_npz_array *b = *(const clt_npz_array *const *)y;
@@ -190,6 +218,9 @@ static int check_array(const char *path, int i, const clt_npz_array *a, clt_err 
                     sizeof a->name - 1);
   show(shown, sizeof shown, a->name, strlen(a->name));
   if (!a->name[0]) return clt_fail(e, CLT_ERR_ARG, "%s: array %d: empty name", path, i);
+  const char *unsafe = unsafe_name(a->name, strlen(a->name));
+  if (unsafe)
+    return clt_fail(e, CLT_ERR_ARG, "%s: array %s: unsafe name (%s)", path, shown, unsafe);
   if (!memchr(a->dtype, '\0', sizeof a->dtype) || !dtype_itemsize(a->dtype, strlen(a->dtype))) {
     char dt[40];
     show(dt, sizeof dt, a->dtype, strnlen(a->dtype, sizeof a->dtype));
@@ -593,16 +624,19 @@ static int hdr_shape(hdr *h, int64_t *dims, int *rank) {
   return 0;
 }
 
-/* Parses the .npy file d[0..n) (a member's data) into a. */
-static int parse_npy(const char *path, const char *member, const unsigned char *d, size_t n,
-                     clt_npz_array *a, clt_err *e) {
-  if (n < 10 || memcmp(d, NPY_MAGIC, sizeof NPY_MAGIC) != 0)
+/* Parses the header of the .npy file d[0..n) (a member's data; only its first
+ * `avail` bytes need be there) into a's dtype, rank and dims; *start receives
+ * where the data begins and *want the bytes the shape needs. */
+static int parse_npy_header(const char *path, const char *member, const unsigned char *d, size_t n,
+                            size_t avail, clt_npz_array *a, size_t *start, size_t *want,
+                            clt_err *e) {
+  if (avail < 10 || memcmp(d, NPY_MAGIC, sizeof NPY_MAGIC) != 0)
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: not a .npy file (bad magic)", path, member);
   size_t hlen, hoff;
   if (d[6] == 1 && d[7] == 0) { /* 2.0 and 3.0 (UTF-8 header) have a 4-byte length */
     hlen = le16(d + 8);
     hoff = 10;
-  } else if ((d[6] == 2 || d[6] == 3) && d[7] == 0 && n >= 12) {
+  } else if ((d[6] == 2 || d[6] == 3) && d[7] == 0 && avail >= 12) {
     hlen = le32(d + 8);
     hoff = 12;
   } else {
@@ -613,6 +647,9 @@ static int parse_npy(const char *path, const char *member, const unsigned char *
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: member %s: .npy header length %zu exceeds the member (%zu bytes)", path,
                     member, hlen, n);
+  if (hlen > avail - hoff) /* only for deflated members, whose first NPY_PEEK bytes are read */
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: .npy header of %zu bytes is too long", path,
+                    member, hlen);
 
   hdr h = {d + hoff, 0, hlen};
   const unsigned char *descr = NULL;
@@ -679,21 +716,16 @@ static int parse_npy(const char *path, const char *member, const unsigned char *
   if (fortran)
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: fortran_order True is not supported", path,
                     member);
-  char shape[CLT_NPZ_MAX_RANK * 24 + 8];
-  format_shape(dims, rank, shape, sizeof shape);
-  size_t want, have = n - hoff - hlen;
-  if (array_bytes(dims, rank, itemsize, &want))
+  if (array_bytes(dims, rank, itemsize, want)) {
+    char shape[CLT_NPZ_MAX_RANK * 24 + 8];
+    format_shape(dims, rank, shape, sizeof shape);
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: shape %s is too large", path, member, shape);
-  if (want != have)
-    return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: member %s: data is %zu bytes, shape %s of %.*s needs %zu", path, member,
-                    have, shape, (int)descr_len, (const char *)descr, want);
+  }
   memcpy(a->dtype, descr, descr_len);
   a->dtype[descr_len] = '\0';
   a->rank = rank;
   memcpy(a->dims, dims, (size_t)rank * sizeof dims[0]);
-  a->data = d + hoff + hlen;
-  a->bytes = have;
+  *start = hoff + hlen;
   return CLT_OK;
 
 bad_header:
@@ -701,9 +733,149 @@ bad_header:
                   path, member, what, h.i, hlen);
 }
 
-/* Checks central directory entry i at b[*p..dir end) and its member; fills a. */
+/* Parses the .npy file d[0..n) (a member's data) into a. */
+static int parse_npy(const char *path, const char *member, const unsigned char *d, size_t n,
+                     clt_npz_array *a, clt_err *e) {
+  size_t start = 0, want = 0;
+  int status = parse_npy_header(path, member, d, n, n, a, &start, &want, e);
+  if (status) return status;
+  if (want != n - start) {
+    char shape[CLT_NPZ_MAX_RANK * 24 + 8];
+    format_shape(a->dims, a->rank, shape, sizeof shape);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: data is %zu bytes, shape %s of %s needs %zu",
+                    path, member, n - start, shape, a->dtype, want);
+  }
+  a->data = d + start;
+  a->bytes = want;
+  return CLT_OK;
+}
+
+/* Raw deflate data in[0..in_len) inflated into out[0..out_len). With peeked
+ * NULL the stream must end exactly there (out_len is the declared size); else
+ * as much as fits is inflated (the header, read first) and *peeked says how
+ * much. Nothing is written beyond out: one spare byte shows a longer stream. */
+static int inflate_into(const char *path, const char *member, const unsigned char *in,
+                        uint64_t in_len, unsigned char *out, size_t out_len, size_t *peeked,
+                        clt_err *e) {
+  const int partial = peeked != NULL;
+  z_stream s;
+  memset(&s, 0, sizeof s);
+  if (inflateInit2(&s, -MAX_WBITS) != Z_OK) /* raw deflate: zip has no zlib header */
+    return clt_fail(e, CLT_ERR_NOMEM, "%s: member %s: cannot start zlib", path, member);
+  int rc = Z_OK, probing = 0;
+  uint64_t in_left = in_len;
+  size_t out_left = out_len;
+  unsigned char spare;
+  s.next_out = out;
+  /* avail_in and avail_out are uInt: feed and drain in pieces */
+  while (rc == Z_OK) {
+    if (s.avail_in == 0 && in_left > 0) {
+      s.next_in = (unsigned char *)(in + (in_len - in_left)); /* zlib never writes input */
+      s.avail_in = in_left > CRC_CHUNK ? CRC_CHUNK : (uInt)in_left;
+      in_left -= s.avail_in;
+    }
+    if (s.avail_out == 0) {
+      if (out_left > 0) {
+        s.avail_out = out_left > CRC_CHUNK ? CRC_CHUNK : (uInt)out_left;
+        out_left -= s.avail_out;
+      } else if (!partial && !probing) { /* out is full: the stream must end now */
+        s.next_out = &spare;
+        s.avail_out = 1;
+        probing = 1;
+      } else {
+        break;
+      }
+    }
+    rc = inflate(&s, Z_NO_FLUSH);
+    if (rc == Z_BUF_ERROR && s.avail_in == 0 && in_left == 0) break; /* input used up */
+    if (rc == Z_BUF_ERROR) rc = Z_OK;
+  }
+  const size_t got = (size_t)s.total_out;
+  const char *why = s.msg;
+  inflateEnd(&s);
+  if (partial) *peeked = got;
+  if (rc == Z_STREAM_END && (got == out_len || partial)) return CLT_OK;
+  if (rc == Z_MEM_ERROR)
+    return clt_fail(e, CLT_ERR_NOMEM, "%s: member %s: out of memory inflating", path, member);
+  if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: corrupt deflate data (%s)", path, member,
+                    why ? why : zError(rc));
+  if (got > out_len)
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member %s: inflates to more than the %zu bytes declared; stopped there",
+                    path, member, out_len);
+  if (got == out_len && partial) return CLT_OK; /* the header was all that was asked for */
+  if (got == out_len)
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: member %s: deflate data does not end after the %zu bytes declared", path,
+                    member, out_len);
+  if (partial) /* neither the end of the stream nor of out: the input ran out */
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: deflate data is cut short after %zu bytes",
+                    path, member, got);
+  return clt_fail(e, CLT_ERR_FORMAT,
+                  "%s: member %s: deflate data ends after %zu of the %zu bytes declared", path,
+                  member, got, out_len);
+}
+
+/* Inflates a deflated member (csize bytes at in) whose zip entry declares usize
+ * bytes into a new buffer *out: its .npy header is read first from at most
+ * NPY_PEEK bytes, and the buffer is allocated only once header and zip entry
+ * agree on the size. */
+static int inflate_member(const char *path, const char *member, const unsigned char *in,
+                          uint64_t csize, uint64_t usize, unsigned char **out, clt_err *e) {
+  int status = CLT_OK;
+  unsigned char *peek = NULL, *buf = NULL;
+  *out = NULL;
+  if (usize > (uint64_t)DEFLATE_MAX_RATIO * csize + 64 || usize >= SIZE_MAX) {
+    status = clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: member %s: declares %llu bytes deflated into %llu, more than deflate "
+                      "can expand to",
+                      path, member, (unsigned long long)usize, (unsigned long long)csize);
+    goto cleanup;
+  }
+  const size_t n = (size_t)usize, peek_len = n < NPY_PEEK ? n : NPY_PEEK;
+  if (!(peek = malloc(peek_len + 1))) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "%s: member %s: out of memory", path, member);
+    goto cleanup;
+  }
+  size_t got = 0;
+  if ((status = inflate_into(path, member, in, csize, peek, peek_len, &got, e))) goto cleanup;
+  clt_npz_array header;
+  size_t start = 0, want = 0;
+  if ((status = parse_npy_header(path, member, peek, n, got, &header, &start, &want, e))) {
+    if (got < peek_len) /* the stream ended inside the header: say that */
+      status = clt_fail(e, CLT_ERR_FORMAT,
+                        "%s: member %s: deflate data ends after %zu of the %zu bytes declared",
+                        path, member, got, n);
+    goto cleanup;
+  }
+  if (n - start != want) {
+    char shape[CLT_NPZ_MAX_RANK * 24 + 8];
+    format_shape(header.dims, header.rank, shape, sizeof shape);
+    status = clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: member %s: zip entry declares %zu bytes, the .npy header (shape %s of "
+                      "%s) %zu",
+                      path, member, n, shape, header.dtype, start + want);
+    goto cleanup;
+  }
+  if (!(buf = malloc(n + 1))) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "%s: member %s: out of memory inflating %zu bytes", path,
+                      member, n);
+    goto cleanup;
+  }
+  if ((status = inflate_into(path, member, in, csize, buf, n, NULL, e))) goto cleanup;
+  *out = buf;
+  buf = NULL;
+cleanup:
+  free(peek);
+  free(buf);
+  return status;
+}
+
+/* Checks central directory entry i at b[*p..dir end) and its member; fills a.
+ * A deflated member is inflated into *inflated (a's data then points into it). */
 static int read_member(const char *path, const unsigned char *b, const zip_dir *dir, int i,
-                       uint64_t *p, clt_npz_array *a, clt_err *e) {
+                       uint64_t *p, clt_npz_array *a, unsigned char **inflated, clt_err *e) {
   uint64_t end = dir->offset + dir->size;
   const unsigned char *c = b + *p;
   if (end - *p < CENTRAL_LEN || le32(c) != SIG_CENTRAL)
@@ -720,6 +892,9 @@ static int read_member(const char *path, const unsigned char *b, const zip_dir *
 
   char member[160];
   show(member, sizeof member, name, name_len);
+  const char *unsafe = unsafe_name((const char *)name, name_len);
+  if (unsafe)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: unsafe name (%s)", path, member, unsafe);
   if (name_len < 4 || memcmp(name + name_len - 4, ".npy", 4) != 0)
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: not a .npy file (name does not end in .npy)",
                     path, member);
@@ -732,13 +907,14 @@ static int read_member(const char *path, const unsigned char *b, const zip_dir *
   if (flags & FLAG_ENCRYPTED)
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: encrypted members are not supported", path,
                     member);
-  if (method != 0)
+  if (method != 0 && method != 8)
     return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: member %s: compressed members are not supported (method %u)", path, member,
-                    method);
+                    "%s: member %s: compression method %u is not supported (only stored and "
+                    "deflate)",
+                    path, member, method);
   if (zip64_extra(name + name_len, extra_len, &usize, &csize, &offset))
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s: corrupt zip64 extra field", path, member);
-  if (csize != usize)
+  if (method == 0 && csize != usize)
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: member %s: stored member has compressed size %llu != size %llu", path,
                     member, (unsigned long long)csize, (unsigned long long)usize);
@@ -760,19 +936,25 @@ static int read_member(const char *path, const unsigned char *b, const zip_dir *
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: member %s: local header does not match the central directory", path,
                     member);
-  if (dir->offset - data < usize)
+  if (dir->offset - data < csize)
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: member %s: data (%llu bytes at offset %llu) runs past the data area", path,
-                    member, (unsigned long long)usize, (unsigned long long)data);
+                    member, (unsigned long long)csize, (unsigned long long)data);
 
-  uint32_t got = crc_bytes(0, b + data, (size_t)usize);
+  const unsigned char *npy = b + data;
+  if (method == 8) {
+    int status = inflate_member(path, member, npy, csize, usize, inflated, e);
+    if (status) return status;
+    npy = *inflated;
+  }
+  uint32_t got = crc_bytes(0, npy, (size_t)usize);
   if (got != crc)
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: member %s: CRC-32 mismatch (stored 0x%08x, computed 0x%08x)", path, member,
                     (unsigned)crc, (unsigned)got);
   memcpy(a->name, name, base_len);
   a->name[base_len] = '\0';
-  return parse_npy(path, member, b + data, (size_t)usize, a, e);
+  return parse_npy(path, member, npy, (size_t)usize, a, e);
 }
 
 int clt_npz_read(const char *path, clt_npz **out, clt_err *e) {
@@ -790,15 +972,17 @@ int clt_npz_read(const char *path, clt_npz **out, clt_err *e) {
   if ((status = read_whole_file(path, &z->buf, &size, e))) goto cleanup;
   if ((status = find_directory(path, z->buf, size, &dir, e))) goto cleanup;
   z->arrays = calloc(dir.entries ? (size_t)dir.entries : 1, sizeof *z->arrays);
-  if (!z->arrays) {
+  z->inflated = calloc(dir.entries ? (size_t)dir.entries : 1, sizeof *z->inflated);
+  if (!z->arrays || !z->inflated) {
     status = clt_fail(e, CLT_ERR_NOMEM, "%s: out of memory for %llu members", path,
                       (unsigned long long)dir.entries);
     goto cleanup;
   }
   uint64_t p = dir.offset;
   for (int i = 0; i < (int)dir.entries; i++) {
-    if ((status = read_member(path, z->buf, &dir, i, &p, &z->arrays[i], e))) goto cleanup;
-    z->n = i + 1;
+    z->n = i + 1; /* before reading: z->inflated[i] is freed whatever happens */
+    if ((status = read_member(path, z->buf, &dir, i, &p, &z->arrays[i], &z->inflated[i], e)))
+      goto cleanup;
   }
   if (p != dir.offset + dir.size) {
     status = clt_fail(e, CLT_ERR_FORMAT,
@@ -824,6 +1008,30 @@ cleanup:
 
 int clt_npz_count(const clt_npz *z) { return z ? z->n : 0; }
 
+int clt_npz_check_finite(const char *path, const clt_npz_array *a, clt_err *e) {
+  const int f8 = strcmp(a->dtype, "<f8") == 0;
+  if (!f8 && strcmp(a->dtype, "<f4") != 0) return CLT_OK;
+  const unsigned char *d = a->data;
+  const size_t item = f8 ? 8 : 4, n = a->bytes / item;
+  for (size_t i = 0; i < n; i++) {
+    /* All exponent bits set: an infinity (zero mantissa) or a NaN. */
+    const uint64_t bits = f8 ? le64(d + 8 * i) : le32(d + 4 * i);
+    const uint64_t expo = f8 ? 0x7FF0000000000000ull : 0x7F800000u;
+    const uint64_t mant = f8 ? 0x000FFFFFFFFFFFFFull : 0x007FFFFFu;
+    if ((bits & expo) != expo) continue;
+    const int negative = f8 ? (int)(bits >> 63) : (int)(bits >> 31 & 1);
+    char shown[160];
+    show(shown, sizeof shown, a->name, strnlen(a->name, sizeof a->name));
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s holds a non-finite value (%s at index %zu)",
+                    path, shown,
+                    bits & mant ? "NaN"
+                    : negative  ? "-Inf"
+                                : "+Inf",
+                    i);
+  }
+  return CLT_OK;
+}
+
 const clt_npz_array *clt_npz_at(const clt_npz *z, int i) {
   return z && i >= 0 && i < z->n ? &z->arrays[i] : NULL;
 }
@@ -836,6 +1044,8 @@ const clt_npz_array *clt_npz_find(const clt_npz *z, const char *name) {
 
 void clt_npz_free(clt_npz *z) {
   if (!z) return;
+  for (int i = 0; z->inflated && i < z->n; i++) free(z->inflated[i]);
+  free(z->inflated);
   free(z->arrays);
   free(z->buf);
   free(z);

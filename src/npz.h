@@ -1,5 +1,6 @@
 /* NumPy .npz archives (zip, stored members, CRC-32 written and verified), the
- * checkpoint format: `numpy.load(path, allow_pickle=False)` reads them. */
+ * checkpoint format: `numpy.load(path, allow_pickle=False)` reads them. The
+ * reader also takes numpy.savez_compressed's deflated members. */
 #ifndef CLT_NPZ_H
 #define CLT_NPZ_H
 
@@ -10,8 +11,8 @@
 
 #define CLT_NPZ_MAX_RANK 8
 
-/* Supported dtypes: "<f4" (float32), "<i8" (int64), "<u8" (uint64), and "<U<n>"
- * (a unicode string of n characters, stored UTF-32LE as numpy does). */
+/* Supported dtypes: "<f4" (float32), "<f8" (float64), "<i8" (int64), "<u8" (uint64),
+ * and "<U<n>" (a unicode string of n characters, stored UTF-32LE as numpy does). */
 typedef struct clt_npz_array {
   char name[128]; /* member name without ".npy", e.g. "conv2d/kernel" */
   char dtype[16];
@@ -34,10 +35,17 @@ typedef struct clt_npz clt_npz; /* an archive read into memory */
 
 /* Reads the whole archive, verifying the zip structure, each member's CRC-32 and
  * .npy header (dtype among the supported ones, C order, shape matching the data
- * size). Errors name the path and the member. */
+ * size). Members may be stored or deflated; a deflated one must inflate to
+ * exactly the size its zip entry and .npy header declare. Member names with
+ * "..", a leading '/' or a backslash are refused (the writer refuses them too).
+ * Errors name the path and the member. */
 int clt_npz_read(const char *path, clt_npz **out, clt_err *e);
 int clt_npz_count(const clt_npz *z);
 const clt_npz_array *clt_npz_at(const clt_npz *z, int i);
+/* CLT_OK unless float array a ("<f4" or "<f8"; other dtypes pass) holds a NaN or
+ * an infinity: then CLT_ERR_FORMAT with "PATH: member NAME holds a non-finite
+ * value (NaN at index 7)" (or +Inf, -Inf), the first one in C order. */
+int clt_npz_check_finite(const char *path, const clt_npz_array *a, clt_err *e);
 /* NULL if absent. */
 const clt_npz_array *clt_npz_find(const clt_npz *z, const char *name);
 void clt_npz_free(clt_npz *z);

@@ -1,6 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "report.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,10 +87,13 @@ void clt_report_build_logs(const clt_trainer *t) {
 
 void clt_report_ready(const clt_report *r, double setup_seconds, double launch_seconds) {
   if (r->verbose) clt_report_build_logs(r->trainer);
+  const double probe = clt_trainer_probe_seconds(r->trainer);
+  char what[64] = "kernels, buffers, data upload";
+  if (probe > 0)
+    snprintf(what + strlen(what), sizeof what - strlen(what), ", speed probe %.1fs", probe);
   fprintf(r->out,
-          "Set-up (kernels, buffers, data upload): %.1fs, %.1fs from launch to the first step; "
-          "device memory per replica:",
-          setup_seconds, launch_seconds);
+          "Set-up (%s): %.1fs, %.1fs from launch to the first step; device memory per replica:",
+          what, setup_seconds, launch_seconds);
   for (int i = 0; i < clt_trainer_total_replicas(r->trainer); i++) {
     const clt_replica_info *info = clt_trainer_replica_info(r->trainer, i);
     fprintf(r->out, "%s %.0f MiB (network %.0f MiB)", i ? "," : "", info->alloc_bytes / 1048576.0,
@@ -115,11 +119,12 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static void write_log(const clt_report *r, const clt_epoch_record *rec) {
+static int write_log(const clt_report *r, const clt_epoch_record *rec, clt_err *e) {
   FILE *log = r->log;
   const clt_epoch_result *res = &rec->train;
   const long examples = r->data->ntrain;
-  char tl[32] = "null", ta[32] = "null"; /* no test set: JSON null, not nan */
+  const double trained = (double)res->examples; /* fewer in a resumed epoch's pass */
+  char tl[32] = "null", ta[32] = "null";        /* no test set: JSON null, not nan */
   if (!isnan(rec->test_loss)) snprintf(tl, sizeof tl, "%.6f", rec->test_loss);
   if (!isnan(rec->test_acc)) snprintf(ta, sizeof ta, "%.4f", rec->test_acc * 100);
   fprintf(log,
@@ -128,7 +133,7 @@ static void write_log(const clt_report *r, const clt_epoch_record *rec) {
           "\"images_per_second\": %.1f, \"train_examples\": %ld, \"global_batch\": %d, "
           "\"data_wait_seconds\": %.3f, \"model\": ",
           rec->epoch, res->train_loss, res->train_acc * 100, tl, ta, rec->seconds, res->seconds,
-          examples / res->seconds, examples, clt_trainer_global_batch(r->trainer),
+          trained / res->seconds, examples, clt_trainer_global_batch(r->trainer),
           res->data_wait_seconds);
   json_string(log, r->model->name);
   const int processes = clt_trainer_processes(r->trainer);
@@ -150,12 +155,20 @@ static void write_log(const clt_report *r, const clt_epoch_record *rec) {
     const clt_replica_stats *st = &res->replicas[i];
     fprintf(log,
             ", \"examples\": %ld, \"share\": %.4f, \"examples_per_second\": %.1f, "
-            "\"busy_seconds\": %.3f, \"compute_seconds\": %.3f}",
-            st->examples, (double)st->examples / examples, replica_rate(st, res->seconds),
-            st->busy_seconds, st->compute_seconds);
+            "\"busy_seconds\": %.3f, \"compute_seconds\": %.3f, \"in_step\": %s, \"left\": %d, "
+            "\"left_at_step\": %ld, \"joined\": %d, \"joined_at_step\": %ld, \"probes\": %d, "
+            "\"probe_seconds\": %.3f}",
+            st->examples, st->examples / trained, replica_rate(st, res->seconds), st->busy_seconds,
+            st->compute_seconds, st->member ? "true" : "false", st->left, st->left_step, st->joined,
+            st->joined_step, st->probes, st->probe_seconds);
   }
   fprintf(log, "]}\n");
-  fflush(log);
+  /* A full disk or /dev/full shows only here: the stream's error flag or the flush. */
+  if (fflush(log) != 0 || ferror(log)) {
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot write log: %s", r->log_path,
+                    strerror(errno ? errno : EIO));
+  }
+  return CLT_OK;
 }
 
 /* Prints the `top` largest of n (label, seconds, calls) rows. */
@@ -218,6 +231,29 @@ static void print_profile(FILE *out, const clt_replica *r, double wall) {
   }
 }
 
+/* What the epoch did to a replica's place in the step ("; left the step at step
+ * N, rejoined at step M" for the latest of each, "; out of the step" when it was
+ * out throughout) and the speed probes it ran while out. */
+static void print_membership(const clt_report *r, const clt_replica_stats *st) {
+  if (st->left && st->joined) {
+    if (st->left_step < st->joined_step)
+      fprintf(r->out, "; left the step at step %ld, rejoined at step %ld", st->left_step,
+              st->joined_step);
+    else
+      fprintf(r->out, "; rejoined the step at step %ld, left at step %ld", st->joined_step,
+              st->left_step);
+  } else if (st->left) {
+    fprintf(r->out, "; left the step at step %ld", st->left_step);
+  } else if (st->joined) {
+    fprintf(r->out, "; rejoined the step at step %ld", st->joined_step);
+  } else if (!st->member) {
+    fprintf(r->out, "; out of the step");
+  }
+  if (st->probes)
+    fprintf(r->out, "; %d speed probe%s (%.2fs)", st->probes, st->probes == 1 ? "" : "s",
+            st->probe_seconds);
+}
+
 /* Each device's share, rate and busy time (with several), and the balancer's
  * note the first time it leaves a device out. */
 static void print_devices(clt_report *r, const clt_epoch_result *res) {
@@ -228,22 +264,33 @@ static void print_devices(clt_report *r, const clt_epoch_result *res) {
     const clt_replica_stats *st = &res->replicas[i];
     char rank[32] = "";
     if (processes > 1) snprintf(rank, sizeof rank, "rank %d ", info->rank);
-    fprintf(r->out, "  %sdevice %d (%s): share %.1f%%, %ld examples, %.0f images/s, busy %.0f%%\n",
-            rank, info->device, info->name, 100.0 * st->examples / r->data->ntrain, st->examples,
+    fprintf(r->out, "  %sdevice %d (%s): share %.1f%%, %ld examples, %.0f images/s, busy %.0f%%",
+            rank, info->device, info->name, 100.0 * st->examples / res->examples, st->examples,
             replica_rate(st, res->seconds), 100.0 * st->busy_seconds / res->seconds);
-    if (clt_balancer_excluded(clt_trainer_balancer(r->trainer), i) && !r->excluded_said[i]) {
+    print_membership(r, st);
+    fprintf(r->out, "\n");
+    const clt_balancer *b = clt_trainer_balancer(r->trainer);
+    if (clt_balancer_excluded(b, i) && !r->excluded_said[i]) {
       r->excluded_said[i] = 1;
-      fprintf(
-          r->out,
-          "  note: --split auto gives device %d no examples: it is so slow that any share "
-          "would lengthen the step; it stays in the all-reduce and is re-timed on one example every 64 "
-          "steps (force a share with --split weights)\n",
-          info->device);
+      if (b->leave) {
+        fprintf(r->out,
+                "  note: --split auto left device %d out of the step: it is so slow that any "
+                "share would lengthen the step; while out it takes no part in the all-reduce or "
+                "the update, and it is re-timed between steps to rejoin (with the current state) "
+                "if it speeds up (force a share with --split weights)\n",
+                info->device);
+      } else {
+        fprintf(r->out,
+                "  note: --split auto gives device %d no examples: it is so slow that any share "
+                "would lengthen the step; it stays in the all-reduce and is re-timed on one "
+                "example every 64 steps (force a share with --split weights)\n",
+                info->device);
+      }
     }
   }
 }
 
-void clt_report_epoch(clt_report *r, const clt_epoch_record *rec) {
+int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e) {
   const clt_epoch_result *res = &rec->train;
   const clt_data *d = r->data;
   const int n = clt_trainer_total_replicas(r->trainer);
@@ -254,7 +301,7 @@ void clt_report_epoch(clt_report *r, const clt_epoch_record *rec) {
     fprintf(r->out, ", %s Loss: %.4f, %s Accuracy: %.2f", set, rec->test_loss, set,
             rec->test_acc * 100);
   }
-  fprintf(r->out, "\n  %.1fs, %.0f images/s training", rec->seconds, d->ntrain / res->seconds);
+  fprintf(r->out, "\n  %.1fs, %.0f images/s training", rec->seconds, res->examples / res->seconds);
   if (n > 1) fprintf(r->out, ", all-reduce %.2fs", res->allreduce_seconds);
   if (clt_trainer_processes(r->trainer) > 1)
     fprintf(r->out, " (%.2fs across processes)", res->cross_seconds);
@@ -265,12 +312,12 @@ void clt_report_epoch(clt_report *r, const clt_epoch_record *rec) {
   }
   fprintf(r->out, "\n");
   print_devices(r, res);
-  if (r->log) write_log(r, rec);
   for (int i = 0; i < clt_trainer_replicas(r->trainer) && r->profile; i++) {
     /* This process's replicas: their events are here. */
     print_profile(r->out, clt_trainer_replica(r->trainer, i), res->seconds);
   }
   fflush(r->out);
+  return r->log ? write_log(r, rec, e) : CLT_OK;
 }
 
 /* Seconds since the Unix epoch (TensorBoard's wall_time). */
@@ -282,14 +329,15 @@ static double unix_now(void) {
 
 /* The batch loss of every r->tb_every-th optimizer step of the pass just run, at
  * the wall time each step ended. */
-static int tensorboard_batches(clt_report *r, long first_step, clt_err *e) {
+static int tensorboard_batches(clt_report *r, const clt_epoch_result *res, long first_step,
+                               clt_err *e) {
   const double *sums = clt_trainer_step_sums(r->trainer);
   const double *times = clt_trainer_step_times(r->trainer);
   const int global = clt_trainer_global_batch(r->trainer), count = r->data->ntrain;
-  const int steps = (count + global - 1) / global;
   const double to_unix = unix_now() - clt_now_seconds();
-  for (int s = 0; s < steps; s++) {
-    const long step = first_step + s + 1;
+  /* A resumed epoch's pass began at step skipped_steps (optimizer step first_step + 1). */
+  for (int s = res->skipped_steps; s < res->steps_done; s++) {
+    const long step = first_step + (s - res->skipped_steps) + 1;
     if (step % r->tb_every) continue;
     const int batch = count - s * global < global ? count - s * global : global;
     int status = clt_tb_scalar(r->tb_train, "batch_loss", step, times[s] + to_unix,
@@ -306,14 +354,14 @@ int clt_report_tensorboard(clt_report *r, const clt_epoch_record *rec, long firs
   const double now = unix_now();
   const int epoch = rec->epoch;
   clt_tb_writer *w = r->tb_train;
-  int status = r->tb_every > 0 ? tensorboard_batches(r, first_step, e) : CLT_OK;
+  int status = r->tb_every > 0 ? tensorboard_batches(r, res, first_step, e) : CLT_OK;
   const struct {
     const char *tag;
     double value;
   } train[] = {{"epoch_loss", res->train_loss},
                {"epoch_accuracy", res->train_acc},
                {"epoch_learning_rate", r->learning_rate},
-               {"epoch_images_per_second", r->data->ntrain / res->seconds},
+               {"epoch_images_per_second", res->examples / res->seconds},
                {"epoch_allreduce_seconds", res->allreduce_seconds}};
   for (size_t i = 0; i < sizeof train / sizeof train[0] && !status; i++) {
     status = clt_tb_scalar(w, train[i].tag, epoch, now, (float)train[i].value, e);
@@ -322,7 +370,7 @@ int clt_report_tensorboard(clt_report *r, const clt_epoch_record *rec, long firs
     const clt_replica_stats *st = &res->replicas[i];
     char tag[64];
     snprintf(tag, sizeof tag, "replica_%d/share", i);
-    status = clt_tb_scalar(w, tag, epoch, now, (float)((double)st->examples / r->data->ntrain), e);
+    status = clt_tb_scalar(w, tag, epoch, now, (float)((double)st->examples / res->examples), e);
     snprintf(tag, sizeof tag, "replica_%d/busy", i);
     if (!status)
       status = clt_tb_scalar(w, tag, epoch, now, (float)(st->busy_seconds / res->seconds), e);

@@ -12,11 +12,12 @@
 #include "trainer.h"
 
 typedef struct clt_report {
-  FILE *out;     /* the lines */
-  FILE *log;     /* JSON Lines, one object per epoch, or NULL */
-  int profile;   /* --profile: device time by layer and kernel per epoch */
-  int verbose;   /* --verbose: the build logs of the replicas' programs, on stderr */
-  double launch; /* clt_now_seconds() at launch: start-up counts from it */
+  FILE *out;            /* the lines */
+  FILE *log;            /* JSON Lines, one object per epoch, or NULL */
+  const char *log_path; /* its name, for errors */
+  int profile;          /* --profile: device time by layer and kernel per epoch */
+  int verbose;          /* --verbose: the build logs of the replicas' programs, on stderr */
+  double launch;        /* clt_now_seconds() at launch: start-up counts from it */
   const clt_model *model;
   const clt_data *data;                /* a photo folder's test set is its validation split,
                                           and waits for decoded images are reported */
@@ -66,8 +67,9 @@ void clt_report_plan(const clt_report *r, const clt_plan *plan);
 void clt_report_nothing_to_do(const clt_report *r, int epochs_done, int epochs);
 /* The set-up line: times and each replica's device memory (r->trainer is set). */
 void clt_report_ready(const clt_report *r, double setup_seconds, double launch_seconds);
-/* The epoch lines, the log object and --profile. */
-void clt_report_epoch(clt_report *r, const clt_epoch_record *rec);
+/* The epoch lines, --profile and the log object; fails only when the log cannot
+ * be written (full disk...), after the lines are out. */
+int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e);
 void clt_report_saved(const clt_report *r, const char *path);
 /* --tensorboard: the epoch's scalars, and the batch loss of every tb_every-th step
  * of its training pass (rec's epoch, steps first_step + 1 ...), as Keras' TensorBoard

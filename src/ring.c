@@ -1,33 +1,66 @@
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* pthread_timedjoin_np: clt_ring_join's bounded joins */
 #include "ring.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "fault.h"
 #include "timing.h"
 
 #define DEFAULT_SEGMENT_FLOATS ((size_t)256 * 1024) /* 1 MiB: large copies, still pipelined */
 
+static double default_timeout = CLT_RING_DEFAULT_TIMEOUT;
+
+enum { WAIT_NONE = -1, WAIT_PROCESSES = -2 };
+
+/* What a rank is blocked on, for the watchdog (clt_ring_join). */
+typedef struct rank_wait {
+  int on;              /* the rank it waits for, WAIT_PROCESSES (MPI) or WAIT_NONE */
+  const long *counter; /* a rank: blocked while *counter < target */
+  long target;
+  double since; /* clt_now_seconds() when the wait began */
+} rank_wait;
+
 struct clt_ring {
   int n;
+  /* chunk_max: the largest chunk staging holds (the fewest ranks that exchange);
+   * nseg: the most segments a chunk has. */
   size_t floats, chunk_max, segment, nseg;
+  int subsets;                /* clt_ring_create_subsets: members may be any subset */
+  unsigned long long members; /* bit per rank taking part (clt_ring_set_members) */
+  int nmembers;
   clt_replica **replicas;
   cl_mem *pinned;     /* per rank: 2 * chunk_max floats of host memory, its own context */
   float **staging;    /* their mapped addresses: what rank i sends, double-buffered by step */
   cl_mem *recv;       /* per rank: device buffer receiving a chunk before the add */
   cl_event *read_ev;  /* per rank, per segment */
   cl_event *write_ev; /* per rank, per segment */
-  long *calls;        /* per rank: collectives entered */
   /* Progress counters, in units of (call, step, segment): produced[i] = units rank i
-   * has staged; consumed[i] = units of rank i's staging its successor has uploaded. */
-  long *produced, *consumed;
+   * has staged; consumed[i] = units of rank i's staging its successor has uploaded;
+   * next_base[i]: the first unit of rank i's next collective (the same for every
+   * member of a call, aligned when the members change). */
+  long *produced, *consumed, *next_base;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int aborted;
   int barrier_count;
   long barrier_generation;
+  /* The watchdog's view, under mu (clt_ring_join): */
+  double timeout;             /* seconds; 0: none */
+  double aborted_at;          /* when the ring was aborted */
+  rank_wait *waits;           /* per rank */
+  double *entered;            /* per rank: when it entered the all-reduce it is in, or 0 */
+  double *progress;           /* per rank: when it last got past a wait in it */
+  double *outside;            /* per rank: when its work outside the ring began, or 0 */
+  const char **outside_what;  /* ... and what it is (clt_ring_outside) */
+  pthread_t *barrier_threads; /* the barrier_count threads waiting in the barrier */
+  double barrier_since;       /* when the first of them arrived */
+  int *joined;                /* per rank: clt_ring_join's */
+  int hung;                   /* a replica was left hung: nothing is released */
   /* Across processes (clt_ring_span): */
   clt_cluster *cluster;
   cl_mem host_mem;      /* floats of host memory in replica 0's context */
@@ -37,20 +70,26 @@ struct clt_ring {
   double cross_seconds;
 };
 
-static size_t chunk_begin(const clt_ring *r, int c) { return (size_t)c * r->floats / (size_t)r->n; }
-static size_t chunk_len(const clt_ring *r, int c) {
-  return chunk_begin(r, c + 1) - chunk_begin(r, c);
+/* Chunk c of the buffer cut into k (the members of a call). */
+static size_t chunk_begin(const clt_ring *r, int k, int c) {
+  return (size_t)c * r->floats / (size_t)k;
+}
+static size_t chunk_len(const clt_ring *r, int k, int c) {
+  return chunk_begin(r, k, c + 1) - chunk_begin(r, k, c);
 }
 
-/* Length of segment k of chunk c (0 past its end). */
-static size_t seg_len(const clt_ring *r, int c, size_t k) {
-  size_t len = chunk_len(r, c), start = k * r->segment;
+/* Length of segment s of chunk c of k (0 past its end). */
+static size_t seg_len(const clt_ring *r, int k, int c, size_t s) {
+  size_t len = chunk_len(r, k, c), start = s * r->segment;
   if (start >= len) return 0;
   return len - start < r->segment ? len - start : r->segment;
 }
 
 void clt_ring_destroy(clt_ring *r) {
   if (!r) return;
+  /* A hung replica's thread may still be inside the ring or its driver: keep
+   * everything it could touch (the process is ending, clt_ring_join). */
+  if (r->hung) return;
   for (int i = 0; i < r->n; i++) {
     /* Transfers may still read staging memory: finish before unmapping. */
     if (r->replicas && r->replicas[i]) clFinish(r->replicas[i]->queue);
@@ -81,24 +120,38 @@ void clt_ring_destroy(clt_ring *r) {
   free(r->recv);
   free(r->read_ev);
   free(r->write_ev);
-  free(r->calls);
   free(r->produced);
   free(r->consumed);
+  free(r->next_base);
+  free(r->outside);
+  free(r->outside_what);
+  free(r->waits);
+  free(r->entered);
+  free(r->progress);
+  free(r->barrier_threads);
+  free(r->joined);
   free(r->replicas);
   free(r);
 }
 
-int clt_ring_create(clt_replica **replicas, int n, size_t floats, size_t segment_floats,
-                    clt_ring **out, clt_err *e) {
+/* subsets: any subset of the ranks may be the members, so staging holds the
+ * chunks of the fewest that exchange, two. */
+static int create(clt_replica **replicas, int n, size_t floats, size_t segment_floats, int subsets,
+                  clt_ring **out, clt_err *e) {
   int status = CLT_OK;
   *out = NULL;
+  if (n < 1 || n > 64) return clt_fail(e, CLT_ERR_ARG, "a ring of %d ranks (1 to 64)", n);
   clt_ring *r = calloc(1, sizeof *r);
   if (!r) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the ring");
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->cv, NULL);
   r->n = n;
   r->floats = floats;
-  r->chunk_max = (floats + (size_t)n - 1) / (size_t)n;
+  r->subsets = subsets;
+  r->members = n == 64 ? ~0ull : (1ull << n) - 1;
+  r->nmembers = n;
+  const size_t fewest = subsets && n > 2 ? 2 : (size_t)n;
+  r->chunk_max = (floats + fewest - 1) / fewest;
   r->segment = segment_floats ? segment_floats : DEFAULT_SEGMENT_FLOATS;
   r->nseg = r->chunk_max ? (r->chunk_max + r->segment - 1) / r->segment : 1;
   r->replicas = calloc((size_t)n, sizeof *r->replicas);
@@ -107,16 +160,26 @@ int clt_ring_create(clt_replica **replicas, int n, size_t floats, size_t segment
   r->recv = calloc((size_t)n, sizeof *r->recv);
   r->read_ev = calloc((size_t)n * r->nseg, sizeof *r->read_ev);
   r->write_ev = calloc((size_t)n * r->nseg, sizeof *r->write_ev);
-  r->calls = calloc((size_t)n, sizeof *r->calls);
   r->produced = calloc((size_t)n, sizeof *r->produced);
   r->consumed = calloc((size_t)n, sizeof *r->consumed);
+  r->next_base = calloc((size_t)n, sizeof *r->next_base);
+  r->outside = calloc((size_t)n, sizeof *r->outside);
+  r->outside_what = calloc((size_t)n, sizeof *r->outside_what);
   r->cross_uploaded = calloc((size_t)n, sizeof *r->cross_uploaded);
+  r->timeout = default_timeout;
+  r->waits = calloc((size_t)n, sizeof *r->waits);
+  r->entered = calloc((size_t)n, sizeof *r->entered);
+  r->progress = calloc((size_t)n, sizeof *r->progress);
+  r->barrier_threads = calloc((size_t)n, sizeof *r->barrier_threads);
+  r->joined = calloc((size_t)n, sizeof *r->joined);
   if (!r->cross_uploaded || !r->replicas || !r->pinned || !r->staging || !r->recv || !r->read_ev ||
-      !r->write_ev || !r->calls || !r->produced || !r->consumed) {
+      !r->write_ev || !r->next_base || !r->produced || !r->consumed || !r->waits || !r->entered ||
+      !r->progress || !r->barrier_threads || !r->joined || !r->outside || !r->outside_what) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the ring");
     goto cleanup;
   }
   memcpy(r->replicas, replicas, (size_t)n * sizeof *replicas);
+  for (int i = 0; i < n; i++) r->waits[i].on = WAIT_NONE;
   if (n == 1) goto done; /* nothing to exchange */
   const size_t staging_bytes = 2 * r->chunk_max * sizeof(float);
   for (int i = 0; i < n; i++) {
@@ -124,15 +187,27 @@ int clt_ring_create(clt_replica **replicas, int n, size_t floats, size_t segment
     cl_int rc = CL_SUCCESS;
     /* Host memory allocated by the driver is pinned where the device allows,
      * which makes its downloads DMA transfers. */
+    if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_ALLOC)) {
+      status = clt_replica_fail_injected(rep, e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                                         "allocating all-reduce staging memory");
+      goto cleanup;
+    }
     r->pinned[i] = clCreateBuffer(rep->context, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE,
                                   staging_bytes ? staging_bytes : 4, NULL, &rc);
-    if (rc == CL_SUCCESS) {
-      r->staging[i] = clEnqueueMapBuffer(rep->queue, r->pinned[i], CL_TRUE,
-                                         CL_MAP_READ | CL_MAP_WRITE, 0,
-                                         staging_bytes ? staging_bytes : 4, 0, NULL, NULL, &rc);
-    }
     if (rc != CL_SUCCESS) {
       status = clt_replica_fail(rep, e, rc, "allocating all-reduce staging memory");
+      goto cleanup;
+    }
+    if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_MAP)) {
+      status = clt_replica_fail_injected(rep, e, CL_MAP_FAILURE,
+                                         "mapping all-reduce staging memory");
+      goto cleanup;
+    }
+    r->staging[i] = clEnqueueMapBuffer(rep->queue, r->pinned[i], CL_TRUE,
+                                       CL_MAP_READ | CL_MAP_WRITE, 0,
+                                       staging_bytes ? staging_bytes : 4, 0, NULL, NULL, &rc);
+    if (rc != CL_SUCCESS) {
+      status = clt_replica_fail(rep, e, rc, "mapping all-reduce staging memory");
       goto cleanup;
     }
     if ((status = clt_replica_alloc(rep, r->chunk_max * sizeof(float), "all-reduce receive buffer",
@@ -150,22 +225,80 @@ cleanup:
   return status;
 }
 
+int clt_ring_create(clt_replica **replicas, int n, size_t floats, size_t segment_floats,
+                    clt_ring **out, clt_err *e) {
+  return create(replicas, n, floats, segment_floats, 0, out, e);
+}
+
+int clt_ring_create_subsets(clt_replica **replicas, int n, size_t floats, size_t segment_floats,
+                            clt_ring **out, clt_err *e) {
+  return create(replicas, n, floats, segment_floats, 1, out, e);
+}
+
+int clt_ring_set_members(clt_ring *r, unsigned long long members, clt_err *e) {
+  const unsigned long long all = r->n == 64 ? ~0ull : (1ull << r->n) - 1;
+  if (!members || (members & ~all))
+    return clt_fail(e, CLT_ERR_INTERNAL, "ring members 0x%llx of %d ranks", members, r->n);
+  if (members != all && (!r->subsets || r->cluster)) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "this ring runs over all of its %d ranks, not a subset",
+                    r->n);
+  }
+  pthread_mutex_lock(&r->mu);
+  /* No collective is in flight: every member's counters stand at the same unit,
+   * where the ranks joining start too. */
+  long base = 0;
+  for (int i = 0; i < r->n; i++) {
+    if ((r->members >> i) & 1 && r->next_base[i] > base) base = r->next_base[i];
+  }
+  int count = 0;
+  for (int i = 0; i < r->n; i++) {
+    if (!((members >> i) & 1)) continue;
+    count++;
+    if ((r->members >> i) & 1) continue;
+    r->next_base[i] = r->produced[i] = r->consumed[i] = base;
+  }
+  r->members = members;
+  r->nmembers = count;
+  pthread_mutex_unlock(&r->mu);
+  return CLT_OK;
+}
+
+void clt_ring_outside(clt_ring *r, int rank, const char *what) {
+  if (!r) return;
+  pthread_mutex_lock(&r->mu);
+  r->outside[rank] = what ? clt_now_seconds() : 0;
+  r->outside_what[rank] = what;
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* Under mu. */
+static void abort_locked(clt_ring *r) {
+  if (!r->aborted) r->aborted_at = clt_now_seconds();
+  r->aborted = 1;
+  pthread_cond_broadcast(&r->cv);
+}
+
 void clt_ring_abort(clt_ring *r) {
   if (!r) return; /* evaluation-only trainers have no ring */
   pthread_mutex_lock(&r->mu);
-  r->aborted = 1;
-  pthread_cond_broadcast(&r->cv);
+  abort_locked(r);
   pthread_mutex_unlock(&r->mu);
 }
+
+void clt_ring_set_default_timeout(double seconds) { default_timeout = seconds > 0 ? seconds : 0; }
 
 int clt_ring_barrier(clt_ring *r) {
   pthread_mutex_lock(&r->mu);
   long gen = r->barrier_generation;
-  if (!r->aborted && ++r->barrier_count == r->n) {
+  if (!r->aborted && r->barrier_count + 1 >= r->nmembers) {
     r->barrier_count = 0;
     r->barrier_generation++;
     pthread_cond_broadcast(&r->cv);
-  } else {
+  } else if (!r->aborted) {
+    /* Waiters are known by thread (the barrier takes no rank): clt_ring_join,
+     * which started the threads, knows their ranks. */
+    if (r->barrier_count == 0) r->barrier_since = clt_now_seconds();
+    r->barrier_threads[r->barrier_count++] = pthread_self();
     while (!r->aborted && gen == r->barrier_generation) pthread_cond_wait(&r->cv, &r->mu);
   }
   int aborted = r->aborted;
@@ -173,13 +306,30 @@ int clt_ring_barrier(clt_ring *r) {
   return aborted ? -1 : 0;
 }
 
-/* Waits until *counter >= target; 0, or -1 if the ring was aborted. */
-static int wait_for(clt_ring *r, const long *counter, long target) {
+/* Rank waits until *counter >= target, which rank `on` (or another process:
+ * WAIT_PROCESSES) advances; 0, or -1 if the ring was aborted. */
+static int wait_for(clt_ring *r, int rank, int on, const long *counter, long target) {
   pthread_mutex_lock(&r->mu);
-  while (!r->aborted && *counter < target) pthread_cond_wait(&r->cv, &r->mu);
+  if (!r->aborted && *counter < target) {
+    r->waits[rank] = (rank_wait){on, counter, target, clt_now_seconds()};
+    while (!r->aborted && *counter < target) pthread_cond_wait(&r->cv, &r->mu);
+    r->waits[rank].on = WAIT_NONE;
+  }
+  r->progress[rank] = clt_now_seconds(); /* a long all-reduce that never waits is not stuck */
   int aborted = r->aborted;
   pthread_mutex_unlock(&r->mu);
   return aborted ? -1 : 0;
+}
+
+/* Rank enters (inside = 1) or leaves the all-reduce, or (waiting = 1) starts or
+ * ends waiting on the other processes (MPI). */
+static void mark(clt_ring *r, int rank, int inside, int waiting) {
+  pthread_mutex_lock(&r->mu);
+  const double now = clt_now_seconds();
+  r->entered[rank] = inside ? now : 0;
+  r->progress[rank] = now;
+  r->waits[rank] = (rank_wait){waiting ? WAIT_PROCESSES : WAIT_NONE, NULL, 0, now};
+  pthread_mutex_unlock(&r->mu);
 }
 
 static void publish(clt_ring *r, long *counter, long value) {
@@ -198,15 +348,30 @@ static int aborted_error(clt_err *e) {
   return clt_fail(e, CLT_ERR_INTERNAL, "all-reduce aborted (another replica failed)");
 }
 
-/* The ring over this process's replicas. */
+/* The ring over this process's member replicas. */
 static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
-  const int n = r->n;
-  if (n == 1) return CLT_OK;
+  /* The members change only between collectives (clt_ring_set_members). */
+  pthread_mutex_lock(&r->mu);
+  const unsigned long long members = r->members;
+  pthread_mutex_unlock(&r->mu);
+  if (!((members >> rank) & 1)) {
+    clt_ring_abort(r);
+    return clt_fail(e, CLT_ERR_INTERNAL, "all-reduce: rank %d is not a member", rank);
+  }
+  int ranks[64] = {0}, n = 0, pos = 0;
+  for (int i = 0; i < r->n; i++) {
+    if (!((members >> i) & 1)) continue;
+    if (i == rank) pos = n;
+    ranks[n++] = i;
+  }
+  if (n < 2) return CLT_OK; /* a lone member holds the sum */
   clt_replica *rep = r->replicas[rank];
-  const int prev = (rank + n - 1) % n;
+  const int prev = ranks[(pos + n - 1) % n], next = ranks[(pos + 1) % n];
   const int steps = 2 * (n - 1);
-  const long nseg = (long)r->nseg;
-  const long base = r->calls[rank]++ * steps * nseg;
+  const size_t chunk = (r->floats + (size_t)n - 1) / (size_t)n;
+  const long nseg = chunk ? (long)((chunk + r->segment - 1) / r->segment) : 1;
+  const long base = r->next_base[rank];
+  r->next_base[rank] += steps * nseg; /* only this rank writes it while it is a member */
   cl_event *read_ev = r->read_ev + (size_t)rank * r->nseg;
   cl_event *write_ev = r->write_ev + (size_t)rank * r->nseg;
   cl_kernel add;
@@ -217,24 +382,30 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
   }
 
   for (int g = 0; g < steps; g++) {
-    /* Reduce-scatter: send chunk rank-g, add chunk rank-1-g from prev. After it,
-     * rank holds the complete chunk rank+1; all-gather passes those round. */
+    /* Reduce-scatter: send chunk pos-g, add chunk pos-1-g from prev. After it,
+     * the member at pos holds the complete chunk pos+1; all-gather passes those
+     * round. */
     const int reduce = g < n - 1;
     const double g0 = rep->trace ? clt_now_seconds() : 0;
     const int t = reduce ? g : g - (n - 1);
-    const int send = reduce ? ((rank - g) % n + n) % n : ((rank + 1 - t) % n + n) % n;
-    const int recv = reduce ? ((rank - 1 - g) % n + 2 * n) % n : ((rank - t) % n + n) % n;
+    const int send = reduce ? ((pos - g) % n + n) % n : ((pos + 1 - t) % n + n) % n;
+    const int recv = reduce ? ((pos - 1 - g) % n + 2 * n) % n : ((pos - t) % n + n) % n;
     const size_t slot = (size_t)(g % 2) * r->chunk_max; /* steps alternate staging halves */
     const long unit0 = base + g * nseg;
 
     for (long k = 0; k < nseg; k++) {
       /* The half used two steps ago must have been uploaded by the successor. */
-      if (wait_for(r, &r->consumed[rank], unit0 + k - 2 * nseg + 1)) return aborted_error(e);
-      size_t len = seg_len(r, send, (size_t)k);
+      if (wait_for(r, rank, next, &r->consumed[rank], unit0 + k - 2 * nseg + 1))
+        return aborted_error(e);
+      size_t len = seg_len(r, n, send, (size_t)k);
       read_ev[k] = NULL;
       if (!len) continue;
+      if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_READ)) {
+        clt_ring_abort(r);
+        return clt_replica_fail_injected(rep, e, CL_OUT_OF_RESOURCES, "all-reduce download");
+      }
       cl_int rc = clEnqueueReadBuffer(rep->queue, buffer, CL_FALSE,
-                                      (chunk_begin(r, send) + k * r->segment) * sizeof(float),
+                                      (chunk_begin(r, n, send) + k * r->segment) * sizeof(float),
                                       len * sizeof(float), r->staging[rank] + slot + k * r->segment,
                                       0, NULL, &read_ev[k]);
       if (rc) return fail_rank(r, rank, e, rc, "all-reduce download");
@@ -248,11 +419,11 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
         if (rc) return fail_rank(r, rank, e, rc, "all-reduce download");
       }
       publish(r, &r->produced[rank], unit0 + k + 1);
-      if (wait_for(r, &r->produced[prev], unit0 + k + 1)) return aborted_error(e);
-      size_t len = seg_len(r, recv, (size_t)k);
+      if (wait_for(r, rank, prev, &r->produced[prev], unit0 + k + 1)) return aborted_error(e);
+      size_t len = seg_len(r, n, recv, (size_t)k);
       write_ev[k] = NULL;
       if (!len) continue;
-      const size_t dst = chunk_begin(r, recv) + k * r->segment;
+      const size_t dst = chunk_begin(r, n, recv) + k * r->segment;
       const float *src = r->staging[prev] + slot + k * r->segment;
       /* Reduce-scatter lands in the receive buffer and is added by a kernel;
        * all-gather copies the complete chunk straight into place. */
@@ -294,13 +465,18 @@ int clt_ring_span(clt_ring *r, clt_cluster *c, clt_err *e) {
   clt_replica *rep = r->replicas[0];
   const size_t bytes = (r->floats ? r->floats : 1) * sizeof(float);
   cl_int rc = CL_SUCCESS;
+  if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_ALLOC)) {
+    return clt_replica_fail_injected(rep, e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                                     "allocating the cross-process buffer");
+  }
   r->host_mem = clCreateBuffer(rep->context, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE, bytes, NULL,
                                &rc);
-  if (rc == CL_SUCCESS) {
-    r->host = clEnqueueMapBuffer(rep->queue, r->host_mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
-                                 bytes, 0, NULL, NULL, &rc);
-  }
   if (rc != CL_SUCCESS) return clt_replica_fail(rep, e, rc, "allocating the cross-process buffer");
+  if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_MAP))
+    return clt_replica_fail_injected(rep, e, CL_MAP_FAILURE, "mapping the cross-process buffer");
+  r->host = clEnqueueMapBuffer(rep->queue, r->host_mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                               bytes, 0, NULL, NULL, &rc);
+  if (rc != CL_SUCCESS) return clt_replica_fail(rep, e, rc, "mapping the cross-process buffer");
   memset(r->host, 0, bytes); /* first touch now, not in the step loop */
   r->cluster = c;
   return clt_cluster_reserve(c, r->floats, e);
@@ -319,6 +495,8 @@ double clt_ring_take_cross_seconds(clt_ring *r) {
 static int cross_sum(clt_ring *r, cl_mem buffer, clt_err *e) {
   clt_replica *rep = r->replicas[0];
   const size_t bytes = r->floats * sizeof(float);
+  if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_READ))
+    return clt_replica_fail_injected(rep, e, CL_OUT_OF_RESOURCES, "downloading the host sum");
   cl_int rc = clEnqueueReadBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
   if (rc) return clt_replica_fail(rep, e, rc, "downloading the host sum");
   int status = clt_cluster_sum(r->cluster, r->host, r->floats, e);
@@ -337,9 +515,11 @@ static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
     const double t0 = clt_now_seconds();
     /* The previous total must have been uploaded by every rank before it is overwritten. */
     for (int i = 1; i < r->n; i++) {
-      if (wait_for(r, &r->cross_uploaded[i], call - 1)) return aborted_error(e);
+      if (wait_for(r, 0, i, &r->cross_uploaded[i], call - 1)) return aborted_error(e);
     }
+    mark(r, 0, 1, 1); /* a long wait here is the other processes' */
     int status = cross_sum(r, buffer, e);
+    mark(r, 0, 1, 0);
     if (status) {
       clt_ring_abort(r);
       return status;
@@ -349,7 +529,7 @@ static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
                            -1);
     publish(r, &r->cross_calls, call);
   } else {
-    if (wait_for(r, &r->cross_calls, call)) return aborted_error(e);
+    if (wait_for(r, rank, 0, &r->cross_calls, call)) return aborted_error(e);
     cl_int rc = clEnqueueWriteBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
     if (rc) return fail_rank(r, rank, e, rc, "uploading the cross-process sum");
   }
@@ -358,7 +538,143 @@ static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
 }
 
 int clt_ring_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
+  clt_replica *rep = r->replicas[rank];
+  mark(r, rank, 1, 0);
+  if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_STALL)) {
+    /* CLTRAIN_FAULT's stall: blocked for good, as in a driver call that never
+     * returns; only clt_ring_join's watchdog notices. */
+    for (;;) nanosleep(&(struct timespec){.tv_sec = 3600}, NULL);
+  }
   int status = local_allreduce(r, rank, buffer, e);
-  if (status || !r->cluster) return status;
-  return cross_allreduce(r, rank, buffer, e);
+  if (!status && r->cluster) status = cross_allreduce(r, rank, buffer, e);
+  mark(r, rank, 0, 0);
+  return status;
+}
+
+/* ---- the watchdog -------------------------------------------------------------- */
+
+/* Under mu: whether rank x is blocked in one of the ring's waits. */
+static int blocked(const clt_ring *r, int x) {
+  const rank_wait *w = &r->waits[x];
+  return w->on == WAIT_PROCESSES || (w->on >= 0 && *w->counter < w->target);
+}
+
+/* Under mu: whether rank x (thread threads[x]) waits in the barrier. */
+static int at_barrier(const clt_ring *r, const pthread_t *threads, int nthreads, int x) {
+  for (int k = 0; k < r->barrier_count && x < nthreads; k++) {
+    if (pthread_equal(r->barrier_threads[k], threads[x])) return 1;
+  }
+  return 0;
+}
+
+/* Under mu: the rank that rank x waits for, directly or through others: the
+ * first along the chain not blocked in the ring itself (WAIT_PROCESSES: the
+ * chain ends in another process). */
+static int culprit(const clt_ring *r, const pthread_t *threads, int nthreads, int x) {
+  for (int hops = 0; hops <= r->n; hops++) {
+    int next = WAIT_NONE;
+    if (blocked(r, x)) {
+      next = r->waits[x].on;
+    } else if (at_barrier(r, threads, nthreads, x)) {
+      /* Ranks out of the step are at no barrier, and hold up none. */
+      for (int y = 0; y < r->n && next == WAIT_NONE; y++) {
+        if ((r->members >> y) & 1 && !at_barrier(r, threads, nthreads, y)) next = y;
+      }
+    }
+    if (next == WAIT_NONE || next == WAIT_PROCESSES) return next == WAIT_NONE ? x : next;
+    x = next;
+  }
+  return x; /* a cycle (a bug): the last one looked at */
+}
+
+/* Under mu: a rank held up on for longer than the timeout, or WAIT_NONE. */
+static int overdue(const clt_ring *r, const pthread_t *threads, int nthreads, double now) {
+  for (int x = 0; x < r->n; x++) {
+    if (blocked(r, x) && now - r->waits[x].since > r->timeout)
+      return culprit(r, threads, nthreads, x);
+  }
+  for (int x = 0; x < nthreads && r->barrier_count > 0; x++) {
+    if (now - r->barrier_since > r->timeout && at_barrier(r, threads, nthreads, x))
+      return culprit(r, threads, nthreads, x);
+  }
+  /* Inside the all-reduce and not waiting, yet no progress: stuck in it. */
+  for (int x = 0; x < r->n; x++) {
+    if (r->entered[x] > 0 && !blocked(r, x) && now - r->progress[x] > r->timeout) return x;
+  }
+  /* Busy outside the ring (a speed probe) for longer than the timeout. */
+  for (int x = 0; x < r->n; x++) {
+    if (r->outside[x] > 0 && now - r->outside[x] > r->timeout) return x;
+  }
+  return WAIT_NONE;
+}
+
+/* The error for culprit `who` (under mu). */
+static int hang_error(const clt_ring *r, int who, clt_err *e) {
+  if (who == WAIT_PROCESSES) {
+    return clt_fail(e, CLT_ERR_PEER,
+                    "all-reduce step %ld: the other processes did not answer within %g s; "
+                    "stopping",
+                    (long)r->replicas[0]->step, r->timeout);
+  }
+  const clt_replica *rep = r->replicas[who];
+  if (r->outside[who] > 0) {
+    return clt_fail(e, CLT_ERR_DEVICE,
+                    "replica %d (device %d, %s): %s did not end within %g s; stopping", rep->index,
+                    rep->device.index, rep->device.name, r->outside_what[who], r->timeout);
+  }
+  return clt_fail(e, CLT_ERR_DEVICE,
+                  "all-reduce step %ld: replica %d (device %d, %s) %s %g s; stopping",
+                  (long)rep->step, rep->index, rep->device.index, rep->device.name,
+                  r->entered[who] > 0 ? "made no progress in it for" : "did not arrive within",
+                  r->timeout);
+}
+
+/* pthread_join, giving up (ETIMEDOUT) after `seconds`. */
+static int join_within(pthread_t t, double seconds) {
+  struct timespec at;
+  clock_gettime(CLOCK_REALTIME, &at); /* the clock pthread_timedjoin_np reads */
+  const long long ns = at.tv_nsec + (long long)((seconds > 0 ? seconds : 0) * 1e9);
+  at.tv_sec += (time_t)(ns / 1000000000);
+  at.tv_nsec = (long)(ns % 1000000000);
+  const int rc = pthread_timedjoin_np(t, NULL, &at);
+  return rc == ETIMEDOUT ? ETIMEDOUT : 0; /* another error: nothing left to join */
+}
+
+int clt_ring_join(clt_ring *r, const pthread_t *threads, int n, clt_err *e) {
+  if (!r || !(r->timeout > 0)) {
+    for (int i = 0; i < n; i++) pthread_join(threads[i], NULL);
+    return CLT_OK;
+  }
+  /* Looks a twentieth of the timeout apart: a hang is seen within 5% of it. */
+  double slice = r->timeout / 20;
+  slice = slice < 0.01 ? 0.01 : slice > 1 ? 1 : slice;
+  int who = WAIT_NONE, status = CLT_OK;
+  for (int i = 0; i < n; i++) r->joined[i] = 0;
+  for (int i = 0; i < n && who == WAIT_NONE; i++) {
+    while (who == WAIT_NONE && join_within(threads[i], slice) == ETIMEDOUT) {
+      pthread_mutex_lock(&r->mu);
+      const double now = clt_now_seconds();
+      if (!r->aborted && (who = overdue(r, threads, n, now)) != WAIT_NONE) {
+        status = hang_error(r, who, e);
+        abort_locked(r);
+      } else if (r->aborted && now - r->aborted_at > r->timeout) {
+        who = i; /* did not stop after another rank's failure: that error stands */
+      }
+      pthread_mutex_unlock(&r->mu);
+    }
+    r->joined[i] = who == WAIT_NONE;
+  }
+  if (who == WAIT_NONE) return CLT_OK;
+  /* The others get the timeout again to see the abort and return; rank 0 in a
+   * call of the MPI library that others do not answer cannot. */
+  const int stuck = who == WAIT_PROCESSES ? 0 : who;
+  const double deadline = clt_now_seconds() + r->timeout;
+  for (int i = 0; i < n; i++) {
+    if (r->joined[i]) continue;
+    if (i != stuck && join_within(threads[i], deadline - clt_now_seconds()) == 0) continue;
+    pthread_detach(threads[i]);
+    r->replicas[i]->hung = 1;
+    r->hung = 1;
+  }
+  return status;
 }

@@ -12,9 +12,16 @@
  * Across processes (clt_ring_span) the all-reduce is hierarchical: the ring over
  * this process's devices, then the first replica's thread downloads the host sum
  * and adds it up with the other processes' (clt_cluster_sum, itself a ring with
- * a fixed order), and every replica uploads the total. */
+ * a fixed order), and every replica uploads the total.
+ *
+ * Within one process the ring can run over a subset of its ranks, the members
+ * (clt_ring_set_members): the buffer is then cut into as many chunks as there
+ * are members, each passing to the next member; ranks out of it take part in
+ * neither the collectives nor the barriers. */
 #ifndef CLT_RING_H
 #define CLT_RING_H
+
+#include <pthread.h>
 
 #include "cluster.h"
 #include "replica.h"
@@ -24,24 +31,66 @@ typedef struct clt_ring clt_ring;
 /* For n replicas and buffers of `floats` floats. segment_floats: 0 = default. */
 int clt_ring_create(clt_replica **replicas, int n, size_t floats, size_t segment_floats,
                     clt_ring **out, clt_err *e);
+/* The same, able to run over any subset of the ranks (clt_ring_set_members):
+ * staging is sized for the fewest ranks that exchange, two. */
+int clt_ring_create_subsets(clt_replica **replicas, int n, size_t floats, size_t segment_floats,
+                            clt_ring **out, clt_err *e);
 void clt_ring_destroy(clt_ring *ring);
+
+/* The ranks taking part from now on (bit i: rank i; at least one): the next
+ * collectives run over them in rank order and the barriers count them. Called
+ * by one thread while no collective is in flight: by no rank of the old set
+ * that is waiting in a barrier (so the one being filled completes by the new
+ * count), and none of a rank leaving after its last barrier. A ring made by
+ * clt_ring_create, or spanning processes, takes only every rank. */
+int clt_ring_set_members(clt_ring *ring, unsigned long long members, clt_err *e);
+
+/* Marks rank as busy outside the collectives (what != NULL: "a speed probe"),
+ * or no longer (NULL): the watchdog bounds that work by the timeout too. */
+void clt_ring_outside(clt_ring *ring, int rank, const char *what);
 
 /* Extends the all-reduce across the processes of c (a no-op for one process):
  * reserves the host buffer and the cluster's scratch memory. */
 int clt_ring_span(clt_ring *ring, clt_cluster *c, clt_err *e);
 
-/* Called at the same time by one host thread per replica (its rank), each with
- * its replica's buffer; returns when that buffer holds the element-wise sum over
- * all replicas. If any rank fails or the ring is aborted, every rank returns an
- * error (the others: CLT_ERR_INTERNAL "aborted"). */
+/* Called at the same time by one host thread per member replica (its rank),
+ * each with its replica's buffer; returns when that buffer holds the element-wise
+ * sum over the members. If any rank fails or the ring is aborted, every rank returns an
+ * error (the others: CLT_ERR_INTERNAL "aborted"). CLTRAIN_FAULT's stall
+ * (fault.h) blocks the rank's thread here for good. */
 int clt_ring_allreduce(clt_ring *ring, int rank, cl_mem buffer, clt_err *e);
 
 /* Wakes and fails every rank waiting in (or later entering) the collective:
  * a worker that fails outside it calls this so the others do not wait forever. */
 void clt_ring_abort(clt_ring *ring);
 
-/* A barrier for the ranks, failing (non-zero) once the ring is aborted. */
+/* A barrier for the member ranks, failing (non-zero) once the ring is aborted. */
 int clt_ring_barrier(clt_ring *ring);
+
+/* The all-reduce timeout, in seconds (0: none), of rings created from now on:
+ * process-wide, set once before training. The default is generous because it
+ * must never stop a healthy run: the ranks' wait for the slowest replica's step
+ * counts, and a first step includes the kernels' compilation (PoCL compiles at
+ * first launch: tens of seconds per device, longer for large models and cold
+ * caches); a device that hangs still stops the run within minutes, not never. */
+#define CLT_RING_DEFAULT_TIMEOUT 300.0
+void clt_ring_set_default_timeout(double seconds);
+
+/* Joins the threads of a pass, threads[i] driving rank i (ring NULL: plain
+ * joins). Meanwhile it watches the ring: when a rank has waited longer than
+ * the timeout for another (in the all-reduce or a barrier), or has been inside
+ * the all-reduce that long without progress (one replica alone, stalled), the
+ * rank held up on is declared hung. A thread blocked in a driver can be neither
+ * joined nor cancelled, so it is left behind: the ring is aborted, the other
+ * threads are given the timeout again to return (any that does not is hung
+ * too), the hung ones are detached and their replicas marked hung, after which
+ * clt_ring_destroy, clt_net_destroy and clt_replica_destroy release nothing they
+ * might still touch; the process is expected to end. Returns the error naming
+ * the replica and its device ("all-reduce step 3: replica 1 (device 1, NAME)
+ * did not arrive within 60 s; stopping"), or CLT_OK when every thread returned
+ * (or a rank had already failed: its error is the run's, the threads that did
+ * not stop after it are left behind all the same). */
+int clt_ring_join(clt_ring *ring, const pthread_t *threads, int n, clt_err *e);
 
 /* Seconds rank 0 spent in the cross-process part since the last call (0 without
  * clt_ring_span), and resets the count. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 
 #include "checkpoint.h"
 #include "data.h"
+#include "files.h"
+#include "interrupt.h"
 #include "keras.h"
 #include "npz.h"
 #include "report.h"
@@ -33,6 +36,7 @@ void clt_train_defaults(clt_train_opts *o) {
   o->checkpoint_every = 2;
   o->keep = 5;
   o->trace_steps = 20;
+  o->allreduce_timeout = CLT_RING_DEFAULT_TIMEOUT;
   o->out = stdout;
 }
 
@@ -229,7 +233,8 @@ static int open_train_data(const clt_train_opts *o, clt_data *d, clt_err *e) {
                               .validation_split = o->validation_split,
                               .seed = o->seed,
                               .image_size_given = o->image_size_given,
-                              .validation_split_given = o->validation_split_given};
+                              .validation_split_given = o->validation_split_given,
+                              .max_image_pixels = o->max_image_pixels};
   return clt_data_open(&spec, d, e);
 }
 
@@ -309,6 +314,12 @@ static int resume(const clt_train_opts *o, clt_data *data, char *path, size_t si
   } else if (o->model_given && strcmp(o->model, model->name) != 0) {
     return clt_fail(e, CLT_ERR_ARG, "--resume: %s holds model %s, not --model %s", path,
                     model->name, o->model);
+  }
+  if (data->photos && o->image_size_given && o->image_size != model->input.h) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--resume: %s was trained on %dx%d images, not --image-size %d (leave the "
+                    "flag out to continue at %d)",
+                    path, model->input.h, model->input.w, o->image_size, model->input.h);
   }
   if ((status = clt_checkpoint_load(path, model, 1, state, e))) return status;
   if (o->seed_given && o->seed != state->seed) {
@@ -415,6 +426,7 @@ static int run_epoch(clt_trainer *t, const clt_data *data, uint64_t seed, const 
   const double t0 = clt_now_seconds();
   int status = clt_trainer_epoch(t, seed, rec->epoch - 1, opt, step, &rec->train, e);
   if (status) return status;
+  rec->test_loss = rec->test_acc = NAN;
   if (rec->train.bad_step >= 0) {
     clt_cluster_known(c); /* the summed loss and reduced gradient: the same in every process */
     return clt_fail(e, CLT_ERR_NUMERIC,
@@ -422,7 +434,7 @@ static int run_epoch(clt_trainer *t, const clt_data *data, uint64_t seed, const 
                     "(the newest checkpoint is left as it was; try a lower --lr)",
                     rec->epoch, rec->train.bad_step + 1);
   }
-  rec->test_loss = rec->test_acc = NAN;
+  if (rec->train.steps_done < rec->train.steps) return CLT_OK; /* stopped by a signal */
   if (data->ntest && (status = clt_trainer_evaluate(t, &rec->test_loss, &rec->test_acc, e))) {
     return status;
   }
@@ -430,22 +442,80 @@ static int run_epoch(clt_trainer *t, const clt_data *data, uint64_t seed, const 
   return CLT_OK;
 }
 
-/* Saves every --checkpoint-every epochs and after the last. */
-static int save(const clt_train_opts *o, clt_trainer *t, const clt_model *model, int epoch,
-                long step, uint64_t seed, clt_checkpoint *state, const clt_report *rep,
-                clt_err *e) {
-  const int last = epoch + 1 == o->epochs;
-  if (o->checkpoint_every <= 0 || ((epoch + 1) % o->checkpoint_every != 0 && !last)) return CLT_OK;
+/* Saves the trainer's state after `step` optimizer steps: epochs_done whole
+ * epochs and, when the run was stopped mid-epoch, rec's first steps of the next
+ * (their per-step sums too, so the resumed epoch reports the whole epoch). */
+static int save_now(const clt_train_opts *o, clt_trainer *t, const clt_model *model,
+                    int epochs_done, const clt_epoch_record *rec, long step, uint64_t seed,
+                    clt_checkpoint *state, const clt_report *rep, char *written, size_t size,
+                    clt_err *e) {
   int status = clt_trainer_get_state(t, state->params, state->opt_state[0], state->opt_state[1], e);
   if (status) return status;
   state->iterations = step;
-  state->epoch = epoch + 1;
+  state->epoch = epochs_done;
   state->seed = seed;
-  char written[4096];
-  status = clt_checkpoint_save(o->checkpoint_dir, o->keep, model, state, written, sizeof written,
-                               e);
+  state->epoch_step = 0;
+  const int partial = rec && rec->train.steps_done < rec->train.steps;
+  if (partial) {
+    const size_t doubles = (size_t)2 * rec->train.steps_done;
+    free(state->epoch_sums);
+    if (!(state->epoch_sums = malloc(doubles * sizeof(double))))
+      return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+    memcpy(state->epoch_sums, clt_trainer_step_sums(t), doubles * sizeof(double));
+    state->epoch_step = rec->train.steps_done;
+  }
+  status = clt_checkpoint_save(o->checkpoint_dir, o->keep, model, state, written, size, e);
   if (!status) clt_report_saved(rep, written);
   return status;
+}
+
+/* Saves every --checkpoint-every epochs and after the last; written gets the
+ * file ("" when not saved). */
+static int save(const clt_train_opts *o, clt_trainer *t, const clt_model *model, int epoch,
+                long step, uint64_t seed, clt_checkpoint *state, const clt_report *rep,
+                char *written, size_t size, clt_err *e) {
+  const int last = epoch + 1 == o->epochs;
+  written[0] = '\0';
+  if (o->checkpoint_every <= 0 || ((epoch + 1) % o->checkpoint_every != 0 && !last)) return CLT_OK;
+  return save_now(o, t, model, epoch + 1, NULL, step, seed, state, rep, written, size, e);
+}
+
+/* Whether a signal asked the run to stop (in any process: every one answers the same). */
+static int stop_asked(clt_cluster *c, clt_err *e, int *status) {
+  int asked = clt_interrupt_signal() != 0;
+  *status = clt_cluster_any(c, &asked, e);
+  return !*status && asked;
+}
+
+/* Process 0 after a signal: saves where the run stands (mid-epoch: `rec`, the
+ * epoch stopped early; at an epoch's end: NULL, and `saved` names the file if
+ * that epoch's save just wrote it) and returns CLT_ERR_STOPPED with the message
+ * main prints. */
+static int stop_run(const clt_train_opts *o, clt_trainer *t, const clt_model *model,
+                    int epochs_done, const clt_epoch_record *rec, const char *saved, long step,
+                    uint64_t seed, clt_checkpoint *state, const clt_report *rep, clt_err *e) {
+  const int sig = clt_interrupt_signal() ? clt_interrupt_signal() : SIGINT;
+  const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  char where[96];
+  if (rec && rec->train.steps_done < rec->train.steps)
+    snprintf(where, sizeof where, "epoch %d, step %d of %d", epochs_done + 1, rec->train.steps_done,
+             rec->train.steps);
+  else snprintf(where, sizeof where, "the end of epoch %d", epochs_done);
+  char written[4096];
+  snprintf(written, sizeof written, "%s", saved);
+  if (o->checkpoint_every <= 0) {
+    return clt_fail(e, CLT_ERR_STOPPED, "stopped by %s at %s; nothing saved (--checkpoint-every 0)",
+                    name, where);
+  }
+  if (!written[0]) {
+    int status = save_now(o, t, model, epochs_done, rec, step, seed, state, rep, written,
+                          sizeof written, e);
+    if (status) return status;
+  }
+  return clt_fail(e, CLT_ERR_STOPPED,
+                  "stopped by %s at %s; saved %s: continue with `cltrain train --resume` (and "
+                  "the same --checkpoint-dir)",
+                  name, where, written);
 }
 
 /* Process 0's starting state to every process, so all replicas start identical
@@ -459,14 +529,68 @@ static int share_state(clt_cluster *c, const clt_model *model, clt_checkpoint *s
   return status;
 }
 
+/* Every output path, before anything is created: a bad --log must not leave a
+ * new checkpoint folder behind. */
+static int check_outputs(const clt_train_opts *o, clt_err *e) {
+  int status = CLT_OK;
+  if (o->checkpoint_every > 0)
+    status = clt_check_output_dir(o->checkpoint_dir, "--checkpoint-dir", e);
+  if (!status && o->log_path) status = clt_check_output_file(o->log_path, "--log", e);
+  if (!status && o->trace_path) status = clt_check_output_file(o->trace_path, "--trace", e);
+  if (!status && o->tensorboard_dir)
+    status = clt_check_output_dir(o->tensorboard_dir, "--tensorboard", e);
+  return status;
+}
+
+/* Under a selection by type (--devices all, the default, or cpu, gpu, accelerator)
+ * a device too small to train the model on one example is left out, with a note
+ * naming it: the others train. Named by index, it stays an error (at set-up). */
+static int skip_small_devices(const clt_train_opts *o, const clt_model *model,
+                              const clt_device **chosen, int *n, clt_err *e) {
+  char spec[1024];
+  int status = process_devices(o->devices, o->cluster, spec, sizeof spec, e);
+  if (status) return status;
+  if (strcmp(spec, "all") != 0 && strcmp(spec, "cpu") != 0 && strcmp(spec, "gpu") != 0 &&
+      strcmp(spec, "accelerator") != 0)
+    return CLT_OK;
+  const double need = clt_trainer_device_need(model);
+  int kept = 0;
+  double largest = 0;
+  for (int i = 0; i < *n; i++) {
+    const clt_device *d = chosen[i];
+    const double mib = (double)d->global_mem_bytes / 1048576.0;
+    if ((double)d->global_mem_bytes >= need) {
+      chosen[kept++] = d;
+      continue;
+    }
+    if (mib > largest) largest = mib;
+    char who[64] = "";
+    if (clt_cluster_size(o->cluster) > 1)
+      snprintf(who, sizeof who, "rank %d: ", clt_cluster_rank(o->cluster));
+    fprintf(stderr,
+            "cltrain: note: %sskipping device %d (%s): its %.0f MiB cannot hold model %s (one "
+            "example needs %.0f MiB)\n",
+            who, d->index, d->name, mib, model->name, need / 1048576.0);
+  }
+  if (kept == 0) {
+    return clt_fail(e, CLT_ERR_DEVICE,
+                    "--devices %s: no device can hold model %s (one example needs %.0f MiB; the "
+                    "largest has %.0f MiB); try a smaller model or --image-size",
+                    spec, model->name, need / 1048576.0, largest);
+  }
+  *n = kept;
+  return CLT_OK;
+}
+
 /* Everything before the first step that each process does by itself: the
  * optimizer, data, model, devices and (process 0) the checkpoint folder and log. */
 static int set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_checkpoint *state,
                   char *ckpt_path, size_t path_size, clt_optimizer *opt, clt_device_list *devices,
                   const clt_device **chosen, int *nchosen, clt_report *rep, clt_trace **trace,
-                  clt_err *e) {
+                  int *lock_fd, clt_err *e) {
   clt_cluster *c = o->cluster;
   int status = CLT_OK;
+  if (clt_cluster_rank(c) == 0 && (status = check_outputs(o, e))) return status;
   if (clt_cluster_size(c) > CLT_MAX_REPLICAS) {
     return clt_fail(e, CLT_ERR_ARG, "%d processes: cltrain handles up to %d", clt_cluster_size(c),
                     CLT_MAX_REPLICAS);
@@ -479,9 +603,14 @@ static int set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt
   state->optimizer = *opt; /* what the checkpoints record */
   if ((status = clt_select_process_devices(o->devices, c, devices, chosen, nchosen, e)))
     return status;
+  if ((status = skip_small_devices(o, model, chosen, nchosen, e))) return status;
   if (clt_cluster_rank(c) != 0) return CLT_OK;
   if (o->checkpoint_every > 0 && (status = clt_checkpoint_prepare_dir(o->checkpoint_dir, e)))
     return status;
+  /* One writer per folder: another trainer's saves and --keep would undo this one's. */
+  if (o->checkpoint_every > 0 && (status = clt_checkpoint_lock(o->checkpoint_dir, lock_fd, e)))
+    return status;
+  rep->log_path = o->log_path;
   if (o->log_path && !(rep->log = fopen(o->log_path, o->resume ? "a" : "w"))) {
     return clt_fail(e, CLT_ERR_IO, "%s: cannot open log for writing: %s", o->log_path,
                     strerror(errno));
@@ -524,9 +653,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   char *replica_lines = NULL;
   clt_optimizer opt = {0};
   clt_trace *trace = NULL;
+  int lock_fd = -1; /* the checkpoint folder's lock (process 0) */
 
   status = set_up(o, &data, &model, &state, ckpt_path, sizeof ckpt_path, &opt, &devices, chosen,
-                  &nchosen, &rep, &trace, e);
+                  &nchosen, &rep, &trace, &lock_fd, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   const uint64_t seed = o->resume ? state.seed : o->seed;
   const int first_epoch = o->resume ? (int)state.epoch : 0;
@@ -568,6 +698,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   }
 
   const double t_setup = clt_now_seconds();
+  clt_ring_set_default_timeout(o->allreduce_timeout);
   if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, split, weights,
                                    data.train, data.test, c, &t, e))) {
     goto cleanup;
@@ -585,17 +716,52 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   rep.trainer = t;
   if (leader) clt_report_ready(&rep, t_ready - t_setup, t_ready - rep.launch);
 
+  /* A signal during set-up (a long first compile): nothing trained, nothing to save. */
+  if (stop_asked(c, e, &status) || status) {
+    if (!status)
+      status = clt_fail(e, CLT_ERR_STOPPED, "stopped by %s before the first step; nothing changed",
+                        clt_interrupt_signal() == SIGTERM ? "SIGTERM" : "SIGINT");
+    goto cleanup;
+  }
+  /* A checkpoint saved mid-epoch (by a signal) continues that epoch where it stopped. */
+  if (o->resume && state.epoch_step > 0)
+    clt_trainer_resume_epoch(t, (int)state.epoch_step, state.epoch_sums);
+
   for (int epoch = first_epoch; epoch < o->epochs; epoch++) {
     clt_epoch_record rec = {.epoch = epoch + 1, .first = epoch == first_epoch};
     const long epoch_first_step = step;
     if ((status = run_epoch(t, &data, seed, &opt, &step, &rec, c, e))) goto cleanup;
+    char written[4096] = "";
+    if (rec.train.steps_done < rec.train.steps) {
+      /* Stopped mid-epoch by a signal, in every process at the same step. */
+      status = leader ? stop_run(o, t, &model, epoch, &rec, "", step, seed, &state, &rep, e)
+                      : clt_fail(e, CLT_ERR_STOPPED, "stopped by a signal");
+      clt_cluster_agree(c, status, e);
+      goto cleanup;
+    }
     if (leader) {
-      clt_report_epoch(&rep, &rec);
-      status = clt_report_tensorboard(&rep, &rec, epoch_first_step, e);
-      if (!status) status = save(o, t, &model, epoch, step, seed, &state, &rep, e);
+      /* A log or event file that cannot be written stops the run, but only after
+       * this epoch's checkpoint is saved: its work is kept. */
+      clt_err out_err = {0};
+      int out_status = clt_report_epoch(&rep, &rec, &out_err);
+      if (!out_status) out_status = clt_report_tensorboard(&rep, &rec, epoch_first_step, &out_err);
+      status = save(o, t, &model, epoch, step, seed, &state, &rep, written, sizeof written, e);
+      if (!status && out_status) {
+        *e = out_err;
+        status = out_status;
+      }
     }
     /* Process 0's save (a full disk...) stops every process. */
     if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
+    /* A signal during the evaluation or the save: stop at this epoch's end. */
+    if (epoch + 1 < o->epochs && (stop_asked(c, e, &status) || status)) {
+      if (!status)
+        status = leader
+                     ? stop_run(o, t, &model, epoch + 1, NULL, written, step, seed, &state, &rep, e)
+                     : clt_fail(e, CLT_ERR_STOPPED, "stopped by a signal");
+      clt_cluster_agree(c, status, e);
+      goto cleanup;
+    }
   }
 
 cleanup:
@@ -613,6 +779,7 @@ cleanup:
   clt_data_close(&data);
   clt_devices_free(&devices);
   clt_checkpoint_free(&state);
+  clt_checkpoint_unlock(lock_fd);
   return status;
 }
 
@@ -629,7 +796,8 @@ static int eval_set_up(const clt_eval_opts *o, clt_data *data, clt_model *model,
                               .image_size = model->input.h,
                               .validation_split = o->validation_split,
                               .seed = o->seed,
-                              .validation_split_given = o->validation_split_given};
+                              .validation_split_given = o->validation_split_given,
+                              .max_image_pixels = o->max_image_pixels};
   if ((status = clt_data_open(&spec, data, e))) return status;
   if ((status = clt_data_check_input(data, model->name, model->input.h, model->input.w,
                                      model->input.c, model->classes, e))) {

@@ -13,6 +13,8 @@ typedef struct clt_train_opts {
   const char *data_dir;    /* IDX files or a photo folder (one subfolder per class) */
   int image_size;          /* photo folders: images are resized to this square */
   double validation_split; /* photo folders: fraction held out for evaluation */
+  long max_image_pixels;   /* photo folders: refuse bigger images (width * height); 0: the
+                              default, CLT_PHOTOS_MAX_PIXELS */
   const char *model;       /* a built-in model's name or a Keras model file (.json) */
   const char *weights;     /* starting weights (.npz), or NULL */
   const char *preprocess;  /* model files: raw, unit or caffe; NULL: raw */
@@ -43,6 +45,8 @@ typedef struct clt_train_opts {
   int verbose;                                  /* print the OpenCL compilers' build logs */
   int trace_steps;                              /* --trace: the steps it covers (default 20) */
   int tensorboard_every;       /* --tensorboard: the batch loss every N steps (0: epochs only) */
+  double allreduce_timeout;    /* seconds a replica may hold up the others' all-reduce (ring.h;
+                                  0: no limit) */
   const char *trace_path;      /* --trace: Chrome trace-event JSON of the first steps, or NULL */
   const char *tensorboard_dir; /* --tensorboard: event files under DIR/train, DIR/validation */
   FILE *out;                   /* where epoch lines go */
@@ -58,7 +62,8 @@ typedef struct clt_eval_opts {
   const char *data_dir;
   double validation_split; /* photo folders: evaluate this held-out fraction (0: all) */
   int validation_split_given;
-  uint64_t seed; /* ... chosen with this seed, as in training */
+  long max_image_pixels; /* as in clt_train_opts */
+  uint64_t seed;         /* ... chosen with this seed, as in training */
   const char *devices;
   int batch_per_replica;
   long test_limit;

@@ -14,7 +14,26 @@
  * the global batch is batch_per_replica x all replicas, the split is chosen by
  * process 0 from every replica's timings, the all-reduce spans the processes
  * (ring.h), and figures and metrics are summed over them, so every process holds
- * the same numbers. */
+ * the same numbers.
+ *
+ * With --split auto every replica is timed before the first step (a warm-up run
+ * and one example, and a full slice when that is cheap, on all replicas at once)
+ * so the first split already follows the devices' speeds. In one process, a
+ * replica so slow that any share would lengthen the step leaves it: it gets no
+ * examples and takes no part in the all-reduce, the barriers or the update, and
+ * the ring runs over the others (the members). Its thread re-times it between
+ * the members' steps, off their critical path (clt_balancer_probe_due paces it),
+ * on whatever old batch and state it holds; when a probe predicts a shorter step
+ * with it, it rejoins: at the end of a step the first member staying reads its
+ * parameters (BatchNormalization's statistics among them) and optimizer slots,
+ * the replica rejoining writes them into its own and takes part from the next
+ * step (whose number gives the optimizer's step count), so every member holds
+ * the same bits. Under MPI every replica stays in the step, as before (one with
+ * no examples re-timed on one example every 64 steps).
+ *
+ * CLTRAIN_TEST_SLOW="replica=R,from=S,to=T,ms=M" is a test facility: replica R's
+ * forward and backward passes (and its speed probes) take M ms longer at
+ * optimizer steps S to T, so that tests can make a device leave and rejoin. */
 #ifndef CLT_TRAINER_H
 #define CLT_TRAINER_H
 
@@ -34,6 +53,12 @@ typedef struct clt_replica_stats {
   long examples;          /* training examples this replica processed in the epoch */
   double busy_seconds;    /* device time of its kernels (profiling events) */
   double compute_seconds; /* wall time of its forward+backward passes (host view) */
+  /* Leaving the step (one process, --split auto): */
+  int member;                  /* in the step at the end of the epoch */
+  int left, joined;            /* times it left and rejoined the step in the epoch */
+  long left_step, joined_step; /* the optimizer step it was first out, back in (latest; 0: none) */
+  int probes;                  /* speed probes it ran while out */
+  double probe_seconds;        /* ... and their time */
 } clt_replica_stats;
 
 /* A replica of the run, possibly of another process (for reports). */
@@ -55,6 +80,10 @@ typedef struct clt_epoch_result {
   double data_wait_seconds; /* time replica 0 waited for the source (decoded photos) */
   double first_step_done;   /* CLOCK_MONOTONIC seconds when the first step had finished */
   int bad_step;             /* first step (0-based) with a non-finite loss or gradient, or -1 */
+  /* The epoch's steps: `steps` in all; this pass ran [skipped_steps, steps_done).
+   * steps_done < steps: stopped early (a signal, clt_interrupt_signal). */
+  int skipped_steps, steps_done, steps;
+  long examples; /* trained on in this pass (the epoch's count unless resumed or stopped) */
   clt_replica_stats replicas[CLT_MAX_REPLICAS]; /* every replica of the run (global index) */
 } clt_epoch_result;
 
@@ -72,6 +101,10 @@ int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int
                        int batch_per_replica, clt_split_mode split, const double *weights,
                        clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
                        clt_err *e);
+/* Device memory a replica of model m needs to train on one example: its network
+ * takes at most 70% of a device's memory. A device with less cannot train m. */
+double clt_trainer_device_need(const clt_model *m);
+
 /* The same for evaluation only (cltrain eval): inference-only networks, which
  * keep an activation only until it has been read, and no all-reduce ring. */
 int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
@@ -85,6 +118,8 @@ int clt_trainer_replicas(const clt_trainer *t);
 int clt_trainer_total_replicas(const clt_trainer *t);
 const clt_replica_info *clt_trainer_replica_info(const clt_trainer *t, int global_index);
 int clt_trainer_processes(const clt_trainer *t);
+/* Seconds the set-up speed probe took (--split auto; 0: none). */
+double clt_trainer_probe_seconds(const clt_trainer *t);
 /* The batch balancer (its estimates and latest split), for reporting. */
 const clt_balancer *clt_trainer_balancer(const clt_trainer *t);
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i);
@@ -108,16 +143,22 @@ void clt_trainer_progress(clt_trainer *t, FILE *out);
 
 /* Writes the same parameters and optimizer slot variables (optimizer.h; NULL: zeros)
  * to every replica (of this process: the caller makes them the same everywhere), or reads them
- * (those not NULL) from replica 0. Flat arrays of model->flat_floats. */
+ * (those not NULL) from the first replica in the step. Flat arrays of model->flat_floats. */
 int clt_trainer_set_state(clt_trainer *t, const float *params, const float *slot0,
                           const float *slot1, clt_err *e);
 int clt_trainer_get_state(clt_trainer *t, float *params, float *slot0, float *slot1, clt_err *e);
 
 /* One training epoch over the training source in the order of (seed, epoch), each
- * step updating by opt. *step counts optimizer steps and is advanced. */
+ * step updating by opt. *step counts optimizer steps and is advanced. After a
+ * signal (clt_interrupt_signal) it stops when the current step is done, in every
+ * replica and process alike: res->steps_done < res->steps. */
 int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimizer *opt,
                       long *step, clt_epoch_result *res, clt_err *e);
 
+/* Makes the next clt_trainer_epoch continue an epoch stopped after steps_done
+ * steps (a checkpoint's data/epoch_step), whose per-step loss and correct sums
+ * (2 per step, over the run) were `sums` (read during that call). */
+void clt_trainer_resume_epoch(clt_trainer *t, int steps_done, const double *sums);
 /* Loss (mean per example) and accuracy on the test source, its batches sliced
  * across replicas like training batches. */
 int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e);

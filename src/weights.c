@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "npz.h"
 
 /* "(3,3,1,64)" */
@@ -33,17 +34,36 @@ static int take(const char *path, const clt_npz_array *a, const clt_layer *l, co
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has shape %s, %s/%s needs %s", path, a->name,
                     got, l->name, p->name, need);
   }
+  /* A NaN or infinity would be trained on as if it were a weight. */
+  int status = clt_npz_check_finite(path, a, e);
+  if (status) return status;
   memcpy(flat + p->offset, a->data, p->size * sizeof(float));
   return CLT_OK;
 }
 
+/* Member `name` of z, marked in used[] as taken; NULL if absent. */
+static const clt_npz_array *find(const clt_npz *z, char *used, const char *name) {
+  for (int i = 0; i < clt_npz_count(z); i++) {
+    if (strcmp(clt_npz_at(z, i)->name, name) == 0) {
+      used[i] = 1;
+      return clt_npz_at(z, i);
+    }
+  }
+  return NULL;
+}
+
 int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err *e) {
   clt_npz *z = NULL;
+  char *used = NULL; /* per member: a weight taken, or a checkpoint's other member */
   float *staged = malloc(m->flat_floats * sizeof(float));
   if (!staged) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", path);
   memcpy(staged, flat, m->flat_floats * sizeof(float));
   int status = clt_npz_read(path, &z, e), k = 0;
   if (status) goto cleanup;
+  if (!(used = calloc((size_t)clt_npz_count(z) + 1, 1))) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", path);
+    goto cleanup;
+  }
   const int positional = clt_npz_find(z, "arr_0") != NULL;
   for (int i = 0; i < m->nlayers && !status; i++) {
     const clt_layer *l = &m->layers[i];
@@ -51,10 +71,10 @@ int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err 
       char name[96];
       if (positional) snprintf(name, sizeof name, "arr_%d", k);
       else snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
-      const clt_npz_array *a = clt_npz_find(z, name);
+      const clt_npz_array *a = find(z, used, name);
       if (!a && !positional && l->params[p].alias[0]) {
         snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].alias);
-        a = clt_npz_find(z, name);
+        a = find(z, used, name);
         if (!a) snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
       }
       if (!a && positional) {
@@ -84,9 +104,25 @@ int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err 
                         m->name, k);
     }
   }
+  /* Exactly the weights, as Keras refuses a weights file that does not match; a
+   * checkpoint (it has metadata) may also hold its optimizer state and counters. */
+  const int checkpoint = !positional && clt_npz_find(z, "metadata") != NULL;
+  for (int i = 0; !status && i < clt_npz_count(z); i++) {
+    const char *name = clt_npz_at(z, i)->name;
+    if (used[i] || (checkpoint && clt_checkpoint_extra_member(m, name))) continue;
+    char shown[160];
+    size_t n = 0;
+    for (; name[n] && n + 1 < sizeof shown; n++)
+      shown[n] = (unsigned char)name[n] < 0x20 || name[n] == 0x7f ? '?' : name[n];
+    shown[n] = '\0';
+    status = clt_fail(e, CLT_ERR_FORMAT, "%s: unexpected member %s: not a weight of model %s%s",
+                      path, shown, m->name,
+                      positional ? " (arr_0, arr_1, ... in Keras' get_weights order)" : "");
+  }
   if (!status) memcpy(flat, staged, m->flat_floats * sizeof(float));
 cleanup:
   clt_npz_free(z);
+  free(used);
   free(staged);
   return status;
 }

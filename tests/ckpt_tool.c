@@ -3,7 +3,10 @@
  *   ckpt_tool diff A.npz B.npz
  *       prints "max_rel_diff X": the largest |a - b| over all model parameters
  *       (members without "/" prefix "optimizer/"), divided by the largest |a|.
- *   ckpt_tool poison IN OUT MEMBER       first value of MEMBER set to NaN
+ *   ckpt_tool poison IN OUT MEMBER [VALUE [INDEX]]
+ *                                        value INDEX (default 0) of float32 MEMBER set
+ *                                        to VALUE (default nan; strtod: nan, inf, -inf, ...)
+ *   ckpt_tool fill IN OUT MEMBER VALUE   every value of float32 MEMBER set to VALUE
  *   ckpt_tool drop IN OUT MEMBER         MEMBER removed
  *   ckpt_tool reshape IN OUT MEMBER      MEMBER's first dimension changed (data kept consistent)
  *   ckpt_tool set-string IN OUT MEMBER FROM TO
@@ -81,7 +84,8 @@ int main(int argc, char **argv) {
   if (argc < 5) {
     fprintf(
         stderr,
-        "usage: ckpt_tool diff A B | list IN | poison|drop|reshape IN OUT MEMBER | set-string IN OUT MEMBER FROM TO\n");
+        "usage: ckpt_tool diff A B | list IN | poison IN OUT MEMBER [VALUE [INDEX]] | fill IN OUT "
+        "MEMBER VALUE | drop|reshape IN OUT MEMBER | set-string IN OUT MEMBER FROM TO\n");
     return 2;
   }
   const char *op = argv[1], *in = argv[2], *out = argv[3], *member = argv[4];
@@ -100,9 +104,18 @@ int main(int argc, char **argv) {
       if (strcmp(op, "drop") == 0) continue;
       copy = malloc(a.bytes + 8);
       memcpy(copy, a.data, a.bytes);
-      if (strcmp(op, "poison") == 0) {
-        float nan = NAN;
-        memcpy(copy, &nan, 4);
+      if (strcmp(op, "poison") == 0 || strcmp(op, "fill") == 0) {
+        const int fill = strcmp(op, "fill") == 0;
+        const float v = argc > 5 ? strtof(argv[5], NULL) : NAN;
+        const size_t at = argc > 6 && !fill ? strtoul(argv[6], NULL, 10) : 0;
+        if (strcmp(a.dtype, "<f4") != 0 || at >= a.bytes / 4 || (fill && argc != 6)) {
+          fprintf(stderr, "ckpt_tool: %s is not float32, has no value %zu, or no VALUE given\n",
+                  member, at);
+          rc = 1;
+          goto done;
+        }
+        for (size_t i = fill ? 0 : at; i < (fill ? a.bytes / 4 : at + 1); i++)
+          memcpy(copy + 4 * i, &v, 4);
       } else if (strcmp(op, "reshape") == 0) {
         /* One row fewer: a shape the model cannot take, with consistent data. */
         size_t row = a.bytes / (size_t)(a.dims[0] ? a.dims[0] : 1);

@@ -1,5 +1,8 @@
 /* Writes a synthetic photo folder for tests and benchmarks:
  *   make_photos DIR CLASSES PER_CLASS [SEED]
+ * or one black PNG of W x H pixels, 1-bit grey, a few KiB however big (a
+ * decompression bomb, or a big image, for the pixel limit's tests):
+ *   make_photos --blank FILE.png W H
  * DIR/class_K/img_N.{jpg,png}: odd sizes (between 40 and 150 pixels a side),
  * every other file a PNG (RGB, or RGBA for some), the rest JPEG (a few grey).
  * Classes are learnable: class K's images are stripes at an angle and in a
@@ -79,9 +82,41 @@ static int write_jpeg(const char *path, const unsigned char *rgb, int w, int h, 
   return fclose(f);
 }
 
+static int write_blank(const char *path, long w, long h) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+  png_infop info = png_create_info_struct(png);
+  unsigned char *row = calloc((size_t)(w + 7) / 8, 1);
+  if (!png || !info || !row || setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    free(row);
+    fclose(f);
+    return -1;
+  }
+  png_init_io(png, f);
+  png_set_compression_level(png, 9);
+  png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 1, PNG_COLOR_TYPE_GRAY,
+               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  for (long y = 0; y < h; y++) png_write_row(png, row);
+  png_write_end(png, NULL);
+  png_destroy_write_struct(&png, &info);
+  free(row);
+  return fclose(f);
+}
+
 int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "--blank") == 0) {
+    const long w = atol(argv[3]), h = atol(argv[4]);
+    if (w < 1 || h < 1 || w > 1000000 || h > 1000000 || write_blank(argv[2], w, h) != 0) {
+      fprintf(stderr, "make_photos: cannot write a %ldx%ld PNG to %s\n", w, h, argv[2]);
+      return 1;
+    }
+    return 0;
+  }
   if (argc < 4) {
-    fprintf(stderr, "usage: make_photos DIR CLASSES PER_CLASS [SEED]\n");
+    fprintf(stderr, "usage: make_photos DIR CLASSES PER_CLASS [SEED] | --blank FILE.png W H\n");
     return 2;
   }
   const char *dir = argv[1];

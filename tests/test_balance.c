@@ -4,7 +4,9 @@
  * split (the continuous optimum, computed exactly from the true model) and never
  * worse than MirroredStrategy's equal split. Also: --split parsing, fixed
  * weights, caps, a device too slow to admit and its periodic probe, and its
- * re-admission once it speeds up. */
+ * re-admission once it speeds up; and with leaving on (one process), the same
+ * device leaving the step, probed off the critical path at a bounded rate, and
+ * rejoining once it speeds up. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,6 +87,100 @@ static void check_case(const char *name, sim s, int global) {
         even);
 }
 
+/* Probes replica i as the trainer does off the critical path: one example, and
+ * `more` examples too when one took under 10 ms; the result arrives when the
+ * probe ends. */
+static void probe_sim(clt_balancer *b, const sim *s, int i, int more, double now) {
+  if (true_time(s, i, 1) > 0.01) more = 0;
+  const int n[2] = {1, more};
+  const double t[2] = {true_time(s, i, 1), true_time(s, i, more)};
+  const double took = t[0] + (more ? t[1] : 0);
+  clt_balancer_probed(b, i, more ? 2 : 1, n, t, took, now + took);
+}
+
+/* Steps of the trainer's loop with leaving on, from `now`; counts the probes of
+ * replicas out, the steps replica 0 was a member, and checks no replica out is
+ * ever given examples. Returns the time at the end. */
+static double run_leaving(clt_balancer *b, const sim *s, int global, int steps, double now,
+                          int *probes, int *member0, int *bad_split) {
+  int slices[8];
+  for (int k = 0; k < steps; k++) {
+    clt_balancer_regroup(b, global, now);
+    clt_balancer_split(b, global, slices);
+    double t[8], worst = 0;
+    for (int i = 0; i < s->n; i++) {
+      if (!clt_balancer_member(b, i) && slices[i]) *bad_split = 1;
+      t[i] = true_time(s, i, slices[i]) * (1 + 0.05 * noise());
+      worst = fmax(worst, t[i]);
+    }
+    *member0 += clt_balancer_member(b, 0);
+    clt_balancer_observe(b, slices, t);
+    now += worst;
+    for (int i = 0; i < s->n; i++) {
+      if (clt_balancer_probe_due(b, i, now)) {
+        ++*probes;
+        probe_sim(b, s, i, 16, now);
+      }
+    }
+  }
+  return now;
+}
+
+static void check_leaving(void) {
+  /* Timed by a set-up probe, a device too slow to help leaves before the first
+   * step; it is probed rarely (its probe takes 0.1 s: every 2 s of training at
+   * most), stays out while slow, and rejoins within a probe once fast. */
+  sim slow = {2, {20, 10000}, {0.05, 0.002}};
+  clt_balancer b;
+  clt_balancer_init(&b, 2, CLT_SPLIT_AUTO, NULL, NULL);
+  clt_balancer_leave(&b);
+  for (int i = 0; i < 2; i++) probe_sim(&b, &slow, i, 32, 0);
+  int probes = 0, member0 = 0, bad = 0, slices[8];
+  double now = run_leaving(&b, &slow, 64, 600, 0, &probes, &member0, &bad);
+  /* 600 steps of 8.4 ms: 5 s, so 2 or 3 probes. */
+  check(member0 == 0 && !bad && probes >= 1 && probes <= 3,
+        "a too slow device leaves before the first step and stays out (%d steps in, %d probes "
+        "in %.1f s)",
+        member0, probes, now);
+  clt_balancer_split(&b, 1, slices);
+  check(slices[0] == 0 && slices[1] == 1, "a short batch goes to the members only (%d,%d)",
+        slices[0], slices[1]);
+
+  slow.rate[0] = 10000;
+  slow.overhead[0] = 0.002;
+  probes = member0 = 0;
+  run_leaving(&b, &slow, 64, 600, now, &probes, &member0, &bad);
+  clt_balancer_split(&b, 64, slices);
+  check(!bad && probes <= 3 && member0 > 0 && slices[0] >= 24 && slices[1] >= 24,
+        "it rejoins once a probe shows it fast (split %d,%d, %d probes)", slices[0], slices[1],
+        probes);
+
+  /* Equal devices never leave, and nothing is probed. */
+  sim same = {3, {500, 500, 500}, {0.001, 0.001, 0.001}};
+  clt_balancer_init(&b, 3, CLT_SPLIT_AUTO, NULL, NULL);
+  clt_balancer_leave(&b);
+  for (int i = 0; i < 3; i++) probe_sim(&b, &same, i, 32, 0);
+  probes = member0 = bad = 0;
+  run_leaving(&b, &same, 96, 300, 0, &probes, &member0, &bad);
+  clt_balancer_split(&b, 96, slices);
+  check(member0 == 300 && probes == 0 && !bad && slices[0] == 32 && slices[1] == 32 &&
+            slices[2] == 32,
+        "equal devices stay in with equal slices");
+
+  /* Of three, the slow one leaves and the other two share the batch by speed. */
+  sim three = {3, {4000, 20, 8000}, {0.002, 0.05, 0.002}};
+  clt_balancer_init(&b, 3, CLT_SPLIT_AUTO, NULL, NULL);
+  clt_balancer_leave(&b);
+  for (int i = 0; i < 3; i++) probe_sim(&b, &three, i, 32, 0);
+  probes = member0 = bad = 0;
+  run_leaving(&b, &three, 192, 200, 0, &probes, &member0, &bad);
+  clt_balancer_split(&b, 192, slices);
+  check(clt_balancer_member(&b, 0) && !clt_balancer_member(&b, 1) && clt_balancer_member(&b, 2) &&
+            slices[1] == 0 && slices[0] + slices[2] == 192 && slices[2] > slices[0] && !bad,
+        "of three, the slow one leaves and the others share by speed (%d,%d,%d)", slices[0],
+        slices[1], slices[2]);
+}
+
 int main(void) {
   /* Speeds like this machine's PoCL pair (basic ~ 70/s, pthread ~ 300/s) and GPUs
    * 10x and 30x a CPU, with launch overheads. */
@@ -130,6 +226,8 @@ int main(void) {
     check(slices[0] >= 24 && slices[1] >= 24,
           "a left-out device that speeds up is re-admitted (split %d,%d)", slices[0], slices[1]);
   }
+
+  check_leaving();
 
   clt_split_mode mode;
   double w[CLT_BALANCE_MAX];

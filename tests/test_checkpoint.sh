@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Checkpoints through the command line: saving and the index, eval reproducing
 # the training-time test figures, an independent NumPy reading of the Keras-layout
-# weights, exact resume, resume on another device set, the NaN guard, and every
-# kind of bad checkpoint refused with one error line.
+# weights, exact resume, resume on another device set, the NaN guard, every kind
+# of bad checkpoint refused with one error line (non-finite values, unexpected
+# members, an index naming a file elsewhere, ...), numpy.savez_compressed files
+# read, and one trainer per checkpoint folder.
 #   test_checkpoint.sh CLTRAIN CKPT_TOOL
 set -u
 CLT=$1
@@ -128,8 +130,10 @@ if cmp -s "$tmp/straight/ckpt-2.npz" "$tmp/old/ckpt-2.npz"; then ok "a checkpoin
 fi
 
 # --- NaN guard ----------------------------------------------------------------------
+# Finite weights so large (3e38 everywhere in the first kernel) that the forward
+# pass overflows: the checkpoint loads, the first step's loss is not finite.
 mkdir -p "$tmp/nan"
-"$TOOL" poison "$tmp/straight/ckpt-1.npz" "$tmp/nan/ckpt-1.npz" dense/bias
+"$TOOL" fill "$tmp/straight/ckpt-1.npz" "$tmp/nan/ckpt-1.npz" conv2d/kernel 3e38
 printf 'model_checkpoint_path: "ckpt-1"\n' >"$tmp/nan/checkpoint"
 expect_fail "a non-finite loss stops training naming epoch and step" \
   "epoch 2, step 1: non-finite loss or gradient" \
@@ -197,6 +201,116 @@ expect_fail "dangling index" "dangling/checkpoint: the index names .*ckpt-9.npz,
   "$CLT" eval --checkpoint "$tmp/dangling"
 echo "hello" >"$tmp/garbage/checkpoint"
 expect_fail "garbage index" "garbage/checkpoint: not a checkpoint index" "$CLT" eval --checkpoint "$tmp/garbage"
+
+# --- non-finite values, unexpected members, names -------------------------------------
+# A NaN or infinity (valid CRC-32s) is refused naming the member and the index, by
+# eval, --resume and --weights alike.
+for spec in "dense/bias nan 7 NaN" "conv2d/kernel inf 0 \+Inf" "dense_1/kernel -inf 639 -Inf"; do
+  read -r member value index shown <<<"$spec"
+  d=$tmp/poisoned-${member%%/*}
+  mkdir -p "$d"
+  "$TOOL" poison "$good" "$d/ckpt-2.npz" "$member" "$value" "$index"
+  printf 'model_checkpoint_path: "ckpt-2"\n' >"$d/checkpoint"
+  want="ckpt-2.npz: member $member holds a non-finite value \($shown at index $index\)"
+  expect_fail "eval of $member[$index] = $value" "$want" "$CLT" eval --checkpoint "$d" --test-limit 300
+  expect_fail "--resume from $member[$index] = $value" "$want" \
+    "$CLT" train --epochs 3 --resume --train-limit 640 --test-limit 300 --checkpoint-dir "$d"
+  expect_fail "--weights with $member[$index] = $value" "$want" \
+    "$CLT" train --epochs 1 "${small[@]}" --weights "$d/ckpt-2.npz" --checkpoint-dir "$tmp/w-$value"
+done
+"$TOOL" poison "$good" "$tmp/slot.npz" optimizer/conv2d_1/kernel/v inf 17
+expect_fail "eval of an infinite optimizer slot" \
+  "slot.npz: member optimizer/conv2d_1/kernel/v holds a non-finite value \(\+Inf at index 17\)" \
+  "$CLT" eval --checkpoint "$tmp/slot.npz"
+"$TOOL" set-string "$good" "$tmp/format.npz" metadata '"format": 1' '"format": 99999999999999999999'
+expect_fail "a format number that overflows, shown as written" \
+  'format.npz: checkpoint format "99999999999999999999" is not a number this cltrain reads \(it reads 1\)' \
+  "$CLT" eval --checkpoint "$tmp/format.npz"
+# The index may name only a file of its own folder, however the path is spelled.
+mkdir -p "$tmp/escape/sub" "$tmp/other"
+cp "$good" "$tmp/other/ckpt-1.npz"
+for name in "../other/ckpt-1" "sub/../../other/ckpt-1" "$tmp/other/ckpt-1"; do
+  printf 'model_checkpoint_path: "%s"\n' "$name" >"$tmp/escape/checkpoint"
+  want="escape/checkpoint: the index names \"$name\", which is not a file of this folder"
+  expect_fail "eval of an index naming $name" "$want" "$CLT" eval --checkpoint "$tmp/escape"
+  expect_fail "--resume from an index naming $name" "$want" \
+    "$CLT" train --epochs 3 --resume --train-limit 640 --checkpoint-dir "$tmp/escape"
+done
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  # Exactly the members the model expects: an extra one is refused by eval, --resume
+  # and --weights (a checkpoint's own other members are fine for --weights).
+  mkdir -p "$tmp/extra"
+  /usr/bin/python3 - "$good" "$tmp" <<'PY'
+import sys, numpy as np
+good, tmp = sys.argv[1], sys.argv[2]
+z = dict(np.load(good))
+np.savez(tmp + "/extra/ckpt-2.npz", **z, **{"extra/unused": np.zeros(3, np.float32)})
+np.savez(tmp + "/evil.npz", **z, **{"../evil": np.zeros(3, np.float32)})
+np.savez_compressed(tmp + "/compressed.npz", **z)
+weights = [z[k] for k in ["conv2d/kernel", "conv2d/bias", "conv2d_1/kernel", "conv2d_1/bias",
+                          "dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]]
+np.savez(tmp + "/positional.npz", *weights)
+np.savez(tmp + "/positional_extra.npz", *weights, junk=np.zeros(1, np.float32))
+weights[3] = weights[3].copy()
+weights[3][5] = np.inf
+np.savez_compressed(tmp + "/positional_inf.npz", *weights)
+PY
+  printf 'model_checkpoint_path: "ckpt-2"\n' >"$tmp/extra/checkpoint"
+  want='ckpt-2.npz: unexpected member extra/unused \(not part of a checkpoint of model fmnist-cnn'
+  expect_fail "eval of a checkpoint with an extra member" "$want" "$CLT" eval --checkpoint "$tmp/extra"
+  expect_fail "--resume from a checkpoint with an extra member" "$want" \
+    "$CLT" train --epochs 3 --resume --train-limit 640 --checkpoint-dir "$tmp/extra"
+  expect_fail "--weights with an extra member" "ckpt-2.npz: unexpected member extra/unused: not a weight of model fmnist-cnn" \
+    "$CLT" train --epochs 1 "${small[@]}" --weights "$tmp/extra/ckpt-2.npz" --checkpoint-dir "$tmp/w-extra"
+  expect_fail "--weights (get_weights order) with an extra member" \
+    "positional_extra.npz: unexpected member junk: not a weight of model fmnist-cnn" \
+    "$CLT" train --epochs 1 "${small[@]}" --weights "$tmp/positional_extra.npz" --checkpoint-dir "$tmp/w-extra"
+  expect_fail "--weights (get_weights order, compressed) with +Inf" \
+    "positional_inf.npz: member arr_3 holds a non-finite value \(\+Inf at index 5\)" \
+    "$CLT" train --epochs 1 "${small[@]}" --weights "$tmp/positional_inf.npz" --checkpoint-dir "$tmp/w-extra"
+  expect_fail "a member named ../evil" "evil.npz: member ../evil.npy: unsafe name \(contains '..'\)" \
+    "$CLT" eval --checkpoint "$tmp/evil.npz"
+  # numpy.savez_compressed (deflated members) reads as the stored original.
+  want=$("$CLT" eval --checkpoint "$good" --test-limit 300 2>&1 | grep -E '^(Accuracy|Loss)')
+  got=$("$CLT" eval --checkpoint "$tmp/compressed.npz" --test-limit 300 2>&1 | grep -E '^(Accuracy|Loss)')
+  if [ -n "$want" ] && [ "$got" = "$want" ]; then ok "a numpy.savez_compressed checkpoint evaluates as the original"; else
+    bad "a numpy.savez_compressed checkpoint evaluates as the original ($got vs $want)"
+  fi
+  for w in "$good" "$tmp/compressed.npz" "$tmp/positional.npz"; do
+    expect_ok "--weights $(basename "$w") (a checkpoint's other members ignored)" '^Epoch 1, ' \
+      "$CLT" train --epochs 1 --train-limit 64 --test-limit 64 --weights "$w" --checkpoint-dir "$tmp/w-ok"
+  done
+else
+  echo "note: numpy not installed; extra, unsafe and compressed members skipped"
+fi
+
+# --- one trainer per checkpoint folder ------------------------------------------------
+# A second trainer on a folder in use is refused at once, naming the first one's PID;
+# kill -9 of the first frees the folder (the kernel drops the lock).
+mkdir -p "$tmp/busy"
+"$CLT" train --train-limit 640 --test-limit 64 --epochs 500 --checkpoint-dir "$tmp/busy" >"$tmp/busy.txt" 2>&1 &
+first=$!
+for _ in $(seq 600); do # until it holds the lock (its PID in the lock file) and trains
+  if [ "$(cut -d' ' -f1 "$tmp/busy/.cltrain.lock" 2>/dev/null)" = "$first" ] && grep -q '^Epoch 1,' "$tmp/busy.txt"; then break; fi
+  kill -0 $first 2>/dev/null || break
+  sleep 0.1
+done
+start=$(date +%s)
+expect_fail "a second trainer on a folder in use is refused" \
+  "busy: in use by another cltrain \(pid $first\); wait for it or choose another --checkpoint-dir" \
+  "$CLT" train --train-limit 640 --test-limit 64 --epochs 50 --checkpoint-dir "$tmp/busy"
+if [ $(($(date +%s) - start)) -le 20 ] && kill -0 $first 2>/dev/null; then ok "refused quickly, the first still training"; else
+  bad "refused quickly, the first still training ($(($(date +%s) - start)) s; $(tail -2 "$tmp/busy.txt"))"
+fi
+kill -9 $first 2>/dev/null
+wait $first 2>/dev/null
+"$CLT" train --epochs 1 --train-limit 640 --test-limit 64 --checkpoint-dir "$tmp/busy" >"$tmp/busy2.txt" 2>&1
+if grep -q "saved $tmp/busy/ckpt-" "$tmp/busy2.txt" && [ -z "$(ls -A "$tmp/busy" | grep '\.tmp-')" ]; then
+  ok "after kill -9 of the first a new run takes the folder"
+else
+  bad "after kill -9 of the first a new run takes the folder ($(tail -2 "$tmp/busy2.txt"))"
+fi
+
 expect_fail "eval without --checkpoint" "--checkpoint DIR\|FILE is required" "$CLT" eval
 expect_fail "no such checkpoint" "$tmp/nothing: no such checkpoint" "$CLT" eval --checkpoint "$tmp/nothing"
 

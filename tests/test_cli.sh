@@ -3,6 +3,7 @@
 # folders. Every failure must exit non-zero with one error line naming the cause.
 set -u
 CLT=$1
+MAKE_PHOTOS=$2
 DATA=/usr/share/datasets/fashion-mnist
 . "$(dirname "$0")/lib.sh"
 
@@ -86,7 +87,37 @@ rm "$tmp/mismatch/train-labels-idx1-ubyte.gz"
 idx_labels "$tmp/mismatch/train-labels-idx1-ubyte" 99
 expect_fail "image and label counts differ" "100 images but .*99 labels" "$CLT" train --data "$tmp/mismatch"
 make_data "$tmp/good" 28 28
-expect_fail "log in a missing folder" "$tmp/nodir/log.jsonl: cannot open log" \
+expect_fail "log in a missing folder" "$tmp/nodir/log.jsonl \(--log\): folder .*nodir: No such file" \
   "$CLT" train --data "$tmp/good" --epochs 1 --log "$tmp/nodir/log.jsonl"
+
+# --- outputs: checked before anything is created, every write checked ----------------
+mkdir -p "$tmp/logdir"
+expect_fail "--log naming a folder is refused" "logdir \(--log\): is a folder, not a file" \
+  "$CLT" train --data "$tmp/good" --epochs 1 --log "$tmp/logdir" --checkpoint-dir "$tmp/new/ck"
+if [ ! -e "$tmp/new" ]; then ok "a refused --log leaves no checkpoint folder behind"; else
+  bad "a refused --log left $(find "$tmp/new")"
+fi
+expect_fail "--trace in a missing folder is refused first" "nodir/t.json \(--trace\)" \
+  "$CLT" train --data "$tmp/good" --epochs 1 --trace "$tmp/nodir/t.json" --checkpoint-dir "$tmp/new2"
+[ ! -e "$tmp/new2" ] && ok "a refused --trace leaves no checkpoint folder behind" || bad "--trace: $tmp/new2 created"
+expect_fail "a log on a full disk stops the run, naming the file" "/dev/full: cannot write log: No space left" \
+  "$CLT" train --data "$tmp/good" --epochs 2 --log /dev/full --checkpoint-every 1 --checkpoint-dir "$tmp/full"
+if [ -f "$tmp/full/ckpt-1.npz" ] && [ ! -e "$tmp/full/ckpt-2.npz" ]; then
+  ok "... after saving that epoch's checkpoint, before the next epoch"
+else
+  bad "a log on a full disk: checkpoints $(ls "$tmp/full" 2>&1)"
+fi
+if "$CLT" devices >/dev/full 2>"$tmp/err"; then bad "output to a full disk exits 0"; else
+  grep -q "standard output: cannot write" "$tmp/err" && ok "output to a full disk fails, saying so" ||
+    bad "output to a full disk: $(cat "$tmp/err")"
+fi
+expect_fail "--devices 0/0 is refused" "--devices 0/0: device 0 .* splits into 2 to" "$CLT" train --devices 0/0
+"$MAKE_PHOTOS" "$tmp/ph" 2 4 >/dev/null
+"$CLT" train --data "$tmp/ph" --model resnet-small --image-size 32 --epochs 1 --batch-per-replica 4 \
+  --checkpoint-dir "$tmp/ph-ck" >/dev/null 2>&1 || bad "a photo run to resume"
+expect_fail "--resume at another --image-size says what the checkpoint expects" \
+  "ph-ck.*was trained on 32x32 images, not --image-size 48" \
+  "$CLT" train --data "$tmp/ph" --image-size 48 --epochs 2 --checkpoint-dir "$tmp/ph-ck" --resume
+expect_fail "--devices 0/1 is refused" "--devices 0/1: device 0 .* splits into 2 to" "$CLT" train --devices 0/1
 
 finish

@@ -108,7 +108,11 @@ static void test_fixture(const char *dir) {
   const size_t pixels = clt_shape_size(m->input);
   upload_bytes(net->input, 0, x->data, (size_t)B * pixels * sizeof(float));
   int *labels = inew((size_t)B);
-  for (int b = 0; b < B; b++) labels[b] = (int)((const int64_t *)y->data)[b];
+  for (int b = 0; b < B; b++) {
+    int64_t v; /* the member's data need not be aligned for int64 */
+    memcpy(&v, (const char *)y->data + (size_t)b * sizeof v, sizeof v);
+    labels[b] = (int)v;
+  }
   upload_bytes(net->labels, 0, labels, (size_t)B * sizeof(int));
   clt_net_set_position(net, 1, 0, 0);
   if (api_failed(clt_net_forward_backward(net, B, 1.0f / (float)B, 0, 1, &E), "training step"))

@@ -164,8 +164,34 @@ static void refused(const char *description, const char *want) {
   if (status != CLT_OK) printf("      message: %s\n", e.msg);
 }
 
+/* A checkpoint's metadata may declare any input and class count (found by fuzz_checkpoint). */
+static void refused_shape(clt_shape input, int classes, const char *want) {
+  clt_err e = {0};
+  int status = clt_model_parse("bad", input, classes, CLT_PRE_UNIT,
+                               "c=Conv2D(4,3x3,s1,valid) g=GlobalAveragePooling2D o=Dense(2)",
+                               &model, &e);
+  char what[256];
+  snprintf(what, sizeof what, "refused: input %dx%dx%d, %d classes", input.h, input.w, input.c,
+           classes);
+  check_detail(status != CLT_OK && strstr(e.msg, want) != NULL, what, e.msg);
+}
+
 static void test_bad_descriptions(void) {
+  refused_shape((clt_shape){6, 6, -3}, 2, "input 6x6x-3 is outside");
+  refused_shape((clt_shape){0, 6, 3}, 2, "input 0x6x3 is outside");
+  refused_shape((clt_shape){6, 100000, 3}, 2, "input 6x100000x3 is outside");
+  refused_shape((clt_shape){6, 6, 3}, 0, "0 classes is outside");
+  refused_shape((clt_shape){6, 6, 3}, -2, "-2 classes is outside");
   refused("", "no layers");
+  /* Sizes that would overflow (found by fuzz_checkpoint and fuzz_keras). */
+  refused(
+      "p=ZeroPadding2D(2000000000) c=Conv2D(4,3x3,s1,valid) g=GlobalAveragePooling2D d=Dense(4)",
+      "expected ZeroPadding2D(p)");
+  refused(
+      "p=ZeroPadding2D(5555555551) c=Conv2D(4,3x3,s1,valid) g=GlobalAveragePooling2D d=Dense(4)",
+      "expected ZeroPadding2D(p)");
+  refused("p=ZeroPadding2D(16384)<input f=Flatten d=Dense(4)",
+          "p: output 32776x32776x3 is outside what cltrain handles");
   refused("c=Conv3D(4) f=Flatten d=Dense(4)", "unknown kind Conv3D");
   refused("c=Conv2D(4,3x3,s1,full) f=Flatten d=Dense(4)", "c: Conv2D(4,3x3,s1,full)");
   refused("c=Conv2D(4,3x3,s1,valid,gelu) f=Flatten d=Dense(4)", "expected Conv2D(");

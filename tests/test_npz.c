@@ -1,7 +1,8 @@
 /* Tests for the .npz checkpoint format (src/npz.c): round trips, byte-for-byte
  * determinism, and clean refusal of truncated, corrupt and foreign archives.
  * Archives that clt_npz_write cannot produce (numpy-style zip64 extra fields,
- * data descriptors, odd .npy headers) are built here by a small zip writer. */
+ * data descriptors, odd .npy headers, deflated members as numpy.savez_compressed
+ * writes them, and deflate bombs) are built here by a small zip writer. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, dirent */
 #endif
@@ -76,6 +77,7 @@ static float kernel[3 * 5 * 1 * 7];
 static int64_t step = -1234567890123;
 static uint64_t seeds[3] = {0, 42, UINT64_MAX};
 static float moment[6];
+static double sums[2][2] = {{1.25, 3}, {-0.5, 64}};
 static uint32_t model_buf[64], empty_buf[1];
 
 static int reference(clt_npz_array *a) {
@@ -115,6 +117,13 @@ static int reference(clt_npz_array *a) {
                          .bytes = sizeof moment};
   n++;
   clt_npz_string(&a[n++], "note/\xc3\xa9t\xc3\xa9", "", empty_buf); /* a UTF-8 name */
+  a[n] = (clt_npz_array){.name = "data/epoch_sums",
+                         .dtype = "<f8",
+                         .rank = 2,
+                         .dims = {2, 2},
+                         .data = sums,
+                         .bytes = sizeof sums};
+  n++;
   return n;
 }
 
@@ -153,9 +162,11 @@ enum { PLAIN = 0, NUMPY_ZIP64 = 1, DESCRIPTOR = 2, CENTRAL_ZIP64 = 4 };
 typedef struct entry {
   const char *name;
   const unsigned char *data;
-  size_t len;
+  size_t len; /* as stored: deflated for method 8 */
   int method;
-  int style; /* PLAIN or a mix of the other bits */
+  int style;    /* PLAIN or a mix of the other bits */
+  size_t usize; /* method 8: the size declared inflated, and its CRC-32 */
+  uint32_t crc;
 } entry;
 
 /* Stored zip of the entries into out (large enough), with an optional comment,
@@ -166,7 +177,9 @@ static size_t build_zip(const entry *m, int n, const char *comment, int zip64_en
   for (int i = 0; i < n; i++) {
     unsigned char *h = out + at;
     size_t nl = strlen(m[i].name), xl = m[i].style & NUMPY_ZIP64 ? 20 : 0;
-    uint32_t crc = (uint32_t)crc32(0, m[i].data, (uInt)m[i].len);
+    const int deflated = m[i].method == 8;
+    const size_t ulen = deflated ? m[i].usize : m[i].len;
+    uint32_t crc = deflated ? m[i].crc : (uint32_t)crc32(0, m[i].data, (uInt)m[i].len);
     int desc = m[i].style & DESCRIPTOR;
     offsets[i] = at;
     put32(h, 0x04034b50);
@@ -176,14 +189,14 @@ static size_t build_zip(const entry *m, int n, const char *comment, int zip64_en
     put32(h + 10, 0x00210000);
     put32(h + 14, desc ? 0 : crc);
     put32(h + 18, desc ? 0 : (uint32_t)m[i].len);
-    put32(h + 22, desc ? 0 : (uint32_t)m[i].len);
+    put32(h + 22, desc ? 0 : (uint32_t)ulen);
     put16(h + 26, (uint32_t)nl);
     put16(h + 28, (uint32_t)xl);
     memcpy(h + 30, m[i].name, nl);
     if (xl) { /* what Python's zipfile writes for numpy.savez (force_zip64) */
       put16(h + 30 + nl, 1);
       put16(h + 32 + nl, 16);
-      put64(h + 34 + nl, m[i].len);
+      put64(h + 34 + nl, ulen);
       put64(h + 42 + nl, m[i].len);
     }
     at += 30 + nl + xl;
@@ -193,7 +206,7 @@ static size_t build_zip(const entry *m, int n, const char *comment, int zip64_en
       put32(out + at, 0x08074b50);
       put32(out + at + 4, crc);
       put32(out + at + 8, (uint32_t)m[i].len);
-      put32(out + at + 12, (uint32_t)m[i].len);
+      put32(out + at + 12, (uint32_t)ulen);
       at += 16;
     }
   }
@@ -202,15 +215,17 @@ static size_t build_zip(const entry *m, int n, const char *comment, int zip64_en
     unsigned char *h = out + at;
     size_t nl = strlen(m[i].name);
     int z64 = m[i].style & CENTRAL_ZIP64;
+    const int deflated = m[i].method == 8;
+    const size_t ulen = deflated ? m[i].usize : m[i].len;
     put32(h, 0x02014b50);
     put16(h + 4, 0x0314);
     put16(h + 6, z64 ? 45 : 20);
     put16(h + 8, m[i].style & DESCRIPTOR ? 8 : 0);
     put16(h + 10, (uint32_t)m[i].method);
     put32(h + 12, 0x00210000);
-    put32(h + 16, (uint32_t)crc32(0, m[i].data, (uInt)m[i].len));
+    put32(h + 16, deflated ? m[i].crc : (uint32_t)crc32(0, m[i].data, (uInt)m[i].len));
     put32(h + 20, z64 ? 0xFFFFFFFFu : (uint32_t)m[i].len);
-    put32(h + 24, z64 ? 0xFFFFFFFFu : (uint32_t)m[i].len);
+    put32(h + 24, z64 ? 0xFFFFFFFFu : (uint32_t)ulen);
     put16(h + 28, (uint32_t)nl);
     put16(h + 30, z64 ? 28 : 0);
     put16(h + 32, 0);
@@ -220,7 +235,7 @@ static size_t build_zip(const entry *m, int n, const char *comment, int zip64_en
     if (z64) {
       put16(h + 46 + nl, 1);
       put16(h + 48 + nl, 24);
-      put64(h + 50 + nl, m[i].len);
+      put64(h + 50 + nl, ulen);
       put64(h + 58 + nl, m[i].len);
       put64(h + 66 + nl, offsets[i]);
     }
@@ -274,7 +289,7 @@ static size_t build_npy(int major, const char *dict, const void *data, size_t le
   memcpy(out + pre, dict, dl);
   memset(out + pre + dl, ' ', total - pre - dl - 1);
   out[total - 1] = '\n';
-  memcpy(out + total, data, len);
+  if (len) memcpy(out + total, data, len); /* data may be NULL when len is 0 */
   return total + len;
 }
 
@@ -283,7 +298,7 @@ static unsigned char zbuf[1 << 16], npy[4][4096];
 /* Writes a one-member archive with a .npy of the given header to path. */
 static void one_member(const char *path, const char *member, int major, const char *dict,
                        const void *data, size_t len, int method, int style) {
-  entry m = {member, npy[0], build_npy(major, dict, data, len, npy[0]), method, style};
+  entry m = {member, npy[0], build_npy(major, dict, data, len, npy[0]), method, style, 0, 0};
   save(path, zbuf, build_zip(&m, 1, NULL, 0, zbuf));
 }
 
@@ -561,8 +576,9 @@ static void test_foreign(void) {
   one_member(p, "w.npy", 1, F23, six, sizeof six, 0, DESCRIPTOR);
   expect_six("data descriptor (flag bit 3)", p, "w");
   {
-    entry m = {"w.npy", npy[0], build_npy(1, F23, six, sizeof six, npy[0]), 0,
-               CENTRAL_ZIP64 | NUMPY_ZIP64};
+    entry m = {
+        "w.npy", npy[0], build_npy(1, F23, six, sizeof six, npy[0]), 0, CENTRAL_ZIP64 | NUMPY_ZIP64,
+        0,       0};
     save(p, zbuf, build_zip(&m, 1, NULL, 1, zbuf));
     expect_six("zip64 end records and central directory extra field", p, "w");
     save(p, zbuf, build_zip(&m, 1, "made by hand, PK\x05\x06 inside", 0, zbuf));
@@ -578,15 +594,15 @@ static void test_foreign(void) {
     const char *what, *member, *dict, *want;
     int major, method, len;
   } bad[] = {
-      {"compressed member", "w.npy", F23,
-       "member w: compressed members are not supported (method 8)", 1, 8, 24},
+      {"another compression method (bzip2)", "w.npy", F23,
+       "member w: compression method 12 is not supported", 1, 12, 24},
       {"member that is not .npy", "readme.txt", F23, "member readme.txt: not a .npy file", 1, 0,
        24},
       {"member named just .npy", ".npy", F23, "array name is empty", 1, 0, 24},
       {"fortran_order True", "w.npy", "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }",
        "member w: fortran_order True is not supported", 1, 0, 24},
-      {"<f8", "w.npy", "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }",
-       "member w: unsupported dtype '<f8'", 1, 0, 24},
+      {"<f2", "w.npy", "{'descr': '<f2', 'fortran_order': False, 'shape': (12,), }",
+       "member w: unsupported dtype '<f2'", 1, 0, 24},
       {"big-endian >f4", "w.npy", "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }",
        "unsupported dtype '>f4'", 1, 0, 24},
       {"structured dtype", "w.npy",
@@ -630,14 +646,14 @@ static void test_foreign(void) {
   size_t n0 = build_npy(1, F23, six, sizeof six, npy[0]);
   memcpy(npy[1], npy[0], n0);
   npy[1][0] = 'X';
-  entry bm = {"w.npy", npy[1], n0, 0, PLAIN};
+  entry bm = {"w.npy", npy[1], n0, 0, PLAIN, 0, 0};
   save(p, zbuf, build_zip(&bm, 1, NULL, 0, zbuf));
   expect_error("bad .npy magic", p, CLT_ERR_FORMAT, "member w: not a .npy file (bad magic)");
   memcpy(npy[1], npy[0], n0);
   npy[1][8] = 0xF0; /* header length far past the member */
   save(p, zbuf, build_zip(&bm, 1, NULL, 0, zbuf));
   expect_error("header length past the member", p, CLT_ERR_FORMAT, "exceeds the member");
-  entry dup[2] = {{"w.npy", npy[0], n0, 0, PLAIN}, {"w.npy", npy[0], n0, 0, PLAIN}};
+  entry dup[2] = {{"w.npy", npy[0], n0, 0, PLAIN, 0, 0}, {"w.npy", npy[0], n0, 0, PLAIN, 0, 0}};
   save(p, zbuf, build_zip(dup, 2, NULL, 0, zbuf));
   expect_error("duplicate member names", p, CLT_ERR_FORMAT, "member w: appears twice");
   /* Consistent but huge sizes or offsets in the central directory entry. */
@@ -654,12 +670,225 @@ static void test_foreign(void) {
   save(p, zbuf, zn);
   expect_error("local header offset past the end of the file", p, CLT_ERR_FORMAT,
                "member w: local header offset");
-  entry ctl = {"a\nb.npy", npy[0], n0, 0, PLAIN};
+  entry ctl = {"a\nb.npy", npy[0], n0, 0, PLAIN, 0, 0};
   zn = build_zip(&ctl, 1, NULL, 0, zbuf);
   zbuf[zn - 22 - 46 - 7 + 16] ^= 1; /* spoil the CRC so the name shows up in an error */
   save(p, zbuf, zn);
   expect_error("control character in a member name (shown as '?')", p, CLT_ERR_FORMAT,
                "member a?b: CRC-32");
+}
+
+/* Member names that could escape a folder if extracted: refused by the reader
+ * and the writer alike, whether or not anyone would ask for them. */
+static void test_unsafe_names(void) {
+  const char *p = tmp("unsafe.npz");
+  const struct {
+    const char *name, *why;
+  } names[] = {{"../evil.npy", "contains '..'"},
+               {"sub/../../evil.npy", "contains '..'"},
+               {"w..x.npy", "contains '..'"},
+               {"/etc/evil.npy", "starts with '/'"},
+               {"a\\b.npy", "has a backslash"}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    entry m = {names[i].name, npy[0], build_npy(1, F23, six, sizeof six, npy[0]), 0, PLAIN, 0, 0};
+    save(p, zbuf, build_zip(&m, 1, NULL, 0, zbuf));
+    char what[160], want[160];
+    snprintf(what, sizeof what, "member named %s", names[i].name);
+    snprintf(want, sizeof want, "member %s: unsafe name (%s)", names[i].name, names[i].why);
+    expect_error(what, p, CLT_ERR_FORMAT, want);
+    /* the writer takes the array name, without ".npy" */
+    clt_npz_array a = {.dtype = "<f4", .rank = 1, .dims = {6}, .data = six, .bytes = sizeof six};
+    snprintf(a.name, sizeof a.name, "%.*s", (int)(strlen(names[i].name) - 4), names[i].name);
+    clt_err e = {0};
+    const char *q = tmp("unsafe_written.npz");
+    unlink(q);
+    int st = clt_npz_write(q, &a, 1, &e);
+    check(st == CLT_ERR_ARG && names_path(&e, q) && strstr(e.msg, "unsafe name") &&
+              access(q, F_OK) != 0,
+          "writing array %s refused (%s)", a.name, st ? e.msg : "written");
+  }
+  one_member(p, "a.b/c.d.npy", 1, F23, six, sizeof six, 0, PLAIN);
+  expect_six("single dots in a name", p, "a.b/c.d");
+}
+
+/* clt_npz_check_finite: the first NaN or infinity of a float array, by index. */
+static void test_finite(void) {
+  float f[5] = {1, -2, 0, 3, 4};
+  double d[3] = {0.5, 1, 2};
+  clt_npz_array a = {
+      .name = "dense/bias", .dtype = "<f4", .rank = 1, .dims = {5}, .data = f, .bytes = sizeof f};
+  clt_npz_array b = {.name = "data/epoch_sums",
+                     .dtype = "<f8",
+                     .rank = 1,
+                     .dims = {3},
+                     .data = d,
+                     .bytes = sizeof d};
+  clt_err e = {0};
+  check(clt_npz_check_finite("x.npz", &a, &e) == CLT_OK &&
+            clt_npz_check_finite("x.npz", &b, &e) == CLT_OK,
+        "finite float32 and float64 arrays pass");
+  const struct {
+    float v;
+    int at;
+    const char *want;
+  } cases[] = {{NAN, 3, "x.npz: member dense/bias holds a non-finite value (NaN at index 3)"},
+               {-NAN, 4, "x.npz: member dense/bias holds a non-finite value (NaN at index 4)"},
+               {INFINITY, 0, "x.npz: member dense/bias holds a non-finite value (+Inf at index 0)"},
+               {-INFINITY, 2,
+                "x.npz: member dense/bias holds a non-finite value (-Inf at index 2)"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const float saved = f[cases[i].at];
+    f[cases[i].at] = cases[i].v;
+    const int st = clt_npz_check_finite("x.npz", &a, &e);
+    check(st == CLT_ERR_FORMAT && strcmp(e.msg, cases[i].want) == 0, "float32 %s found (%s)",
+          cases[i].want + strlen("x.npz: member dense/bias holds a non-finite value ("),
+          st ? e.msg : "passed");
+    f[cases[i].at] = saved;
+  }
+  f[1] = NAN;
+  f[2] = INFINITY;
+  check(clt_npz_check_finite("x.npz", &a, &e) && strstr(e.msg, "(NaN at index 1)"),
+        "the first bad value is named (%s)", e.msg);
+  d[2] = -INFINITY;
+  check(clt_npz_check_finite("x.npz", &b, &e) &&
+            strcmp(e.msg, "x.npz: member data/epoch_sums holds a non-finite value (-Inf at index "
+                          "2)") == 0,
+        "float64 -Inf found (%s)", e.msg);
+  int64_t ints[2] = {-1, INT64_MAX};
+  clt_npz_array c = {
+      .name = "step", .dtype = "<i8", .rank = 1, .dims = {2}, .data = ints, .bytes = sizeof ints};
+  check(clt_npz_check_finite("x.npz", &c, &e) == CLT_OK, "integer arrays pass");
+}
+
+/* Raw deflate (as zip stores it) of in[0..n) into out; returns its size. */
+static size_t deflate_raw(const void *in, size_t n, unsigned char *out, size_t cap) {
+  z_stream s;
+  memset(&s, 0, sizeof s);
+  if (deflateInit2(&s, 6, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) return 0;
+  s.next_in = (unsigned char *)in;
+  s.avail_in = (uInt)n;
+  s.next_out = out;
+  s.avail_out = (uInt)cap;
+  int rc = deflate(&s, Z_FINISH);
+  size_t len = s.total_out;
+  deflateEnd(&s);
+  return rc == Z_STREAM_END ? len : 0;
+}
+
+static unsigned char deflated[1 << 16];
+
+/* A one-member archive whose member is `stream` (deflated), declaring usize
+ * inflated bytes with CRC-32 crc. */
+static void one_deflated(const char *path, const unsigned char *stream, size_t len, size_t usize,
+                         uint32_t crc, int style) {
+  entry m = {"w.npy", stream, len, 8, style, usize, crc};
+  save(path, zbuf, build_zip(&m, 1, NULL, 0, zbuf));
+}
+
+/* numpy.savez_compressed's members: inflated into exactly the size declared, no
+ * more; every lie about that size refused before or while inflating. */
+static void test_deflate(void) {
+  const char *p = tmp("deflated.npz");
+  const size_t n = build_npy(1, F23, six, sizeof six, npy[0]);
+  const uint32_t crc = (uint32_t)crc32(0, npy[0], (uInt)n);
+  size_t len = deflate_raw(npy[0], n, deflated, sizeof deflated);
+  check(len > 0 && len < n, "deflated a .npy of %zu bytes into %zu", n, len);
+
+  one_deflated(p, deflated, len, n, crc, PLAIN);
+  expect_six("deflated member", p, "w");
+  one_deflated(p, deflated, len, n, crc, NUMPY_ZIP64 | DESCRIPTOR);
+  expect_six("deflated member with numpy's zip64 extra field and a data descriptor", p, "w");
+  {
+    /* A stored and a deflated member side by side, as tools may mix them. */
+    size_t n2 = build_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", sums,
+                          sizeof sums, npy[1]);
+    entry two[2] = {{"w.npy", deflated, len, 8, PLAIN, n, crc},
+                    {"s.npy", npy[1], n2, 0, PLAIN, 0, 0}};
+    save(p, zbuf, build_zip(two, 2, NULL, 0, zbuf));
+    clt_npz *z = NULL;
+    clt_err e = {0};
+    int st = clt_npz_read(p, &z, &e);
+    const clt_npz_array *w = z ? clt_npz_find(z, "w") : NULL, *sm = z ? clt_npz_find(z, "s") : NULL;
+    double back[2][2] = {{0}};
+    if (sm && sm->bytes == sizeof back) memcpy(back, sm->data, sizeof back);
+    int same = sm && sm->bytes == sizeof sums;
+    for (int i = 0; same && i < 4; i++) same = back[i / 2][i % 2] == sums[i / 2][i % 2];
+    check(st == CLT_OK && w && same_bits(w->data, six, 6) && same,
+          "a deflated and a stored member in one archive (%s)", st ? e.msg : "");
+    clt_npz_free(z);
+  }
+
+  /* Sizes that lie. The header says 24 data bytes, so the .npy is n bytes. */
+  one_deflated(p, deflated, len, n + 100, crc, PLAIN);
+  expect_error("deflated member declaring more than its .npy header", p, CLT_ERR_FORMAT,
+               "member w: zip entry declares");
+  one_deflated(p, deflated, len, n - 4, crc, PLAIN);
+  expect_error("deflated member declaring less than its .npy header", p, CLT_ERR_FORMAT,
+               "member w: zip entry declares");
+  one_deflated(p, deflated, len, (size_t)len * 1032 + 4096, crc, PLAIN);
+  expect_error("declared size beyond deflate's 1032:1 ratio (checked before allocating)", p,
+               CLT_ERR_FORMAT, "more than deflate can expand to");
+  {
+    /* A deflate bomb: 20 MB of zeros after a .npy that declares 24 data bytes.
+     * Inflating stops one byte past the declared size. */
+    const size_t big = 20u << 20;
+    unsigned char *bomb = calloc(1, big);
+    if (bomb) {
+      memcpy(bomb, npy[0], n);
+      size_t blen = deflate_raw(bomb, big, deflated, sizeof deflated);
+      check(blen > 0, "a 20 MB bomb deflates into %zu bytes", blen);
+      one_deflated(p, deflated, blen, n, crc, PLAIN);
+      expect_error("deflate bomb", p, CLT_ERR_FORMAT,
+                   "member w: inflates to more than the 152 bytes declared; stopped there");
+      free(bomb);
+    }
+  }
+  /* A .npy header and zip entry that agree on a huge array, the data absent:
+   * refused by the ratio check, so nothing that large is ever allocated. */
+  {
+    unsigned char huge[256];
+    size_t hn = build_npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000,), }",
+                          "", 0, huge);
+    size_t hlen = deflate_raw(huge, hn, deflated, sizeof deflated);
+    one_deflated(p, deflated, hlen, hn + 4000000000u, 0, CENTRAL_ZIP64);
+    expect_error("deflated header declaring 4 GB", p, CLT_ERR_FORMAT,
+                 "more than deflate can expand to");
+  }
+  len = deflate_raw(npy[0], n, deflated, sizeof deflated);
+  one_deflated(p, deflated, len - 3, n, crc, PLAIN);
+  expect_error("deflate stream cut short", p, CLT_ERR_FORMAT,
+               "member w: deflate data is cut short after");
+  {
+    /* The stream of the .npy without its last 8 bytes: a clean end, too early. */
+    size_t slen = deflate_raw(npy[0], n - 8, deflated, sizeof deflated);
+    one_deflated(p, deflated, slen, n, crc, PLAIN);
+    expect_error("deflate stream ending early", p, CLT_ERR_FORMAT,
+                 "member w: deflate data ends after 144 of the 152 bytes declared");
+  }
+  len = deflate_raw(npy[0], n, deflated, sizeof deflated);
+  one_deflated(p, deflated, len, n, crc ^ 1, PLAIN);
+  expect_error("deflated member with a wrong CRC-32", p, CLT_ERR_FORMAT,
+               "member w: CRC-32 mismatch");
+  memset(deflated, 0xFF, 64); /* an invalid block type */
+  one_deflated(p, deflated, 64, n, crc, PLAIN);
+  expect_error("corrupt deflate data", p, CLT_ERR_FORMAT, "member w: corrupt deflate data");
+
+  /* Fuzz: random bytes overwritten in the deflated stream are refused cleanly. */
+  len = deflate_raw(npy[0], n, deflated, sizeof deflated);
+  if (len == 0 || len > 512) return;
+  unsigned char stream[512];
+  int fuzz_ok = 0, fuzz_n = 2000;
+  for (int it = 0; it < fuzz_n; it++) {
+    memcpy(stream, deflated, len);
+    for (int j = 0; j < 3; j++) stream[rnd() % len] = (unsigned char)rnd();
+    one_deflated(p, stream, len, n, crc, PLAIN);
+    clt_npz *z = NULL;
+    clt_err e = {0};
+    int st = clt_npz_read(p, &z, &e);
+    fuzz_ok += st ? st == CLT_ERR_FORMAT && !z && names_path(&e, p) : clt_npz_count(z) == 1;
+    clt_npz_free(z);
+  }
+  check(fuzz_ok == fuzz_n, "damaged deflate streams handled cleanly (%d of %d)", fuzz_ok, fuzz_n);
 }
 
 static void remove_dir(void) {
@@ -683,6 +912,9 @@ int main(void) {
   test_write_validation();
   test_corruption();
   test_foreign();
+  test_unsafe_names();
+  test_finite();
+  test_deflate();
   remove_dir();
   return check_summary();
 }

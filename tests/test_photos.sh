@@ -2,7 +2,8 @@
 # Photo folders end to end: a synthetic folder (3 classes, JPEG and PNG of odd
 # sizes) trains resnet-small with the loss falling, a validation split that eval
 # reproduces, two replicas that stay bit-identical, ResNet50's checkpoint in
-# Keras' names, shapes and count, and each bad folder or file as one error line.
+# Keras' names, shapes and count, each bad folder or file as one error line, and
+# the pixel limit (a decompression bomb, --max-image-pixels).
 set -u
 CLT=$1
 TOOL=$2
@@ -111,6 +112,29 @@ head -c $(($(stat -c %s "$f") / 2)) "$f" >"$tmp/half.jpg" && mv "$tmp/half.jpg" 
 expect_fail "truncated JPEG: training stops naming it" "trunc/b/img_000.jpg: cannot decode" \
   "$CLT" train --data "$tmp/trunc" --model resnet-small --image-size 32 --epochs 1 --checkpoint-dir "$tmp/cktr"
 if [ ! -e "$tmp/cktr/checkpoint" ]; then ok "no checkpoint from the failed run"; else bad "no checkpoint from the failed run"; fi
+
+# Decompression bombs: a 20000x10000 PNG of zeros (a few KiB) is refused from its
+# header and stops the run like a corrupt file; --max-image-pixels moves the limit,
+# for train and eval alike.
+"$MAKE" "$tmp/bomb" 2 4 7 || bad "make_photos"
+"$MAKE" --blank "$tmp/bomb/class_1/zz_bomb.png" 20000 10000 || bad "make_photos --blank"
+expect_fail "a decompression bomb stops training, named with its size and the flag" \
+  "bomb/class_1/zz_bomb.png: 20000x10000 = 200000000 pixels exceeds the limit of 178956970 \(a decompression bomb\?\); raise it with --max-image-pixels$" \
+  "$CLT" train --data "$tmp/bomb" --model resnet-small --image-size 32 --epochs 1 --batch-per-replica 4 \
+  --checkpoint-dir "$tmp/ckbomb"
+if [ ! -e "$tmp/ckbomb/checkpoint" ]; then ok "no checkpoint from the bomb's run"; else bad "no checkpoint from the bomb's run"; fi
+"$MAKE" "$tmp/big" 2 4 7 || bad "make_photos"
+"$MAKE" --blank "$tmp/big/class_0/zz_big.png" 3000 2000 || bad "make_photos --blank"
+expect_fail "--max-image-pixels below an image refuses it" \
+  "zz_big.png: 3000x2000 = 6000000 pixels exceeds the limit of 5999999 " \
+  "$CLT" train --data "$tmp/big" --model resnet-small --image-size 32 --epochs 1 --batch-per-replica 4 \
+  --checkpoint-every 0 --max-image-pixels 5999999
+expect_ok "--max-image-pixels up to an image accepts it" "^Epoch 1, Loss" \
+  "$CLT" train --data "$tmp/big" --model resnet-small --image-size 32 --epochs 1 --batch-per-replica 4 \
+  --checkpoint-dir "$tmp/ckbig" --checkpoint-every 1 --max-image-pixels 6000000
+expect_fail "eval takes --max-image-pixels too" "zz_big.png: 3000x2000 = 6000000 pixels exceeds the limit of 1000000 " \
+  "$CLT" eval --checkpoint "$tmp/ckbig" --data "$tmp/big" --max-image-pixels 1000000
+expect_ok "eval under the default limit" "^Accuracy: " "$CLT" eval --checkpoint "$tmp/ckbig" --data "$tmp/big"
 expect_fail "too small for ResNet" "too small for model resnet50" \
   "$CLT" train --data "$tmp/ph" --model resnet50 --image-size 16 --epochs 1
 expect_fail "a slice the device cannot hold" "needs [0-9]+ MiB.*try a smaller --batch-per-replica|try a smaller --batch-per-replica.*needs [0-9]+ MiB" \

@@ -328,8 +328,16 @@ static void test_photos(const char *dir) {
             "ck.npz: trained on classes (class_0,class_9,class_2)",
             "a checkpoint of other classes");
   check(clt_data_check_classes(&d, names, "ck.npz", &E) == CLT_OK, "the same classes pass");
-  check_err(clt_data_check_input(&d, "m", 32, 32, 3, 3, &E), "(set --image-size)",
+  check_err(clt_data_check_input(&d, "m", 32, 32, 3, 3, &E), "(set --image-size 32)",
             "photos of another size");
+  check(clt_data_check_input(&d, "m", 28, 28, 1, 3, &E) != CLT_OK &&
+            strstr(E.msg, "--image-size") == NULL,
+        "another channel count: no --image-size hint (%s)", E.msg);
+  d.spec.image_size_given = 1;
+  check(clt_data_check_input(&d, "m", 32, 32, 3, 3, &E) != CLT_OK &&
+            strstr(E.msg, "set --image-size") == NULL,
+        "--image-size already set: not asked to set it (%s)", E.msg);
+  d.spec.image_size_given = 0;
   /* Another image size (a resumed checkpoint's): the folder opens again. */
   status = clt_data_reopen(&d, 16, 5, &E);
   check(!status && d.height == 16 && clt_source_get_info(d.train)->width == 16,

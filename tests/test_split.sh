@@ -3,6 +3,8 @@
 # (multi-threaded) CPU drivers, a slow and a fast device: --split auto moves the
 # examples to the fast device, and whatever the split (auto, fixed weights, a
 # replica with none) the update equals one device training on the whole batch.
+# And a device made slow for a while (CLTRAIN_TEST_SLOW) leaves the step and
+# rejoins it with the current state, the replicas bitwise identical throughout.
 #   test_split.sh CLTRAIN CKPT_TOOL
 set -u
 CLT=$1
@@ -10,11 +12,13 @@ TOOL=$2
 export POCL_DEVICES="basic pthread"
 . "$(dirname "$0")/lib.sh"
 
-# run NAME DEVICES BATCH SPLIT LIMIT EPOCHS
+# run NAME DEVICES BATCH SPLIT LIMIT EPOCHS [flags]
 run() {
-  "$CLT" train --devices "$2" --batch-per-replica "$3" --split "$4" --train-limit "$5" --epochs "$6" \
-    --test-limit 200 --seed 13 --checkpoint-dir "$tmp/$1" --checkpoint-every "$6" --log "$tmp/$1.jsonl" \
-    >"$tmp/$1.txt" 2>&1 || bad "run $1 ($(tail -2 "$tmp/$1.txt"))"
+  local name=$1 devices=$2 batch=$3 split=$4 limit=$5 epochs=$6
+  shift 6
+  "$CLT" train --devices "$devices" --batch-per-replica "$batch" --split "$split" --train-limit "$limit" \
+    --epochs "$epochs" --test-limit 200 --seed 13 --checkpoint-dir "$tmp/$name" --checkpoint-every "$epochs" \
+    --log "$tmp/$name.jsonl" "$@" >"$tmp/$name.txt" 2>&1 || bad "run $name ($(tail -2 "$tmp/$name.txt"))"
 }
 close() { expect_close "$1" "$tmp/$2/ckpt-1.npz" "$tmp/$3/ckpt-1.npz" 1e-4; }
 
@@ -66,6 +70,38 @@ close "split 0,1 (a replica with no examples) = one device" one1 zero
 close "auto split = one device" one2 auto_eq
 n=$(grep -Eo '"examples": [0-9]+' "$tmp/auto_eq.jsonl" | cut -d' ' -f2 | tr '\n' ' ')
 if [ "$n" != "384 384 " ] && [ -n "$n" ]; then ok "auto re-balanced within six steps ($n)"; else bad "auto re-balanced within six steps ($n)"; fi
+
+# Leaving and rejoining. The pthread device (replica 1) is made 100 ms slower at
+# steps 3-20: any share of it would lengthen the step, so it leaves; it is probed
+# at most every 16 steps and 20x its probe's time (about 2 s here) and rejoins once
+# a probe shows it fast, taking the parameters, optimizer moments and step count
+# from the basic device: --check-replicas after every step (a moment or the step
+# count amiss would show in the next update's bits). Training still equals that
+# of a run without the delay (a different split: the same loss up to rounding).
+CLTRAIN_TEST_SLOW="replica=1,from=3,to=20,ms=100" run leave 0,1 8 auto 4800 1 --check-replicas
+run steady 0,1 8 auto 4800 1
+rec=$(grep -o '{"index": 1, [^}]*}' "$tmp/leave.jsonl")
+left=$(grep -Eo '"left_at_step": [0-9]+' <<<"$rec" | cut -d' ' -f2)
+joined=$(grep -Eo '"joined_at_step": [0-9]+' <<<"$rec" | cut -d' ' -f2)
+if grep -q '"in_step": true, "left": 1, ' <<<"$rec" && grep -q '"joined": 1, ' <<<"$rec" &&
+  [ -n "$left" ] && [ -n "$joined" ] && [ "$left" -ge 4 ] && [ "$left" -le 12 ] &&
+  [ "$joined" -gt 21 ] && ! grep -q '"probes": 0,' <<<"$rec"; then
+  ok "a device slowed at steps 3-20 left the step at step $left and rejoined at step $joined"
+else
+  bad "a device slowed at steps 3-20 leaves and rejoins ($rec; $(tail -4 "$tmp/leave.txt"))"
+fi
+if grep -Eq "^  device 1 \(pthread.*\): share [0-9.]+%, [0-9]+ examples, [0-9]+ images/s, busy [0-9]+%; left the step at step $left, rejoined at step $joined; 1 speed probe \([0-9.]+s\)$" "$tmp/leave.txt" &&
+  ! grep -q "different parameters" "$tmp/leave.txt"; then
+  ok "the epoch line says so, and the replicas stayed bitwise identical"
+else
+  bad "the epoch line says so, and the replicas stayed bitwise identical ($(tail -4 "$tmp/leave.txt"))"
+fi
+l1=$(field "$tmp/steady.jsonl" 1 train_loss) l2=$(field "$tmp/leave.jsonl" 1 train_loss)
+if awk -v a="$l1" -v b="$l2" 'BEGIN { exit !(a != "" && b != "" && (a - b) / a < 0.02 && (b - a) / a < 0.02) }'; then
+  ok "leaving and rejoining trains as without (loss $l2 vs $l1)"
+else
+  bad "leaving and rejoining trains as without (loss $l2 vs $l1)"
+fi
 
 expect_fail "weights must match the devices" "--split 1,2,3: 3 weights for 2 devices" \
   "$CLT" train --devices 0,1 --split 1,2,3

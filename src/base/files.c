@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int clt_write_atomic(const char *path, const void *data, size_t n, clt_err *e) {
@@ -40,4 +41,56 @@ int clt_write_atomic(const char *path, const void *data, size_t n, clt_err *e) {
     close(fd);
   }
   return CLT_OK;
+}
+
+/* path's folder ("." without a slash) into dir. */
+static void parent_of(const char *path, char *dir, size_t size) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) snprintf(dir, size, ".");
+  else snprintf(dir, size, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+}
+
+static int writable_dir(const char *dir, const char *path, const char *what, clt_err *e) {
+  struct stat st;
+  if (stat(dir, &st) != 0)
+    return clt_fail(e, CLT_ERR_IO, "%s (%s): folder %s: %s", path, what, dir, strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return clt_fail(e, CLT_ERR_IO, "%s (%s): %s is not a folder", path, what, dir);
+  if (access(dir, W_OK | X_OK) != 0)
+    return clt_fail(e, CLT_ERR_IO, "%s (%s): folder %s is not writable: %s", path, what, dir,
+                    strerror(errno));
+  return CLT_OK;
+}
+
+int clt_check_output_file(const char *path, const char *what, clt_err *e) {
+  struct stat st;
+  if (!path[0]) return clt_fail(e, CLT_ERR_IO, "%s: an empty file name", what);
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      return clt_fail(e, CLT_ERR_IO, "%s (%s): is a folder, not a file", path, what);
+    if (access(path, W_OK) != 0)
+      return clt_fail(e, CLT_ERR_IO, "%s (%s): not writable: %s", path, what, strerror(errno));
+    return CLT_OK;
+  }
+  char dir[4096];
+  parent_of(path, dir, sizeof dir);
+  return writable_dir(dir, path, what, e);
+}
+
+int clt_check_output_dir(const char *path, const char *what, clt_err *e) {
+  char dir[4096];
+  if (!path[0]) return clt_fail(e, CLT_ERR_IO, "%s: an empty folder name", what);
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+    return clt_fail(e, CLT_ERR_IO, "%s (%s): path too long", path, what);
+  for (;;) {
+    struct stat st;
+    if (stat(dir, &st) == 0) return writable_dir(dir, path, what, e);
+    if (errno != ENOENT)
+      return clt_fail(e, CLT_ERR_IO, "%s (%s): %s: %s", path, what, dir, strerror(errno));
+    /* Missing: it will be created inside its nearest existing ancestor. */
+    char up[4096];
+    parent_of(dir, up, sizeof up);
+    if (strcmp(up, dir) == 0) return writable_dir(dir, path, what, e);
+    snprintf(dir, sizeof dir, "%s", up);
+  }
 }

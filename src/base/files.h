@@ -12,4 +12,13 @@
  * "cannot write", "cannot rename into place"). */
 int clt_write_atomic(const char *path, const void *data, size_t n, clt_err *e);
 
+/* Whether path can be created or overwritten as a file, checked before a run
+ * creates anything (so a bad output flag does not leave a new folder behind):
+ * not a folder, its folder existing and writable. `what` names the flag. */
+int clt_check_output_file(const char *path, const char *what, clt_err *e);
+
+/* The same for a folder that will be created if missing: an existing path must
+ * be a writable folder; otherwise its nearest existing ancestor must be one. */
+int clt_check_output_dir(const char *path, const char *what, clt_err *e);
+
 #endif

@@ -85,6 +85,7 @@ const char *clt_status_name(int code) {
     N(CLT_ERR_FORMAT, "CLT_ERR_FORMAT") N(CLT_ERR_NOMEM, "CLT_ERR_NOMEM")
     N(CLT_ERR_DEVICE, "CLT_ERR_DEVICE") N(CLT_ERR_NUMERIC, "CLT_ERR_NUMERIC")
     N(CLT_ERR_INTERNAL, "CLT_ERR_INTERNAL") N(CLT_ERR_PEER, "CLT_ERR_PEER")
+    N(CLT_ERR_STOPPED, "CLT_ERR_STOPPED")
 #undef N
     default: return "unknown status";
   }

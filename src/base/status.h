@@ -19,6 +19,8 @@ enum {
   CLT_ERR_NUMERIC = -3006,  /* non-finite loss or gradient */
   CLT_ERR_INTERNAL = -3007, /* a bug: an invariant did not hold */
   CLT_ERR_PEER = -3008,     /* another process of an MPI run failed or disagrees */
+  CLT_ERR_STOPPED = -3009,  /* stopped by a signal (Ctrl-C), progress saved: not a failure of
+                               the run's own, the message says where it was saved */
 };
 
 typedef struct clt_err {

@@ -2,9 +2,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "interrupt.h"
 
 static int parse_value(const char *command, const clt_flag *f, const char *v, clt_err *e) {
   char *end = NULL;
@@ -87,6 +90,14 @@ int clt_cli_parse(const char *command, int argc, char **argv, const clt_flag *fl
 }
 
 int clt_cli_finish(clt_cluster *c, int status, const clt_err *e) {
+  if (status == CLT_ERR_STOPPED) {
+    /* Every process stopped at the same step (agreed) and process 0 saved: a
+     * clean end, with the shell's code for the signal (130 for SIGINT). */
+    if (clt_cluster_rank(c) == 0) fprintf(stderr, "cltrain: %s\n", e->msg);
+    fflush(stderr);
+    clt_cluster_leave(c, 0);
+    return 128 + (clt_interrupt_signal() ? clt_interrupt_signal() : SIGINT);
+  }
   if (status && clt_cluster_size(c) > 1) {
     fprintf(stderr, "cltrain: error: rank %d of %d (%s): %s\n", clt_cluster_rank(c),
             clt_cluster_size(c), clt_cluster_host(c), e->msg);

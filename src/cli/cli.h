@@ -36,7 +36,9 @@ int clt_cli_join(clt_cluster **c, clt_err *e);
 
 /* A command's end: prints e's message when status fails (under MPI naming this
  * process), then leaves the cluster (c may be NULL), which ends the whole run on a
- * failure the other processes have not agreed on. Returns the exit status. */
+ * failure the other processes have not agreed on. Returns the exit status: 1 on
+ * failure; 128 + the signal after a stop by a signal (CLT_ERR_STOPPED, whose
+ * message says where progress was saved). */
 int clt_cli_finish(clt_cluster *c, int status, const clt_err *e);
 
 #endif

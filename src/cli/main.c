@@ -1,4 +1,5 @@
 /* cltrain: train convolutional networks on every OpenCL device of a host. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include "cli.h"
 #include "cluster.h"
 #include "device.h"
+#include "interrupt.h"
 #include "model.h"
 #include "onnx.h"
 #include "plot.h"
@@ -71,6 +73,7 @@ static int cmd_train(int argc, char **argv) {
       {"image-size", CLT_FLAG_INT, &o.image_size, 8, 4096, &o.image_size_given},
       {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99,
        &o.validation_split_given},
+      {"max-image-pixels", CLT_FLAG_LONG, &o.max_image_pixels, 1, 1e12, NULL},
       {"model", CLT_FLAG_STRING, &o.model, 0, 0, &o.model_given},
       {"weights", CLT_FLAG_STRING, &o.weights, 0, 0, NULL},
       {"preprocess", CLT_FLAG_STRING, &o.preprocess, 0, 0, NULL},
@@ -98,6 +101,7 @@ static int cmd_train(int argc, char **argv) {
       {"trace-steps", CLT_FLAG_INT, &o.trace_steps, 1, 100000, &trace_steps_given},
       {"tensorboard", CLT_FLAG_STRING, &o.tensorboard_dir, 0, 0, NULL},
       {"tensorboard-every", CLT_FLAG_INT, &o.tensorboard_every, 0, 100000000, &every_given},
+      {"allreduce-timeout", CLT_FLAG_DOUBLE, &o.allreduce_timeout, 0, 1e6, NULL},
   };
   if (clt_cli_parse("cltrain train", argc, argv, flags, (int)(sizeof flags / sizeof flags[0]),
                     &help, &e)) {
@@ -117,6 +121,8 @@ static int cmd_train(int argc, char **argv) {
         "  --image-size N          photo folders: resize images to NxN [224]\n"
         "  --validation-split F    photo folders: hold out this fraction (chosen by --seed)\n"
         "                          and evaluate it after each epoch [0]\n"
+        "  --max-image-pixels N    photo folders: refuse an image of more pixels (width x\n"
+        "                          height), a decompression bomb's defence [178956970]\n"
         "  --model NAME|FILE.json  %s, or a Keras model file\n"
         "                          (model.to_json(): Keras 3 or tf.keras 2.x, Sequential or\n"
         "                          functional) [fmnist-cnn; resnet50 for photo folders]\n"
@@ -167,6 +173,9 @@ static int cmd_train(int argc, char **argv) {
         "                          phases, the all-reduce's steps, its kernels by layer and\n"
         "                          pass and its copies; the photo decoders\n"
         "  --trace-steps N         steps the trace covers [20]\n"
+        "  --allreduce-timeout S   stop, naming it, when a replica keeps the others waiting\n"
+        "                          in a step longer than S seconds (a hung device); 0: wait\n"
+        "                          for ever [300]\n"
         "  --verbose               print the OpenCL compilers' build logs (warnings)\n",
         clt_model_names);
     return 0;
@@ -180,6 +189,7 @@ static int cmd_train(int argc, char **argv) {
     return 1;
   }
   o.progress = isatty(STDOUT_FILENO);
+  clt_interrupt_install(); /* Ctrl-C: finish the step, save, exit 130 (before MPI's threads) */
   if (clt_cli_join(&o.cluster, &e)) return 1;
   int status = clt_train(&o, &e);
   if (status && o.progress) fputc('\n', stdout);
@@ -200,6 +210,7 @@ static int cmd_eval(int argc, char **argv) {
       {"data", CLT_FLAG_STRING, &o.data_dir, 0, 0, NULL},
       {"validation-split", CLT_FLAG_DOUBLE, &o.validation_split, 0, 0.99,
        &o.validation_split_given},
+      {"max-image-pixels", CLT_FLAG_LONG, &o.max_image_pixels, 1, 1e12, NULL},
       {"seed", CLT_FLAG_U64, &o.seed, 0, 0, NULL},
       {"devices", CLT_FLAG_STRING, &o.devices, 0, 0, NULL},
       {"batch-per-replica", CLT_FLAG_INT, &o.batch_per_replica, 1, 65536, NULL},
@@ -226,6 +237,7 @@ static int cmd_eval(int argc, char **argv) {
         "                          or a photo folder (images resized to the checkpoint's size)\n"
         "  --validation-split F    photo folders: evaluate only the fraction held out in\n"
         "  --seed N                training with these values [0: the whole folder; 42]\n"
+        "  --max-image-pixels N    photo folders: refuse an image of more pixels [178956970]\n"
         "  --devices SEL           all, cpu, gpu, accelerator or indices like 0,2; under\n"
         "                          mpirun 'A;B' per rank, as for train [all]\n"
         "  --batch-per-replica N   examples per device per step [64]\n"
@@ -335,7 +347,7 @@ static int cmd_plot(int argc, char **argv) {
   return 0;
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -361,4 +373,16 @@ int main(int argc, char **argv) {
       "see cltrain --help)\n",
       cmd);
   return 2;
+}
+
+int main(int argc, char **argv) {
+  int rc = dispatch(argc, argv);
+  /* Output to a full disk or a closed pipe fails only at the flush: say so rather
+   * than exit 0 with lines lost. */
+  if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+    fprintf(stderr, "cltrain: error: standard output: cannot write: %s\n",
+            strerror(errno ? errno : EIO));
+    rc = 1;
+  }
+  return rc;
 }

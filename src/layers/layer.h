@@ -14,6 +14,10 @@
 #include "onnx.h"
 #include "replica.h"
 
+/* The largest image side (and padding) a model may declare: sizes computed from
+ * such sides cannot overflow an int. */
+#define CLT_MODEL_MAX_SIDE 16384
+
 typedef struct clt_shape {
   int h, w, c; /* per example, NHWC */
 } clt_shape;
@@ -140,7 +144,7 @@ static inline int clt_pad_any(clt_pad p) { return p.top || p.bottom || p.left ||
 
 /* The arguments of "ZeroPadding2D(p)" (every side p) or "ZeroPadding2D(t,b,l,r)", and
  * back (the short form when the sides are equal); src/layers/zeropad.c. parse returns
- * 0, or -1 for other text or a negative side. */
+ * 0, or -1 for other text or a side outside [0, CLT_MODEL_MAX_SIDE]. */
 int clt_pad_parse(const char *args, clt_pad *p);
 void clt_pad_describe(clt_pad p, char *buf, size_t size);
 /* An ONNX Pad node (constant zeros) of p around the NCHW tensor `input`, for to_onnx. */

@@ -6,7 +6,10 @@
  * descriptions it always names its input ("p=ZeroPadding2D(1)<x"), which is what
  * tells it from a folded one. forward: y = x inside zeros (cl/pad.cl); backward
  * crops dy. */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "layer.h"
@@ -20,16 +23,33 @@ typedef struct pad_hp {
 
 static const pad_hp *hp(const clt_layer *l) { return clt_layer_hp(l, pad_hp); }
 
+/* A padding in [0, CLT_MODEL_MAX_SIDE] at *s, which moves past it (strtol, not
+ * sscanf: a number out of int's range must be refused, not wrapped). */
+static int pad_value(const char **s, int *v) {
+  char *end = NULL;
+  if (!isdigit((unsigned char)**s)) return -1;
+  errno = 0;
+  const long x = strtol(*s, &end, 10);
+  if (errno || x > CLT_MODEL_MAX_SIDE) return -1;
+  *v = (int)x;
+  *s = end;
+  return 0;
+}
+
 int clt_pad_parse(const char *args, clt_pad *p) {
-  int used = 0, t = 0, b = 0, l = 0, r = 0;
-  if (sscanf(args, "%d,%d,%d,%d%n", &t, &b, &l, &r, &used) == 4 && args[used] == '\0') {
-    *p = (clt_pad){t, b, l, r};
-  } else if (sscanf(args, "%d%n", &t, &used) == 1 && args[used] == '\0') {
-    *p = (clt_pad){t, t, t, t};
-  } else {
-    return -1;
+  int v[4];
+  int n = 0;
+  const char *s = args;
+  while (n < 4 && pad_value(&s, &v[n]) == 0) {
+    n++;
+    if (*s != ',') break;
+    s++;
   }
-  return p->top < 0 || p->bottom < 0 || p->left < 0 || p->right < 0 ? -1 : 0;
+  if (*s != '\0') return -1; /* not a number, or text after the last */
+  if (n == 1) *p = (clt_pad){v[0], v[0], v[0], v[0]};
+  else if (n == 4) *p = (clt_pad){v[0], v[1], v[2], v[3]};
+  else return -1;
+  return 0;
 }
 
 void clt_pad_describe(clt_pad p, char *buf, size_t size) {
