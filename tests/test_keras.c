@@ -39,8 +39,11 @@ static const clt_npz_array *member(const clt_npz *z, const char *name, const cha
 static double *as_doubles(const clt_npz_array *a, size_t *n) {
   *n = a->bytes / sizeof(float);
   double *d = dnew(*n);
-  const float *f = a->data;
-  for (size_t i = 0; i < *n; i++) d[i] = f[i];
+  for (size_t i = 0; i < *n; i++) {
+    float f; /* the member's data need not be aligned for float */
+    memcpy(&f, (const char *)a->data + i * sizeof f, sizeof f);
+    d[i] = f;
+  }
   return d;
 }
 
@@ -124,7 +127,7 @@ static void test_fixture(const char *dir) {
   check("logits (training mode)", got, as_doubles(logits, &n), (size_t)B * K, TOL_LOGITS);
   float metrics[2];
   if (api_failed(clt_net_read_metrics(net, metrics, 1, &E), "reading the loss")) goto done;
-  const double want_loss = *(const float *)loss->data, got_loss = metrics[0] / B;
+  const double want_loss = as_doubles(loss, &n)[0], got_loss = metrics[0] / B;
   report("loss", fabs(got_loss - want_loss) / fabs(want_loss), TOL_LOSS, "");
 
   /* Every trainable weight's gradient, by Keras' layer and weight names. Errors are
@@ -149,8 +152,11 @@ static void test_fixture(const char *dir) {
         if (pass == 0) {
           trainable++;
           if (g && strcmp(g->dtype, "<f4") == 0 && g->bytes == q->size * sizeof(float)) {
-            for (size_t j = 0; j < q->size; j++)
-              largest = fmax(largest, fabs(((const float *)g->data)[j]));
+            for (size_t j = 0; j < q->size; j++) {
+              float v; /* unaligned in the archive */
+              memcpy(&v, (const char *)g->data + j * sizeof v, sizeof v);
+              largest = fmax(largest, fabs(v));
+            }
           }
           continue;
         }
@@ -159,7 +165,8 @@ static void test_fixture(const char *dir) {
           report(name, NAN, 0, "size differs from the model's");
           continue;
         }
-        const float *want = g->data;
+        size_t wanted;
+        const double *want = as_doubles(g, &wanted); /* aligned: the archive's need not be */
         double big = 1e-2 * largest, err = 0;
         size_t at = 0;
         for (size_t j = 0; j < q->size; j++) big = fmax(big, fabs(want[j]));

@@ -90,7 +90,8 @@ has "a line and a marker per epoch for each series" "$tmp/a.svg.facts" \
   "series throughput-training: 2 markers, 1 lines" \
   "series share-device0: 2 markers, 1 lines" "series share-device1: 2 markers, 1 lines"
 has "the legends" "$tmp/a.svg.facts" "legend-entry: training" "legend-entry: test/validation"
-if [ "$(grep -Ec '^legend-entry: device [01] \(.+\)$' "$tmp/a.svg.facts")" -eq 2 ]; then
+# A long device name is cut short with an ellipsis (which replaces the ")").
+if [ "$(grep -Ec '^legend-entry: device [01] \(.+(\)|…)$' "$tmp/a.svg.facts")" -eq 2 ]; then
   ok "one legend entry per replica, 'device N (name)'"
 else
   bad "one legend entry per replica ($(grep legend-entry "$tmp/a.svg.facts" | tr '\n' '|'))"
