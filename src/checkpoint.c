@@ -29,19 +29,6 @@ static struct {
   ino_t ino;
 } held = {-1, 0, 0};
 
-/* Copies untrusted text for a one-line message: control characters become '?',
- * long text is cut with "...". */
-static void printable(char *out, size_t size, const char *text) {
-  size_t k = 0;
-  for (; text[k] && k + 4 < size; k++)
-    out[k] = (unsigned char)text[k] < 0x20 || text[k] == 0x7f ? '?' : text[k];
-  if (text[k]) {
-    memcpy(out + k, "...", 3);
-    k += 3;
-  }
-  out[k] = '\0';
-}
-
 /* The injected failure of the test hook, reported like a real one. */
 static int injected(int step, const char *path, clt_err *e) {
   if (clt_checkpoint_fail_before_step != step) return CLT_OK;
@@ -521,7 +508,7 @@ int clt_checkpoint_resolve(const char *dir_or_file, char *path, size_t size, clt
   if (!name[0] || strchr(name, '/') || strchr(name, '\\') || strcmp(name, ".") == 0 ||
       strcmp(name, "..") == 0) {
     char shown[300];
-    printable(shown, sizeof shown, name);
+    clt_npz_printable(shown, sizeof shown, name);
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: the index names \"%s\", which is not a file of this folder (only a "
                     "bare file name, without '/', is accepted)",
@@ -586,7 +573,7 @@ static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, 
   const long format = strtol(v, &end, 10);
   if (end == v || *end || errno == ERANGE || format < INT_MIN || format > INT_MAX) {
     char shown[80];
-    printable(shown, sizeof shown, v);
+    clt_npz_printable(shown, sizeof shown, v);
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: checkpoint format \"%s\" is not a number this cltrain reads (it reads "
                     "%d)",
@@ -707,18 +694,6 @@ int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
   return status;
 }
 
-/* Member `name` of z, marked in used[] as one the checkpoint may hold; NULL if absent. */
-static const clt_npz_array *member(const clt_npz *z, char *used, const char *name) {
-  for (int i = 0; i < clt_npz_count(z); i++) {
-    const clt_npz_array *a = clt_npz_at(z, i);
-    if (strcmp(a->name, name) == 0) {
-      used[i] = 1;
-      return a;
-    }
-  }
-  return NULL;
-}
-
 /* Every slot variable name of any optimizer ("m", "v", "momentum", "velocity"),
  * from optimizer.h; returns how many. */
 static int all_slot_names(const char *names[], int max) {
@@ -740,7 +715,7 @@ static int all_slot_names(const char *names[], int max) {
  * copies it into flat (unless NULL). Absent: an error if required, else CLT_OK. */
 static int load_array(const char *path, const clt_npz *z, char *used, const char *name,
                       const clt_param *p, float *flat, int required, clt_err *e) {
-  const clt_npz_array *a = member(z, used, name);
+  const clt_npz_array *a = clt_npz_take(z, name, used);
   if (!a) return required ? clt_fail(e, CLT_ERR_FORMAT, "%s: missing member %s", path, name) : 0;
   if (strcmp(a->dtype, "<f4") != 0) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s has dtype %s, expected <f4", path, name,
@@ -769,7 +744,7 @@ static int load_array(const char *path, const clt_npz *z, char *used, const char
 
 static int load_scalar(const char *path, const clt_npz *z, char *used, const char *name,
                        const char *dtype, int required, void *out, clt_err *e) {
-  const clt_npz_array *a = member(z, used, name);
+  const clt_npz_array *a = clt_npz_take(z, name, used);
   if (!a) return required ? clt_fail(e, CLT_ERR_FORMAT, "%s: missing member %s", path, name) : 0;
   if (strcmp(a->dtype, dtype) != 0 || a->rank != 0) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s should be a %s scalar", path, name, dtype);
@@ -781,7 +756,7 @@ static int load_scalar(const char *path, const clt_npz *z, char *used, const cha
 /* An optional string member into a new string *out (left NULL when absent). */
 static int load_string(const char *path, const clt_npz *z, char *used, const char *name, char **out,
                        clt_err *e) {
-  const clt_npz_array *a = member(z, used, name);
+  const clt_npz_array *a = clt_npz_take(z, name, used);
   if (!a) return CLT_OK;
   const size_t size = a->bytes + 1; /* at most as many characters as its bytes */
   if (!(*out = malloc(size)))
@@ -795,7 +770,7 @@ static int load_string(const char *path, const clt_npz *z, char *used, const cha
 /* data/epoch_sums: epoch_step rows of (summed loss, correct count), finite. */
 static int load_epoch_sums(const char *path, const clt_npz *z, char *used, clt_checkpoint *st,
                            clt_err *e) {
-  const clt_npz_array *a = member(z, used, "data/epoch_sums");
+  const clt_npz_array *a = clt_npz_take(z, "data/epoch_sums", used);
   if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member data/epoch_sums", path);
   if (strcmp(a->dtype, "<f8") != 0 || a->rank != 2 || a->dims[0] != st->epoch_step ||
       a->dims[1] != 2) {
@@ -859,7 +834,7 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
     goto cleanup;
   }
-  member(z, used, "metadata");
+  clt_npz_take(z, "metadata", used);
   if ((status = read_meta(path, z, &meta, e))) goto cleanup;
   clt_model_describe(m, arch, sizeof arch);
   if (strcmp(meta.model, m->name) != 0 || meta.classes != m->classes ||
@@ -938,7 +913,7 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
   for (int i = 0; i < clt_npz_count(z); i++) {
     if (used[i]) continue;
     char shown[160];
-    printable(shown, sizeof shown, clt_npz_at(z, i)->name);
+    clt_npz_printable(shown, sizeof shown, clt_npz_at(z, i)->name);
     status = clt_fail(e, CLT_ERR_FORMAT,
                       "%s: unexpected member %s (not part of a checkpoint of model %s%s%s)", path,
                       shown, m->name, with_optimizer ? " trained with " : "",

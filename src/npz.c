@@ -1036,6 +1036,27 @@ const clt_npz_array *clt_npz_at(const clt_npz *z, int i) {
   return z && i >= 0 && i < z->n ? &z->arrays[i] : NULL;
 }
 
+const clt_npz_array *clt_npz_take(const clt_npz *z, const char *name, char *taken) {
+  for (int i = 0; i < clt_npz_count(z); i++) {
+    if (strcmp(clt_npz_at(z, i)->name, name) == 0) {
+      taken[i] = 1;
+      return clt_npz_at(z, i);
+    }
+  }
+  return NULL;
+}
+
+void clt_npz_printable(char *out, size_t size, const char *text) {
+  size_t k = 0;
+  for (; text[k] && k + 4 < size; k++)
+    out[k] = (unsigned char)text[k] < 0x20 || text[k] == 0x7f ? '?' : text[k];
+  if (text[k]) {
+    memcpy(out + k, "...", 3);
+    k += 3;
+  }
+  out[k] = '\0';
+}
+
 const clt_npz_array *clt_npz_find(const clt_npz *z, const char *name) {
   for (int i = 0; z && name && i < z->n; i++)
     if (strcmp(z->arrays[i].name, name) == 0) return &z->arrays[i];

@@ -48,6 +48,12 @@ const clt_npz_array *clt_npz_at(const clt_npz *z, int i);
 int clt_npz_check_finite(const char *path, const clt_npz_array *a, clt_err *e);
 /* NULL if absent. */
 const clt_npz_array *clt_npz_find(const clt_npz *z, const char *name);
+/* The same, marking the member's index in taken[] (clt_npz_count bytes): readers
+ * that must refuse a member they did not expect look for one left unmarked. */
+const clt_npz_array *clt_npz_take(const clt_npz *z, const char *name, char *taken);
+/* A member name (or any text from a file) for a message: control bytes as '?',
+ * cut with "..." to fit size. */
+void clt_npz_printable(char *out, size_t size, const char *text);
 void clt_npz_free(clt_npz *z);
 
 /* Convenience for strings: builds a "<U<n>" scalar from UTF-8/ASCII text into

@@ -41,17 +41,6 @@ static int take(const char *path, const clt_npz_array *a, const clt_layer *l, co
   return CLT_OK;
 }
 
-/* Member `name` of z, marked in used[] as taken; NULL if absent. */
-static const clt_npz_array *find(const clt_npz *z, char *used, const char *name) {
-  for (int i = 0; i < clt_npz_count(z); i++) {
-    if (strcmp(clt_npz_at(z, i)->name, name) == 0) {
-      used[i] = 1;
-      return clt_npz_at(z, i);
-    }
-  }
-  return NULL;
-}
-
 int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err *e) {
   clt_npz *z = NULL;
   char *used = NULL; /* per member: a weight taken, or a checkpoint's other member */
@@ -71,10 +60,10 @@ int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err 
       char name[96];
       if (positional) snprintf(name, sizeof name, "arr_%d", k);
       else snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
-      const clt_npz_array *a = find(z, used, name);
+      const clt_npz_array *a = clt_npz_take(z, name, used);
       if (!a && !positional && l->params[p].alias[0]) {
         snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].alias);
-        a = find(z, used, name);
+        a = clt_npz_take(z, name, used);
         if (!a) snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
       }
       if (!a && positional) {
@@ -111,10 +100,7 @@ int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err 
     const char *name = clt_npz_at(z, i)->name;
     if (used[i] || (checkpoint && clt_checkpoint_extra_member(m, name))) continue;
     char shown[160];
-    size_t n = 0;
-    for (; name[n] && n + 1 < sizeof shown; n++)
-      shown[n] = (unsigned char)name[n] < 0x20 || name[n] == 0x7f ? '?' : name[n];
-    shown[n] = '\0';
+    clt_npz_printable(shown, sizeof shown, name);
     status = clt_fail(e, CLT_ERR_FORMAT, "%s: unexpected member %s: not a weight of model %s%s",
                       path, shown, m->name,
                       positional ? " (arr_0, arr_1, ... in Keras' get_weights order)" : "");
