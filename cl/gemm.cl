@@ -1,4 +1,5 @@
-// Row-major C[M][N] = op(A)[M][K] * B[K][N] for N a multiple of 16, written for
+// Row-major C[M][N] = op(A)[M][K] * B[K][N] for N a multiple of 16 (gemm_tail
+// below takes a remainder), written for
 // CPU OpenCL (PoCL): each work-item computes a TM x (16*NB) block of C in
 // TM*NB explicit float16 accumulators, so each loaded element of A feeds NB
 // vector FMAs and each row segment of B feeds TM. PoCL does not vectorise
@@ -117,6 +118,48 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
   }
 }
 
+// Columns n0..N-1 of C where N is not a multiple of 16 (a classifier's 10
+// outputs; gemm16 takes the columns before n0): a work-item computes one row's
+// last N - n0 < 16 columns, k in order, with gemm16's epilogue. Keeping these
+// here rather than in CLBlast spares CPUs its program builds (about 10 s on a
+// first run) for a sliver of the work. Range: M.
+// Lanes past nt are 0 and never read (no private array: Oclgrind's
+// uninitialised-value check crashed on one indexed by a loop).
+#define TAIL_LANE(p, i, nt) ((i) < (nt) ? (p)[i] : 0.0f)
+#define TAIL_LOAD(p, nt)                                                             \
+  ((float16)(TAIL_LANE(p, 0, nt), TAIL_LANE(p, 1, nt), TAIL_LANE(p, 2, nt),          \
+             TAIL_LANE(p, 3, nt), TAIL_LANE(p, 4, nt), TAIL_LANE(p, 5, nt),          \
+             TAIL_LANE(p, 6, nt), TAIL_LANE(p, 7, nt), TAIL_LANE(p, 8, nt),          \
+             TAIL_LANE(p, 9, nt), TAIL_LANE(p, 10, nt), TAIL_LANE(p, 11, nt),        \
+             TAIL_LANE(p, 12, nt), TAIL_LANE(p, 13, nt), TAIL_LANE(p, 14, nt), 0.0f))
+
+__kernel void gemm_tail(const int M, const int N, const int K, const int n0,
+                        __global const float *A, const int a_off, const int lda,
+                        __global const float *B, const int b_off, const int ldb, __global float *C,
+                        const int c_off, const int ldc, __global const float *bias,
+                        const int bias_off, const int relu) {
+  const int row = get_global_id(0);
+  if (row >= M) return;
+  const int nt = N - n0; /* 1..15 */
+  A += a_off;
+  B += b_off + n0;
+  float16 acc = (float16)(0.0f);
+  for (int k = 0; k < K; k++, B += ldb) {
+#if TRANS_A
+    const float a = A[(size_t)k * lda + row];
+#else
+    const float a = A[(size_t)row * lda + k];
+#endif
+    acc = (float16)(a) * TAIL_LOAD(B, nt) + acc;
+  }
+  if (bias_off >= 0) acc += TAIL_LOAD(bias + bias_off + n0, nt);
+  if (relu) acc = acc < (float16)(0.0f) ? (float16)(0.0f) : acc;
+  float out[16];
+  STORE16(acc, 0, out);
+  C += c_off + (size_t)row * ldc + n0;
+  for (int j = 0; j < nt; j++) C[j] = out[j];
+}
+
 // C[c_off + i] = sum over s of P[s * stride + i], in order of s. Range: count.
 __kernel void sum_splits(__global const float *P, const int splits, const int stride,
                          const int count, __global float *C, const int c_off) {
@@ -128,16 +171,16 @@ __kernel void sum_splits(__global const float *P, const int splits, const int st
 }
 
 // dst[k][n] = src[src_off + n*ld + k]: a [N][K] operand laid out as [K][N] so
-// the GEMM above reads it in rows. A work-item moves a 16 x 16 tile (N is a
-// multiple of 16): one element per work-item cost more in PoCL's per-item
-// overhead than the copy itself. Range: (ceil(K / 16), N / 16).
+// the GEMM above reads it in rows. A work-item moves a 16 x 16 tile (edge
+// tiles element by element): one element per work-item cost more in PoCL's
+// per-item overhead than the copy itself. Range: (ceil(K / 16), ceil(N / 16)).
 __kernel void transpose(__global const float *src, const int src_off, const int ld, const int K,
                         const int N, __global float *dst) {
   const int k0 = get_global_id(0) * 16, n0 = get_global_id(1) * 16;
   if (k0 >= K || n0 >= N) return;
   src += src_off + (size_t)n0 * ld + k0;
   dst += (size_t)k0 * N + n0;
-  if (k0 + 16 <= K) {
+  if (k0 + 16 <= K && n0 + 16 <= N) {
     float16 r[16];
     UNROLL for (int n = 0; n < 16; n++) r[n] = LOAD16(0, src + (size_t)n * ld);
     float t[16][16];
@@ -151,7 +194,8 @@ __kernel void transpose(__global const float *src, const int src_off, const int 
       STORE16(v, 0, dst + (size_t)k * N);
     }
   } else {
-    for (int k = 0; k < K - k0; k++)
-      for (int n = 0; n < 16; n++) dst[(size_t)k * N + n] = src[(size_t)n * ld + k];
+    const int kt = min(16, K - k0), nt = min(16, N - n0);
+    for (int k = 0; k < kt; k++)
+      for (int n = 0; n < nt; n++) dst[(size_t)k * N + n] = src[(size_t)n * ld + k];
   }
 }

@@ -71,11 +71,14 @@ __kernel void maxpool_forward(__global const float *x, __global float *y, const 
 // Windows that tile without overlap (S == P): each window writes its whole
 // gradient, dy to its first maximum (raster order, TensorFlow's tie rule) and 0
 // to the rest; one work-item per window position, channels 4 at a time when C
-// allows. Inputs past the last window are zeroed by the caller. Range: B*OH*OW;
-// GPU: (C, B*OH*OW), a work-item per window and channel.
+// allows. Inputs past the last window are zeroed by the caller. RELU != 0: x is
+// a ReLU's output whose backward is done here (dy *= x > 0 at the maximum, all
+// the producer's mask would keep). Range: B*OH*OW; GPU: (C, B*OH*OW), a
+// work-item per window and channel.
 __kernel void maxpool_backward_tiled(__global const float *x, __global const float *dy,
                                      __global float *dx, const int B, const int H, const int W,
-                                     const int C, const int P, const int OH, const int OW) {
+                                     const int C, const int P, const int OH, const int OW,
+                                     const int RELU) {
 #if CLT_GPU
   GPU_ITEM(B * OH * OW);
   const int ox = pos % OW;
@@ -92,7 +95,7 @@ __kernel void maxpool_backward_tiled(__global const float *x, __global const flo
         arg = ky * P + kx;
       }
     }
-  const float g = dy[(size_t)pos * C + c];
+  const float g = RELU && !(best > 0.0f) ? 0.0f : dy[(size_t)pos * C + c];
   for (int ky = 0; ky < P; ky++)
     for (int kx = 0; kx < P; kx++)
       dx[base + ((size_t)ky * W + kx) * C] = ky * P + kx == arg ? g : 0.0f;
@@ -114,7 +117,8 @@ __kernel void maxpool_backward_tiled(__global const float *x, __global const flo
         best = select(best, v, greater);
         arg = select(arg, (int4)(ky * P + kx), greater);
       }
-    const float4 g = vload4(0, dy + (size_t)pos * C + c);
+    float4 g = vload4(0, dy + (size_t)pos * C + c);
+    if (RELU) g = select((float4)(0.0f), g, isgreater(best, (float4)(0.0f)));
     for (int ky = 0; ky < P; ky++)
       for (int kx = 0; kx < P; kx++) {
         const int4 here = arg == (int4)(ky * P + kx);
@@ -132,7 +136,7 @@ __kernel void maxpool_backward_tiled(__global const float *x, __global const flo
           arg = ky * P + kx;
         }
       }
-    const float g = dy[(size_t)pos * C + c];
+    const float g = RELU && !(best > 0.0f) ? 0.0f : dy[(size_t)pos * C + c];
     for (int ky = 0; ky < P; ky++)
       for (int kx = 0; kx < P; kx++)
         dx[base + ((size_t)ky * W + kx) * C + c] = ky * P + kx == arg ? g : 0.0f;

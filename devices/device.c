@@ -76,6 +76,8 @@ int clt_devices_enumerate(clt_device_list *out, clt_err *e) {
                       &d->global_mem_bytes, NULL);
       clGetDeviceInfo(ids[i], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof d->max_alloc_bytes,
                       &d->max_alloc_bytes, NULL);
+      clGetDeviceInfo(ids[i], CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof d->float_vector_width,
+                      &d->float_vector_width, NULL);
       out->count++;
     }
   }

@@ -5,22 +5,24 @@
 
 static CLBlastTranspose tr(int t) { return t ? CLBlastTransposeYes : CLBlastTransposeNo; }
 
-/* CPU devices run cl/gemm.cl when N is a multiple of 16: CLBlast's default
- * kernels reach 10-22 GFLOP/s on PoCL, explicit float16 ones several times that.
- * GPUs keep CLBlast's tuned kernels. */
-static int use_own(const clt_replica *r, const clt_gemm_shape *s) {
-  return r->flavor == CLT_KERNELS_CPU && s->n % 16 == 0;
-}
+/* CPU devices run cl/gemm.cl: CLBlast's default kernels reach 10-22 GFLOP/s on
+ * PoCL, explicit float16 ones several times that, and CLBlast's programs took
+ * most of a first run's 16 s of kernel builds. GPUs keep CLBlast's tuned
+ * kernels. */
+static int use_own(const clt_replica *r) { return r->flavor == CLT_KERNELS_CPU; }
 
-/* Work-item block: RB sub-blocks of TM rows by NB 16-wide column blocks (NB
- * divides N/16), K taken in chunks of KC so the B chunk (KC x 16NB floats) is
- * reused from cache by every sub-block. Measured on PoCL with AVX-512
- * (tests/bench/bench_gemm, the CNN's and ResNet50's shapes): TM=6, NB=4 (24
- * float16 accumulators, with the B vectors and the broadcast 29 of the 32
- * registers) beat 8x2, 8x3, 10x2, 12x2, 14x2, 5x5 and 4x4-6 over the set; RB=2
- * with KC=256 beat one sub-block without chunks by 20-30% overall, RB=4 or
- * KC=384-512 by less. N/16 with no divisor up to 4 (N=80, 2000: 5 blocks)
- * takes NB=5 with TM=4. */
+/* Kernels whose code does not depend on the tile options come from one build of
+ * gemm.cl, so PoCL compiles each of them once rather than once per variant. */
+static const char *const PLAIN = "";
+
+/* A work-item's block: RB sub-blocks of TM rows by NB 16-wide column blocks
+ * (NB divides N/16), K taken in chunks of KC so the B chunk (KC x 16NB floats)
+ * is reused from cache by every sub-block; `splits` work-items share a long
+ * sum (split K). */
+typedef struct own_tiles {
+  int tm, nb, rb, kc, splits;
+} own_tiles;
+
 static int largest_divisor(size_t blocks, int limit) {
   for (int d = limit; d > 1; d--) {
     if (blocks % (size_t)d == 0) return d;
@@ -28,67 +30,113 @@ static int largest_divisor(size_t blocks, int limit) {
   return 1;
 }
 
-enum { OWN_RB = 2, OWN_KC = 256 };
-
-static void own_blocking(const clt_gemm_shape *s, int *tm, int *nb) {
+/* Register tiles follow the device's vector registers (one float16 is one
+ * AVX-512 register, two AVX2 ones):
+ * - 32 registers (native float width 16): TM=6, NB=4, 24 accumulators with the
+ *   B vectors and the broadcast 29 of 32. Measured on PoCL with AVX-512
+ *   (tests/bench/bench_gemm, the CNN's and ResNet50's shapes) against 8x2, 8x3,
+ *   10x2, 12x2, 14x2, 5x5 and 4x4-6. N/16 with no divisor up to 4 (N=80, 2000:
+ *   5 blocks) takes NB=5 with TM=4.
+ * - 16 registers (width 8: AVX2): TM=6, NB=1, 12 accumulators, 2 for B and the
+ *   broadcast (the 6x16 block of BLIS's Haswell kernel); AVX-512's 6x4 would
+ *   need 48 registers and spill every accumulator.
+ * Forward and input-gradient products (rows of A along K) take RB=2 sub-blocks
+ * with KC=256 (20-30% over one sub-block without chunks on AVX-512). Weight
+ * gradients (A^T: M and N small, K the batch's positions) re-read B once per
+ * row block, so a work-item takes up to 144 rows in 32-long K chunks (B's
+ * chunk stays in L1 for all of them) and K is split for parallelism. */
+static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
+  own_tiles t = {.tm = 6, .nb = 1, .rb = 2, .kc = 256, .splits = 1};
   const size_t blocks = s->n / 16;
-  *nb = largest_divisor(blocks, 4);
-  *tm = 6;
-  if (*nb == 1 && blocks % 5 == 0) {
-    *nb = 5;
-    *tm = 4;
+  if (r->device.float_vector_width >= 16) {
+    t.nb = largest_divisor(blocks, 4);
+    if (t.nb == 1 && blocks % 5 == 0) {
+      t.nb = 5;
+      t.tm = 4;
+    }
   }
+  const int long_sums = s->trans_a && s->k >= 1024;
+  if (long_sums) {
+    const size_t rows = s->m < 144 ? s->m : 144;
+    t.rb = (int)((rows + (size_t)t.tm - 1) / (size_t)t.tm);
+    t.kc = 32;
+  }
+  /* Split K when the output has too few work-items to keep a device's cores
+   * busy and the sums are long (the first layer's weight gradient: 9 x 64
+   * outputs, K = batch x 676); chunks of at least 512 keep the extra pass
+   * small. */
+  const size_t rows = (size_t)t.tm * (size_t)t.rb;
+  const size_t items = blocks / (size_t)t.nb * ((s->m + rows - 1) / rows);
+  if (items < 64 && s->k >= 1024 && !s->trans_b && s->ldc == s->n) {
+    const size_t splits = s->k / 512;
+    t.splits = (int)(splits > 16 ? 16 : splits);
+  }
+  return t;
 }
 
-/* K is split when the output has too few work-items to keep a device's cores
- * busy and the sums are long (the first layer's weight gradient: 9 x 64
- * outputs, K = batch x 676); chunks of at least 512 keep the extra pass small. */
-static int own_splits(const clt_gemm_shape *s) {
-  int tm, nb;
-  own_blocking(s, &tm, &nb);
-  const size_t rows = (size_t)tm * OWN_RB;
-  const size_t items = s->n / (16 * (size_t)nb) * ((s->m + rows - 1) / rows);
-  if (items >= 64 || s->k < 1024 || s->trans_b || s->ldc != s->n) return 1;
-  size_t splits = s->k / 512;
-  return (int)(splits > 16 ? 16 : splits);
+static void own_options(const own_tiles *t, int trans_a, char *buf, size_t size) {
+  snprintf(buf, size, "-DTRANS_A=%d -DTM=%d -DNB=%d -DRB=%d -DKC=%d", trans_a, t->tm, t->nb, t->rb,
+           t->kc);
 }
 
-static void own_options(const clt_gemm_shape *s, char *buf, size_t size) {
-  int tm, nb;
-  own_blocking(s, &tm, &nb);
-  snprintf(buf, size, "-DTRANS_A=%d -DTM=%d -DNB=%d -DRB=%d -DKC=%d", s->trans_a, tm, nb, OWN_RB,
-           OWN_KC);
+/* The columns past the last multiple of 16 (bias_off < 0: no bias). */
+static int own_tail(clt_replica *r, const clt_gemm_shape *s, const char *options, cl_mem a,
+                    int ao, cl_mem b, int bo, int ldb, cl_mem c, int co, cl_mem bias, int bias_off,
+                    int relu, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(r, "gemm.cl", options, "gemm_tail", &k, e);
+  if (status) return status;
+  int m = (int)s->m, n = (int)s->n, kk = (int)s->k, n0 = (int)(s->n - s->n % 16),
+      lda = (int)s->lda, ldc = (int)s->ldc;
+  clt_karg args[] = {CLT_ARG(m),   CLT_ARG(n),        CLT_ARG(kk),   CLT_ARG(n0),
+                     CLT_ARG(a),   CLT_ARG(ao),       CLT_ARG(lda),  CLT_ARG(b),
+                     CLT_ARG(bo),  CLT_ARG(ldb),      CLT_ARG(c),    CLT_ARG(co),
+                     CLT_ARG(ldc), CLT_ARG(bias),     CLT_ARG(bias_off), CLT_ARG(relu)};
+  char name[56];
+  snprintf(name, sizeof name, "gemm tail %zux%zux%zu%s%s", s->m, s->n % 16, s->k,
+           s->trans_a ? " At" : "", s->trans_b ? " Bt" : "");
+  return clt_launch1d(r, k, name, args, 16, s->m, e);
 }
 
 /* bias_offset < 0: no bias. */
 static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                     size_t b_off, cl_mem c, size_t c_off, cl_mem bias, long bias_offset, int relu,
                     clt_err *e) {
+  clt_gemm_shape blocks = *s; /* the columns gemm16 takes */
+  blocks.n -= s->n % 16;
+  const own_tiles tiles = own_tiling(r, &blocks);
   char options[96];
-  own_options(s, options, sizeof options);
-  cl_kernel k;
-  int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
-  if (status) return status;
+  own_options(&tiles, s->trans_a, options, sizeof options);
+  int status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, lda = (int)s->lda, ldb = (int)s->ldb,
       ldc = (int)s->ldc, ao = (int)a_off, bo = (int)b_off, co = (int)c_off;
   if (s->trans_b) {
     /* B is [N][K]: lay it out as [K][N] in the scratch first (weights: small). */
     cl_kernel t;
-    if ((status = clt_replica_kernel(r, "gemm.cl", options, "transpose", &t, e))) return status;
+    if ((status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e))) return status;
     clt_karg targs[] = {CLT_ARG(b),  CLT_ARG(bo), CLT_ARG(ldb),
                         CLT_ARG(kk), CLT_ARG(n),  CLT_ARG(r->gemm_temp)};
-    size_t tglobal[2] = {(s->k + 15) / 16, s->n / 16};
-    if ((status = clt_launch(r, t, "gemm transpose", targs, 6, 2, tglobal, NULL, e))) return status;
+    /* Groups of one tile: PoCL compiles a kernel for each group size, and the
+     * shapes would otherwise each pick their own. */
+    size_t tglobal[2] = {(s->k + 15) / 16, (s->n + 15) / 16}, tlocal[2] = {1, 1};
+    if ((status = clt_launch(r, t, "gemm transpose", targs, 6, 2, tglobal, tlocal, e)))
+      return status;
     b = r->gemm_temp;
     bo = 0;
     ldb = n;
   }
-  int tm, nb;
-  own_blocking(s, &tm, &nb);
   int bias_off = (int)bias_offset;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
+  if (s->n % 16) {
+    status = own_tail(r, s, options, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, e);
+    if (status || s->n < 16) return status;
+  }
+  s = &blocks;
+  n = (int)s->n;
+  cl_kernel k;
+  if ((status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e))) return status;
   /* An epilogue applies to whole sums only: no split with one. */
-  int splits = bias_offset >= 0 || relu ? 1 : own_splits(s);
+  int splits = bias_offset >= 0 || relu ? 1 : tiles.splits;
   /* The scratch was sized at the largest batch, where this shape may not have
    * split (more rows, more blocks): never split past what it holds. */
   while (splits > 1 && (size_t)splits * s->m * s->n * sizeof(float) > r->gemm_temp_bytes) splits--;
@@ -108,13 +156,13 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
            s->trans_b ? " Bt" : "");
   /* One work-item per group: its float16 code is the vector code; PoCL gains
    * nothing from grouping, and large groups measured slower. */
-  const size_t rows = (size_t)tm * OWN_RB;
-  size_t global[3] = {s->n / (16 * (size_t)nb), (s->m + rows - 1) / rows, (size_t)splits};
+  const size_t rows = (size_t)tiles.tm * (size_t)tiles.rb;
+  size_t global[3] = {s->n / (16 * (size_t)tiles.nb), (s->m + rows - 1) / rows, (size_t)splits};
   size_t local[3] = {1, 1, 1};
   if ((status = clt_launch(r, k, name, args, 17, 3, global, local, e))) return status;
   if (splits == 1) return CLT_OK;
   cl_kernel sum;
-  if ((status = clt_replica_kernel(r, "gemm.cl", options, "sum_splits", &sum, e))) return status;
+  if ((status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &sum, e))) return status;
   int count = m * n, final_off = (int)c_off;
   clt_karg sargs[] = {CLT_ARG(r->gemm_temp), CLT_ARG(splits), CLT_ARG(c_split),
                       CLT_ARG(count),        CLT_ARG(c),      CLT_ARG(final_off)};
@@ -137,17 +185,22 @@ static int grow_temp(clt_replica *r, size_t bytes, clt_err *e) {
 
 int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
   if (s->m == 0 || s->n == 0 || s->k == 0) return CLT_OK;
-  if (use_own(r, s)) {
+  if (use_own(r)) {
+    clt_gemm_shape blocks = *s;
+    blocks.n -= s->n % 16;
+    const own_tiles tiles = own_tiling(r, &blocks);
     char options[96];
     cl_kernel k;
-    own_options(s, options, sizeof options);
-    int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
+    own_options(&tiles, s->trans_a, options, sizeof options);
+    int status = CLT_OK;
+    if (blocks.n) status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
+    if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", options, "gemm_tail", &k, e);
     if (!status && s->trans_b)
-      status = clt_replica_kernel(r, "gemm.cl", options, "transpose", &k, e);
+      status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
     if (!status && s->trans_b) status = grow_temp(r, s->k * s->n * sizeof(float), e);
-    if (!status && own_splits(s) > 1) {
-      status = clt_replica_kernel(r, "gemm.cl", options, "sum_splits", &k, e);
-      if (!status) status = grow_temp(r, (size_t)own_splits(s) * s->m * s->n * sizeof(float), e);
+    if (!status && blocks.n && tiles.splits > 1) {
+      status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
+      if (!status) status = grow_temp(r, (size_t)tiles.splits * s->m * s->n * sizeof(float), e);
     }
     return status;
   }
@@ -166,7 +219,7 @@ int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, siz
              size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e) {
   if (s->m == 0 || s->n == 0) return CLT_OK;
   if (s->k == 0) return clt_fail(e, CLT_ERR_INTERNAL, "GEMM with k = 0");
-  if (alpha == 1.0f && beta == 0.0f && use_own(r, s)) {
+  if (alpha == 1.0f && beta == 0.0f && use_own(r)) {
     return own_gemm(r, s, a, a_off, b, b_off, c, c_off, NULL, -1, 0, e);
   }
   CLBlastStatusCode rc;
@@ -199,7 +252,7 @@ int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t 
                       size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
                       int relu, clt_err *e) {
   if (s->m == 0 || s->n == 0) return CLT_OK;
-  if (use_own(r, s))
+  if (use_own(r))
     return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, e);
   int status = clt_gemm(r, s, 1.0f, a, a_off, b, b_off, 0.0f, c, c_off, e);
   if (status) return status;

@@ -1,6 +1,7 @@
-/* Row-major SGEMM on a replica: CLBlast, with a scratch buffer reserved once
- * (its plain entry point allocates temporaries on every call), or on CPU
- * devices cl/gemm.cl's explicitly vectorised kernel where the shape allows. */
+/* Row-major SGEMM on a replica: on GPUs CLBlast, with a scratch buffer reserved
+ * once (its plain entry point allocates temporaries on every call); on CPU
+ * devices cl/gemm.cl's explicitly vectorised kernels, tiled for the device's
+ * vector registers, for every shape. */
 #ifndef CLT_GEMM_H
 #define CLT_GEMM_H
 
@@ -12,8 +13,9 @@ typedef struct clt_gemm_shape {
   size_t lda, ldb, ldc;
 } clt_gemm_shape;
 
-/* Grows the replica's GEMM scratch to what CLBlast needs for shape s. Call for
- * every shape at its largest batch before the first clt_gemm. */
+/* Builds shape s's kernels and grows the replica's GEMM scratch to what s needs
+ * (CLBlast's temporaries, a transposed B, split-K partial sums). Call for every
+ * shape at its largest batch before the first clt_gemm. */
 int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e);
 
 /* C[m x n] = alpha * op(A) op(B) + beta * C, offsets in floats. m, n or k of 0:

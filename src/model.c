@@ -316,6 +316,28 @@ static int parse_entry(clt_model *m, char *entry, clt_pad *pad, char *pad_name, 
   return CLT_OK;
 }
 
+/* A ReLU's backward (dy *= y > 0) costs its producer a pass over its whole
+ * output and gradient; a following MaxPooling2D that is the output's only
+ * reader applies the same mask for free (see clt_layer.relu_masked). */
+static void fuse_relu_backward(clt_model *m) {
+  for (int i = 0; i < m->nlayers; i++) {
+    clt_layer *l = &m->layers[i];
+    const int t = l->inputs[0];
+    l->masks_input_relu = 0;
+    m->layers[i].relu_masked = 0;
+    if (l->ninputs != 1 || t < 0 || !l->ops->can_mask_input_relu || !l->ops->can_mask_input_relu(l))
+      continue;
+    const clt_layer *p = &m->layers[t];
+    if (!p->ops->output_relu || !p->ops->output_relu(p)) continue;
+    int readers = 0;
+    for (int j = 0; j < m->nlayers; j++)
+      for (int k = 0; k < m->layers[j].ninputs; k++) readers += m->layers[j].inputs[k] == t;
+    if (readers != 1) continue;
+    l->masks_input_relu = 1;
+    m->layers[t].relu_masked = 1;
+  }
+}
+
 /* Shapes in graph order, then the flat layout: trainable parameters first (the
  * optimizer updates that prefix), then the moving statistics; each starts aligned. */
 static int place_layers(clt_model *m, clt_err *e) {
@@ -335,6 +357,7 @@ static int place_layers(clt_model *m, clt_err *e) {
                       l->name, o.h, o.w, o.c, CLT_MODEL_MAX_SIDE, (long long)CLT_MODEL_MAX_VALUES);
     }
   }
+  fuse_relu_backward(m);
   size_t offset = 0;
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < m->nlayers; i++) {

@@ -630,6 +630,19 @@ static int set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt
   return status;
 }
 
+/* Starts the line "compiling kernels for device 0 (NAME) ..." due in a second. */
+static int compiling_notice(const clt_device *const *chosen, int n, clt_notice **out, clt_err *e) {
+  char text[320];
+  int len = snprintf(text, sizeof text, "cltrain: compiling kernels for device");
+  for (int i = 0; i < n && len > 0 && (size_t)len < sizeof text; i++) {
+    len += snprintf(text + len, sizeof text - (size_t)len, "%s %d (%s)",
+                    i == 0 ? "" : i == n - 1 ? " and" : ",", chosen[i]->index, chosen[i]->name);
+  }
+  if (len > 0 && (size_t)len < sizeof text)
+    snprintf(text + len, sizeof text - (size_t)len, " ... (once: the driver keeps them)");
+  return clt_notice_start(1.0, stderr, text, out, e);
+}
+
 /* Under MPI every process runs this; process 0 alone prints, logs and saves.
  * Set-up failures are agreed on (every process stops, naming the failing rank);
  * a failure inside an epoch returns to the caller, which ends the run
@@ -654,6 +667,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   clt_optimizer opt = {0};
   clt_trace *trace = NULL;
   int lock_fd = -1; /* the checkpoint folder's lock (process 0) */
+  clt_notice *notice = NULL;
 
   status = set_up(o, &data, &model, &state, ckpt_path, sizeof ckpt_path, &opt, &devices, chosen,
                   &nchosen, &rep, &trace, &lock_fd, e);
@@ -699,11 +713,17 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
 
   const double t_setup = clt_now_seconds();
   clt_ring_set_default_timeout(o->allreduce_timeout);
+  /* A first run on a device (an empty driver cache) compiles for seconds
+   * before the first step: say so on a terminal's standard error if it takes
+   * over a second (scripts and logs keep their output). */
+  if (leader && isatty(STDERR_FILENO) && (status = compiling_notice(chosen, nchosen, &notice, e)))
+    goto cleanup;
   if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, split, weights,
                                    data.train, data.test, c, &t, e))) {
     goto cleanup;
   }
   clt_trainer_check_replicas(t, o->check_replicas);
+  clt_trainer_first_step_notice(t, notice);
   if (o->progress && leader) clt_trainer_progress(t, o->out);
   if (!o->resume) status = fresh_state(&model, seed, &state, e);
   if (!status && o->weights) status = clt_weights_load(&model, o->weights, state.params, e);
@@ -775,6 +795,7 @@ cleanup:
   /* The trace of a failed run is written too: it may show why. */
   if (clt_trace_close(trace, status ? NULL : e) && status == CLT_OK) status = CLT_ERR_IO;
   free(replica_lines);
+  clt_notice_free(notice);
   clt_trainer_destroy(t);
   clt_data_close(&data);
   clt_devices_free(&devices);

@@ -37,6 +37,7 @@ struct clt_trainer {
   float *check_params; /* flat_floats per replica, for --check-replicas */
   int check_replicas;
   clt_progress progress;
+  clt_notice *first_step_notice; /* the caller's; done at the first step's end */
   double first_step_done; /* when the trainer's first step had run (0: not yet) */
   float *logits;          /* evaluation's logits go here (test-set order), or NULL */
   double *step_time;      /* slots: when each step of the latest training pass ended */
@@ -397,6 +398,7 @@ clt_replica *clt_trainer_replica(const clt_trainer *t, int i) { return t->replic
 int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica * t->total; }
 void clt_trainer_check_replicas(clt_trainer *t, int on) { t->check_replicas = on; }
 void clt_trainer_progress(clt_trainer *t, FILE *out) { t->progress.out = out; }
+void clt_trainer_first_step_notice(clt_trainer *t, clt_notice *n) { t->first_step_notice = n; }
 void clt_trainer_capture_logits(clt_trainer *t, float *out) { t->logits = out; }
 
 int clt_trainer_set_state(clt_trainer *t, const float *params, const float *slot0,
@@ -859,6 +861,7 @@ static int check_step(pass *p, int rank, const step *st, clt_err *e) {
    * first launch, so this includes that): one wait in the trainer's life. */
   if ((status = finish_queue(t->replicas[rank], e))) return status;
   t->first_step_done = clt_now_seconds();
+  clt_notice_done(t->first_step_notice);
   return CLT_OK;
 }
 

@@ -44,6 +44,7 @@
 #include "cluster.h"
 #include "device.h"
 #include "net.h"
+#include "notice.h"
 #include "ring.h"
 #include "source.h"
 
@@ -140,6 +141,9 @@ const double *clt_trainer_step_sums(const clt_trainer *t);
 void clt_trainer_check_replicas(clt_trainer *t, int on);
 /* Draws a Keras-style progress bar on `out` during training epochs (NULL: none). */
 void clt_trainer_progress(clt_trainer *t, FILE *out);
+/* n (notice.h) is marked done when the first step has run: the caller's "compiling
+ * kernels" line then never appears on a warm start. The caller frees n. */
+void clt_trainer_first_step_notice(clt_trainer *t, clt_notice *n);
 
 /* Writes the same parameters and optimizer slot variables (optimizer.h; NULL: zeros)
  * to every replica (of this process: the caller makes them the same everywhere), or reads them

@@ -21,15 +21,18 @@
 #   reports a case's valid inputs: the tests' harness writes from offset 0, the
 #   product zeroes with a kernel, and small mode gives each case a fresh replica.
 # - --uninitialized segfaults inside cl/gemm.cl's float16 GEMM (cltrain's own,
-#   used by the cpu flavor when N is a multiple of 16; so does a version
-#   without arrays of pointers), and in resnet_models (a whole residual network
-#   on its own replica) reports stores of the constant 0.0f of the first
+#   every GEMM of the cpu flavor; so does a version without arrays of pointers)
+#   once a row stride is not a multiple of 16 floats (a 27-column input
+#   gradient of a 3x3x3 convolution), and in resnet_models (a whole residual
+#   network on its own replica) reports stores of the constant 0.0f of the first
 #   convolution's zero padding as uninitialised. Those runs go without
 #   --uninitialized, races, bounds and API still checked: kernels_vs_reference
-#   on cpu, resnet_models on both. The layer kernels get every check in
-#   layer_kinds and resnet_layers; gemm.cl's kernels, and the cpu variants of
-#   loss.cl, adam.cl, data.cl and count_nonfinite/count_final, and add_into and
-#   moving_average on both flavors, get races, bounds and API only.
+#   and layer_kinds on cpu, resnet_models on both. The layer kernels get every
+#   check in resnet_layers (both flavors) and layer_kinds (gpu flavor); gemm.cl's
+#   kernels, the cpu variants of the kernels only layer_kinds runs (activation,
+#   depthwise, pad, average pooling), of loss.cl, adam.cl, data.cl and
+#   count_nonfinite/count_final, and add_into and moving_average on both
+#   flavors, get races, bounds and API only.
 set -u
 flavor=${1:?usage: oclgrind.sh cpu|gpu TESTS_DIR SOURCE_DIR}
 bin=${2:?TESTS_DIR}
@@ -73,10 +76,10 @@ run() {
   fi
 }
 
-# cltrain's float16 GEMM (see above) runs in test_kernels on cpu.
+# cltrain's float16 GEMM (see above) runs in test_kernels and test_layer_kinds on cpu.
 gemm_uninit=1
 [ "$flavor" = cpu ] && gemm_uninit=0
-run layer_kinds 1 "$bin/test_layer_kinds"
+run layer_kinds "$gemm_uninit" "$bin/test_layer_kinds"
 run resnet_layers 1 "$bin/test_layers2"
 run kernels_vs_reference "$gemm_uninit" "$bin/test_kernels"
 run batch_sources 1 "$bin/test_source" "$bin/make_photos"

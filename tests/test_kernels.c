@@ -379,6 +379,10 @@ static void test_dense_all(void) {
     }
   dense_case model_head = {65, 64, 10, 0}; /* fmnist-cnn's last layer */
   test_dense(&model_head);
+  /* 37 = 2 x 16 + 5 columns (cpu: gemm16 and gemm_tail, bias and ReLU in both);
+   * the input gradient's N = 33 (a transposed B with a partial tile). */
+  dense_case wide_tail = {3, 33, 37, 1};
+  test_dense(&wide_tail);
 }
 
 /* ---- 4. Loss, metrics, Adam, gather kernels ------------------------------------------ */

@@ -570,6 +570,36 @@ done:
   free(rgb);
 }
 
+/* A ReLU's backward moves into a following MaxPooling2D only when the pool is its
+ * output's one reader and its windows tile (see model.c's fuse_relu_backward);
+ * the device tests below check the gradients of both cases. */
+static void test_relu_fusion(void) {
+  static clt_model m;
+  if (clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &m, &E)) {
+    check(0, "fmnist-cnn builds: %s", E.msg);
+    return;
+  }
+  const int c1 = clt_model_find(&m, "conv2d"), p1 = clt_model_find(&m, "max_pooling2d"),
+            d1 = clt_model_find(&m, "dense");
+  check(c1 >= 0 && p1 >= 0 && m.layers[c1].relu_masked && m.layers[p1].masks_input_relu,
+        "fmnist-cnn: conv2d's ReLU backward runs in max_pooling2d");
+  check(d1 >= 0 && !m.layers[d1].relu_masked, "fmnist-cnn: dense keeps its ReLU backward");
+  static const char *const kept[] = {
+      /* read twice: by the pool and by the Add */
+      "c=Conv2D(4,3x3,s1,same,relu) p=MaxPooling2D(2,s2) q=MaxPooling2D(2,s2)<c add=Add<p,q "
+      "f=Flatten d=Dense(3)",
+      /* overlapping windows */
+      "c=Conv2D(4,3x3,s1,same,relu) p=MaxPooling2D(3,s2) f=Flatten d=Dense(3)"};
+  for (int i = 0; i < 2; i++) {
+    if (clt_model_parse("described", (clt_shape){8, 8, 1}, 3, CLT_PRE_CAFFE, kept[i], &m, &E)) {
+      check(0, "%s builds: %s", kept[i], E.msg);
+      continue;
+    }
+    check(!m.layers[0].relu_masked && !m.layers[1].masks_input_relu,
+          "%s: the convolution keeps its ReLU backward", kept[i]);
+  }
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   clt_rng_seed(&RNG, 1234, 0);
@@ -581,6 +611,7 @@ int main(void) {
   const int small = small_env && *small_env && strcmp(small_env, "0") != 0;
   if (!small) {
     test_structure();
+    test_relu_fusion();
     test_reference_gradient();
   }
   clt_device_list list;
@@ -595,7 +626,20 @@ int main(void) {
                 "add=Add(relu)<bn2,bn1 pad=ZeroPadding2D(1) pool=MaxPooling2D(3,s2) "
                 "pool2=MaxPooling2D(2,s2) gap=GlobalAveragePooling2D dense=Dense(3)",
                 (clt_shape){9, 8, 3}, 3, 3, 2e-3, 0);
+    /* A ReLU's backward done by the pool that reads it (model.c), and not. */
+    test_device(r,
+                "c1=Conv2D(4,3x3,s1,valid,relu) p1=MaxPooling2D(2,s2) "
+                "c2=Conv2D(5,2x2,s1,valid,relu) p2=MaxPooling2D(2,s2) q2=MaxPooling2D(2,s2)<c2 "
+                "add=Add<p2,q2 f=Flatten d=Dense(3)",
+                (clt_shape){11, 11, 3}, 3, 3, 2e-3, 0);
   } else {
+    /* fmnist-cnn's layers (narrower, RGB: the test feeds caffe-preprocessed
+     * photos), its ReLUs' backward done by the pools. */
+    test_device(r,
+                "conv2d=Conv2D(16,3x3,s1,valid,relu) max_pooling2d=MaxPooling2D(2,s2) "
+                "conv2d_1=Conv2D(20,3x3,s1,valid,relu) max_pooling2d_1=MaxPooling2D(2,s2) "
+                "flatten=Flatten dense=Dense(16,relu) dense_1=Dense(10)",
+                (clt_shape){28, 28, 3}, 10, 3, 2e-3, 0);
     test_device(r, "resnet-small", (clt_shape){35, 33, 3}, 3, 3, 2e-3, 0);
     test_device(r, "resnet50", (clt_shape){32, 32, 3}, 5, 4, 2e-3, 1);
     clt_replica *reps[2] = {r, NULL};

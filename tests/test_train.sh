@@ -65,6 +65,26 @@ else
   bad "a bad CLTRAIN_KERNELS is refused (rc=$rc: $(cat "$tmp/bad.err"))"
 fi
 
+# On a terminal, a first run's compiles (PoCL's cache off) are announced once
+# they pass a second, and a warm start says nothing of them.
+if command -v script >/dev/null; then
+  POCL_KERNEL_CACHE=0 script -qec "$CLT train --epochs 1 --train-limit 64 --test-limit 64 \
+    --checkpoint-every 0" /dev/null >"$tmp/cold.txt" 2>&1
+  if grep -q '^cltrain: compiling kernels for device 0 (.*) \.\.\. (once: the driver keeps them)' \
+    "$tmp/cold.txt"; then
+    ok "a cold start on a terminal says it is compiling kernels"
+  else
+    bad "a cold start on a terminal says it is compiling kernels ($(head -c 400 "$tmp/cold.txt"))"
+  fi
+  script -qec "$CLT train --epochs 1 --train-limit 64 --test-limit 64 --checkpoint-every 0" \
+    /dev/null >"$tmp/warm.txt" 2>&1
+  if grep -q 'start-up' "$tmp/warm.txt" && ! grep -q 'compiling kernels' "$tmp/warm.txt"; then
+    ok "a warm start does not mention compiling"
+  else
+    bad "a warm start does not mention compiling ($(head -c 400 "$tmp/warm.txt"))"
+  fi
+fi
+
 # On a terminal: a Keras-style progress bar (step/total, bar, ms/step, loss, accuracy).
 if command -v script >/dev/null; then
   script -qec "$CLT train --epochs 1 --train-limit 640 --test-limit 100" /dev/null >"$tmp/tty.txt" 2>&1

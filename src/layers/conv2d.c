@@ -3,7 +3,8 @@
  * forward:  col = im2col(x)            [M = B*OH*OW, K = KH*KW*C]
  *           y   = col * W + bias       W is the Keras HWIO kernel seen as [K, CO]
  *           y   = relu(y)
- * backward: dy *= (y > 0), and dbias = column sums of dy, in one pass
+ * backward: dy *= (y > 0), and dbias = column sums of dy, in one pass (the
+ *           mask already applied by a MaxPooling2D reading y: l->relu_masked)
  *           col = im2col(x) again (scratch is shared between layers)
  *           dW  = col^T * dy
  *           dx  = col2im(dy * W^T)
@@ -58,6 +59,8 @@ static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
 static const clt_param *conv_bias(const clt_layer *l) {
   return hp(l)->nobias ? NULL : &l->params[1];
 }
+
+static int conv_output_relu(const clt_layer *l) { return hp(l)->relu; }
 
 /* A 1x1 convolution with stride 1 reads the input as its column matrix. */
 static int conv_pointwise(const clt_layer *l) {
@@ -151,8 +154,10 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
   const int pointwise = conv_pointwise(l);
   const size_t col_floats = pointwise ? 0 : rows * conv_k(l);
   cl_mem col = pointwise ? io->x : io->scratch;
-  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass. */
-  int status = clt_bias_relu_grad(io, hp(l)->relu, conv_bias(l), col_floats, (int)rows,
+  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass,
+   * or was done by the next layer (l->relu_masked). */
+  int status = clt_bias_relu_grad(io, hp(l)->relu && !l->relu_masked, conv_bias(l), col_floats,
+                                  (int)rows,
                                   hp(l)->filters, e);
   if (!status && !pointwise) status = conv_im2col(l, io, e);
   if (!status) {
@@ -232,6 +237,7 @@ const clt_layer_ops clt_conv2d_ops = {
     .prepare = conv_prepare,
     .forward = conv_forward,
     .backward = conv_backward,
+    .output_relu = conv_output_relu,
     .from_keras = conv_from_keras,
     .to_onnx = conv_to_onnx,
     .ref_forward = CLT_REF(conv_ref_forward),

@@ -107,6 +107,13 @@ typedef struct clt_layer_ops {
    * in floats. */
   size_t (*scratch_floats)(const clt_layer *l, int batch);
   size_t (*state_floats)(const clt_layer *l);
+  /* Optional, for fusing a ReLU's backward into the next layer's (set up by the
+   * model, see clt_layer.relu_masked): whether l's output went through a ReLU
+   * of its own, and whether l's backward can apply such a ReLU's mask to the
+   * gradient it passes back (MaxPooling2D: a window's maximum is its output, so
+   * the mask is free there, where the producer would read its whole output). */
+  int (*output_relu)(const clt_layer *l);
+  int (*can_mask_input_relu)(const clt_layer *l);
   /* Optional: builds kernels and reserves GEMM scratch on a replica for up to max_batch. */
   int (*prepare)(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e);
   /* The device passes (optional for an aliasing layer, which moves no data). */
@@ -169,6 +176,10 @@ struct clt_layer {
   int pad_top, pad_left; /* zero padding before the first row and column of a window */
   int nparams;
   clt_param params[CLT_MAX_LAYER_PARAMS];
+  /* derived by the model: a fused ReLU's backward moved to the one layer that
+   * reads this output (ops->can_mask_input_relu): relu_masked here, the output
+   * gradient arrives masked; masks_input_relu there, its backward masks. */
+  int relu_masked, masks_input_relu;
 };
 
 /* A kind's view of l->hp: `clt_layer_hp(l, conv_hp)`; the size is checked at build time. */

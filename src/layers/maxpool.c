@@ -166,6 +166,12 @@ static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
                      (size_t)io->batch * l->out.h * l->out.w, e);
 }
 
+/* Tiled windows pass back each window's maximum's gradient alone: the ReLU mask
+ * of a fused producer (l->masks_input_relu) is then "the maximum is > 0". */
+static int pool_can_mask_input_relu(const clt_layer *l) {
+  return !pool_general(l) && hp(l)->stride == hp(l)->pool;
+}
+
 static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (!io->dx) return CLT_OK;
   if (pool_general(l)) return pool_general_run(l, io, 1, e);
@@ -185,8 +191,8 @@ static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
     if (status) return status;
     clt_karg args[] = {CLT_ARG(io->x),    CLT_ARG(io->dy),  CLT_ARG(io->dx),  CLT_ARG(io->batch),
                        CLT_ARG(l->in.h),  CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(hp(l)->pool),
-                       CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
-    return pool_launch(io, k, "maxpool_backward_tiled", args, 10, l->in.c,
+                       CLT_ARG(l->out.h), CLT_ARG(l->out.w), CLT_ARG(l->masks_input_relu)};
+    return pool_launch(io, k, "maxpool_backward_tiled", args, 11, l->in.c,
                        (size_t)io->batch * l->out.h * l->out.w, e);
   }
   status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward", &k, e);
@@ -303,6 +309,7 @@ const clt_layer_ops clt_maxpool_ops = {
     .prepare = pool_prepare,
     .forward = pool_forward,
     .backward = pool_backward,
+    .can_mask_input_relu = pool_can_mask_input_relu,
     .from_keras = pool_from_keras,
     .to_onnx = pool_to_onnx,
     .ref_forward = CLT_REF(pool_ref_forward),

@@ -5,8 +5,10 @@ Trains the same network as `cltrain --model fmnist-cnn` (Conv2D 64 3x3 relu,
 MaxPool 2, Conv2D 80 3x3 relu, MaxPool 2, Flatten, Dense 64 relu, Dense 10;
 Adam lr 1e-3, eps 1e-7; batch 64) on the first IMAGES Fashion-MNIST training
 images for EPOCHS epochs with THREADS threads, shuffling every epoch, and prints
-"startup_seconds S" (launch to the end of the first training step, importing
-torch included), and one line per epoch: "epoch E images_per_second R".
+"torch VERSION", "startup_seconds S" (launch to the end of the first training
+step, importing torch included), and one line per epoch: "epoch E
+images_per_second R". Any PyTorch from 1.13 on runs it (Debian's python3-torch,
+or the current one from PyPI in the venv of tests/bench/common.sh's torch_venv).
 
     pytorch_fmnist.py DATA_DIR IMAGES EPOCHS [THREADS [DEVICE]]
 
@@ -38,6 +40,7 @@ def idx(path):
 def main():
     data_dir, images, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     torch.set_num_threads(int(sys.argv[4]) if len(sys.argv) > 4 else 2)
+    print("torch %s" % torch.__version__, flush=True)
     device = torch.device(sys.argv[5] if len(sys.argv) > 5 else "cpu")
     if device.type == "cuda":
         print("device %s %s" % (device, torch.cuda.get_device_name(device)), flush=True)
