@@ -199,3 +199,181 @@ __kernel void transpose(__global const float *src, const int src_off, const int 
       for (int n = 0; n < nt; n++) dst[(size_t)k * N + n] = src[(size_t)n * ld + k];
   }
 }
+
+// ---- Convolutions as GEMMs over the image itself (implicit im2col) ----------------
+//
+// im2col's column matrix (rows: the output positions (b, oy, ox) of a batch of
+// NHWC images X; columns: the taps (ky, kx) times the C channels) is read in
+// place rather than written out and read back: on CPUs that pass over a matrix
+// KH*KW times the image's size cost as much as a third of the product. The
+// blocking, k order and epilogue are gemm16's, so results match it bit for bit.
+// Geometry: H x W x C images, KW taps a row, stride S, PT/PL padding before the
+// first row/column, OH x OW outputs. PADDED=0 (build option): every window lies
+// inside the image (a 'valid' convolution), so no tap is checked; otherwise taps
+// outside read as 0.
+#ifndef PADDED
+#define PADDED 1
+#endif
+
+// Y = col(X) * Wt (+ bias, ReLU): M = B*OH*OW, K = KH*KW*C, Wt: [K][N]. Taps in
+// chunks of KC / C (at least one) play gemm16's K chunks. Range as gemm16's with
+// one split.
+__kernel void conv16(const int M, const int N, const int K, __global const float *X,
+                     const int x_off, const int H, const int W, const int C, const int KW,
+                     const int S, const int PT, const int PL, const int OH, const int OW,
+                     __global const float *B, const int b_off, const int ldb, __global float *Y,
+                     const int y_off, const int ldc, __global const float *bias,
+                     const int bias_off, const int relu) {
+  const int col = get_global_id(0) * 16 * NB;
+  const int row_base = get_global_id(1) * (TM * RB);
+  if (col >= N || row_base >= M) return;
+  Y += y_off + col;
+  X += x_off;
+  B += b_off + col;
+  const int taps = K / C, tc = max(1, KC / C), plane = OH * OW;
+  float16 add[NB];
+  UNROLL for (int j = 0; j < NB; j++)
+    add[j] = bias_off >= 0 ? LOAD16(j, bias + bias_off + col) : (float16)(0.0f);
+  for (int t0 = 0; t0 < taps; t0 += tc) {
+    const int t1 = min(taps, t0 + tc);
+    for (int rb = 0; rb < RB; rb++) {
+      const int row0 = row_base + rb * TM;
+      if (row0 >= M) break;
+      // Each row's window origin; rows past M repeat row M-1 and are not stored.
+      int iy[TM], ix[TM];
+      const __global float *img[TM];
+      UNROLL for (int i = 0; i < TM; i++) {
+        const int row = min(row0 + i, M - 1);
+        const int b = row / plane, r = row - b * plane, oy = r / OW;
+        iy[i] = oy * S - PT;
+        ix[i] = (r - oy * OW) * S - PL;
+        img[i] = X + (size_t)b * H * W * C;
+      }
+      float16 acc[TM][NB];
+      __global float *y = Y + (size_t)row0 * ldc;
+      UNROLL for (int i = 0; i < TM; i++)
+        UNROLL for (int j = 0; j < NB; j++)
+          acc[i][j] = t0 == 0 || row0 + i >= M ? (float16)(0.0f) : LOAD16(j, y + (size_t)i * ldc);
+      for (int t = t0; t < t1; t++) {
+        const int ky = t / KW, kx = t - ky * KW;
+        const __global float *a[TM];
+#if PADDED
+        int in[TM];
+#endif
+        UNROLL for (int i = 0; i < TM; i++) {
+          const int yy = iy[i] + ky, xx = ix[i] + kx;
+#if PADDED
+          in[i] = yy >= 0 && yy < H && xx >= 0 && xx < W;
+          a[i] = img[i] + (in[i] ? ((size_t)yy * W + xx) * C : 0);
+#else
+          a[i] = img[i] + ((size_t)yy * W + xx) * C;
+#endif
+        }
+        const __global float *b = B + (size_t)t * C * ldb;
+        for (int c = 0; c < C; c++, b += ldb) {
+          float16 bv[NB];
+          UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
+          UNROLL for (int i = 0; i < TM; i++) {
+#if PADDED
+            const float16 av = (float16)(in[i] ? a[i][c] : 0.0f);
+#else
+            const float16 av = (float16)(a[i][c]);
+#endif
+            UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+          }
+        }
+      }
+      const int last = t1 == taps;
+      UNROLL for (int i = 0; i < TM; i++) {
+        if (row0 + i < M) {
+          UNROLL for (int j = 0; j < NB; j++) {
+            float16 v = acc[i][j];
+            if (last && bias_off >= 0) v += add[j];
+            if (last && relu) v = v < (float16)(0.0f) ? (float16)(0.0f) : v;
+            STORE16(v, j, y + (size_t)i * ldc);
+          }
+        }
+      }
+    }
+  }
+}
+
+// dW = col(X)^T * dY: M = KH*KW*C (a tap's channel per row), N = the filters,
+// K = B*OH*OW (the sum runs over output positions, in order), dY: [K][N]. A
+// chunk's KC window origins are worked out once for the RB sub-blocks. Split K
+// as gemm16's (partial products at Cm + split * c_split). Range as gemm16's.
+__kernel void conv16_dw(const int M, const int N, const int K, __global const float *X,
+                        const int x_off, const int H, const int W, const int C, const int KW,
+                        const int S, const int PT, const int PL, const int OH, const int OW,
+                        __global const float *B, const int b_off, const int ldb,
+                        __global float *Cm, const int c_off, const int ldc, const int k_chunk,
+                        const int c_split) {
+  const int col = get_global_id(0) * 16 * NB;
+  const int row_base = get_global_id(1) * (TM * RB);
+  if (col >= N || row_base >= M) return;
+  const int k_begin = get_global_id(2) * k_chunk;
+  const int k_end = min(K, k_begin + k_chunk);
+  Cm += (size_t)get_global_id(2) * c_split + c_off + col;
+  X += x_off;
+  B += b_off + col;
+  const int plane = OH * OW;
+  for (int kc = k_begin; kc < k_end; kc += KC) {
+    const int kc_end = min(k_end, kc + KC);
+    // The chunk's window origins: image offset, and (PADDED) top-left corner.
+    int org[KC];
+#if PADDED
+    int oy0[KC], ox0[KC];
+#endif
+    for (int p = kc; p < kc_end; p++) {
+      const int b = p / plane, r = p - b * plane, oy = r / OW;
+      const int y0 = oy * S - PT, x0 = (r - oy * OW) * S - PL;
+      org[p - kc] = (b * H + y0) * W * C + x0 * C;
+#if PADDED
+      oy0[p - kc] = y0;
+      ox0[p - kc] = x0;
+#endif
+    }
+    for (int rb = 0; rb < RB; rb++) {
+      const int row0 = row_base + rb * TM;
+      if (row0 >= M) break;
+      // Row m is channel m % C of tap m / C: its offset from a window's origin.
+      int d[TM];
+#if PADDED
+      int tky[TM], tkx[TM];
+#endif
+      UNROLL for (int i = 0; i < TM; i++) {
+        const int m = min(row0 + i, M - 1);
+        const int t = m / C, c = m - t * C, ky = t / KW, kx = t - ky * KW;
+        d[i] = (ky * W + kx) * C + c;
+#if PADDED
+        tky[i] = ky;
+        tkx[i] = kx;
+#endif
+      }
+      float16 acc[TM][NB];
+      __global float *c = Cm + (size_t)row0 * ldc;
+      UNROLL for (int i = 0; i < TM; i++)
+        UNROLL for (int j = 0; j < NB; j++)
+          acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
+                                                     : LOAD16(j, c + (size_t)i * ldc);
+      const __global float *b = B + (size_t)kc * ldb;
+      for (int p = kc; p < kc_end; p++, b += ldb) {
+        float16 bv[NB];
+        UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
+        const int o = org[p - kc];
+        UNROLL for (int i = 0; i < TM; i++) {
+#if PADDED
+          const int yy = oy0[p - kc] + tky[i], xx = ox0[p - kc] + tkx[i];
+          const int in = yy >= 0 && yy < H && xx >= 0 && xx < W;
+          const float16 av = (float16)(in ? X[o + d[i]] : 0.0f);
+#else
+          const float16 av = (float16)(X[o + d[i]]);
+#endif
+          UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+        }
+      }
+      UNROLL for (int i = 0; i < TM; i++)
+        if (row0 + i < M) UNROLL for (int j = 0; j < NB; j++) STORE16(acc[i][j], j, c + (size_t)i * ldc);
+    }
+  }
+}

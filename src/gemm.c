@@ -79,6 +79,18 @@ static void own_options(const own_tiles *t, int trans_a, char *buf, size_t size)
            t->kc);
 }
 
+/* C[c_off + i] = the sum of the `splits` partial products of `count` floats in
+ * the scratch (split K), in split order. */
+static int sum_splits(clt_replica *r, int splits, int count, cl_mem c, size_t c_off, clt_err *e) {
+  cl_kernel sum;
+  int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &sum, e);
+  if (status) return status;
+  int off = (int)c_off;
+  clt_karg args[] = {CLT_ARG(r->gemm_temp), CLT_ARG(splits), CLT_ARG(count),
+                     CLT_ARG(count),        CLT_ARG(c),      CLT_ARG(off)};
+  return clt_launch1d(r, sum, "gemm split-K sum", args, 6, (size_t)count, e);
+}
+
 /* The columns past the last multiple of 16 (bias_off < 0: no bias). */
 static int own_tail(clt_replica *r, const clt_gemm_shape *s, const char *options, cl_mem a,
                     int ao, cl_mem b, int bo, int ldb, cl_mem c, int co, cl_mem bias, int bias_off,
@@ -160,13 +172,7 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   size_t global[3] = {s->n / (16 * (size_t)tiles.nb), (s->m + rows - 1) / rows, (size_t)splits};
   size_t local[3] = {1, 1, 1};
   if ((status = clt_launch(r, k, name, args, 17, 3, global, local, e))) return status;
-  if (splits == 1) return CLT_OK;
-  cl_kernel sum;
-  if ((status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &sum, e))) return status;
-  int count = m * n, final_off = (int)c_off;
-  clt_karg sargs[] = {CLT_ARG(r->gemm_temp), CLT_ARG(splits), CLT_ARG(c_split),
-                      CLT_ARG(count),        CLT_ARG(c),      CLT_ARG(final_off)};
-  return clt_launch1d(r, sum, "gemm split-K sum", sargs, 6, (size_t)count, e);
+  return splits > 1 ? sum_splits(r, splits, c_split, c, c_off, e) : CLT_OK;
 }
 
 /* Grows the scratch buffer to at least `bytes`. */
@@ -267,4 +273,115 @@ int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t 
   if (r->flavor == CLT_KERNELS_GPU)
     return clt_launch_rows(r, k, "bias_act", args, 6, s->n, s->m, 1, e);
   return clt_launch1d(r, k, "bias_act", args, 6, s->m * s->n, e);
+}
+
+/* ---- Convolutions over the image in place (cl/gemm.cl's conv16, conv16_dw) ---- */
+
+int clt_conv_implicit(const clt_replica *r) { return use_own(r); }
+
+/* Whether some window reaches outside the image (the kernels then check taps). */
+static int conv_padded(const clt_conv_geom *g) {
+  return g->pad_top > 0 || g->pad_left > 0 || (g->oh - 1) * g->stride - g->pad_top + g->kh > g->h ||
+         (g->ow - 1) * g->stride - g->pad_left + g->kw > g->w;
+}
+
+/* The equivalent GEMMs' shapes (as im2col's would be), for the tiling. */
+static clt_gemm_shape conv_fwd_shape(const clt_conv_geom *g, int filters) {
+  const size_t m = (size_t)g->batch * g->oh * g->ow, k = (size_t)g->kh * g->kw * g->c;
+  return (clt_gemm_shape){0, 0, m, (size_t)filters, k, k, (size_t)filters, (size_t)filters};
+}
+static clt_gemm_shape conv_dw_shape(const clt_conv_geom *g, int filters) {
+  const size_t m = (size_t)g->batch * g->oh * g->ow, k = (size_t)g->kh * g->kw * g->c;
+  return (clt_gemm_shape){1, 0, k, (size_t)filters, m, k, (size_t)filters, (size_t)filters};
+}
+
+static void conv_options(const own_tiles *t, const clt_gemm_shape *s, const clt_conv_geom *g,
+                         char *buf, size_t size) {
+  char base[96];
+  own_options(t, s->trans_a, base, sizeof base);
+  snprintf(buf, size, "%s -DPADDED=%d", base, conv_padded(g));
+}
+
+int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
+  if (filters % 16) { /* the tail columns go through gemm_tail over an im2col matrix */
+    return clt_fail(e, CLT_ERR_INTERNAL, "implicit convolution with %d filters", filters);
+  }
+  const clt_gemm_shape fwd = conv_fwd_shape(g, filters), dw = conv_dw_shape(g, filters);
+  const own_tiles tf = own_tiling(r, &fwd), tw = own_tiling(r, &dw);
+  char options[128];
+  cl_kernel k;
+  conv_options(&tf, &fwd, g, options, sizeof options);
+  int status = clt_replica_kernel(r, "gemm.cl", options, "conv16", &k, e);
+  conv_options(&tw, &dw, g, options, sizeof options);
+  if (!status) status = clt_replica_kernel(r, "gemm.cl", options, "conv16_dw", &k, e);
+  if (!status && tw.splits > 1) {
+    status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
+    if (!status) status = grow_temp(r, (size_t)tw.splits * dw.m * dw.n * sizeof(float), e);
+  }
+  return status;
+}
+
+int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem w,
+                     size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu, clt_err *e) {
+  const clt_gemm_shape s = conv_fwd_shape(g, filters);
+  if (s.m == 0) return CLT_OK;
+  const own_tiles t = own_tiling(r, &s);
+  char options[128];
+  conv_options(&t, &s, g, options, sizeof options);
+  cl_kernel k;
+  int status = clt_replica_kernel(r, "gemm.cl", options, "conv16", &k, e);
+  if (status) return status;
+  int m = (int)s.m, n = (int)s.n, kk = (int)s.k, zero = 0, wo = (int)w_off, bo = (int)bias_off;
+  if (!bias) bias = y; /* any valid buffer: not read when bias_off < 0 */
+  clt_karg args[] = {CLT_ARG(m),           CLT_ARG(n),          CLT_ARG(kk),
+                     CLT_ARG(x),           CLT_ARG(zero),       CLT_ARG(g->h),
+                     CLT_ARG(g->w),        CLT_ARG(g->c),       CLT_ARG(g->kw),
+                     CLT_ARG(g->stride),   CLT_ARG(g->pad_top), CLT_ARG(g->pad_left),
+                     CLT_ARG(g->oh),       CLT_ARG(g->ow),      CLT_ARG(w),
+                     CLT_ARG(wo),          CLT_ARG(n),          CLT_ARG(y),
+                     CLT_ARG(zero),        CLT_ARG(n),          CLT_ARG(bias),
+                     CLT_ARG(bo),          CLT_ARG(relu)};
+  char name[64];
+  snprintf(name, sizeof name, "conv16 %zux%zux%zu", s.m, s.n, s.k);
+  const size_t rows = (size_t)t.tm * (size_t)t.rb;
+  size_t global[3] = {s.n / (16 * (size_t)t.nb), (s.m + rows - 1) / rows, 1};
+  size_t local[3] = {1, 1, 1};
+  return clt_launch(r, k, name, args, 23, 3, global, local, e);
+}
+
+int clt_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy, cl_mem dw,
+                size_t dw_off, clt_err *e) {
+  const clt_gemm_shape s = conv_dw_shape(g, filters);
+  if (s.k == 0) return clt_replica_fill(r, dw, dw_off, s.m * s.n, 0.0f, "an empty kernel gradient", e);
+  const own_tiles t = own_tiling(r, &s);
+  char options[128];
+  conv_options(&t, &s, g, options, sizeof options);
+  cl_kernel k;
+  int status = clt_replica_kernel(r, "gemm.cl", options, "conv16_dw", &k, e);
+  if (status) return status;
+  int splits = t.splits;
+  /* The scratch was sized at the largest batch (see own_gemm). */
+  while (splits > 1 && (size_t)splits * s.m * s.n * sizeof(float) > r->gemm_temp_bytes) splits--;
+  int m = (int)s.m, n = (int)s.n, kk = (int)s.k, zero = 0, co = (int)dw_off;
+  int k_chunk = (kk + splits - 1) / splits, c_split = m * n;
+  cl_mem out = dw;
+  if (splits > 1) {
+    out = r->gemm_temp;
+    co = 0;
+  }
+  clt_karg args[] = {CLT_ARG(m),          CLT_ARG(n),          CLT_ARG(kk),
+                     CLT_ARG(x),          CLT_ARG(zero),       CLT_ARG(g->h),
+                     CLT_ARG(g->w),       CLT_ARG(g->c),       CLT_ARG(g->kw),
+                     CLT_ARG(g->stride),  CLT_ARG(g->pad_top), CLT_ARG(g->pad_left),
+                     CLT_ARG(g->oh),      CLT_ARG(g->ow),      CLT_ARG(dy),
+                     CLT_ARG(zero),       CLT_ARG(n),          CLT_ARG(out),
+                     CLT_ARG(co),         CLT_ARG(n),          CLT_ARG(k_chunk),
+                     CLT_ARG(c_split)};
+  char name[64];
+  snprintf(name, sizeof name, "conv16_dw %zux%zux%zu", s.m, s.n, s.k);
+  const size_t rows = (size_t)t.tm * (size_t)t.rb;
+  size_t global[3] = {s.n / (16 * (size_t)t.nb), (s.m + rows - 1) / rows, (size_t)splits};
+  size_t local[3] = {1, 1, 1};
+  if ((status = clt_launch(r, k, name, args, 22, 3, global, local, e))) return status;
+  return splits > 1 ? sum_splits(r, splits, c_split, dw, dw_off, e) : CLT_OK;
 }

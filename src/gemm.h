@@ -30,4 +30,28 @@ int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t 
                       size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
                       int relu, clt_err *e);
 
+/* A convolution's geometry: `batch` NHWC images of h x w x c, kh x kw taps with
+ * stride `stride` and pad_top/pad_left zeros before the first row/column, oh x
+ * ow outputs. */
+typedef struct clt_conv_geom {
+  int batch, h, w, c, kh, kw, stride, pad_top, pad_left, oh, ow;
+} clt_conv_geom;
+
+/* Whether r runs convolutions as GEMMs over the image in place (cl/gemm.cl's
+ * conv16, conv16_dw: CPU devices), with no im2col matrix. */
+int clt_conv_implicit(const clt_replica *r);
+
+/* Builds g's kernels and grows the GEMM scratch for its weight gradient's split
+ * K, for g.batch examples at most (the largest slice). */
+int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e);
+
+/* y[b*oh*ow][filters] = conv(x) with the kernel w (HWIO: [kh*kw*c][filters] at
+ * w_off), + bias[bias_off + n] (bias_off < 0: none), then ReLU when relu. */
+int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem w,
+                     size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu, clt_err *e);
+
+/* dw[kh*kw*c][filters] (at dw_off) = the kernel's gradient: col(x)^T * dy. */
+int clt_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy, cl_mem dw,
+                size_t dw_off, clt_err *e);
+
 #endif

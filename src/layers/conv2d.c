@@ -1,8 +1,10 @@
-/* Conv2D with an optional bias and fused ReLU, as im2col + CLBlast GEMM.
+/* Conv2D with an optional bias and fused ReLU, as im2col + GEMM.
  *
  * forward:  col = im2col(x)            [M = B*OH*OW, K = KH*KW*C]
  *           y   = col * W + bias       W is the Keras HWIO kernel seen as [K, CO]
  *           y   = relu(y)
+ * (On CPU devices, with CO a multiple of 16, the GEMMs over col read x in place,
+ * gemm.h's clt_conv_forward and clt_conv_dw: no im2col in either pass.)
  * backward: dy *= (y > 0), and dbias = column sums of dy, in one pass (the
  *           mask already applied by a MaxPooling2D reading y: l->relu_masked)
  *           col = im2col(x) again (scratch is shared between layers)
@@ -62,6 +64,19 @@ static const clt_param *conv_bias(const clt_layer *l) {
 
 static int conv_output_relu(const clt_layer *l) { return hp(l)->relu; }
 
+/* On CPU devices a convolution whose filters fill float16 blocks multiplies over
+ * the image in place (gemm.h's clt_conv_*): no im2col matrix, which cost a
+ * third of the product in memory traffic. */
+static int conv_implicit(const clt_layer *l, const clt_replica *r) {
+  return clt_conv_implicit(r) && hp(l)->filters % 16 == 0;
+}
+
+static clt_conv_geom conv_geom(const clt_layer *l, int batch) {
+  const clt_conv_hp *h = hp(l);
+  return (clt_conv_geom){batch,       l->in.h,     l->in.w,      l->in.c,  h->kernel_h, h->kernel_w,
+                         h->stride,   l->pad_top,  l->pad_left,  l->out.h, l->out.w};
+}
+
 /* A 1x1 convolution with stride 1 reads the input as its column matrix. */
 static int conv_pointwise(const clt_layer *l) {
   return hp(l)->kernel_h == 1 && hp(l)->kernel_w == 1 && hp(l)->stride == 1 && l->pad_top == 0 &&
@@ -102,7 +117,13 @@ static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_e
   if (status) return status;
   clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
                               dcol_shape(l, max_batch)};
-  for (int i = 0; i < 3 && !status; i++) status = clt_gemm_reserve(r, &shapes[i], e);
+  const int implicit = !conv_pointwise(l) && conv_implicit(l, r);
+  if (implicit) {
+    const clt_conv_geom g = conv_geom(l, max_batch);
+    status = clt_conv_reserve(r, &g, hp(l)->filters, e);
+  }
+  /* The implicit path still multiplies the column gradient as a GEMM. */
+  for (int i = implicit ? 2 : 0; i < 3 && !status; i++) status = clt_gemm_reserve(r, &shapes[i], e);
   return status;
 }
 
@@ -143,6 +164,13 @@ static int conv_im2col(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
 static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
   const int pointwise = conv_pointwise(l);
+  if (!pointwise && conv_implicit(l, io->replica)) {
+    const clt_conv_geom g = conv_geom(l, io->batch);
+    const clt_param *bias = conv_bias(l);
+    return clt_conv_forward(io->replica, &g, hp(l)->filters, io->x, io->params,
+                            l->params[0].offset, io->y, io->params,
+                            bias ? (long)bias->offset : -1, hp(l)->relu, e);
+  }
   int status = pointwise ? CLT_OK : conv_im2col(l, io, e);
   if (status) return status;
   return clt_gemm_bias_relu(io, &fwd, pointwise ? io->x : io->scratch, &l->params[0], conv_bias(l),
@@ -152,18 +180,23 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
 static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const size_t rows = conv_rows(l, io->batch);
   const int pointwise = conv_pointwise(l);
+  const int implicit = !pointwise && conv_implicit(l, io->replica);
   const size_t col_floats = pointwise ? 0 : rows * conv_k(l);
   cl_mem col = pointwise ? io->x : io->scratch;
   /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass,
    * or was done by the next layer (l->relu_masked). */
   int status = clt_bias_relu_grad(io, hp(l)->relu && !l->relu_masked, conv_bias(l), col_floats,
-                                  (int)rows,
-                                  hp(l)->filters, e);
-  if (!status && !pointwise) status = conv_im2col(l, io, e);
-  if (!status) {
+                                  (int)rows, hp(l)->filters, e);
+  if (!status && implicit) {
+    const clt_conv_geom g = conv_geom(l, io->batch);
+    status = clt_conv_dw(io->replica, &g, hp(l)->filters, io->x, io->dy, io->grads,
+                         l->params[0].offset, e);
+  } else if (!status) {
+    if (!pointwise) status = conv_im2col(l, io, e);
     const clt_gemm_shape dw = dw_shape(l, io->batch);
-    status = clt_gemm(io->replica, &dw, 1.0f, col, 0, io->dy, 0, 0.0f, io->grads,
-                      l->params[0].offset, e);
+    if (!status)
+      status = clt_gemm(io->replica, &dw, 1.0f, col, 0, io->dy, 0, 0.0f, io->grads,
+                        l->params[0].offset, e);
   }
   if (!status && io->dx) {
     /* The in-order queue runs this after dW has consumed col, so col is reused;
