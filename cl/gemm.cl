@@ -1,38 +1,46 @@
-// Row-major C[M][N] = op(A)[M][K] * B[K][N] for N a multiple of 16 (gemm_tail
-// below takes a remainder), written for
-// CPU OpenCL (PoCL): each work-item computes a TM x (16*NB) block of C in
+// Row-major products on CPU OpenCL (PoCL), C[M][N] = A[M][K] * B[K][N] (gemm16)
+// and C[M][N] = A[K][M]^T * B[K][N] (gemm16_at), N a multiple of 16 (gemm_tail
+// takes a remainder). Each work-item computes a TM x (16*NB) block of C in
 // TM*NB explicit float16 accumulators, so each loaded element of A feeds NB
 // vector FMAs and each row segment of B feeds TM. PoCL does not vectorise
 // across work-items: scalar kernels ran at 8-12 GFLOP/s where explicit vectors
 // reach the cores' FMA peak. Each work-item sums over k in order, so results
 // repeat bit for bit.
 //
-// Build options: -DTRANS_A=0|1, -DTM=rows, -DNB=16-column blocks, -DRB=row
-// sub-blocks per work-item, -DKC=k chunk. A work-item takes K in chunks of KC
-// and runs each of its RB sub-blocks over the chunk in turn, so the chunk of B
-// (KC x 16NB floats) is read from memory once and from L1 RB times; a later
-// chunk reloads the sums the previous one stored (k still in order).
-//   op(A)[m][k] = TRANS_A ? A[k*lda + m] : A[m*lda + k]
+// A may be a convolution's im2col matrix read in place from the images X
+// (rows: the output positions (b, oy, ox); columns: the taps (ky, kx) times the
+// C channels): writing that matrix out and reading it back cost CPUs as much as
+// a third of the product. Geometry: H x W x C images, KW taps a row, stride S,
+// PT/PL padding before the first row/column, OH x OW outputs. A plain matrix A
+// [M][K] is the geometry H = W = KW = S = OH = OW = 1, C = K.
+//
+// Build options: -DTM=rows, -DNB=16-column blocks (the register tile, chosen
+// per device), -DPADDED=0 when every window lies inside the image (a 'valid'
+// convolution or a plain matrix: no tap is checked), 1 otherwise (taps outside
+// read as 0). Arguments rb and kchunk: a work-item takes K in chunks of kchunk
+// and runs each of its rb sub-blocks of TM rows over the chunk in turn, so the
+// chunk of B (kchunk x 16NB floats) is read from memory once and from cache rb
+// times; a later chunk reloads the sums the previous one stored (k still in
+// order).
 // Epilogue (a layer's bias and ReLU, saving a pass over C): when bias_off >= 0,
 // C[m][n] += bias[bias_off + n]; then, when relu, negative values become 0
 // (not fmax: a NaN passes on to the loss guard).
-// Split K (few rows, long sums: a weight gradient over a whole batch): the third
-// range dimension takes k in chunks of k_chunk, and chunk s writes its partial
-// product to C + s * c_split (no epilogue); sum_splits then adds the chunks in
-// order. Without a split the range's third dimension is 1.
-// Range: (N / (16*NB), ceil(M / (TM*RB)), splits).  (B^T operands are transposed first.)
+// Split K (gemm16_at: few rows, long sums, a weight gradient over a whole
+// batch): the range's third dimension takes k in chunks of k_chunk, and chunk s
+// writes its partial product to C + s * c_split; sum_splits then adds the
+// chunks in order.
+// Range: (N / (16*NB), ceil(M / (TM*rb)), splits).  (B^T operands are transposed first.)
 #ifndef TM
 #define TM 4
 #endif
 #ifndef NB
 #define NB 4
 #endif
-#ifndef RB
-#define RB 1
+#ifndef PADDED
+#define PADDED 1
 #endif
-#ifndef KC
-#define KC (1 << 30)
-#endif
+// gemm16_at's chunk of window origins.
+#define KCHUNK_MAX 256
 
 // float16 values never cross a function call: on hosts without AVX-512 a
 // float16 argument or return value of a builtin (vload16, fma, select) draws
@@ -52,65 +60,87 @@
 // live on the stack (one load and store per FMA: a third of the speed).
 #define UNROLL _Pragma("unroll")
 
-__kernel void gemm16(const int M, const int N, const int K, __global const float *A,
-                     const int a_off, const int lda, __global const float *B, const int b_off,
-                     const int ldb, __global float *C, const int c_off, const int ldc,
-                     __global const float *bias, const int bias_off, const int relu,
-                     const int k_chunk, const int c_split) {
+// The image row (with the window origin) of output position `row`.
+#define ORIGIN(row, iy, ix, img)                          \
+  do {                                                    \
+    const int b_ = (row) / plane, r_ = (row) - b_ * plane; \
+    const int oy_ = r_ / OW;                              \
+    iy = oy_ * S - PT;                                    \
+    ix = (r_ - oy_ * OW) * S - PL;                        \
+    img = X + (size_t)b_ * H * W * C;                     \
+  } while (0)
+
+__kernel void gemm16(const int M, const int N, const int K, __global const float *X,
+                     const int x_off, const int H, const int W, const int C, const int KW,
+                     const int S, const int PT, const int PL, const int OH, const int OW,
+                     __global const float *B, const int b_off, const int ldb, __global float *Y,
+                     const int y_off, const int ldc, __global const float *bias,
+                     const int bias_off, const int relu, const int rb_count,
+                     const int kchunk) {
   const int col = get_global_id(0) * 16 * NB;
-  const int row_base = get_global_id(1) * (TM * RB);
+  const int row_base = get_global_id(1) * (TM * rb_count);
   if (col >= N || row_base >= M) return;
-  const int k_begin = get_global_id(2) * k_chunk;
-  const int k_end = min(K, k_begin + k_chunk);
-  C += (size_t)get_global_id(2) * c_split + c_off + col;
-  A += a_off;
+  Y += y_off + col;
+  X += x_off;
   B += b_off + col;
+  const int plane = OH * OW;
   float16 add[NB];
   UNROLL for (int j = 0; j < NB; j++)
     add[j] = bias_off >= 0 ? LOAD16(j, bias + bias_off + col) : (float16)(0.0f);
-  for (int kc = k_begin; kc < k_end; kc += KC) {
-    const int kc_end = min(k_end, kc + KC);
-    for (int rb = 0; rb < RB; rb++) {
+  for (int kc = 0; kc < K; kc += kchunk) {
+    const int kc_end = min(K, kc + kchunk);
+    for (int rb = 0; rb < rb_count; rb++) {
       const int row0 = row_base + rb * TM;
       if (row0 >= M) break;
-      // Rows past M read row M-1 (always valid) and are not stored.
-      const __global float *a[TM];
-      UNROLL for (int i = 0; i < TM; i++) {
-        const int row = min(row0 + i, M - 1);
-#if TRANS_A
-        a[i] = A + row;
-#else
-        a[i] = A + (size_t)row * lda;
-#endif
-      }
+      // Rows past M repeat row M-1 and are not stored.
+      int iy[TM], ix[TM];
+      const __global float *img[TM];
+      UNROLL for (int i = 0; i < TM; i++) ORIGIN(min(row0 + i, M - 1), iy[i], ix[i], img[i]);
       float16 acc[TM][NB];
-      __global float *c = C + (size_t)row0 * ldc;
-      // Later chunks continue the sums stored by earlier ones: k stays in order.
+      __global float *y = Y + (size_t)row0 * ldc;
       UNROLL for (int i = 0; i < TM; i++)
         UNROLL for (int j = 0; j < NB; j++)
-          acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
-                                                     : LOAD16(j, c + (size_t)i * ldc);
-      const __global float *b = B + (size_t)kc * ldb;
-      for (int k = kc; k < kc_end; k++, b += ldb) {
-        float16 bv[NB];
-        UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
-        UNROLL for (int i = 0; i < TM; i++) {
-#if TRANS_A
-          const float16 av = (float16)(a[i][(size_t)k * lda]);
-#else
-          const float16 av = (float16)(a[i][k]);
+          acc[i][j] = kc == 0 || row0 + i >= M ? (float16)(0.0f) : LOAD16(j, y + (size_t)i * ldc);
+      // The chunk's k run over taps: channels c0..c1-1 of tap t at a time.
+      for (int k = kc; k < kc_end;) {
+        const int t = k / C, c0 = k - t * C, c1 = min(C, c0 + (kc_end - k));
+        const int ky = t / KW, kx = t - ky * KW;
+        const __global float *a[TM];
+#if PADDED
+        int in[TM];
 #endif
-          UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+        UNROLL for (int i = 0; i < TM; i++) {
+          const int yy = iy[i] + ky, xx = ix[i] + kx;
+#if PADDED
+          in[i] = yy >= 0 && yy < H && xx >= 0 && xx < W;
+          a[i] = img[i] + (in[i] ? ((size_t)yy * W + xx) * C : 0);
+#else
+          a[i] = img[i] + ((size_t)yy * W + xx) * C;
+#endif
         }
+        const __global float *b = B + (size_t)k * ldb;
+        for (int c = c0; c < c1; c++, b += ldb) {
+          float16 bv[NB];
+          UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
+          UNROLL for (int i = 0; i < TM; i++) {
+#if PADDED
+            const float16 av = (float16)(in[i] ? a[i][c] : 0.0f);
+#else
+            const float16 av = (float16)(a[i][c]);
+#endif
+            UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+          }
+        }
+        k += c1 - c0;
       }
-      const int last = kc_end == k_end;
+      const int last = kc_end == K;
       UNROLL for (int i = 0; i < TM; i++) {
         if (row0 + i < M) {
           UNROLL for (int j = 0; j < NB; j++) {
             float16 v = acc[i][j];
             if (last && bias_off >= 0) v += add[j];
             if (last && relu) v = v < (float16)(0.0f) ? (float16)(0.0f) : v;
-            STORE16(v, j, c + (size_t)i * ldc);
+            STORE16(v, j, y + (size_t)i * ldc);
           }
         }
       }
@@ -118,9 +148,99 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
   }
 }
 
+// C = A^T B with A[K][M] the im2col matrix of X (a weight gradient: M =
+// KH*KW*C, a tap's channel per row; K = B*OH*OW, the sum over output positions
+// in order) or a plain matrix (the geometry above). A chunk's window origins
+// (kchunk <= KCHUNK_MAX) are worked out once for the rb sub-blocks. No epilogue.
+__kernel void gemm16_at(const int M, const int N, const int K, __global const float *X,
+                        const int x_off, const int H, const int W, const int C, const int KW,
+                        const int S, const int PT, const int PL, const int OH, const int OW,
+                        __global const float *B, const int b_off, const int ldb,
+                        __global float *Cm, const int c_off, const int ldc, const int rb_count,
+                        const int kchunk, const int k_split, const int c_split) {
+  const int col = get_global_id(0) * 16 * NB;
+  const int row_base = get_global_id(1) * (TM * rb_count);
+  if (col >= N || row_base >= M) return;
+  const int k_begin = get_global_id(2) * k_split;
+  const int k_end = min(K, k_begin + k_split);
+  Cm += (size_t)get_global_id(2) * c_split + c_off + col;
+  X += x_off;
+  B += b_off + col;
+  const int plane = OH * OW;
+  for (int kc = k_begin; kc < k_end; kc += kchunk) {
+    const int kc_end = min(k_end, kc + kchunk);
+    // The chunk's window origins: image offset, and (PADDED) top-left corner.
+    int org[KCHUNK_MAX];
+#if PADDED
+    int oy0[KCHUNK_MAX], ox0[KCHUNK_MAX];
+#endif
+    // Positions follow each other: step (b, oy, ox) rather than divide (the
+    // divisions cost as much as a short row's FMAs).
+    int pb = kc / plane, oy = (kc - pb * plane) / OW, ox = kc - pb * plane - oy * OW;
+    for (int p = kc; p < kc_end; p++) {
+      const int y0 = oy * S - PT, x0 = ox * S - PL;
+      org[p - kc] = ((pb * H + y0) * W + x0) * C;
+#if PADDED
+      oy0[p - kc] = y0;
+      ox0[p - kc] = x0;
+#endif
+      if (++ox == OW) {
+        ox = 0;
+        if (++oy == OH) {
+          oy = 0;
+          pb++;
+        }
+      }
+    }
+    for (int rb = 0; rb < rb_count; rb++) {
+      const int row0 = row_base + rb * TM;
+      if (row0 >= M) break;
+      // Row m is channel m % C of tap m / C: its offset from a window's origin.
+      int d[TM];
+#if PADDED
+      int tky[TM], tkx[TM];
+#endif
+      UNROLL for (int i = 0; i < TM; i++) {
+        const int m = min(row0 + i, M - 1);
+        const int t = m / C, c = m - t * C, ky = t / KW, kx = t - ky * KW;
+        d[i] = (ky * W + kx) * C + c;
+#if PADDED
+        tky[i] = ky;
+        tkx[i] = kx;
+#endif
+      }
+      float16 acc[TM][NB];
+      __global float *c = Cm + (size_t)row0 * ldc;
+      UNROLL for (int i = 0; i < TM; i++)
+        UNROLL for (int j = 0; j < NB; j++)
+          acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
+                                                     : LOAD16(j, c + (size_t)i * ldc);
+      const __global float *b = B + (size_t)kc * ldb;
+      for (int p = kc; p < kc_end; p++, b += ldb) {
+        float16 bv[NB];
+        UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
+        const int o = org[p - kc];
+        UNROLL for (int i = 0; i < TM; i++) {
+#if PADDED
+          const int yy = oy0[p - kc] + tky[i], xx = ox0[p - kc] + tkx[i];
+          const int in = yy >= 0 && yy < H && xx >= 0 && xx < W;
+          const float16 av = (float16)(in ? X[o + d[i]] : 0.0f);
+#else
+          const float16 av = (float16)(X[o + d[i]]);
+#endif
+          UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+        }
+      }
+      UNROLL for (int i = 0; i < TM; i++)
+        if (row0 + i < M) UNROLL for (int j = 0; j < NB; j++) STORE16(acc[i][j], j, c + (size_t)i * ldc);
+    }
+  }
+}
+
 // Columns n0..N-1 of C where N is not a multiple of 16 (a classifier's 10
-// outputs; gemm16 takes the columns before n0): a work-item computes one row's
-// last N - n0 < 16 columns, k in order, with gemm16's epilogue. Keeping these
+// outputs; gemm16 takes the columns before n0) of the plain product op(A) B,
+// op(A)[m][k] = trans_a ? A[k*lda + m] : A[m*lda + k]: a work-item computes one
+// row's last N - n0 < 16 columns, k in order, with gemm16's epilogue. Keeping these
 // here rather than in CLBlast spares CPUs its program builds (about 10 s on a
 // first run) for a sliver of the work. Range: M.
 // Lanes past nt are 0 and never read (no private array: Oclgrind's
@@ -134,7 +254,7 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
              TAIL_LANE(p, 12, nt), TAIL_LANE(p, 13, nt), TAIL_LANE(p, 14, nt), 0.0f))
 
 __kernel void gemm_tail(const int M, const int N, const int K, const int n0,
-                        __global const float *A, const int a_off, const int lda,
+                        const int trans_a, __global const float *A, const int a_off, const int lda,
                         __global const float *B, const int b_off, const int ldb, __global float *C,
                         const int c_off, const int ldc, __global const float *bias,
                         const int bias_off, const int relu) {
@@ -145,11 +265,7 @@ __kernel void gemm_tail(const int M, const int N, const int K, const int n0,
   B += b_off + n0;
   float16 acc = (float16)(0.0f);
   for (int k = 0; k < K; k++, B += ldb) {
-#if TRANS_A
-    const float a = A[(size_t)k * lda + row];
-#else
-    const float a = A[(size_t)row * lda + k];
-#endif
+    const float a = trans_a ? A[(size_t)k * lda + row] : A[(size_t)row * lda + k];
     acc = (float16)(a) * TAIL_LOAD(B, nt) + acc;
   }
   if (bias_off >= 0) acc += TAIL_LOAD(bias + bias_off + n0, nt);
@@ -197,183 +313,5 @@ __kernel void transpose(__global const float *src, const int src_off, const int 
     const int kt = min(16, K - k0), nt = min(16, N - n0);
     for (int k = 0; k < kt; k++)
       for (int n = 0; n < nt; n++) dst[(size_t)k * N + n] = src[(size_t)n * ld + k];
-  }
-}
-
-// ---- Convolutions as GEMMs over the image itself (implicit im2col) ----------------
-//
-// im2col's column matrix (rows: the output positions (b, oy, ox) of a batch of
-// NHWC images X; columns: the taps (ky, kx) times the C channels) is read in
-// place rather than written out and read back: on CPUs that pass over a matrix
-// KH*KW times the image's size cost as much as a third of the product. The
-// blocking, k order and epilogue are gemm16's, so results match it bit for bit.
-// Geometry: H x W x C images, KW taps a row, stride S, PT/PL padding before the
-// first row/column, OH x OW outputs. PADDED=0 (build option): every window lies
-// inside the image (a 'valid' convolution), so no tap is checked; otherwise taps
-// outside read as 0.
-#ifndef PADDED
-#define PADDED 1
-#endif
-
-// Y = col(X) * Wt (+ bias, ReLU): M = B*OH*OW, K = KH*KW*C, Wt: [K][N]. Taps in
-// chunks of KC / C (at least one) play gemm16's K chunks. Range as gemm16's with
-// one split.
-__kernel void conv16(const int M, const int N, const int K, __global const float *X,
-                     const int x_off, const int H, const int W, const int C, const int KW,
-                     const int S, const int PT, const int PL, const int OH, const int OW,
-                     __global const float *B, const int b_off, const int ldb, __global float *Y,
-                     const int y_off, const int ldc, __global const float *bias,
-                     const int bias_off, const int relu) {
-  const int col = get_global_id(0) * 16 * NB;
-  const int row_base = get_global_id(1) * (TM * RB);
-  if (col >= N || row_base >= M) return;
-  Y += y_off + col;
-  X += x_off;
-  B += b_off + col;
-  const int taps = K / C, tc = max(1, KC / C), plane = OH * OW;
-  float16 add[NB];
-  UNROLL for (int j = 0; j < NB; j++)
-    add[j] = bias_off >= 0 ? LOAD16(j, bias + bias_off + col) : (float16)(0.0f);
-  for (int t0 = 0; t0 < taps; t0 += tc) {
-    const int t1 = min(taps, t0 + tc);
-    for (int rb = 0; rb < RB; rb++) {
-      const int row0 = row_base + rb * TM;
-      if (row0 >= M) break;
-      // Each row's window origin; rows past M repeat row M-1 and are not stored.
-      int iy[TM], ix[TM];
-      const __global float *img[TM];
-      UNROLL for (int i = 0; i < TM; i++) {
-        const int row = min(row0 + i, M - 1);
-        const int b = row / plane, r = row - b * plane, oy = r / OW;
-        iy[i] = oy * S - PT;
-        ix[i] = (r - oy * OW) * S - PL;
-        img[i] = X + (size_t)b * H * W * C;
-      }
-      float16 acc[TM][NB];
-      __global float *y = Y + (size_t)row0 * ldc;
-      UNROLL for (int i = 0; i < TM; i++)
-        UNROLL for (int j = 0; j < NB; j++)
-          acc[i][j] = t0 == 0 || row0 + i >= M ? (float16)(0.0f) : LOAD16(j, y + (size_t)i * ldc);
-      for (int t = t0; t < t1; t++) {
-        const int ky = t / KW, kx = t - ky * KW;
-        const __global float *a[TM];
-#if PADDED
-        int in[TM];
-#endif
-        UNROLL for (int i = 0; i < TM; i++) {
-          const int yy = iy[i] + ky, xx = ix[i] + kx;
-#if PADDED
-          in[i] = yy >= 0 && yy < H && xx >= 0 && xx < W;
-          a[i] = img[i] + (in[i] ? ((size_t)yy * W + xx) * C : 0);
-#else
-          a[i] = img[i] + ((size_t)yy * W + xx) * C;
-#endif
-        }
-        const __global float *b = B + (size_t)t * C * ldb;
-        for (int c = 0; c < C; c++, b += ldb) {
-          float16 bv[NB];
-          UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
-          UNROLL for (int i = 0; i < TM; i++) {
-#if PADDED
-            const float16 av = (float16)(in[i] ? a[i][c] : 0.0f);
-#else
-            const float16 av = (float16)(a[i][c]);
-#endif
-            UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
-          }
-        }
-      }
-      const int last = t1 == taps;
-      UNROLL for (int i = 0; i < TM; i++) {
-        if (row0 + i < M) {
-          UNROLL for (int j = 0; j < NB; j++) {
-            float16 v = acc[i][j];
-            if (last && bias_off >= 0) v += add[j];
-            if (last && relu) v = v < (float16)(0.0f) ? (float16)(0.0f) : v;
-            STORE16(v, j, y + (size_t)i * ldc);
-          }
-        }
-      }
-    }
-  }
-}
-
-// dW = col(X)^T * dY: M = KH*KW*C (a tap's channel per row), N = the filters,
-// K = B*OH*OW (the sum runs over output positions, in order), dY: [K][N]. A
-// chunk's KC window origins are worked out once for the RB sub-blocks. Split K
-// as gemm16's (partial products at Cm + split * c_split). Range as gemm16's.
-__kernel void conv16_dw(const int M, const int N, const int K, __global const float *X,
-                        const int x_off, const int H, const int W, const int C, const int KW,
-                        const int S, const int PT, const int PL, const int OH, const int OW,
-                        __global const float *B, const int b_off, const int ldb,
-                        __global float *Cm, const int c_off, const int ldc, const int k_chunk,
-                        const int c_split) {
-  const int col = get_global_id(0) * 16 * NB;
-  const int row_base = get_global_id(1) * (TM * RB);
-  if (col >= N || row_base >= M) return;
-  const int k_begin = get_global_id(2) * k_chunk;
-  const int k_end = min(K, k_begin + k_chunk);
-  Cm += (size_t)get_global_id(2) * c_split + c_off + col;
-  X += x_off;
-  B += b_off + col;
-  const int plane = OH * OW;
-  for (int kc = k_begin; kc < k_end; kc += KC) {
-    const int kc_end = min(k_end, kc + KC);
-    // The chunk's window origins: image offset, and (PADDED) top-left corner.
-    int org[KC];
-#if PADDED
-    int oy0[KC], ox0[KC];
-#endif
-    for (int p = kc; p < kc_end; p++) {
-      const int b = p / plane, r = p - b * plane, oy = r / OW;
-      const int y0 = oy * S - PT, x0 = (r - oy * OW) * S - PL;
-      org[p - kc] = (b * H + y0) * W * C + x0 * C;
-#if PADDED
-      oy0[p - kc] = y0;
-      ox0[p - kc] = x0;
-#endif
-    }
-    for (int rb = 0; rb < RB; rb++) {
-      const int row0 = row_base + rb * TM;
-      if (row0 >= M) break;
-      // Row m is channel m % C of tap m / C: its offset from a window's origin.
-      int d[TM];
-#if PADDED
-      int tky[TM], tkx[TM];
-#endif
-      UNROLL for (int i = 0; i < TM; i++) {
-        const int m = min(row0 + i, M - 1);
-        const int t = m / C, c = m - t * C, ky = t / KW, kx = t - ky * KW;
-        d[i] = (ky * W + kx) * C + c;
-#if PADDED
-        tky[i] = ky;
-        tkx[i] = kx;
-#endif
-      }
-      float16 acc[TM][NB];
-      __global float *c = Cm + (size_t)row0 * ldc;
-      UNROLL for (int i = 0; i < TM; i++)
-        UNROLL for (int j = 0; j < NB; j++)
-          acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
-                                                     : LOAD16(j, c + (size_t)i * ldc);
-      const __global float *b = B + (size_t)kc * ldb;
-      for (int p = kc; p < kc_end; p++, b += ldb) {
-        float16 bv[NB];
-        UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
-        const int o = org[p - kc];
-        UNROLL for (int i = 0; i < TM; i++) {
-#if PADDED
-          const int yy = oy0[p - kc] + tky[i], xx = ox0[p - kc] + tkx[i];
-          const int in = yy >= 0 && yy < H && xx >= 0 && xx < W;
-          const float16 av = (float16)(in ? X[o + d[i]] : 0.0f);
-#else
-          const float16 av = (float16)(X[o + d[i]]);
-#endif
-          UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
-        }
-      }
-      UNROLL for (int i = 0; i < TM; i++)
-        if (row0 + i < M) UNROLL for (int j = 0; j < NB; j++) STORE16(acc[i][j], j, c + (size_t)i * ldc);
-    }
   }
 }

@@ -15,10 +15,11 @@ static int use_own(const clt_replica *r) { return r->flavor == CLT_KERNELS_CPU; 
  * gemm.cl, so PoCL compiles each of them once rather than once per variant. */
 static const char *const PLAIN = "";
 
-/* A work-item's block: RB sub-blocks of TM rows by NB 16-wide column blocks
- * (NB divides N/16), K taken in chunks of KC so the B chunk (KC x 16NB floats)
- * is reused from cache by every sub-block; `splits` work-items share a long
- * sum (split K). */
+/* A work-item's block (see cl/gemm.cl): rb sub-blocks of TM rows by NB
+ * 16-wide column blocks (NB divides N/16), K taken in chunks of kc so the B
+ * chunk (kc x 16NB floats) is reused from cache by every sub-block; `splits`
+ * work-items share a long sum (split K). Only TM and NB are build options, so
+ * a device compiles one program per register tile (and padding). */
 typedef struct own_tiles {
   int tm, nb, rb, kc, splits;
 } own_tiles;
@@ -74,9 +75,8 @@ static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
   return t;
 }
 
-static void own_options(const own_tiles *t, int trans_a, char *buf, size_t size) {
-  snprintf(buf, size, "-DTRANS_A=%d -DTM=%d -DNB=%d -DRB=%d -DKC=%d", trans_a, t->tm, t->nb, t->rb,
-           t->kc);
+static void own_options(const own_tiles *t, int padded, char *buf, size_t size) {
+  snprintf(buf, size, "-DTM=%d -DNB=%d -DPADDED=%d", t->tm, t->nb, padded);
 }
 
 /* C[c_off + i] = the sum of the `splits` partial products of `count` floats in
@@ -91,37 +91,118 @@ static int sum_splits(clt_replica *r, int splits, int count, cl_mem c, size_t c_
   return clt_launch1d(r, sum, "gemm split-K sum", args, 6, (size_t)count, e);
 }
 
-/* The columns past the last multiple of 16 (bias_off < 0: no bias). */
-static int own_tail(clt_replica *r, const clt_gemm_shape *s, const char *options, cl_mem a,
-                    int ao, cl_mem b, int bo, int ldb, cl_mem c, int co, cl_mem bias, int bias_off,
-                    int relu, clt_err *e) {
+/* Whether some window reaches outside the image (the kernels then check taps). */
+static int conv_padded(const clt_conv_geom *g) {
+  return g->pad_top > 0 || g->pad_left > 0 || (g->oh - 1) * g->stride - g->pad_top + g->kh > g->h ||
+         (g->ow - 1) * g->stride - g->pad_left + g->kw > g->w;
+}
+
+/* A plain matrix as the kernels' image geometry (cl/gemm.cl): one 1 x 1 image
+ * of `cols` channels per row of A (gemm16) or per row of A's transpose's
+ * operand (gemm16_at: a row of the stored [K][M] matrix). */
+static clt_conv_geom plain_geom(size_t rows, size_t cols) {
+  return (clt_conv_geom){(int)rows, 1, 1, (int)cols, 1, 1, 1, 0, 0, 1, 1};
+}
+
+/* The geometry's arguments, in the kernels' order (X and x_off first). */
+#define GEOM_ARGS(x, x_off, g)                                                               \
+  CLT_ARG(x), CLT_ARG(x_off), CLT_ARG((g)->h), CLT_ARG((g)->w), CLT_ARG((g)->c),             \
+      CLT_ARG((g)->kw), CLT_ARG((g)->stride), CLT_ARG((g)->pad_top), CLT_ARG((g)->pad_left), \
+      CLT_ARG((g)->oh), CLT_ARG((g)->ow)
+
+/* One work-item per group: its float16 code is the vector code; PoCL gains
+ * nothing from grouping, large groups measured slower, and one group size means
+ * one compile of each kernel. */
+static int launch_blocks(clt_replica *r, cl_kernel k, const char *name, const clt_karg *args,
+                         int nargs, const clt_gemm_shape *s, const own_tiles *t, int splits,
+                         clt_err *e) {
+  const size_t rows = (size_t)t->tm * (size_t)t->rb;
+  size_t global[3] = {s->n / (16 * (size_t)t->nb), (s->m + rows - 1) / rows, (size_t)splits};
+  size_t local[3] = {1, 1, 1};
+  return clt_launch(r, k, name, args, nargs, 3, global, local, e);
+}
+
+/* C (ldc, N a multiple of 16) = im2col(x)[M][K] * B (ldb) + bias (bias_off >= 0),
+ * then ReLU; s gives M, N, K. */
+static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g, cl_mem x,
+                      int x_off, cl_mem b, int b_off, int ldb, cl_mem c, int c_off, cl_mem bias,
+                      int bias_off, int relu, clt_err *e) {
+  const own_tiles t = own_tiling(r, s);
+  char options[64];
+  own_options(&t, conv_padded(g), options, sizeof options);
   cl_kernel k;
-  int status = clt_replica_kernel(r, "gemm.cl", options, "gemm_tail", &k, e);
+  int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
+  if (status) return status;
+  int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
+  if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
+  clt_karg args[] = {CLT_ARG(m),     CLT_ARG(n),   CLT_ARG(kk),       GEOM_ARGS(x, x_off, g),
+                     CLT_ARG(b),     CLT_ARG(b_off), CLT_ARG(ldb),    CLT_ARG(c),
+                     CLT_ARG(c_off), CLT_ARG(ldc), CLT_ARG(bias),     CLT_ARG(bias_off),
+                     CLT_ARG(relu),  CLT_ARG(t.rb), CLT_ARG(t.kc)};
+  char name[64];
+  snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s", s->m, s->n, s->k,
+           g->kh * g->kw > 1 || g->stride > 1 ? " conv" : s->trans_b ? " Bt" : "");
+  return launch_blocks(r, k, name, args, 25, s, &t, 1, e);
+}
+
+/* C (ldc, N a multiple of 16) = im2col(x)^T * B (ldb): s gives M, N, K of the
+ * product (K: im2col's rows); split K when the tiling says so. */
+static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g, cl_mem x,
+                         int x_off, cl_mem b, int b_off, int ldb, cl_mem c, int c_off, clt_err *e) {
+  const own_tiles t = own_tiling(r, s);
+  char options[64];
+  own_options(&t, conv_padded(g), options, sizeof options);
+  cl_kernel k;
+  int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16_at", &k, e);
+  if (status) return status;
+  int splits = t.splits;
+  /* The scratch was sized at the largest batch, where this shape may not have
+   * split (more rows, more blocks): never split past what it holds. */
+  while (splits > 1 && (size_t)splits * s->m * s->n * sizeof(float) > r->gemm_temp_bytes) splits--;
+  int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
+  int k_split = (kk + splits - 1) / splits, c_split = m * n, out_off = splits > 1 ? 0 : c_off;
+  cl_mem out = splits > 1 ? r->gemm_temp : c; /* partial products, summed below */
+  clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),     CLT_ARG(kk),  GEOM_ARGS(x, x_off, g),
+                     CLT_ARG(b),       CLT_ARG(b_off), CLT_ARG(ldb), CLT_ARG(out),
+                     CLT_ARG(out_off), CLT_ARG(ldc),   CLT_ARG(t.rb), CLT_ARG(t.kc),
+                     CLT_ARG(k_split), CLT_ARG(c_split)};
+  char name[64];
+  snprintf(name, sizeof name, "gemm16 %zux%zux%zu At%s", s->m, s->n, s->k,
+           g->kh * g->kw > 1 || g->stride > 1 ? " conv" : "");
+  if ((status = launch_blocks(r, k, name, args, 24, s, &t, splits, e))) return status;
+  return splits > 1 ? sum_splits(r, splits, c_split, c, (size_t)c_off, e) : CLT_OK;
+}
+
+/* The columns past the last multiple of 16 (bias_off < 0: no bias). */
+static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, cl_mem b, int bo,
+                    int ldb, cl_mem c, int co, cl_mem bias, int bias_off, int relu, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
   if (status) return status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, n0 = (int)(s->n - s->n % 16),
-      lda = (int)s->lda, ldc = (int)s->ldc;
-  clt_karg args[] = {CLT_ARG(m),   CLT_ARG(n),        CLT_ARG(kk),   CLT_ARG(n0),
-                     CLT_ARG(a),   CLT_ARG(ao),       CLT_ARG(lda),  CLT_ARG(b),
-                     CLT_ARG(bo),  CLT_ARG(ldb),      CLT_ARG(c),    CLT_ARG(co),
-                     CLT_ARG(ldc), CLT_ARG(bias),     CLT_ARG(bias_off), CLT_ARG(relu)};
+      ta = s->trans_a, lda = (int)s->lda, ldc = (int)s->ldc;
+  if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
+  clt_karg args[] = {CLT_ARG(m),   CLT_ARG(n),    CLT_ARG(kk),       CLT_ARG(n0),
+                     CLT_ARG(ta),  CLT_ARG(a),    CLT_ARG(ao),       CLT_ARG(lda),
+                     CLT_ARG(b),   CLT_ARG(bo),   CLT_ARG(ldb),      CLT_ARG(c),
+                     CLT_ARG(co),  CLT_ARG(ldc),  CLT_ARG(bias),     CLT_ARG(bias_off),
+                     CLT_ARG(relu)};
   char name[56];
   snprintf(name, sizeof name, "gemm tail %zux%zux%zu%s%s", s->m, s->n % 16, s->k,
            s->trans_a ? " At" : "", s->trans_b ? " Bt" : "");
-  return clt_launch1d(r, k, name, args, 16, s->m, e);
+  return clt_launch1d(r, k, name, args, 17, s->m, e);
 }
 
 /* bias_offset < 0: no bias. */
 static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                     size_t b_off, cl_mem c, size_t c_off, cl_mem bias, long bias_offset, int relu,
                     clt_err *e) {
-  clt_gemm_shape blocks = *s; /* the columns gemm16 takes */
-  blocks.n -= s->n % 16;
-  const own_tiles tiles = own_tiling(r, &blocks);
-  char options[96];
-  own_options(&tiles, s->trans_a, options, sizeof options);
+  /* The kernels read A as rows of K (or, transposed, of M) floats. */
+  if (s->lda != (s->trans_a ? s->m : s->k) || (s->trans_a && (bias_offset >= 0 || relu)))
+    return clt_fail(e, CLT_ERR_INTERNAL, "GEMM %zux%zux%zu: unsupported layout", s->m, s->n, s->k);
   int status;
-  int m = (int)s->m, n = (int)s->n, kk = (int)s->k, lda = (int)s->lda, ldb = (int)s->ldb,
-      ldc = (int)s->ldc, ao = (int)a_off, bo = (int)b_off, co = (int)c_off;
+  int n = (int)s->n, kk = (int)s->k, ldb = (int)s->ldb, ao = (int)a_off, bo = (int)b_off,
+      co = (int)c_off;
   if (s->trans_b) {
     /* B is [N][K]: lay it out as [K][N] in the scratch first (weights: small). */
     cl_kernel t;
@@ -138,41 +219,18 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     ldb = n;
   }
   int bias_off = (int)bias_offset;
-  if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
   if (s->n % 16) {
-    status = own_tail(r, s, options, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, e);
+    status = own_tail(r, s, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, e);
     if (status || s->n < 16) return status;
   }
-  s = &blocks;
-  n = (int)s->n;
-  cl_kernel k;
-  if ((status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e))) return status;
-  /* An epilogue applies to whole sums only: no split with one. */
-  int splits = bias_offset >= 0 || relu ? 1 : tiles.splits;
-  /* The scratch was sized at the largest batch, where this shape may not have
-   * split (more rows, more blocks): never split past what it holds. */
-  while (splits > 1 && (size_t)splits * s->m * s->n * sizeof(float) > r->gemm_temp_bytes) splits--;
-  int k_chunk = (kk + splits - 1) / splits, c_split = m * n;
-  cl_mem out = c;
-  if (splits > 1) { /* partial products go to the scratch, summed below */
-    out = r->gemm_temp;
-    co = 0;
+  clt_gemm_shape blocks = *s; /* the columns gemm16 takes */
+  blocks.n -= s->n % 16;
+  if (s->trans_a) {
+    const clt_conv_geom g = plain_geom(s->k, s->m);
+    return run_gemm16_at(r, &blocks, &g, a, ao, b, bo, ldb, c, co, e);
   }
-  clt_karg args[] = {CLT_ARG(m),      CLT_ARG(n),        CLT_ARG(kk),   CLT_ARG(a),
-                     CLT_ARG(ao),     CLT_ARG(lda),      CLT_ARG(b),    CLT_ARG(bo),
-                     CLT_ARG(ldb),    CLT_ARG(out),      CLT_ARG(co),   CLT_ARG(ldc),
-                     CLT_ARG(bias),   CLT_ARG(bias_off), CLT_ARG(relu), CLT_ARG(k_chunk),
-                     CLT_ARG(c_split)};
-  char name[48];
-  snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s", s->m, s->n, s->k, s->trans_a ? " At" : "",
-           s->trans_b ? " Bt" : "");
-  /* One work-item per group: its float16 code is the vector code; PoCL gains
-   * nothing from grouping, and large groups measured slower. */
-  const size_t rows = (size_t)tiles.tm * (size_t)tiles.rb;
-  size_t global[3] = {s->n / (16 * (size_t)tiles.nb), (s->m + rows - 1) / rows, (size_t)splits};
-  size_t local[3] = {1, 1, 1};
-  if ((status = clt_launch(r, k, name, args, 17, 3, global, local, e))) return status;
-  return splits > 1 ? sum_splits(r, splits, c_split, c, c_off, e) : CLT_OK;
+  const clt_conv_geom g = plain_geom(s->m, s->k);
+  return run_gemm16(r, &blocks, &g, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, e);
 }
 
 /* Grows the scratch buffer to at least `bytes`. */
@@ -195,12 +253,13 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
     clt_gemm_shape blocks = *s;
     blocks.n -= s->n % 16;
     const own_tiles tiles = own_tiling(r, &blocks);
-    char options[96];
+    char options[64];
     cl_kernel k;
-    own_options(&tiles, s->trans_a, options, sizeof options);
+    own_options(&tiles, 0, options, sizeof options);
     int status = CLT_OK;
-    if (blocks.n) status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
-    if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", options, "gemm_tail", &k, e);
+    if (blocks.n)
+      status = clt_replica_kernel(r, "gemm.cl", options, s->trans_a ? "gemm16_at" : "gemm16", &k, e);
+    if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
     if (!status && s->trans_b)
       status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
     if (!status && s->trans_b) status = grow_temp(r, s->k * s->n * sizeof(float), e);
@@ -275,17 +334,11 @@ int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t 
   return clt_launch1d(r, k, "bias_act", args, 6, s->m * s->n, e);
 }
 
-/* ---- Convolutions over the image in place (cl/gemm.cl's conv16, conv16_dw) ---- */
+/* ---- Convolutions over the image in place (cl/gemm.cl's im2col geometry) ---- */
 
 int clt_conv_implicit(const clt_replica *r) { return use_own(r); }
 
-/* Whether some window reaches outside the image (the kernels then check taps). */
-static int conv_padded(const clt_conv_geom *g) {
-  return g->pad_top > 0 || g->pad_left > 0 || (g->oh - 1) * g->stride - g->pad_top + g->kh > g->h ||
-         (g->ow - 1) * g->stride - g->pad_left + g->kw > g->w;
-}
-
-/* The equivalent GEMMs' shapes (as im2col's would be), for the tiling. */
+/* The products' shapes (as im2col's matrices would have them). */
 static clt_gemm_shape conv_fwd_shape(const clt_conv_geom *g, int filters) {
   const size_t m = (size_t)g->batch * g->oh * g->ow, k = (size_t)g->kh * g->kw * g->c;
   return (clt_gemm_shape){0, 0, m, (size_t)filters, k, k, (size_t)filters, (size_t)filters};
@@ -295,25 +348,18 @@ static clt_gemm_shape conv_dw_shape(const clt_conv_geom *g, int filters) {
   return (clt_gemm_shape){1, 0, k, (size_t)filters, m, k, (size_t)filters, (size_t)filters};
 }
 
-static void conv_options(const own_tiles *t, const clt_gemm_shape *s, const clt_conv_geom *g,
-                         char *buf, size_t size) {
-  char base[96];
-  own_options(t, s->trans_a, base, sizeof base);
-  snprintf(buf, size, "%s -DPADDED=%d", base, conv_padded(g));
-}
-
 int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
   if (filters % 16) { /* the tail columns go through gemm_tail over an im2col matrix */
     return clt_fail(e, CLT_ERR_INTERNAL, "implicit convolution with %d filters", filters);
   }
   const clt_gemm_shape fwd = conv_fwd_shape(g, filters), dw = conv_dw_shape(g, filters);
   const own_tiles tf = own_tiling(r, &fwd), tw = own_tiling(r, &dw);
-  char options[128];
+  char options[64];
   cl_kernel k;
-  conv_options(&tf, &fwd, g, options, sizeof options);
-  int status = clt_replica_kernel(r, "gemm.cl", options, "conv16", &k, e);
-  conv_options(&tw, &dw, g, options, sizeof options);
-  if (!status) status = clt_replica_kernel(r, "gemm.cl", options, "conv16_dw", &k, e);
+  own_options(&tf, conv_padded(g), options, sizeof options);
+  int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
+  own_options(&tw, conv_padded(g), options, sizeof options);
+  if (!status) status = clt_replica_kernel(r, "gemm.cl", options, "gemm16_at", &k, e);
   if (!status && tw.splits > 1) {
     status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
     if (!status) status = grow_temp(r, (size_t)tw.splits * dw.m * dw.n * sizeof(float), e);
@@ -325,63 +371,12 @@ int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem
                      size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu, clt_err *e) {
   const clt_gemm_shape s = conv_fwd_shape(g, filters);
   if (s.m == 0) return CLT_OK;
-  const own_tiles t = own_tiling(r, &s);
-  char options[128];
-  conv_options(&t, &s, g, options, sizeof options);
-  cl_kernel k;
-  int status = clt_replica_kernel(r, "gemm.cl", options, "conv16", &k, e);
-  if (status) return status;
-  int m = (int)s.m, n = (int)s.n, kk = (int)s.k, zero = 0, wo = (int)w_off, bo = (int)bias_off;
-  if (!bias) bias = y; /* any valid buffer: not read when bias_off < 0 */
-  clt_karg args[] = {CLT_ARG(m),           CLT_ARG(n),          CLT_ARG(kk),
-                     CLT_ARG(x),           CLT_ARG(zero),       CLT_ARG(g->h),
-                     CLT_ARG(g->w),        CLT_ARG(g->c),       CLT_ARG(g->kw),
-                     CLT_ARG(g->stride),   CLT_ARG(g->pad_top), CLT_ARG(g->pad_left),
-                     CLT_ARG(g->oh),       CLT_ARG(g->ow),      CLT_ARG(w),
-                     CLT_ARG(wo),          CLT_ARG(n),          CLT_ARG(y),
-                     CLT_ARG(zero),        CLT_ARG(n),          CLT_ARG(bias),
-                     CLT_ARG(bo),          CLT_ARG(relu)};
-  char name[64];
-  snprintf(name, sizeof name, "conv16 %zux%zux%zu", s.m, s.n, s.k);
-  const size_t rows = (size_t)t.tm * (size_t)t.rb;
-  size_t global[3] = {s.n / (16 * (size_t)t.nb), (s.m + rows - 1) / rows, 1};
-  size_t local[3] = {1, 1, 1};
-  return clt_launch(r, k, name, args, 23, 3, global, local, e);
+  return run_gemm16(r, &s, g, x, 0, w, (int)w_off, filters, y, 0, bias, (int)bias_off, relu, e);
 }
 
 int clt_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy, cl_mem dw,
                 size_t dw_off, clt_err *e) {
   const clt_gemm_shape s = conv_dw_shape(g, filters);
   if (s.k == 0) return clt_replica_fill(r, dw, dw_off, s.m * s.n, 0.0f, "an empty kernel gradient", e);
-  const own_tiles t = own_tiling(r, &s);
-  char options[128];
-  conv_options(&t, &s, g, options, sizeof options);
-  cl_kernel k;
-  int status = clt_replica_kernel(r, "gemm.cl", options, "conv16_dw", &k, e);
-  if (status) return status;
-  int splits = t.splits;
-  /* The scratch was sized at the largest batch (see own_gemm). */
-  while (splits > 1 && (size_t)splits * s.m * s.n * sizeof(float) > r->gemm_temp_bytes) splits--;
-  int m = (int)s.m, n = (int)s.n, kk = (int)s.k, zero = 0, co = (int)dw_off;
-  int k_chunk = (kk + splits - 1) / splits, c_split = m * n;
-  cl_mem out = dw;
-  if (splits > 1) {
-    out = r->gemm_temp;
-    co = 0;
-  }
-  clt_karg args[] = {CLT_ARG(m),          CLT_ARG(n),          CLT_ARG(kk),
-                     CLT_ARG(x),          CLT_ARG(zero),       CLT_ARG(g->h),
-                     CLT_ARG(g->w),       CLT_ARG(g->c),       CLT_ARG(g->kw),
-                     CLT_ARG(g->stride),  CLT_ARG(g->pad_top), CLT_ARG(g->pad_left),
-                     CLT_ARG(g->oh),      CLT_ARG(g->ow),      CLT_ARG(dy),
-                     CLT_ARG(zero),       CLT_ARG(n),          CLT_ARG(out),
-                     CLT_ARG(co),         CLT_ARG(n),          CLT_ARG(k_chunk),
-                     CLT_ARG(c_split)};
-  char name[64];
-  snprintf(name, sizeof name, "conv16_dw %zux%zux%zu", s.m, s.n, s.k);
-  const size_t rows = (size_t)t.tm * (size_t)t.rb;
-  size_t global[3] = {s.n / (16 * (size_t)t.nb), (s.m + rows - 1) / rows, (size_t)splits};
-  size_t local[3] = {1, 1, 1};
-  if ((status = clt_launch(r, k, name, args, 22, 3, global, local, e))) return status;
-  return splits > 1 ? sum_splits(r, splits, c_split, dw, dw_off, e) : CLT_OK;
+  return run_gemm16_at(r, &s, g, x, 0, dy, 0, filters, dw, (int)dw_off, e);
 }
