@@ -19,8 +19,9 @@ typedef struct clt_device {
   cl_uint compute_units;
   cl_ulong global_mem_bytes;
   cl_ulong max_alloc_bytes;
-  cl_uint float_vector_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: 16 with AVX-512, 8 with AVX2 */
-  int parent; /* a sub-device: the index of the device it was cut from; else -1 */
+  cl_uint
+      float_vector_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: 16 with AVX-512, 8 with AVX2 */
+  int parent;             /* a sub-device: the index of the device it was cut from; else -1 */
 } clt_device;
 
 typedef struct clt_device_list {

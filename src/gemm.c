@@ -105,10 +105,10 @@ static clt_conv_geom plain_geom(size_t rows, size_t cols) {
 }
 
 /* The geometry's arguments, in the kernels' order (X and x_off first). */
-#define GEOM_ARGS(x, x_off, g)                                                               \
-  CLT_ARG(x), CLT_ARG(x_off), CLT_ARG((g)->h), CLT_ARG((g)->w), CLT_ARG((g)->c),             \
-      CLT_ARG((g)->kw), CLT_ARG((g)->stride), CLT_ARG((g)->pad_top), CLT_ARG((g)->pad_left), \
-      CLT_ARG((g)->oh), CLT_ARG((g)->ow)
+#define GEOM_ARGS(x, x_off, g)                                                                     \
+  CLT_ARG(x), CLT_ARG(x_off), CLT_ARG((g)->h), CLT_ARG((g)->w), CLT_ARG((g)->c), CLT_ARG((g)->kw), \
+      CLT_ARG((g)->stride), CLT_ARG((g)->pad_top), CLT_ARG((g)->pad_left), CLT_ARG((g)->oh),       \
+      CLT_ARG((g)->ow)
 
 /* One work-item per group: its float16 code is the vector code; PoCL gains
  * nothing from grouping, large groups measured slower, and one group size means
@@ -135,13 +135,15 @@ static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_ge
   if (status) return status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
-  clt_karg args[] = {CLT_ARG(m),     CLT_ARG(n),   CLT_ARG(kk),       GEOM_ARGS(x, x_off, g),
-                     CLT_ARG(b),     CLT_ARG(b_off), CLT_ARG(ldb),    CLT_ARG(c),
-                     CLT_ARG(c_off), CLT_ARG(ldc), CLT_ARG(bias),     CLT_ARG(bias_off),
-                     CLT_ARG(relu),  CLT_ARG(t.rb), CLT_ARG(t.kc)};
+  clt_karg args[] = {CLT_ARG(m),     CLT_ARG(n),     CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
+                     CLT_ARG(b),     CLT_ARG(b_off), CLT_ARG(ldb),  CLT_ARG(c),
+                     CLT_ARG(c_off), CLT_ARG(ldc),   CLT_ARG(bias), CLT_ARG(bias_off),
+                     CLT_ARG(relu),  CLT_ARG(t.rb),  CLT_ARG(t.kc)};
   char name[64];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s", s->m, s->n, s->k,
-           g->kh * g->kw > 1 || g->stride > 1 ? " conv" : s->trans_b ? " Bt" : "");
+           g->kh * g->kw > 1 || g->stride > 1 ? " conv"
+           : s->trans_b                       ? " Bt"
+                                              : "");
   return launch_blocks(r, k, name, args, 25, s, &t, 1, e);
 }
 
@@ -162,9 +164,9 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
   int k_split = (kk + splits - 1) / splits, c_split = m * n, out_off = splits > 1 ? 0 : c_off;
   cl_mem out = splits > 1 ? r->gemm_temp : c; /* partial products, summed below */
-  clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),     CLT_ARG(kk),  GEOM_ARGS(x, x_off, g),
-                     CLT_ARG(b),       CLT_ARG(b_off), CLT_ARG(ldb), CLT_ARG(out),
-                     CLT_ARG(out_off), CLT_ARG(ldc),   CLT_ARG(t.rb), CLT_ARG(t.kc),
+  clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),      CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
+                     CLT_ARG(b),       CLT_ARG(b_off),  CLT_ARG(ldb),  CLT_ARG(out),
+                     CLT_ARG(out_off), CLT_ARG(ldc),    CLT_ARG(t.rb), CLT_ARG(t.kc),
                      CLT_ARG(k_split), CLT_ARG(c_split)};
   char name[64];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu At%s", s->m, s->n, s->k,
@@ -179,14 +181,13 @@ static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, c
   cl_kernel k;
   int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
   if (status) return status;
-  int m = (int)s->m, n = (int)s->n, kk = (int)s->k, n0 = (int)(s->n - s->n % 16),
-      ta = s->trans_a, lda = (int)s->lda, ldc = (int)s->ldc;
+  int m = (int)s->m, n = (int)s->n, kk = (int)s->k, n0 = (int)(s->n - s->n % 16), ta = s->trans_a,
+      lda = (int)s->lda, ldc = (int)s->ldc;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
-  clt_karg args[] = {CLT_ARG(m),   CLT_ARG(n),    CLT_ARG(kk),       CLT_ARG(n0),
-                     CLT_ARG(ta),  CLT_ARG(a),    CLT_ARG(ao),       CLT_ARG(lda),
-                     CLT_ARG(b),   CLT_ARG(bo),   CLT_ARG(ldb),      CLT_ARG(c),
-                     CLT_ARG(co),  CLT_ARG(ldc),  CLT_ARG(bias),     CLT_ARG(bias_off),
-                     CLT_ARG(relu)};
+  clt_karg args[] = {CLT_ARG(m),        CLT_ARG(n),   CLT_ARG(kk),  CLT_ARG(n0),  CLT_ARG(ta),
+                     CLT_ARG(a),        CLT_ARG(ao),  CLT_ARG(lda), CLT_ARG(b),   CLT_ARG(bo),
+                     CLT_ARG(ldb),      CLT_ARG(c),   CLT_ARG(co),  CLT_ARG(ldc), CLT_ARG(bias),
+                     CLT_ARG(bias_off), CLT_ARG(relu)};
   char name[56];
   snprintf(name, sizeof name, "gemm tail %zux%zux%zu%s%s", s->m, s->n % 16, s->k,
            s->trans_a ? " At" : "", s->trans_b ? " Bt" : "");
@@ -258,10 +259,10 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
     own_options(&tiles, 0, options, sizeof options);
     int status = CLT_OK;
     if (blocks.n)
-      status = clt_replica_kernel(r, "gemm.cl", options, s->trans_a ? "gemm16_at" : "gemm16", &k, e);
+      status = clt_replica_kernel(r, "gemm.cl", options, s->trans_a ? "gemm16_at" : "gemm16", &k,
+                                  e);
     if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
-    if (!status && s->trans_b)
-      status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
+    if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
     if (!status && s->trans_b) status = grow_temp(r, s->k * s->n * sizeof(float), e);
     if (!status && blocks.n && tiles.splits > 1) {
       status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
@@ -377,6 +378,7 @@ int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem
 int clt_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy, cl_mem dw,
                 size_t dw_off, clt_err *e) {
   const clt_gemm_shape s = conv_dw_shape(g, filters);
-  if (s.k == 0) return clt_replica_fill(r, dw, dw_off, s.m * s.n, 0.0f, "an empty kernel gradient", e);
+  if (s.k == 0)
+    return clt_replica_fill(r, dw, dw_off, s.m * s.n, 0.0f, "an empty kernel gradient", e);
   return run_gemm16_at(r, &s, g, x, 0, dy, 0, filters, dw, (int)dw_off, e);
 }

@@ -636,7 +636,10 @@ static int compiling_notice(const clt_device *const *chosen, int n, clt_notice *
   int len = snprintf(text, sizeof text, "cltrain: compiling kernels for device");
   for (int i = 0; i < n && len > 0 && (size_t)len < sizeof text; i++) {
     len += snprintf(text + len, sizeof text - (size_t)len, "%s %d (%s)",
-                    i == 0 ? "" : i == n - 1 ? " and" : ",", chosen[i]->index, chosen[i]->name);
+                    i == 0       ? ""
+                    : i == n - 1 ? " and"
+                                 : ",",
+                    chosen[i]->index, chosen[i]->name);
   }
   if (len > 0 && (size_t)len < sizeof text)
     snprintf(text + len, sizeof text - (size_t)len, " ... (once: the driver keeps them)");

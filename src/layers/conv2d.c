@@ -73,8 +73,8 @@ static int conv_implicit(const clt_layer *l, const clt_replica *r) {
 
 static clt_conv_geom conv_geom(const clt_layer *l, int batch) {
   const clt_conv_hp *h = hp(l);
-  return (clt_conv_geom){batch,       l->in.h,     l->in.w,      l->in.c,  h->kernel_h, h->kernel_w,
-                         h->stride,   l->pad_top,  l->pad_left,  l->out.h, l->out.w};
+  return (clt_conv_geom){batch,     l->in.h,    l->in.w,     l->in.c,  h->kernel_h, h->kernel_w,
+                         h->stride, l->pad_top, l->pad_left, l->out.h, l->out.w};
 }
 
 /* A 1x1 convolution with stride 1 reads the input as its column matrix. */
@@ -167,9 +167,8 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   if (!pointwise && conv_implicit(l, io->replica)) {
     const clt_conv_geom g = conv_geom(l, io->batch);
     const clt_param *bias = conv_bias(l);
-    return clt_conv_forward(io->replica, &g, hp(l)->filters, io->x, io->params,
-                            l->params[0].offset, io->y, io->params,
-                            bias ? (long)bias->offset : -1, hp(l)->relu, e);
+    return clt_conv_forward(io->replica, &g, hp(l)->filters, io->x, io->params, l->params[0].offset,
+                            io->y, io->params, bias ? (long)bias->offset : -1, hp(l)->relu, e);
   }
   int status = pointwise ? CLT_OK : conv_im2col(l, io, e);
   if (status) return status;

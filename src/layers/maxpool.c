@@ -189,9 +189,17 @@ static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
     }
     status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward_tiled", &k, e);
     if (status) return status;
-    clt_karg args[] = {CLT_ARG(io->x),    CLT_ARG(io->dy),  CLT_ARG(io->dx),  CLT_ARG(io->batch),
-                       CLT_ARG(l->in.h),  CLT_ARG(l->in.w), CLT_ARG(l->in.c), CLT_ARG(hp(l)->pool),
-                       CLT_ARG(l->out.h), CLT_ARG(l->out.w), CLT_ARG(l->masks_input_relu)};
+    clt_karg args[] = {CLT_ARG(io->x),
+                       CLT_ARG(io->dy),
+                       CLT_ARG(io->dx),
+                       CLT_ARG(io->batch),
+                       CLT_ARG(l->in.h),
+                       CLT_ARG(l->in.w),
+                       CLT_ARG(l->in.c),
+                       CLT_ARG(hp(l)->pool),
+                       CLT_ARG(l->out.h),
+                       CLT_ARG(l->out.w),
+                       CLT_ARG(l->masks_input_relu)};
     return pool_launch(io, k, "maxpool_backward_tiled", args, 11, l->in.c,
                        (size_t)io->batch * l->out.h * l->out.w, e);
   }
