@@ -122,16 +122,28 @@ static int launch_blocks(clt_replica *r, cl_kernel k, const char *name, const cl
   return clt_launch(r, k, name, args, nargs, 3, global, local, e);
 }
 
+/* Shape s's tiling and kernel `name` (gemm16, gemm16_at) for geometry g. */
+static int tiled_kernel(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g,
+                        const char *name, own_tiles *t, cl_kernel *k, clt_err *e) {
+  *t = own_tiling(r, s);
+  char options[64];
+  own_options(t, conv_padded(g), options, sizeof options);
+  return clt_replica_kernel(r, "gemm.cl", options, name, k, e);
+}
+
+/* " conv" in the profile's name of a product over an image. */
+static const char *conv_label(const clt_conv_geom *g) {
+  return g->kh * g->kw > 1 || g->stride > 1 ? " conv" : "";
+}
+
 /* C (ldc, N a multiple of 16) = im2col(x)[M][K] * B (ldb) + bias (bias_off >= 0),
  * then ReLU; s gives M, N, K. */
 static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g, cl_mem x,
                       int x_off, cl_mem b, int b_off, int ldb, cl_mem c, int c_off, cl_mem bias,
                       int bias_off, int relu, clt_err *e) {
-  const own_tiles t = own_tiling(r, s);
-  char options[64];
-  own_options(&t, conv_padded(g), options, sizeof options);
+  own_tiles t;
   cl_kernel k;
-  int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
+  int status = tiled_kernel(r, s, g, "gemm16", &t, &k, e);
   if (status) return status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
@@ -140,10 +152,8 @@ static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_ge
                      CLT_ARG(c_off), CLT_ARG(ldc),   CLT_ARG(bias), CLT_ARG(bias_off),
                      CLT_ARG(relu),  CLT_ARG(t.rb),  CLT_ARG(t.kc)};
   char name[64];
-  snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s", s->m, s->n, s->k,
-           g->kh * g->kw > 1 || g->stride > 1 ? " conv"
-           : s->trans_b                       ? " Bt"
-                                              : "");
+  snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s", s->m, s->n, s->k, conv_label(g),
+           s->trans_b ? " Bt" : "");
   return launch_blocks(r, k, name, args, 25, s, &t, 1, e);
 }
 
@@ -151,11 +161,9 @@ static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_ge
  * product (K: im2col's rows); split K when the tiling says so. */
 static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g, cl_mem x,
                          int x_off, cl_mem b, int b_off, int ldb, cl_mem c, int c_off, clt_err *e) {
-  const own_tiles t = own_tiling(r, s);
-  char options[64];
-  own_options(&t, conv_padded(g), options, sizeof options);
+  own_tiles t;
   cl_kernel k;
-  int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16_at", &k, e);
+  int status = tiled_kernel(r, s, g, "gemm16_at", &t, &k, e);
   if (status) return status;
   int splits = t.splits;
   /* The scratch was sized at the largest batch, where this shape may not have
@@ -169,8 +177,7 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
                      CLT_ARG(out_off), CLT_ARG(ldc),    CLT_ARG(t.rb), CLT_ARG(t.kc),
                      CLT_ARG(k_split), CLT_ARG(c_split)};
   char name[64];
-  snprintf(name, sizeof name, "gemm16 %zux%zux%zu At%s", s->m, s->n, s->k,
-           g->kh * g->kw > 1 || g->stride > 1 ? " conv" : "");
+  snprintf(name, sizeof name, "gemm16 %zux%zux%zu At%s", s->m, s->n, s->k, conv_label(g));
   if ((status = launch_blocks(r, k, name, args, 24, s, &t, splits, e))) return status;
   return splits > 1 ? sum_splits(r, splits, c_split, c, (size_t)c_off, e) : CLT_OK;
 }

@@ -21,20 +21,12 @@ import time
 
 LAUNCH = time.time()  # start-up is timed from here (before importing torch)
 
-import gzip  # noqa: E402
 import sys  # noqa: E402
 
 import numpy as np
+from fmnist_idx import idx  # noqa: E402
 import torch
 from torch import nn
-
-
-def idx(path):
-    with gzip.open(path) as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def main():

@@ -19,22 +19,14 @@ import time
 
 LAUNCH = time.time()  # start-up is timed from here (before importing tensorflow)
 
-import gzip  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
+from fmnist_idx import idx  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-
-def idx(path):
-    with gzip.open(path) as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def main():
