@@ -381,10 +381,76 @@ void clt_net_set_position(clt_net *net, uint64_t seed, long step, long example0)
   net->example0 = example0;
 }
 
+int clt_net_buckets(const clt_model *m, size_t min_floats, clt_bucket *out) {
+  const clt_bucket whole = {0, m->flat_floats, 0};
+  for (;;) {
+    int n = 0, lowest = 0;
+    size_t top = m->flat_floats; /* the open bucket ends here */
+    for (int i = m->nlayers - 1; i >= 0; i--) {
+      const clt_layer *l = &m->layers[i];
+      size_t lo = m->flat_floats;
+      for (int p = 0; p < l->nparams; p++) {
+        if (!l->params[p].non_trainable && l->params[p].offset < lo) lo = l->params[p].offset;
+      }
+      if (lo == m->flat_floats) continue; /* nothing to train */
+      if (lo >= top) {                    /* not laid out in model order: one bucket */
+        out[0] = whole;
+        return 1;
+      }
+      lowest = i;
+      if (top - lo < min_floats || n == CLT_MAX_BUCKETS) continue;
+      out[n++] = (clt_bucket){lo, top - lo, i};
+      top = lo;
+    }
+    if (top > 0) {
+      if (n == CLT_MAX_BUCKETS) {
+        min_floats = 2 * min_floats + 1; /* too many: larger ones */
+        continue;
+      }
+      out[n++] = (clt_bucket){0, top, lowest}; /* the first layers' */
+    }
+    if (n == 0) out[n++] = whole; /* nothing to train at all */
+    return n;
+  }
+}
+
+static int forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
+                            const clt_bucket *buckets, int nbuckets, cl_event *done, clt_err *e);
+
 int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
                              clt_err *e) {
+  return forward_backward(net, count, loss_scale, metric_slot, train, NULL, 0, NULL, e);
+}
+
+int clt_net_forward_backward_marked(clt_net *net, int count, float loss_scale, int metric_slot,
+                                    const clt_bucket *buckets, int nbuckets, cl_event *done,
+                                    clt_err *e) {
+  for (int b = 0; b < nbuckets; b++) done[b] = NULL;
+  int status = forward_backward(net, count, loss_scale, metric_slot, 1, buckets, nbuckets, done, e);
+  if (status) {
+    for (int b = 0; b < nbuckets; b++) {
+      if (done[b]) clReleaseEvent(done[b]);
+      done[b] = NULL;
+    }
+  }
+  return status;
+}
+
+/* Markers for buckets [*next, until) (done[b] of each) on the replica's queue. */
+static int mark_buckets(clt_net *net, int *next, int until, cl_event *done, clt_err *e) {
+  for (; *next < until; (*next)++) {
+    cl_int rc = clEnqueueMarkerWithWaitList(net->replica->queue, 0, NULL, &done[*next]);
+    if (rc) return clt_replica_fail(net->replica, e, rc, "marking a gradient bucket");
+  }
+  /* Flushed, so the device starts what is queued before the host waits on it. */
+  cl_int rc = clFlush(net->replica->queue);
+  return rc ? clt_replica_fail(net->replica, e, rc, "clFlush") : CLT_OK;
+}
+
+static int forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
+                            const clt_bucket *buckets, int nbuckets, cl_event *done, clt_err *e) {
   const clt_model *m = net->model;
-  int status = CLT_OK;
+  int status = CLT_OK, marked = 0;
   if (metric_slot < 0 || metric_slot >= net->metric_slots) {
     return clt_fail(e, CLT_ERR_INTERNAL, "metric slot %d of %d", metric_slot, net->metric_slots);
   }
@@ -399,6 +465,7 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
       status = clt_replica_fill(net->replica, net->grads, 0, m->flat_floats, 0.0f,
                                 "the gradients of an empty slice", e);
     }
+    if (!status && nbuckets) status = mark_buckets(net, &marked, nbuckets, done, e);
     return status;
   }
   clt_layer_io io = {.replica = net->replica,
@@ -445,7 +512,12 @@ int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metr
       const size_t n = clt_shape_size(m->layers[l->inputs[k]].out) * (size_t)count;
       status = accumulate(net, net->grad_pool[p->add_to[k]], net->grad_pool[p->in[k]], n, e);
     }
+    /* Buckets whose lowest layer this is are complete. */
+    int until = marked;
+    while (until < nbuckets && buckets[until].layer == i) until++;
+    if (!status && until > marked) status = mark_buckets(net, &marked, until, done, e);
   }
+  if (!status && marked < nbuckets) status = mark_buckets(net, &marked, nbuckets, done, e);
   return status;
 }
 

@@ -88,6 +88,31 @@ void clt_net_set_position(clt_net *net, uint64_t seed, long step, long example0)
 int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
                              clt_err *e);
 
+/* The all-reduce's buckets, as PyTorch DDP's: the flat gradient buffer cut at
+ * layer boundaries into contiguous ranges, from the highest offsets down, which
+ * is the order the backward pass completes them in (layers are laid out in model
+ * order and their backward runs in reverse). The first bucket also holds the
+ * buffer's tail of moving statistics, written by the forward pass. */
+typedef struct clt_bucket {
+  size_t offset, count; /* floats [offset, offset + count) of the flat buffers */
+  int layer;            /* complete once this layer's backward has run: the lowest in it */
+} clt_bucket;
+#define CLT_MAX_BUCKETS 64
+
+/* Cuts m's flat buffer into buckets of whole layers, each closed once it holds
+ * at least min_floats (the last, the first layers', may hold fewer), at most
+ * CLT_MAX_BUCKETS (min_floats doubles until they fit). The buckets tile
+ * [0, flat_floats). Returns how many (at least 1). */
+int clt_net_buckets(const clt_model *m, size_t min_floats, clt_bucket *out);
+
+/* clt_net_forward_backward in training, which also enqueues a marker on the
+ * replica's queue as each bucket's gradient is final (after its layer's
+ * backward; with count 0, after the zeroing): done[b] completes then. The caller
+ * releases the events; on failure none is left. */
+int clt_net_forward_backward_marked(clt_net *net, int count, float loss_scale, int metric_slot,
+                                    const clt_bucket *buckets, int nbuckets, cl_event *done,
+                                    clt_err *e);
+
 /* Enqueues one update of the trainable params from grads by optimizer opt (step
  * counts from 1; Adam's bias correction uses it), and the moving-average update of
  * BatchNormalization's statistics from the batch statistics the all-reduce averaged

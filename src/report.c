@@ -196,13 +196,32 @@ static void print_rows(FILE *out, char (*label)[112], const double *sec, const l
   free(done);
 }
 
-/* Device time by layer and pass (the scope of each kernel), then by kernel. */
-static void print_profile(FILE *out, const clt_replica *r, double wall) {
+/* The replica's time in the all-reduce, and how much of it the backward pass hid:
+ * the buckets' collectives that ran while its own backward pass still ran. */
+static void print_allreduce(FILE *out, const clt_trainer *t, const clt_replica_stats *st) {
+  const double total = st->allreduce_seconds, hidden = st->allreduce_hidden_seconds;
+  const int buckets = clt_trainer_buckets(t);
+  fprintf(out, "  all-reduce: %.3fs in %ld collectives", total, st->allreduce_calls);
+  if (!buckets) {
+    fprintf(out, " (the whole gradient after the backward pass), none hidden\n");
+    return;
+  }
+  fprintf(out,
+          " (%d buckets a step, from the last layers' down), %.3fs of it (%.0f%%) hidden behind "
+          "the backward pass, %.3fs after it\n",
+          buckets, hidden, total > 0 ? 100.0 * hidden / total : 0.0, total - hidden);
+}
+
+/* Device time by layer and pass (the scope of each kernel), then by kernel; with
+ * several replicas (st not NULL), the replica's all-reduce first. */
+static void print_profile(FILE *out, const clt_trainer *t, const clt_replica *r,
+                          const clt_replica_stats *st, double wall) {
   const clt_profile *p = r->profile;
   double busy = 0;
   for (int i = 0; i < p->nnames; i++) busy += p->seconds[i];
   fprintf(out, "  profile of device %d: busy %.2fs of %.2fs (%.0f%% idle)\n", r->device.index, busy,
           wall, wall > 0 ? 100.0 * (1.0 - busy / wall) : 0.0);
+  if (st) print_allreduce(out, t, st);
   static char label[CLT_PROFILE_MAX_NAMES][112];
   static double sec[CLT_PROFILE_MAX_NAMES];
   static long calls[CLT_PROFILE_MAX_NAMES];
@@ -314,7 +333,8 @@ int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e) {
   print_devices(r, res);
   for (int i = 0; i < clt_trainer_replicas(r->trainer) && r->profile; i++) {
     /* This process's replicas: their events are here. */
-    print_profile(r->out, clt_trainer_replica(r->trainer, i), res->seconds);
+    const clt_replica *rep = clt_trainer_replica(r->trainer, i);
+    print_profile(r->out, r->trainer, rep, n > 1 ? &res->replicas[rep->index] : NULL, res->seconds);
   }
   fflush(r->out);
   return r->log ? write_log(r, rec, e) : CLT_OK;

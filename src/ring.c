@@ -42,8 +42,10 @@ struct clt_ring {
   /* Progress counters, in units of (call, step, segment): produced[i] = units rank i
    * has staged; consumed[i] = units of rank i's staging its successor has uploaded;
    * next_base[i]: the first unit of rank i's next collective (the same for every
-   * member of a call, aligned when the members change). */
-  long *produced, *consumed, *next_base;
+   * member of a call, aligned when the members change). A call has as many
+   * segments per step as its longest chunk needs (ranges differ): last_nseg[i]
+   * is rank i's previous call's, which its first two steps' staging follows. */
+  long *produced, *consumed, *next_base, *last_nseg;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int aborted;
@@ -74,13 +76,10 @@ struct clt_ring {
 static size_t chunk_begin(const clt_ring *r, int k, int c) {
   return (size_t)c * r->floats / (size_t)k;
 }
-static size_t chunk_len(const clt_ring *r, int k, int c) {
-  return chunk_begin(r, k, c + 1) - chunk_begin(r, k, c);
-}
 
-/* Length of segment s of chunk c of k (0 past its end). */
-static size_t seg_len(const clt_ring *r, int k, int c, size_t s) {
-  size_t len = chunk_len(r, k, c), start = s * r->segment;
+/* Length of segment s of a chunk of len floats (0 past its end). */
+static size_t seg_len(const clt_ring *r, size_t len, size_t s) {
+  const size_t start = s * r->segment;
   if (start >= len) return 0;
   return len - start < r->segment ? len - start : r->segment;
 }
@@ -123,6 +122,7 @@ void clt_ring_destroy(clt_ring *r) {
   free(r->produced);
   free(r->consumed);
   free(r->next_base);
+  free(r->last_nseg);
   free(r->outside);
   free(r->outside_what);
   free(r->waits);
@@ -163,6 +163,7 @@ static int create(clt_replica **replicas, int n, size_t floats, size_t segment_f
   r->produced = calloc((size_t)n, sizeof *r->produced);
   r->consumed = calloc((size_t)n, sizeof *r->consumed);
   r->next_base = calloc((size_t)n, sizeof *r->next_base);
+  r->last_nseg = calloc((size_t)n, sizeof *r->last_nseg);
   r->outside = calloc((size_t)n, sizeof *r->outside);
   r->outside_what = calloc((size_t)n, sizeof *r->outside_what);
   r->cross_uploaded = calloc((size_t)n, sizeof *r->cross_uploaded);
@@ -173,8 +174,9 @@ static int create(clt_replica **replicas, int n, size_t floats, size_t segment_f
   r->barrier_threads = calloc((size_t)n, sizeof *r->barrier_threads);
   r->joined = calloc((size_t)n, sizeof *r->joined);
   if (!r->cross_uploaded || !r->replicas || !r->pinned || !r->staging || !r->recv || !r->read_ev ||
-      !r->write_ev || !r->next_base || !r->produced || !r->consumed || !r->waits || !r->entered ||
-      !r->progress || !r->barrier_threads || !r->joined || !r->outside || !r->outside_what) {
+      !r->write_ev || !r->next_base || !r->last_nseg || !r->produced || !r->consumed || !r->waits ||
+      !r->entered || !r->progress || !r->barrier_threads || !r->joined || !r->outside ||
+      !r->outside_what) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the ring");
     goto cleanup;
   }
@@ -256,6 +258,7 @@ int clt_ring_set_members(clt_ring *r, unsigned long long members, clt_err *e) {
     count++;
     if ((r->members >> i) & 1) continue;
     r->next_base[i] = r->produced[i] = r->consumed[i] = base;
+    r->last_nseg[i] = 0; /* its staging is free */
   }
   r->members = members;
   r->nmembers = count;
@@ -348,8 +351,69 @@ static int aborted_error(clt_err *e) {
   return clt_fail(e, CLT_ERR_INTERNAL, "all-reduce aborted (another replica failed)");
 }
 
-/* The ring over this process's member replicas. */
-static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
+/* --trace: a finished transfer on queue q, on the device track when q is the
+ * replica's own queue, else on the transfer track (the two run side by side). */
+static void trace_copy(clt_replica *rep, cl_command_queue q, cl_event ev, const char *name) {
+  if (!rep->trace) return;
+  if (q == rep->queue) {
+    clt_replica_trace_event(rep, ev, name, "all-reduce");
+    return;
+  }
+  cl_ulong start = 0, end = 0;
+  if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL) ||
+      clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL))
+    return; /* a span the device does not time is left out */
+  clt_trace_span(rep->trace, rep->trace_pid, CLT_TRACE_TRANSFER, name, "all-reduce",
+                 (double)start * 1e-9 + rep->trace_offset, (double)end * 1e-9 + rep->trace_offset,
+                 -1);
+}
+
+/* The receiving add of a reduce-scatter segment on queue q: on the replica's own
+ * queue through its launch helper (profiled with the step's kernels); on another
+ * queue launched here, unprofiled (it overlaps the kernels the profile times;
+ * --trace shows it on the transfer track). */
+static int launch_add(clt_replica *rep, cl_command_queue q, cl_kernel add, cl_mem buffer,
+                      int dst_off, cl_mem src, int src_off, int count, clt_err *e) {
+  clt_karg args[] = {CLT_ARG(buffer), CLT_ARG(dst_off), CLT_ARG(src), CLT_ARG(src_off),
+                     CLT_ARG(count)};
+  if (q == rep->queue)
+    return clt_launch_elems(rep, add, "all-reduce add", args, 5, (size_t)count, e);
+  for (cl_uint i = 0; i < 5; i++) {
+    cl_int rc = clSetKernelArg(add, i, args[i].size, args[i].ptr);
+    if (rc) return clt_replica_fail(rep, e, rc, "setting an argument of kernel add_into");
+  }
+  /* As clt_launch_elems: a float8 per work-item on the CPU flavor, an element per
+   * work-item on GPUs; groups of 64 (the kernel guards the tail). */
+  size_t items = rep->flavor == CLT_KERNELS_GPU ? (size_t)count : ((size_t)count + 7) / 8;
+  size_t local = 64, limit = 0;
+  clGetKernelWorkGroupInfo(add, rep->device.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof limit, &limit,
+                           NULL);
+  if (limit && local > limit) local = limit;
+  size_t global = (items + local - 1) / local * local;
+  const int injected = clt_fault_hit(rep->index, rep->step, CLT_FAULT_ENQUEUE);
+  cl_event ev = NULL;
+  cl_int rc = injected ? CL_OUT_OF_RESOURCES
+                       : clEnqueueNDRangeKernel(q, add, 1, NULL, &global, &local, 0, NULL,
+                                                rep->trace ? &ev : NULL);
+  if (rc) {
+    return injected ? clt_replica_fail_injected(rep, e, rc, "launching kernel add_into")
+                    : clt_replica_fail(rep, e, rc, "launching kernel add_into");
+  }
+  if (ev) {
+    /* Traced steps only: wait for it to read its times (it is due before the
+     * step's uploads are waited for anyway). */
+    if (clWaitForEvents(1, &ev) == CL_SUCCESS) trace_copy(rep, q, ev, "add");
+    clReleaseEvent(ev);
+  }
+  return CLT_OK;
+}
+
+/* The ring over this process's member replicas, over floats [lo, hi) of buffer:
+ * chunk c is the whole buffer's chunk c clipped to the range, so each element
+ * travels round from the same member, and is summed in the same order, as in a
+ * call over the whole buffer. Transfers and adds go on q, the first after `after`. */
+static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, size_t lo, size_t hi,
+                           cl_command_queue q, cl_event after, clt_err *e) {
   /* The members change only between collectives (clt_ring_set_members). */
   pthread_mutex_lock(&r->mu);
   const unsigned long long members = r->members;
@@ -358,20 +422,34 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
     clt_ring_abort(r);
     return clt_fail(e, CLT_ERR_INTERNAL, "all-reduce: rank %d is not a member", rank);
   }
+  if (lo > hi || hi > r->floats) {
+    clt_ring_abort(r);
+    return clt_fail(e, CLT_ERR_INTERNAL, "all-reduce of floats [%zu, %zu) of %zu", lo, hi,
+                    r->floats);
+  }
   int ranks[64] = {0}, n = 0, pos = 0;
   for (int i = 0; i < r->n; i++) {
     if (!((members >> i) & 1)) continue;
     if (i == rank) pos = n;
     ranks[n++] = i;
   }
-  if (n < 2) return CLT_OK; /* a lone member holds the sum */
+  if (n < 2 || lo == hi) return CLT_OK; /* a lone member holds the sum; an empty range is one */
   clt_replica *rep = r->replicas[rank];
+  if (!q) q = rep->queue;
   const int prev = ranks[(pos + n - 1) % n], next = ranks[(pos + 1) % n];
   const int steps = 2 * (n - 1);
-  const size_t chunk = (r->floats + (size_t)n - 1) / (size_t)n;
-  const long nseg = chunk ? (long)((chunk + r->segment - 1) / r->segment) : 1;
-  const long base = r->next_base[rank];
-  r->next_base[rank] += steps * nseg; /* only this rank writes it while it is a member */
+  /* The chunks' bounds in this range, and the most segments one has. */
+  size_t bound[65];
+  size_t longest = 0;
+  for (int c = 0; c <= n; c++) {
+    const size_t b = chunk_begin(r, n, c);
+    bound[c] = b < lo ? lo : b > hi ? hi : b;
+    if (c > 0 && bound[c] - bound[c - 1] > longest) longest = bound[c] - bound[c - 1];
+  }
+  const long nseg = (long)((longest + r->segment - 1) / r->segment);
+  const long base = r->next_base[rank], before = r->last_nseg[rank];
+  r->next_base[rank] += steps * nseg; /* only this rank writes them while it is a member */
+  r->last_nseg[rank] = nseg;
   cl_event *read_ev = r->read_ev + (size_t)rank * r->nseg;
   cl_event *write_ev = r->write_ev + (size_t)rank * r->nseg;
   cl_kernel add;
@@ -379,6 +457,10 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
   if (status) {
     clt_ring_abort(r);
     return status;
+  }
+  if (after) {
+    cl_int rc = clEnqueueBarrierWithWaitList(q, 1, &after, NULL);
+    if (rc) return fail_rank(r, rank, e, rc, "all-reduce: waiting for the gradient");
   }
 
   for (int g = 0; g < steps; g++) {
@@ -394,58 +476,59 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
     const long unit0 = base + g * nseg;
 
     for (long k = 0; k < nseg; k++) {
-      /* The half used two steps ago must have been uploaded by the successor. */
-      if (wait_for(r, rank, next, &r->consumed[rank], unit0 + k - 2 * nseg + 1))
-        return aborted_error(e);
-      size_t len = seg_len(r, n, send, (size_t)k);
+      /* The half used two steps ago must have been uploaded by the successor:
+       * in this call, or (first two steps) in this rank's previous one, whose
+       * steps had `before` segments. */
+      const long used = g >= 2 ? unit0 - 2 * nseg + k + 1
+                               : base - (2 - g) * before + (k + 1 < before ? k + 1 : before);
+      if (wait_for(r, rank, next, &r->consumed[rank], used)) return aborted_error(e);
+      size_t len = seg_len(r, bound[send + 1] - bound[send], (size_t)k);
       read_ev[k] = NULL;
       if (!len) continue;
       if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_READ)) {
         clt_ring_abort(r);
         return clt_replica_fail_injected(rep, e, CL_OUT_OF_RESOURCES, "all-reduce download");
       }
-      cl_int rc = clEnqueueReadBuffer(rep->queue, buffer, CL_FALSE,
-                                      (chunk_begin(r, n, send) + k * r->segment) * sizeof(float),
+      cl_int rc = clEnqueueReadBuffer(q, buffer, CL_FALSE,
+                                      (bound[send] + k * r->segment) * sizeof(float),
                                       len * sizeof(float), r->staging[rank] + slot + k * r->segment,
                                       0, NULL, &read_ev[k]);
       if (rc) return fail_rank(r, rank, e, rc, "all-reduce download");
     }
-    clFlush(rep->queue);
+    clFlush(q);
     for (long k = 0; k < nseg; k++) {
       if (read_ev[k]) {
         cl_int rc = clWaitForEvents(1, &read_ev[k]);
-        if (rc == CL_SUCCESS) clt_replica_trace_event(rep, read_ev[k], "download", "all-reduce");
+        if (rc == CL_SUCCESS) trace_copy(rep, q, read_ev[k], "download");
         clReleaseEvent(read_ev[k]);
         if (rc) return fail_rank(r, rank, e, rc, "all-reduce download");
       }
       publish(r, &r->produced[rank], unit0 + k + 1);
       if (wait_for(r, rank, prev, &r->produced[prev], unit0 + k + 1)) return aborted_error(e);
-      size_t len = seg_len(r, n, recv, (size_t)k);
+      size_t len = seg_len(r, bound[recv + 1] - bound[recv], (size_t)k);
       write_ev[k] = NULL;
       if (!len) continue;
-      const size_t dst = chunk_begin(r, n, recv) + k * r->segment;
+      const size_t dst = bound[recv] + k * r->segment;
       const float *src = r->staging[prev] + slot + k * r->segment;
       /* Reduce-scatter lands in the receive buffer and is added by a kernel;
        * all-gather copies the complete chunk straight into place. */
       cl_mem to = reduce ? r->recv[rank] : buffer;
       size_t to_off = reduce ? k * r->segment : dst;
-      cl_int rc = clEnqueueWriteBuffer(rep->queue, to, CL_FALSE, to_off * sizeof(float),
-                                       len * sizeof(float), src, 0, NULL, &write_ev[k]);
+      cl_int rc = clEnqueueWriteBuffer(q, to, CL_FALSE, to_off * sizeof(float), len * sizeof(float),
+                                       src, 0, NULL, &write_ev[k]);
       if (rc) return fail_rank(r, rank, e, rc, "all-reduce upload");
       if (!reduce) continue;
-      int dst_off = (int)dst, src_off = (int)to_off, count = (int)len;
-      clt_karg args[] = {CLT_ARG(buffer), CLT_ARG(dst_off), CLT_ARG(r->recv[rank]),
-                         CLT_ARG(src_off), CLT_ARG(count)};
-      if ((status = clt_launch_elems(rep, add, "all-reduce add", args, 5, len, e))) {
+      if ((status = launch_add(rep, q, add, buffer, (int)dst, r->recv[rank], (int)to_off, (int)len,
+                               e))) {
         clt_ring_abort(r);
         return status;
       }
     }
-    clFlush(rep->queue);
+    clFlush(q);
     for (long k = 0; k < nseg; k++) {
       if (write_ev[k]) {
         cl_int rc = clWaitForEvents(1, &write_ev[k]);
-        if (rc == CL_SUCCESS) clt_replica_trace_event(rep, write_ev[k], "upload", "all-reduce");
+        if (rc == CL_SUCCESS) trace_copy(rep, q, write_ev[k], "upload");
         clReleaseEvent(write_ev[k]);
         if (rc) return fail_rank(r, rank, e, rc, "all-reduce upload");
       }
@@ -545,8 +628,34 @@ int clt_ring_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
      * returns; only clt_ring_join's watchdog notices. */
     for (;;) nanosleep(&(struct timespec){.tv_sec = 3600}, NULL);
   }
-  int status = local_allreduce(r, rank, buffer, e);
+  int status = local_allreduce(r, rank, buffer, 0, r->floats, NULL, NULL, e);
   if (!status && r->cluster) status = cross_allreduce(r, rank, buffer, e);
+  mark(r, rank, 0, 0);
+  return status;
+}
+
+int clt_ring_allreduce_range(clt_ring *r, int rank, cl_mem buffer, size_t offset, size_t count,
+                             cl_command_queue queue, cl_event after, clt_err *e) {
+  clt_replica *rep = r->replicas[rank];
+  mark(r, rank, 1, 0);
+  if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_STALL)) {
+    for (;;) nanosleep(&(struct timespec){.tv_sec = 3600}, NULL); /* as clt_ring_allreduce's */
+  }
+  if (offset > r->floats || count > r->floats - offset) {
+    mark(r, rank, 0, 0);
+    clt_ring_abort(r);
+    return clt_fail(e, CLT_ERR_INTERNAL, "all-reduce of %zu floats at %zu of %zu", count, offset,
+                    r->floats);
+  }
+  int status = local_allreduce(r, rank, buffer, offset, offset + count, queue, after, e);
+  mark(r, rank, 0, 0);
+  return status;
+}
+
+int clt_ring_allreduce_across(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
+  if (!r->cluster) return CLT_OK;
+  mark(r, rank, 1, 0);
+  int status = cross_allreduce(r, rank, buffer, e);
   mark(r, rank, 0, 0);
   return status;
 }

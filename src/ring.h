@@ -60,6 +60,27 @@ int clt_ring_span(clt_ring *ring, clt_cluster *c, clt_err *e);
  * (fault.h) blocks the rank's thread here for good. */
 int clt_ring_allreduce(clt_ring *ring, int rank, cl_mem buffer, clt_err *e);
 
+/* The local part of clt_ring_allreduce over floats [offset, offset + count) of
+ * the buffer only (a bucket of a gradient, DDP-style): the range is cut where the
+ * whole buffer's chunks are, so every element is summed in the order the
+ * whole-buffer call sums it and the bits are the same whether a buffer is
+ * reduced whole or in ranges (each rank calling the same ranges in the same
+ * order). Its copies and adds are enqueued on `queue` (NULL: the replica's
+ * own), the first of them after event `after` (NULL: none), so a second
+ * in-order queue on the replica's context can run them while the replica's
+ * queue is still busy with the backward pass; they are complete when it
+ * returns. The caller finishes such a queue before clt_ring_destroy. Not across
+ * processes: after the last range, clt_ring_allreduce_across does that part. */
+int clt_ring_allreduce_range(clt_ring *ring, int rank, cl_mem buffer, size_t offset, size_t count,
+                             cl_command_queue queue, cl_event after, clt_err *e);
+/* The cross-process part of clt_ring_allreduce (a no-op without clt_ring_span),
+ * over the whole buffer, on the replica's own queue: after the ranges. */
+int clt_ring_allreduce_across(clt_ring *ring, int rank, cl_mem buffer, clt_err *e);
+
+/* --trace: the track (thread id of the replica's process) of the copies and adds
+ * enqueued on a queue other than the replica's own (clt_ring_allreduce_range). */
+#define CLT_TRACE_TRANSFER 5
+
 /* Wakes and fails every rank waiting in (or later entering) the collective:
  * a worker that fails outside it calls this so the others do not wait forever. */
 void clt_ring_abort(clt_ring *ring);

@@ -38,13 +38,13 @@ struct clt_trainer {
   int check_replicas;
   clt_progress progress;
   clt_notice *first_step_notice; /* the caller's; done at the first step's end */
-  double first_step_done; /* when the trainer's first step had run (0: not yet) */
-  float *logits;          /* evaluation's logits go here (test-set order), or NULL */
-  double *step_time;      /* slots: when each step of the latest training pass ended */
-  double *train_sums;     /* ... of each step of the latest training pass, over the run */
-  clt_trace *trace;       /* --trace, or NULL */
-  int trace_steps;        /* ... of this many steps */
-  long trace_first;       /* ... from this optimizer step */
+  double first_step_done;        /* when the trainer's first step had run (0: not yet) */
+  float *logits;                 /* evaluation's logits go here (test-set order), or NULL */
+  double *step_time;             /* slots: when each step of the latest training pass ended */
+  double *train_sums;            /* ... of each step of the latest training pass, over the run */
+  clt_trace *trace;              /* --trace, or NULL */
+  int trace_steps;               /* ... of this many steps */
+  long trace_first;              /* ... from this optimizer step */
   /* clt_trainer_resume_epoch: the next training pass starts at this step of its
    * epoch, those before it having summed to resume_sums (2 per step). */
   int resume_skip;
@@ -62,6 +62,12 @@ struct clt_trainer {
   int slow_replica;
   long slow_from, slow_to;
   double slow_seconds;
+  /* The all-reduce overlapping the backward pass (trainer.h): the gradient's
+   * buckets (none: the whole buffer after the backward pass), and per local
+   * replica the second in-order queue its bucket transfers run on. */
+  int nbuckets;
+  clt_bucket buckets[CLT_MAX_BUCKETS];
+  cl_command_queue transfer[CLT_MAX_REPLICAS];
 };
 
 static int setup_probe(clt_trainer *t, clt_err *e);
@@ -171,6 +177,41 @@ static int parse_slow(clt_trainer *t, clt_err *e) {
   t->slow_from = from;
   t->slow_to = to;
   t->slow_seconds = ms / 1000;
+  return CLT_OK;
+}
+
+/* Buckets of at least this many floats by default: 1 MiB, the size of PyTorch
+ * DDP's first bucket and of a ring segment. */
+#define DEFAULT_BUCKET_FLOATS 262144
+
+/* The all-reduce's buckets (trainer.h): $CLTRAIN_ALLREDUCE_BUCKETS sets their
+ * least size in floats, 0 for the whole buffer after the backward pass; unset,
+ * buckets unless a replica of this process is a CPU device. One replica in this
+ * process exchanges nothing here: no buckets. */
+static int plan_buckets(clt_trainer *t, clt_err *e) {
+  long min_floats = DEFAULT_BUCKET_FLOATS;
+  const char *v = getenv("CLTRAIN_ALLREDUCE_BUCKETS");
+  if (v && *v) {
+    char *end = NULL;
+    min_floats = strtol(v, &end, 10);
+    if (*end || min_floats < 0)
+      return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_ALLREDUCE_BUCKETS=%s: expected floats >= 0", v);
+  } else {
+    for (int i = 0; i < t->n; i++) {
+      if (t->replicas[i]->device.type & CL_DEVICE_TYPE_CPU) min_floats = 0;
+    }
+  }
+  t->nbuckets = 0;
+  if (t->n < 2 || min_floats == 0) return CLT_OK;
+  t->nbuckets = clt_net_buckets(t->model, (size_t)min_floats, t->buckets);
+  if (t->nbuckets < 2) t->nbuckets = 0; /* one bucket: nothing to overlap */
+  for (int i = 0; i < t->n && t->nbuckets; i++) {
+    clt_replica *rep = t->replicas[i];
+    cl_int rc = CL_SUCCESS;
+    t->transfer[i] = clCreateCommandQueue(rep->context, rep->device.id, CL_QUEUE_PROFILING_ENABLE,
+                                          &rc);
+    if (rc) return clt_replica_fail(rep, e, rc, "creating the all-reduce's transfer queue");
+  }
   return CLT_OK;
 }
 
@@ -329,6 +370,7 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
                       : clt_ring_create(t->replicas, n, m->flat_floats, 0, &t->ring, e);
   }
   if (!status && training) status = clt_ring_span(t->ring, cluster, e);
+  if (!status && training) status = plan_buckets(t, e);
   for (int k = 0; k < 2 && !status; k++) {
     if (!sources[k]) continue;
     status = clt_source_attach(sources[k], t->replicas, n, global, caps, m->preprocess, e);
@@ -348,8 +390,13 @@ cleanup:
 void clt_trainer_destroy(clt_trainer *t) {
   if (!t) return;
   for (int k = 0; k < 2; k++) clt_source_detach(t->source[k]);
+  /* The transfer queues may still copy into the ring's staging memory. */
+  for (int i = 0; i < t->n; i++) {
+    if (t->transfer[i] && !t->replicas[i]->hung) clFinish(t->transfer[i]);
+  }
   clt_ring_destroy(t->ring);
   for (int i = 0; i < t->n; i++) {
+    if (t->transfer[i] && !t->replicas[i]->hung) clReleaseCommandQueue(t->transfer[i]);
     clt_net_destroy(t->nets[i]);
     clt_replica_destroy(t->replicas[i]);
   }
@@ -383,6 +430,9 @@ int clt_trainer_trace(clt_trainer *t, clt_trace *trace, int steps, long first_st
              t->info[g].name);
     int status = clt_replica_trace(t->replicas[i], trace, g + 1, label, e);
     if (status) return status;
+    /* The overlapped all-reduce's copies and adds run beside the kernels. */
+    if (t->transfer[i])
+      clt_trace_name(trace, g + 1, CLT_TRACE_TRANSFER, label, "device: all-reduce transfer queue");
   }
   t->trace = trace;
   t->trace_steps = steps;
@@ -481,6 +531,11 @@ typedef struct pass {
   int next[CLT_MAX_REPLICAS];                         /* dynamic: slices of the coming step */
   double compute[CLT_MAX_REPLICAS];                   /* this step's forward+backward seconds */
   double compute_total[CLT_MAX_REPLICAS];
+  /* The all-reduce, per replica: its time in it, the part of that while its own
+   * backward pass still ran (overlapped buckets), and its collectives. */
+  double ring_seconds[CLT_MAX_REPLICAS], ring_hidden[CLT_MAX_REPLICAS];
+  long ring_calls[CLT_MAX_REPLICAS];
+  double clock_offset[CLT_MAX_REPLICAS]; /* per local rank: host seconds - device seconds */
   /* Leaving and rejoining (t->leave in a training pass). t->members[s]: the
    * local ranks in step s, written by step s-1's leader before the barrier that
    * ends its re-balance. Ranks out of the step wait on this bench, under mu: */
@@ -641,15 +696,54 @@ static int load_slice(pass *p, int rank, const step *st, clt_err *e) {
   return status;
 }
 
+/* A training step whose all-reduce overlaps the backward pass (trainer.h): the
+ * markers of its buckets on the replica's queue, and the host times. */
+typedef struct overlap {
+  cl_event done[CLT_MAX_BUCKETS]; /* bucket b's gradient is final on this replica */
+  double c0;                      /* when the forward pass began to be enqueued */
+} overlap;
+
+static void release_marks(const clt_trainer *t, overlap *ov) {
+  for (int b = 0; ov && b < t->nbuckets; b++) {
+    if (ov->done[b]) clReleaseEvent(ov->done[b]);
+    ov->done[b] = NULL;
+  }
+}
+
+/* Host seconds minus the device clock's, read from a marker on the idle queue
+ * (NAN when the device does not time markers): the backward pass's end is read
+ * from its marker's profiling event, as the host thread may be in the
+ * all-reduce of an earlier bucket at that moment. */
+static double clock_offset(clt_replica *rep) {
+  cl_event ev = NULL;
+  cl_ulong end = 0;
+  double offset = NAN;
+  if (clFinish(rep->queue) != CL_SUCCESS) return offset;
+  const double h0 = clt_now_seconds();
+  cl_int rc = clEnqueueMarkerWithWaitList(rep->queue, 0, NULL, &ev);
+  if (rc == CL_SUCCESS) rc = clWaitForEvents(1, &ev);
+  const double h1 = clt_now_seconds();
+  if (rc == CL_SUCCESS &&
+      clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS &&
+      end > 0)
+    offset = (h0 + h1) / 2 - (double)end * 1e-9;
+  if (ev) clReleaseEvent(ev);
+  return offset;
+}
+
 /* Forward (and in training backward) on the slice; in training also times this
- * replica's compute for the balancer, after the load so a wait is not counted. */
-static int forward_backward(pass *p, int rank, const step *st, clt_err *e) {
+ * replica's compute for the balancer, after the load so a wait is not counted.
+ * ov (overlapped steps): the backward pass marks its buckets and is not waited
+ * for here (the compute time is taken at its end, in hidden_buckets). */
+static int forward_backward(pass *p, int rank, const step *st, overlap *ov, clt_err *e) {
   clt_trainer *t = p->t;
   const double c0 = clt_now_seconds();
   clt_net_set_position(t->nets[rank], p->seed, p->first_step + st->s, st->first);
   /* Losses are divided by the actual global batch, the last partial one included. */
-  int status = clt_net_forward_backward(t->nets[rank], st->len, 1.0f / st->batch, st->s, p->train,
-                                        e);
+  int status = ov ? clt_net_forward_backward_marked(t->nets[rank], st->len, 1.0f / st->batch, st->s,
+                                                    t->buckets, t->nbuckets, ov->done, e)
+                  : clt_net_forward_backward(t->nets[rank], st->len, 1.0f / st->batch, st->s,
+                                             p->train, e);
   if (status) return status;
   const int g = t->base + rank;
   p->examples[g] += st->len;
@@ -658,6 +752,10 @@ static int forward_backward(pass *p, int rank, const step *st, clt_err *e) {
     if (!t->logits) return CLT_OK;
     float *out = t->logits + (size_t)(st->batch_first + st->first) * t->model->classes;
     return clt_net_read_logits(t->nets[rank], st->len, out, e);
+  }
+  if (ov) {
+    ov->c0 = c0;
+    return CLT_OK;
   }
   /* Waiting for the backward pass first keeps compute out of the all-reduce's time
    * (its first download would wait for it anyway) and times this replica's work. */
@@ -680,18 +778,112 @@ static void mark(pass *p, int rank, int s, const char *what, double *t0) {
   *t0 = now;
 }
 
-/* *t0: --trace's phase clock (the wait for the slowest replica is its own span). */
-static int all_reduce(pass *p, int rank, const step *st, double *t0, clt_err *e) {
+/* An overlapped step (trainer.h), while the replica's queue runs the backward
+ * pass: the all-reduce of every bucket but the last on the transfer queue, each
+ * as soon as its gradient is final here (the other members' copies of it arrive
+ * as theirs are); then the backward pass's end, which times the compute. */
+static int hidden_buckets(pass *p, int rank, const step *st, overlap *ov, clt_err *e) {
   clt_trainer *t = p->t;
+  clt_replica *rep = t->replicas[rank];
+  clt_net *net = t->nets[rank];
+  const int g = t->base + rank, last = t->nbuckets - 1;
+  double from[CLT_MAX_BUCKETS], to[CLT_MAX_BUCKETS];
+  int status = CLT_OK;
+  /* The ring changes members between steps, by the first member staying
+   * (change_members), maybe after the others have begun this step: they wait
+   * for it at a barrier before their first collective, as the whole-buffer
+   * all-reduce's barrier makes them do. */
+  if (t->leave && st->s > p->skip && t->members[st->s - 1] != t->members[st->s] &&
+      (status = barrier(t, e)))
+    return status;
+  clt_replica_scope(rep, "all-reduce", "gradients");
+  for (int b = 0; b <= last; b++) {
+    cl_int rc = clWaitForEvents(1, &ov->done[b]);
+    if (rc) {
+      clt_ring_abort(t->ring);
+      return clt_replica_fail(rep, e, rc, "the backward pass");
+    }
+    if (b == last) break; /* the last bucket goes after the barrier (all_reduce) */
+    from[b] = clt_now_seconds();
+    status = clt_ring_allreduce_range(t->ring, rank, net->grads, t->buckets[b].offset,
+                                      t->buckets[b].count, t->transfer[rank], ov->done[b], e);
+    to[b] = clt_now_seconds();
+    if (status) return status;
+  }
+  /* The backward pass ended at its last marker's end on the device, unless the
+   * device does not say: then when this thread saw it. */
+  const double seen = clt_now_seconds();
+  double end = seen;
+  cl_ulong device_end = 0;
+  if (isfinite(p->clock_offset[rank]) &&
+      clGetEventProfilingInfo(ov->done[last], CL_PROFILING_COMMAND_END, sizeof device_end,
+                              &device_end, NULL) == CL_SUCCESS) {
+    end = (double)device_end * 1e-9 + p->clock_offset[rank];
+    end = end < ov->c0 ? ov->c0 : end > seen ? seen : end;
+  }
+  double slept = 0;
+  if (st->len) {
+    const double z0 = clt_now_seconds();
+    slow_down(t, g, p->first_step + st->s + 1);
+    slept = clt_now_seconds() - z0;
+  }
+  p->compute[g] = st->len ? end - ov->c0 + slept : 0.0;
+  p->compute_total[g] += p->compute[g];
+  /* Each bucket's all-reduce is hidden as far as it ran before that end. */
+  double spent = 0;
+  for (int b = 0; b < last; b++) {
+    spent += to[b] - from[b];
+    if (from[b] < end) p->ring_hidden[g] += (to[b] < end ? to[b] : end) - from[b];
+  }
+  p->ring_seconds[g] += spent;
+  p->ring_calls[g] += last;
+  if (rank == st->lead) p->allreduce_seconds += spent;
+  return CLT_OK;
+}
+
+/* The replica's queue waits for what its transfer queue has enqueued. */
+static int join_queues(clt_replica *rep, cl_command_queue transfer, clt_err *e) {
+  cl_event ev = NULL;
+  cl_int rc = clEnqueueMarkerWithWaitList(transfer, 0, NULL, &ev);
+  if (rc == CL_SUCCESS) rc = clFlush(transfer);
+  if (rc == CL_SUCCESS) rc = clEnqueueBarrierWithWaitList(rep->queue, 1, &ev, NULL);
+  if (ev) clReleaseEvent(ev);
+  return rc ? clt_replica_fail(rep, e, rc, "ordering the update after the all-reduce") : CLT_OK;
+}
+
+/* *t0: --trace's phase clock (the wait for the slowest replica is its own span).
+ * ov: an overlapped step, whose last bucket (the first layers') is left. */
+static int all_reduce(pass *p, int rank, const step *st, overlap *ov, double *t0, clt_err *e) {
+  clt_trainer *t = p->t;
+  clt_replica *rep = t->replicas[rank];
+  cl_mem grads = t->nets[rank]->grads;
+  const int g = t->base + rank;
   /* All replicas done: what follows is the all-reduce alone, not waiting for a
    * slower replica's backward pass. */
   int status = t->n > 1 ? barrier(t, e) : CLT_OK;
   if (status) return status;
   if (t->n > 1) mark(p, rank, st->s, "wait for the slowest replica", t0);
   const double a0 = clt_now_seconds();
-  clt_replica_scope(t->replicas[rank], "all-reduce", "gradients");
-  if ((status = clt_ring_allreduce(t->ring, rank, t->nets[rank]->grads, e))) return status;
-  if (rank == st->lead) p->allreduce_seconds += clt_now_seconds() - a0;
+  clt_replica_scope(rep, "all-reduce", "gradients");
+  if (ov) {
+    /* The last bucket goes on the replica's own queue, idle now (the backward
+     * pass is done): no second queue to wait on. That queue's next commands
+     * (the gradient check, the update) read the other buckets too, so they wait
+     * for the transfer queue's (done by now: each collective waits for its copies). */
+    const clt_bucket *b = &t->buckets[t->nbuckets - 1];
+    status = join_queues(rep, t->transfer[rank], e);
+    if (!status)
+      status = clt_ring_allreduce_range(t->ring, rank, grads, b->offset, b->count, NULL, NULL, e);
+    if (!status) status = clt_ring_allreduce_across(t->ring, rank, grads, e);
+    if (status) clt_ring_abort(t->ring);
+  } else {
+    status = clt_ring_allreduce(t->ring, rank, grads, e);
+  }
+  if (status) return status;
+  const double spent = clt_now_seconds() - a0;
+  p->ring_seconds[g] += spent;
+  p->ring_calls[g]++;
+  if (rank == st->lead) p->allreduce_seconds += spent;
   return CLT_OK;
 }
 
@@ -1034,6 +1226,11 @@ static int end_pass(pass *p, int rank, int status, clt_err *e) {
   clt_replica *rep = p->t->replicas[rank];
   close_bench(p);
   if (!status) status = finish_queue(rep, e);
+  cl_command_queue transfer = p->t->transfer[rank];
+  if (!status && transfer) {
+    cl_int rc = clFinish(transfer);
+    if (rc) status = clt_replica_fail(rep, e, rc, "clFinish (the transfer queue)");
+  }
   if (!status) status = clt_replica_profile_collect(rep, e);
   if (status) {
     clt_ring_abort(p->t->ring);
@@ -1057,20 +1254,30 @@ static int stop_vote(pass *p, int s, clt_err *e) {
   return CLT_OK;
 }
 
+/* Whether training steps overlap the all-reduce with the backward pass. */
+static int overlapped(const pass *p) { return p->train && p->t->nbuckets > 0; }
+
 /* A member's step s; *stop: the pass stops after it. */
 static int run_step(pass *p, int rank, int s, int *stop, clt_err *e) {
   clt_trainer *t = p->t;
   const step st = slice_step(p, rank, s);
   if (p->train) t->replicas[rank]->step = p->first_step + s + 1; /* for CLTRAIN_FAULT */
   double t0 = t->replicas[rank]->trace ? clt_now_seconds() : 0;
+  overlap marks, *ov = overlapped(p) ? &marks : NULL;
+  if (ov) memset(ov, 0, sizeof *ov);
   int status = collect_profile(t->replicas[rank], e);
   if (!status) status = load_slice(p, rank, &st, e);
   mark(p, rank, s, "load", &t0);
-  if (!status) status = forward_backward(p, rank, &st, e);
+  if (!status) status = forward_backward(p, rank, &st, ov, e);
+  if (!status && ov) status = hidden_buckets(p, rank, &st, ov, e);
   mark(p, rank, s, "forward and backward", &t0);
-  if (status || !p->train) return status;
+  if (status || !p->train) {
+    release_marks(t, ov);
+    return status;
+  }
   if (rank == st.lead) status = stop_vote(p, s, e);
-  if (!status) status = all_reduce(p, rank, &st, &t0, e);
+  if (!status) status = all_reduce(p, rank, &st, ov, &t0, e);
+  release_marks(t, ov);
   mark(p, rank, s, "all-reduce", &t0);
   if (!status && p->dynamic) status = rebalance(p, rank, &st, e);
   if (p->dynamic) mark(p, rank, s, "re-balance", &t0);
@@ -1085,6 +1292,7 @@ static int run_step(pass *p, int rank, int s, int *stop, clt_err *e) {
 
 static int run_worker(pass *p, int rank, clt_err *e) {
   int status = CLT_OK, stop = 0;
+  if (overlapped(p)) p->clock_offset[rank] = clock_offset(p->t->replicas[rank]);
   for (int s = p->skip; s < p->steps && !status && !stop;) {
     if (!is_member(p, rank, s)) {
       status = sit_out(p, rank, &s, e);
@@ -1185,7 +1393,7 @@ static int run_pass(pass *p, clt_err *e) {
 
 /* Per replica of the run, summed over the processes: examples, compute and busy
  * time, and the leaving and probing figures. */
-enum { STAT_FIELDS = 10 };
+enum { STAT_FIELDS = 13 };
 
 /* Each replica's examples and times in res, over every process. */
 static int replica_stats(clt_trainer *t, const pass *p, clt_epoch_result *res, clt_err *e) {
@@ -1204,6 +1412,9 @@ static int replica_stats(clt_trainer *t, const pass *p, clt_epoch_result *res, c
     x[7] = (double)p->joined_step[r];
     x[8] = p->probes[r];
     x[9] = p->probe_seconds[r];
+    x[10] = p->ring_seconds[g];
+    x[11] = p->ring_hidden[g];
+    x[12] = (double)p->ring_calls[g];
   }
   int status = clt_cluster_sum_doubles(t->cluster, v, (size_t)STAT_FIELDS * t->total, e);
   for (int g = 0; g < t->total && !status; g++) {
@@ -1219,6 +1430,9 @@ static int replica_stats(clt_trainer *t, const pass *p, clt_epoch_result *res, c
     st->joined_step = (long)x[7];
     st->probes = (int)x[8];
     st->probe_seconds = x[9];
+    st->allreduce_seconds = x[10];
+    st->allreduce_hidden_seconds = x[11];
+    st->allreduce_calls = (long)x[12];
   }
   return status;
 }
@@ -1311,6 +1525,7 @@ static int setup_probe(clt_trainer *t, clt_err *e) {
 }
 
 double clt_trainer_probe_seconds(const clt_trainer *t) { return t->probe_seconds; }
+int clt_trainer_buckets(const clt_trainer *t) { return t->nbuckets; }
 
 /* Reverses a[from, to). */
 static void reverse(int *a, int from, int to) {

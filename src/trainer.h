@@ -31,6 +31,26 @@
  * the same bits. Under MPI every replica stays in the step, as before (one with
  * no examples re-timed on one example every 64 steps).
  *
+ * The all-reduce overlaps the backward pass, as PyTorch DDP's does: the gradient
+ * is cut at layer boundaries into buckets (clt_net_buckets), from the last
+ * layers' down, the order the backward pass completes them in; each replica's
+ * thread enqueues the whole forward and backward pass with a marker after each
+ * bucket's last layer, and as each marker completes it runs that bucket's ring
+ * all-reduce (clt_ring_allreduce_range) on a second in-order queue of its own,
+ * while its first queue goes on with the backward pass. Every member reduces the
+ * buckets in the same order; the ring cuts them where it cuts the whole buffer,
+ * so the sums, and so the bits, are those of the whole-buffer all-reduce. The
+ * last bucket (the first layers') goes after the barrier that ends the
+ * backward passes, on the replica's own queue, then the cross-process sum
+ * (MPI) over the whole buffer; the gradient check and the update wait for the
+ * second queue. A replica's compute time for the balancer runs to its backward
+ * pass's end (its last marker's end on the device), not to the end of the
+ * buckets' all-reduce. $CLTRAIN_ALLREDUCE_BUCKETS sets the buckets' least size in
+ * floats (0: the whole gradient after the backward pass, as with one replica in
+ * a process); unset, buckets of at least 1 MiB, except where a replica of the
+ * process is a CPU device: there the copies and adds run on the cores that run
+ * the backward pass, and measured slower than the whole gradient after it.
+ *
  * CLTRAIN_TEST_SLOW="replica=R,from=S,to=T,ms=M" is a test facility: replica R's
  * forward and backward passes (and its speed probes) take M ms longer at
  * optimizer steps S to T, so that tests can make a device leave and rejoin. */
@@ -60,6 +80,10 @@ typedef struct clt_replica_stats {
   long left_step, joined_step; /* the optimizer step it was first out, back in (latest; 0: none) */
   int probes;                  /* speed probes it ran while out */
   double probe_seconds;        /* ... and their time */
+  /* The all-reduce (several replicas in a process): */
+  double allreduce_seconds;        /* its time in the collectives */
+  double allreduce_hidden_seconds; /* ... of which while its backward pass still ran */
+  long allreduce_calls;            /* the collectives: one per bucket (overlapped) or step */
 } clt_replica_stats;
 
 /* A replica of the run, possibly of another process (for reports). */
@@ -76,6 +100,8 @@ typedef struct clt_epoch_result {
   double train_loss; /* mean of per-batch mean losses (the reference's figure) */
   double train_acc;  /* fraction correct */
   double seconds;    /* wall time of the training pass */
+  /* The steps' leaders' time in the all-reduce (with buckets, the part hidden
+   * behind the backward pass too), and of that, across processes: */
   double allreduce_seconds;
   double cross_seconds;     /* ... of which across processes (MPI; this process's view) */
   double data_wait_seconds; /* time replica 0 waited for the source (decoded photos) */
@@ -121,6 +147,9 @@ const clt_replica_info *clt_trainer_replica_info(const clt_trainer *t, int globa
 int clt_trainer_processes(const clt_trainer *t);
 /* Seconds the set-up speed probe took (--split auto; 0: none). */
 double clt_trainer_probe_seconds(const clt_trainer *t);
+/* The buckets a training step's all-reduce overlaps the backward pass with
+ * (0: the whole gradient after the backward pass; see the top of this file). */
+int clt_trainer_buckets(const clt_trainer *t);
 /* The batch balancer (its estimates and latest split), for reporting. */
 const clt_balancer *clt_trainer_balancer(const clt_trainer *t);
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i);

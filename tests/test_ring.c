@@ -5,7 +5,9 @@
  * to float rounding. Repeated calls on the same ring must work too. A ring over
  * subsets (clt_ring_create_subsets) must do the same over its members only,
  * whatever sequence of member sets it is given, and leave the others' buffers
- * untouched. */
+ * untouched. The range variant (the trainer's buckets, on a second queue after an
+ * event) must give the whole-buffer call's bits exactly, whatever the ranges,
+ * their segments and the member set. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
@@ -192,6 +194,165 @@ static void check_subsets(clt_replica **reps, int n, size_t floats, size_t segme
   free(sum);
 }
 
+/* Buckets: ranks call clt_ring_allreduce_range over the ranges [cuts[i], cuts[i+1])
+ * from the last down (the order a backward pass completes them in), each on a
+ * second in-order queue after a marker on the replica's own, and the whole-buffer
+ * call on a copy of the same values; `rounds` times over, the calls of one round
+ * interleaved with the other's so consecutive calls differ in segments. Every
+ * member's ranges must equal the whole-buffer result bit for bit (the same sums
+ * in the same order), and that the host sum; ranks out of `mask` keep theirs. */
+typedef struct range_job {
+  clt_ring *ring;
+  int rank, rounds, ncuts;
+  const size_t *cuts;
+  cl_mem whole, ranges;
+  cl_command_queue own, transfer;
+  int status;
+  clt_err err;
+} range_job;
+
+static void *run_ranges(void *arg) {
+  range_job *j = arg;
+  for (int round = 0; round < j->rounds && !j->status; round++) {
+    j->status = clt_ring_allreduce(j->ring, j->rank, j->whole, &j->err);
+    for (int i = j->ncuts - 2; i >= 0 && !j->status; i--) {
+      /* What a backward pass's bucket marker is: the range waits for it. */
+      cl_event after = NULL;
+      if (clEnqueueMarkerWithWaitList(j->own, 0, NULL, &after) || clFlush(j->own)) {
+        j->status = clt_fail(&j->err, CLT_ERR_INTERNAL, "marker");
+        break;
+      }
+      j->status = clt_ring_allreduce_range(j->ring, j->rank, j->ranges, j->cuts[i],
+                                           j->cuts[i + 1] - j->cuts[i], j->transfer, after,
+                                           &j->err);
+      clReleaseEvent(after);
+    }
+  }
+  return NULL;
+}
+
+/* Values of every magnitude from 2^-10 to 2^10 with full mantissas: their sums
+ * round, so summing them in another order gives other bits. */
+static float wild(void) { return urand() * powf(2.0f, 20.0f * urand()); }
+
+static void check_ranges(clt_replica **reps, int n, size_t floats, size_t segment,
+                         const size_t *cuts, int ncuts, unsigned long long mask, int rounds) {
+  char what[240];
+  snprintf(what, sizeof what,
+           "%d replicas (members 0x%llx), %zu floats in %d ranges, segment %zu, %d round%s: "
+           "ranges on a second queue = the whole buffer, bit for bit",
+           n, mask, floats, ncuts - 1, segment, rounds, rounds > 1 ? "s" : "");
+  clt_err e = {0};
+  clt_ring *ring = NULL;
+  const unsigned long long all = (1ull << n) - 1;
+  int status = mask == all ? clt_ring_create(reps, n, floats, segment, &ring, &e)
+                           : clt_ring_create_subsets(reps, n, floats, segment, &ring, &e);
+  if (!status && mask != all) status = clt_ring_set_members(ring, mask, &e);
+  if (status) {
+    printf("  %s\n", e.msg);
+    check(0, "%s", what);
+    clt_ring_destroy(ring);
+    return;
+  }
+  float *host = malloc(floats * n * sizeof(float)), *got = malloc(floats * sizeof(float));
+  float *want = malloc(floats * sizeof(float));
+  double *sum = calloc(floats, sizeof(double)), *mag = calloc(floats, sizeof(double));
+  range_job jobs[8];
+  pthread_t threads[8];
+  int ok = 1, members = 0;
+  memset(jobs, 0, sizeof jobs);
+  for (int r = 0; r < n; r++) {
+    cl_int rc = CL_SUCCESS;
+    for (size_t i = 0; i < floats; i++) host[r * floats + i] = wild();
+    if ((mask >> r) & 1) {
+      members++;
+      for (size_t i = 0; i < floats; i++) sum[i] += host[r * floats + i];
+      for (size_t i = 0; i < floats; i++) mag[i] += fabs(host[r * floats + i]);
+    }
+    jobs[r] = (range_job){.ring = ring,
+                          .rank = r,
+                          .rounds = rounds,
+                          .ncuts = ncuts,
+                          .cuts = cuts,
+                          .own = reps[r]->queue};
+    jobs[r].transfer = clCreateCommandQueue(reps[r]->context, reps[r]->device.id,
+                                            CL_QUEUE_PROFILING_ENABLE, &rc);
+    if (rc || clt_replica_alloc(reps[r], floats * sizeof(float), "whole", &jobs[r].whole, &e) ||
+        clt_replica_alloc(reps[r], floats * sizeof(float), "ranges", &jobs[r].ranges, &e) ||
+        clEnqueueWriteBuffer(reps[r]->queue, jobs[r].whole, CL_TRUE, 0, floats * sizeof(float),
+                             host + r * floats, 0, NULL, NULL) ||
+        clEnqueueWriteBuffer(reps[r]->queue, jobs[r].ranges, CL_TRUE, 0, floats * sizeof(float),
+                             host + r * floats, 0, NULL, NULL)) {
+      ok = 0;
+    }
+  }
+  for (int r = 0; r < n && ok; r++) {
+    if ((mask >> r) & 1) pthread_create(&threads[r], NULL, run_ranges, &jobs[r]);
+  }
+  for (int r = 0; r < n && ok; r++) {
+    if ((mask >> r) & 1) pthread_join(threads[r], NULL);
+  }
+  const double scale = pow(members, rounds - 1);
+  int have_want = 0;
+  for (int r = 0; r < n && ok; r++) {
+    if (jobs[r].status) {
+      printf("  rank %d: %s\n", r, jobs[r].err.msg);
+      ok = 0;
+      break;
+    }
+    clFinish(jobs[r].transfer);
+    if (!((mask >> r) & 1)) {
+      for (int k = 0; k < 2 && ok; k++) {
+        clEnqueueReadBuffer(reps[r]->queue, k ? jobs[r].ranges : jobs[r].whole, CL_TRUE, 0,
+                            floats * sizeof(float), got, 0, NULL, NULL);
+        if (memcmp(got, host + r * floats, floats * sizeof(float)) != 0) {
+          printf("  rank %d, not a member, was changed\n", r);
+          ok = 0;
+        }
+      }
+      continue;
+    }
+    if (!have_want) {
+      clEnqueueReadBuffer(reps[r]->queue, jobs[r].whole, CL_TRUE, 0, floats * sizeof(float), want,
+                          0, NULL, NULL);
+      have_want = 1;
+      for (size_t i = 0; i < floats && ok; i++) {
+        if (!(fabs(want[i] - sum[i] * scale) <= 1e-6 * mag[i] * scale * members)) {
+          printf("  element %zu is %g, not %g\n", i, want[i], sum[i] * scale);
+          ok = 0;
+        }
+      }
+    }
+    for (int k = 0; k < 2 && ok; k++) {
+      clEnqueueReadBuffer(reps[r]->queue, k ? jobs[r].ranges : jobs[r].whole, CL_TRUE, 0,
+                          floats * sizeof(float), got, 0, NULL, NULL);
+      size_t differ = 0, first = 0;
+      for (size_t i = 0; i < floats; i++) {
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+      }
+      if (differ) {
+        printf("  rank %d's %s: %zu elements differ from the whole-buffer result, the first %zu "
+               "(%.9g, not %.9g)\n",
+               r, k ? "ranges" : "whole buffer", differ, first, got[first], want[first]);
+        ok = 0;
+      }
+    }
+  }
+  check(ok, "%s", what);
+  for (int r = 0; r < n; r++) {
+    if (jobs[r].whole) clReleaseMemObject(jobs[r].whole);
+    if (jobs[r].ranges) clReleaseMemObject(jobs[r].ranges);
+  }
+  clt_ring_destroy(ring);
+  for (int r = 0; r < n; r++)
+    if (jobs[r].transfer) clReleaseCommandQueue(jobs[r].transfer);
+  free(host);
+  free(got);
+  free(want);
+  free(sum);
+  free(mag);
+}
+
 int main(void) {
   clt_err e = {0};
   clt_device_list list;
@@ -223,6 +384,19 @@ int main(void) {
   check_subsets(reps, n, 175514, 0, masks, nmasks);
   check_subsets(reps, n, 100003, 4093, masks, nmasks); /* many segments, changing chunk counts */
   check_subsets(reps, n, 5, 0, masks, nmasks);         /* fewer floats than some chunk counts */
+  {
+    /* Ranges as the trainer's buckets cut a gradient: a large one at the top, layers
+     * of every size, an empty one, some shorter than the ranks and not aligned to
+     * the chunks; segments small enough that consecutive calls differ in them. */
+    const size_t floats = 100003;
+    const size_t cuts[] = {0, 1, 2, 320, 4093, 4093, 18819, 33333, 33334, 66669, 70001, floats};
+    const int ncuts = (int)(sizeof cuts / sizeof cuts[0]);
+    check_ranges(reps, n, floats, 1000, cuts, ncuts, all, 3);
+    check_ranges(reps, n, floats, 0, cuts, ncuts, all, 1);
+    const size_t two[] = {0, 175514 - 1010 - 155000, 175514};
+    check_ranges(reps, n, 175514, 0, two, 3, all, 2); /* fmnist-cnn: dense layers, the rest */
+    if (n > 2) check_ranges(reps, n, floats, 1000, cuts, ncuts, all & ~2ull, 2);
+  }
   {
     clt_ring *fixed = NULL;
     if (!clt_ring_create(reps, n, 100, 0, &fixed, &e)) {
