@@ -48,9 +48,8 @@ const char *clt_kernel_flavor_name(clt_kernel_flavor f) {
 }
 
 const char *clt_kernel_flavor_summary(clt_kernel_flavor f) {
-  return f == CLT_KERNELS_GPU
-             ? "gpu kernels (coalesced, local-memory reductions; GEMM: CLBlast)"
-             : "cpu kernels (float8 per work-item; GEMM: cltrain float16 tiles)";
+  return f == CLT_KERNELS_GPU ? "gpu kernels (coalesced, local-memory reductions; GEMM: CLBlast)"
+                              : "cpu kernels (float8 per work-item; GEMM: cltrain float16 tiles)";
 }
 
 int clt_replica_fail(clt_replica *r, clt_err *e, int rc, const char *what) {

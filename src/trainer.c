@@ -1263,8 +1263,8 @@ static int run_step(pass *p, int rank, int s, int *stop, clt_err *e) {
   const step st = slice_step(p, rank, s);
   if (p->train) t->replicas[rank]->step = p->first_step + s + 1; /* for CLTRAIN_FAULT */
   double t0 = t->replicas[rank]->trace ? clt_now_seconds() : 0;
-  overlap marks, *ov = overlapped(p) ? &marks : NULL;
-  if (ov) memset(ov, 0, sizeof *ov);
+  overlap marks = {0};
+  overlap *ov = overlapped(p) ? &marks : NULL;
   int status = collect_profile(t->replicas[rank], e);
   if (!status) status = load_slice(p, rank, &st, e);
   mark(p, rank, s, "load", &t0);

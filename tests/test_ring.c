@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,7 +329,10 @@ static void check_ranges(clt_replica **reps, int n, size_t floats, size_t segmen
                           floats * sizeof(float), got, 0, NULL, NULL);
       size_t differ = 0, first = 0;
       for (size_t i = 0; i < floats; i++) {
-        if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+        uint32_t a, b; /* bits, not values: -0 and 0, or two NaNs, must match too */
+        memcpy(&a, &got[i], sizeof a);
+        memcpy(&b, &want[i], sizeof b);
+        if (a != b && differ++ == 0) first = i;
       }
       if (differ) {
         printf("  rank %d's %s: %zu elements differ from the whole-buffer result, the first %zu "
