@@ -1079,33 +1079,25 @@ static int show_progress(pass *p, const step *st, clt_err *e) {
 }
 
 /* The state a member holds after its update (parameters, BatchNormalization's
- * statistics among them, and the optimizer's slots) into t->handoff. */
-static int hand_state(clt_trainer *t, int rank, clt_err *e) {
+ * statistics among them, and the optimizer's slots): read into t->handoff
+ * (take 0, a member handing it over) or written from it (take 1, a rank
+ * rejoining, which then holds the members' bits). */
+static int move_state(clt_trainer *t, int rank, int take, clt_err *e) {
   clt_net *net = t->nets[rank];
-  const size_t floats = t->model->flat_floats;
-  cl_mem from[1 + CLT_OPT_SLOTS] = {net->params};
-  for (int k = 0; k < CLT_OPT_SLOTS; k++) from[1 + k] = net->opt_state[k];
+  const size_t floats = t->model->flat_floats, bytes = floats * sizeof(float);
+  cl_mem bufs[1 + CLT_OPT_SLOTS] = {net->params};
+  for (int k = 0; k < CLT_OPT_SLOTS; k++) bufs[1 + k] = net->opt_state[k];
   for (int k = 0; k < 1 + CLT_OPT_SLOTS; k++) {
-    if (!from[k]) continue;
-    cl_int rc = clEnqueueReadBuffer(net->replica->queue, from[k], CL_TRUE, 0,
-                                    floats * sizeof(float), t->handoff + k * floats, 0, NULL, NULL);
-    if (rc)
-      return clt_replica_fail(net->replica, e, rc, "reading the state for a replica rejoining");
-  }
-  return CLT_OK;
-}
-
-/* A rank rejoining takes the handed state, so it holds the members' bits. */
-static int take_state(clt_trainer *t, int rank, clt_err *e) {
-  clt_net *net = t->nets[rank];
-  const size_t floats = t->model->flat_floats;
-  cl_mem to[1 + CLT_OPT_SLOTS] = {net->params};
-  for (int k = 0; k < CLT_OPT_SLOTS; k++) to[1 + k] = net->opt_state[k];
-  for (int k = 0; k < 1 + CLT_OPT_SLOTS; k++) {
-    if (!to[k]) continue;
-    cl_int rc = clEnqueueWriteBuffer(net->replica->queue, to[k], CL_TRUE, 0, floats * sizeof(float),
-                                     t->handoff + k * floats, 0, NULL, NULL);
-    if (rc) return clt_replica_fail(net->replica, e, rc, "writing the state to rejoin");
+    if (!bufs[k]) continue;
+    float *host = t->handoff + k * floats;
+    cl_command_queue q = net->replica->queue;
+    cl_int rc = take ? clEnqueueWriteBuffer(q, bufs[k], CL_TRUE, 0, bytes, host, 0, NULL, NULL)
+                     : clEnqueueReadBuffer(q, bufs[k], CL_TRUE, 0, bytes, host, 0, NULL, NULL);
+    if (rc) {
+      return clt_replica_fail(net->replica, e, rc,
+                              take ? "writing the state to rejoin"
+                                   : "reading the state for a replica rejoining");
+    }
   }
   return CLT_OK;
 }
@@ -1120,7 +1112,7 @@ static int change_members(pass *p, int rank, int s, clt_err *e) {
   const unsigned long long now = t->members[s], next = t->members[s + 1];
   if (!((next >> rank) & 1)) return read_metrics(t, 1ull << rank, s + 1, e);
   if (rank != lowest(now & next)) return CLT_OK;
-  int status = next & ~now ? hand_state(t, rank, e) : CLT_OK;
+  int status = next & ~now ? move_state(t, rank, 0, e) : CLT_OK;
   if (!status) status = clt_ring_set_members(t->ring, next, e);
   if (status) return status;
   pthread_mutex_lock(&p->mu);
@@ -1199,7 +1191,7 @@ static int sit_out(pass *p, int rank, int *s, clt_err *e) {
       p->rejoin_at[rank] = -1;
       pthread_mutex_unlock(&p->mu);
       clt_ring_outside(t->ring, rank, "taking the state to rejoin");
-      status = take_state(t, rank, e);
+      status = move_state(t, rank, 1, e);
       clt_ring_outside(t->ring, rank, NULL);
       *s = at;
       return status;
