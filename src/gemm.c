@@ -41,13 +41,18 @@ static int largest_divisor(size_t blocks, int limit) {
  * - 16 registers (width 8: AVX2): TM=6, NB=1, 12 accumulators, 2 for B and the
  *   broadcast (the 6x16 block of BLIS's Haswell kernel); AVX-512's 6x4 would
  *   need 48 registers and spill every accumulator.
- * Forward and input-gradient products (rows of A along K) take RB=2 sub-blocks
- * with KC=256 (20-30% over one sub-block without chunks on AVX-512). Weight
- * gradients (A^T: M and N small, K the batch's positions) re-read B once per
- * row block, so a work-item takes up to 144 rows in 32-long K chunks (B's
- * chunk stays in L1 for all of them) and K is split for parallelism. */
+ * Forward and input-gradient products (rows of A along K) take RB=12
+ * sub-blocks (72 rows) over KC=384: B's chunk (96 KiB at NB=4) is read from
+ * memory once and from L2 by the other eleven. RB=2, KC=256 left long sums
+ * reading B from memory every 12 rows: ResNet50's 3x3 products (K=2304, 4608)
+ * ran at 150-180 GFLOP/s, with RB=12 at 230-280 (bench_gemm, best of 9, 2
+ * AVX-512 cores); RB=16 left too few row blocks for 2 cores, longer chunks
+ * gained nothing. Weight gradients (A^T: M and N small, K the batch's
+ * positions) re-read B once per row block, so a work-item takes up to 144
+ * rows in 64-long K chunks (B's chunk stays in L1 for all of them; 64 measured
+ * over 32, 128 and 256) and K is split for parallelism. */
 static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
-  own_tiles t = {.tm = 6, .nb = 1, .rb = 2, .kc = 256, .splits = 1};
+  own_tiles t = {.tm = 6, .nb = 1, .rb = 12, .kc = 384, .splits = 1};
   const size_t blocks = s->n / 16;
   if (r->device.float_vector_width >= 16) {
     t.nb = largest_divisor(blocks, 4);
@@ -56,21 +61,27 @@ static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
       t.tm = 4;
     }
   }
-  const int long_sums = s->trans_a && s->k >= 1024;
-  if (long_sums) {
+  if (s->trans_a) {
     const size_t rows = s->m < 144 ? s->m : 144;
     t.rb = (int)((rows + (size_t)t.tm - 1) / (size_t)t.tm);
-    t.kc = 32;
+    t.kc = 64;
   }
-  /* Split K when the output has too few work-items to keep a device's cores
-   * busy and the sums are long (the first layer's weight gradient: 9 x 64
-   * outputs, K = batch x 676); chunks of at least 512 keep the extra pass
-   * small. */
-  const size_t rows = (size_t)t.tm * (size_t)t.rb;
-  const size_t items = blocks / (size_t)t.nb * ((s->m + rows - 1) / rows);
-  if (items < 64 && s->k >= 1024 && !s->trans_b && s->ldc == s->n) {
-    const size_t splits = s->k / 512;
-    t.splits = (int)(splits > 16 ? 16 : splits);
+  /* Split K (gemm16_at only) when the output has too few work-items to keep a
+   * device's cores busy and the sums are long (the first layer's weight
+   * gradient: 9 x 64 outputs, K = batch x 676); chunks of at least 512 keep
+   * the extra pass small. Otherwise row blocks shrink while there are fewer
+   * than 4 work-items per compute unit. */
+  const size_t want = 4 * (size_t)(r->device.compute_units ? r->device.compute_units : 1);
+  for (;;) {
+    const size_t rows = (size_t)t.tm * (size_t)t.rb;
+    const size_t items = blocks / (size_t)t.nb * ((s->m + rows - 1) / rows);
+    if (s->trans_a && items < 64 && s->k >= 1024 && !s->trans_b && s->ldc == s->n) {
+      const size_t splits = s->k / 512;
+      t.splits = (int)(splits > 16 ? 16 : splits);
+      break;
+    }
+    if (t.rb == 1 || items >= want) break;
+    t.rb = (t.rb + 1) / 2;
   }
   return t;
 }

@@ -240,6 +240,15 @@ static const shape shapes[] = {
     {"resnet", 25088, 256, 64, 0, 0},
     {"resnet", 100352, 64, 147, 0, 0},
     {"resnet", 147, 64, 100352, 1, 0},
+    /* ResNet50 at 96x96, batch 16: short sums in the weight gradients, few rows. */
+    {"resnet96", 576, 256, 2304, 0, 0},
+    {"resnet96", 576, 2304, 256, 0, 1},
+    {"resnet96", 2304, 256, 576, 1, 0},
+    {"resnet96", 1024, 256, 576, 1, 0},
+    {"resnet96", 256, 1024, 576, 1, 0},
+    {"resnet96", 144, 512, 4608, 0, 0},
+    {"resnet96", 144, 4608, 512, 0, 1},
+    {"resnet96", 4608, 512, 144, 1, 0},
     /* Tails: K not a multiple of 16 (transpose), of the K chunk or of a split. */
     {"edge", 37, 48, 1000, 0, 1},
     {"edge", 13, 32, 3001, 1, 0},
