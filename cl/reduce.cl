@@ -65,8 +65,13 @@ __kernel void count_nonfinite_partial(__global const float *x, const int n, cons
   const int begin = blk * block;
   if (begin >= n) return;
   const int end = min(n, begin + block);
-  int bad = 0;
-  for (int i = begin; i < end; i++) bad += !isfinite(x[i]);
+  // Eight lanes at a time: the scalar loop took 11 ms a step over ResNet50's
+  // 23.5M gradients. isfinite of a vector is -1 per finite lane, 0 otherwise.
+  int8 lanes = (int8)(0);
+  int i = begin;
+  for (; i + 8 <= end; i += 8) lanes += (int8)(1) + isfinite(vload8(0, x + i));
+  int bad = lanes.s0 + lanes.s1 + lanes.s2 + lanes.s3 + lanes.s4 + lanes.s5 + lanes.s6 + lanes.s7;
+  for (; i < end; i++) bad += !isfinite(x[i]);
   partial[blk] = (float)bad;
 #endif
 }

@@ -785,17 +785,19 @@ static void test_model(void) {
   expect("empty slice: metrics slot zeroed, other slot kept",
          (metrics[0] != 0.0f) + (metrics[1] != 0.0f) + (metrics[3] != (float)correct_ref), 3);
 
-  /* A NaN at the first entry and an infinity at the last (the partial blocks' edges)
+  /* A NaN at the first entry, -inf inside the first 8-float lane group and +inf at
+   * the last entry (the partial blocks' edges, the scalar tail when nflat % 8 != 0)
    * are counted into slot 1; slot 0 kept the count of the finite training gradient. */
-  const float bad[2] = {NAN, INFINITY};
+  const float bad[3] = {NAN, -INFINITY, INFINITY};
   upload_bytes(net->grads, 0, &bad[0], sizeof bad[0]);
-  upload_bytes(net->grads, (nflat - 1) * sizeof(float), &bad[1], sizeof bad[1]);
+  upload_bytes(net->grads, 5 * sizeof(float), &bad[1], sizeof bad[1]);
+  upload_bytes(net->grads, (nflat - 1) * sizeof(float), &bad[2], sizeof bad[2]);
   if (api_failed(clt_net_check_grads(net, 1, &E), "clt_net_check_grads")) goto done;
   float counts[2];
   if (api_failed(clt_net_read_grad_checks(net, counts, 2, &E), "clt_net_read_grad_checks"))
     goto done;
-  expect("gradient check: 0 non-finite in training, then NaN and inf counted",
-         (counts[0] != 0.0f) + (counts[1] != 2.0f), 2);
+  expect("gradient check: 0 non-finite in training, then NaN, -inf and inf counted",
+         (counts[0] != 0.0f) + (counts[1] != 3.0f), 2);
 done:
   clt_source_free(source);
   clt_net_destroy(net);
