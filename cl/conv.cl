@@ -15,6 +15,12 @@
 #ifndef CLT_WG
 #define CLT_WG 64
 #endif
+// Columns a CPU work-item takes in the partial sums over rows (the host's
+// CLT_CPU_BLOCK_COLS, devices/replica.h).
+#ifndef CLT_CPU_BLOCK_COLS
+#define CLT_CPU_BLOCK_COLS 256
+#endif
+#define CG CLT_CPU_BLOCK_COLS
 
 // The input position that column row `pos` = ((b*OH + oy)*OW + ox)*KH*KW + ky*KW + kx
 // reads: its offset in x (channel 0) when (iy, ix) is inside the image, else -1.
@@ -210,10 +216,10 @@ static inline float column_sum(float v, __local float *tile) {
 // to fill a device even when cols is small): partial[blk, c] = sum of dy[r, c]
 // over the rows r of block blk, then grad[c] = sum over blocks. With relu, the
 // layer's ReLU backward is fused in: dy[r, c] = 0 where y[r, c] <= 0, written
-// back, then summed (one pass over dy instead of two). A work-item takes 8
-// columns of a block as float8 (PoCL does not vectorise across work-items), the
-// last chunk scalar when cols is not a multiple of 8.
-// Range (clt_launch_blocks): CPU (ceil(cols / 8), nblocks); GPU (cols, nblocks *
+// back, then summed (one pass over dy instead of two). A CPU work-item takes CG
+// columns of a block, 8 at a time as float8 (PoCL does not vectorise across
+// work-items), the last ones scalar when cols is not a multiple of 8.
+// Range (clt_launch_row_blocks): CPU (ceil(cols / CG), nblocks); GPU (cols, nblocks *
 // LR) in groups (LC, LR): a column's LR items take every LR-th row of the block
 // and meet in column_sum.
 __kernel void bias_grad_partial(__global float *dy, __global const float *y, const int relu,
@@ -235,36 +241,31 @@ __kernel void bias_grad_partial(__global float *dy, __global const float *y, con
   sum = column_sum(sum, tile); // all items, also those past cols: barriers
   if (get_local_id(1) == 0 && c < cols) partial[partial_offset + (size_t)blk * cols + c] = sum;
 #else
-  const int chunks = (cols + 7) / 8;
-  const int chunk = get_global_id(0), blk = get_global_id(1);
-  const int nblocks = (rows + rows_per_block - 1) / rows_per_block;
-  if (chunk >= chunks || blk >= nblocks) return;
-  const int c0 = chunk * 8;
-  const int begin = blk * rows_per_block, end = min(rows, begin + rows_per_block);
+  // CG columns of a block's rows, a row's CG floats in one run, the sums kept
+  // in the item's slice of partial, as cl/norm.cl's partial sums. Each
+  // column's sum runs over the block's rows in order from 0.
+  const int c0 = get_global_id(0) * CG, blk = get_global_id(1);
+  const int begin = blk * rows_per_block;
+  if (c0 >= cols || begin >= rows) return;
+  const int n = min(rows - begin, rows_per_block), w = min(CG, cols - c0);
   __global float *out = partial + partial_offset + (size_t)blk * cols + c0;
-  if (c0 + 8 <= cols) {
-    float8 sum = (float8)(0.0f);
-    for (int r = begin; r < end; r++) {
-      const size_t at = (size_t)r * cols + c0;
-      float8 g = vload8(0, dy + at);
+  __global float *g = dy + (size_t)begin * cols + c0;
+  __global const float *py = y + (size_t)begin * cols + c0;
+  for (int c = 0; c < w; c++) out[c] = 0.0f;
+  for (int r = 0; r < n; r++, g += cols, py += cols) {
+    int c = 0;
+    for (; c + 8 <= w; c += 8) {
+      float8 v = vload8(0, g + c);
       if (relu) {
-        g = select(g, (float8)(0.0f), isgreater(vload8(0, y + at), (float8)(0.0f)) == 0);
-        vstore8(g, 0, dy + at);
+        v = select(v, (float8)(0.0f), isgreater(vload8(0, py + c), (float8)(0.0f)) == 0);
+        vstore8(v, 0, g + c);
       }
-      sum += g;
+      vstore8(vload8(0, out + c) + v, 0, out + c);
     }
-    vstore8(sum, 0, out);
-    return;
-  }
-  for (int c = c0; c < cols; c++) {
-    float sum = 0.0f;
-    for (int r = begin; r < end; r++) {
-      const size_t at = (size_t)r * cols + c;
-      float g = dy[at];
-      if (relu && !(y[at] > 0.0f)) dy[at] = g = 0.0f;
-      sum += g;
+    for (; c < w; c++) {
+      if (relu && !(py[c] > 0.0f)) g[c] = 0.0f;
+      out[c] += g[c];
     }
-    out[c - c0] = sum;
   }
 #endif
 }

@@ -10,6 +10,7 @@
 // CLT_GPU 0 (CPUs): PoCL does not vectorise across work-items, so each work-item
 //   takes a chunk of 8 channels (dimension 0 of a 2-D range, ceil(C/8) wide) as
 //   a float8; when C is not a multiple of 8 the last chunk is done with scalars.
+//   The partial sums over rows take CG channels a work-item (see BN_CPU_BLOCK).
 // CLT_GPU 1 (GPUs): a work-item per channel along dimension 0, so consecutive
 //   work-items read consecutive floats (coalesced). Elementwise passes take one
 //   element per work-item (clt_launch_rows, clt_launch_elems); sums over rows
@@ -21,8 +22,29 @@
 #ifndef CLT_WG
 #define CLT_WG 64
 #endif
+// Columns a CPU work-item takes in the partial sums over rows (the host's
+// CLT_CPU_BLOCK_COLS, devices/replica.h).
+#ifndef CLT_CPU_BLOCK_COLS
+#define CLT_CPU_BLOCK_COLS 256
+#endif
+#define CG CLT_CPU_BLOCK_COLS
 
 #define CH 8
+
+#if !CLT_GPU
+// The CPU's partial sums over rows: a work-item takes a block of rows times CG
+// channels, reading each row's CG floats in one run and keeping the sums in its
+// slice of `partial` (in L1), eight channels at a time. Work-items of 8 channels each had read every row in
+// 32-byte pieces a row apart, which the prefetchers did not follow: 16 GB/s
+// where the elementwise passes reach 30. Each channel's sum still runs over
+// the block's rows in order from 0, as on one item per channel.
+#define BN_CPU_BLOCK                                                    \
+  const int c0 = get_global_id(0) * CG, blk = get_global_id(1);         \
+  const int r0 = blk * rows_per_block;                                  \
+  if (c0 >= C || r0 >= rows) return;                                    \
+  const int n = min(rows - r0, rows_per_block), w = min(CG, C - c0);    \
+  __global const float *p = x + (size_t)r0 * C + c0
+#endif
 
 #if CLT_GPU
 // Sum of v over the LR row lanes (dimension 1) of a (LC, LR) work-group, per
@@ -42,7 +64,7 @@ static inline float lane_sum(const float v, __local float *tile) {
 #endif
 
 // partial[part + blk*C + c] = sum over the rows r of block blk of x[r, c].
-// clt_launch_blocks over (C, nblocks).
+// clt_launch_row_blocks over (C, nblocks).
 __kernel void bn_partial_sum(__global const float *x, const int rows, const int C,
                              const int rows_per_block, __global float *partial, const int part) {
 #if CLT_GPU
@@ -55,23 +77,13 @@ __kernel void bn_partial_sum(__global const float *x, const int rows, const int 
   s = lane_sum(s, tile);
   if (c < C && r0 < rows && get_local_id(1) == 0) partial[part + (size_t)blk * C + c] = s;
 #else
-  const int c0 = get_global_id(0) * CH;
-  const int blk = get_global_id(1);
-  const int r0 = blk * rows_per_block;
-  if (c0 >= C || r0 >= rows) return;
-  const int n = min(rows - r0, rows_per_block);
-  __global const float *p = x + (size_t)r0 * C + c0;
+  BN_CPU_BLOCK;
   __global float *out = partial + part + (size_t)blk * C + c0;
-  if (c0 + CH <= C) {
-    float8 s = (float8)(0.0f);
-    for (int r = 0; r < n; r++) s += vload8(0, p + (size_t)r * C);
-    vstore8(s, 0, out);
-  } else {
-    for (int c = 0; c < C - c0; c++) {
-      float s = 0.0f;
-      for (int r = 0; r < n; r++) s += p[(size_t)r * C + c];
-      out[c] = s;
-    }
+  for (int c = 0; c < w; c++) out[c] = 0.0f;
+  for (int r = 0; r < n; r++, p += C) {
+    int c = 0;
+    for (; c + CH <= w; c += CH) vstore8(vload8(0, out + c) + vload8(0, p + c), 0, out + c);
+    for (; c < w; c++) out[c] += p[c];
   }
 #endif
 }
@@ -81,7 +93,7 @@ __kernel void bn_partial_sum(__global const float *x, const int rows, const int 
 // first pass's mean m (state[0..C)), summed into partial[part ...] and squared into
 // partial[part2 ...]. sum d, zero but for m's rounding, corrects m (the "corrected
 // two-pass" algorithm: the mean's error then scales with the spread, not the mean).
-// clt_launch_blocks over (C, nblocks).
+// clt_launch_row_blocks over (C, nblocks).
 __kernel void bn_partial_dev(__global const float *x, const int rows, const int C,
                              const int rows_per_block, __global const float *state,
                              __global float *partial, const int part, const int part2) {
@@ -105,34 +117,22 @@ __kernel void bn_partial_dev(__global const float *x, const int rows, const int 
     partial[part2 + (size_t)blk * C + c] = s2;
   }
 #else
-  const int c0 = get_global_id(0) * CH;
-  const int blk = get_global_id(1);
-  const int r0 = blk * rows_per_block;
-  if (c0 >= C || r0 >= rows) return;
-  const int n = min(rows - r0, rows_per_block);
-  __global const float *p = x + (size_t)r0 * C + c0;
-  const size_t out = (size_t)blk * C + c0;
-  if (c0 + CH <= C) {
-    const float8 m = vload8(0, state + c0);
-    float8 s = (float8)(0.0f), s2 = (float8)(0.0f);
-    for (int r = 0; r < n; r++) {
-      const float8 d = vload8(0, p + (size_t)r * C) - m;
-      s += d;
-      s2 += d * d;
+  BN_CPU_BLOCK;
+  __global float *out = partial + part + (size_t)blk * C + c0;
+  __global float *out2 = partial + part2 + (size_t)blk * C + c0;
+  __global const float *m = state + c0;
+  for (int c = 0; c < w; c++) out[c] = out2[c] = 0.0f;
+  for (int r = 0; r < n; r++, p += C) {
+    int c = 0;
+    for (; c + CH <= w; c += CH) {
+      const float8 d = vload8(0, p + c) - vload8(0, m + c), s2 = vload8(0, out2 + c);
+      vstore8(vload8(0, out + c) + d, 0, out + c);
+      vstore8(s2 + d * d, 0, out2 + c);
     }
-    vstore8(s, 0, partial + part + out);
-    vstore8(s2, 0, partial + part2 + out);
-  } else {
-    for (int c = 0; c < C - c0; c++) {
-      const float m = state[c0 + c];
-      float s = 0.0f, s2 = 0.0f;
-      for (int r = 0; r < n; r++) {
-        const float d = p[(size_t)r * C + c] - m;
-        s += d;
-        s2 += d * d;
-      }
-      partial[part + out + c] = s;
-      partial[part2 + out + c] = s2;
+    for (; c < w; c++) {
+      const float d = p[c] - m[c];
+      out[c] += d;
+      out2[c] += d * d;
     }
   }
 #endif
@@ -278,7 +278,7 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
 // sum of g * (x - mean) into partial[part2 ...] (times inv_std that is dgamma), where
 // g = dy, zeroed where the output y is not positive when relu != 0 (the fused
 // ReLU's backward, done here rather than as a pass of its own over dy).
-// clt_launch_blocks over (C, nblocks).
+// clt_launch_row_blocks over (C, nblocks).
 __kernel void bn_partial_grad(__global const float *dy, __global const float *x,
                               __global const float *y, const int relu, const int rows,
                               const int C, const int rows_per_block,
@@ -305,37 +305,26 @@ __kernel void bn_partial_grad(__global const float *dy, __global const float *x,
     partial[part2 + (size_t)blk * C + c] = s2;
   }
 #else
-  const int c0 = get_global_id(0) * CH;
-  const int blk = get_global_id(1);
-  const int r0 = blk * rows_per_block;
-  if (c0 >= C || r0 >= rows) return;
-  const int n = min(rows - r0, rows_per_block);
-  const size_t first = (size_t)r0 * C + c0;
-  const size_t out = (size_t)blk * C + c0;
-  if (c0 + CH <= C) {
-    const float8 m = vload8(0, state + c0);
-    float8 s = (float8)(0.0f), s2 = (float8)(0.0f);
-    for (int r = 0; r < n; r++) {
-      const size_t at = first + (size_t)r * C;
-      float8 g = vload8(0, dy + at);
-      if (relu) g = select((float8)(0.0f), g, isgreater(vload8(0, y + at), (float8)(0.0f)));
-      s += g;
-      s2 += g * (vload8(0, x + at) - m);
+  BN_CPU_BLOCK;
+  __global float *out = partial + part + (size_t)blk * C + c0;
+  __global float *out2 = partial + part2 + (size_t)blk * C + c0;
+  __global const float *m = state + c0;
+  const size_t at0 = (size_t)r0 * C + c0;
+  __global const float *gy = dy + at0, *py = y + at0;
+  for (int c = 0; c < w; c++) out[c] = out2[c] = 0.0f;
+  for (int r = 0; r < n; r++, p += C, gy += C, py += C) {
+    int c = 0;
+    for (; c + CH <= w; c += CH) {
+      float8 g = vload8(0, gy + c);
+      if (relu) g = select((float8)(0.0f), g, isgreater(vload8(0, py + c), (float8)(0.0f)));
+      const float8 s2 = vload8(0, out2 + c);
+      vstore8(vload8(0, out + c) + g, 0, out + c);
+      vstore8(s2 + g * (vload8(0, p + c) - vload8(0, m + c)), 0, out2 + c);
     }
-    vstore8(s, 0, partial + part + out);
-    vstore8(s2, 0, partial + part2 + out);
-  } else {
-    for (int c = 0; c < C - c0; c++) {
-      const float m = state[c0 + c];
-      float s = 0.0f, s2 = 0.0f;
-      for (int r = 0; r < n; r++) {
-        const size_t at = first + (size_t)r * C + c;
-        const float g = relu && !(y[at] > 0.0f) ? 0.0f : dy[at];
-        s += g;
-        s2 += g * (x[at] - m);
-      }
-      partial[part + out + c] = s;
-      partial[part2 + out + c] = s2;
+    for (; c < w; c++) {
+      const float g = relu && !(py[c] > 0.0f) ? 0.0f : gy[c];
+      out[c] += g;
+      out2[c] += g * (p[c] - m[c]);
     }
   }
 #endif

@@ -185,8 +185,8 @@ static int build_program(clt_replica *r, const char *source, const char *options
   /* The variant (see clt_kernel_flavor) and the work-group its tiles are sized
    * for are part of every build. */
   char opts[512];
-  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DCLT_GPU=%d -DCLT_WG=%zu %s",
-           r->flavor == CLT_KERNELS_GPU, r->tile_wg, options);
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DCLT_GPU=%d -DCLT_WG=%zu -DCLT_CPU_BLOCK_COLS=%d %s",
+           r->flavor == CLT_KERNELS_GPU, r->tile_wg, CLT_CPU_BLOCK_COLS, options);
   rc = clBuildProgram(p->program, 1, &r->device.id, opts, NULL, NULL);
   char log[3000];
   log[0] = '\0';
@@ -414,6 +414,18 @@ int clt_launch_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_
   size_t lc, lr;
   split_2d(local_pow2(r, k), cols, &lc, &lr);
   size_t global[2] = {round_up(cols, lc), nblocks * lr}, local[2] = {lc, lr};
+  return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
+}
+
+int clt_launch_row_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
+                          int nargs, size_t cols, size_t nblocks, clt_err *e) {
+  if (r->flavor == CLT_KERNELS_GPU)
+    return clt_launch_blocks(r, k, kname, args, nargs, cols, nblocks, e);
+  if (cols == 0 || nblocks == 0) return CLT_OK;
+  /* Groups of one: a block is long work, and wider groups of few-column
+   * layers left one core most of the blocks. */
+  size_t global[2] = {(cols + CLT_CPU_BLOCK_COLS - 1) / CLT_CPU_BLOCK_COLS, nblocks};
+  size_t local[2] = {1, 1};
   return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
 }
 

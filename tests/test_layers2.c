@@ -636,6 +636,7 @@ static void test_bn_all(void) {
       {3, 7, 5, 24, 0, 100}, /* mean 100, spread 0.58: a one-pass variance cancels */
       {1, 1, 1, 8, 0, 0},    /* one row: var 0, y = beta, dx = 0 */
       {4, 1, 1, 2048, 0, 0}, /* ResNet50 conv5 at 32x32: few rows, many channels */
+      {2, 9, 8, 300, 1, 0},  /* CPU sums: items of 256 and 44 channels (float8, tail 4), 2 blocks */
       {4, 2, 2, 256, 1, 0},  {4, 16, 16, 64, 1, 0}, /* ResNet50 conv1 at 32x32: 8 blocks */
       {4, 8, 8, 256, 0, 0},
   };

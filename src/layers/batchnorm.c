@@ -20,7 +20,7 @@
  *           forward wrote them.
  * Scratch: [partial sums: 2*nblocks*C][dx coefficients: 3*C]; inference uses its
  * first 2*C floats for the statistics.
- * Launches per kernel flavor (see cl/norm.cl): partial sums clt_launch_blocks,
+ * Launches per kernel flavor (see cl/norm.cl): partial sums clt_launch_row_blocks,
  * elementwise passes clt_launch_rows, the final sums over the blocks a work-item
  * per channel on CPUs and clt_launch_blocks over (C, 1) on GPUs. */
 #include <stdio.h>
@@ -181,7 +181,7 @@ static int bn_run(const clt_layer_io *io, const char *name, const clt_karg *args
         return clt_launch_blocks(r, k, name, args, nargs, (size_t)C, 1, e);
       return clt_launch1d(r, k, name, args, nargs, (size_t)C, e);
     case BN_BLOCKS:
-      return clt_launch_blocks(r, k, name, args, nargs, (size_t)C, (size_t)n, e);
+      return clt_launch_row_blocks(r, k, name, args, nargs, (size_t)C, (size_t)n, e);
     case BN_ROWS:
       return clt_launch_rows(r, k, name, args, nargs, (size_t)C, (size_t)n, BN_ROWS_PER_ITEM, e);
     case BN_CHANNELS:

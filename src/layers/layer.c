@@ -285,9 +285,10 @@ int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scrat
   cl_mem y = relu ? relu_y : dy; /* any valid buffer when unused */
   clt_karg pargs[] = {CLT_ARG(dy),   CLT_ARG(y),         CLT_ARG(relu),    CLT_ARG(rows),
                       CLT_ARG(cols), CLT_ARG(per_block), CLT_ARG(scratch), CLT_ARG(part)};
-  /* CPU: a work-item per (8 columns, block); GPU: (LC, LR) groups per block. */
-  status = clt_launch_blocks(io->replica, kp, relu ? "relu and bias gradient" : "bias_grad_partial",
-                             pargs, 8, (size_t)cols, (size_t)nblocks, e);
+  /* CPU: a work-item per (CG columns, block); GPU: (LC, LR) groups per block. */
+  status = clt_launch_row_blocks(io->replica, kp,
+                                 relu ? "relu and bias gradient" : "bias_grad_partial", pargs, 8,
+                                 (size_t)cols, (size_t)nblocks, e);
   if (status) return status;
   int off = (int)grad_offset;
   clt_karg fargs[] = {CLT_ARG(scratch), CLT_ARG(part),      CLT_ARG(nblocks),
