@@ -224,11 +224,11 @@ __kernel void bn_infer_stats(__global const float *params, const int mean_off, c
 
 // y = (x - mean) * gamma * inv_std + beta, then ReLU when relu != 0 (not fmax, so a
 // NaN reaches the loss guard); mean and inv_std at stats[off], stats[off + C];
-// gamma_off < 0: gamma 1 (scale=False), beta_off < 0: beta 0 (center=False). A
-// work-item does one channel chunk of rows_per_item rows, loading the per-channel
-// values once (a work-item per row spent more on itself than on its 8 floats).
-// clt_launch_rows over (C, rows): on GPUs a work-item per element (rows_per_item
-// unused; the per-channel values come from cache).
+// gamma_off < 0: gamma 1 (scale=False), beta_off < 0: beta 0 (center=False).
+// CPUs: a work-item takes rows_per_item rows of CG channels (clt_launch_row_blocks
+// over (C, ceil(rows / rows_per_item))): items of 8 channels read rows in 32-byte
+// pieces a row apart, as the partial sums did. GPUs: clt_launch_rows over (C,
+// rows), a work-item per element (rows_per_item unused).
 __kernel void bn_apply(__global const float *x, __global float *y, const int rows, const int C,
                        const int rows_per_item, __global const float *stats, const int off,
                        __global const float *params, const int gamma_off, const int beta_off,
@@ -244,32 +244,33 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
   if (relu && v < 0.0f) v = 0.0f;
   y[at] = v;
 #else
-  const int c0 = get_global_id(0) * CH;
+  // A block of rows_per_item rows times CG channels, each row's CG floats in
+  // one run (as the partial sums above).
+  const int c0 = get_global_id(0) * CG;
   const int r0 = get_global_id(1) * rows_per_item;
   if (c0 >= C || r0 >= rows) return;
-  const int r1 = min(rows, r0 + rows_per_item);
-  __global const float *mean = stats + off, *inv_std = stats + off + C;
-  if (c0 + CH <= C) {
-    const float8 gamma = gamma_off < 0 ? (float8)(1.0f) : vload8(0, params + gamma_off + c0);
-    const float8 scale = gamma * vload8(0, inv_std + c0);
-    const float8 m = vload8(0, mean + c0);
-    const float8 shift = beta_off < 0 ? (float8)(0.0f) : vload8(0, params + beta_off + c0);
-    for (int r = r0; r < r1; r++) {
-      const size_t at = (size_t)r * C + c0;
-      float8 v = (vload8(0, x + at) - m) * scale + shift;
+  const int r1 = min(rows, r0 + rows_per_item), w = min(CG, C - c0);
+  __global const float *mean = stats + off + c0, *inv_std = stats + off + C + c0;
+  for (int r = r0; r < r1; r++) {
+    __global const float *xr = x + (size_t)r * C + c0;
+    __global float *yr = y + (size_t)r * C + c0;
+    int c = 0;
+    for (; c + CH <= w; c += CH) {
+      const float8 gamma =
+          gamma_off < 0 ? (float8)(1.0f) : vload8(0, params + gamma_off + c0 + c);
+      const float8 shift = beta_off < 0 ? (float8)(0.0f) : vload8(0, params + beta_off + c0 + c);
+      const float8 scale = gamma * vload8(0, inv_std + c);
+      float8 v = (vload8(0, xr + c) - vload8(0, mean + c)) * scale + shift;
       if (relu) v = select(v, (float8)(0.0f), isless(v, (float8)(0.0f)));
-      vstore8(v, 0, y + at);
+      vstore8(v, 0, yr + c);
     }
-  } else {
-    for (int r = r0; r < r1; r++)
-      for (int c = c0; c < C; c++) {
-        const size_t at = (size_t)r * C + c;
-        const float gamma = gamma_off < 0 ? 1.0f : params[gamma_off + c];
-        const float beta = beta_off < 0 ? 0.0f : params[beta_off + c];
-        float v = (x[at] - mean[c]) * (gamma * inv_std[c]) + beta;
-        if (relu && v < 0.0f) v = 0.0f;
-        y[at] = v;
-      }
+    for (; c < w; c++) {
+      const float gamma = gamma_off < 0 ? 1.0f : params[gamma_off + c0 + c];
+      const float beta = beta_off < 0 ? 0.0f : params[beta_off + c0 + c];
+      float v = (xr[c] - mean[c]) * (gamma * inv_std[c]) + beta;
+      if (relu && v < 0.0f) v = 0.0f;
+      yr[c] = v;
+    }
   }
 #endif
 }
@@ -360,7 +361,7 @@ __kernel void bn_grad_final(__global const float *partial, const int part, const
 }
 
 // dx = a * (g - b - (x - mean) * k) with the coefficients of bn_grad_final and g as
-// in bn_partial_grad; work as in bn_apply (clt_launch_rows over (C, rows)).
+// in bn_partial_grad; work as in bn_apply.
 __kernel void bn_dx(__global const float *dy, __global const float *x, __global const float *y,
                     const int relu, __global float *dx, const int rows, const int C,
                     const int rows_per_item, __global const float *state,
@@ -374,27 +375,26 @@ __kernel void bn_dx(__global const float *dy, __global const float *x, __global 
   const float g = relu && !(y[at] > 0.0f) ? 0.0f : dy[at];
   dx[at] = a[c] * (g - b[c] - (x[at] - state[c]) * k[c]);
 #else
-  const int c0 = get_global_id(0) * CH;
+  // Blocks as bn_apply's.
+  const int c0 = get_global_id(0) * CG;
   const int r0 = get_global_id(1) * rows_per_item;
   if (c0 >= C || r0 >= rows) return;
-  const int r1 = min(rows, r0 + rows_per_item);
-  __global const float *a = coef + coef_off, *b = a + C, *k = b + C;
-  if (c0 + CH <= C) {
-    const float8 av = vload8(0, a + c0), bv = vload8(0, b + c0), kv = vload8(0, k + c0);
-    const float8 m = vload8(0, state + c0);
-    for (int r = r0; r < r1; r++) {
-      const size_t at = (size_t)r * C + c0;
-      float8 g = vload8(0, dy + at);
-      if (relu) g = select((float8)(0.0f), g, isgreater(vload8(0, y + at), (float8)(0.0f)));
-      vstore8(av * (g - bv - (vload8(0, x + at) - m) * kv), 0, dx + at);
+  const int r1 = min(rows, r0 + rows_per_item), w = min(CG, C - c0);
+  __global const float *a = coef + coef_off + c0, *b = a + C, *k = b + C, *m = state + c0;
+  for (int r = r0; r < r1; r++) {
+    const size_t at = (size_t)r * C + c0;
+    int c = 0;
+    for (; c + CH <= w; c += CH) {
+      float8 g = vload8(0, dy + at + c);
+      if (relu) g = select((float8)(0.0f), g, isgreater(vload8(0, y + at + c), (float8)(0.0f)));
+      vstore8(vload8(0, a + c) * (g - vload8(0, b + c) - (vload8(0, x + at + c) - vload8(0, m + c)) *
+                                          vload8(0, k + c)),
+              0, dx + at + c);
     }
-  } else {
-    for (int r = r0; r < r1; r++)
-      for (int c = c0; c < C; c++) {
-        const size_t at = (size_t)r * C + c;
-        const float g = relu && !(y[at] > 0.0f) ? 0.0f : dy[at];
-        dx[at] = a[c] * (g - b[c] - (x[at] - state[c]) * k[c]);
-      }
+    for (; c < w; c++) {
+      const float g = relu && !(y[at + c] > 0.0f) ? 0.0f : dy[at + c];
+      dx[at + c] = a[c] * (g - b[c] - (x[at + c] - m[c]) * k[c]);
+    }
   }
 #endif
 }

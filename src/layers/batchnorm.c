@@ -21,8 +21,9 @@
  * Scratch: [partial sums: 2*nblocks*C][dx coefficients: 3*C]; inference uses its
  * first 2*C floats for the statistics.
  * Launches per kernel flavor (see cl/norm.cl): partial sums clt_launch_row_blocks,
- * elementwise passes clt_launch_rows, the final sums over the blocks a work-item
- * per channel on CPUs and clt_launch_blocks over (C, 1) on GPUs. */
+ * elementwise passes clt_launch_rows (GPUs) or clt_launch_row_blocks (CPUs), the
+ * final sums over the blocks a work-item per channel on CPUs and
+ * clt_launch_blocks over (C, 1) on GPUs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +44,10 @@
  * the scratch, sized for the CPU's blocks, holds the GPU's fewer. */
 #define BN_GPU_GROUPS 1024
 #define BN_GPU_MAX_BLOCKS 256
-/* Rows per work-item of the CPU's elementwise passes (bn_apply, bn_dx): with one
- * row (8 floats) per work-item bn_apply took PoCL 3x as long as with 4. GPUs take
- * an element per work-item. */
-#define BN_ROWS_PER_ITEM 4
+/* Rows per work-item of the CPU's elementwise passes (bn_apply, bn_dx), each of
+ * CLT_CPU_BLOCK_COLS channels: few enough rows for a device's cores at small
+ * batches. GPUs take an element per work-item. */
+#define BN_ROWS_PER_ITEM 16
 
 typedef struct bn_hp {
   double epsilon, momentum;
@@ -183,7 +184,10 @@ static int bn_run(const clt_layer_io *io, const char *name, const clt_karg *args
     case BN_BLOCKS:
       return clt_launch_row_blocks(r, k, name, args, nargs, (size_t)C, (size_t)n, e);
     case BN_ROWS:
-      return clt_launch_rows(r, k, name, args, nargs, (size_t)C, (size_t)n, BN_ROWS_PER_ITEM, e);
+      if (r->flavor == CLT_KERNELS_GPU)
+        return clt_launch_rows(r, k, name, args, nargs, (size_t)C, (size_t)n, BN_ROWS_PER_ITEM, e);
+      return clt_launch_row_blocks(r, k, name, args, nargs, (size_t)C,
+                                   ((size_t)n + BN_ROWS_PER_ITEM - 1) / BN_ROWS_PER_ITEM, e);
     case BN_CHANNELS:
       break;
   }
