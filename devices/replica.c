@@ -127,6 +127,7 @@ static void release(clt_replica *r) {
     p = next;
   }
   if (r->gemm_temp) clReleaseMemObject(r->gemm_temp);
+  if (r->gemm_zeros) clReleaseMemObject(r->gemm_zeros);
   /* CLBlast keeps its programs in a process-wide cache that is otherwise
    * released at exit, after the OpenCL runtime may be gone (Oclgrind's is:
    * its heap is corrupted there). Emptying it costs other live replicas only a

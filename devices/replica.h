@@ -69,6 +69,8 @@ typedef struct clt_replica {
   size_t build_log_len;
   cl_mem gemm_temp;       /* CLBlast scratch, sized once by clt_gemm_reserve */
   size_t gemm_temp_bytes; /* its size */
+  cl_mem gemm_zeros;      /* zeros the padded convolution reads for taps outside the image */
+  size_t gemm_zeros_floats;
   size_t allocated_bytes; /* device memory this replica holds */
   clt_profile *profile;   /* NULL unless profiling */
   clt_trace *trace;       /* --trace: where this replica's spans go, or NULL */

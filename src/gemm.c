@@ -158,14 +158,18 @@ static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_ge
   if (status) return status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
+  /* Zeros for taps outside the image (clt_conv_reserve); any buffer unpadded. */
+  cl_mem zeros = conv_padded(g) ? r->gemm_zeros : c;
+  if (conv_padded(g) && (!zeros || r->gemm_zeros_floats < (size_t)g->c))
+    return clt_fail(e, CLT_ERR_INTERNAL, "padded convolution over %d channels not reserved", g->c);
   clt_karg args[] = {CLT_ARG(m),     CLT_ARG(n),     CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
                      CLT_ARG(b),     CLT_ARG(b_off), CLT_ARG(ldb),  CLT_ARG(c),
                      CLT_ARG(c_off), CLT_ARG(ldc),   CLT_ARG(bias), CLT_ARG(bias_off),
-                     CLT_ARG(relu),  CLT_ARG(t.rb),  CLT_ARG(t.kc)};
+                     CLT_ARG(relu),  CLT_ARG(t.rb),  CLT_ARG(t.kc), CLT_ARG(zeros)};
   char name[64];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s", s->m, s->n, s->k, conv_label(g),
            s->trans_b ? " Bt" : "");
-  return launch_blocks(r, k, name, args, 25, s, &t, 1, e);
+  return launch_blocks(r, k, name, args, 26, s, &t, 1, e);
 }
 
 /* C (ldc, N a multiple of 16) = im2col(x)^T * B (ldb): s gives M, N, K of the
@@ -377,6 +381,21 @@ int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_er
   cl_kernel k;
   own_options(&tf, conv_padded(g), options, sizeof options);
   int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
+  if (!status && conv_padded(g) && r->gemm_zeros_floats < (size_t)g->c) {
+    /* Grown to the widest padded input; filled by a kernel (Oclgrind counts
+     * those writes as initialising). */
+    if (r->gemm_zeros) {
+      clReleaseMemObject(r->gemm_zeros);
+      r->allocated_bytes -= r->gemm_zeros_floats * sizeof(float);
+      r->gemm_zeros = NULL;
+      r->gemm_zeros_floats = 0;
+    }
+    status = clt_replica_alloc(r, (size_t)g->c * sizeof(float), "convolution padding zeros",
+                               &r->gemm_zeros, e);
+    if (!status) r->gemm_zeros_floats = (size_t)g->c;
+    if (!status)
+      status = clt_replica_fill(r, r->gemm_zeros, 0, (size_t)g->c, 0.0f, "padding zeros", e);
+  }
   own_options(&tw, conv_padded(g), options, sizeof options);
   if (!status) status = clt_replica_kernel(r, "gemm.cl", options, "gemm16_at", &k, e);
   if (!status && tw.splits > 1) {
