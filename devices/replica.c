@@ -321,7 +321,9 @@ static cl_mem huge_page_buffer(clt_replica *r, size_t bytes, cl_int *rc) {
   const char *off = getenv("CLTRAIN_HUGE_PAGES");
   if (!(r->device.type & CL_DEVICE_TYPE_CPU) || bytes < HUGE_PAGE / 2 || (off && !strcmp(off, "0")))
     return NULL;
-  const size_t len = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+  /* Not rounded up to whole huge pages: the tail past the last one gets 4 KiB
+   * pages rather than up to 2 MiB of unused memory per buffer. */
+  const size_t len = (bytes + 4095) / 4096 * 4096;
   void *host = NULL;
   if (posix_memalign(&host, HUGE_PAGE, len) != 0) return NULL;
   madvise(host, len, MADV_HUGEPAGE);
