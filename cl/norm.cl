@@ -10,7 +10,8 @@
 // CLT_GPU 0 (CPUs): PoCL does not vectorise across work-items, so each work-item
 //   takes a chunk of 8 channels (dimension 0 of a 2-D range, ceil(C/8) wide) as
 //   a float8; when C is not a multiple of 8 the last chunk is done with scalars.
-//   The partial sums over rows take CG channels a work-item (see BN_CPU_BLOCK).
+//   The sums over rows and bn_apply, bn_dx take CG channels a work-item instead
+//   (see BN_CPU_BLOCK).
 // CLT_GPU 1 (GPUs): a work-item per channel along dimension 0, so consecutive
 //   work-items read consecutive floats (coalesced). Elementwise passes take one
 //   element per work-item (clt_launch_rows, clt_launch_elems); sums over rows

@@ -139,11 +139,12 @@ int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_ka
 int clt_launch_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
                       int nargs, size_t cols, size_t nblocks, clt_err *e);
 
-/* Column sums over blocks of rows written for long CPU work-items
- * (bias_grad_partial, the BatchNormalization sums): GPU as clt_launch_blocks;
- * CPU: range (ceil(cols / CLT_CPU_BLOCK_COLS), nblocks) in groups of one, a
- * work-item reads its block's rows CLT_CPU_BLOCK_COLS floats at a time, runs
- * the prefetchers follow (every program is built with -DCLT_CPU_BLOCK_COLS). */
+/* Passes over blocks of rows written for long CPU work-items (the column sums
+ * of bias_grad_partial and BatchNormalization, which also launches its CPU
+ * elementwise passes this way): GPU as clt_launch_blocks; CPU: range
+ * (ceil(cols / CLT_CPU_BLOCK_COLS), nblocks) in groups of one, a work-item
+ * reads its block's rows CLT_CPU_BLOCK_COLS floats at a time, runs the
+ * prefetchers follow (every program is built with -DCLT_CPU_BLOCK_COLS). */
 #define CLT_CPU_BLOCK_COLS 256
 int clt_launch_row_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
                           int nargs, size_t cols, size_t nblocks, clt_err *e);

@@ -49,8 +49,8 @@ static int largest_divisor(size_t blocks, int limit) {
  * AVX-512 cores); RB=16 left too few row blocks for 2 cores, longer chunks
  * gained nothing. Weight gradients (A^T: M and N small, K the batch's
  * positions) re-read B once per row block, so a work-item takes up to 144
- * rows in 64-long K chunks (B's chunk stays in L1 for all of them; 64 measured
- * over 32, 128 and 256) and K is split for parallelism. */
+ * rows in 64-long K chunks (B's chunk stays in L1 for all of them; 32, 128 and
+ * 256 were no faster) and K is split for parallelism. */
 static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
   own_tiles t = {.tm = 6, .nb = 1, .rb = 12, .kc = 384, .splits = 1};
   const size_t blocks = s->n / 16;
@@ -382,8 +382,7 @@ int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_er
   own_options(&tf, conv_padded(g), options, sizeof options);
   int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
   if (!status && conv_padded(g) && r->gemm_zeros_floats < (size_t)g->c) {
-    /* Grown to the widest padded input; filled by a kernel (Oclgrind counts
-     * those writes as initialising). */
+    /* Grown to the widest padded input; clt_replica_alloc zeroes it. */
     if (r->gemm_zeros) {
       clReleaseMemObject(r->gemm_zeros);
       r->allocated_bytes -= r->gemm_zeros_floats * sizeof(float);
@@ -393,8 +392,6 @@ int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_er
     status = clt_replica_alloc(r, (size_t)g->c * sizeof(float), "convolution padding zeros",
                                &r->gemm_zeros, e);
     if (!status) r->gemm_zeros_floats = (size_t)g->c;
-    if (!status)
-      status = clt_replica_fill(r, r->gemm_zeros, 0, (size_t)g->c, 0.0f, "padding zeros", e);
   }
   own_options(&tw, conv_padded(g), options, sizeof options);
   if (!status) status = clt_replica_kernel(r, "gemm.cl", options, "gemm16_at", &k, e);
