@@ -15,11 +15,8 @@
 #ifndef CLT_WG
 #define CLT_WG 64
 #endif
-// Columns a CPU work-item takes in the partial sums over rows (the host's
-// CLT_CPU_BLOCK_COLS, devices/replica.h).
-#ifndef CLT_CPU_BLOCK_COLS
-#define CLT_CPU_BLOCK_COLS 256
-#endif
+// Columns a CPU work-item takes in the sums over rows: devices/replica.h's
+// CLT_CPU_BLOCK_COLS, with which every program is built.
 #define CG CLT_CPU_BLOCK_COLS
 
 // The input position that column row `pos` = ((b*OH + oy)*OW + ox)*KH*KW + ky*KW + kx

@@ -393,8 +393,11 @@ int clt_replica_fill(clt_replica *r, cl_mem m, size_t offset, size_t n, float va
   return status ? clt_wrap(e, "filling %s", what) : CLT_OK;
 }
 
-int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
-               cl_uint dims, const size_t *global, const size_t *local, clt_err *e) {
+/* Sets k's arguments and enqueues it on q, event (or NULL) receiving its event;
+ * the fault injection of every launch. */
+static int enqueue_kernel(clt_replica *r, cl_command_queue q, cl_kernel k, const char *kname,
+                          const clt_karg *args, int nargs, cl_uint dims, const size_t *global,
+                          const size_t *local, cl_event *event, clt_err *e) {
   for (int i = 0; i < nargs; i++) {
     cl_int rc = clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
     if (rc != CL_SUCCESS) {
@@ -405,15 +408,21 @@ int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *a
   }
   const int injected = clt_fault_hit(r->index, r->step, CLT_FAULT_ENQUEUE);
   cl_int rc = injected ? CL_OUT_OF_RESOURCES
-                       : clEnqueueNDRangeKernel(r->queue, k, dims, NULL, global, local, 0, NULL,
-                                                clt_replica_profile_event(r));
+                       : clEnqueueNDRangeKernel(q, k, dims, NULL, global, local, 0, NULL, event);
   if (rc != CL_SUCCESS) {
     char what[128];
     snprintf(what, sizeof what, "launching kernel %s", kname);
     return injected ? clt_replica_fail_injected(r, e, rc, what) : clt_replica_fail(r, e, rc, what);
   }
-  clt_replica_profile_commit(r, kname);
   return CLT_OK;
+}
+
+int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+               cl_uint dims, const size_t *global, const size_t *local, clt_err *e) {
+  int status = enqueue_kernel(r, r->queue, k, kname, args, nargs, dims, global, local,
+                              clt_replica_profile_event(r), e);
+  if (status == CLT_OK) clt_replica_profile_commit(r, kname);
+  return status;
 }
 
 int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
@@ -441,6 +450,15 @@ int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg 
 int clt_launch_elems(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
                      int nargs, size_t n, clt_err *e) {
   return clt_launch1d(r, k, kname, args, nargs, r->flavor == CLT_KERNELS_GPU ? n : (n + 7) / 8, e);
+}
+
+int clt_launch_elems_on(clt_replica *r, cl_command_queue q, cl_kernel k, const char *kname,
+                        const clt_karg *args, int nargs, size_t n, cl_event *event, clt_err *e) {
+  const size_t items = r->flavor == CLT_KERNELS_GPU ? n : (n + 7) / 8;
+  if (items == 0) return CLT_OK;
+  size_t local = local_1d(r, k);
+  size_t global = round_up(items, local);
+  return enqueue_kernel(r, q, k, kname, args, nargs, 1, &global, &local, event, e);
 }
 
 int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,

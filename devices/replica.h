@@ -122,6 +122,10 @@ int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg 
  * CLT_CHUNK). */
 int clt_launch_elems(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
                      int nargs, size_t n, clt_err *e);
+/* The same on another in-order queue q of the replica's context, unprofiled,
+ * event (or NULL) receiving its event: the overlapped all-reduce's adds. */
+int clt_launch_elems_on(clt_replica *r, cl_command_queue q, cl_kernel k, const char *kname,
+                        const clt_karg *args, int nargs, size_t n, cl_event *event, clt_err *e);
 
 /* Kernels over a [rows][cols] matrix (cols contiguous: channels), per flavor:
  * CPU: range (ceil(cols/8), ceil(rows/rows_per_item)), a work-item takes 8

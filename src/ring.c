@@ -369,43 +369,25 @@ static void trace_copy(clt_replica *rep, cl_command_queue q, cl_event ev, const 
 }
 
 /* The receiving add of a reduce-scatter segment on queue q: on the replica's own
- * queue through its launch helper (profiled with the step's kernels); on another
- * queue launched here, unprofiled (it overlaps the kernels the profile times;
- * --trace shows it on the transfer track). */
+ * queue profiled with the step's kernels; on another queue unprofiled (it
+ * overlaps the kernels the profile times; --trace shows it on the transfer
+ * track). */
 static int launch_add(clt_replica *rep, cl_command_queue q, cl_kernel add, cl_mem buffer,
                       int dst_off, cl_mem src, int src_off, int count, clt_err *e) {
   clt_karg args[] = {CLT_ARG(buffer), CLT_ARG(dst_off), CLT_ARG(src), CLT_ARG(src_off),
                      CLT_ARG(count)};
   if (q == rep->queue)
     return clt_launch_elems(rep, add, "all-reduce add", args, 5, (size_t)count, e);
-  for (cl_uint i = 0; i < 5; i++) {
-    cl_int rc = clSetKernelArg(add, i, args[i].size, args[i].ptr);
-    if (rc) return clt_replica_fail(rep, e, rc, "setting an argument of kernel add_into");
-  }
-  /* As clt_launch_elems: a float8 per work-item on the CPU flavor, an element per
-   * work-item on GPUs; groups of 64 (the kernel guards the tail). */
-  size_t items = rep->flavor == CLT_KERNELS_GPU ? (size_t)count : ((size_t)count + 7) / 8;
-  size_t local = 64, limit = 0;
-  clGetKernelWorkGroupInfo(add, rep->device.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof limit, &limit,
-                           NULL);
-  if (limit && local > limit) local = limit;
-  size_t global = (items + local - 1) / local * local;
-  const int injected = clt_fault_hit(rep->index, rep->step, CLT_FAULT_ENQUEUE);
   cl_event ev = NULL;
-  cl_int rc = injected ? CL_OUT_OF_RESOURCES
-                       : clEnqueueNDRangeKernel(q, add, 1, NULL, &global, &local, 0, NULL,
-                                                rep->trace ? &ev : NULL);
-  if (rc) {
-    return injected ? clt_replica_fail_injected(rep, e, rc, "launching kernel add_into")
-                    : clt_replica_fail(rep, e, rc, "launching kernel add_into");
-  }
+  int status = clt_launch_elems_on(rep, q, add, "add_into", args, 5, (size_t)count,
+                                   rep->trace ? &ev : NULL, e);
   if (ev) {
     /* Traced steps only: wait for it to read its times (it is due before the
      * step's uploads are waited for anyway). */
     if (clWaitForEvents(1, &ev) == CL_SUCCESS) trace_copy(rep, q, ev, "add");
     clReleaseEvent(ev);
   }
-  return CLT_OK;
+  return status;
 }
 
 /* The ring over this process's member replicas, over floats [lo, hi) of buffer:
