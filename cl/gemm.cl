@@ -154,7 +154,8 @@ __kernel void gemm16_at(const int M, const int N, const int K, __global const fl
                         const int S, const int PT, const int PL, const int OH, const int OW,
                         __global const float *B, const int b_off, const int ldb,
                         __global float *Cm, const int c_off, const int ldc, const int rb_count,
-                        const int kchunk, const int k_split, const int c_split) {
+                        const int kchunk, const int k_split, const int c_split,
+                        __global const float *zeros) {
   const int col = get_global_id(0) * 16 * NB;
   const int row_base = get_global_id(1) * (TM * rb_count);
   if (col >= N || row_base >= M) return;
@@ -212,20 +213,44 @@ __kernel void gemm16_at(const int M, const int N, const int K, __global const fl
         UNROLL for (int j = 0; j < NB; j++)
           acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
                                                      : LOAD16(j, c + (size_t)i * ldc);
+      // A sub-block inside one tap (most of them: a tap's C rows hold many)
+      // reads its TM values next to each other from one pointer, a padded
+      // window's tap checked once for all rows and read from `zeros` (TM
+      // floats of 0) when outside: the per-row offsets and checks had taken
+      // more registers than there are, spilling accumulators to the stack.
+      const int one_tap = row0 + TM <= M && row0 / C == (row0 + TM - 1) / C;
       const __global float *b = B + (size_t)kc * ldb;
-      for (int p = kc; p < kc_end; p++, b += ldb) {
-        float16 bv[NB];
-        UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
-        const int o = org[p - kc];
-        UNROLL for (int i = 0; i < TM; i++) {
+      if (one_tap) {
+        const __global float *x0 = X + d[0];
+        for (int p = kc; p < kc_end; p++, b += ldb) {
+          float16 bv[NB];
+          UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
 #if PADDED
-          const int yy = oy0[p - kc] + tky[i], xx = ox0[p - kc] + tkx[i];
-          const int in = yy >= 0 && yy < H && xx >= 0 && xx < W;
-          const float16 av = (float16)(in ? X[o + d[i]] : 0.0f);
+          const int yy = oy0[p - kc] + tky[0], xx = ox0[p - kc] + tkx[0];
+          const __global float *a = (uint)yy < (uint)H && (uint)xx < (uint)W ? x0 + org[p - kc] : zeros;
 #else
-          const float16 av = (float16)(X[o + d[i]]);
+          const __global float *a = x0 + org[p - kc];
 #endif
-          UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+          UNROLL for (int i = 0; i < TM; i++) {
+            const float16 av = (float16)(a[i]);
+            UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+          }
+        }
+      } else {
+        for (int p = kc; p < kc_end; p++, b += ldb) {
+          float16 bv[NB];
+          UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
+          const int o = org[p - kc];
+          UNROLL for (int i = 0; i < TM; i++) {
+#if PADDED
+            const int yy = oy0[p - kc] + tky[i], xx = ox0[p - kc] + tkx[i];
+            const int in = (uint)yy < (uint)H && (uint)xx < (uint)W;
+            const float16 av = (float16)(*(in ? X + o + d[i] : zeros));
+#else
+            const float16 av = (float16)(X[o + d[i]]);
+#endif
+            UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+          }
         }
       }
       UNROLL for (int i = 0; i < TM; i++)

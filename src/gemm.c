@@ -187,13 +187,17 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
   int k_split = (kk + splits - 1) / splits, c_split = m * n, out_off = splits > 1 ? 0 : c_off;
   cl_mem out = splits > 1 ? r->gemm_temp : c; /* partial products, summed below */
+  /* A zero for taps outside the image (clt_conv_reserve); any buffer unpadded. */
+  cl_mem zeros = conv_padded(g) ? r->gemm_zeros : c;
+  if (conv_padded(g) && !zeros)
+    return clt_fail(e, CLT_ERR_INTERNAL, "padded convolution over %d channels not reserved", g->c);
   clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),      CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
                      CLT_ARG(b),       CLT_ARG(b_off),  CLT_ARG(ldb),  CLT_ARG(out),
                      CLT_ARG(out_off), CLT_ARG(ldc),    CLT_ARG(t.rb), CLT_ARG(t.kc),
-                     CLT_ARG(k_split), CLT_ARG(c_split)};
+                     CLT_ARG(k_split), CLT_ARG(c_split), CLT_ARG(zeros)};
   char name[64];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu At%s", s->m, s->n, s->k, conv_label(g));
-  if ((status = launch_blocks(r, k, name, args, 24, s, &t, splits, e))) return status;
+  if ((status = launch_blocks(r, k, name, args, 25, s, &t, splits, e))) return status;
   return splits > 1 ? sum_splits(r, splits, c_split, c, (size_t)c_off, e) : CLT_OK;
 }
 
