@@ -308,16 +308,16 @@ __kernel void sum_splits(__global const float *P, const int splits, const int st
   C[c_off + i] = sum;
 }
 
-// dst[k][n] = src[src_off + n*ld + k]: a [N][K] operand laid out as [K][N] so
-// the GEMM above reads it in rows. A work-item moves a 16 x 16 tile (edge
+// dst[k*ldd + n] = src[src_off + n*ld + k]: a [N][K] operand laid out as [K][N]
+// rows (ldd apart) so the GEMM above reads it in rows. A work-item moves a 16 x 16 tile (edge
 // tiles element by element): one element per work-item cost more in PoCL's
 // per-item overhead than the copy itself. Range: (ceil(K / 16), ceil(N / 16)).
 __kernel void transpose(__global const float *src, const int src_off, const int ld, const int K,
-                        const int N, __global float *dst) {
+                        const int N, __global float *dst, const int ldd) {
   const int k0 = get_global_id(0) * 16, n0 = get_global_id(1) * 16;
   if (k0 >= K || n0 >= N) return;
   src += src_off + (size_t)n0 * ld + k0;
-  dst += (size_t)k0 * N + n0;
+  dst += (size_t)k0 * ldd + n0;
   if (k0 + 16 <= K && n0 + 16 <= N) {
     float16 r[16];
     UNROLL for (int n = 0; n < 16; n++) r[n] = LOAD16(0, src + (size_t)n * ld);
@@ -329,11 +329,11 @@ __kernel void transpose(__global const float *src, const int src_off, const int 
       v.s4 = t[4][k]; v.s5 = t[5][k]; v.s6 = t[6][k]; v.s7 = t[7][k];
       v.s8 = t[8][k]; v.s9 = t[9][k]; v.sa = t[10][k]; v.sb = t[11][k];
       v.sc = t[12][k]; v.sd = t[13][k]; v.se = t[14][k]; v.sf = t[15][k];
-      STORE16(v, 0, dst + (size_t)k * N);
+      STORE16(v, 0, dst + (size_t)k * ldd);
     }
   } else {
     const int kt = min(16, K - k0), nt = min(16, N - n0);
     for (int k = 0; k < kt; k++)
-      for (int n = 0; n < nt; n++) dst[(size_t)k * N + n] = src[(size_t)n * ld + k];
+      for (int n = 0; n < nt; n++) dst[(size_t)k * ldd + n] = src[(size_t)n * ld + k];
   }
 }

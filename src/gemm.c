@@ -61,6 +61,10 @@ static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
       t.tm = 4;
     }
   }
+  /* B's rows 4 KiB or more apart (weights of 1024 outputs and up): the rows
+   * of a 384-long chunk fall into few cache sets and do not stay in L2 for the
+   * row sub-blocks; 128-long chunks do. */
+  if (!s->trans_a && s->ldb >= 1024 && s->ldb % 1024 == 0) t.kc = 128;
   if (s->trans_a) {
     const size_t rows = s->m < 144 ? s->m : 144;
     t.rb = (int)((rows + (size_t)t.tm - 1) / (size_t)t.tm);
@@ -220,6 +224,14 @@ static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, c
   return clt_launch1d(r, k, name, args, 17, s->m, e);
 }
 
+/* The row length of a transposed B operand in the scratch: N plus a cache line
+ * when N floats are a multiple of 512 bytes. Rows 1-8 KiB apart fall into a
+ * few cache sets (4 KiB aliasing), and the K chunk of B that gemm16 reuses from
+ * cache for each of its row sub-blocks then no longer fits: ResNet50's
+ * products with N = 1024 or 2048 ran at 130-170 GFLOP/s against 300 for the
+ * others. */
+static size_t transposed_ld(size_t n) { return n % 128 == 0 ? n + 16 : n; }
+
 /* bias_offset < 0: no bias. */
 static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                     size_t b_off, cl_mem c, size_t c_off, cl_mem bias, long bias_offset, int relu,
@@ -234,16 +246,17 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     /* B is [N][K]: lay it out as [K][N] in the scratch first (weights: small). */
     cl_kernel t;
     if ((status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e))) return status;
-    clt_karg targs[] = {CLT_ARG(b),  CLT_ARG(bo), CLT_ARG(ldb),
-                        CLT_ARG(kk), CLT_ARG(n),  CLT_ARG(r->gemm_temp)};
+    int ldt = (int)transposed_ld(s->n);
+    clt_karg targs[] = {CLT_ARG(b), CLT_ARG(bo), CLT_ARG(ldb),          CLT_ARG(kk),
+                        CLT_ARG(n), CLT_ARG(r->gemm_temp), CLT_ARG(ldt)};
     /* Groups of one tile: PoCL compiles a kernel for each group size, and the
      * shapes would otherwise each pick their own. */
     size_t tglobal[2] = {(s->k + 15) / 16, (s->n + 15) / 16}, tlocal[2] = {1, 1};
-    if ((status = clt_launch(r, t, "gemm transpose", targs, 6, 2, tglobal, tlocal, e)))
+    if ((status = clt_launch(r, t, "gemm transpose", targs, 7, 2, tglobal, tlocal, e)))
       return status;
     b = r->gemm_temp;
     bo = 0;
-    ldb = n;
+    ldb = ldt;
   }
   int bias_off = (int)bias_offset;
   if (s->n % 16) {
@@ -289,7 +302,7 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
                                   e);
     if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
     if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
-    if (!status && s->trans_b) status = grow_temp(r, s->k * s->n * sizeof(float), e);
+    if (!status && s->trans_b) status = grow_temp(r, s->k * transposed_ld(s->n) * sizeof(float), e);
     if (!status && blocks.n && tiles.splits > 1) {
       status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
       if (!status) status = grow_temp(r, (size_t)tiles.splits * s->m * s->n * sizeof(float), e);
