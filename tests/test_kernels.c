@@ -194,6 +194,8 @@ static void test_conv_all(void) {
       {1, 5, 6, 8, 16, 3, 3, 1, 1, 0, 0},   /* N = 16 at small mode's size (cltrain's GEMM) */
       {4, 18, 18, 1, 16, 3, 3, 1, 0, 0, 1}, /* dW: 9 x 16 outputs, K = 1024: split K (CPUs) */
       {2, 5, 4, 6, 7, 1, 1, 1, 0, 1, 0},    /* 1x1 at small mode's size (no im2col) */
+      {2, 3, 3, 144, 1024, 1, 1, 1, 0, 0, 0}, /* B rows 4 KiB apart: K in chunks of 128 (CPUs) */
+      {2, 4, 4, 128, 32, 1, 1, 1, 0, 1, 0},   /* dx's transposed B padded to 144 floats a row */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_conv(&cases[i]);
 }
@@ -383,6 +385,9 @@ static void test_dense_all(void) {
    * the input gradient's N = 33 (a transposed B with a partial tile). */
   dense_case wide_tail = {3, 33, 37, 1};
   test_dense(&wide_tail);
+  /* The input gradient's transposed B: rows of 256 floats padded to 272 (CPUs). */
+  dense_case padded_rows = {5, 256, 48, 0};
+  test_dense(&padded_rows);
 }
 
 /* ---- 4. Loss, metrics, Adam, gather kernels ------------------------------------------ */
