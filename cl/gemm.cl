@@ -64,14 +64,26 @@
 // live on the stack (one load and store per FMA: a third of the speed).
 #define UNROLL _Pragma("unroll")
 
-// The image row (with the window origin) of output position `row`.
-#define ORIGIN(row, iy, ix, img)                          \
-  do {                                                    \
-    const int b_ = (row) / plane, r_ = (row) - b_ * plane; \
-    const int oy_ = r_ / OW;                              \
-    iy = oy_ * S - PT;                                    \
-    ix = (r_ - oy_ * OW) * S - PL;                        \
-    img = X + (size_t)b_ * H * W * C;                     \
+// The window origins of output positions row0 .. row0+TM-1 (rows past M repeat
+// row M-1): image, top row and left column. Positions follow each other, so
+// (b, oy, ox) is stepped rather than divided out per row: the divisions cost
+// more than the FMAs of a short K (a first convolution's 9 taps).
+#define ORIGINS(row0, iy, ix, img)                                          \
+  do {                                                                      \
+    int b_ = (row0) / plane, oy_ = ((row0) - b_ * plane) / OW;              \
+    int ox_ = (row0) - b_ * plane - oy_ * OW;                               \
+    UNROLL for (int i_ = 0; i_ < TM; i_++) {                                \
+      iy[i_] = oy_ * S - PT;                                                \
+      ix[i_] = ox_ * S - PL;                                                \
+      img[i_] = X + (size_t)b_ * H * W * C;                                 \
+      if ((row0) + i_ + 1 < M && ++ox_ == OW) {                             \
+        ox_ = 0;                                                            \
+        if (++oy_ == OH) {                                                  \
+          oy_ = 0;                                                          \
+          b_++;                                                             \
+        }                                                                   \
+      }                                                                     \
+    }                                                                       \
   } while (0)
 
 __kernel void gemm16(const int M, const int N, const int K, __global const float *X,
@@ -99,12 +111,13 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
       // Rows past M repeat row M-1 and are not stored.
       int iy[TM], ix[TM];
       const __global float *img[TM];
-      UNROLL for (int i = 0; i < TM; i++) ORIGIN(min(row0 + i, M - 1), iy[i], ix[i], img[i]);
+      ORIGINS(row0, iy, ix, img);
       float16 acc[TM][NB];
       __global float *y = Y + (size_t)row0 * ldc;
       UNROLL for (int i = 0; i < TM; i++)
         UNROLL for (int j = 0; j < NB; j++)
           acc[i][j] = kc == 0 || row0 + i >= M ? (float16)(0.0f) : LOAD16(j, y + (size_t)i * ldc);
+#if PADDED
       // The chunk's k run over taps: channels c0..c1-1 of tap t at a time.
       for (int k = kc; k < kc_end;) {
         const int t = k / C, c0 = k - t * C, c1 = min(C, c0 + (kc_end - k));
@@ -112,13 +125,20 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
         const __global float *a[TM];
         UNROLL for (int i = 0; i < TM; i++) {
           const int yy = iy[i] + ky, xx = ix[i] + kx;
-#if PADDED
           const int in = yy >= 0 && yy < H && xx >= 0 && xx < W;
           a[i] = in ? img[i] + ((size_t)yy * W + xx) * C : zeros;
-#else
-          a[i] = img[i] + ((size_t)yy * W + xx) * C;
-#endif
         }
+#else
+      // The chunk's k run over kernel rows: with every window inside the
+      // image, a kernel row's KW taps of C channels lie next to each other
+      // (KW*C floats), so k runs over c0..c1-1 of kernel row ky at a time.
+      const int run = KW * C;
+      for (int k = kc; k < kc_end;) {
+        const int ky = k / run, c0 = k - ky * run, c1 = min(run, c0 + (kc_end - k));
+        const __global float *a[TM];
+        UNROLL for (int i = 0; i < TM; i++)
+          a[i] = img[i] + ((size_t)(iy[i] + ky) * W + ix[i]) * C;
+#endif
         const __global float *b = B + (size_t)k * ldb;
         for (int c = c0; c < c1; c++, b += ldb) {
           float16 bv[NB];

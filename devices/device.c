@@ -20,6 +20,17 @@ int clt_devices_enumerate(clt_device_list *out, clt_err *e) {
   cl_device_id *ids = NULL;
   cl_uint nplat = 0;
   memset(out, 0, sizeof *out);
+  /* CLTRAIN_CPU_VECTOR_WIDTH stands in for the width CPU devices report. PoCL
+   * reports the host's, also when POCL_LLVM_CPU_NAME and POCL_KERNELLIB_NAME
+   * make it compile for a narrower CPU (how the AVX2 tiles are measured on an
+   * AVX-512 host): the GEMM tiles must follow the code, not the host. */
+  cl_uint cpu_width = 0;
+  const char *w = getenv("CLTRAIN_CPU_VECTOR_WIDTH");
+  if (w && *w) {
+    if (strcmp(w, "4") && strcmp(w, "8") && strcmp(w, "16"))
+      return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_CPU_VECTOR_WIDTH=%s: not 4, 8 or 16", w);
+    cpu_width = (cl_uint)atoi(w);
+  }
 
   cl_int rc = clGetPlatformIDs(0, NULL, &nplat);
   /* The ICD loader answers CL_PLATFORM_NOT_FOUND_KHR when no driver is installed. */
@@ -78,6 +89,7 @@ int clt_devices_enumerate(clt_device_list *out, clt_err *e) {
                       &d->max_alloc_bytes, NULL);
       clGetDeviceInfo(ids[i], CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof d->float_vector_width,
                       &d->float_vector_width, NULL);
+      if ((d->type & CL_DEVICE_TYPE_CPU) && cpu_width) d->float_vector_width = cpu_width;
       out->count++;
     }
   }

@@ -151,13 +151,10 @@ static int peak_time(clt_replica *r, cl_kernel k, cl_mem dout, size_t items, int
  * work-items per compute unit, local size 1) is for CPU devices; on a GPU it
  * would measure far below the peak. */
 static int measure_peak(clt_replica *r, int repeats, int chains, peak_result *out) {
-  /* Vectors as wide as the FMA units: the larger of what the device calls
-   * native (the hardware's width: 16 on AVX-512, 8 on AVX2) and preferred. */
-  cl_uint native = 0, preferred = 0;
-  clGetDeviceInfo(r->device.id, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof native, &native, NULL);
-  clGetDeviceInfo(r->device.id, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, sizeof preferred,
-                  &preferred, NULL);
-  const cl_uint want = native > preferred ? native : preferred;
+  /* Vectors as wide as the FMA units: what the device calls native (the
+   * hardware's width: 16 on AVX-512, 8 on AVX2), or CLTRAIN_CPU_VECTOR_WIDTH
+   * when set (devices/device.c: PoCL compiling for a narrower CPU than the host). */
+  const cl_uint want = r->device.float_vector_width;
   out->width = 1;
   while (out->width < 16 && (cl_uint)out->width * 2 <= want) out->width *= 2;
   /* Enough chains to cover FMA latency x units twice over, few enough to stay

@@ -27,7 +27,10 @@
 # the README's Figures table.
 #
 #   tests/bench/bench_resnet_pytorch.sh [--data DIR] [--sizes "96 224"] [--images N]
-#       [--batch N] [--epochs N] [--runs N] [--torch-v1]
+#       [--batch N] [--epochs N] [--runs N] [--torch-v1] [--isa native|avx2]
+#
+# --isa avx2: every column runs AVX2 code only, on an AVX-512 host (common.sh's
+# isa_env): the AVX2 kind's code paths measured side by side.
 #
 # --data: a photo folder (one subfolder per class); by default a synthetic one
 # of 3 classes written with build/tests/make_photos. --images: images per epoch
@@ -51,6 +54,7 @@ batch=16
 epochs=3
 runs=1
 v1=""
+isa_opt=native
 args=$*
 while [ $# -gt 0 ]; do
   case $1 in
@@ -61,12 +65,14 @@ while [ $# -gt 0 ]; do
     --epochs) epochs=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --torch-v1) v1=v1; shift ;;
+    --isa) isa_opt=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_resnet_pytorch.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 [ "$epochs" -ge 2 ] || { echo "bench_resnet_pytorch.sh: --epochs must be at least 2 (the first is not measured)" >&2; exit 2; }
 . "$here/common.sh"
+isa_env "$isa_opt"
 for f in "$build/cltrain" "$build/tests/make_photos"; do
   [ -x "$f" ] || { echo "bench_resnet_pytorch.sh: $f not built (run .ci/setup)" >&2; exit 1; }
 done

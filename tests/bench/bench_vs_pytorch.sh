@@ -43,6 +43,10 @@
 # --peak measures ("FMA peak: not measured" when it cannot).
 #
 #   tests/bench/bench_vs_pytorch.sh [--runs N] [--images N] [--no-replicas] [--tf-venv DIR]
+#       [--isa native|avx2]
+#
+# --isa avx2: every column runs AVX2 code only, on an AVX-512 host (common.sh's
+# isa_env): the AVX2 kind's code paths measured side by side.
 #
 # Defaults: 3 rounds of 6,400 images, about 4-5 minutes on 2 idle cores once the
 # venv exists: a round takes about 65 s, 40 of them PyTorch with glibc defaults
@@ -58,6 +62,7 @@ runs=3
 images=6400
 replicas=1
 tf_venv=""
+isa_opt=native
 args=$*
 while [ $# -gt 0 ]; do
   case $1 in
@@ -65,11 +70,13 @@ while [ $# -gt 0 ]; do
     --images) images=$2; shift 2 ;;
     --no-replicas) replicas=0; shift ;;
     --tf-venv) tf_venv=$2; shift 2 ;;
+    --isa) isa_opt=$2; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_vs_pytorch.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 . "$here/common.sh"
+isa_env "$isa_opt"
 [ -x "$build/cltrain" ] || { echo "bench_vs_pytorch.sh: $build/cltrain not built (run .ci/setup)" >&2; exit 1; }
 torch=$(torch_venv) || exit 1
 tmp=$(mktemp -d)

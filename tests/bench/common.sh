@@ -20,10 +20,31 @@ rounds_images() {
 }
 
 # cpu_kind: prints "CPU: <model name>, N cores, AVX-512" (or "AVX2 only" when the
-# CPU lacks avx512f) and sets cpu to that last part.
+# CPU lacks avx512f, or "AVX2 code on AVX-512" under isa_env avx2) and sets cpu
+# to that last part.
 cpu_kind() {
   grep -q avx512f /proc/cpuinfo && cpu="AVX-512" || cpu="AVX2 only"
+  [ "${isa:-}" = avx2 ] && [ "$cpu" = AVX-512 ] && cpu="AVX2 code on AVX-512"
   echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $cpu"
+}
+
+# isa_env ISA: --isa of the benchmarks. "native" (the default) changes nothing.
+# "avx2" runs every column with AVX2 code only, to measure the AVX2 kind's code
+# paths on an AVX-512 host, side by side: PoCL compiles for haswell with its
+# AVX2 kernel library (POCL_LLVM_CPU_NAME, POCL_KERNELLIB_NAME; it still reports
+# the host's vector width, so CLTRAIN_CPU_VECTOR_WIDTH=8 gives cltrain AVX2's
+# tiles), and PyTorch's ATen and oneDNN (TensorFlow's oneDNN too) stop at AVX2
+# (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA). The cores, caches and memory stay
+# the AVX-512 host's, so this stands in for an AVX2-only CPU, not for its figures.
+isa_env() {
+  isa=$1
+  case $isa in
+    native) ;;
+    avx2)
+      export POCL_LLVM_CPU_NAME=haswell POCL_KERNELLIB_NAME=avx2 CLTRAIN_CPU_VECTOR_WIDTH=8 \
+        ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ;;
+    *) echo "$(basename "$0"): --isa must be native or avx2, not $isa" >&2; exit 2 ;;
+  esac
 }
 
 # torch_venv: prints the python of a virtual environment holding the current
