@@ -61,6 +61,7 @@ if [ "$pocl" -eq 2 ] && [ "$n" -eq "$(wc -l <<<"$out")" ]; then ok "devices list
   bad "devices lists two PoCL devices (got: $out)"
 fi
 expect_fail "device index out of range" "--devices 7: no device 7" env POCL_DEVICES=pthread "$CLT" train --devices 7
+expect_fail "bad CPU vector width" "CLTRAIN_CPU_VECTOR_WIDTH=7: not 4, 8 or 16" env CLTRAIN_CPU_VECTOR_WIDTH=7 "$CLT" devices
 expect_fail "device listed twice" "device 0 listed twice" "$CLT" train --devices 0,0
 expect_fail "device list malformed" "--devices 0,: expected" "$CLT" train --devices 0,
 if ! "$CLT" devices | grep -q ' GPU '; then
