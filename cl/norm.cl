@@ -61,82 +61,77 @@ static inline float lane_sum(const float v, __local float *tile) {
 }
 #endif
 
-// partial[part + blk*C + c] = sum over the rows r of block blk of x[r, c].
-// clt_launch_row_blocks over (C, nblocks).
-__kernel void bn_partial_sum(__global const float *x, const int rows, const int C,
-                             const int rows_per_block, __global float *partial, const int part) {
+// Per block of rows, the statistics Chan et al.'s pairwise update combines:
+// partial[part + blk*C + c] = the block's mean of x[r, c], partial[part2 + ...]
+// = its sum of squared deviations from that mean, both by the corrected
+// two-pass algorithm (a first-pass mean m, then the deviations d = x - m: m +
+// sum d / n, sum d^2 - (sum d)^2 / n; errors then scale with the spread, not
+// the mean). A block is read twice, the second time from cache (CPUs: 128 rows
+// x CG channels, 128 KiB in L2): the whole batch's two passes had read the
+// activations from memory twice. clt_launch_row_blocks over (C, nblocks).
+__kernel void bn_partial_stats(__global const float *x, const int rows, const int C,
+                               const int rows_per_block, __global float *partial,
+                               const int part, const int part2) {
 #if CLT_GPU
-  __local float tile[CLT_WG];
+  __local float tile[CLT_WG], tile2[CLT_WG], tile3[CLT_WG];
   const int c = get_global_id(0), blk = get_group_id(1);
   const int r0 = blk * rows_per_block, r1 = min(rows, r0 + rows_per_block);
+  const float n = (float)max(1, r1 - r0);
   float s = 0.0f;
   if (c < C)
     for (int r = r0 + get_local_id(1); r < r1; r += get_local_size(1)) s += x[(size_t)r * C + c];
-  s = lane_sum(s, tile);
-  if (c < C && r0 < rows && get_local_id(1) == 0) partial[part + (size_t)blk * C + c] = s;
-#else
-  BN_CPU_BLOCK;
-  __global float *out = partial + part + (size_t)blk * C + c0;
-  for (int c = 0; c < w; c++) out[c] = 0.0f;
-  for (int r = 0; r < n; r++, p += C) {
-    int c = 0;
-    for (; c + CH <= w; c += CH) vstore8(vload8(0, out + c) + vload8(0, p + c), 0, out + c);
-    for (; c < w; c++) out[c] += p[c];
-  }
-#endif
-}
-
-// Second pass of a two-pass variance, which unlike E[x^2] - E[x]^2 does not cancel
-// when the mean is large against the spread: the deviations d = x - m from the
-// first pass's mean m (state[0..C)), summed into partial[part ...] and squared into
-// partial[part2 ...]. sum d, zero but for m's rounding, corrects m (the "corrected
-// two-pass" algorithm: the mean's error then scales with the spread, not the mean).
-// clt_launch_row_blocks over (C, nblocks).
-__kernel void bn_partial_dev(__global const float *x, const int rows, const int C,
-                             const int rows_per_block, __global const float *state,
-                             __global float *partial, const int part, const int part2) {
-#if CLT_GPU
-  __local float tile[CLT_WG], tile2[CLT_WG];
-  const int c = get_global_id(0), blk = get_group_id(1);
-  const int r0 = blk * rows_per_block, r1 = min(rows, r0 + rows_per_block);
-  float s = 0.0f, s2 = 0.0f;
+  const float m = lane_sum(s, tile) / n;
+  float sd = 0.0f, q = 0.0f;
   if (c < C) {
-    const float m = state[c];
     for (int r = r0 + get_local_id(1); r < r1; r += get_local_size(1)) {
       const float d = x[(size_t)r * C + c] - m;
-      s += d;
-      s2 += d * d;
+      sd += d;
+      q += d * d;
     }
   }
-  s = lane_sum(s, tile);
-  s2 = lane_sum(s2, tile2);
+  sd = lane_sum(sd, tile2);
+  q = lane_sum(q, tile3);
   if (c < C && r0 < rows && get_local_id(1) == 0) {
-    partial[part + (size_t)blk * C + c] = s;
-    partial[part2 + (size_t)blk * C + c] = s2;
+    const float m2 = q - sd * sd / n;
+    partial[part + (size_t)blk * C + c] = m + sd / n;
+    partial[part2 + (size_t)blk * C + c] = m2 < 0.0f ? 0.0f : m2; // not max(): NaN goes on
   }
 #else
   BN_CPU_BLOCK;
-  __global float *out = partial + part + (size_t)blk * C + c0;
-  __global float *out2 = partial + part2 + (size_t)blk * C + c0;
-  __global const float *m = state + c0;
-  for (int c = 0; c < w; c++) out[c] = out2[c] = 0.0f;
+  __global float *mean = partial + part + (size_t)blk * C + c0;
+  __global float *m2 = partial + part2 + (size_t)blk * C + c0;
+  float sd[CG]; // the deviations' sums (in L1 like the partial sums)
+  for (int c = 0; c < w; c++) mean[c] = m2[c] = sd[c] = 0.0f;
+  __global const float *q = p;
+  for (int r = 0; r < n; r++, q += C) {
+    int c = 0;
+    for (; c + CH <= w; c += CH) vstore8(vload8(0, mean + c) + vload8(0, q + c), 0, mean + c);
+    for (; c < w; c++) mean[c] += q[c];
+  }
+  const float nf = (float)n;
+  for (int c = 0; c < w; c++) mean[c] /= nf;
   for (int r = 0; r < n; r++, p += C) {
     int c = 0;
     for (; c + CH <= w; c += CH) {
-      const float8 d = vload8(0, p + c) - vload8(0, m + c), s2 = vload8(0, out2 + c);
-      vstore8(vload8(0, out + c) + d, 0, out + c);
-      vstore8(s2 + d * d, 0, out2 + c);
+      const float8 d = vload8(0, p + c) - vload8(0, mean + c);
+      vstore8(vload8(0, sd + c) + d, 0, sd + c);
+      vstore8(vload8(0, m2 + c) + d * d, 0, m2 + c);
     }
     for (; c < w; c++) {
-      const float d = p[c] - m[c];
-      out[c] += d;
-      out2[c] += d * d;
+      const float d = p[c] - mean[c];
+      sd[c] += d;
+      m2[c] += d * d;
     }
+  }
+  for (int c = 0; c < w; c++) {
+    const float v = m2[c] - sd[c] * sd[c] / nf;
+    mean[c] += sd[c] / nf;
+    m2[c] = v < 0.0f ? 0.0f : v; // not max(): a NaN goes on to the loss guard
   }
 #endif
 }
 
-// The final passes below (bn_mean, bn_var, bn_grad_final) run per channel: on
+// The final passes below (bn_stats_final, bn_grad_final) run per channel: on
 // CPUs a work-item per channel (range C) adds the blocks in order; on GPUs,
 // where C work-items alone would leave most of the device idle for thousands of
 // blocks, clt_launch_blocks over (C, 1): the LR lanes of a channel take every
@@ -162,46 +157,85 @@ static inline float block_sum(__global const float *partial, const int part,
 }
 #endif
 
-// First-pass mean: state[c] = (sum of the partials) / rows.
-__kernel void bn_mean(__global const float *partial, const int part, const int nblocks,
-                      const int rows, const int C, __global float *state) {
-  const int c = get_global_id(0);
-#if CLT_GPU
-  __local float tile[CLT_WG];
-  const float s = lane_sum(block_sum(partial, part, nblocks, C, c), tile);
-  if (c >= C || get_local_id(1) != 0) return;
-#else
-  if (c >= C) return;
-  const float s = block_sum(partial, part, nblocks, C, c);
-#endif
-  state[c] = s / (float)rows;
-}
+// The blocks' rows: n_b = per_block, the last one's the remainder.
+#define BLOCK_ROWS(blk) ((float)min(per_block, rows - (blk) * per_block))
 
-// From bn_partial_dev's sums s = sum d, q = sum d^2: mean = m + s/n, the sum of
-// squared deviations from it q - s*s/n (clamped at 0 against rounding), biased
-// var = that / n. state gets mean and 1/sqrt(var + eps). The replica's shares of the
-// batch statistics, stat_weight * mean and stat_weight * the unbiased variance
-// (TensorFlow's fused batch norm feeds that to the moving variance), go to the
-// moving statistics' gradient slots for the all-reduce to average.
-__kernel void bn_var(__global const float *partial, const int part, const int part2,
-                     const int nblocks, const int rows, const int C, const float eps,
-                     __global float *state, __global float *grads, const int mean_slot,
-                     const int var_slot, const float stat_weight) {
+#if CLT_GPU
+// This lane's share of sum n_b (m_b - ref) over the blocks (lanes take every
+// LR-th block), and of sum M2_b + n_b (m_b - mean)^2.
+static inline float block_shift(__global const float *partial, const int part,
+                                const int nblocks, const int rows, const int per_block,
+                                const int C, const int c, const float ref) {
+  float s = 0.0f;
+  if (c < C)
+    for (int blk = get_local_id(1); blk < nblocks; blk += get_local_size(1))
+      s += BLOCK_ROWS(blk) * (partial[part + (size_t)blk * C + c] - ref);
+  return s;
+}
+static inline float block_dev(__global const float *partial, const int part, const int part2,
+                              const int nblocks, const int rows, const int per_block,
+                              const int C, const int c, const float mean) {
+  float q = 0.0f;
+  if (c < C) {
+    for (int blk = get_local_id(1); blk < nblocks; blk += get_local_size(1)) {
+      const float d = partial[part + (size_t)blk * C + c] - mean;
+      q += partial[part2 + (size_t)blk * C + c] + BLOCK_ROWS(blk) * d * d;
+    }
+  }
+  return q;
+}
+#else
+// sum n_b (m_b - ref) over the blocks, in block order.
+static inline float block_shift(__global const float *partial, const int part,
+                                const int nblocks, const int rows, const int per_block,
+                                const int C, const int c, const float ref) {
+  float s = 0.0f;
+  for (int blk = 0; blk < nblocks; blk++)
+    s += BLOCK_ROWS(blk) * (partial[part + (size_t)blk * C + c] - ref);
+  return s;
+}
+// sum M2_b + n_b (m_b - mean)^2 over the blocks, in block order.
+static inline float block_dev(__global const float *partial, const int part, const int part2,
+                              const int nblocks, const int rows, const int per_block,
+                              const int C, const int c, const float mean) {
+  float q = 0.0f;
+  for (int blk = 0; blk < nblocks; blk++) {
+    const float d = partial[part + (size_t)blk * C + c] - mean;
+    q += partial[part2 + (size_t)blk * C + c] + BLOCK_ROWS(blk) * d * d;
+  }
+  return q;
+}
+#endif
+
+// From bn_partial_stats' blocks (Chan et al.'s combination): mean = m_0 + sum
+// n_b (m_b - m_0) / rows, the first block's mean m_0 taken out so that the sum
+// runs over spread-sized terms; the sum of squared deviations sq = sum M2_b +
+// n_b (m_b - mean)^2; biased var = sq / rows. state gets mean and 1/sqrt(var +
+// eps). The replica's shares of the batch statistics, stat_weight * mean and
+// stat_weight * the unbiased variance (TensorFlow's fused batch norm feeds that
+// to the moving variance), go to the moving statistics' gradient slots for the
+// all-reduce to average.
+__kernel void bn_stats_final(__global const float *partial, const int part, const int part2,
+                             const int nblocks, const int rows, const int per_block, const int C,
+                             const float eps, __global float *state, __global float *grads,
+                             const int mean_slot, const int var_slot, const float stat_weight) {
   const int c = get_global_id(0);
 #if CLT_GPU
   __local float tile[CLT_WG], tile2[CLT_WG];
-  const float s = lane_sum(block_sum(partial, part, nblocks, C, c), tile);
-  const float q = lane_sum(block_sum(partial, part2, nblocks, C, c), tile2);
+  const float ref = c < C ? partial[part + c] : 0.0f;
+  const float mean =
+      ref + lane_sum(block_shift(partial, part, nblocks, rows, per_block, C, c, ref), tile) /
+                (float)rows;
+  const float sq =
+      lane_sum(block_dev(partial, part, part2, nblocks, rows, per_block, C, c, mean), tile2);
   if (c >= C || get_local_id(1) != 0) return;
 #else
   if (c >= C) return;
-  const float s = block_sum(partial, part, nblocks, C, c);
-  const float q = block_sum(partial, part2, nblocks, C, c);
+  const float ref = partial[part + c];
+  const float mean =
+      ref + block_shift(partial, part, nblocks, rows, per_block, C, c, ref) / (float)rows;
+  const float sq = block_dev(partial, part, part2, nblocks, rows, per_block, C, c, mean);
 #endif
-  const float corr = s / (float)rows;
-  float sq = q - s * corr;
-  if (sq < 0.0f) sq = 0.0f; // not max(): a NaN must reach the loss guard
-  const float mean = state[c] + corr;
   state[c] = mean;
   state[C + c] = 1.0f / sqrt(sq / (float)rows + eps);
   grads[mean_slot + c] = stat_weight * mean;

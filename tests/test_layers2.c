@@ -629,15 +629,16 @@ done:
 static void test_bn_all(void) {
   static const bn_case cases[] = {
       /* B, H, W, C, relu, center */
-      {3, 9, 7, 5, 1, 0},    /* C < 8: the scalar path only; 189 rows, 2 blocks */
-      {1, 13, 11, 12, 0, 0}, /* one float8 chunk and a scalar tail of 4 */
-      {3, 5, 7, 16, 1, 0},   /* float8 only */
-      {2, 9, 9, 64, 1, 0},   /* 162 rows x 64 */
-      {3, 7, 5, 24, 0, 100}, /* mean 100, spread 0.58: a one-pass variance cancels */
-      {1, 1, 1, 8, 0, 0},    /* one row: var 0, y = beta, dx = 0 */
-      {4, 1, 1, 2048, 0, 0}, /* ResNet50 conv5 at 32x32: few rows, many channels */
-      {2, 9, 8, 300, 1, 0},  /* CPU sums: items of 256 and 44 channels (float8, tail 4), 2 blocks */
-      {4, 2, 2, 256, 1, 0},  {4, 16, 16, 64, 1, 0}, /* ResNet50 conv1 at 32x32: 8 blocks */
+      {3, 9, 7, 5, 1, 0},     /* C < 8: the scalar path only; 189 rows, 2 blocks */
+      {1, 13, 11, 12, 0, 0},  /* one float8 chunk and a scalar tail of 4 */
+      {3, 5, 7, 16, 1, 0},    /* float8 only */
+      {2, 9, 9, 64, 1, 0},    /* 162 rows x 64 */
+      {3, 7, 5, 24, 0, 100},  /* mean 100, spread 0.58: a one-pass variance cancels */
+      {3, 11, 9, 24, 0, 100}, /* the same over 297 rows: 3 blocks combined (CPUs; last short) */
+      {1, 1, 1, 8, 0, 0},     /* one row: var 0, y = beta, dx = 0 */
+      {4, 1, 1, 2048, 0, 0},  /* ResNet50 conv5 at 32x32: few rows, many channels */
+      {2, 9, 8, 300, 1, 0}, /* CPU sums: items of 256 and 44 channels (float8, tail 4), 2 blocks */
+      {4, 2, 2, 256, 1, 0},   {4, 16, 16, 64, 1, 0}, /* ResNet50 conv1 at 32x32: 8 blocks */
       {4, 8, 8, 256, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_bn(&cases[i]);

@@ -4,8 +4,9 @@
  * order: gamma, beta, moving_mean, moving_variance (the last two non-trainable);
  * scale=False drops gamma (1), center=False beta (0), as Keras' get_weights does.
  *
- * training forward: mean, biased var per channel over the rows (corrected two-pass,
- *           so a large mean does not cancel the variance away); inv_std = 1/sqrt(var+eps);
+ * training forward: mean, biased var per channel over the rows (a two-pass variance
+ *           per block of rows, blocks combined by Chan et al.'s update, so a large
+ *           mean does not cancel the variance away); inv_std = 1/sqrt(var+eps);
  *           y = gamma*(x-mean)*inv_std + beta (+ReLU). mean and inv_std are kept in
  *           io->state for backward. The gradient slots of the moving statistics get
  *           stat_weight*mean and stat_weight*unbiased var: the all-reduce turns them
@@ -150,9 +151,9 @@ static size_t bn_scratch(const clt_layer *l, int batch) {
 
 static size_t bn_state(const clt_layer *l) { return 2 * (size_t)l->in.c; }
 
-static const char *const bn_kernels[] = {"bn_partial_sum",  "bn_partial_dev", "bn_mean",
-                                         "bn_var",          "bn_infer_stats", "bn_apply",
-                                         "bn_partial_grad", "bn_grad_final",  "bn_dx"};
+static const char *const bn_kernels[] = {
+    "bn_partial_stats", "bn_stats_final", "bn_infer_stats", "bn_apply",
+    "bn_partial_grad",  "bn_grad_final",  "bn_dx"};
 
 static int bn_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)l;
@@ -195,32 +196,32 @@ static int bn_run(const clt_layer_io *io, const char *name, const clt_karg *args
 }
 
 /* Batch statistics into io->state (mean, inv_std) and the moving statistics' slots:
- * a first-pass mean, then deviations from it (see bn_partial_dev in norm.cl). */
+ * a two-pass variance per block of rows, the blocks combined by Chan et al.'s
+ * update (see bn_partial_stats in norm.cl). */
 static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int rows = bn_rows(l, io->batch), C = l->in.c;
   int per_block = bn_rows_per_block(l, io->replica, rows);
   int nblocks = bn_blocks(rows, per_block), part = 0, part2 = nblocks * C;
   int mean_slot = bn_offset(l, bn_mean(l)), var_slot = bn_offset(l, bn_var(l));
   float eps = (float)hp(l)->epsilon, w = io->stat_weight;
-  clt_karg sum_args[] = {CLT_ARG(io->x),     CLT_ARG(rows),        CLT_ARG(C),
-                         CLT_ARG(per_block), CLT_ARG(io->scratch), CLT_ARG(part)};
-  int status = bn_run(io, "bn_partial_sum", sum_args, 6, BN_BLOCKS, C, nblocks, e);
+  clt_karg block_args[] = {CLT_ARG(io->x),       CLT_ARG(rows), CLT_ARG(C),    CLT_ARG(per_block),
+                           CLT_ARG(io->scratch), CLT_ARG(part), CLT_ARG(part2)};
+  int status = bn_run(io, "bn_partial_stats", block_args, 7, BN_BLOCKS, C, nblocks, e);
   if (status) return status;
-  clt_karg mean_args[] = {CLT_ARG(io->scratch), CLT_ARG(part), CLT_ARG(nblocks),
-                          CLT_ARG(rows),        CLT_ARG(C),    CLT_ARG(io->state)};
-  status = bn_run(io, "bn_mean", mean_args, 6, BN_FINAL, C, 0, e);
-  if (status) return status;
-  /* The in-order queue runs this after bn_mean has read the partial sums. */
-  clt_karg dev_args[] = {CLT_ARG(io->x),     CLT_ARG(rows),      CLT_ARG(C),
-                         CLT_ARG(per_block), CLT_ARG(io->state), CLT_ARG(io->scratch),
-                         CLT_ARG(part),      CLT_ARG(part2)};
-  status = bn_run(io, "bn_partial_dev", dev_args, 8, BN_BLOCKS, C, nblocks, e);
-  if (status) return status;
-  clt_karg var_args[] = {CLT_ARG(io->scratch), CLT_ARG(part),      CLT_ARG(part2),
-                         CLT_ARG(nblocks),     CLT_ARG(rows),      CLT_ARG(C),
-                         CLT_ARG(eps),         CLT_ARG(io->state), CLT_ARG(io->grads),
-                         CLT_ARG(mean_slot),   CLT_ARG(var_slot),  CLT_ARG(w)};
-  return bn_run(io, "bn_var", var_args, 12, BN_FINAL, C, 0, e);
+  clt_karg final_args[] = {CLT_ARG(io->scratch),
+                           CLT_ARG(part),
+                           CLT_ARG(part2),
+                           CLT_ARG(nblocks),
+                           CLT_ARG(rows),
+                           CLT_ARG(per_block),
+                           CLT_ARG(C),
+                           CLT_ARG(eps),
+                           CLT_ARG(io->state),
+                           CLT_ARG(io->grads),
+                           CLT_ARG(mean_slot),
+                           CLT_ARG(var_slot),
+                           CLT_ARG(w)};
+  return bn_run(io, "bn_stats_final", final_args, 13, BN_FINAL, C, 0, e);
 }
 
 static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
