@@ -251,12 +251,13 @@ __kernel void maxpool_pad_forward(__global const float *x, __global float *y, co
 #endif
 }
 
-// One work-item per input position gathers, window by window in a fixed order,
-// the gradient of every window whose first maximum (raster order over the padded
-// window, strict '>' as TensorFlow) it is. With ZERO padding cells are candidates
-// holding 0, and a window whose first maximum is one sends its gradient nowhere;
-// without, they are skipped. Every dx entry is written, so no zeroing is needed
-// and overlapping windows need no atomics. Range: B*H*W; GPU: (C, B*H*W).
+// Each dx entry gets, window by window in a fixed order, the gradient of every
+// window whose first maximum (raster order over the padded window, strict '>'
+// as TensorFlow) it is. With ZERO padding cells are candidates holding 0, and a
+// window whose first maximum is one sends its gradient nowhere; without, they
+// are skipped. Every dx entry is written, so no zeroing is needed and
+// overlapping windows need no atomics. GPU: a work-item per (channel, input
+// position) gathers, range (C, B*H*W); CPU: a work-item per input row, range B*H.
 __kernel void maxpool_pad_backward(__global const float *x, __global const float *dy,
                                    __global float *dx, const int B, const int H, const int W,
                                    const int C, const int PH, const int PW, const int SH,
@@ -293,23 +294,30 @@ __kernel void maxpool_pad_backward(__global const float *x, __global const float
     }
   dx[(size_t)pos * C + c] = sum;
 #else
-  const int pos = get_global_id(0);
-  if (pos >= B * H * W) return;
-  const int ix = pos % W;
-  const int iy = (pos / W) % H;
-  const int b = pos / (W * H);
+  // A work-item per input row (b, iy) goes through the windows over that row,
+  // finding each window's first maximum once per row it covers and adding the
+  // window's gradient to the row's cell that holds it. A work-item per input
+  // position had found each window's maximum once per position it covers (4
+  // times as often for 3x3 windows, stride 2). Each dx entry still gets its
+  // windows' gradients in (oy, ox) order from 0: the same sums.
+  const int row = get_global_id(0);
+  if (row >= B * H) return;
+  const int iy = row % H, b = row / H;
   // In padded coordinates; windows oy with oy*SH <= py < oy*SH + PH.
-  const int py = iy + PT, px = ix + PL;
+  const int py = iy + PT;
   const int oy_lo = py >= PH ? (py - PH) / SH + 1 : 0, oy_hi = min(py / SH, OH - 1);
-  const int ox_lo = px >= PW ? (px - PW) / SW + 1 : 0, ox_hi = min(px / SW, OW - 1);
   __global const float *img = x + (size_t)b * H * W * C;
-  __global float *out = dx + (size_t)pos * C;
-  int c = 0;
-  for (; c + 8 <= C; c += 8) {
-    float8 sum = (float8)(0.0f);
-    for (int oy = oy_lo; oy <= oy_hi; oy++)
-      for (int ox = ox_lo; ox <= ox_hi; ox++) {
-        const int y0 = oy * SH - PT, x0 = ox * SW - PL;
+  __global float *out = dx + (size_t)row * W * C;
+  int i = 0;
+  for (; i + 8 <= W * C; i += 8) vstore8((float8)(0.0f), 0, out + i);
+  for (; i < W * C; i++) out[i] = 0.0f;
+  for (int oy = oy_lo; oy <= oy_hi; oy++) {
+    const int y0 = oy * SH - PT, ky_here = py - oy * SH;
+    for (int ox = 0; ox < OW; ox++) {
+      const int x0 = ox * SW - PL;
+      __global const float *g = dy + (((size_t)b * OH + oy) * OW + ox) * C;
+      int c = 0;
+      for (; c + 8 <= C; c += 8) {
         float8 best = (float8)(0.0f);
         int8 arg = (int8)(-1);
         for (int ky = 0; ky < PH; ky++)
@@ -324,17 +332,16 @@ __kernel void maxpool_pad_backward(__global const float *x, __global const float
             best = select(best, v, take);
             arg = select(arg, (int8)(ky * PW + kx), take);
           }
-        const int8 mine = arg == (int8)((py - oy * SH) * PW + (px - ox * SW));
-        sum += select((float8)(0.0f), vload8(0, dy + (((size_t)b * OH + oy) * OW + ox) * C + c),
-                      mine);
+        const float8 gv = vload8(0, g + c);
+        for (int kx = 0; kx < PW; kx++) {
+          const int xx = x0 + kx;
+          if (xx < 0 || xx >= W) continue;
+          const int8 mine = arg == (int8)(ky_here * PW + kx);
+          __global float *o = out + (size_t)xx * C + c;
+          vstore8(vload8(0, o) + select((float8)(0.0f), gv, mine), 0, o);
+        }
       }
-    vstore8(sum, 0, out + c);
-  }
-  for (; c < C; c++) {
-    float sum = 0.0f;
-    for (int oy = oy_lo; oy <= oy_hi; oy++)
-      for (int ox = ox_lo; ox <= ox_hi; ox++) {
-        const int y0 = oy * SH - PT, x0 = ox * SW - PL;
+      for (; c < C; c++) {
         float best = 0.0f;
         int arg = -1;
         for (int ky = 0; ky < PH; ky++)
@@ -348,10 +355,10 @@ __kernel void maxpool_pad_backward(__global const float *x, __global const float
               arg = ky * PW + kx;
             }
           }
-        if (arg == (py - oy * SH) * PW + (px - ox * SW))
-          sum += dy[(((size_t)b * OH + oy) * OW + ox) * C + c];
+        const int kx = arg - ky_here * PW, xx = x0 + kx;
+        if (kx >= 0 && kx < PW && xx >= 0 && xx < W) out[(size_t)xx * C + c] += g[c];
       }
-    out[c] = sum;
+    }
   }
 #endif
 }

@@ -149,6 +149,9 @@ static int pool_general_run(const clt_layer *l, const clt_layer_io *io, int back
     memmove(&args[2], &args[3], 13 * sizeof args[0]);
   }
   const clt_shape over = backward ? l->in : l->out;
+  /* The CPU's backward takes an input row per work-item (see pool.cl). */
+  if (backward && io->replica->flavor != CLT_KERNELS_GPU)
+    return clt_launch1d(io->replica, k, kname, args, 16, (size_t)io->batch * l->in.h, e);
   return pool_launch(io, k, kname, args, backward ? 16 : 15, l->in.c,
                      (size_t)io->batch * over.h * over.w, e);
 }
