@@ -28,7 +28,9 @@
 // sums the previous one stored (k still in order).
 // Epilogue (a layer's bias and ReLU, saving a pass over C): when bias_off >= 0,
 // C[m][n] += bias[bias_off + n]; then, when relu, negative values become 0
-// (not fmax: a NaN passes on to the loss guard).
+// (not fmax: a NaN passes on to the loss guard). accumulate (gemm16, gemm_tail):
+// the sums start from C's values rather than 0, C += product (an input gradient
+// added into the one another consumer of the input wrote, saving a pass).
 // Split K (gemm16_at: few rows, long sums, a weight gradient over a whole
 // batch): the range's third dimension takes k in chunks of k_chunk, and chunk s
 // writes its partial product to C + s * c_split; sum_splits then adds the
@@ -92,7 +94,7 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
                      __global const float *B, const int b_off, const int ldb, __global float *Y,
                      const int y_off, const int ldc, __global const float *bias,
                      const int bias_off, const int relu, const int rb_count,
-                     const int kchunk, __global const float *zeros) {
+                     const int kchunk, __global const float *zeros, const int accumulate) {
   const int col = get_global_id(0) * 16 * NB;
   const int row_base = get_global_id(1) * (TM * rb_count);
   if (col >= N || row_base >= M) return;
@@ -116,7 +118,8 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
       __global float *y = Y + (size_t)row0 * ldc;
       UNROLL for (int i = 0; i < TM; i++)
         UNROLL for (int j = 0; j < NB; j++)
-          acc[i][j] = kc == 0 || row0 + i >= M ? (float16)(0.0f) : LOAD16(j, y + (size_t)i * ldc);
+          acc[i][j] = (kc == 0 && !accumulate) || row0 + i >= M ? (float16)(0.0f)
+                                                                : LOAD16(j, y + (size_t)i * ldc);
 #if PADDED
       // The chunk's k run over taps: channels c0..c1-1 of tap t at a time.
       for (int k = kc; k < kc_end;) {
@@ -299,13 +302,14 @@ __kernel void gemm_tail(const int M, const int N, const int K, const int n0,
                         const int trans_a, __global const float *A, const int a_off, const int lda,
                         __global const float *B, const int b_off, const int ldb, __global float *C,
                         const int c_off, const int ldc, __global const float *bias,
-                        const int bias_off, const int relu) {
+                        const int bias_off, const int relu, const int accumulate) {
   const int row = get_global_id(0);
   if (row >= M) return;
   const int nt = N - n0; /* 1..15 */
   A += a_off;
   B += b_off + n0;
-  float16 acc = (float16)(0.0f);
+  C += c_off + (size_t)row * ldc + n0;
+  float16 acc = accumulate ? TAIL_LOAD(C, nt) : (float16)(0.0f);
   for (int k = 0; k < K; k++, B += ldb) {
     const float a = trans_a ? A[(size_t)k * lda + row] : A[(size_t)row * lda + k];
     acc = (float16)(a) * TAIL_LOAD(B, nt) + acc;
@@ -314,7 +318,6 @@ __kernel void gemm_tail(const int M, const int N, const int K, const int n0,
   if (relu) acc = acc < (float16)(0.0f) ? (float16)(0.0f) : acc;
   float out[16];
   STORE16(acc, 0, out);
-  C += c_off + (size_t)row * ldc + n0;
   for (int j = 0; j < nt; j++) C[j] = out[j];
 }
 

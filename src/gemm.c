@@ -152,10 +152,10 @@ static const char *conv_label(const clt_conv_geom *g) {
 }
 
 /* C (ldc, N a multiple of 16) = im2col(x)[M][K] * B (ldb) + bias (bias_off >= 0),
- * then ReLU; s gives M, N, K. */
+ * then ReLU; with accumulate, C += the product instead. s gives M, N, K. */
 static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g, cl_mem x,
                       int x_off, cl_mem b, int b_off, int ldb, cl_mem c, int c_off, cl_mem bias,
-                      int bias_off, int relu, clt_err *e) {
+                      int bias_off, int relu, int accumulate, clt_err *e) {
   own_tiles t;
   cl_kernel k;
   int status = tiled_kernel(r, s, g, "gemm16", &t, &k, e);
@@ -166,14 +166,15 @@ static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_ge
   cl_mem zeros = conv_padded(g) ? r->gemm_zeros : c;
   if (conv_padded(g) && (!zeros || r->gemm_zeros_floats < (size_t)g->c))
     return clt_fail(e, CLT_ERR_INTERNAL, "padded convolution over %d channels not reserved", g->c);
-  clt_karg args[] = {CLT_ARG(m),     CLT_ARG(n),     CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
-                     CLT_ARG(b),     CLT_ARG(b_off), CLT_ARG(ldb),  CLT_ARG(c),
-                     CLT_ARG(c_off), CLT_ARG(ldc),   CLT_ARG(bias), CLT_ARG(bias_off),
-                     CLT_ARG(relu),  CLT_ARG(t.rb),  CLT_ARG(t.kc), CLT_ARG(zeros)};
+  clt_karg args[] = {CLT_ARG(m),         CLT_ARG(n),     CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
+                     CLT_ARG(b),         CLT_ARG(b_off), CLT_ARG(ldb),  CLT_ARG(c),
+                     CLT_ARG(c_off),     CLT_ARG(ldc),   CLT_ARG(bias), CLT_ARG(bias_off),
+                     CLT_ARG(relu),      CLT_ARG(t.rb),  CLT_ARG(t.kc), CLT_ARG(zeros),
+                     CLT_ARG(accumulate)};
   char name[64];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s", s->m, s->n, s->k, conv_label(g),
            s->trans_b ? " Bt" : "");
-  return launch_blocks(r, k, name, args, 26, s, &t, 1, e);
+  return launch_blocks(r, k, name, args, 27, s, &t, 1, e);
 }
 
 /* C (ldc, N a multiple of 16) = im2col(x)^T * B (ldb): s gives M, N, K of the
@@ -195,9 +196,9 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
   cl_mem zeros = conv_padded(g) ? r->gemm_zeros : c;
   if (conv_padded(g) && !zeros)
     return clt_fail(e, CLT_ERR_INTERNAL, "padded convolution over %d channels not reserved", g->c);
-  clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),      CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
-                     CLT_ARG(b),       CLT_ARG(b_off),  CLT_ARG(ldb),  CLT_ARG(out),
-                     CLT_ARG(out_off), CLT_ARG(ldc),    CLT_ARG(t.rb), CLT_ARG(t.kc),
+  clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),       CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
+                     CLT_ARG(b),       CLT_ARG(b_off),   CLT_ARG(ldb),  CLT_ARG(out),
+                     CLT_ARG(out_off), CLT_ARG(ldc),     CLT_ARG(t.rb), CLT_ARG(t.kc),
                      CLT_ARG(k_split), CLT_ARG(c_split), CLT_ARG(zeros)};
   char name[64];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu At%s", s->m, s->n, s->k, conv_label(g));
@@ -207,21 +208,23 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
 
 /* The columns past the last multiple of 16 (bias_off < 0: no bias). */
 static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, cl_mem b, int bo,
-                    int ldb, cl_mem c, int co, cl_mem bias, int bias_off, int relu, clt_err *e) {
+                    int ldb, cl_mem c, int co, cl_mem bias, int bias_off, int relu, int accumulate,
+                    clt_err *e) {
   cl_kernel k;
   int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
   if (status) return status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, n0 = (int)(s->n - s->n % 16), ta = s->trans_a,
       lda = (int)s->lda, ldc = (int)s->ldc;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
-  clt_karg args[] = {CLT_ARG(m),        CLT_ARG(n),   CLT_ARG(kk),  CLT_ARG(n0),  CLT_ARG(ta),
-                     CLT_ARG(a),        CLT_ARG(ao),  CLT_ARG(lda), CLT_ARG(b),   CLT_ARG(bo),
-                     CLT_ARG(ldb),      CLT_ARG(c),   CLT_ARG(co),  CLT_ARG(ldc), CLT_ARG(bias),
-                     CLT_ARG(bias_off), CLT_ARG(relu)};
+  clt_karg args[] = {CLT_ARG(m),    CLT_ARG(n),         CLT_ARG(kk),   CLT_ARG(n0),
+                     CLT_ARG(ta),   CLT_ARG(a),         CLT_ARG(ao),   CLT_ARG(lda),
+                     CLT_ARG(b),    CLT_ARG(bo),        CLT_ARG(ldb),  CLT_ARG(c),
+                     CLT_ARG(co),   CLT_ARG(ldc),       CLT_ARG(bias), CLT_ARG(bias_off),
+                     CLT_ARG(relu), CLT_ARG(accumulate)};
   char name[56];
   snprintf(name, sizeof name, "gemm tail %zux%zux%zu%s%s", s->m, s->n % 16, s->k,
            s->trans_a ? " At" : "", s->trans_b ? " Bt" : "");
-  return clt_launch1d(r, k, name, args, 17, s->m, e);
+  return clt_launch1d(r, k, name, args, 18, s->m, e);
 }
 
 /* The row length of a transposed B operand in the scratch: N plus a cache line
@@ -232,12 +235,13 @@ static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, c
  * others. */
 static size_t transposed_ld(size_t n) { return n % 128 == 0 ? n + 16 : n; }
 
-/* bias_offset < 0: no bias. */
+/* bias_offset < 0: no bias. accumulate: C += op(A) op(B) (beta 1; not with trans_a). */
 static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                     size_t b_off, cl_mem c, size_t c_off, cl_mem bias, long bias_offset, int relu,
-                    clt_err *e) {
+                    int accumulate, clt_err *e) {
   /* The kernels read A as rows of K (or, transposed, of M) floats. */
-  if (s->lda != (s->trans_a ? s->m : s->k) || (s->trans_a && (bias_offset >= 0 || relu)))
+  if (s->lda != (s->trans_a ? s->m : s->k) ||
+      (s->trans_a && (bias_offset >= 0 || relu || accumulate)))
     return clt_fail(e, CLT_ERR_INTERNAL, "GEMM %zux%zux%zu: unsupported layout", s->m, s->n, s->k);
   int status;
   int n = (int)s->n, kk = (int)s->k, ldb = (int)s->ldb, ao = (int)a_off, bo = (int)b_off,
@@ -247,7 +251,7 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     cl_kernel t;
     if ((status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e))) return status;
     int ldt = (int)transposed_ld(s->n);
-    clt_karg targs[] = {CLT_ARG(b), CLT_ARG(bo), CLT_ARG(ldb),          CLT_ARG(kk),
+    clt_karg targs[] = {CLT_ARG(b), CLT_ARG(bo),           CLT_ARG(ldb), CLT_ARG(kk),
                         CLT_ARG(n), CLT_ARG(r->gemm_temp), CLT_ARG(ldt)};
     /* Groups of one tile: PoCL compiles a kernel for each group size, and the
      * shapes would otherwise each pick their own. */
@@ -260,7 +264,7 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   }
   int bias_off = (int)bias_offset;
   if (s->n % 16) {
-    status = own_tail(r, s, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, e);
+    status = own_tail(r, s, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, accumulate, e);
     if (status || s->n < 16) return status;
   }
   clt_gemm_shape blocks = *s; /* the columns gemm16 takes */
@@ -270,7 +274,7 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     return run_gemm16_at(r, &blocks, &g, a, ao, b, bo, ldb, c, co, e);
   }
   const clt_conv_geom g = plain_geom(s->m, s->k);
-  return run_gemm16(r, &blocks, &g, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, e);
+  return run_gemm16(r, &blocks, &g, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, accumulate, e);
 }
 
 /* Grows the scratch buffer to at least `bytes`. */
@@ -324,8 +328,10 @@ int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, siz
              size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e) {
   if (s->m == 0 || s->n == 0) return CLT_OK;
   if (s->k == 0) return clt_fail(e, CLT_ERR_INTERNAL, "GEMM with k = 0");
-  if (alpha == 1.0f && beta == 0.0f && use_own(r)) {
-    return own_gemm(r, s, a, a_off, b, b_off, c, c_off, NULL, -1, 0, e);
+  /* cltrain's kernels take C = op(A) op(B), or C += op(A) op(B) without A^T (an
+   * input gradient added into one that exists: see clt_layer_io.dx_accumulate). */
+  if (alpha == 1.0f && (beta == 0.0f || (beta == 1.0f && !s->trans_a)) && use_own(r)) {
+    return own_gemm(r, s, a, a_off, b, b_off, c, c_off, NULL, -1, 0, beta == 1.0f, e);
   }
   CLBlastStatusCode rc;
   if (r->gemm_temp) {
@@ -358,7 +364,7 @@ int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t 
                       int relu, clt_err *e) {
   if (s->m == 0 || s->n == 0) return CLT_OK;
   if (use_own(r))
-    return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, e);
+    return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, 0, e);
   int status = clt_gemm(r, s, 1.0f, a, a_off, b, b_off, 0.0f, c, c_off, e);
   if (status) return status;
   cl_kernel k;
@@ -423,7 +429,7 @@ int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem
                      size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu, clt_err *e) {
   const clt_gemm_shape s = conv_fwd_shape(g, filters);
   if (s.m == 0) return CLT_OK;
-  return run_gemm16(r, &s, g, x, 0, w, (int)w_off, filters, y, 0, bias, (int)bias_off, relu, e);
+  return run_gemm16(r, &s, g, x, 0, w, (int)w_off, filters, y, 0, bias, (int)bias_off, relu, 0, e);
 }
 
 int clt_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy, cl_mem dw,

@@ -414,6 +414,13 @@ int clt_net_buckets(const clt_model *m, size_t min_floats, clt_bucket *out) {
   }
 }
 
+/* Whether layer l's backward adds its input's gradient into the buffer that
+ * already holds it (ops->accumulates_dx), rather than writing a temporary that
+ * a separate pass adds in. */
+static int adds_in_place(const clt_layer *l, const clt_grad_plan *p) {
+  return p->in[0] >= 0 && p->add_to[0] >= 0 && l->ops->accumulates_dx && l->ops->accumulates_dx(l);
+}
+
 static int forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
                             const clt_bucket *buckets, int nbuckets, cl_event *done, clt_err *e);
 
@@ -505,10 +512,13 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
       io.dy = net->grad_pool[p->out];
       io.dx = p->in[0] >= 0 ? net->grad_pool[p->in[0]] : NULL;
       io.dx2 = p->in[1] >= 0 ? net->grad_pool[p->in[1]] : NULL;
+      io.dx_accumulate = adds_in_place(l, p);
+      if (io.dx_accumulate) io.dx = net->grad_pool[p->add_to[0]];
       status = l->ops->backward(l, &io, e);
+      io.dx_accumulate = 0;
     }
     for (int k = 0; k < l->ninputs && !status; k++) {
-      if (p->add_to[k] < 0) continue;
+      if (p->add_to[k] < 0 || (k == 0 && adds_in_place(l, p))) continue;
       const size_t n = clt_shape_size(m->layers[l->inputs[k]].out) * (size_t)count;
       status = accumulate(net, net->grad_pool[p->add_to[k]], net->grad_pool[p->in[k]], n, e);
     }

@@ -201,7 +201,8 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
     /* The in-order queue runs this after dW has consumed col, so col is reused;
      * a pointwise convolution's column gradient is the input gradient itself. */
     const clt_gemm_shape dcol = dcol_shape(l, io->batch);
-    status = clt_gemm(io->replica, &dcol, 1.0f, io->dy, 0, io->params, l->params[0].offset, 0.0f,
+    const float beta = pointwise && io->dx_accumulate ? 1.0f : 0.0f;
+    status = clt_gemm(io->replica, &dcol, 1.0f, io->dy, 0, io->params, l->params[0].offset, beta,
                       pointwise ? io->dx : io->scratch, 0, e);
     if (!status && !pointwise) {
       status = conv_cols(l, io, "col2im", io->scratch, io->dx,
@@ -258,6 +259,9 @@ static int conv_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inpu
                        h->relu, output, e);
 }
 
+/* A pointwise convolution's input gradient is one GEMM, which can add into dx. */
+static int conv_accumulates_dx(const clt_layer *l) { return conv_pointwise(l); }
+
 const clt_layer_ops clt_conv2d_ops = {
     .kind = "Conv2D",
     .ninputs = 1,
@@ -270,6 +274,7 @@ const clt_layer_ops clt_conv2d_ops = {
     .forward = conv_forward,
     .backward = conv_backward,
     .output_relu = conv_output_relu,
+    .accumulates_dx = conv_accumulates_dx,
     .from_keras = conv_from_keras,
     .to_onnx = conv_to_onnx,
     .ref_forward = CLT_REF(conv_ref_forward),

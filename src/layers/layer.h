@@ -57,6 +57,8 @@ typedef struct clt_layer_io {
   cl_mem y;          /* output activations (batch, out) */
   cl_mem dy;         /* backward: gradient of the output; layers may overwrite it */
   cl_mem dx, dx2;    /* backward: gradients of the inputs to write (not accumulate), or NULL */
+  int dx_accumulate; /* backward: add input 0's gradient into dx instead (only when
+                        ops->accumulates_dx says the layer can) */
   cl_mem params;     /* the flat parameter buffer */
   cl_mem grads;      /* the flat gradient buffer (same layout), written, not accumulated */
   cl_mem scratch;    /* shared scratch of at least ops->scratch_floats(batch) floats */
@@ -114,6 +116,10 @@ typedef struct clt_layer_ops {
    * the mask is free there, where the producer would read its whole output). */
   int (*output_relu)(const clt_layer *l);
   int (*can_mask_input_relu)(const clt_layer *l);
+  /* Optional: whether l's backward can add its input's gradient into io->dx
+   * (io->dx_accumulate) at no extra pass, where the input feeds other layers too
+   * (a residual block's input): the net then skips its separate addition. */
+  int (*accumulates_dx)(const clt_layer *l);
   /* Optional: builds kernels and reserves GEMM scratch on a replica for up to max_batch. */
   int (*prepare)(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e);
   /* The device passes (optional for an aliasing layer, which moves no data). */
