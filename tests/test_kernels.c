@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gemm.h"
 #include "harness.h"
 #include "idx.h"
 #include "layer.h"
@@ -183,17 +184,17 @@ static void test_conv_all(void) {
       /* B, H, W, C, CO, KH, KW, stride, same, relu */
       {3, 28, 28, 1, 64, 3, 3, 1, 0, 1, 0},  /* fmnist-cnn's first conv */
       {5, 13, 13, 64, 80, 3, 3, 1, 0, 1, 0}, /* its second (K = 576) */
-      {1, 7, 9, 3, 5, 3, 3, 1, 0, 0, 0},     {3, 13, 11, 33, 31, 1, 1, 1, 0, 1, 0}, /* 1x1 */
-      {3, 12, 11, 5, 33, 3, 3, 2, 1, 1, 0}, /* same, s2: padding 0 top / 1 left (uneven) */
-      {3, 15, 14, 5, 64, 7, 7, 2, 1, 0, 0}, /* 7x7 same s2: padding 3 top, 2 left */
-      {5, 10, 9, 31, 33, 3, 3, 2, 0, 0, 0}, /* valid s2: the last input row is never read */
-      {1, 7, 9, 5, 3, 2, 3, 1, 1, 1, 0},    /* even, non-square kernel, same */
-      {1, 9, 7, 80, 64, 3, 3, 1, 1, 1, 0},  /* C = 80 (vectorised im2col), same s1 */
-      {2, 8, 9, 12, 16, 3, 3, 1, 1, 1, 0},  /* C = 12, same s1, batch 2 */
-      {2, 6, 5, 1, 4, 3, 3, 1, 0, 1, 0},    /* C = 1 at small mode's size (im2col_rows) */
-      {1, 5, 6, 8, 16, 3, 3, 1, 1, 0, 0},   /* N = 16 at small mode's size (cltrain's GEMM) */
-      {4, 18, 18, 1, 16, 3, 3, 1, 0, 0, 1}, /* dW: 9 x 16 outputs, K = 1024: split K (CPUs) */
-      {2, 5, 4, 6, 7, 1, 1, 1, 0, 1, 0},    /* 1x1 at small mode's size (no im2col) */
+      {1, 7, 9, 3, 5, 3, 3, 1, 0, 0, 0},      {3, 13, 11, 33, 31, 1, 1, 1, 0, 1, 0}, /* 1x1 */
+      {3, 12, 11, 5, 33, 3, 3, 2, 1, 1, 0},   /* same, s2: padding 0 top / 1 left (uneven) */
+      {3, 15, 14, 5, 64, 7, 7, 2, 1, 0, 0},   /* 7x7 same s2: padding 3 top, 2 left */
+      {5, 10, 9, 31, 33, 3, 3, 2, 0, 0, 0},   /* valid s2: the last input row is never read */
+      {1, 7, 9, 5, 3, 2, 3, 1, 1, 1, 0},      /* even, non-square kernel, same */
+      {1, 9, 7, 80, 64, 3, 3, 1, 1, 1, 0},    /* C = 80 (vectorised im2col), same s1 */
+      {2, 8, 9, 12, 16, 3, 3, 1, 1, 1, 0},    /* C = 12, same s1, batch 2 */
+      {2, 6, 5, 1, 4, 3, 3, 1, 0, 1, 0},      /* C = 1 at small mode's size (im2col_rows) */
+      {1, 5, 6, 8, 16, 3, 3, 1, 1, 0, 0},     /* N = 16 at small mode's size (cltrain's GEMM) */
+      {4, 18, 18, 1, 16, 3, 3, 1, 0, 0, 1},   /* dW: 9 x 16 outputs, K = 1024: split K (CPUs) */
+      {2, 5, 4, 6, 7, 1, 1, 1, 0, 1, 0},      /* 1x1 at small mode's size (no im2col) */
       {2, 3, 3, 144, 1024, 1, 1, 1, 0, 0, 0}, /* B rows 4 KiB apart: K in chunks of 128 (CPUs) */
       {2, 4, 4, 128, 32, 1, 1, 1, 0, 1, 0},   /* dx's transposed B padded to 144 floats a row */
   };
@@ -388,6 +389,36 @@ static void test_dense_all(void) {
   /* The input gradient's transposed B: rows of 256 floats padded to 272 (CPUs). */
   dense_case padded_rows = {5, 256, 48, 0};
   test_dense(&padded_rows);
+}
+
+/* clt_gemm's C += A B^T (beta 1: a pointwise convolution's input gradient added into
+ * one that exists), over 2 x 16 + 5 columns (cpu: gemm16 and gemm_tail both start
+ * from C) and 12 columns (gemm_tail alone). */
+static void test_gemm_accumulate(int M, int N, int K) {
+  set_case("gemm C += A B^T %dx%dx%d:", M, N, K);
+  const clt_gemm_shape s = {0, 1, (size_t)M, (size_t)N, (size_t)K, (size_t)K, (size_t)K, (size_t)N};
+  double *a = dnew((size_t)M * K), *b = dnew((size_t)N * K), *c = dnew((size_t)M * N);
+  double *want = dnew((size_t)M * N), *got = dnew((size_t)M * N);
+  rand_fill(a, (size_t)M * K, -1, 1);
+  rand_fill(b, (size_t)N * K, -1, 1);
+  rand_fill(c, (size_t)M * N, -4, 4);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double sum = c[(size_t)i * N + j];
+      for (int k = 0; k < K; k++) sum += a[(size_t)i * K + k] * b[(size_t)j * K + k];
+      want[(size_t)i * N + j] = sum;
+    }
+  cl_mem A = dev_new((size_t)M * K), B = dev_new((size_t)N * K), C = dev_new((size_t)M * N + TAIL);
+  upload(A, 0, a, (size_t)M * K);
+  upload(B, 0, b, (size_t)N * K);
+  upload(C, 0, c, (size_t)M * N);
+  if (!api_failed(clt_gemm_reserve(R, &s, &E), "reserve") &&
+      !api_failed(clt_gemm(R, &s, 1.0f, A, 0, B, 0, 1.0f, C, 0, &E), "gemm")) {
+    download(C, 0, got, (size_t)M * N);
+    check("C", got, want, (size_t)M * N, TOL_GEMM);
+    check_untouched("C tail", C, (size_t)M * N, TAIL);
+  }
+  case_end();
 }
 
 /* ---- 4. Loss, metrics, Adam, gather kernels ------------------------------------------ */
@@ -844,6 +875,8 @@ int main(void) {
   test_conv_all();
   test_pool_all();
   test_dense_all();
+  test_gemm_accumulate(7, 37, 40);
+  test_gemm_accumulate(5, 12, 33);
   test_kernels_all();
   test_model();
   test_build_failure();
