@@ -254,7 +254,8 @@ __kernel void bn_infer_stats(__global const float *params, const int mean_off, c
   stats[stats_off + C + c] = 1.0f / sqrt(params[var_off + c] + eps);
 }
 
-// y = (x - mean) * gamma * inv_std + beta, then ReLU when relu != 0 (not fmax, so a
+// y = (x - mean) * gamma * inv_std + beta (+ res when res is not NULL: the Add
+// that follows, fused), then ReLU when relu != 0 (not fmax, so a
 // NaN reaches the loss guard); mean and inv_std at stats[off], stats[off + C];
 // gamma_off < 0: gamma 1 (scale=False), beta_off < 0: beta 0 (center=False).
 // CPUs: a work-item takes rows_per_item rows of CG channels (clt_launch_row_blocks
@@ -264,7 +265,7 @@ __kernel void bn_infer_stats(__global const float *params, const int mean_off, c
 __kernel void bn_apply(__global const float *x, __global float *y, const int rows, const int C,
                        const int rows_per_item, __global const float *stats, const int off,
                        __global const float *params, const int gamma_off, const int beta_off,
-                       const int relu) {
+                       const int relu, __global const float *res) {
 #if CLT_GPU
   (void)rows_per_item; // the CPU variant's
   const int c = get_global_id(0), r = get_global_id(1);
@@ -273,6 +274,7 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
   const float gamma = gamma_off < 0 ? 1.0f : params[gamma_off + c];
   const float beta = beta_off < 0 ? 0.0f : params[beta_off + c];
   float v = (x[at] - stats[off + c]) * (gamma * stats[off + C + c]) + beta;
+  if (res) v += res[at];
   if (relu && v < 0.0f) v = 0.0f;
   y[at] = v;
 #else
@@ -286,6 +288,7 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
   for (int r = r0; r < r1; r++) {
     __global const float *xr = x + (size_t)r * C + c0;
     __global float *yr = y + (size_t)r * C + c0;
+    __global const float *rr = res ? res + (size_t)r * C + c0 : res;
     int c = 0;
     for (; c + CH <= w; c += CH) {
       const float8 gamma =
@@ -293,6 +296,7 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
       const float8 shift = beta_off < 0 ? (float8)(0.0f) : vload8(0, params + beta_off + c0 + c);
       const float8 scale = gamma * vload8(0, inv_std + c);
       float8 v = (vload8(0, xr + c) - vload8(0, mean + c)) * scale + shift;
+      if (rr) v += vload8(0, rr + c);
       if (relu) v = select(v, (float8)(0.0f), isless(v, (float8)(0.0f)));
       vstore8(v, 0, yr + c);
     }
@@ -300,6 +304,7 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
       const float gamma = gamma_off < 0 ? 1.0f : params[gamma_off + c0 + c];
       const float beta = beta_off < 0 ? 0.0f : params[beta_off + c0 + c];
       float v = (xr[c] - mean[c]) * (gamma * inv_std[c]) + beta;
+      if (rr) v += rr[c];
       if (relu && v < 0.0f) v = 0.0f;
       yr[c] = v;
     }

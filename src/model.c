@@ -338,6 +338,27 @@ static void fuse_relu_backward(clt_model *m) {
   }
 }
 
+/* An Add right after its producer l, l's output read by nothing else: the sum
+ * (and the Add's ReLU) is added to l's own output pass (ops->adds_residual),
+ * saving the Add's pass over three tensors (see clt_layer.add_fused). */
+static void fuse_add_forward(clt_model *m) {
+  for (int i = 0; i < m->nlayers; i++) m->layers[i].add_fused = m->layers[i].forward_fused = 0;
+  for (int i = 0; i + 1 < m->nlayers; i++) {
+    clt_layer *l = &m->layers[i], *a = &m->layers[i + 1];
+    if (!l->ops->adds_residual || !l->ops->adds_residual(l) || !a->ops->sum_relu ||
+        a->ninputs != 2 || l->forward_fused)
+      continue;
+    const int other = a->inputs[0] == i ? a->inputs[1] : a->inputs[1] == i ? a->inputs[0] : i;
+    if (other == i) continue; /* not an input of the Add, or both of its inputs */
+    int readers = 0;
+    for (int j = 0; j < m->nlayers; j++)
+      for (int k = 0; k < m->layers[j].ninputs; k++) readers += m->layers[j].inputs[k] == i;
+    if (readers != 1) continue;
+    l->add_fused = 1;
+    a->forward_fused = 1;
+  }
+}
+
 /* Shapes in graph order, then the flat layout: trainable parameters first (the
  * optimizer updates that prefix), then the moving statistics; each starts aligned. */
 static int place_layers(clt_model *m, clt_err *e) {
@@ -358,6 +379,7 @@ static int place_layers(clt_model *m, clt_err *e) {
     }
   }
   fuse_relu_backward(m);
+  fuse_add_forward(m);
   size_t offset = 0;
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < m->nlayers; i++) {

@@ -487,12 +487,23 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
                      .example0 = net->example0};
   for (int i = 0; i < m->nlayers && !status; i++) {
     const clt_layer *l = &m->layers[i];
+    if (l->forward_fused) continue; /* its producer did it (clt_layer.add_fused) */
     io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
     io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
     io.y = net->act[i];
     io.state = net->state[i];
+    if (l->add_fused) {
+      /* Also the next layer's Add: its other input joins, its output is ours. */
+      const clt_layer *a = &m->layers[i + 1];
+      const int other = a->inputs[0] == i ? a->inputs[1] : a->inputs[0];
+      io.residual = other >= 0 ? net->act[other] : net->input;
+      io.residual_relu = a->ops->sum_relu(a);
+      io.y = net->act[i + 1];
+    }
     clt_replica_scope(net->replica, l->name, "forward");
     if (l->ops->forward) status = l->ops->forward(l, &io, e);
+    io.residual = NULL;
+    io.residual_relu = 0;
   }
   if (status) return status;
   const int last = m->nlayers - 1;

@@ -106,6 +106,9 @@ static void add_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+/* The sum's fused ReLU, for a producer that does this forward (clt_layer.add_fused). */
+static int add_sum_relu(const clt_layer *l) { return hp(l)->relu; }
+
 const clt_layer_ops clt_add_ops = {
     .kind = "Add",
     .ninputs = 2,
@@ -115,6 +118,7 @@ const clt_layer_ops clt_add_ops = {
     .prepare = add_prepare,
     .forward = add_forward,
     .backward = add_backward,
+    .sum_relu = add_sum_relu,
     .from_keras = add_from_keras,
     .to_onnx = add_to_onnx,
     .ref_forward = CLT_REF(add_ref_forward),

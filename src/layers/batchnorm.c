@@ -225,7 +225,7 @@ static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e
 }
 
 static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  int rows = bn_rows(l, io->batch), C = l->in.c, off = 0, relu = hp(l)->relu;
+  int rows = bn_rows(l, io->batch), C = l->in.c, off = 0, relu = hp(l)->relu || io->residual_relu;
   int gamma_off = bn_offset(l, bn_gamma(l)), beta_off = bn_offset(l, bn_beta(l));
   cl_mem stats = io->state;
   int status;
@@ -245,8 +245,8 @@ static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int per_item = BN_ROWS_PER_ITEM;
   clt_karg args[] = {CLT_ARG(io->x),     CLT_ARG(io->y),    CLT_ARG(rows), CLT_ARG(C),
                      CLT_ARG(per_item),  CLT_ARG(stats),    CLT_ARG(off),  CLT_ARG(io->params),
-                     CLT_ARG(gamma_off), CLT_ARG(beta_off), CLT_ARG(relu)};
-  status = bn_run(io, "bn_apply", args, 11, BN_ROWS, C, rows, e);
+                     CLT_ARG(gamma_off), CLT_ARG(beta_off), CLT_ARG(relu), CLT_ARG(io->residual)};
+  status = bn_run(io, "bn_apply", args, 12, BN_ROWS, C, rows, e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
@@ -385,6 +385,11 @@ static int bn_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs
   return status;
 }
 
+/* An Add after a BatchNormalization without a ReLU of its own joins bn_apply's
+ * pass (a residual block's last BatchNormalization): its own ReLU, if any,
+ * would come before the sum. */
+static int bn_adds_residual(const clt_layer *l) { return !hp(l)->relu; }
+
 const clt_layer_ops clt_batchnorm_ops = {
     .kind = "BatchNormalization",
     .ninputs = 1,
@@ -395,6 +400,7 @@ const clt_layer_ops clt_batchnorm_ops = {
     .prepare = bn_prepare,
     .forward = bn_forward,
     .backward = bn_backward,
+    .adds_residual = bn_adds_residual,
     .state_floats = bn_state,
     .from_keras = bn_from_keras,
     .to_onnx = bn_to_onnx,

@@ -59,11 +59,14 @@ typedef struct clt_layer_io {
   cl_mem dx, dx2;    /* backward: gradients of the inputs to write (not accumulate), or NULL */
   int dx_accumulate; /* backward: add input 0's gradient into dx instead (only when
                         ops->accumulates_dx says the layer can) */
-  cl_mem params;     /* the flat parameter buffer */
-  cl_mem grads;      /* the flat gradient buffer (same layout), written, not accumulated */
-  cl_mem scratch;    /* shared scratch of at least ops->scratch_floats(batch) floats */
-  cl_mem state;      /* this layer's own ops->state_floats floats, kept from forward to
-                        backward (BatchNormalization's batch mean and 1/std), or NULL */
+  cl_mem residual;   /* forward: added to the output before residual_relu, which then
+                        goes to the next layer's buffer as y (clt_layer.add_fused), or NULL */
+  int residual_relu;
+  cl_mem params;  /* the flat parameter buffer */
+  cl_mem grads;   /* the flat gradient buffer (same layout), written, not accumulated */
+  cl_mem scratch; /* shared scratch of at least ops->scratch_floats(batch) floats */
+  cl_mem state;   /* this layer's own ops->state_floats floats, kept from forward to
+                     backward (BatchNormalization's batch mean and 1/std), or NULL */
   /* Where this slice sits, for layers that draw random numbers (Dropout): a
    * training step's draws depend only on (seed, step, global example index), so
    * every replica layout computes the same thing. */
@@ -120,6 +123,12 @@ typedef struct clt_layer_ops {
    * (io->dx_accumulate) at no extra pass, where the input feeds other layers too
    * (a residual block's input): the net then skips its separate addition. */
   int (*accumulates_dx)(const clt_layer *l);
+  /* Optional, for fusing an Add's forward into its producer's (set up by the
+   * model, see clt_layer.add_fused): whether l's forward can add io->residual to
+   * its output and apply a ReLU in the same pass (BatchNormalization with no
+   * ReLU of its own), and, for an elementwise sum, its fused ReLU (0 or 1). */
+  int (*adds_residual)(const clt_layer *l);
+  int (*sum_relu)(const clt_layer *l);
   /* Optional: builds kernels and reserves GEMM scratch on a replica for up to max_batch. */
   int (*prepare)(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e);
   /* The device passes (optional for an aliasing layer, which moves no data). */
@@ -186,6 +195,12 @@ struct clt_layer {
    * reads this output (ops->can_mask_input_relu): relu_masked here, the output
    * gradient arrives masked; masks_input_relu there, its backward masks. */
   int relu_masked, masks_input_relu;
+  /* derived by the model: the next layer, an Add of this output and an earlier
+   * one, is done by this layer's forward (ops->adds_residual): add_fused here, it
+   * writes the Add's output; forward_fused there, its forward is skipped. The
+   * Add's backward is unchanged; this output's buffer is left unwritten (its
+   * only reader is the Add, and this layer's backward does not read it). */
+  int add_fused, forward_fused;
 };
 
 /* A kind's view of l->hp: `clt_layer_hp(l, conv_hp)`; the size is checked at build time. */
