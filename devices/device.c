@@ -27,7 +27,7 @@ int clt_devices_enumerate(clt_device_list *out, clt_err *e) {
   cl_uint cpu_width = 0;
   const char *w = getenv("CLTRAIN_CPU_VECTOR_WIDTH");
   if (w && *w) {
-    if (strcmp(w, "4") && strcmp(w, "8") && strcmp(w, "16"))
+    if (strcmp(w, "4") != 0 && strcmp(w, "8") != 0 && strcmp(w, "16") != 0)
       return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_CPU_VECTOR_WIDTH=%s: not 4, 8 or 16", w);
     cpu_width = (cl_uint)atoi(w);
   }
