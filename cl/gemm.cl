@@ -332,15 +332,19 @@ __kernel void sum_splits(__global const float *P, const int splits, const int st
 }
 
 // dst[k*ldd + n] = src[src_off + n*ld + k]: a [N][K] operand laid out as [K][N]
-// rows (ldd apart) so the GEMM above reads it in rows. A work-item moves a 16 x 16 tile (edge
+// rows (ldd apart) so the GEMM above reads it in rows. The range's third
+// dimension z moves both by whole matrices, src by src_step (negative to
+// reverse their order) and dst by dst_step: a convolution kernel's taps, each
+// C x filters block transposed, in reverse (clt_conv_dx's flipped kernel). A work-item moves a 16 x 16 tile (edge
 // tiles element by element): one element per work-item cost more in PoCL's
 // per-item overhead than the copy itself. Range: (ceil(K / 16), ceil(N / 16)).
 __kernel void transpose(__global const float *src, const int src_off, const int ld, const int K,
-                        const int N, __global float *dst, const int ldd) {
-  const int k0 = get_global_id(0) * 16, n0 = get_global_id(1) * 16;
+                        const int N, __global float *dst, const int ldd, const int src_step,
+                        const int dst_step) {
+  const int k0 = get_global_id(0) * 16, n0 = get_global_id(1) * 16, z = get_global_id(2);
   if (k0 >= K || n0 >= N) return;
-  src += src_off + (size_t)n0 * ld + k0;
-  dst += (size_t)k0 * ldd + n0;
+  src += src_off + (long)z * src_step + (size_t)n0 * ld + k0;
+  dst += (size_t)z * dst_step + (size_t)k0 * ldd + n0;
   if (k0 + 16 <= K && n0 + 16 <= N) {
     float16 r[16];
     UNROLL for (int n = 0; n < 16; n++) r[n] = LOAD16(0, src + (size_t)n * ld);

@@ -250,13 +250,14 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     /* B is [N][K]: lay it out as [K][N] in the scratch first (weights: small). */
     cl_kernel t;
     if ((status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e))) return status;
-    int ldt = (int)transposed_ld(s->n);
-    clt_karg targs[] = {CLT_ARG(b), CLT_ARG(bo),           CLT_ARG(ldb), CLT_ARG(kk),
-                        CLT_ARG(n), CLT_ARG(r->gemm_temp), CLT_ARG(ldt)};
+    int ldt = (int)transposed_ld(s->n), step = 0;
+    clt_karg targs[] = {CLT_ARG(b),   CLT_ARG(bo),   CLT_ARG(ldb),
+                        CLT_ARG(kk),  CLT_ARG(n),    CLT_ARG(r->gemm_temp),
+                        CLT_ARG(ldt), CLT_ARG(step), CLT_ARG(step)};
     /* Groups of one tile: PoCL compiles a kernel for each group size, and the
      * shapes would otherwise each pick their own. */
-    size_t tglobal[2] = {(s->k + 15) / 16, (s->n + 15) / 16}, tlocal[2] = {1, 1};
-    if ((status = clt_launch(r, t, "gemm transpose", targs, 7, 2, tglobal, tlocal, e)))
+    size_t tglobal[3] = {(s->k + 15) / 16, (s->n + 15) / 16, 1}, tlocal[3] = {1, 1, 1};
+    if ((status = clt_launch(r, t, "gemm transpose", targs, 9, 3, tglobal, tlocal, e)))
       return status;
     b = r->gemm_temp;
     bo = 0;
@@ -430,6 +431,66 @@ int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem
   const clt_gemm_shape s = conv_fwd_shape(g, filters);
   if (s.m == 0) return CLT_OK;
   return run_gemm16(r, &s, g, x, 0, w, (int)w_off, filters, y, 0, bias, (int)bias_off, relu, 0, e);
+}
+
+/* The input gradient of a stride-1 convolution is a convolution of dy with the
+ * kernel flipped in space and transposed in channels, Wf[ky'][kx'][f][c] =
+ * W[KH-1-ky'][KW-1-kx'][c][f], over dy as the image (OH x OW x filters) with
+ * KH-1-PT rows and KW-1-PL columns of zeros before it, giving H x W x C. Run
+ * that way it needs no column matrix (B*OH*OW x KH*KW*C floats written, then
+ * gathered by col2im): ResNet50's 3x3 input gradients at 224 px wrote 9 times
+ * their output. */
+int clt_conv_dx_implicit(const clt_replica *r, const clt_conv_geom *g) {
+  return use_own(r) && g->stride == 1 && g->c % 16 == 0 && (g->kh > 1 || g->kw > 1) &&
+         g->pad_top <= g->kh - 1 && g->pad_left <= g->kw - 1;
+}
+
+static clt_conv_geom dx_geom(const clt_conv_geom *g, int filters) {
+  return (clt_conv_geom){g->batch,
+                         g->oh,
+                         g->ow,
+                         filters,
+                         g->kh,
+                         g->kw,
+                         1,
+                         g->kh - 1 - g->pad_top,
+                         g->kw - 1 - g->pad_left,
+                         g->h,
+                         g->w};
+}
+
+int clt_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
+  const clt_conv_geom d = dx_geom(g, filters);
+  cl_kernel k;
+  int status = clt_conv_reserve(r, &d, g->c, e);
+  if (!status) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
+  if (!status)
+    status = grow_temp(r, (size_t)g->kh * g->kw * g->c * (size_t)filters * sizeof(float), e);
+  return status;
+}
+
+int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, cl_mem w,
+                size_t w_off, cl_mem dx, clt_err *e) {
+  const clt_conv_geom d = dx_geom(g, filters);
+  const clt_gemm_shape s = conv_fwd_shape(&d, g->c);
+  if (s.m == 0) return CLT_OK;
+  if (s.k * s.n * sizeof(float) > r->gemm_temp_bytes)
+    return clt_fail(e, CLT_ERR_INTERNAL, "flipped kernel of %zu floats not reserved", s.k * s.n);
+  cl_kernel t;
+  int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e);
+  if (status) return status;
+  /* Tap T-1-z's C x filters block, transposed, to tap z. */
+  const int taps = g->kh * g->kw, block = g->c * filters;
+  int src_off = (int)w_off + (taps - 1) * block, ld = filters, kk = filters, n = g->c;
+  int ldd = g->c, src_step = -block, dst_step = block;
+  clt_karg targs[] = {CLT_ARG(w),   CLT_ARG(src_off),  CLT_ARG(ld),
+                      CLT_ARG(kk),  CLT_ARG(n),        CLT_ARG(r->gemm_temp),
+                      CLT_ARG(ldd), CLT_ARG(src_step), CLT_ARG(dst_step)};
+  size_t tglobal[3] = {((size_t)filters + 15) / 16, ((size_t)g->c + 15) / 16, (size_t)taps};
+  size_t tlocal[3] = {1, 1, 1};
+  if ((status = clt_launch(r, t, "conv kernel flip", targs, 9, 3, tglobal, tlocal, e)))
+    return status;
+  return run_gemm16(r, &s, &d, dy, 0, r->gemm_temp, 0, g->c, dx, 0, NULL, -1, 0, 0, e);
 }
 
 int clt_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy, cl_mem dw,

@@ -51,6 +51,18 @@ int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem
                      size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu, clt_err *e);
 
 /* dw[kh*kw*c][filters] (at dw_off) = the kernel's gradient: col(x)^T * dy. */
+/* Whether dx of g's convolution runs as clt_conv_dx (CPU devices: stride 1, C a
+ * multiple of 16, a kernel larger than 1x1). */
+int clt_conv_dx_implicit(const clt_replica *r, const clt_conv_geom *g);
+
+/* Builds clt_conv_dx's kernels and grows the GEMM scratch to its flipped kernel. */
+int clt_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e);
+
+/* dx[b*h*w][c] = the input gradient: dy convolved with the flipped kernel (w at
+ * w_off), with no column matrix (see gemm.c). */
+int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, cl_mem w,
+                size_t w_off, cl_mem dx, clt_err *e);
+
 int clt_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy, cl_mem dw,
                 size_t dw_off, clt_err *e);
 

@@ -197,6 +197,8 @@ static void test_conv_all(void) {
       {2, 5, 4, 6, 7, 1, 1, 1, 0, 1, 0},      /* 1x1 at small mode's size (no im2col) */
       {2, 3, 3, 144, 1024, 1, 1, 1, 0, 0, 0}, /* B rows 4 KiB apart: K in chunks of 128 (CPUs) */
       {2, 4, 4, 128, 32, 1, 1, 1, 0, 1, 0},   /* dx's transposed B padded to 144 floats a row */
+      {2, 6, 5, 16, 16, 2, 2, 1, 1, 1, 0},    /* dx as a convolution of dy (CPUs): even, same */
+      {1, 8, 7, 32, 48, 5, 5, 1, 1, 0, 0},    /* the same with 5x5 taps, padding 2 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_conv(&cases[i]);
 }

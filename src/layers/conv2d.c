@@ -118,12 +118,13 @@ static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_e
   clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
                               dcol_shape(l, max_batch)};
   const int implicit = !conv_pointwise(l) && conv_implicit(l, r);
-  if (implicit) {
-    const clt_conv_geom g = conv_geom(l, max_batch);
-    status = clt_conv_reserve(r, &g, hp(l)->filters, e);
-  }
-  /* The implicit path still multiplies the column gradient as a GEMM. */
-  for (int i = implicit ? 2 : 0; i < 3 && !status; i++) status = clt_gemm_reserve(r, &shapes[i], e);
+  const clt_conv_geom g = conv_geom(l, max_batch);
+  const int implicit_dx = implicit && clt_conv_dx_implicit(r, &g);
+  if (implicit) status = clt_conv_reserve(r, &g, hp(l)->filters, e);
+  if (implicit_dx && !status) status = clt_conv_dx_reserve(r, &g, hp(l)->filters, e);
+  /* Otherwise the implicit path still multiplies the column gradient as a GEMM. */
+  for (int i = implicit ? 2 : 0; i < (implicit_dx ? 2 : 3) && !status; i++)
+    status = clt_gemm_reserve(r, &shapes[i], e);
   return status;
 }
 
@@ -197,7 +198,11 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
       status = clt_gemm(io->replica, &dw, 1.0f, col, 0, io->dy, 0, 0.0f, io->grads,
                         l->params[0].offset, e);
   }
-  if (!status && io->dx) {
+  const clt_conv_geom g = conv_geom(l, io->batch);
+  if (!status && io->dx && implicit && clt_conv_dx_implicit(io->replica, &g)) {
+    status = clt_conv_dx(io->replica, &g, hp(l)->filters, io->dy, io->params, l->params[0].offset,
+                         io->dx, e);
+  } else if (!status && io->dx) {
     /* The in-order queue runs this after dW has consumed col, so col is reused;
      * a pointwise convolution's column gradient is the input gradient itself. */
     const clt_gemm_shape dcol = dcol_shape(l, io->batch);
