@@ -479,13 +479,14 @@ int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, 
   cl_kernel t;
   int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e);
   if (status) return status;
-  /* Tap T-1-z's C x filters block, transposed, to tap z. */
+  /* Tap T-1-z's C x filters block, transposed, to tap z: rows of filters
+   * floats (ld, K) become rows of C floats (N, ldd). */
   const int taps = g->kh * g->kw, block = g->c * filters;
-  int src_off = (int)w_off + (taps - 1) * block, ld = filters, kk = filters, n = g->c;
-  int ldd = g->c, src_step = -block, dst_step = block;
-  clt_karg targs[] = {CLT_ARG(w),   CLT_ARG(src_off),  CLT_ARG(ld),
-                      CLT_ARG(kk),  CLT_ARG(n),        CLT_ARG(r->gemm_temp),
-                      CLT_ARG(ldd), CLT_ARG(src_step), CLT_ARG(dst_step)};
+  int src_off = (int)w_off + (taps - 1) * block, f = filters, c = g->c;
+  int src_step = -block, dst_step = block;
+  clt_karg targs[] = {CLT_ARG(w), CLT_ARG(src_off),  CLT_ARG(f),
+                      CLT_ARG(f), CLT_ARG(c),        CLT_ARG(r->gemm_temp),
+                      CLT_ARG(c), CLT_ARG(src_step), CLT_ARG(dst_step)};
   size_t tglobal[3] = {((size_t)filters + 15) / 16, ((size_t)g->c + 15) / 16, (size_t)taps};
   size_t tlocal[3] = {1, 1, 1};
   if ((status = clt_launch(r, t, "conv kernel flip", targs, 9, 3, tglobal, tlocal, e)))
