@@ -151,6 +151,17 @@ static const char *conv_label(const clt_conv_geom *g) {
   return g->kh * g->kw > 1 || g->stride > 1 ? " conv" : "";
 }
 
+/* The zeros a padded convolution over g reads for taps outside the image (at
+ * least g->c floats, grown by clt_conv_reserve); for an unpadded one, any
+ * buffer (`any`): the kernels do not read it. */
+static int pad_zeros(const clt_replica *r, const clt_conv_geom *g, cl_mem any, cl_mem *out,
+                     clt_err *e) {
+  *out = conv_padded(g) ? r->gemm_zeros : any;
+  if (conv_padded(g) && (!*out || r->gemm_zeros_floats < (size_t)g->c))
+    return clt_fail(e, CLT_ERR_INTERNAL, "padded convolution over %d channels not reserved", g->c);
+  return CLT_OK;
+}
+
 /* C (ldc, N a multiple of 16) = im2col(x)[M][K] * B (ldb) + bias (bias_off >= 0),
  * then ReLU; with accumulate, C += the product instead. s gives M, N, K. */
 static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g, cl_mem x,
@@ -162,10 +173,8 @@ static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_ge
   if (status) return status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
-  /* Zeros for taps outside the image (clt_conv_reserve); any buffer unpadded. */
-  cl_mem zeros = conv_padded(g) ? r->gemm_zeros : c;
-  if (conv_padded(g) && (!zeros || r->gemm_zeros_floats < (size_t)g->c))
-    return clt_fail(e, CLT_ERR_INTERNAL, "padded convolution over %d channels not reserved", g->c);
+  cl_mem zeros;
+  if ((status = pad_zeros(r, g, c, &zeros, e))) return status;
   clt_karg args[] = {CLT_ARG(m),         CLT_ARG(n),     CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
                      CLT_ARG(b),         CLT_ARG(b_off), CLT_ARG(ldb),  CLT_ARG(c),
                      CLT_ARG(c_off),     CLT_ARG(ldc),   CLT_ARG(bias), CLT_ARG(bias_off),
@@ -192,10 +201,8 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
   int k_split = (kk + splits - 1) / splits, c_split = m * n, out_off = splits > 1 ? 0 : c_off;
   cl_mem out = splits > 1 ? r->gemm_temp : c; /* partial products, summed below */
-  /* A zero for taps outside the image (clt_conv_reserve); any buffer unpadded. */
-  cl_mem zeros = conv_padded(g) ? r->gemm_zeros : c;
-  if (conv_padded(g) && !zeros)
-    return clt_fail(e, CLT_ERR_INTERNAL, "padded convolution over %d channels not reserved", g->c);
+  cl_mem zeros;
+  if ((status = pad_zeros(r, g, c, &zeros, e))) return status;
   clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),       CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
                      CLT_ARG(b),       CLT_ARG(b_off),   CLT_ARG(ldb),  CLT_ARG(out),
                      CLT_ARG(out_off), CLT_ARG(ldc),     CLT_ARG(t.rb), CLT_ARG(t.kc),

@@ -316,6 +316,14 @@ static int parse_entry(clt_model *m, char *entry, clt_pad *pad, char *pad_name, 
   return CLT_OK;
 }
 
+/* How many inputs of m's layers layer t's output is. */
+static int readers(const clt_model *m, int t) {
+  int n = 0;
+  for (int j = 0; j < m->nlayers; j++)
+    for (int k = 0; k < m->layers[j].ninputs; k++) n += m->layers[j].inputs[k] == t;
+  return n;
+}
+
 /* A ReLU's backward (dy *= y > 0) costs its producer a pass over its whole
  * output and gradient; a following MaxPooling2D that is the output's only
  * reader applies the same mask for free (see clt_layer.relu_masked). */
@@ -329,10 +337,7 @@ static void fuse_relu_backward(clt_model *m) {
       continue;
     const clt_layer *p = &m->layers[t];
     if (!p->ops->output_relu || !p->ops->output_relu(p)) continue;
-    int readers = 0;
-    for (int j = 0; j < m->nlayers; j++)
-      for (int k = 0; k < m->layers[j].ninputs; k++) readers += m->layers[j].inputs[k] == t;
-    if (readers != 1) continue;
+    if (readers(m, t) != 1) continue;
     l->masks_input_relu = 1;
     m->layers[t].relu_masked = 1;
   }
@@ -350,10 +355,7 @@ static void fuse_add_forward(clt_model *m) {
       continue;
     const int other = a->inputs[0] == i ? a->inputs[1] : a->inputs[1] == i ? a->inputs[0] : i;
     if (other == i) continue; /* not an input of the Add, or both of its inputs */
-    int readers = 0;
-    for (int j = 0; j < m->nlayers; j++)
-      for (int k = 0; k < m->layers[j].ninputs; k++) readers += m->layers[j].inputs[k] == i;
-    if (readers != 1) continue;
+    if (readers(m, i) != 1) continue;
     l->add_fused = 1;
     a->forward_fused = 1;
   }

@@ -514,6 +514,7 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
   for (int i = last; i >= 0 && !status; i--) {
     const clt_layer *l = &m->layers[i];
     const clt_grad_plan *p = &net->plan[i];
+    const int in_place = adds_in_place(l, p);
     clt_replica_scope(net->replica, l->name, "backward");
     if (l->ops->backward) {
       io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
@@ -523,13 +524,13 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
       io.dy = net->grad_pool[p->out];
       io.dx = p->in[0] >= 0 ? net->grad_pool[p->in[0]] : NULL;
       io.dx2 = p->in[1] >= 0 ? net->grad_pool[p->in[1]] : NULL;
-      io.dx_accumulate = adds_in_place(l, p);
-      if (io.dx_accumulate) io.dx = net->grad_pool[p->add_to[0]];
+      io.dx_accumulate = in_place;
+      if (in_place) io.dx = net->grad_pool[p->add_to[0]];
       status = l->ops->backward(l, &io, e);
       io.dx_accumulate = 0;
     }
     for (int k = 0; k < l->ninputs && !status; k++) {
-      if (p->add_to[k] < 0 || (k == 0 && adds_in_place(l, p))) continue;
+      if (p->add_to[k] < 0 || (k == 0 && in_place)) continue;
       const size_t n = clt_shape_size(m->layers[l->inputs[k]].out) * (size_t)count;
       status = accumulate(net, net->grad_pool[p->add_to[k]], net->grad_pool[p->in[k]], n, e);
     }

@@ -187,8 +187,8 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
    * or was done by the next layer (l->relu_masked). */
   int status = clt_bias_relu_grad(io, hp(l)->relu && !l->relu_masked, conv_bias(l), col_floats,
                                   (int)rows, hp(l)->filters, e);
+  const clt_conv_geom g = conv_geom(l, io->batch);
   if (!status && implicit) {
-    const clt_conv_geom g = conv_geom(l, io->batch);
     status = clt_conv_dw(io->replica, &g, hp(l)->filters, io->x, io->dy, io->grads,
                          l->params[0].offset, e);
   } else if (!status) {
@@ -198,7 +198,6 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
       status = clt_gemm(io->replica, &dw, 1.0f, col, 0, io->dy, 0, 0.0f, io->grads,
                         l->params[0].offset, e);
   }
-  const clt_conv_geom g = conv_geom(l, io->batch);
   if (!status && io->dx && implicit && clt_conv_dx_implicit(io->replica, &g)) {
     status = clt_conv_dx(io->replica, &g, hp(l)->filters, io->dy, io->params, l->params[0].offset,
                          io->dx, e);
