@@ -199,6 +199,10 @@ static void test_conv_all(void) {
       {2, 4, 4, 128, 32, 1, 1, 1, 0, 1, 0},   /* dx's transposed B padded to 144 floats a row */
       {2, 6, 5, 16, 16, 2, 2, 1, 1, 1, 0},    /* dx as a convolution of dy (CPUs): even, same */
       {1, 8, 7, 32, 48, 5, 5, 1, 1, 0, 0},    /* the same with 5x5 taps, padding 2 */
+      /* dW over 128 columns a work-item (CPUs: 8 blocks with AVX2's tiles, 2 with
+       * AVX-512's), C = 20 rows a tap: sub-blocks across two taps, K = 72: a short
+       * last chunk. */
+      {2, 6, 6, 20, 512, 3, 3, 1, 1, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_conv(&cases[i]);
 }
@@ -416,6 +420,37 @@ static void test_gemm_accumulate(int M, int N, int K) {
   upload(C, 0, c, (size_t)M * N);
   if (!api_failed(clt_gemm_reserve(R, &s, &E), "reserve") &&
       !api_failed(clt_gemm(R, &s, 1.0f, A, 0, B, 0, 1.0f, C, 0, &E), "gemm")) {
+    download(C, 0, got, (size_t)M * N);
+    check("C", got, want, (size_t)M * N, TOL_GEMM);
+    check_untouched("C tail", C, (size_t)M * N, TAIL);
+  }
+  case_end();
+}
+
+/* clt_gemm's C = A^T B (a weight gradient's product): 602 rows (a partial sub-block),
+ * 2 x 128 + 5 columns (cpu: 128 columns a work-item, and gemm_tail), K = 130 (a
+ * short last chunk); and a long K that splits (cpu), with C's previous values to be
+ * overwritten (beta 0). */
+static void test_gemm_at(int M, int N, int K) {
+  set_case("gemm C = A^T B %dx%dx%d:", M, N, K);
+  const clt_gemm_shape s = {1, 0, (size_t)M, (size_t)N, (size_t)K, (size_t)M, (size_t)N, (size_t)N};
+  double *a = dnew((size_t)K * M), *b = dnew((size_t)K * N), *c = dnew((size_t)M * N);
+  double *want = dnew((size_t)M * N), *got = dnew((size_t)M * N);
+  rand_fill(a, (size_t)K * M, -1, 1);
+  rand_fill(b, (size_t)K * N, -1, 1);
+  rand_fill(c, (size_t)M * N, -4, 4);
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double sum = 0;
+      for (int k = 0; k < K; k++) sum += a[(size_t)k * M + i] * b[(size_t)k * N + j];
+      want[(size_t)i * N + j] = sum;
+    }
+  cl_mem A = dev_new((size_t)K * M), B = dev_new((size_t)K * N), C = dev_new((size_t)M * N + TAIL);
+  upload(A, 0, a, (size_t)K * M);
+  upload(B, 0, b, (size_t)K * N);
+  upload(C, 0, c, (size_t)M * N);
+  if (!api_failed(clt_gemm_reserve(R, &s, &E), "reserve") &&
+      !api_failed(clt_gemm(R, &s, 1.0f, A, 0, B, 0, 0.0f, C, 0, &E), "gemm")) {
     download(C, 0, got, (size_t)M * N);
     check("C", got, want, (size_t)M * N, TOL_GEMM);
     check_untouched("C tail", C, (size_t)M * N, TAIL);
@@ -879,6 +914,8 @@ int main(void) {
   test_dense_all();
   test_gemm_accumulate(7, 37, 40);
   test_gemm_accumulate(5, 12, 33);
+  test_gemm_at(602, 261, 130);
+  test_gemm_at(100, 128, 2100);
   test_kernels_all();
   test_model();
   test_build_failure();
