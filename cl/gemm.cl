@@ -17,7 +17,8 @@
 // Build options: -DTM=rows, -DNB=16-column blocks (the register tile, chosen
 // per device), -DPADDED=0 when every window lies inside the image (a 'valid'
 // convolution or a plain matrix: no tap is checked), 1 otherwise (taps outside
-// read as 0). gemm16 reads such a tap's C channels from `zeros` (at least C
+// read as 0), -DPACK_B=1: gemm16 copies each chunk of B into a private array
+// (contiguous rows stay in L1; see own_options in src/gemm.c). gemm16 reads such a tap's C channels from `zeros` (at least C
 // floats of 0): a pointer chosen once per tap and row keeps its inner loop the
 // plain one, where a choice per element had kept the loaded values in
 // registers and spilled two accumulators to the stack (ResNet50's 3x3
@@ -44,6 +45,9 @@
 #endif
 #ifndef PADDED
 #define PADDED 1
+#endif
+#ifndef PACK_B
+#define PACK_B 0
 #endif
 // float16 values never cross a function call: on hosts without AVX-512 a
 // float16 argument or return value of a builtin (vload16, fma, select) draws
@@ -85,6 +89,8 @@
     }                                                                       \
   } while (0)
 
+// gemm16's longest K chunk (own_tiling's FWD_KC in src/gemm.c).
+#define FWD_PACK_K 384
 __kernel void gemm16(const int M, const int N, const int K, __global const float *X,
                      const int x_off, const int H, const int W, const int C, const int KW,
                      const int S, const int PT, const int PL, const int OH, const int OW,
@@ -102,8 +108,17 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
   float16 add[NB];
   UNROLL for (int j = 0; j < NB; j++)
     add[j] = bias_off >= 0 ? LOAD16(j, bias + bias_off + col) : (float16)(0.0f);
+#if PACK_B
+  float bp[FWD_PACK_K * 16 * NB];
+#endif
   for (int kc = 0; kc < K; kc += kchunk) {
     const int kc_end = min(K, kc + kchunk);
+#if PACK_B
+    for (int p = kc; p < kc_end; p++) {
+      const __global float *b = B + (size_t)p * ldb;
+      UNROLL for (int j = 0; j < NB; j++) STORE16(LOAD16(j, b), j, bp + (p - kc) * 16 * NB);
+    }
+#endif
     for (int rb = 0; rb < rb_count; rb++) {
       const int row0 = row_base + rb * TM;
       if (row0 >= M) break;
@@ -139,8 +154,13 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
         UNROLL for (int i = 0; i < TM; i++)
           a[i] = img[i] + ((size_t)(iy[i] + ky) * W + ix[i]) * C;
 #endif
+#if PACK_B
+        const float *b = bp + (k - kc) * 16 * NB;
+        for (int c = c0; c < c1; c++, b += 16 * NB) {
+#else
         const __global float *b = B + (size_t)k * ldb;
         for (int c = c0; c < c1; c++, b += ldb) {
+#endif
           float16 bv[NB];
           UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
           UNROLL for (int i = 0; i < TM; i++) {
