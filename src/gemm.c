@@ -166,13 +166,20 @@ static int launch_blocks(clt_replica *r, cl_kernel k, const char *name, const cl
   return clt_launch(r, k, name, args, nargs, 3, global, local, e);
 }
 
-/* Shape s's tiling and kernel `name` (gemm16, gemm16_at) for geometry g. */
+/* The kernel of a tiled product: gemm16, or for A^T B gemm16_at (copies shared
+ * by several column blocks) or gemm16_at_direct (one block: no copies). */
+static const char *own_kernel(const clt_gemm_shape *s, const own_tiles *t) {
+  if (!s->trans_a) return "gemm16";
+  return t->cb > 1 ? "gemm16_at" : "gemm16_at_direct";
+}
+
+/* Shape s's tiling and kernel for geometry g. */
 static int tiled_kernel(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g,
-                        const char *name, own_tiles *t, cl_kernel *k, clt_err *e) {
+                        own_tiles *t, cl_kernel *k, clt_err *e) {
   *t = own_tiling(r, s);
   char options[64];
   own_options(t, conv_padded(g), options, sizeof options);
-  return clt_replica_kernel(r, "gemm.cl", options, name, k, e);
+  return clt_replica_kernel(r, "gemm.cl", options, own_kernel(s, t), k, e);
 }
 
 /* " conv" in the profile's name of a product over an image. */
@@ -198,7 +205,7 @@ static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_ge
                       int bias_off, int relu, int accumulate, clt_err *e) {
   own_tiles t;
   cl_kernel k;
-  int status = tiled_kernel(r, s, g, "gemm16", &t, &k, e);
+  int status = tiled_kernel(r, s, g, &t, &k, e);
   if (status) return status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
@@ -221,7 +228,7 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
                          int x_off, cl_mem b, int b_off, int ldb, cl_mem c, int c_off, clt_err *e) {
   own_tiles t;
   cl_kernel k;
-  int status = tiled_kernel(r, s, g, "gemm16_at", &t, &k, e);
+  int status = tiled_kernel(r, s, g, &t, &k, e);
   if (status) return status;
   int splits = t.splits;
   /* The scratch was sized at the largest batch, where this shape may not have
@@ -339,8 +346,7 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
     own_options(&tiles, 0, options, sizeof options);
     int status = CLT_OK;
     if (blocks.n)
-      status = clt_replica_kernel(r, "gemm.cl", options, s->trans_a ? "gemm16_at" : "gemm16", &k,
-                                  e);
+      status = clt_replica_kernel(r, "gemm.cl", options, own_kernel(&blocks, &tiles), &k, e);
     if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
     if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
     if (!status && s->trans_b) status = grow_temp(r, s->k * transposed_ld(s->n) * sizeof(float), e);
@@ -454,7 +460,7 @@ int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_er
     if (!status) r->gemm_zeros_floats = (size_t)g->c;
   }
   own_options(&tw, conv_padded(g), options, sizeof options);
-  if (!status) status = clt_replica_kernel(r, "gemm.cl", options, "gemm16_at", &k, e);
+  if (!status) status = clt_replica_kernel(r, "gemm.cl", options, own_kernel(&dw, &tw), &k, e);
   if (!status && tw.splits > 1) {
     status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
     if (!status) status = grow_temp(r, (size_t)tw.splits * dw.m * dw.n * sizeof(float), e);

@@ -30,9 +30,10 @@
 # (PoCL compiles a kernel at its first launch); two replicas on the same CPU, as
 # two PoCL devices (POCL_DEVICES="pthread pthread", sharing one thread pool) and
 # as two sub-devices of one (--devices 0/2, one core each), against one device
-# (skipped with --no-replicas); and the fraction of the CPU's FMA peak that
-# cltrain's training step reaches. Its arithmetic is counted as GEMM work, 2mnk
-# per product, per training image (28x28x1 input):
+# run again in each of their rounds (skipped with --no-replicas); and the
+# fraction of the CPU's FMA peak that cltrain's training step reaches. Its
+# arithmetic is counted as GEMM work, 2mnk per product, per training image
+# (28x28x1 input):
 #   forward: conv1 2*(26*26)*64*9 = 0.779 MFLOP, conv2 2*(11*11)*80*576 = 11.151,
 #            dense 2*2000*64 = 0.256, dense_1 2*64*10 = 0.001: 12.19 MFLOP;
 #   backward: each weight gradient as much as its forward (12.19 MFLOP) plus the
@@ -50,7 +51,7 @@
 #
 # Defaults: 3 rounds of 6,400 images, about 4-5 minutes on 2 idle cores once the
 # venv exists: a round takes about 65 s, 40 of them PyTorch with glibc defaults
-# (a few hundred images/s), the two-replica runs about 45 s in all; --tf-venv adds
+# (a few hundred images/s), the two-replica rounds about 60 s in all; --tf-venv adds
 # about 10 s a round. Printed: each round's images/s per column, then the
 # summary, the CPU kind, the training step's share of the FMA peak and a row for
 # the README's Figures table.
@@ -152,20 +153,38 @@ for ((r = 1; r <= runs; r++)); do
   echo "round $r: $line"
 done
 
-# Two replicas on the same cores against one device (cltrain's median above).
+# Two replicas on the same cores against one device: each round runs one device,
+# then the two-replica configurations, and the ratio is the median of the
+# rounds' ratios (one device measured minutes apart, in the rounds above, moved
+# with the machine's drift by more than the effect measured).
 c=$(median <"$tmp/cltrain.rate")
 if [ "$replicas" -eq 1 ]; then
-  for cfg in "pthread pthread|0,1|two PoCL devices" "pthread|0/2|two sub-devices of one (--devices 0/2)"; do
-    IFS='|' read -r pocl sel what <<<"$cfg"
-    rm -f "$tmp/two"
-    for ((r = 1; r <= runs; r++)); do
-      POCL_DEVICES=$pocl "$build/cltrain" train --devices "$sel" --epochs 3 --train-limit "$images" \
-        --test-limit 64 --checkpoint-every 0 --log "$tmp/two$r.jsonl" >/dev/null
-      sed -n '2,3p' "$tmp/two$r.jsonl" | grep -Eo '"images_per_second": [0-9.]+' | cut -d' ' -f2 | median >>"$tmp/two"
-    done
-    t=$(median <"$tmp/two")
-    printf '2 replicas, %s, 64 per replica: %.0f images/s, %.2f of one device (%.0f)\n' "$what" "$t" \
-      "$(ratio "$t" "$c")" "$c"
+  # one RUN POCL_DEVICES SELECTION: epochs 2-3's median images/s.
+  one() {
+    POCL_DEVICES=$2 "$build/cltrain" train --devices "$3" --epochs 3 --train-limit "$images" \
+      --test-limit 64 --checkpoint-every 0 --log "$tmp/two$1.jsonl" >/dev/null
+    sed -n '2,3p' "$tmp/two$1.jsonl" | grep -Eo '"images_per_second": [0-9.]+' | cut -d' ' -f2 | median
+  }
+  rm -f "$tmp/alone" "$tmp/pocl2" "$tmp/sub2" "$tmp/pocl2.ratio" "$tmp/sub2.ratio"
+  for ((r = 1; r <= runs; r++)); do
+    a=$(one "$r" pthread 0)
+    p=$(one "$r" "pthread pthread" 0,1)
+    s=$(one "$r" pthread 0/2)
+    echo "$a" >>"$tmp/alone"
+    echo "$p" >>"$tmp/pocl2"
+    echo "$s" >>"$tmp/sub2"
+    ratio "$p" "$a" >>"$tmp/pocl2.ratio"
+    echo >>"$tmp/pocl2.ratio"
+    ratio "$s" "$a" >>"$tmp/sub2.ratio"
+    echo >>"$tmp/sub2.ratio"
+    printf 'replicas round %d: one device %.0f | two PoCL devices %.0f (%s) | --devices 0/2 %.0f (%s) images/s\n' \
+      "$r" "$a" "$p" "$(ratio "$p" "$a")" "$s" "$(ratio "$s" "$a")"
+  done
+  for cfg in "pocl2|two PoCL devices" "sub2|two sub-devices of one (--devices 0/2)"; do
+    IFS='|' read -r key what <<<"$cfg"
+    printf '2 replicas, %s, 64 per replica: %.0f images/s, %.2f [%.2f-%.2f] of one device (%.0f), medians of %d rounds\n' \
+      "$what" "$(median <"$tmp/$key")" "$(median <"$tmp/$key.ratio")" "$(sort -g "$tmp/$key.ratio" | head -n1)" \
+      "$(sort -g "$tmp/$key.ratio" | tail -n1)" "$(median <"$tmp/alone")" "$runs"
   done
 fi
 
