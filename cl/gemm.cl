@@ -18,7 +18,8 @@
 // per device), -DPADDED=0 when every window lies inside the image (a 'valid'
 // convolution or a plain matrix: no tap is checked), 1 otherwise (taps outside
 // read as 0), -DPACK_B=1: gemm16 copies each chunk of B into a private array
-// (contiguous rows stay in L1; see own_options in src/gemm.c). gemm16 reads such a tap's C channels from `zeros` (at least C
+// (contiguous rows stay in L1; see own_options in src/gemm.c). gemm16 reads a
+// tap outside the image's C channels from `zeros` (at least C
 // floats of 0): a pointer chosen once per tap and row keeps its inner loop the
 // plain one, where a choice per element had kept the loaded values in
 // registers and spilled two accumulators to the stack (ResNet50's 3x3
@@ -185,6 +186,49 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
   }
 }
 
+// The weight-gradient kernels' shared steps (they use the kernel's geometry
+// and X, zeros, org, oy0, ox0, tky, tkx by name):
+// CHUNK_ORIGINS: the window origins of positions kc .. kc+kn-1 into org (image
+// offset) and oy0, ox0 (top row, left column), (b, oy, ox) stepped rather than
+// divided out per position (the divisions cost as much as a short row's FMAs).
+#define CHUNK_ORIGINS(kc, kn)                                                 \
+  do {                                                                        \
+    int pb_ = (kc) / plane, oy_ = ((kc) - pb_ * plane) / OW;                  \
+    int ox_ = (kc) - pb_ * plane - oy_ * OW;                                  \
+    for (int p_ = 0; p_ < (kn); p_++) {                                       \
+      const int y0_ = oy_ * S - PT, x0_ = ox_ * S - PL;                       \
+      org[p_] = ((pb_ * H + y0_) * W + x0_) * C;                              \
+      oy0[p_] = y0_;                                                          \
+      ox0[p_] = x0_;                                                          \
+      if (++ox_ == OW) {                                                      \
+        ox_ = 0;                                                              \
+        if (++oy_ == OH) {                                                    \
+          oy_ = 0;                                                            \
+          pb_++;                                                              \
+        }                                                                     \
+      }                                                                       \
+    }                                                                         \
+  } while (0)
+// ROW_TAPS: rows row0 .. row0+TM-1 (past M: row M-1), row m being channel
+// m % C of tap m / C: its offset d from a window's origin, and the tap's row
+// and column.
+#define ROW_TAPS(row0, d, tky, tkx)                                           \
+  UNROLL for (int i_ = 0; i_ < TM; i_++) {                                    \
+    const int m_ = min((row0) + i_, M - 1), t_ = m_ / C, c_ = m_ - t_ * C;    \
+    const int ky_ = t_ / KW, kx_ = t_ - ky_ * KW;                             \
+    d[i_] = (ky_ * W + kx_) * C + c_;                                         \
+    tky[i_] = ky_;                                                            \
+    tkx[i_] = kx_;                                                            \
+  }
+// TAP_OR_ZEROS: pointer x for position p's tap of row i, or (PADDED) zeros
+// when that tap lies outside the image.
+#if PADDED
+#define TAP_OR_ZEROS(p, i, x)                                                         \
+  ((uint)(oy0[p] + tky[i]) < (uint)H && (uint)(ox0[p] + tkx[i]) < (uint)W ? (x) : zeros)
+#else
+#define TAP_OR_ZEROS(p, i, x) (x)
+#endif
+
 // C = A^T B with A[K][M] the im2col matrix of X (a weight gradient: M =
 // KH*KW*C, a tap's channel per row; K = B*OH*OW, the sum over output positions
 // in order) or a plain matrix (the geometry above). No epilogue. A work-item
@@ -221,28 +265,10 @@ __kernel void gemm16_at(const int M, const int N, const int K, __global const fl
   B += b_off + col;
   const int plane = OH * OW;
   float bp[PACK_K * PACK_COLS], xp[PACK_K * TM];
-  int org[PACK_K];
-#if PADDED
-  int oy0[PACK_K], ox0[PACK_K];
-#endif
+  int org[PACK_K], oy0[PACK_K], ox0[PACK_K];
   for (int kc = k_begin; kc < k_end; kc += kchunk) {
     const int kn = min(k_end - kc, kchunk);
-    int pb = kc / plane, oy = (kc - pb * plane) / OW, ox = kc - pb * plane - oy * OW;
-    for (int p = 0; p < kn; p++) {
-      const int y0 = oy * S - PT, x0 = ox * S - PL;
-      org[p] = ((pb * H + y0) * W + x0) * C;
-#if PADDED
-      oy0[p] = y0;
-      ox0[p] = x0;
-#endif
-      if (++ox == OW) {
-        ox = 0;
-        if (++oy == OH) {
-          oy = 0;
-          pb++;
-        }
-      }
-    }
+    CHUNK_ORIGINS(kc, kn);
     for (int p = 0; p < kn; p++) {
       const __global float *b = B + (size_t)(kc + p) * ldb;
       for (int j = 0; j < width; j += 16) STORE16(LOAD16(0, b + j), 0, bp + p * width + j);
@@ -250,41 +276,19 @@ __kernel void gemm16_at(const int M, const int N, const int K, __global const fl
     for (int rb = 0; rb < rb_count; rb++) {
       const int row0 = row_base + rb * TM;
       if (row0 >= M) break;
-      int d[TM];
-#if PADDED
-      int tky[TM], tkx[TM];
-#endif
-      UNROLL for (int i = 0; i < TM; i++) {
-        const int m = min(row0 + i, M - 1);
-        const int t = m / C, c = m - t * C, ky = t / KW, kx = t - ky * KW;
-        d[i] = (ky * W + kx) * C + c;
-#if PADDED
-        tky[i] = ky;
-        tkx[i] = kx;
-#endif
-      }
+      int d[TM], tky[TM], tkx[TM];
+      ROW_TAPS(row0, d, tky, tkx);
       const int one_tap = row0 + TM <= M && row0 / C == (row0 + TM - 1) / C;
       if (one_tap) {
         const __global float *x0 = X + d[0];
         for (int p = 0; p < kn; p++) {
-#if PADDED
-          const int yy = oy0[p] + tky[0], xx = ox0[p] + tkx[0];
-          const __global float *a = (uint)yy < (uint)H && (uint)xx < (uint)W ? x0 + org[p] : zeros;
-#else
-          const __global float *a = x0 + org[p];
-#endif
+          const __global float *a = TAP_OR_ZEROS(p, 0, x0 + org[p]);
           UNROLL for (int i = 0; i < TM; i++) xp[p * TM + i] = a[i];
         }
       } else {
         for (int p = 0; p < kn; p++) {
           UNROLL for (int i = 0; i < TM; i++) {
-#if PADDED
-            const int yy = oy0[p] + tky[i], xx = ox0[p] + tkx[i];
-            const int in = (uint)yy < (uint)H && (uint)xx < (uint)W;
-            xp[p * TM + i] = in ? X[org[p] + d[i]] : 0.0f;
-#else
-            xp[p * TM + i] = X[org[p] + d[i]];
-#endif
+            xp[p * TM + i] = *TAP_OR_ZEROS(p, i, X + org[p] + d[i]);
           }
         }
       }
@@ -333,95 +337,51 @@ __kernel void gemm16_at_direct(const int M, const int N, const int K, __global c
   const int plane = OH * OW;
   for (int kc = k_begin; kc < k_end; kc += kchunk) {
     const int kc_end = min(k_end, kc + kchunk);
-    // The chunk's window origins: image offset, and (PADDED) top-left corner.
-    int org[PACK_K];
-#if PADDED
-    int oy0[PACK_K], ox0[PACK_K];
-#endif
-    // Positions follow each other: step (b, oy, ox) rather than divide (the
-    // divisions cost as much as a short row's FMAs).
-    int pb = kc / plane, oy = (kc - pb * plane) / OW, ox = kc - pb * plane - oy * OW;
-    for (int p = kc; p < kc_end; p++) {
-      const int y0 = oy * S - PT, x0 = ox * S - PL;
-      org[p - kc] = ((pb * H + y0) * W + x0) * C;
-#if PADDED
-      oy0[p - kc] = y0;
-      ox0[p - kc] = x0;
-#endif
-      if (++ox == OW) {
-        ox = 0;
-        if (++oy == OH) {
-          oy = 0;
-          pb++;
-        }
-      }
-    }
+    int org[PACK_K], oy0[PACK_K], ox0[PACK_K];
+    CHUNK_ORIGINS(kc, kc_end - kc);
     for (int rb = 0; rb < rb_count; rb++) {
       const int row0 = row_base + rb * TM;
       if (row0 >= M) break;
-      // Row m is channel m % C of tap m / C: its offset from a window's origin.
-      int d[TM];
-#if PADDED
-      int tky[TM], tkx[TM];
-#endif
-      UNROLL for (int i = 0; i < TM; i++) {
-        const int m = min(row0 + i, M - 1);
-        const int t = m / C, c = m - t * C, ky = t / KW, kx = t - ky * KW;
-        d[i] = (ky * W + kx) * C + c;
-#if PADDED
-        tky[i] = ky;
-        tkx[i] = kx;
-#endif
-      }
+      int d[TM], tky[TM], tkx[TM];
+      ROW_TAPS(row0, d, tky, tkx);
       for (int cb = 0; cb < cb_count; cb++) {
-      float16 acc[TM][NB];
-      __global float *c = Cm + (size_t)row0 * ldc + cb * 16 * NB;
-      UNROLL for (int i = 0; i < TM; i++)
-        UNROLL for (int j = 0; j < NB; j++)
-          acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
-                                                     : LOAD16(j, c + (size_t)i * ldc);
-      // A sub-block inside one tap (most of them: a tap's C rows hold many)
-      // reads its TM values next to each other from one pointer, a padded
-      // window's tap checked once for all rows and read from `zeros` (TM
-      // floats of 0) when outside: the per-row offsets and checks had taken
-      // more registers than there are, spilling accumulators to the stack.
-      const int one_tap = row0 + TM <= M && row0 / C == (row0 + TM - 1) / C;
-      const __global float *b = B + (size_t)kc * ldb + cb * 16 * NB;
-      if (one_tap) {
-        const __global float *x0 = X + d[0];
-        for (int p = kc; p < kc_end; p++, b += ldb) {
-          float16 bv[NB];
-          UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
-#if PADDED
-          const int yy = oy0[p - kc] + tky[0], xx = ox0[p - kc] + tkx[0];
-          const __global float *a = (uint)yy < (uint)H && (uint)xx < (uint)W ? x0 + org[p - kc] : zeros;
-#else
-          const __global float *a = x0 + org[p - kc];
-#endif
-          UNROLL for (int i = 0; i < TM; i++) {
-            const float16 av = (float16)(a[i]);
-            UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+        float16 acc[TM][NB];
+        __global float *c = Cm + (size_t)row0 * ldc + cb * 16 * NB;
+        UNROLL for (int i = 0; i < TM; i++)
+          UNROLL for (int j = 0; j < NB; j++)
+            acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
+                                                       : LOAD16(j, c + (size_t)i * ldc);
+        // A sub-block inside one tap (most of them: a tap's C rows hold many)
+        // reads its TM values next to each other from one pointer, a padded
+        // window's tap checked once for all rows and read from `zeros` (TM
+        // floats of 0) when outside: the per-row offsets and checks had taken
+        // more registers than there are, spilling accumulators to the stack.
+        const int one_tap = row0 + TM <= M && row0 / C == (row0 + TM - 1) / C;
+        const __global float *b = B + (size_t)kc * ldb + cb * 16 * NB;
+        if (one_tap) {
+          const __global float *x0 = X + d[0];
+          for (int p = kc; p < kc_end; p++, b += ldb) {
+            float16 bv[NB];
+            UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
+            const __global float *a = TAP_OR_ZEROS(p - kc, 0, x0 + org[p - kc]);
+            UNROLL for (int i = 0; i < TM; i++) {
+              const float16 av = (float16)(a[i]);
+              UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+            }
+          }
+        } else {
+          for (int p = kc; p < kc_end; p++, b += ldb) {
+            float16 bv[NB];
+            UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
+            const int o = org[p - kc];
+            UNROLL for (int i = 0; i < TM; i++) {
+              const float16 av = (float16)(*TAP_OR_ZEROS(p - kc, i, X + o + d[i]));
+              UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
+            }
           }
         }
-      } else {
-        for (int p = kc; p < kc_end; p++, b += ldb) {
-          float16 bv[NB];
-          UNROLL for (int j = 0; j < NB; j++) bv[j] = LOAD16(j, b);
-          const int o = org[p - kc];
-          UNROLL for (int i = 0; i < TM; i++) {
-#if PADDED
-            const int yy = oy0[p - kc] + tky[i], xx = ox0[p - kc] + tkx[i];
-            const int in = (uint)yy < (uint)H && (uint)xx < (uint)W;
-            const float16 av = (float16)(*(in ? X + o + d[i] : zeros));
-#else
-            const float16 av = (float16)(X[o + d[i]]);
-#endif
-            UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
-          }
-        }
-      }
-      UNROLL for (int i = 0; i < TM; i++)
-        if (row0 + i < M) UNROLL for (int j = 0; j < NB; j++) STORE16(acc[i][j], j, c + (size_t)i * ldc);
+        UNROLL for (int i = 0; i < TM; i++)
+          if (row0 + i < M) UNROLL for (int j = 0; j < NB; j++) STORE16(acc[i][j], j, c + (size_t)i * ldc);
       }
     }
   }

@@ -118,8 +118,7 @@ static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
  * 4608 convolution 118 -> 151 GFLOP/s). Four blocks wide (AVX-512, 96 KiB)
  * the chunk lives in L2 either way, and the copy made them 10% slower. */
 static void own_options(const own_tiles *t, int padded, char *buf, size_t size) {
-  snprintf(buf, size, "-DTM=%d -DNB=%d -DPADDED=%d -DPACK_B=%d", t->tm, t->nb, padded,
-           t->nb == 1);
+  snprintf(buf, size, "-DTM=%d -DNB=%d -DPADDED=%d -DPACK_B=%d", t->tm, t->nb, padded, t->nb == 1);
 }
 
 /* C[c_off + i] = the sum of the `splits` partial products of `count` floats in
@@ -239,9 +238,9 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
   cl_mem out = splits > 1 ? r->gemm_temp : c; /* partial products, summed below */
   cl_mem zeros;
   if ((status = pad_zeros(r, g, c, &zeros, e))) return status;
-  clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),       CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
-                     CLT_ARG(b),       CLT_ARG(b_off),   CLT_ARG(ldb),  CLT_ARG(out),
-                     CLT_ARG(out_off), CLT_ARG(ldc),     CLT_ARG(t.rb), CLT_ARG(t.cb),
+  clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),       CLT_ARG(kk),      GEOM_ARGS(x, x_off, g),
+                     CLT_ARG(b),       CLT_ARG(b_off),   CLT_ARG(ldb),     CLT_ARG(out),
+                     CLT_ARG(out_off), CLT_ARG(ldc),     CLT_ARG(t.rb),    CLT_ARG(t.cb),
                      CLT_ARG(t.kc),    CLT_ARG(k_split), CLT_ARG(c_split), CLT_ARG(zeros)};
   char name[64];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu At%s", s->m, s->n, s->k, conv_label(g));

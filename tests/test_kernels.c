@@ -184,7 +184,8 @@ static void test_conv_all(void) {
       /* B, H, W, C, CO, KH, KW, stride, same, relu */
       {3, 28, 28, 1, 64, 3, 3, 1, 0, 1, 0},  /* fmnist-cnn's first conv */
       {5, 13, 13, 64, 80, 3, 3, 1, 0, 1, 0}, /* its second (K = 576) */
-      {1, 7, 9, 3, 5, 3, 3, 1, 0, 0, 0},      {3, 13, 11, 33, 31, 1, 1, 1, 0, 1, 0}, /* 1x1 */
+      {1, 7, 9, 3, 5, 3, 3, 1, 0, 0, 0},
+      {3, 13, 11, 33, 31, 1, 1, 1, 0, 1, 0},  /* 1x1 */
       {3, 12, 11, 5, 33, 3, 3, 2, 1, 1, 0},   /* same, s2: padding 0 top / 1 left (uneven) */
       {3, 15, 14, 5, 64, 7, 7, 2, 1, 0, 0},   /* 7x7 same s2: padding 3 top, 2 left */
       {5, 10, 9, 31, 33, 3, 3, 2, 0, 0, 0},   /* valid s2: the last input row is never read */
@@ -397,33 +398,42 @@ static void test_dense_all(void) {
   test_dense(&padded_rows);
 }
 
+/* clt_gemm on shape s with alpha 1 and the given beta (0 or 1), C starting from
+ * random values, against a double-precision product. */
+static void check_gemm(const clt_gemm_shape *s, float beta) {
+  const size_t M = s->m, N = s->n, K = s->k;
+  if (skip_large((double)M * N * K)) return;
+  double *a = dnew(M * K), *b = dnew(N * K), *c = dnew(M * N);
+  double *want = dnew(M * N), *got = dnew(M * N);
+  rand_fill(a, M * K, -1, 1);
+  rand_fill(b, N * K, -1, 1);
+  rand_fill(c, M * N, -4, 4);
+  for (size_t i = 0; i < M; i++)
+    for (size_t j = 0; j < N; j++) {
+      double sum = beta * c[i * N + j];
+      for (size_t k = 0; k < K; k++)
+        sum += a[s->trans_a ? k * M + i : i * K + k] * b[s->trans_b ? j * K + k : k * N + j];
+      want[i * N + j] = sum;
+    }
+  cl_mem A = dev_new(M * K), B = dev_new(N * K), C = dev_new(M * N + TAIL);
+  upload(A, 0, a, M * K);
+  upload(B, 0, b, N * K);
+  upload(C, 0, c, M * N);
+  if (!api_failed(clt_gemm_reserve(R, s, &E), "reserve") &&
+      !api_failed(clt_gemm(R, s, 1.0f, A, 0, B, 0, beta, C, 0, &E), "gemm")) {
+    download(C, 0, got, M * N);
+    check("C", got, want, M * N, TOL_GEMM);
+    check_untouched("C tail", C, M * N, TAIL);
+  }
+}
+
 /* clt_gemm's C += A B^T (beta 1: a pointwise convolution's input gradient added into
  * one that exists), over 2 x 16 + 5 columns (cpu: gemm16 and gemm_tail both start
  * from C) and 12 columns (gemm_tail alone). */
 static void test_gemm_accumulate(int M, int N, int K) {
   set_case("gemm C += A B^T %dx%dx%d:", M, N, K);
   const clt_gemm_shape s = {0, 1, (size_t)M, (size_t)N, (size_t)K, (size_t)K, (size_t)K, (size_t)N};
-  double *a = dnew((size_t)M * K), *b = dnew((size_t)N * K), *c = dnew((size_t)M * N);
-  double *want = dnew((size_t)M * N), *got = dnew((size_t)M * N);
-  rand_fill(a, (size_t)M * K, -1, 1);
-  rand_fill(b, (size_t)N * K, -1, 1);
-  rand_fill(c, (size_t)M * N, -4, 4);
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) {
-      double sum = c[(size_t)i * N + j];
-      for (int k = 0; k < K; k++) sum += a[(size_t)i * K + k] * b[(size_t)j * K + k];
-      want[(size_t)i * N + j] = sum;
-    }
-  cl_mem A = dev_new((size_t)M * K), B = dev_new((size_t)N * K), C = dev_new((size_t)M * N + TAIL);
-  upload(A, 0, a, (size_t)M * K);
-  upload(B, 0, b, (size_t)N * K);
-  upload(C, 0, c, (size_t)M * N);
-  if (!api_failed(clt_gemm_reserve(R, &s, &E), "reserve") &&
-      !api_failed(clt_gemm(R, &s, 1.0f, A, 0, B, 0, 1.0f, C, 0, &E), "gemm")) {
-    download(C, 0, got, (size_t)M * N);
-    check("C", got, want, (size_t)M * N, TOL_GEMM);
-    check_untouched("C tail", C, (size_t)M * N, TAIL);
-  }
+  check_gemm(&s, 1.0f);
   case_end();
 }
 
@@ -434,27 +444,7 @@ static void test_gemm_accumulate(int M, int N, int K) {
 static void test_gemm_at(int M, int N, int K) {
   set_case("gemm C = A^T B %dx%dx%d:", M, N, K);
   const clt_gemm_shape s = {1, 0, (size_t)M, (size_t)N, (size_t)K, (size_t)M, (size_t)N, (size_t)N};
-  double *a = dnew((size_t)K * M), *b = dnew((size_t)K * N), *c = dnew((size_t)M * N);
-  double *want = dnew((size_t)M * N), *got = dnew((size_t)M * N);
-  rand_fill(a, (size_t)K * M, -1, 1);
-  rand_fill(b, (size_t)K * N, -1, 1);
-  rand_fill(c, (size_t)M * N, -4, 4);
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) {
-      double sum = 0;
-      for (int k = 0; k < K; k++) sum += a[(size_t)k * M + i] * b[(size_t)k * N + j];
-      want[(size_t)i * N + j] = sum;
-    }
-  cl_mem A = dev_new((size_t)K * M), B = dev_new((size_t)K * N), C = dev_new((size_t)M * N + TAIL);
-  upload(A, 0, a, (size_t)K * M);
-  upload(B, 0, b, (size_t)K * N);
-  upload(C, 0, c, (size_t)M * N);
-  if (!api_failed(clt_gemm_reserve(R, &s, &E), "reserve") &&
-      !api_failed(clt_gemm(R, &s, 1.0f, A, 0, B, 0, 0.0f, C, 0, &E), "gemm")) {
-    download(C, 0, got, (size_t)M * N);
-    check("C", got, want, (size_t)M * N, TOL_GEMM);
-    check_untouched("C tail", C, (size_t)M * N, TAIL);
-  }
+  check_gemm(&s, 0.0f);
   case_end();
 }
 
@@ -916,6 +906,7 @@ int main(void) {
   test_gemm_accumulate(5, 12, 33);
   test_gemm_at(602, 261, 130);
   test_gemm_at(100, 128, 2100);
+  test_gemm_at(433, 32, 3); /* small mode's: 2 column blocks of 4 row blocks (Oclgrind) */
   test_kernels_all();
   test_model();
   test_build_failure();
