@@ -33,11 +33,12 @@
 // (not fmax: a NaN passes on to the loss guard). accumulate (gemm16, gemm_tail):
 // the sums start from C's values rather than 0, C += product (an input gradient
 // added into the one another consumer of the input wrote, saving a pass).
-// Split K (gemm16_at: few rows, long sums, a weight gradient over a whole
-// batch): the range's third dimension takes k in chunks of k_chunk, and chunk s
+// Split K (the weight-gradient kernels: few rows, long sums over a whole
+// batch): the range's third dimension takes k in chunks of k_split, and chunk s
 // writes its partial product to C + s * c_split; sum_splits then adds the
 // chunks in order.
-// Range: (N / (16*NB), ceil(M / (TM*rb)), splits).  (B^T operands are transposed first.)
+// Range: (N / (16*NB), ceil(M / (TM*rb)), 1); the weight-gradient kernels'
+// see AT_ARGS. (B^T operands are transposed first.)
 #ifndef TM
 #define TM 4
 #endif
@@ -68,6 +69,18 @@
 // live on the stack (one load and store per FMA: a third of the speed).
 #define UNROLL _Pragma("unroll")
 
+// The output position after (b, oy, ox), in place.
+#define NEXT_POSITION(b, oy, ox) \
+  do {                           \
+    if (++(ox) == OW) {          \
+      (ox) = 0;                  \
+      if (++(oy) == OH) {        \
+        (oy) = 0;                \
+        (b)++;                   \
+      }                          \
+    }                            \
+  } while (0)
+
 // The window origins of output positions row0 .. row0+TM-1 (rows past M repeat
 // row M-1): image, top row and left column. Positions follow each other, so
 // (b, oy, ox) is stepped rather than divided out per row: the divisions cost
@@ -80,13 +93,7 @@
       iy[i_] = oy_ * S - PT;                                                \
       ix[i_] = ox_ * S - PL;                                                \
       img[i_] = X + (size_t)b_ * H * W * C;                                 \
-      if ((row0) + i_ + 1 < M && ++ox_ == OW) {                             \
-        ox_ = 0;                                                            \
-        if (++oy_ == OH) {                                                  \
-          oy_ = 0;                                                          \
-          b_++;                                                             \
-        }                                                                   \
-      }                                                                     \
+      if ((row0) + i_ + 1 < M) NEXT_POSITION(b_, oy_, ox_);                 \
     }                                                                       \
   } while (0)
 
@@ -186,6 +193,27 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
   }
 }
 
+// The weight-gradient kernels' arguments (range: N / (16*NB*cb_count),
+// ceil(M / (TM*rb_count)), splits), and AT_START: a work-item's first column
+// and row, its share of K (split K: chunk s of k_split writes its partial
+// product to C + s * c_split), and the operands moved to them.
+#define AT_ARGS                                                                         \
+  const int M, const int N, const int K, __global const float *X, const int x_off,     \
+      const int H, const int W, const int C, const int KW, const int S, const int PT,  \
+      const int PL, const int OH, const int OW, __global const float *B, const int b_off, \
+      const int ldb, __global float *Cm, const int c_off, const int ldc,               \
+      const int rb_count, const int cb_count, const int kchunk, const int k_split,     \
+      const int c_split, __global const float *zeros
+#define AT_START                                                          \
+  const int col = get_global_id(0) * 16 * NB * cb_count;                 \
+  const int row_base = get_global_id(1) * (TM * rb_count);                \
+  if (col >= N || row_base >= M) return;                                  \
+  const int k_begin = get_global_id(2) * k_split;                         \
+  const int k_end = min(K, k_begin + k_split);                            \
+  Cm += (size_t)get_global_id(2) * c_split + c_off + col;                 \
+  X += x_off;                                                             \
+  B += b_off + col;                                                       \
+  const int plane = OH * OW
 // The weight-gradient kernels' shared steps (they use the kernel's geometry
 // and X, zeros, org, oy0, ox0, tky, tkx by name):
 // CHUNK_ORIGINS: the window origins of positions kc .. kc+kn-1 into org (image
@@ -200,15 +228,21 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
       org[p_] = ((pb_ * H + y0_) * W + x0_) * C;                              \
       oy0[p_] = y0_;                                                          \
       ox0[p_] = x0_;                                                          \
-      if (++ox_ == OW) {                                                      \
-        ox_ = 0;                                                              \
-        if (++oy_ == OH) {                                                    \
-          oy_ = 0;                                                            \
-          pb_++;                                                              \
-        }                                                                     \
-      }                                                                       \
+      NEXT_POSITION(pb_, oy_, ox_);                                           \
     }                                                                         \
   } while (0)
+// AT_ACC_LOAD: a sub-block's sums start at 0 in a work-item's first chunk and
+// from C (what the previous chunk stored) after it; AT_ACC_STORE: its rows
+// before M back to C.
+#define AT_ACC_LOAD(acc, c)                                                   \
+  UNROLL for (int i_ = 0; i_ < TM; i_++)                                      \
+    UNROLL for (int j_ = 0; j_ < NB; j_++)                                    \
+      acc[i_][j_] = kc == k_begin || row0 + i_ >= M ? (float16)(0.0f)         \
+                                                    : LOAD16(j_, (c) + (size_t)i_ * ldc)
+#define AT_ACC_STORE(acc, c)                                                  \
+  UNROLL for (int i_ = 0; i_ < TM; i_++)                                      \
+    if (row0 + i_ < M) UNROLL for (int j_ = 0; j_ < NB; j_++)                 \
+      STORE16(acc[i_][j_], j_, (c) + (size_t)i_ * ldc)
 // ROW_TAPS: rows row0 .. row0+TM-1 (past M: row M-1), row m being channel
 // m % C of tap m / C: its offset d from a window's origin, and the tap's row
 // and column.
@@ -247,23 +281,9 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
 // gradients: 100-110 GFLOP/s, now 150-175 of 240).
 #define PACK_K 64
 #define PACK_COLS 128
-__kernel void gemm16_at(const int M, const int N, const int K, __global const float *X,
-                        const int x_off, const int H, const int W, const int C, const int KW,
-                        const int S, const int PT, const int PL, const int OH, const int OW,
-                        __global const float *B, const int b_off, const int ldb,
-                        __global float *Cm, const int c_off, const int ldc, const int rb_count,
-                        const int cb_count, const int kchunk, const int k_split,
-                        const int c_split, __global const float *zeros) {
+__kernel void gemm16_at(AT_ARGS) {
   const int width = 16 * NB * cb_count;
-  const int col = get_global_id(0) * width;
-  const int row_base = get_global_id(1) * (TM * rb_count);
-  if (col >= N || row_base >= M) return;
-  const int k_begin = get_global_id(2) * k_split;
-  const int k_end = min(K, k_begin + k_split);
-  Cm += (size_t)get_global_id(2) * c_split + c_off + col;
-  X += x_off;
-  B += b_off + col;
-  const int plane = OH * OW;
+  AT_START;
   float bp[PACK_K * PACK_COLS], xp[PACK_K * TM];
   int org[PACK_K], oy0[PACK_K], ox0[PACK_K];
   for (int kc = k_begin; kc < k_end; kc += kchunk) {
@@ -295,10 +315,7 @@ __kernel void gemm16_at(const int M, const int N, const int K, __global const fl
       for (int cb = 0; cb < cb_count; cb++) {
         float16 acc[TM][NB];
         __global float *c = Cm + (size_t)row0 * ldc + cb * 16 * NB;
-        UNROLL for (int i = 0; i < TM; i++)
-          UNROLL for (int j = 0; j < NB; j++)
-            acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
-                                                       : LOAD16(j, c + (size_t)i * ldc);
+        AT_ACC_LOAD(acc, c);
         const float *bq = bp + cb * 16 * NB, *a = xp;
         for (int p = 0; p < kn; p++, bq += width, a += TM) {
           float16 bv[NB];
@@ -308,8 +325,7 @@ __kernel void gemm16_at(const int M, const int N, const int K, __global const fl
             UNROLL for (int j = 0; j < NB; j++) acc[i][j] = av * bv[j] + acc[i][j];
           }
         }
-        UNROLL for (int i = 0; i < TM; i++)
-          if (row0 + i < M) UNROLL for (int j = 0; j < NB; j++) STORE16(acc[i][j], j, c + (size_t)i * ldc);
+        AT_ACC_STORE(acc, c);
       }
     }
   }
@@ -319,22 +335,8 @@ __kernel void gemm16_at(const int M, const int N, const int K, __global const fl
 // (cb_count 1): nothing to share a copy with, and the copies cost AVX-512's
 // widest blocks (the CNN's 576 x 80 and 9 x 64 weight gradients) 30-50%. Same
 // arguments and sums; K chunks of at most PACK_K.
-__kernel void gemm16_at_direct(const int M, const int N, const int K, __global const float *X,
-                        const int x_off, const int H, const int W, const int C, const int KW,
-                        const int S, const int PT, const int PL, const int OH, const int OW,
-                        __global const float *B, const int b_off, const int ldb,
-                        __global float *Cm, const int c_off, const int ldc, const int rb_count,
-                        const int cb_count, const int kchunk, const int k_split,
-                        const int c_split, __global const float *zeros) {
-  const int col = get_global_id(0) * 16 * NB * cb_count;
-  const int row_base = get_global_id(1) * (TM * rb_count);
-  if (col >= N || row_base >= M) return;
-  const int k_begin = get_global_id(2) * k_split;
-  const int k_end = min(K, k_begin + k_split);
-  Cm += (size_t)get_global_id(2) * c_split + c_off + col;
-  X += x_off;
-  B += b_off + col;
-  const int plane = OH * OW;
+__kernel void gemm16_at_direct(AT_ARGS) {
+  AT_START;
   for (int kc = k_begin; kc < k_end; kc += kchunk) {
     const int kc_end = min(k_end, kc + kchunk);
     int org[PACK_K], oy0[PACK_K], ox0[PACK_K];
@@ -347,10 +349,7 @@ __kernel void gemm16_at_direct(const int M, const int N, const int K, __global c
       for (int cb = 0; cb < cb_count; cb++) {
         float16 acc[TM][NB];
         __global float *c = Cm + (size_t)row0 * ldc + cb * 16 * NB;
-        UNROLL for (int i = 0; i < TM; i++)
-          UNROLL for (int j = 0; j < NB; j++)
-            acc[i][j] = kc == k_begin || row0 + i >= M ? (float16)(0.0f)
-                                                       : LOAD16(j, c + (size_t)i * ldc);
+        AT_ACC_LOAD(acc, c);
         // A sub-block inside one tap (most of them: a tap's C rows hold many)
         // reads its TM values next to each other from one pointer, a padded
         // window's tap checked once for all rows and read from `zeros` (TM
@@ -380,8 +379,7 @@ __kernel void gemm16_at_direct(const int M, const int N, const int K, __global c
             }
           }
         }
-        UNROLL for (int i = 0; i < TM; i++)
-          if (row0 + i < M) UNROLL for (int j = 0; j < NB; j++) STORE16(acc[i][j], j, c + (size_t)i * ldc);
+        AT_ACC_STORE(acc, c);
       }
     }
   }
