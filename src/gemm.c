@@ -58,7 +58,8 @@ static int largest_divisor(size_t blocks, int limit) {
  * cb blocks of 16*NB, each sub-block's X values copied once and used by all of
  * them. ResNet50's weight gradients at 96 px (epoch kernel sums, alternating
  * runs, 2 cores): AVX2 code 650 -> 420 ms with 128 columns (64: 450, 256:
- * same as 128); AVX-512 340 -> 315 ms with 128 (64: no gain). */
+ * same as 128); AVX-512 within the noise. One block (cb 1) keeps the in-place
+ * kernel (own_kernel). */
 static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
   own_tiles t = {.tm = 6, .nb = 1, .rb = 12, .cb = 1, .kc = FWD_KC, .splits = 1};
   const size_t blocks = s->n / 16;
