@@ -115,8 +115,9 @@ PY
 
 # A replica slowed for a while leaves the step and rejoins it: the ring's members
 # change between overlapped steps (the others wait at a barrier for the change).
-# As test_split.sh's run, with a bucket per layer.
-CLTRAIN_TEST_SLOW="replica=1,from=3,to=20,ms=50" POCL_DEVICES="basic pthread" run leave 1 0,1 8 7200 \
+# As test_split.sh's run (9,600 images: the probe waits about 2 s), with a bucket
+# per layer.
+CLTRAIN_TEST_SLOW="replica=1,from=3,to=20,ms=100" POCL_DEVICES="basic pthread" run leave 1 0,1 8 9600 \
   --split auto --seed 13 --check-replicas --profile
 rec=$(grep -o '{"index": 1, [^}]*}' "$tmp/leave.jsonl")
 if grep -q '"left": 1, ' <<<"$rec" && grep -q '"joined": 1, ' <<<"$rec" && ! grep -q "different parameters" "$tmp/leave.txt" &&
