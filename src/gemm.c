@@ -278,6 +278,23 @@ static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, c
  * others. */
 static size_t transposed_ld(size_t n) { return n % 128 == 0 ? n + 16 : n; }
 
+/* The transpose kernel (cl/gemm.cl) into the GEMM scratch: `count` blocks, block
+ * z's K rows of N floats (ld apart) at src_off + z*src_step written as N rows of
+ * K floats (ldd apart) at z*dst_step. Groups of one tile: PoCL compiles a kernel
+ * for each group size, and the shapes would otherwise each pick their own. */
+static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off, int ld, int K,
+                     int N, int ldd, int count, int src_step, int dst_step, clt_err *e) {
+  cl_kernel t;
+  int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e);
+  if (status) return status;
+  clt_karg args[] = {CLT_ARG(src), CLT_ARG(src_off),  CLT_ARG(ld),
+                     CLT_ARG(K),   CLT_ARG(N),        CLT_ARG(r->gemm_temp),
+                     CLT_ARG(ldd), CLT_ARG(src_step), CLT_ARG(dst_step)};
+  size_t global[3] = {((size_t)K + 15) / 16, ((size_t)N + 15) / 16, (size_t)count};
+  size_t local[3] = {1, 1, 1};
+  return clt_launch(r, t, label, args, 9, 3, global, local, e);
+}
+
 /* bias_offset < 0: no bias. accumulate: C += op(A) op(B) (beta 1; not with trans_a). */
 static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                     size_t b_off, cl_mem c, size_t c_off, cl_mem bias, long bias_offset, int relu,
@@ -291,16 +308,8 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
       co = (int)c_off;
   if (s->trans_b) {
     /* B is [N][K]: lay it out as [K][N] in the scratch first (weights: small). */
-    cl_kernel t;
-    if ((status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e))) return status;
-    int ldt = (int)transposed_ld(s->n), step = 0;
-    clt_karg targs[] = {CLT_ARG(b),   CLT_ARG(bo),   CLT_ARG(ldb),
-                        CLT_ARG(kk),  CLT_ARG(n),    CLT_ARG(r->gemm_temp),
-                        CLT_ARG(ldt), CLT_ARG(step), CLT_ARG(step)};
-    /* Groups of one tile: PoCL compiles a kernel for each group size, and the
-     * shapes would otherwise each pick their own. */
-    size_t tglobal[3] = {(s->k + 15) / 16, (s->n + 15) / 16, 1}, tlocal[3] = {1, 1, 1};
-    if ((status = clt_launch(r, t, "gemm transpose", targs, 9, 3, tglobal, tlocal, e)))
+    const int ldt = (int)transposed_ld(s->n);
+    if ((status = transpose(r, "gemm transpose", b, bo, ldb, kk, n, ldt, 1, 0, 0, e)))
       return status;
     b = r->gemm_temp;
     bo = 0;
@@ -518,21 +527,12 @@ int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, 
   if (s.m == 0) return CLT_OK;
   if (s.k * s.n * sizeof(float) > r->gemm_temp_bytes)
     return clt_fail(e, CLT_ERR_INTERNAL, "flipped kernel of %zu floats not reserved", s.k * s.n);
-  cl_kernel t;
-  int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e);
-  if (status) return status;
   /* Tap T-1-z's C x filters block, transposed, to tap z: rows of filters
    * floats (ld, K) become rows of C floats (N, ldd). */
   const int taps = g->kh * g->kw, block = g->c * filters;
-  int src_off = (int)w_off + (taps - 1) * block, f = filters, c = g->c;
-  int src_step = -block, dst_step = block;
-  clt_karg targs[] = {CLT_ARG(w), CLT_ARG(src_off),  CLT_ARG(f),
-                      CLT_ARG(f), CLT_ARG(c),        CLT_ARG(r->gemm_temp),
-                      CLT_ARG(c), CLT_ARG(src_step), CLT_ARG(dst_step)};
-  size_t tglobal[3] = {((size_t)filters + 15) / 16, ((size_t)g->c + 15) / 16, (size_t)taps};
-  size_t tlocal[3] = {1, 1, 1};
-  if ((status = clt_launch(r, t, "conv kernel flip", targs, 9, 3, tglobal, tlocal, e)))
-    return status;
+  int status = transpose(r, "conv kernel flip", w, (int)w_off + (taps - 1) * block, filters,
+                         filters, g->c, g->c, taps, -block, block, e);
+  if (status) return status;
   return run_gemm16(r, &s, &d, dy, 0, r->gemm_temp, 0, g->c, dx, 0, NULL, -1, 0, 0, e);
 }
 

@@ -50,7 +50,6 @@ int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_er
 int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem w,
                      size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu, clt_err *e);
 
-/* dw[kh*kw*c][filters] (at dw_off) = the kernel's gradient: col(x)^T * dy. */
 /* Whether dx of g's convolution runs as clt_conv_dx (CPU devices: stride 1, C a
  * multiple of 16, a kernel larger than 1x1). */
 int clt_conv_dx_implicit(const clt_replica *r, const clt_conv_geom *g);
@@ -63,6 +62,7 @@ int clt_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt
 int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, cl_mem w,
                 size_t w_off, cl_mem dx, clt_err *e);
 
+/* dw[kh*kw*c][filters] (at dw_off) = the kernel's gradient: col(x)^T * dy. */
 int clt_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy, cl_mem dw,
                 size_t dw_off, clt_err *e);
 

@@ -357,6 +357,7 @@ static void fuse_add_forward(clt_model *m) {
     if (other == i) continue; /* not an input of the Add, or both of its inputs */
     if (readers(m, i) != 1) continue;
     l->add_fused = 1;
+    l->residual = other;
     a->forward_fused = 1;
   }
 }

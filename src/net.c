@@ -495,8 +495,7 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
     if (l->add_fused) {
       /* Also the next layer's Add: its other input joins, its output is ours. */
       const clt_layer *a = &m->layers[i + 1];
-      const int other = a->inputs[0] == i ? a->inputs[1] : a->inputs[0];
-      io.residual = other >= 0 ? net->act[other] : net->input;
+      io.residual = l->residual >= 0 ? net->act[l->residual] : net->input;
       io.residual_relu = a->ops->sum_relu(a);
       io.y = net->act[i + 1];
     }

@@ -199,8 +199,9 @@ struct clt_layer {
    * one, is done by this layer's forward (ops->adds_residual): add_fused here, it
    * writes the Add's output; forward_fused there, its forward is skipped. The
    * Add's backward is unchanged; this output's buffer is left unwritten (its
-   * only reader is the Add, and this layer's backward does not read it). */
-  int add_fused, forward_fused;
+   * only reader is the Add, and this layer's backward does not read it).
+   * residual: with add_fused, the Add's other input (-1: the network's input). */
+  int add_fused, forward_fused, residual;
 };
 
 /* A kind's view of l->hp: `clt_layer_hp(l, conv_hp)`; the size is checked at build time. */
