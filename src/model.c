@@ -362,6 +362,28 @@ static void fuse_add_forward(clt_model *m) {
   }
 }
 
+/* A first convolution's output is the largest tensor of a small CNN, written
+ * once and read back three times when a 2x2 max pooling follows; a producer
+ * that can pool its own output (ops->can_pool_output) takes the pooling over
+ * when it is that output's only reader, right after it (src/net.c then gives
+ * the producer the pooling's buffers), and when the producer reads the
+ * model's input, whose gradient nobody needs (its backward recomputes the
+ * output instead of computing an input gradient): see clt_layer.pool_fused. */
+static void fuse_conv_pool(clt_model *m) {
+  for (int i = 0; i < m->nlayers; i++) m->layers[i].pool_fused = m->layers[i].pooled_by_input = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    clt_layer *l = &m->layers[i];
+    const int t = l->inputs[0];
+    if (l->ninputs != 1 || t < 0 || !l->ops->max_pool_2x2 || !l->ops->max_pool_2x2(l)) continue;
+    clt_layer *p = &m->layers[t];
+    if (t != i - 1 || p->ninputs != 1 || p->inputs[0] >= 0 || !p->ops->can_pool_output ||
+        !p->ops->can_pool_output(p) || readers(m, t) != 1)
+      continue;
+    p->pool_fused = 1;
+    l->pooled_by_input = 1;
+  }
+}
+
 /* Shapes in graph order, then the flat layout: trainable parameters first (the
  * optimizer updates that prefix), then the moving statistics; each starts aligned. */
 static int place_layers(clt_model *m, clt_err *e) {
@@ -383,6 +405,7 @@ static int place_layers(clt_model *m, clt_err *e) {
   }
   fuse_relu_backward(m);
   fuse_add_forward(m);
+  fuse_conv_pool(m);
   size_t offset = 0;
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < m->nlayers; i++) {

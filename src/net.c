@@ -185,6 +185,25 @@ int clt_net_create_inference(const clt_model *m, clt_replica *r, int max_batch, 
   return create(m, r, max_batch, metric_slots, 0, out, e);
 }
 
+/* Whether r runs layer l's pooling (the next layer's) in l's own passes
+ * (clt_layer.pool_fused): l writes the pooling's output buffer and reads its
+ * output gradient, and the pooling's passes do not run. */
+static int pools_output(const clt_layer *l, const clt_replica *r) {
+  return l->pool_fused && clt_pool_fused(l, r);
+}
+
+/* The largest activation, or activation gradient, r keeps: not the output of
+ * a convolution that pools it (an 11 MiB tensor a batch of 64 in the
+ * Fashion-MNIST CNN, never written). */
+static size_t max_activation(const clt_model *m, const clt_replica *r) {
+  size_t best = clt_shape_size(m->input);
+  for (int i = 0; i < m->nlayers; i++) {
+    const size_t s = clt_shape_size(m->layers[i].out);
+    if (s > best && !pools_output(&m->layers[i], r)) best = s;
+  }
+  return best;
+}
+
 static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int train,
                   clt_net **out, clt_err *e) {
   int status = CLT_OK;
@@ -213,7 +232,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     goto cleanup;
   }
 
-  const size_t max_act = clt_model_max_activation(m) * max_batch;
+  const size_t max_act = max_activation(m, r) * max_batch;
   const size_t in_floats = clt_shape_size(m->input) * max_batch;
   const size_t held = r->allocated_bytes;
 #define ALLOC(n, what, dst) \
@@ -257,7 +276,9 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     }
     char what[64];
     snprintf(what, sizeof what, "%s activations", l->name);
-    ALLOC(clt_shape_size(l->out) * max_batch, what, &net->act[i]);
+    /* A convolution pooling its own output writes the pooling's buffer. */
+    const size_t floats = pools_output(l, r) ? 1 : clt_shape_size(l->out) * max_batch;
+    ALLOC(floats, what, &net->act[i]);
   }
 #undef ALLOC
   net->device_bytes = r->allocated_bytes - held;
@@ -487,10 +508,11 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
                      .example0 = net->example0};
   for (int i = 0; i < m->nlayers && !status; i++) {
     const clt_layer *l = &m->layers[i];
-    if (l->forward_fused) continue; /* its producer did it (clt_layer.add_fused) */
+    /* Done by its producer (clt_layer.add_fused, pool_fused). */
+    if (l->forward_fused || (i > 0 && pools_output(&m->layers[i - 1], net->replica))) continue;
     io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
     io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
-    io.y = net->act[i];
+    io.y = pools_output(l, net->replica) ? net->act[i + 1] : net->act[i];
     io.state = net->state[i];
     if (l->add_fused) {
       /* Also the next layer's Add: its other input joins, its output is ours. */
@@ -515,12 +537,14 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
     const clt_grad_plan *p = &net->plan[i];
     const int in_place = adds_in_place(l, p);
     clt_replica_scope(net->replica, l->name, "backward");
-    if (l->ops->backward) {
+    const int pooled = i > 0 && pools_output(&m->layers[i - 1], net->replica);
+    if (l->ops->backward && !pooled) {
       io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
       io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
-      io.y = net->act[i];
+      io.y = pools_output(l, net->replica) ? net->act[i + 1] : net->act[i];
       io.state = net->state[i];
-      io.dy = net->grad_pool[p->out];
+      /* The pooling's output gradient, for a convolution that pools. */
+      io.dy = net->grad_pool[pools_output(l, net->replica) ? net->plan[i + 1].out : p->out];
       io.dx = p->in[0] >= 0 ? net->grad_pool[p->in[0]] : NULL;
       io.dx2 = p->in[1] >= 0 ? net->grad_pool[p->in[1]] : NULL;
       io.dx_accumulate = in_place;
@@ -528,7 +552,7 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
       status = l->ops->backward(l, &io, e);
       io.dx_accumulate = 0;
     }
-    for (int k = 0; k < l->ninputs && !status; k++) {
+    for (int k = 0; k < l->ninputs && !status && !pooled; k++) {
       if (p->add_to[k] < 0 || (k == 0 && in_place)) continue;
       const size_t n = clt_shape_size(m->layers[l->inputs[k]].out) * (size_t)count;
       status = accumulate(net, net->grad_pool[p->add_to[k]], net->grad_pool[p->in[k]], n, e);

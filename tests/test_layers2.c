@@ -1,10 +1,12 @@
 /* Tests of the layers ResNet50 adds: BatchNormalization, Add, GlobalAveragePooling2D
- * and max pooling with zero padding.
+ * and max pooling with zero padding; and of a first Conv2D with the 2x2 max pooling
+ * after it, which the model fuses on CPU replicas.
  *
  * 1. References (src/ref_resnet.c, and src/ref.c's convolution at the strides and
- *    paddings ResNet uses): every backward against central finite differences of
- *    its forward, and hand-computed padded-pooling ties. Pure C; `--ref-only` runs
- *    just this part (cheap enough for valgrind).
+ *    paddings ResNet uses, and its fused convolution + ReLU + pooling): every
+ *    backward against central finite differences of its forward, and hand-computed
+ *    padded-pooling ties. Pure C; `--ref-only` runs just this part (cheap enough
+ *    for valgrind).
  * 2. Each layer through its ops table (setup, prepare, forward, backward) on ONE
  *    replica (device 0, or $CLT_TEST_DEVICE) against the references at awkward sizes:
  *    C not a multiple of 8 (scalar tails) and a multiple of it, batch 1 and 3, odd
@@ -25,6 +27,7 @@
 
 #include "harness.h"
 #include "layer.h"
+#include "model.h"
 #include "ref.h"
 #include "ref_resnet.h"
 
@@ -414,6 +417,107 @@ static void test_conv_fd(const char *name, conv_ctx c) {
   case_end();
 }
 
+/* ---- Conv2D + ReLU + 2x2 max pooling as one layer (ref.c) -------------------------- */
+
+typedef struct cpool_ctx {
+  int B, H, W, C, KH, KW, CO, PH, PW;
+  double *x, *w, *bias; /* bias may be NULL */
+  int *d0, *d1;         /* per window and channel: the maximum's position, or -1 */
+  double *z;            /* the convolution's output */
+  double *zeros;        /* CO zeros, ref_conv2d_forward's bias without one */
+} cpool_ctx;
+
+static void cpool_fwd(void *p, double *y) {
+  cpool_ctx *t = p;
+  ref_conv_pool_forward(t->x, t->B, t->H, t->W, t->C, t->w, t->bias, t->KH, t->KW, t->CO, t->PH,
+                        t->PW, y);
+}
+
+/* Each window's choice, from the full convolution (independent of ref_conv_pool_*):
+ * the first maximum's position, or -1 when that maximum is within 1e-9 of the ReLU's
+ * kink or below it; -2 where two positions come within 1e-9 of a tie. */
+static void cpool_decisions(const cpool_ctx *t, int *d) {
+  const int OH = t->H - t->KH + 1, OW = t->W - t->KW + 1;
+  double *z = t->z;
+  ref_conv2d_forward(t->x, t->B, t->H, t->W, t->C, t->w, t->bias ? t->bias : t->zeros, t->KH, t->KW,
+                     t->CO, 1, 0, 0, OH, OW, z);
+  size_t k = 0;
+  for (int b = 0; b < t->B; b++)
+    for (int py = 0; py < t->PH; py++)
+      for (int px = 0; px < t->PW; px++)
+        for (int co = 0; co < t->CO; co++, k++) {
+          double v[4];
+          for (int q = 0; q < 4; q++) {
+            const int oy = 2 * py + q / 2, ox = 2 * px + q % 2;
+            v[q] = z[(((size_t)b * OH + oy) * OW + ox) * t->CO + co];
+          }
+          int best = 0;
+          for (int q = 1; q < 4; q++)
+            if (v[q] > v[best]) best = q;
+          d[k] = v[best] < 1e-9 ? -1 : best;
+          for (int q = 0; q < 4; q++)
+            if (q != best && fabs(v[q] - v[best]) < 1e-9) d[k] = -2;
+        }
+}
+
+static int cpool_unstable(void *p, double *in, size_t i, double h) {
+  cpool_ctx *t = p;
+  const size_t n = (size_t)t->B * t->PH * t->PW * t->CO;
+  const double saved = in[i];
+  int changed = 0;
+  cpool_decisions(t, t->d0);
+  for (int sign = -1; sign <= 1; sign += 2) {
+    in[i] = saved + sign * h;
+    cpool_decisions(t, t->d1);
+    for (size_t k = 0; k < n && !changed; k++) changed = t->d0[k] != t->d1[k] || t->d0[k] == -2;
+  }
+  in[i] = saved;
+  return changed;
+}
+
+/* ref_conv_pool_backward by finite differences of its forward, and both against
+ * the separate layers' references (conv, ReLU, pooling) they stand for. */
+static void test_conv_pool_fd(int B, int H, int W, int C, int KH, int KW, int CO, int bias) {
+  set_case("ref conv+relu+maxpool %dx%d B%d %dx%d C%d->%d%s:", KH, KW, B, H, W, C, CO,
+           bias ? "" : " nobias");
+  const int OH = H - KH + 1, OW = W - KW + 1, PH = OH / 2, PW = OW / 2;
+  const size_t nx = (size_t)B * H * W * C, nw = (size_t)KH * KW * C * CO;
+  const size_t nz = (size_t)B * OH * OW * CO, ny = (size_t)B * PH * PW * CO;
+  cpool_ctx t = {B,        H,        W,        C,
+                 KH,       KW,       CO,       PH,
+                 PW,       dnew(nx), dnew(nw), bias ? dnew((size_t)CO) : NULL,
+                 inew(ny), inew(ny), dnew(nz), dnew((size_t)CO)};
+  double *wt = dnew(ny), *dw = dnew(nw), *db = dnew((size_t)CO), *y = dnew(ny);
+  rand_fill(t.x, nx, -1, 1);
+  rand_fill(t.w, nw, -1, 1);
+  if (bias) rand_fill(t.bias, (size_t)CO, -0.5, 0.5);
+  rand_fill(wt, ny, -1, 1);
+  poison(dw, nw);
+  poison(db, (size_t)CO);
+  ref_conv_pool_backward(t.x, B, H, W, C, t.w, t.bias, KH, KW, CO, PH, PW, wt, dw,
+                         bias ? db : NULL);
+  fd_layer L = {&t, cpool_fwd, ny, cpool_unstable};
+  fd_check("dw", &L, t.w, nw, wt, dw);
+  if (bias) fd_check("dbias", &L, t.bias, (size_t)CO, wt, db);
+
+  /* The separate layers: conv, ReLU, pooling; back through the pooling, the ReLU's
+   * mask and the convolution. */
+  double *z = dnew(nz), *y2 = dnew(ny), *dz = dnew(nz), *dw2 = dnew(nw), *db2 = dnew((size_t)CO);
+  ref_conv_pool_forward(t.x, B, H, W, C, t.w, t.bias, KH, KW, CO, PH, PW, y);
+  ref_conv2d_forward(t.x, B, H, W, C, t.w, bias ? t.bias : t.zeros, KH, KW, CO, 1, 0, 0, OH, OW, z);
+  ref_relu_forward(z, nz, z);
+  ref_maxpool_forward(z, B, OH, OW, CO, 2, 2, PH, PW, y2);
+  ref_maxpool_backward(z, B, OH, OW, CO, 2, 2, PH, PW, wt, dz);
+  ref_relu_backward(z, dz, nz, dz);
+  ref_conv2d_backward(t.x, B, H, W, C, t.w, KH, KW, CO, 1, 0, 0, OH, OW, dz, NULL, dw2, db2);
+  double d = 0.0;
+  for (size_t i = 0; i < ny; i++) d = worse(d, fabs(y[i] - y2[i]));
+  for (size_t i = 0; i < nw; i++) d = worse(d, fabs(dw[i] - dw2[i]));
+  for (int i = 0; i < CO && bias; i++) d = worse(d, fabs(db[i] - db2[i]));
+  report("y, dw, dbias as conv, relu and maxpool", d, 1e-12, "");
+  case_end();
+}
+
 static void test_references(void) {
   test_bn_hand();
   test_bn_fd(2, 3, 2, 3, 0);
@@ -436,6 +540,10 @@ static void test_references(void) {
                (conv_ctx){2, 5, 4, 3, 3, 3, 2, 1, 1, 1, 5, 4, NULL, NULL, NULL});
   test_conv_fd("3x3 same s2 B1 7x6 C2->3",
                (conv_ctx){1, 7, 6, 2, 3, 3, 3, 2, 1, 0, 4, 3, NULL, NULL, NULL});
+  /*               B  H  W  C KH KW CO bias */
+  test_conv_pool_fd(2, 7, 8, 1, 3, 3, 3, 1); /* 5x6 -> 2x3: an odd row unused */
+  test_conv_pool_fd(1, 6, 7, 2, 2, 3, 2, 1); /* 5x5 -> 2x2, KH != KW */
+  test_conv_pool_fd(3, 5, 5, 3, 3, 3, 2, 0); /* 3x3 -> 1x1, no bias */
 }
 
 /* ================================================================================== */
@@ -855,6 +963,126 @@ static void test_ppool_all(void) {
   expect("negative padding refused", l.ops->setup(&l, &in, &err) != CLT_ERR_ARG, 1);
 }
 
+/* ---- Conv2D + MaxPooling2D, fused on CPU replicas ------------------------------------ */
+
+typedef struct cpool_case {
+  int B, H, W, C, KH, KW, CO, bias;
+} cpool_case;
+
+/* The pair as the model sets it up (clt_layer.pool_fused; fused on the CPU flavor,
+ * as two layers on the GPU flavor) against ref_conv_pool_*: the conv's forward, the
+ * pooling's forward, the pooling's backward, the conv's backward (no input gradient:
+ * it reads the model's input), with the buffers src/net.c gives them. */
+static void test_conv_pool(const cpool_case *t) {
+  set_case("conv+maxpool %dx%d C%d->%d %dx%d B%d%s (%s):", t->KH, t->KW, t->C, t->CO, t->H, t->W,
+           t->B, t->bias ? "" : " nobias", R->flavor == CLT_KERNELS_CPU ? "fused" : "not fused");
+  static clt_model m; /* large: not on the stack */
+  char desc[160];
+  snprintf(desc, sizeof desc,
+           "conv=Conv2D(%d,%dx%d,s1,valid%s,relu) pool=MaxPooling2D(2,s2) flat=Flatten d=Dense(2)",
+           t->CO, t->KH, t->KW, t->bias ? "" : ",nobias");
+  if (api_failed(clt_model_parse("pair", (clt_shape){t->H, t->W, t->C}, 2, CLT_PRE_UNIT, desc, &m,
+                                 &E),
+                 "model"))
+    goto done;
+  clt_layer conv = m.layers[0], pool = m.layers[1];
+  expect("the model fuses the pair", !conv.pool_fused + !pool.pooled_by_input, 2);
+  const int OH = t->H - t->KH + 1, OW = t->W - t->KW + 1, PH = OH / 2, PW = OW / 2;
+  const int K = t->KH * t->KW * t->C;
+  if (skip_large((double)t->B * OH * OW * K * t->CO)) goto done;
+  const size_t flat = place_params(&conv);
+  if (api_failed(conv.ops->prepare(&conv, R, t->B, &E), "conv prepare") ||
+      api_failed(pool.ops->prepare(&pool, R, t->B, &E), "pool prepare"))
+    goto done;
+  const size_t nx = (size_t)t->B * t->H * t->W * t->C, nz = (size_t)t->B * OH * OW * t->CO;
+  const size_t ny = (size_t)t->B * PH * PW * t->CO, nw = conv.params[0].size;
+  const size_t koff = conv.params[0].offset, boff = conv.params[1].offset;
+  double *x = dnew(nx), *w = dnew(nw), *bias = dnew((size_t)t->CO), *dy = dnew(ny);
+  double *y = dnew(ny), *y_ref = dnew(ny), *dw = dnew(nw), *dw_ref = dnew(nw);
+  double *db = dnew((size_t)t->CO), *db_ref = dnew((size_t)t->CO);
+  rand_fill(x, nx, -1, 1);
+  rand_fill(w, nw, -sqrt(3.0 / K), sqrt(3.0 / K));
+  if (t->bias) rand_fill(bias, (size_t)t->CO, -0.5, 0.5);
+  rand_fill(dy, ny, -1, 1);
+  size_t ns = clt_layer_scratch_floats(&conv, t->B);
+  if (clt_layer_scratch_floats(&pool, t->B) > ns) ns = clt_layer_scratch_floats(&pool, t->B);
+  cl_mem X = dev_new(nx), YC = dev_new(nz + TAIL), YP = dev_new(ny + TAIL), DYP = dev_new(ny);
+  cl_mem DYC = dev_new(nz + TAIL), P = dev_new(flat), G = dev_new(flat), S = dev_new(ns + TAIL);
+  upload(X, 0, x, nx);
+  upload(P, koff, w, nw);
+  if (t->bias) upload(P, boff, bias, (size_t)t->CO);
+  upload(DYP, 0, dy, ny);
+  clt_layer_io io = {
+      .replica = R, .batch = t->B, .train = 1, .params = P, .grads = G, .scratch = S};
+  /* As the net runs them: fused, the conv writes the pooling's output and reads
+   * its output gradient, and the pooling's passes do not run. */
+  const int fused = clt_pool_fused(&conv, R);
+  io.x = X, io.y = fused ? YP : YC;
+  if (api_failed(conv.ops->forward(&conv, &io, &E), "conv forward")) goto done;
+  io.x = YC, io.y = YP;
+  if (!fused && api_failed(pool.ops->forward(&pool, &io, &E), "pool forward")) goto done;
+  io.dy = DYP, io.dx = DYC;
+  if (!fused && api_failed(pool.ops->backward(&pool, &io, &E), "pool backward")) goto done;
+  io.x = X, io.y = fused ? YP : YC, io.dy = fused ? DYP : DYC, io.dx = NULL;
+  if (api_failed(conv.ops->backward(&conv, &io, &E), "conv backward")) goto done;
+  download(YP, 0, y, ny);
+  download(G, koff, dw, nw);
+  download(G, boff, db, (size_t)t->CO);
+  ref_conv_pool_forward(x, t->B, t->H, t->W, t->C, w, t->bias ? bias : NULL, t->KH, t->KW, t->CO,
+                        PH, PW, y_ref);
+  ref_conv_pool_backward(x, t->B, t->H, t->W, t->C, w, t->bias ? bias : NULL, t->KH, t->KW, t->CO,
+                         PH, PW, dy, dw_ref, db_ref);
+  check("y", y, y_ref, ny, TOL_REDUCE);
+  check("dW", dw, dw_ref, nw, TOL_REDUCE);
+  if (t->bias) check("dbias", db, db_ref, (size_t)t->CO, TOL_REDUCE);
+  check_flat("grads: gaps untouched", G, &conv, flat, 0, t->bias ? 1 : 0);
+  check_untouched("pooled output tail", YP, ny, TAIL);
+  check_untouched("conv output tail", YC, nz, TAIL);
+  check_untouched("conv gradient tail", DYC, nz, TAIL);
+  check_untouched("scratch tail", S, ns, TAIL);
+done:
+  case_end();
+}
+
+/* Where the model must keep the layers apart (fused or not, the results are the
+ * same: this guards the conditions). */
+static void test_conv_pool_conditions(void) {
+  set_case("conv+maxpool fusing conditions:");
+  static clt_model m;
+  static const struct {
+    const char *desc, *what;
+    int fused;
+  } cases[] = {
+      {"c=Conv2D(16,3x3,s1,valid,relu) p=MaxPooling2D(2,s2) f=Flatten d=Dense(2)", "fused", 1},
+      {"c=Conv2D(16,3x3,s1,valid) p=MaxPooling2D(2,s2) f=Flatten d=Dense(2)", "no ReLU", 0},
+      {"c=Conv2D(24,3x3,s1,valid,relu) p=MaxPooling2D(2,s2) f=Flatten d=Dense(2)",
+       "filters not a multiple of 16", 0},
+      {"c=Conv2D(16,3x3,s1,same,relu) p=MaxPooling2D(2,s2) f=Flatten d=Dense(2)", "padding", 0},
+      {"c=Conv2D(16,3x3,s2,valid,relu) p=MaxPooling2D(2,s2) f=Flatten d=Dense(2)", "stride 2", 0},
+      {"c=Conv2D(16,3x3,s1,valid,relu) p=MaxPooling2D(3,s2) f=Flatten d=Dense(2)", "pool 3", 0},
+      {"c=Conv2D(16,3x3,s1,valid,relu) p=MaxPooling2D(2,s1) f=Flatten d=Dense(2)", "stride 1 pool",
+       0},
+      {"c=Conv2D(16,7x7,s1,valid,relu) p=MaxPooling2D(2,s2) f=Flatten d=Dense(2)", "49 taps", 0},
+      {"a=Conv2D(16,1x1,s1,valid) c=Conv2D(16,3x3,s1,valid,relu) p=MaxPooling2D(2,s2) "
+       "f=Flatten d=Dense(2)",
+       "input not the model's (its gradient is needed)", 0},
+      {"c=Conv2D(16,3x3,s1,valid,relu) p=MaxPooling2D(2,s2) q=MaxPooling2D(2,s2)<c f=Flatten<p "
+       "g=Flatten<q s=Concatenate<f,g d=Dense(2)",
+       "output read twice", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (clt_model_parse("pair", (clt_shape){10, 10, 1}, 2, CLT_PRE_UNIT, cases[i].desc, &m, &E)) {
+      report(cases[i].what, 1.0, 0.0, E.msg);
+      continue;
+    }
+    const int c = clt_model_find(&m, "c"), p = clt_model_find(&m, "p");
+    expect(cases[i].what,
+           (m.layers[c].pool_fused != cases[i].fused) +
+               (m.layers[p].pooled_by_input != cases[i].fused),
+           2);
+  }
+}
+
 /* ---- main -------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -876,6 +1104,17 @@ int main(int argc, char **argv) {
   test_gap(3, 1, 1, 5);
   test_gap(2, 3, 5, 64);
   test_ppool_all();
+  static const cpool_case cpool_cases[] = {
+      /* B, H, W, C, KH, KW, CO, bias */
+      {5, 28, 28, 1, 3, 3, 64, 1}, /* fmnist-cnn's first layer: 26 -> 13 */
+      {3, 27, 27, 1, 3, 3, 16, 1}, /* 25 -> 12: the last row and column in no window */
+      {7, 27, 27, 3, 3, 3, 64, 1}, /* RGB, K = 27 (the generic tap loops) */
+      {1, 9, 8, 1, 3, 3, 16, 0},   /* no bias; small mode's size */
+      {3, 7, 8, 2, 2, 3, 32, 1},   /* KH != KW, C = 2; small mode's size */
+  };
+  for (size_t i = 0; i < sizeof cpool_cases / sizeof cpool_cases[0]; i++)
+    test_conv_pool(&cpool_cases[i]);
+  test_conv_pool_conditions();
   replica_close();
   return summary();
 }

@@ -13,7 +13,14 @@
  * Without a bias (use_bias=False: no "bias" parameter, as Keras' get_weights) the
  * ReLU's backward still runs through that pass, its column sums going to scratch.
  * A ZeroPadding2D folded in front (l->pad, any four sides) is im2col's padding.
- * Scratch: [col: M*K floats][bias-gradient partial sums][CO sums without a bias]. */
+ * Scratch: [col: M*K floats][bias-gradient partial sums][CO sums without a bias].
+ * With the 2x2 max pooling after it fused in (l->pool_fused, CPU replicas:
+ * clt_pool_fused), conv.cl's conv_pool_* run the convolution, ReLU and pooling
+ * as one pass and write the pooled output (io->y: src/net.c passes the
+ * pooling's buffer); backward reads the pooled gradient (io->dy, the pooling's
+ * output gradient) and recomputes the windows for dW and dbias,
+ * into partial sums per block of pooled rows (scratch) that bias_grad_final
+ * adds up. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -90,10 +97,38 @@ static size_t conv_k(const clt_layer *l) {
   return (size_t)hp(l)->kernel_h * hp(l)->kernel_w * l->in.c;
 }
 
+/* The fused pair's gradient: its blocks of pooled rows (at most CP_BLOCKS, so the
+ * partial sums stay small next to the work), each block's partial dW and dbias.
+ * Scratch for up to `batch` examples: a smaller batch may take more blocks (26
+ * rows: 26 blocks; 39 rows: 20), never more than min(rows, CP_BLOCKS). */
+#define CP_BLOCKS 32
+static int cp_rows_per_block(const clt_layer *l, int batch) {
+  const int rows = batch * (l->out.h / 2);
+  return (rows + CP_BLOCKS - 1) / CP_BLOCKS;
+}
+static size_t cp_partials(const clt_layer *l, int batch) {
+  const int rows = batch * (l->out.h / 2), blocks = rows < CP_BLOCKS ? rows : CP_BLOCKS;
+  return (size_t)blocks * (conv_k(l) + 1) * hp(l)->filters;
+}
+
 static size_t conv_scratch(const clt_layer *l, int batch) {
   size_t rows = conv_rows(l, batch);
   size_t col = conv_pointwise(l) ? 0 : rows * conv_k(l);
-  return col + clt_bias_relu_scratch((int)rows, hp(l)->filters, conv_bias(l));
+  size_t unfused = col + clt_bias_relu_scratch((int)rows, hp(l)->filters, conv_bias(l));
+  size_t fused = l->pool_fused ? cp_partials(l, batch) : 0;
+  return unfused > fused ? unfused : fused;
+}
+
+/* Whether the layer can run the 2x2 max pooling of its output (the model decides,
+ * clt_layer.pool_fused): a ReLU, stride 1 and no padding anywhere (the windows need
+ * no bounds), few taps (CP_MAX_K: the sums a work-item of conv.cl keeps), filters
+ * in float16 blocks. */
+#define CP_MAX_K 32
+static int conv_can_pool_output(const clt_layer *l) {
+  const clt_conv_hp *h = hp(l);
+  return h->relu && h->stride == 1 && !clt_pad_any(l->pad) && l->pad_top == 0 && l->pad_left == 0 &&
+         l->out.h == l->in.h - h->kernel_h + 1 && l->out.w == l->in.w - h->kernel_w + 1 &&
+         conv_k(l) <= CP_MAX_K && h->filters % 16 == 0 && l->out.h >= 2 && l->out.w >= 2;
 }
 
 /* The three GEMMs, for `batch` examples. */
@@ -110,9 +145,20 @@ static clt_gemm_shape dcol_shape(const clt_layer *l, int batch) {
   return (clt_gemm_shape){0, 1, m, k, n, n, n, k};
 }
 
+/* The pair's kernel for l's taps: conv.cl's copy for 3x3 taps over one channel
+ * (its loops unrolled), else the general one. Each compiles only if a run
+ * launches it. */
+static const char *cp_kernel(const clt_layer *l, int backward) {
+  const int k331 = hp(l)->kernel_h == 3 && hp(l)->kernel_w == 3 && l->in.c == 1;
+  if (backward) return k331 ? "conv_pool_backward_3x3c1" : "conv_pool_backward";
+  return k331 ? "conv_pool_forward_3x3c1" : "conv_pool_forward";
+}
+
 static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   static const char *const names[] = {"im2col",   "im2col_rows",       "col2im",
                                       "bias_act", "bias_grad_partial", "bias_grad_final"};
+  const char *const fused[] = {cp_kernel(l, 0), cp_kernel(l, 1), "bias_grad_final"};
+  if (clt_pool_fused(l, r)) return clt_layer_build_kernels(r, "conv.cl", fused, 3, e);
   int status = clt_layer_build_kernels(r, "conv.cl", names, 6, e);
   if (status) return status;
   clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
@@ -162,7 +208,78 @@ static int conv_im2col(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
                    (size_t)l->in.c, e);
 }
 
+/* The pair's kernels move float16 vectors through pointers: the parameters must
+ * start on 16 floats (the model aligns them to 32). */
+static int conv_pool_aligned(const clt_layer *l, clt_err *e) {
+  for (int p = 0; p < l->nparams; p++) {
+    if (l->params[p].offset % 16)
+      return clt_fail(e, CLT_ERR_INTERNAL, "%s: %s at float %zu, not a multiple of 16", l->name,
+                      l->params[p].name, l->params[p].offset);
+  }
+  return CLT_OK;
+}
+
+/* The pair's kernels' shape arguments, in their order (after the buffers). */
+#define CP_SHAPE_ARGS(l, io, ph, pw)                                                            \
+  CLT_ARG((io)->batch), CLT_ARG((l)->in.h), CLT_ARG((l)->in.w), CLT_ARG((l)->in.c),             \
+      CLT_ARG(hp(l)->kernel_h), CLT_ARG(hp(l)->kernel_w), CLT_ARG(hp(l)->filters), CLT_ARG(ph), \
+      CLT_ARG(pw)
+
+/* The pair's forward: y's batch * (OH/2) * (OW/2) * CO floats get the pooled
+ * output; a work-item per pooled row. */
+static int conv_pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  cl_kernel k;
+  int status = conv_pool_aligned(l, e);
+  if (!status) status = clt_replica_kernel(io->replica, "conv.cl", "", cp_kernel(l, 0), &k, e);
+  if (status) return status;
+  const clt_param *bias = conv_bias(l);
+  int w_off = (int)l->params[0].offset, b_off = bias ? (int)bias->offset : -1;
+  int ph = l->out.h / 2, pw = l->out.w / 2;
+  clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->params), CLT_ARG(w_off),
+                     CLT_ARG(b_off), CLT_ARG(io->y),      CP_SHAPE_ARGS(l, io, ph, pw)};
+  return clt_launch1d(io->replica, k, "conv_pool_forward", args, 14, (size_t)io->batch * ph, e);
+}
+
+/* The pair's backward from the pooled gradient (io->dy, batch * (OH/2) * (OW/2) * CO
+ * floats): partial sums per block of pooled rows and 16 channels, a block a
+ * work-item (long work, as clt_launch_row_blocks' groups of one), then
+ * bias_grad_final over the blocks into dW and dbias. */
+static int conv_pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  cl_kernel kb, kf;
+  int status = conv_pool_aligned(l, e);
+  if (!status) status = clt_replica_kernel(io->replica, "conv.cl", "", cp_kernel(l, 1), &kb, e);
+  if (!status) status = clt_replica_kernel(io->replica, "conv.cl", "", "bias_grad_final", &kf, e);
+  if (status) return status;
+  const clt_param *bias = conv_bias(l);
+  int w_off = (int)l->params[0].offset, b_off = bias ? (int)bias->offset : -1;
+  int ph = l->out.h / 2, pw = l->out.w / 2, per = cp_rows_per_block(l, io->batch);
+  const int nblocks = (io->batch * ph + per - 1) / per;
+  clt_karg args[] = {CLT_ARG(io->x),
+                     CLT_ARG(io->params),
+                     CLT_ARG(w_off),
+                     CLT_ARG(b_off),
+                     CLT_ARG(io->dy),
+                     CLT_ARG(io->scratch),
+                     CP_SHAPE_ARGS(l, io, ph, pw),
+                     CLT_ARG(per)};
+  const size_t global[2] = {(size_t)nblocks, (size_t)hp(l)->filters / 16}, local[2] = {1, 1};
+  status = clt_launch(io->replica, kb, "conv_pool_backward", args, 16, 2, global, local, e);
+  /* dW's sums, then dbias's after them in scratch (cols: K*CO, then CO). */
+  int part = 0, cols = (int)conv_k(l) * hp(l)->filters;
+  for (int pass = 0; pass < (bias ? 2 : 1) && !status; pass++) {
+    int off = pass ? b_off : w_off;
+    clt_karg fargs[] = {CLT_ARG(io->scratch), CLT_ARG(part),      CLT_ARG(nblocks),
+                        CLT_ARG(cols),        CLT_ARG(io->grads), CLT_ARG(off)};
+    status = clt_launch1d(io->replica, kf, pass ? "bias_grad_final" : "kernel_grad_final", fargs, 6,
+                          (size_t)cols, e);
+    part = nblocks * cols;
+    cols = hp(l)->filters;
+  }
+  return status;
+}
+
 static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  if (clt_pool_fused(l, io->replica)) return conv_pool_forward(l, io, e);
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
   const int pointwise = conv_pointwise(l);
   if (!pointwise && conv_implicit(l, io->replica)) {
@@ -178,6 +295,7 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
 }
 
 static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  if (clt_pool_fused(l, io->replica)) return conv_pool_backward(l, io, e);
   const size_t rows = conv_rows(l, io->batch);
   const int pointwise = conv_pointwise(l);
   const int implicit = !pointwise && conv_implicit(l, io->replica);
@@ -279,6 +397,7 @@ const clt_layer_ops clt_conv2d_ops = {
     .backward = conv_backward,
     .output_relu = conv_output_relu,
     .accumulates_dx = conv_accumulates_dx,
+    .can_pool_output = conv_can_pool_output,
     .from_keras = conv_from_keras,
     .to_onnx = conv_to_onnx,
     .ref_forward = CLT_REF(conv_ref_forward),

@@ -129,6 +129,12 @@ typedef struct clt_layer_ops {
    * ReLU of its own), and, for an elementwise sum, its fused ReLU (0 or 1). */
   int (*adds_residual)(const clt_layer *l);
   int (*sum_relu)(const clt_layer *l);
+  /* Optional, for running a 2x2, stride 2 max pooling within its producer's
+   * passes (set up by the model, see clt_layer.pool_fused): whether l is such a
+   * pooling (MaxPooling2D(2,s2), 'valid', unpadded), and whether l's passes can
+   * pool their output so (Conv2D of few taps with a ReLU, on CPU replicas). */
+  int (*max_pool_2x2)(const clt_layer *l);
+  int (*can_pool_output)(const clt_layer *l);
   /* Optional: builds kernels and reserves GEMM scratch on a replica for up to max_batch. */
   int (*prepare)(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e);
   /* The device passes (optional for an aliasing layer, which moves no data). */
@@ -202,7 +208,22 @@ struct clt_layer {
    * only reader is the Add, and this layer's backward does not read it).
    * residual: with add_fused, the Add's other input (-1: the network's input). */
   int add_fused, forward_fused, residual;
+  /* derived by the model: the next layer, a 2x2 max pooling of this output and
+   * its only reader, is done by this layer's passes (ops->can_pool_output) on
+   * the replicas clt_pool_fused says: pool_fused here, it writes the pooled
+   * output into the pooling's buffer and reads the pooled gradient from the
+   * pooling's (src/net.c passes them as y and dy), and computes no input
+   * gradient (its input is the model's); pooled_by_input there, its passes do
+   * not run. */
+  int pool_fused, pooled_by_input;
 };
+
+/* Whether replica r runs the pooling of l (either layer of such a pair) inside
+ * the producer's passes: on the CPU flavor, whose kernels conv.cl's
+ * conv_pool_* are written for; the GPU flavor keeps the separate layers. */
+static inline int clt_pool_fused(const clt_layer *l, const clt_replica *r) {
+  return (l->pool_fused || l->pooled_by_input) && r->flavor == CLT_KERNELS_CPU;
+}
 
 /* A kind's view of l->hp: `clt_layer_hp(l, conv_hp)`; the size is checked at build time. */
 #define clt_layer_hp(l, type) \

@@ -109,8 +109,16 @@ static int pool_general(const clt_layer *l) {
          (l->out.w - 1) * h->stride_w + h->pool_w > l->in.w;
 }
 
+/* The pooling a producer can run inside its own passes (clt_layer.pooled_by_input). */
+static int pool_max_2x2(const clt_layer *l) {
+  const pool_hp *h = hp(l);
+  return h->pool == 2 && h->pool_w == 2 && h->stride == 2 && h->stride_w == 2 && !h->same &&
+         !clt_pad_any(l->pad);
+}
+
 static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)max_batch;
+  if (clt_pool_fused(l, r)) return CLT_OK; /* its producer pools: src/net.c skips its passes */
   static const char *const plain[] = {"maxpool_forward", "maxpool_backward",
                                       "maxpool_backward_tiled"};
   static const char *const general[] = {"maxpool_pad_forward", "maxpool_pad_backward"};
@@ -321,6 +329,7 @@ const clt_layer_ops clt_maxpool_ops = {
     .forward = pool_forward,
     .backward = pool_backward,
     .can_mask_input_relu = pool_can_mask_input_relu,
+    .max_pool_2x2 = pool_max_2x2,
     .from_keras = pool_from_keras,
     .to_onnx = pool_to_onnx,
     .ref_forward = CLT_REF(pool_ref_forward),

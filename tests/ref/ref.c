@@ -165,6 +165,63 @@ void ref_maxpool_backward(const double *x, int B, int H, int W, int C, int pool,
         }
 }
 
+/* ---- Conv2D + ReLU + 2x2 max pooling ------------------------------------------------ */
+
+/* The pre-activations of window (b, py, px), channel co: z[q], q = dy*2 + dx. */
+static void conv_pool_window(const double *x, int b, int py, int px, int co, int H, int W, int C,
+                             const double *w, const double *bias, int KH, int KW, int CO,
+                             double z[4]) {
+  for (int q = 0; q < 4; q++) {
+    const int oy = 2 * py + q / 2, ox = 2 * px + q % 2;
+    double s = bias ? bias[co] : 0.0;
+    for (int ky = 0; ky < KH; ky++)
+      for (int kx = 0; kx < KW; kx++)
+        for (int c = 0; c < C; c++)
+          s += x[nhwc(b, oy + ky, ox + kx, c, H, W, C)] * w[((ky * KW + kx) * C + c) * CO + co];
+    z[q] = s;
+  }
+}
+
+void ref_conv_pool_forward(const double *x, int B, int H, int W, int C, const double *w,
+                           const double *bias, int KH, int KW, int CO, int PH, int PW, double *y) {
+  for (int b = 0; b < B; b++)
+    for (int py = 0; py < PH; py++)
+      for (int px = 0; px < PW; px++)
+        for (int co = 0; co < CO; co++) {
+          double z[4], m = 0.0; /* the ReLU: a maximum below 0 is 0 */
+          conv_pool_window(x, b, py, px, co, H, W, C, w, bias, KH, KW, CO, z);
+          for (int q = 0; q < 4; q++)
+            if (z[q] > m) m = z[q];
+          y[nhwc(b, py, px, co, PH, PW, CO)] = m;
+        }
+}
+
+void ref_conv_pool_backward(const double *x, int B, int H, int W, int C, const double *w,
+                            const double *bias, int KH, int KW, int CO, int PH, int PW,
+                            const double *dy, double *dw, double *dbias) {
+  zero(dw, (size_t)KH * KW * C * CO);
+  if (dbias) zero(dbias, (size_t)CO);
+  for (int b = 0; b < B; b++)
+    for (int py = 0; py < PH; py++)
+      for (int px = 0; px < PW; px++)
+        for (int co = 0; co < CO; co++) {
+          double z[4];
+          conv_pool_window(x, b, py, px, co, H, W, C, w, bias, KH, KW, CO, z);
+          int best = 0;
+          for (int q = 1; q < 4; q++)
+            if (z[q] > z[best]) best = q;
+          if (!(z[best] > 0.0)) continue; /* the ReLU passes nothing back */
+          const double g = dy[nhwc(b, py, px, co, PH, PW, CO)];
+          const int oy = 2 * py + best / 2, ox = 2 * px + best % 2;
+          if (dbias) dbias[co] += g;
+          for (int ky = 0; ky < KH; ky++)
+            for (int kx = 0; kx < KW; kx++)
+              for (int c = 0; c < C; c++)
+                dw[((ky * KW + kx) * C + c) * CO + co] += g *
+                                                          x[nhwc(b, oy + ky, ox + kx, c, H, W, C)];
+        }
+}
+
 /* ---- ReLU -------------------------------------------------------------------------- */
 
 void ref_relu_forward(const double *x, size_t n, double *y) {

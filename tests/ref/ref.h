@@ -41,6 +41,18 @@ void ref_maxpool_forward(const double *x, int B, int H, int W, int C, int pool, 
 void ref_maxpool_backward(const double *x, int B, int H, int W, int C, int pool, int stride, int OH,
                           int OW, const double *dy, double *dx);
 
+/* Conv2D (stride 1, no padding) + ReLU + MaxPooling2D(2,s2) as one layer, as
+ * cl/conv.cl's conv_pool_* compute it: y[b,py,px,co] = max over the 2x2 window at
+ * (2py, 2px) of relu(conv + bias), PH = (H-KH+1)/2, PW = (W-KW+1)/2 (floor). bias
+ * may be NULL (none). backward: dw and dbias (dbias may be NULL) given the pooled
+ * dy; the window's gradient goes to its first maximum (raster order) of the
+ * pre-activations when that maximum is > 0. */
+void ref_conv_pool_forward(const double *x, int B, int H, int W, int C, const double *w,
+                           const double *bias, int KH, int KW, int CO, int PH, int PW, double *y);
+void ref_conv_pool_backward(const double *x, int B, int H, int W, int C, const double *w,
+                            const double *bias, int KH, int KW, int CO, int PH, int PW,
+                            const double *dy, double *dw, double *dbias);
+
 void ref_relu_forward(const double *x, size_t n, double *y);
 /* dx = dy where y > 0, else 0 (y is the ReLU output). */
 void ref_relu_backward(const double *y, const double *dy, size_t n, double *dx);
