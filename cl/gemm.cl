@@ -17,13 +17,17 @@
 // Build options: -DTM=rows, -DNB=16-column blocks (the register tile, chosen
 // per device), -DPADDED=0 when every window lies inside the image (a 'valid'
 // convolution or a plain matrix: no tap is checked), 1 otherwise (taps outside
-// read as 0), -DPACK_B=1: gemm16 copies each chunk of B into a private array
-// (contiguous rows stay in L1; see own_options in src/gemm.c). gemm16 reads a
-// tap outside the image's C channels from `zeros` (at least C
-// floats of 0): a pointer chosen once per tap and row keeps its inner loop the
-// plain one, where a choice per element had kept the loaded values in
-// registers and spilled two accumulators to the stack (ResNet50's 3x3
-// products: 170-230 GFLOP/s, now 200-325). Arguments rb and kchunk: a
+// read as 0) for the weight-gradient kernels, -DPACK_B=1: gemm16 copies each
+// chunk of B into a private array (contiguous rows stay in L1; see own_options
+// in src/gemm.c). gemm16 takes padding as an argument instead (`padded`): the
+// choice is made once per run of k, outside the FMA loop, so it costs nothing
+// there, and one program per tile then serves padded and unpadded products
+// (each program and kernel variant is a compile at a run's start: ~0.3 s and
+// ~0.4 s on PoCL). gemm16 reads a tap outside the image's C channels from
+// `zeros` (at least C floats of 0): a pointer chosen once per tap and row
+// keeps its inner loop the plain one, where a choice per element had kept the
+// loaded values in registers and spilled two accumulators to the stack
+// (ResNet50's 3x3 products: 170-230 GFLOP/s, now 200-325). Arguments rb and kchunk: a
 // work-item takes K in chunks of kchunk and runs each of its rb sub-blocks of
 // TM rows over the chunk in turn, so the chunk of B (kchunk x 16NB floats) is
 // read from memory once and from cache rb times; a later chunk reloads the
@@ -39,9 +43,11 @@
 // chunks in order.
 // Range: (N / (16*NB), ceil(M / (TM*rb)), 1); the weight-gradient kernels'
 // see AT_ARGS. (B^T operands are transposed first.)
-#ifndef TM
-#define TM 4
-#endif
+// The tiled kernels are compiled only in programs built with a tile (-DTM),
+// the others (gemm_tail, sum_splits, transpose) only without one: each program
+// compiles just what it serves (the one without joins the other sources' joint
+// program: devices/replica.c).
+#ifdef TM
 #ifndef NB
 #define NB 4
 #endif
@@ -50,6 +56,7 @@
 #endif
 #ifndef PACK_B
 #define PACK_B 0
+#endif
 #endif
 // float16 values never cross a function call: on hosts without AVX-512 a
 // float16 argument or return value of a builtin (vload16, fma, select) draws
@@ -81,6 +88,22 @@
     }                            \
   } while (0)
 
+#ifdef TM  // the tiled kernels
+// ACC_START: a TM x 16NB block's sums from 0, or with `load` from C's rows
+// (ldc apart; rows past M read row M-1 and are never stored). One branch for
+// the block: a choice per row and vector took PoCL 0.05-0.1 s longer to
+// compile, at a run's start, for each kernel variant.
+#define ACC_START(acc, c, load)                                              \
+  do {                                                                       \
+    if (load) {                                                              \
+      UNROLL for (int i_ = 0; i_ < TM; i_++)                                 \
+        UNROLL for (int j_ = 0; j_ < NB; j_++)                               \
+          acc[i_][j_] = LOAD16(j_, (c) + (size_t)min(i_, M - 1 - row0) * ldc); \
+    } else {                                                                 \
+      UNROLL for (int i_ = 0; i_ < TM; i_++)                                 \
+        UNROLL for (int j_ = 0; j_ < NB; j_++) acc[i_][j_] = (float16)(0.0f);  \
+    }                                                                        \
+  } while (0)
 // The window origins of output positions row0 .. row0+TM-1 (rows past M repeat
 // row M-1): image, top row and left column. Positions follow each other, so
 // (b, oy, ox) is stepped rather than divided out per row: the divisions cost
@@ -105,7 +128,8 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
                      __global const float *B, const int b_off, const int ldb, __global float *Y,
                      const int y_off, const int ldc, __global const float *bias,
                      const int bias_off, const int relu, const int rb_count,
-                     const int kchunk, __global const float *zeros, const int accumulate) {
+                     const int kchunk, __global const float *zeros, const int accumulate,
+                     const int padded) {
   const int col = get_global_id(0) * 16 * NB;
   const int row_base = get_global_id(1) * (TM * rb_count);
   if (col >= N || row_base >= M) return;
@@ -136,32 +160,30 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
       ORIGINS(row0, iy, ix, img);
       float16 acc[TM][NB];
       __global float *y = Y + (size_t)row0 * ldc;
-      UNROLL for (int i = 0; i < TM; i++)
-        UNROLL for (int j = 0; j < NB; j++)
-          acc[i][j] = (kc == 0 && !accumulate) || row0 + i >= M ? (float16)(0.0f)
-                                                                : LOAD16(j, y + (size_t)i * ldc);
-#if PADDED
-      // The chunk's k run over taps: channels c0..c1-1 of tap t at a time.
+      ACC_START(acc, y, kc > 0 || accumulate);
       for (int k = kc; k < kc_end;) {
-        const int t = k / C, c0 = k - t * C, c1 = min(C, c0 + (kc_end - k));
-        const int ky = t / KW, kx = t - ky * KW;
+        int c0, c1;
         const __global float *a[TM];
-        UNROLL for (int i = 0; i < TM; i++) {
-          const int yy = iy[i] + ky, xx = ix[i] + kx;
-          const int in = yy >= 0 && yy < H && xx >= 0 && xx < W;
-          a[i] = in ? img[i] + ((size_t)yy * W + xx) * C : zeros;
+        if (padded) {
+          // The chunk's k run over taps: channels c0..c1-1 of tap t at a time.
+          const int t = k / C, ky = t / KW, kx = t - ky * KW;
+          c0 = k - t * C;
+          c1 = min(C, c0 + (kc_end - k));
+          UNROLL for (int i = 0; i < TM; i++) {
+            const int yy = iy[i] + ky, xx = ix[i] + kx;
+            const int in = yy >= 0 && yy < H && xx >= 0 && xx < W;
+            a[i] = in ? img[i] + ((size_t)yy * W + xx) * C : zeros;
+          }
+        } else {
+          // The chunk's k run over kernel rows: with every window inside the
+          // image, a kernel row's KW taps of C channels lie next to each other
+          // (KW*C floats), so k runs over c0..c1-1 of kernel row ky at a time.
+          const int run = KW * C, ky = k / run;
+          c0 = k - ky * run;
+          c1 = min(run, c0 + (kc_end - k));
+          UNROLL for (int i = 0; i < TM; i++)
+            a[i] = img[i] + ((size_t)(iy[i] + ky) * W + ix[i]) * C;
         }
-#else
-      // The chunk's k run over kernel rows: with every window inside the
-      // image, a kernel row's KW taps of C channels lie next to each other
-      // (KW*C floats), so k runs over c0..c1-1 of kernel row ky at a time.
-      const int run = KW * C;
-      for (int k = kc; k < kc_end;) {
-        const int ky = k / run, c0 = k - ky * run, c1 = min(run, c0 + (kc_end - k));
-        const __global float *a[TM];
-        UNROLL for (int i = 0; i < TM; i++)
-          a[i] = img[i] + ((size_t)(iy[i] + ky) * W + ix[i]) * C;
-#endif
 #if PACK_B
         const float *b = bp + (k - kc) * 16 * NB;
         for (int c = c0; c < c1; c++, b += 16 * NB) {
@@ -178,13 +200,17 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
         }
         k += c1 - c0;
       }
+      // The epilogue after the last chunk; before it, + 0 and a floor of
+      // -inf leave the sums as they are (a NaN too).
       const int last = kc_end == K;
+      float16 addl[NB];
+      UNROLL for (int j = 0; j < NB; j++) addl[j] = last ? add[j] : (float16)(0.0f);
+      const float16 floor = last && relu ? (float16)(0.0f) : (float16)(-INFINITY);
       UNROLL for (int i = 0; i < TM; i++) {
         if (row0 + i < M) {
           UNROLL for (int j = 0; j < NB; j++) {
-            float16 v = acc[i][j];
-            if (last && bias_off >= 0) v += add[j];
-            if (last && relu) v = v < (float16)(0.0f) ? (float16)(0.0f) : v;
+            float16 v = acc[i][j] + addl[j];
+            v = v < floor ? floor : v;
             STORE16(v, j, y + (size_t)i * ldc);
           }
         }
@@ -234,11 +260,7 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
 // AT_ACC_LOAD: a sub-block's sums start at 0 in a work-item's first chunk and
 // from C (what the previous chunk stored) after it; AT_ACC_STORE: its rows
 // before M back to C.
-#define AT_ACC_LOAD(acc, c)                                                   \
-  UNROLL for (int i_ = 0; i_ < TM; i_++)                                      \
-    UNROLL for (int j_ = 0; j_ < NB; j_++)                                    \
-      acc[i_][j_] = kc == k_begin || row0 + i_ >= M ? (float16)(0.0f)         \
-                                                    : LOAD16(j_, (c) + (size_t)i_ * ldc)
+#define AT_ACC_LOAD(acc, c) ACC_START(acc, c, kc > k_begin)
 #define AT_ACC_STORE(acc, c)                                                  \
   UNROLL for (int i_ = 0; i_ < TM; i_++)                                      \
     if (row0 + i_ < M) UNROLL for (int j_ = 0; j_ < NB; j_++)                 \
@@ -385,6 +407,7 @@ __kernel void gemm16_at_direct(AT_ARGS) {
   }
 }
 
+#else  // no tile: the plain kernels
 // Columns n0..N-1 of C where N is not a multiple of 16 (a classifier's 10
 // outputs; gemm16 takes the columns before n0) of the plain product op(A) B,
 // op(A)[m][k] = trans_a ? A[k*lda + m] : A[m*lda + k]: a work-item computes one
@@ -438,9 +461,12 @@ __kernel void sum_splits(__global const float *P, const int splits, const int st
 // rows (ldd apart) so the GEMM above reads it in rows. The range's third
 // dimension z moves both by whole matrices, src by src_step (negative to
 // reverse their order) and dst by dst_step: a convolution kernel's taps, each
-// C x filters block transposed, in reverse (clt_conv_dx's flipped kernel). A work-item moves a 16 x 16 tile (edge
-// tiles element by element): one element per work-item cost more in PoCL's
-// per-item overhead than the copy itself. Range: (ceil(K / 16), ceil(N / 16)).
+// C x filters block transposed, in reverse (clt_conv_dx's flipped kernel). A
+// work-item moves a 16 x 16 tile: one element per work-item cost more in
+// PoCL's per-item overhead than the copy itself. Plain loops: a register
+// transpose of float16 rows took PoCL 0.34 s to compile at a run's start
+// (these 0.10 s) and saved 20-30 us a call on the CNN's weights (2000 x 64,
+// 9 x 80 x 64), 0.4% of its step. Range: (ceil(K / 16), ceil(N / 16), count).
 __kernel void transpose(__global const float *src, const int src_off, const int ld, const int K,
                         const int N, __global float *dst, const int ldd, const int src_step,
                         const int dst_step) {
@@ -448,22 +474,8 @@ __kernel void transpose(__global const float *src, const int src_off, const int 
   if (k0 >= K || n0 >= N) return;
   src += src_off + (long)z * src_step + (size_t)n0 * ld + k0;
   dst += (size_t)z * dst_step + (size_t)k0 * ldd + n0;
-  if (k0 + 16 <= K && n0 + 16 <= N) {
-    float16 r[16];
-    UNROLL for (int n = 0; n < 16; n++) r[n] = LOAD16(0, src + (size_t)n * ld);
-    float t[16][16];
-    UNROLL for (int n = 0; n < 16; n++) STORE16(r[n], 0, &t[n][0]);
-    UNROLL for (int k = 0; k < 16; k++) {
-      float16 v;
-      v.s0 = t[0][k]; v.s1 = t[1][k]; v.s2 = t[2][k]; v.s3 = t[3][k];
-      v.s4 = t[4][k]; v.s5 = t[5][k]; v.s6 = t[6][k]; v.s7 = t[7][k];
-      v.s8 = t[8][k]; v.s9 = t[9][k]; v.sa = t[10][k]; v.sb = t[11][k];
-      v.sc = t[12][k]; v.sd = t[13][k]; v.se = t[14][k]; v.sf = t[15][k];
-      STORE16(v, 0, dst + (size_t)k * ldd);
-    }
-  } else {
-    const int kt = min(16, K - k0), nt = min(16, N - n0);
-    for (int k = 0; k < kt; k++)
-      for (int n = 0; n < nt; n++) dst[(size_t)k * ldd + n] = src[(size_t)n * ld + k];
-  }
+  const int kt = min(16, K - k0), nt = min(16, N - n0);
+  for (int k = 0; k < kt; k++)
+    for (int n = 0; n < nt; n++) dst[(size_t)k * ldd + n] = src[(size_t)n * ld + k];
 }
+#endif  // TM

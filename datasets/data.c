@@ -44,7 +44,7 @@ static int open_idx(clt_data *d, clt_err *e) {
   const clt_data_spec *sp = &d->spec;
   clt_dataset train = {0}, test = {0};
   int status = CLT_OK;
-  if (sp->with_train && (status = clt_idx_load_dir(sp->dir, "train", &train, e))) {
+  if (sp->with_train && (status = clt_idx_load_dir_async(sp->dir, "train", &train, e))) {
     /* Say what else the folder could have been. */
     if (strstr(e->msg, "no such file")) {
       clt_wrap(e, "%s has no class subfolders of photos, nor IDX files", sp->dir);
@@ -52,7 +52,7 @@ static int open_idx(clt_data *d, clt_err *e) {
     goto cleanup;
   }
   train.count = d->ntrain = limited(train.count, sp->train_limit);
-  if ((status = clt_idx_load_dir(sp->dir, "t10k", &test, e))) {
+  if ((status = clt_idx_load_dir_async(sp->dir, "t10k", &test, e))) {
     if (!sp->with_train && strstr(e->msg, "no such file")) {
       clt_wrap(e, "%s has no class subfolders of photos, nor IDX files", sp->dir);
     }

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,55 +178,89 @@ static int read_growing(gzFile gz, const char *path, size_t n, unsigned char **b
   return CLT_OK;
 }
 
-static int load_images(const char *path, clt_dataset *d, clt_err *e) {
-  gzFile gz = NULL;
-  unsigned char *px = NULL;
-  uint32_t dims[3];
-  int st = open_gz(path, &gz, e);
-  if (st) goto cleanup;
-  st = read_header(gz, path, IDX_MAGIC_IMAGES, "IDX3 image", dims, 3, e);
-  if (st) goto cleanup;
+/* Opens an IDX3 image file and reads its header: gz positioned at the pixels,
+ * dims = count, rows, cols, checked. */
+static int open_images(const char *path, gzFile *gz, uint32_t *dims, clt_err *e) {
+  int st = open_gz(path, gz, e);
+  if (!st) st = read_header(*gz, path, IDX_MAGIC_IMAGES, "IDX3 image", dims, 3, e);
+  if (st) return st;
   uint32_t count = dims[0], rows = dims[1], cols = dims[2];
   if (count == 0 || rows == 0 || cols == 0) {
-    st = clt_fail(e, CLT_ERR_FORMAT, "%s: header says %u images of %ux%u; zero %s", path,
-                  (unsigned)count, (unsigned)rows, (unsigned)cols,
-                  count == 0  ? "images"
-                  : rows == 0 ? "rows"
-                              : "cols");
-    goto cleanup;
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: header says %u images of %ux%u; zero %s", path,
+                    (unsigned)count, (unsigned)rows, (unsigned)cols,
+                    count == 0  ? "images"
+                    : rows == 0 ? "rows"
+                                : "cols");
   }
   /* Each factor is below 2^32, so check after every multiply to stay within 64 bits. */
   uint64_t image = (uint64_t)rows * cols;
   if (image > IDX_MAX_BYTES || image * count > IDX_MAX_BYTES) {
-    st = clt_fail(e, CLT_ERR_FORMAT,
-                  "%s: header says %u images of %ux%u, too large (limit %llu bytes)", path,
-                  (unsigned)count, (unsigned)rows, (unsigned)cols,
-                  (unsigned long long)IDX_MAX_BYTES);
-    goto cleanup;
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: header says %u images of %ux%u, too large (limit %llu bytes)", path,
+                    (unsigned)count, (unsigned)rows, (unsigned)cols,
+                    (unsigned long long)IDX_MAX_BYTES);
   }
-  size_t bytes = (size_t)(image * count);
+  return CLT_OK;
+}
+
+/* The pixels after open_images' header, checked to end where it says. */
+static int read_pixels(gzFile gz, const char *path, const uint32_t *dims, unsigned char **out,
+                       clt_err *e) {
+  const uint32_t count = dims[0], rows = dims[1], cols = dims[2];
+  const size_t bytes = (size_t)count * rows * cols;
+  unsigned char *px = NULL;
   size_t got;
   int tgz;
-  st = read_growing(gz, path, bytes, &px, &got, &tgz, e);
-  if (st) goto cleanup;
-  if (got < bytes) {
+  int st = read_growing(gz, path, bytes, &px, &got, &tgz, e);
+  if (!st && got < bytes) {
     st = clt_fail(e, CLT_ERR_FORMAT,
                   "%s: %s: header says %u images of %ux%u but file holds %zu bytes of pixel data",
                   path, trunc_word(tgz), (unsigned)count, (unsigned)rows, (unsigned)cols, got);
-    goto cleanup;
   }
-  st = expect_end(gz, path, count, "images", e);
-  if (st) goto cleanup;
-  d->count = (int)count;
-  d->height = (int)rows;
-  d->width = (int)cols;
+  if (!st) st = expect_end(gz, path, count, "images", e);
+  if (st) {
+    free(px);
+    return st;
+  }
+  *out = px;
+  return CLT_OK;
+}
+
+static void set_dims(clt_dataset *d, const uint32_t *dims) {
+  d->count = (int)dims[0];
+  d->height = (int)dims[1];
+  d->width = (int)dims[2];
   d->channels = 1;
-  d->pixels = px;
-  px = NULL;
-cleanup:
-  free(px);
+}
+
+static int load_images(const char *path, clt_dataset *d, clt_err *e) {
+  gzFile gz = NULL;
+  uint32_t dims[3];
+  int st = open_images(path, &gz, dims, e);
+  if (!st) st = read_pixels(gz, path, dims, &d->pixels, e);
+  if (!st) set_dims(d, dims);
   if (gz) gzclose(gz);
   return st;
+}
+
+/* Pixels arriving in a thread (clt_idx_load_dir_async): the file is open at
+ * them, and the thread leaves them, or its error, here. */
+struct clt_idx_pending {
+  pthread_t thread;
+  gzFile gz;
+  char path[4096];
+  uint32_t dims[3];
+  unsigned char *pixels;
+  int status;
+  clt_err err;
+};
+
+static void *pending_run(void *arg) {
+  struct clt_idx_pending *p = arg;
+  p->status = read_pixels(p->gz, p->path, p->dims, &p->pixels, &p->err);
+  gzclose(p->gz);
+  p->gz = NULL;
+  return NULL;
 }
 
 static int load_labels(const char *path, const char *images_path, int count, int classes,
@@ -274,9 +309,11 @@ cleanup:
   return st;
 }
 
-int clt_idx_load(const char *images_path, const char *labels_path, int classes, clt_dataset *out,
-                 clt_err *e) {
+/* clt_idx_load, the pixels read in a thread with `async`. */
+static int load(const char *images_path, const char *labels_path, int classes, int async,
+                clt_dataset *out, clt_err *e) {
   clt_dataset d = {0};
+  struct clt_idx_pending *p = NULL;
   int st = CLT_OK;
   if (!out) return clt_fail(e, CLT_ERR_ARG, "clt_idx_load: out is NULL");
   memset(out, 0, sizeof *out);
@@ -288,15 +325,51 @@ int clt_idx_load(const char *images_path, const char *labels_path, int classes, 
     st = clt_fail(e, CLT_ERR_ARG, "%s: classes must be positive, got %d", labels_path, classes);
     goto cleanup;
   }
-  st = load_images(images_path, &d, e);
+  if (!async) {
+    st = load_images(images_path, &d, e);
+  } else if (!(p = calloc(1, sizeof *p))) {
+    st = clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory", images_path);
+  } else if (snprintf(p->path, sizeof p->path, "%s", images_path) >= (int)sizeof p->path) {
+    st = clt_fail(e, CLT_ERR_ARG, "%s: path too long", images_path);
+  } else if (!(st = open_images(images_path, &p->gz, p->dims, e))) {
+    set_dims(&d, p->dims);
+  }
   if (st) goto cleanup;
   st = load_labels(labels_path, images_path, d.count, classes, &d.labels, e);
   if (st) goto cleanup;
+  if (p && pthread_create(&p->thread, NULL, pending_run, p) != 0) {
+    st = clt_fail(e, CLT_ERR_INTERNAL, "%s: cannot start a thread to read it", images_path);
+    goto cleanup;
+  }
+  d.pending = p;
+  p = NULL;
   d.classes = classes;
   *out = d;
   memset(&d, 0, sizeof d);
 cleanup:
+  if (p && p->gz) gzclose(p->gz);
+  free(p);
   clt_dataset_free(&d);
+  return st;
+}
+
+int clt_idx_load(const char *images_path, const char *labels_path, int classes, clt_dataset *out,
+                 clt_err *e) {
+  return load(images_path, labels_path, classes, 0, out, e);
+}
+
+int clt_dataset_wait(clt_dataset *d, clt_err *e) {
+  struct clt_idx_pending *p = d->pending;
+  if (!p) return CLT_OK;
+  pthread_join(p->thread, NULL);
+  d->pending = NULL;
+  int st = p->status;
+  if (st) {
+    *e = p->err;
+  } else {
+    d->pixels = p->pixels;
+  }
+  free(p);
   return st;
 }
 
@@ -314,7 +387,7 @@ static int pick_path(const char *dir, const char *name, char *buf, size_t cap, c
   return clt_fail(e, CLT_ERR_IO, "%s[.gz]: no such file", buf);
 }
 
-int clt_idx_load_dir(const char *dir, const char *split, clt_dataset *out, clt_err *e) {
+static int load_dir(const char *dir, const char *split, int async, clt_dataset *out, clt_err *e) {
   char img[4096], lab[4096], name[256];
   struct stat sb;
   int st = CLT_OK;
@@ -343,13 +416,23 @@ int clt_idx_load_dir(const char *dir, const char *split, clt_dataset *out, clt_e
   snprintf(name, sizeof name, "%s-labels-idx1-ubyte", split); /* shorter than the above */
   st = pick_path(dir, name, lab, sizeof lab, e);
   if (st) goto cleanup;
-  st = clt_idx_load(img, lab, 10, out, e);
+  st = load(img, lab, 10, async, out, e);
 cleanup:
   return st;
 }
 
+int clt_idx_load_dir(const char *dir, const char *split, clt_dataset *out, clt_err *e) {
+  return load_dir(dir, split, 0, out, e);
+}
+
+int clt_idx_load_dir_async(const char *dir, const char *split, clt_dataset *out, clt_err *e) {
+  return load_dir(dir, split, 1, out, e);
+}
+
 void clt_dataset_free(clt_dataset *d) {
   if (!d) return;
+  clt_err ignored;
+  clt_dataset_wait(d, &ignored); /* the thread writes into memory freed here */
   free(d->pixels);
   free(d->labels);
   memset(d, 0, sizeof *d);
@@ -390,9 +473,10 @@ static int idx_attach(void *ctx, clt_replica *const *replicas, int n, int global
   (void)max_slice; /* gathered straight into the input: no staging to size */
   idx_source *s = ctx;
   const clt_dataset *d = &s->set;
+  int status = clt_dataset_wait(&s->set, e); /* pixels read in the background: here by now */
+  if (status) return status;
   const size_t bytes = (size_t)d->count * d->height * d->width * d->channels;
   const size_t count = d->count > 0 ? (size_t)d->count : 1; /* no empty buffers in OpenCL */
-  int status = CLT_OK;
   s->reps = calloc((size_t)n, sizeof *s->reps);
   if (!s->reps) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory attaching a dataset");
   s->n = n;

@@ -163,13 +163,66 @@ static void keep_build_log(clt_replica *r, const char *source, const char *opts,
   r->build_log_len += (size_t)snprintf(grown + r->build_log_len, add + 1, "%s%s\n", head, c);
 }
 
-/* Builds cl/<source> with options; on failure the error carries the build log
- * (newlines folded so the error stays one line). */
-static int build_program(clt_replica *r, const char *source, const char *options,
-                         clt_program_entry **out, clt_err *e) {
-  size_t len = 0;
-  const char *text = clt_cl_source(source, &len);
-  if (!text) return clt_fail(e, CLT_ERR_INTERNAL, "no embedded OpenCL source %s", source);
+/* Sources built together, as one program, when any of a group is first asked
+ * for without options (or with exact_options). PoCL builds one program at a
+ * time, each about 0.1 s beyond its source's own share (the compiler's start,
+ * the OpenCL headers): the CNN's sources took 1.8 s built apart and 1.0 s
+ * together, on a run's first start (empty kernel cache; 2 AVX-512 cores, PoCL
+ * 3.1). Group 0 serves every model, group 1 the layers of ResNets and
+ * MobileNets, so the CNN does not compile it. The joint programs are built
+ * with exact_options, which make division and square root correctly rounded
+ * (as CPUs' are anyway) and which adam.cl needs (clt_net_update). gemm.cl's
+ * tiled programs have options of their own and are built apart. */
+static const struct {
+  const char *source;
+  int group;
+} joint_sources[] = {{"activation.cl", 0}, {"adam.cl", 0}, {"conv.cl", 0}, {"data.cl", 0},
+                     {"gemm.cl", 0},       {"loss.cl", 0}, {"pool.cl", 0}, {"reduce.cl", 0},
+                     {"depthwise.cl", 1},  {"norm.cl", 1}, {"pad.cl", 1},  {"pool_avg.cl", 1}};
+enum { JOINT_SOURCES = sizeof joint_sources / sizeof joint_sources[0], JOINT_GROUPS = 2 };
+
+/* Builds the sources of names[0..n) as one program with options; on failure
+ * the error names `label` and carries the build log (newlines folded so the
+ * error stays one line). */
+static int build_sources(clt_replica *r, const char *const *names, int n, const char *label,
+                         const char *options, cl_program *out, clt_err *e) {
+  const char *text[JOINT_SOURCES];
+  size_t len[JOINT_SOURCES];
+  if (n > JOINT_SOURCES) return clt_fail(e, CLT_ERR_INTERNAL, "too many sources in one program");
+  for (int i = 0; i < n; i++) {
+    text[i] = clt_cl_source(names[i], &len[i]);
+    if (!text[i]) return clt_fail(e, CLT_ERR_INTERNAL, "no embedded OpenCL source %s", names[i]);
+  }
+  cl_int rc = CL_SUCCESS;
+  cl_program program = clCreateProgramWithSource(r->context, (cl_uint)n, text, len, &rc);
+  if (rc != CL_SUCCESS) return clt_replica_fail(r, e, rc, "clCreateProgramWithSource");
+  /* The variant (see clt_kernel_flavor) and the work-group its tiles are sized
+   * for are part of every build. */
+  char opts[512];
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DCLT_GPU=%d -DCLT_WG=%zu -DCLT_CPU_BLOCK_COLS=%d %s",
+           r->flavor == CLT_KERNELS_GPU, r->tile_wg, CLT_CPU_BLOCK_COLS, options);
+  rc = clBuildProgram(program, 1, &r->device.id, opts, NULL, NULL);
+  char log[3000];
+  log[0] = '\0';
+  clGetProgramBuildInfo(program, r->device.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+  log[sizeof log - 1] = '\0';
+  if (rc != CL_SUCCESS) {
+    for (char *c = log; *c; c++)
+      if (*c == '\n' || *c == '\r') *c = ' ';
+    clt_fail(e, rc, "device %d (%s): building cl/%s [%s] failed (%s kernels): %s: build log: %s",
+             r->device.index, r->device.name, label, options, clt_kernel_flavor_name(r->flavor),
+             clt_status_name(rc), log);
+    clReleaseProgram(program);
+    return rc;
+  }
+  keep_build_log(r, label, opts, log);
+  *out = program;
+  return CLT_OK;
+}
+
+/* A program entry for (source, options) holding a reference to `program`. */
+static int add_entry(clt_replica *r, const char *source, const char *options, cl_program program,
+                     clt_program_entry **out, clt_err *e) {
   if (strlen(source) >= sizeof((clt_program_entry *)0)->source ||
       strlen(options) >= sizeof((clt_program_entry *)0)->options) {
     return clt_fail(e, CLT_ERR_INTERNAL, "program name or options too long: %s %s", source,
@@ -179,43 +232,70 @@ static int build_program(clt_replica *r, const char *source, const char *options
   if (!p) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory building %s", source);
   snprintf(p->source, sizeof p->source, "%s", source);
   snprintf(p->options, sizeof p->options, "%s", options);
-  cl_int rc = CL_SUCCESS;
-  p->program = clCreateProgramWithSource(r->context, 1, &text, &len, &rc);
-  if (rc != CL_SUCCESS) {
-    free(p);
-    return clt_replica_fail(r, e, rc, "clCreateProgramWithSource");
-  }
-  /* The variant (see clt_kernel_flavor) and the work-group its tiles are sized
-   * for are part of every build. */
-  char opts[512];
-  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DCLT_GPU=%d -DCLT_WG=%zu -DCLT_CPU_BLOCK_COLS=%d %s",
-           r->flavor == CLT_KERNELS_GPU, r->tile_wg, CLT_CPU_BLOCK_COLS, options);
-  rc = clBuildProgram(p->program, 1, &r->device.id, opts, NULL, NULL);
-  char log[3000];
-  log[0] = '\0';
-  clGetProgramBuildInfo(p->program, r->device.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-  log[sizeof log - 1] = '\0';
-  if (rc != CL_SUCCESS) {
-    for (char *c = log; *c; c++)
-      if (*c == '\n' || *c == '\r') *c = ' ';
-    clt_fail(e, rc, "device %d (%s): building cl/%s [%s] failed (%s kernels): %s: build log: %s",
-             r->device.index, r->device.name, source, options, clt_kernel_flavor_name(r->flavor),
-             clt_status_name(rc), log);
-    clReleaseProgram(p->program);
-    free(p);
-    return rc;
-  }
-  keep_build_log(r, source, opts, log);
+  clRetainProgram(program);
+  p->program = program;
   p->next = r->programs;
   r->programs = p;
   *out = p;
   return CLT_OK;
 }
 
-int clt_replica_kernel(clt_replica *r, const char *source, const char *options, const char *name,
-                       cl_kernel *out, clt_err *e) {
+static clt_program_entry *find_entry(clt_replica *r, const char *source, const char *options) {
   clt_program_entry *p = r->programs;
   while (p && (strcmp(p->source, source) != 0 || strcmp(p->options, options) != 0)) p = p->next;
+  return p;
+}
+
+/* Joint group g's program, once per replica: an entry for each of its sources.
+ * A failed joint build is not an error: each source is then built alone, so a
+ * compile error names its own file and line. */
+static void build_joint(clt_replica *r, int g) {
+  const char *names[JOINT_SOURCES];
+  int n = 0;
+  for (int i = 0; i < JOINT_SOURCES; i++)
+    if (joint_sources[i].group == g) names[n++] = joint_sources[i].source;
+  char label[32];
+  snprintf(label, sizeof label, "{joint group %d}", g);
+  clt_err quiet = {0};
+  cl_program program = NULL;
+  clt_program_entry *p;
+  r->joint_tried |= 1 << g;
+  if (build_sources(r, names, n, label, r->exact_options, &program, &quiet)) {
+    keep_build_log(r, label, r->exact_options, quiet.msg); /* for --verbose */
+    return;
+  }
+  for (int i = 0; i < n; i++)
+    if (add_entry(r, names[i], "", program, &p, &quiet)) break;
+  clReleaseProgram(program); /* the entries hold it */
+}
+
+/* The joint program's entry for source, built on first use; NULL for options
+ * other than none or exact_options, a source in no group or a failed build. */
+static clt_program_entry *joint_entry(clt_replica *r, const char *source, const char *options) {
+  if (options[0] && strcmp(options, r->exact_options) != 0) return NULL;
+  for (int i = 0; i < JOINT_SOURCES; i++) {
+    if (strcmp(source, joint_sources[i].source) != 0) continue;
+    if (!(r->joint_tried & (1 << joint_sources[i].group))) build_joint(r, joint_sources[i].group);
+    return find_entry(r, source, "");
+  }
+  return NULL;
+}
+
+/* Builds cl/<source> alone with options. */
+static int build_program(clt_replica *r, const char *source, const char *options,
+                         clt_program_entry **out, clt_err *e) {
+  cl_program program = NULL;
+  int status = build_sources(r, &source, 1, source, options, &program, e);
+  if (status) return status;
+  status = add_entry(r, source, options, program, out, e);
+  clReleaseProgram(program); /* the entry holds it */
+  return status;
+}
+
+int clt_replica_kernel(clt_replica *r, const char *source, const char *options, const char *name,
+                       cl_kernel *out, clt_err *e) {
+  clt_program_entry *p = find_entry(r, source, options);
+  if (!p) p = joint_entry(r, source, options);
   if (!p) {
     int status = build_program(r, source, options, &p, e);
     if (status != CLT_OK) return status;

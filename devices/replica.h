@@ -60,6 +60,7 @@ typedef struct clt_replica {
   cl_context context;
   cl_command_queue queue;      /* in order, profiling enabled */
   clt_program_entry *programs; /* built once per (source, options) */
+  int joint_tried;             /* bit g: joint group g (replica.c) was built or failed */
   size_t max_work_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
   size_t tile_wg;              /* -DCLT_WG: power of two <= CLT_WG_MAX, max_work_group */
   const char *exact_options;   /* "-cl-fp32-correctly-rounded-divide-sqrt" where supported */

@@ -118,7 +118,19 @@ static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
  * runs: forward and input-gradient products 840 -> 790 ms (the 144 x 512 x
  * 4608 convolution 118 -> 151 GFLOP/s). Four blocks wide (AVX-512, 96 KiB)
  * the chunk lives in L2 either way, and the copy made them 10% slower. */
-static void own_options(const own_tiles *t, int padded, char *buf, size_t size) {
+/* Whether some window reaches outside the image (the kernels then check taps). */
+static int conv_padded(const clt_conv_geom *g) {
+  return g->pad_top > 0 || g->pad_left > 0 || (g->oh - 1) * g->stride - g->pad_top + g->kh > g->h ||
+         (g->ow - 1) * g->stride - g->pad_left + g->kw > g->w;
+}
+
+/* The program of shape s's tiled kernel over geometry g (NULL: a plain
+ * matrix). gemm16 takes padding as an argument, so its products share the
+ * unpadded program: a program and a kernel variant fewer to compile at the
+ * start of a run with a padded convolution (cl/gemm.cl). */
+static void own_options(const own_tiles *t, const clt_gemm_shape *s, const clt_conv_geom *g,
+                        char *buf, size_t size) {
+  const int padded = s->trans_a && g && conv_padded(g);
   snprintf(buf, size, "-DTM=%d -DNB=%d -DPADDED=%d -DPACK_B=%d", t->tm, t->nb, padded, t->nb == 1);
 }
 
@@ -132,12 +144,6 @@ static int sum_splits(clt_replica *r, int splits, int count, cl_mem c, size_t c_
   clt_karg args[] = {CLT_ARG(r->gemm_temp), CLT_ARG(splits), CLT_ARG(count),
                      CLT_ARG(count),        CLT_ARG(c),      CLT_ARG(off)};
   return clt_launch1d(r, sum, "gemm split-K sum", args, 6, (size_t)count, e);
-}
-
-/* Whether some window reaches outside the image (the kernels then check taps). */
-static int conv_padded(const clt_conv_geom *g) {
-  return g->pad_top > 0 || g->pad_left > 0 || (g->oh - 1) * g->stride - g->pad_top + g->kh > g->h ||
-         (g->ow - 1) * g->stride - g->pad_left + g->kw > g->w;
 }
 
 /* A plain matrix as the kernels' image geometry (cl/gemm.cl): one 1 x 1 image
@@ -178,7 +184,7 @@ static int tiled_kernel(clt_replica *r, const clt_gemm_shape *s, const clt_conv_
                         own_tiles *t, cl_kernel *k, clt_err *e) {
   *t = own_tiling(r, s);
   char options[64];
-  own_options(t, conv_padded(g), options, sizeof options);
+  own_options(t, s, g, options, sizeof options);
   return clt_replica_kernel(r, "gemm.cl", options, own_kernel(s, t), k, e);
 }
 
@@ -207,19 +213,19 @@ static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_ge
   cl_kernel k;
   int status = tiled_kernel(r, s, g, &t, &k, e);
   if (status) return status;
-  int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
+  int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc, padded = conv_padded(g);
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
   cl_mem zeros;
   if ((status = pad_zeros(r, g, c, &zeros, e))) return status;
-  clt_karg args[] = {CLT_ARG(m),         CLT_ARG(n),     CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
-                     CLT_ARG(b),         CLT_ARG(b_off), CLT_ARG(ldb),  CLT_ARG(c),
-                     CLT_ARG(c_off),     CLT_ARG(ldc),   CLT_ARG(bias), CLT_ARG(bias_off),
-                     CLT_ARG(relu),      CLT_ARG(t.rb),  CLT_ARG(t.kc), CLT_ARG(zeros),
-                     CLT_ARG(accumulate)};
+  clt_karg args[] = {CLT_ARG(m),          CLT_ARG(n),     CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
+                     CLT_ARG(b),          CLT_ARG(b_off), CLT_ARG(ldb),  CLT_ARG(c),
+                     CLT_ARG(c_off),      CLT_ARG(ldc),   CLT_ARG(bias), CLT_ARG(bias_off),
+                     CLT_ARG(relu),       CLT_ARG(t.rb),  CLT_ARG(t.kc), CLT_ARG(zeros),
+                     CLT_ARG(accumulate), CLT_ARG(padded)};
   char name[64];
   snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s", s->m, s->n, s->k, conv_label(g),
            s->trans_b ? " Bt" : "");
-  return launch_blocks(r, k, name, args, 27, s, &t, 1, e);
+  return launch_blocks(r, k, name, args, 28, s, &t, 1, e);
 }
 
 /* C (ldc, N a multiple of 16) = im2col(x)^T * B (ldb): s gives M, N, K of the
@@ -295,6 +301,17 @@ static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off,
   return clt_launch(r, t, label, args, 9, 3, global, local, e);
 }
 
+/* A^T B with a short K (a dense layer's weight gradient: K is the batch) runs
+ * as A^T laid out as rows (the transpose kernel, into the scratch) times B: the
+ * transpose moves M*K floats against the product's 2*M*N*K flops, and the
+ * product is the forward kernel, which the layer compiles anyway, where the
+ * A^T kernels would be one variant more to compile at a run's start (0.5 s on
+ * PoCL). The weight gradients of convolutions (K: every output position of the
+ * batch; A never written out) keep the A^T kernels. */
+static int at_via_transpose(const clt_gemm_shape *s) {
+  return s->trans_a && !s->trans_b && s->k <= 512 && s->n >= 16;
+}
+
 /* bias_offset < 0: no bias. accumulate: C += op(A) op(B) (beta 1; not with trans_a). */
 static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                     size_t b_off, cl_mem c, size_t c_off, cl_mem bias, long bias_offset, int relu,
@@ -322,6 +339,16 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   }
   clt_gemm_shape blocks = *s; /* the columns gemm16 takes */
   blocks.n -= s->n % 16;
+  if (at_via_transpose(s)) {
+    /* [K][M] as [M][K] rows in the scratch, then the plain product. */
+    if ((status = transpose(r, "gemm transpose A", a, ao, (int)s->lda, (int)s->m, kk, kk, 1, 0, 0,
+                            e)))
+      return status;
+    blocks.trans_a = 0;
+    blocks.lda = s->k;
+    const clt_conv_geom g = plain_geom(s->m, s->k);
+    return run_gemm16(r, &blocks, &g, r->gemm_temp, 0, b, bo, ldb, c, co, NULL, -1, 0, 0, e);
+  }
   if (s->trans_a) {
     const clt_conv_geom g = plain_geom(s->k, s->m);
     return run_gemm16_at(r, &blocks, &g, a, ao, b, bo, ldb, c, co, e);
@@ -349,16 +376,23 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
   if (use_own(r)) {
     clt_gemm_shape blocks = *s;
     blocks.n -= s->n % 16;
+    const int via = at_via_transpose(s);
+    if (via) {
+      blocks.trans_a = 0;
+      blocks.lda = s->k;
+    }
     const own_tiles tiles = own_tiling(r, &blocks);
     char options[64];
     cl_kernel k;
-    own_options(&tiles, 0, options, sizeof options);
+    own_options(&tiles, &blocks, NULL, options, sizeof options);
     int status = CLT_OK;
     if (blocks.n)
       status = clt_replica_kernel(r, "gemm.cl", options, own_kernel(&blocks, &tiles), &k, e);
     if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
     if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
     if (!status && s->trans_b) status = grow_temp(r, s->k * transposed_ld(s->n) * sizeof(float), e);
+    if (!status && via) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
+    if (!status && via) status = grow_temp(r, s->m * s->k * sizeof(float), e);
     if (!status && blocks.n && tiles.splits > 1) {
       status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
       if (!status) status = grow_temp(r, (size_t)tiles.splits * s->m * s->n * sizeof(float), e);
@@ -446,7 +480,11 @@ static clt_gemm_shape conv_dw_shape(const clt_conv_geom *g, int filters) {
   return (clt_gemm_shape){1, 0, k, (size_t)filters, m, k, (size_t)filters, (size_t)filters};
 }
 
-int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
+/* The kernels and scratch of a convolution's forward product over g, and with
+ * weight_grad of its weight gradient too (an input gradient's convolution has
+ * none: reserving it would build a program no step uses). */
+static int conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, int weight_grad,
+                        clt_err *e) {
   if (filters % 16) { /* the tail columns go through gemm_tail over an im2col matrix */
     return clt_fail(e, CLT_ERR_INTERNAL, "implicit convolution with %d filters", filters);
   }
@@ -454,7 +492,7 @@ int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_er
   const own_tiles tf = own_tiling(r, &fwd), tw = own_tiling(r, &dw);
   char options[64];
   cl_kernel k;
-  own_options(&tf, conv_padded(g), options, sizeof options);
+  own_options(&tf, &fwd, g, options, sizeof options);
   int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
   if (!status && conv_padded(g) && r->gemm_zeros_floats < (size_t)g->c) {
     /* Grown to the widest padded input; clt_replica_alloc zeroes it. */
@@ -468,13 +506,18 @@ int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_er
                                &r->gemm_zeros, e);
     if (!status) r->gemm_zeros_floats = (size_t)g->c;
   }
-  own_options(&tw, conv_padded(g), options, sizeof options);
+  if (!weight_grad) return status;
+  own_options(&tw, &dw, g, options, sizeof options);
   if (!status) status = clt_replica_kernel(r, "gemm.cl", options, own_kernel(&dw, &tw), &k, e);
   if (!status && tw.splits > 1) {
     status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
     if (!status) status = grow_temp(r, (size_t)tw.splits * dw.m * dw.n * sizeof(float), e);
   }
   return status;
+}
+
+int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
+  return conv_reserve(r, g, filters, 1, e);
 }
 
 int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem w,
@@ -513,7 +556,7 @@ static clt_conv_geom dx_geom(const clt_conv_geom *g, int filters) {
 int clt_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
   const clt_conv_geom d = dx_geom(g, filters);
   cl_kernel k;
-  int status = clt_conv_reserve(r, &d, g->c, e);
+  int status = conv_reserve(r, &d, g->c, 0, e);
   if (!status) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
   if (!status)
     status = grow_temp(r, (size_t)g->kh * g->kw * g->c * (size_t)filters * sizeof(float), e);

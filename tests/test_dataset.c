@@ -388,6 +388,69 @@ static void test_bad(void) {
   expect_fail("directory as file", tmpdir, good_lab, 10, CLT_ERR_IO, tmpdir, NULL);
 }
 
+/* clt_idx_load_dir_async: the header's figures at once, the pixels after
+ * clt_dataset_wait; a payload cut short fails there, naming the file, and a set
+ * freed without waiting is freed whole (the sanitizer build checks leaks). */
+static void test_async(void) {
+  enum { AN = 200 };
+  const char *sub = tpath("async");
+  if (mkdir(sub, 0700) != 0) {
+    check(0, "mkdir %s", sub);
+    return;
+  }
+  unsigned char px[AN * R * C], lb[AN];
+  fill_random(px, sizeof px, 256, 3);
+  fill_random(lb, sizeof lb, 10, 4);
+  write_images(tpath("async/train-images-idx3-ubyte.gz"), AN, R, C, px, sizeof px, 1);
+  write_labels(tpath("async/train-labels-idx1-ubyte.gz"), AN, lb, AN, 1);
+  clt_dataset d;
+  clt_err e = {0};
+  int st = clt_idx_load_dir_async(sub, "train", &d, &e);
+  check(st == CLT_OK, "async good: status %d: %s", st, e.msg);
+  if (!st) {
+    check(d.count == AN && d.height == R && d.width == C && d.classes == 10 &&
+              memcmp(d.labels, lb, AN) == 0,
+          "async good: count %d %dx%d classes %d, or labels differ", d.count, d.height, d.width,
+          d.classes);
+    st = clt_dataset_wait(&d, &e);
+    check(st == CLT_OK && d.pixels && memcmp(d.pixels, px, sizeof px) == 0,
+          "async good: wait status %d (%s), or pixels differ", st, e.msg);
+    check(clt_dataset_wait(&d, &e) == CLT_OK, "async good: a second wait fails");
+    clt_dataset_free(&d);
+    check(is_zero(&d) && !d.pending, "async good: clt_dataset_free did not zero");
+  }
+  st = clt_idx_load_dir_async(sub, "train", &d, &e);
+  check(st == CLT_OK, "async free unwaited: status %d: %s", st, e.msg);
+  if (!st) clt_dataset_free(&d);
+
+  /* the gzip stream cut in half: the header reads, the pixels do not */
+  size_t n;
+  unsigned char *gz = read_file(tpath("async/train-images-idx3-ubyte.gz"), &n);
+  check(gz && n > 1000, "async: gzip test file too small");
+  if (!gz) return;
+  const char *cut = tpath("async/t10k-images-idx3-ubyte.gz");
+  write_bytes(cut, gz, n / 2, 0);
+  free(gz);
+  write_labels(tpath("async/t10k-labels-idx1-ubyte.gz"), AN, lb, AN, 1);
+  st = clt_idx_load_dir_async(sub, "t10k", &d, &e);
+  check(st == CLT_OK && d.count == AN, "async truncated: open status %d: %s", st, e.msg);
+  if (st) return;
+  st = clt_dataset_wait(&d, &e);
+  check(st == CLT_ERR_FORMAT && strstr(e.msg, cut) && strstr(e.msg, "truncated gzip") &&
+            !strchr(e.msg, '\n'),
+        "async truncated: wait status %d: %s", st, e.msg);
+  check(!d.pixels, "async truncated: pixels set after a failed read");
+  clt_dataset_free(&d);
+
+  /* header and label errors come at once, as from clt_idx_load_dir */
+  write_labels(tpath("async/short-labels-idx1-ubyte"), AN - 1, lb, AN - 1, 0);
+  write_images(tpath("async/short-images-idx3-ubyte"), AN, R, C, px, sizeof px, 0);
+  memset(&d, 0xAB, sizeof d);
+  st = clt_idx_load_dir_async(sub, "short", &d, &e);
+  check(st == CLT_ERR_FORMAT && strstr(e.msg, "labels") && is_zero(&d) && !d.pending,
+        "async label count: status %d: %s", st, e.msg);
+}
+
 static void test_real(void) {
   struct stat sb;
   if (stat(REAL_DIR, &sb) != 0) {
@@ -442,6 +505,7 @@ int main(void) {
   test_good(0);
   test_dir();
   test_bad();
+  test_async();
   test_real();
   remove_tree(tmpdir);
   return check_summary();

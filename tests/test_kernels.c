@@ -4,7 +4,8 @@
  * 1. Conv2D, MaxPooling2D and Dense layers through their ops tables, forward and
  *    backward, at awkward sizes (odd batches, channels and spatial sizes that are not
  *    multiples of the 64-wide work-groups, padding, strides, a 7x7 kernel).
- * 2. The loss, metrics, Adam and batch-gather kernels, launched directly.
+ * 2. The loss, metrics, Adam, batch-gather and fused convolution + pooling
+ *    (conv_pool_*) kernels, launched directly.
  * 3. The whole fmnist-cnn model through clt_net: gradient, loss, accuracy, one Adam
  *    step, an evaluation-only pass and an empty slice.
  *
@@ -204,6 +205,10 @@ static void test_conv_all(void) {
        * AVX-512's), C = 20 rows a tap: sub-blocks across two taps, K = 72: a short
        * last chunk. */
       {2, 6, 6, 20, 512, 3, 3, 1, 1, 0, 0},
+      /* dW of 441 rows and 32 columns, K = 1: the copying A^T kernel (CPUs with
+       * AVX2's tiles and Oclgrind's: 2 column blocks of 4 row blocks) at small
+       * mode's size. */
+      {1, 3, 3, 49, 32, 3, 3, 1, 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_conv(&cases[i]);
 }
@@ -438,9 +443,10 @@ static void test_gemm_accumulate(int M, int N, int K) {
 }
 
 /* clt_gemm's C = A^T B (a weight gradient's product): 602 rows (a partial sub-block),
- * 2 x 128 + 5 columns (cpu: 128 columns a work-item, and gemm_tail), K = 130 (a
- * short last chunk); and a long K that splits (cpu), with C's previous values to be
- * overwritten (beta 0). */
+ * 2 x 128 + 5 columns (cpu: 128 columns a work-item, and gemm_tail), K = 530 (a
+ * short last chunk) or 130 (cpu: A^T laid out as rows, then the forward kernel);
+ * and a long K that splits (cpu), with C's previous values to be overwritten
+ * (beta 0). */
 static void test_gemm_at(int M, int N, int K) {
   set_case("gemm C = A^T B %dx%dx%d:", M, N, K);
   const clt_gemm_shape s = {1, 0, (size_t)M, (size_t)N, (size_t)K, (size_t)M, (size_t)N, (size_t)N};
@@ -448,7 +454,7 @@ static void test_gemm_at(int M, int N, int K) {
   case_end();
 }
 
-/* ---- 4. Loss, metrics, Adam, gather kernels ------------------------------------------ */
+/* ---- 4. Loss, metrics, Adam, gather, conv_pool kernels ------------------------------- */
 
 static cl_kernel get_kernel(const char *source, const char *name) {
   cl_kernel k = NULL;
@@ -632,6 +638,67 @@ done:
   case_end();
 }
 
+/* conv.cl's conv_pool_forward and conv_pool_backward launched directly, as the
+ * Conv2D layer launches them on CPU replicas (which tests/test_layers2 runs through
+ * the ops tables), on either flavor: the GPU variant is the same code. The partial
+ * sums are added on the host. Weights and bias at offsets of 16 floats past a
+ * multiple of 32 (the kernels' float16 accesses need 16). */
+static void test_conv_pool_kernels(int B, int H, int W, int C, int KH, int KW, int CO, int per) {
+  set_case("conv_pool kernels %dx%d C%d->%d %dx%d B%d, %d rows a block:", KH, KW, C, CO, H, W, B,
+           per);
+  const int PH = (H - KH + 1) / 2, PW = (W - KW + 1) / 2, K = KH * KW * C;
+  const int nblocks = (B * PH + per - 1) / per;
+  const size_t nx = (size_t)B * H * W * C, nw = (size_t)K * CO, ny = (size_t)B * PH * PW * CO;
+  const size_t npart = (size_t)nblocks * (K + 1) * CO;
+  int w_off = 16, b_off = 16 + (int)nw + 32;
+  double *x = dnew(nx), *w = dnew(nw), *bias = dnew((size_t)CO), *dy = dnew(ny);
+  double *y = dnew(ny), *y_ref = dnew(ny), *part = dnew(npart);
+  double *dw = dnew(nw), *dw_ref = dnew(nw), *db = dnew((size_t)CO), *db_ref = dnew((size_t)CO);
+  rand_fill(x, nx, -1, 1);
+  rand_fill(w, nw, -sqrt(3.0 / K), sqrt(3.0 / K));
+  rand_fill(bias, (size_t)CO, -0.5, 0.5);
+  rand_fill(dy, ny, -1, 1);
+  cl_mem X = dev_new(nx), P = dev_new((size_t)b_off + CO), Y = dev_new(ny + TAIL);
+  cl_mem DY = dev_new(ny), S = dev_new(npart + TAIL);
+  upload(X, 0, x, nx);
+  upload(P, (size_t)w_off, w, nw);
+  upload(P, (size_t)b_off, bias, (size_t)CO);
+  upload(DY, 0, dy, ny);
+  /* The layer's choice (src/layers/conv2d.c): 3x3 taps of one channel unrolled. */
+  const int k331 = KH == 3 && KW == 3 && C == 1;
+  cl_kernel kf = get_kernel("conv.cl", k331 ? "conv_pool_forward_3x3c1" : "conv_pool_forward");
+  cl_kernel kb = get_kernel("conv.cl", k331 ? "conv_pool_backward_3x3c1" : "conv_pool_backward");
+  clt_karg fargs[] = {CLT_ARG(X),  CLT_ARG(P),  CLT_ARG(w_off), CLT_ARG(b_off), CLT_ARG(Y),
+                      CLT_ARG(B),  CLT_ARG(H),  CLT_ARG(W),     CLT_ARG(C),     CLT_ARG(KH),
+                      CLT_ARG(KW), CLT_ARG(CO), CLT_ARG(PH),    CLT_ARG(PW)};
+  if (api_failed(clt_launch1d(R, kf, "conv_pool_forward", fargs, 14, (size_t)B * PH, &E),
+                 "forward"))
+    goto done;
+  clt_karg bargs[] = {CLT_ARG(X),  CLT_ARG(P),  CLT_ARG(w_off), CLT_ARG(b_off),
+                      CLT_ARG(DY), CLT_ARG(S),  CLT_ARG(B),     CLT_ARG(H),
+                      CLT_ARG(W),  CLT_ARG(C),  CLT_ARG(KH),    CLT_ARG(KW),
+                      CLT_ARG(CO), CLT_ARG(PH), CLT_ARG(PW),    CLT_ARG(per)};
+  const size_t global[2] = {(size_t)nblocks, (size_t)CO / 16}, local[2] = {1, 1};
+  if (api_failed(clt_launch(R, kb, "conv_pool_backward", bargs, 16, 2, global, local, &E),
+                 "backward"))
+    goto done;
+  download(Y, 0, y, ny);
+  download(S, 0, part, npart);
+  for (int blk = 0; blk < nblocks; blk++) {
+    for (size_t i = 0; i < nw; i++) dw[i] += part[(size_t)blk * nw + i];
+    for (int c = 0; c < CO; c++) db[c] += part[(size_t)nblocks * nw + (size_t)blk * CO + c];
+  }
+  ref_conv_pool_forward(x, B, H, W, C, w, bias, KH, KW, CO, PH, PW, y_ref);
+  ref_conv_pool_backward(x, B, H, W, C, w, bias, KH, KW, CO, PH, PW, dy, dw_ref, db_ref);
+  check("y", y, y_ref, ny, TOL_GEMM);
+  check("dW (partial sums added)", dw, dw_ref, nw, TOL_GEMM);
+  check("dbias (partial sums added)", db, db_ref, (size_t)CO, TOL_GEMM);
+  check_untouched("y tail", Y, ny, TAIL);
+  check_untouched("partial sums tail", S, npart, TAIL);
+done:
+  case_end();
+}
+
 static void test_kernels_all(void) {
   static const int ns[] = {1, 3, 65}, ks[] = {10, 3};
   for (int i = 0; i < 3; i++)
@@ -641,6 +708,10 @@ static void test_kernels_all(void) {
   test_gather(7, 13 * 11, 2, 3, 0);
   test_gather(7, 5 * 7 * 3, 1, 4, 1);
   test_gather(9, 28 * 28, 4, 5, 0); /* up to the end of the order */
+  /* The 3x3x1 taps (unrolled) and others; odd sizes, blocks with a short last one. */
+  test_conv_pool_kernels(3, 9, 8, 1, 3, 3, 16, 2);
+  test_conv_pool_kernels(2, 7, 6, 3, 2, 3, 32, 3);
+  if (!small_mode()) test_conv_pool_kernels(5, 27, 27, 1, 3, 3, 64, 7);
 }
 
 /* ---- 5. The whole model -------------------------------------------------------------- */
@@ -892,6 +963,34 @@ static void test_build_failure(void) {
   expect("unknown source is an error", status == CLT_OK, 1);
 }
 
+/* Sources without options of their own share one program per joint group
+ * (devices/replica.c), built once: kernels of two files come from the same
+ * cl_program, and a file built with other options is a program of its own. */
+static void test_joint_program(void) {
+  set_case("joint program:");
+  cl_kernel a, b, c;
+  clt_err err = {0};
+  cl_program pa = NULL, pb = NULL, pc = NULL;
+  int status = clt_replica_kernel(R, "loss.cl", "", "softmax_xent", &a, &err);
+  if (!status) status = clt_replica_kernel(R, "reduce.cl", "", "count_final", &b, &err);
+  if (!status) status = clt_replica_kernel(R, "adam.cl", R->exact_options, "adam_update", &c, &err);
+  expect("kernels of three sources", status != CLT_OK, 1);
+  if (status) {
+    printf("  %s\n", err.msg);
+    return;
+  }
+  clGetKernelInfo(a, CL_KERNEL_PROGRAM, sizeof pa, &pa, NULL);
+  clGetKernelInfo(b, CL_KERNEL_PROGRAM, sizeof pb, &pb, NULL);
+  clGetKernelInfo(c, CL_KERNEL_PROGRAM, sizeof pc, &pc, NULL);
+  expect("loss.cl and reduce.cl in one program", !pa || pa != pb, 1);
+  expect("adam.cl (exact options) in it too", pa != pc, 1);
+  cl_kernel t;
+  status = clt_replica_kernel(R, "reduce.cl", "-DCLT_TEST_OWN=1", "count_final", &t, &err);
+  cl_program pt = NULL;
+  if (!status) clGetKernelInfo(t, CL_KERNEL_PROGRAM, sizeof pt, &pt, NULL);
+  expect("other options: a program of its own", status != CLT_OK || pt == pa, 1);
+}
+
 int main(void) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -904,12 +1003,14 @@ int main(void) {
   test_dense_all();
   test_gemm_accumulate(7, 37, 40);
   test_gemm_accumulate(5, 12, 33);
-  test_gemm_at(602, 261, 130);
+  test_gemm_at(602, 261, 530); /* cpu: the A^T kernels, a short last K chunk */
+  test_gemm_at(602, 261, 130); /* cpu: K <= 512, A^T transposed, then the plain kernel */
   test_gemm_at(100, 128, 2100);
-  test_gemm_at(433, 32, 3); /* small mode's: 2 column blocks of 4 row blocks (Oclgrind) */
+  test_gemm_at(433, 32, 3); /* small mode's (Oclgrind) */
   test_kernels_all();
   test_model();
   test_build_failure();
+  test_joint_program();
 
   replica_close();
   clock_gettime(CLOCK_MONOTONIC, &t1);
