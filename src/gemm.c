@@ -290,6 +290,11 @@ static size_t transposed_ld(size_t n) { return n % 128 == 0 ? n + 16 : n; }
  * for each group size, and the shapes would otherwise each pick their own. */
 static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off, int ld, int K,
                      int N, int ldd, int count, int src_step, int dst_step, clt_err *e) {
+  /* The last block's last row ends the written range (dst_step >= 0). */
+  const size_t end = (size_t)(count - 1) * (size_t)dst_step + (size_t)(K - 1) * ldd + (size_t)N;
+  if (end * sizeof(float) > r->gemm_temp_bytes || !r->gemm_temp)
+    return clt_fail(e, CLT_ERR_INTERNAL, "%s: %zu floats, scratch of %zu not reserved", label, end,
+                    r->gemm_temp_bytes / sizeof(float));
   cl_kernel t;
   int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e);
   if (status) return status;
@@ -310,6 +315,13 @@ static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off,
  * batch; A never written out) keep the A^T kernels. */
 static int at_via_transpose(const clt_gemm_shape *s) {
   return s->trans_a && !s->trans_b && s->k <= 512 && s->n >= 16;
+}
+
+/* at_via_transpose for a run of s on r: when the shape was reserved with a
+ * longer K (a larger batch than this slice's: a smaller last batch), the
+ * scratch may not hold A^T and the A^T kernels, reserved then, take it. */
+static int run_via_transpose(const clt_replica *r, const clt_gemm_shape *s) {
+  return at_via_transpose(s) && s->m * s->k * sizeof(float) <= r->gemm_temp_bytes;
 }
 
 /* bias_offset < 0: no bias. accumulate: C += op(A) op(B) (beta 1; not with trans_a). */
@@ -339,7 +351,7 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   }
   clt_gemm_shape blocks = *s; /* the columns gemm16 takes */
   blocks.n -= s->n % 16;
-  if (at_via_transpose(s)) {
+  if (run_via_transpose(r, s)) {
     /* [K][M] as [M][K] rows in the scratch, then the plain product. */
     if ((status = transpose(r, "gemm transpose A", a, ao, (int)s->lda, (int)s->m, kk, kk, 1, 0, 0,
                             e)))

@@ -405,7 +405,9 @@ static void test_dense_all(void) {
 
 /* clt_gemm on shape s with alpha 1 and the given beta (0 or 1), C starting from
  * random values, against a double-precision product. */
-static void check_gemm(const clt_gemm_shape *s, float beta) {
+/* reserve_k: the K the shape is reserved with (0: its own; larger: a slice smaller
+ * than the batch the layer was prepared for). */
+static void check_gemm(const clt_gemm_shape *s, float beta, size_t reserve_k) {
   const size_t M = s->m, N = s->n, K = s->k;
   if (skip_large((double)M * N * K)) return;
   double *a = dnew(M * K), *b = dnew(N * K), *c = dnew(M * N);
@@ -424,7 +426,9 @@ static void check_gemm(const clt_gemm_shape *s, float beta) {
   upload(A, 0, a, M * K);
   upload(B, 0, b, N * K);
   upload(C, 0, c, M * N);
-  if (!api_failed(clt_gemm_reserve(R, s, &E), "reserve") &&
+  clt_gemm_shape reserved = *s;
+  if (reserve_k) reserved.k = reserve_k;
+  if (!api_failed(clt_gemm_reserve(R, &reserved, &E), "reserve") &&
       !api_failed(clt_gemm(R, s, 1.0f, A, 0, B, 0, beta, C, 0, &E), "gemm")) {
     download(C, 0, got, M * N);
     check("C", got, want, M * N, TOL_GEMM);
@@ -438,7 +442,7 @@ static void check_gemm(const clt_gemm_shape *s, float beta) {
 static void test_gemm_accumulate(int M, int N, int K) {
   set_case("gemm C += A B^T %dx%dx%d:", M, N, K);
   const clt_gemm_shape s = {0, 1, (size_t)M, (size_t)N, (size_t)K, (size_t)K, (size_t)K, (size_t)N};
-  check_gemm(&s, 1.0f);
+  check_gemm(&s, 1.0f, 0);
   case_end();
 }
 
@@ -447,10 +451,10 @@ static void test_gemm_accumulate(int M, int N, int K) {
  * short last chunk) or 130 (cpu: A^T laid out as rows, then the forward kernel);
  * and a long K that splits (cpu), with C's previous values to be overwritten
  * (beta 0). */
-static void test_gemm_at(int M, int N, int K) {
-  set_case("gemm C = A^T B %dx%dx%d:", M, N, K);
+static void test_gemm_at(int M, int N, int K, int reserve_k) {
+  set_case("gemm C = A^T B %dx%dx%d%s:", M, N, K, reserve_k ? " (reserved for a longer K)" : "");
   const clt_gemm_shape s = {1, 0, (size_t)M, (size_t)N, (size_t)K, (size_t)M, (size_t)N, (size_t)N};
-  check_gemm(&s, 0.0f);
+  check_gemm(&s, 0.0f, reserve_k);
   case_end();
 }
 
@@ -1003,10 +1007,13 @@ int main(void) {
   test_dense_all();
   test_gemm_accumulate(7, 37, 40);
   test_gemm_accumulate(5, 12, 33);
-  test_gemm_at(602, 261, 530); /* cpu: the A^T kernels, a short last K chunk */
-  test_gemm_at(602, 261, 130); /* cpu: K <= 512, A^T transposed, then the plain kernel */
-  test_gemm_at(100, 128, 2100);
-  test_gemm_at(433, 32, 3); /* small mode's (Oclgrind) */
+  test_gemm_at(602, 261, 530, 0); /* cpu: the A^T kernels, a short last K chunk */
+  test_gemm_at(602, 261, 130, 0); /* cpu: K <= 512, A^T transposed, then the plain kernel */
+  /* A smaller last batch: reserved with K = 4000, run with 130 (the scratch may
+   * not hold A^T: it overflowed into the host heap before the size check). */
+  test_gemm_at(40000, 32, 130, 4000);
+  test_gemm_at(100, 128, 2100, 0);
+  test_gemm_at(433, 32, 3, 0); /* small mode's (Oclgrind) */
   test_kernels_all();
   test_model();
   test_build_failure();

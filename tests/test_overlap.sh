@@ -119,8 +119,11 @@ PY
 # per layer.
 CLTRAIN_TEST_SLOW="replica=1,from=3,to=20,ms=100" POCL_DEVICES="basic pthread" run leave 1 0,1 8 9600 \
   --split auto --seed 13 --check-replicas --profile
+# Each leave ended in a rejoin (timing noise may add a later one: test_split.sh).
 rec=$(grep -o '{"index": 1, [^}]*}' "$tmp/leave.jsonl")
-if grep -q '"left": 1, ' <<<"$rec" && grep -q '"joined": 1, ' <<<"$rec" && ! grep -q "different parameters" "$tmp/leave.txt" &&
+nleft=$(grep -Eo '"left": [0-9]+' <<<"$rec" | cut -d' ' -f2)
+if [ -n "$nleft" ] && [ "$nleft" -ge 1 ] && grep -q "\"joined\": $nleft, " <<<"$rec" &&
+  grep -q '"in_step": true, ' <<<"$rec" && ! grep -q "different parameters" "$tmp/leave.txt" &&
   grep -Eq "^  all-reduce: .* collectives \(4 buckets a step" "$tmp/leave.txt"; then
   ok "with buckets, a slowed replica leaves the step and rejoins it, the replicas identical throughout"
 else

@@ -98,17 +98,26 @@ if [ "$n" != "192 192 " ] && [ -n "$n" ]; then ok "auto re-balanced at the third
 # of a run without the delay (a different split: the same loss up to rounding).
 CLTRAIN_TEST_SLOW="replica=1,from=3,to=20,ms=100" run leave 0,1 8 auto 9600 1 --check-replicas
 run steady 0,1 8 auto 9600 1
+# With 8 examples a replica the step is mostly fixed costs, and on these two
+# devices sharing 2 cores the timing noise may send the pthread device out again
+# later (seen once, in the fresh-clone CI run of fc2174e: it left again at step
+# 313 and rejoined at 331; 3 local runs after it left once): the
+# record keeps the latest leave, so the window of the first is checked when it
+# left once, and each leave must have ended in a rejoin.
 rec=$(grep -o '{"index": 1, [^}]*}' "$tmp/leave.jsonl")
 left=$(grep -Eo '"left_at_step": [0-9]+' <<<"$rec" | cut -d' ' -f2)
 joined=$(grep -Eo '"joined_at_step": [0-9]+' <<<"$rec" | cut -d' ' -f2)
-if grep -q '"in_step": true, "left": 1, ' <<<"$rec" && grep -q '"joined": 1, ' <<<"$rec" &&
-  [ -n "$left" ] && [ -n "$joined" ] && [ "$left" -ge 4 ] && [ "$left" -le 12 ] &&
-  [ "$joined" -gt 21 ] && ! grep -q '"probes": 0,' <<<"$rec"; then
-  ok "a device slowed at steps 3-20 left the step at step $left and rejoined at step $joined"
+nleft=$(grep -Eo '"left": [0-9]+' <<<"$rec" | cut -d' ' -f2)
+njoined=$(grep -Eo '"joined": [0-9]+' <<<"$rec" | cut -d' ' -f2)
+if grep -q '"in_step": true, ' <<<"$rec" && [ -n "$nleft" ] && [ "$nleft" -ge 1 ] &&
+  [ "$njoined" = "$nleft" ] && [ -n "$left" ] && [ -n "$joined" ] && [ "$joined" -gt 21 ] &&
+  [ "$joined" -gt "$left" ] && { [ "$nleft" -gt 1 ] || { [ "$left" -ge 4 ] && [ "$left" -le 12 ]; }; } &&
+  ! grep -q '"probes": 0,' <<<"$rec"; then
+  ok "a device slowed at steps 3-20 left the step at step $left and rejoined at step $joined ($nleft leave(s))"
 else
   bad "a device slowed at steps 3-20 leaves and rejoins ($rec; $(tail -4 "$tmp/leave.txt"))"
 fi
-if grep -Eq "^  device 1 \(pthread.*\): share [0-9.]+%, [0-9]+ examples, [0-9]+ images/s, busy [0-9]+%; left the step at step $left, rejoined at step $joined; 1 speed probe \([0-9.]+s\)$" "$tmp/leave.txt" &&
+if grep -Eq "^  device 1 \(pthread.*\): share [0-9.]+%, [0-9]+ examples, [0-9]+ images/s, busy [0-9]+%; left the step at step $left, rejoined at step $joined; [0-9]+ speed probes? \([0-9.]+s\)$" "$tmp/leave.txt" &&
   ! grep -q "different parameters" "$tmp/leave.txt"; then
   ok "the epoch line says so, and the replicas stayed bitwise identical"
 else
