@@ -197,10 +197,17 @@ static int build_sources(clt_replica *r, const char *const *names, int n, const 
   cl_program program = clCreateProgramWithSource(r->context, (cl_uint)n, text, len, &rc);
   if (rc != CL_SUCCESS) return clt_replica_fail(r, e, rc, "clCreateProgramWithSource");
   /* The variant (see clt_kernel_flavor) and the work-group its tiles are sized
-   * for are part of every build. */
+   * for are part of every build; and the replica's number, so that identical
+   * devices' programs hash apart: PoCL 3.1 keeps one process-wide cache of
+   * compiled kernels keyed by that hash, and its release of an entry matches
+   * fewer properties than its lookup (lib/CL/devices/common.c), so replicas of
+   * one hash launching a kernel at different grid widths (uneven slices)
+   * released each other's entries and aborted on `found->ref_count > 0`. A
+   * second identical device compiles its own copy once. */
   char opts[512];
-  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DCLT_GPU=%d -DCLT_WG=%zu -DCLT_CPU_BLOCK_COLS=%d %s",
-           r->flavor == CLT_KERNELS_GPU, r->tile_wg, CLT_CPU_BLOCK_COLS, options);
+  snprintf(opts, sizeof opts,
+           "-cl-std=CL1.2 -DCLT_GPU=%d -DCLT_WG=%zu -DCLT_CPU_BLOCK_COLS=%d -DCLT_REPLICA=%d %s",
+           r->flavor == CLT_KERNELS_GPU, r->tile_wg, CLT_CPU_BLOCK_COLS, r->index, options);
   rc = clBuildProgram(program, 1, &r->device.id, opts, NULL, NULL);
   char log[3000];
   log[0] = '\0';
