@@ -20,7 +20,7 @@ __kernel void adam_update(__global float *p, __global const float *g, __global f
   p[i] -= alpha * mi / (sqrt(vi) + eps);
 }
 
-// The other optimizers of src/optimizer.h, as Keras 3 writes them (the same float
+// The other optimizers of src/engine/optimizer.h, as Keras 3 writes them (the same float
 // operations in the same order). wd > 0: Keras' decoupled weight decay first,
 // p -= p * wd * lr; Adam gets it from weight_decay, launched before adam_update.
 __kernel void weight_decay(__global float *p, const int n, const float wd, const float lr) {

@@ -19,7 +19,7 @@
 // convolution or a plain matrix: no tap is checked), 1 otherwise (taps outside
 // read as 0) for the weight-gradient kernels, -DPACK_B=1: gemm16 copies each
 // chunk of B into a private array (contiguous rows stay in L1; see own_options
-// in src/gemm.c). gemm16 takes padding as an argument instead (`padded`): the
+// in src/backend/gemm.c). gemm16 takes padding as an argument instead (`padded`): the
 // choice is made once per run of k, outside the FMA loop, so it costs nothing
 // there, and one program per tile then serves padded and unpadded products
 // (each program and kernel variant is a compile at a run's start: ~0.3 s and
@@ -120,7 +120,7 @@
     }                                                                       \
   } while (0)
 
-// gemm16's longest K chunk (own_tiling's FWD_KC in src/gemm.c).
+// gemm16's longest K chunk (own_tiling's FWD_KC in src/backend/gemm.c).
 #define FWD_PACK_K 384
 __kernel void gemm16(const int M, const int N, const int K, __global const float *X,
                      const int x_off, const int H, const int W, const int C, const int KW,

@@ -1,4 +1,4 @@
-/* src/cluster.c compiled without MPI (as a build without libopenmpi-dev has it):
+/* src/dist/cluster.c compiled without MPI (as a build without libopenmpi-dev has it):
  * a lone process is a cluster of one whose collectives copy or do nothing, and a
  * process that a launcher started as one of several refuses to run, saying why. */
 #define _POSIX_C_SOURCE 200809L

@@ -1,5 +1,5 @@
 /* Tests of the OpenCL kernels and layers against the double-precision references of
- * src/ref.c (the ground truth; tests/test_ref.c checks those by finite differences).
+ * tests/ref/ref.c (the ground truth; tests/test_ref.c checks those by finite differences).
  *
  * 1. Conv2D, MaxPooling2D and Dense layers through their ops tables, forward and
  *    backward, at awkward sizes (odd batches, channels and spatial sizes that are not

@@ -2,7 +2,7 @@
  * and max pooling with zero padding; and of a first Conv2D with the 2x2 max pooling
  * after it, which the model fuses on CPU replicas.
  *
- * 1. References (src/ref_resnet.c, and src/ref.c's convolution at the strides and
+ * 1. References (tests/ref/ref_resnet.c, and tests/ref/ref.c's convolution at the strides and
  *    paddings ResNet uses, and its fused convolution + ReLU + pooling): every
  *    backward against central finite differences of its forward, and hand-computed
  *    padded-pooling ties. Pure C; `--ref-only` runs just this part (cheap enough
@@ -972,7 +972,7 @@ typedef struct cpool_case {
 /* The pair as the model sets it up (clt_layer.pool_fused; fused on the CPU flavor,
  * as two layers on the GPU flavor) against ref_conv_pool_*: the conv's forward, the
  * pooling's forward, the pooling's backward, the conv's backward (no input gradient:
- * it reads the model's input), with the buffers src/net.c gives them. */
+ * it reads the model's input), with the buffers src/engine/net.c gives them. */
 static void test_conv_pool(const cpool_case *t) {
   set_case("conv+maxpool %dx%d C%d->%d %dx%d B%d%s (%s):", t->KH, t->KW, t->C, t->CO, t->H, t->W,
            t->B, t->bias ? "" : " nobias", R->flavor == CLT_KERNELS_CPU ? "fused" : "not fused");

@@ -1,4 +1,4 @@
-/* Tests for the .npz checkpoint format (src/npz.c): round trips, byte-for-byte
+/* Tests for the .npz checkpoint format (src/formats/npz.c): round trips, byte-for-byte
  * determinism, and clean refusal of truncated, corrupt and foreign archives.
  * Archives that clt_npz_write cannot produce (numpy-style zip64 extra fields,
  * data descriptors, odd .npy headers, deflated members as numpy.savez_compressed

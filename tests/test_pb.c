@@ -1,4 +1,4 @@
-/* The protobuf encoder (src/pb.c) against bytes computed by hand, among them the
+/* The protobuf encoder (src/formats/pb.c) against bytes computed by hand, among them the
  * examples of protobuf's encoding guide (protobuf.dev/programming-guides/encoding). */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* Tests of the double-precision references in src/ref.c.
+/* Tests of the double-precision references in tests/ref/ref.c.
  *
  * 1. Every backward against central finite differences of its forward.
  * 2. Forwards and the documented tie rules against hand-computed tiny cases.

@@ -1,4 +1,4 @@
-/* TensorBoard event files (src/tensorboard.c): CRC-32C and its masking against
+/* TensorBoard event files (src/formats/tensorboard.c): CRC-32C and its masking against
  * known values; scalars written into a temporary log folder and read back here
  * (every record's length and CRCs, every event decoded); existing names kept; bad
  * folders and failed writes reported with the path; and the files read by

@@ -16,7 +16,7 @@
  * Scratch: [col: M*K floats][bias-gradient partial sums][CO sums without a bias].
  * With the 2x2 max pooling after it fused in (l->pool_fused, CPU replicas:
  * clt_pool_fused), conv.cl's conv_pool_* run the convolution, ReLU and pooling
- * as one pass and write the pooled output (io->y: src/net.c passes the
+ * as one pass and write the pooled output (io->y: src/engine/net.c passes the
  * pooling's buffer); backward reads the pooled gradient (io->dy, the pooling's
  * output gradient) and recomputes the windows for dW and dbias,
  * into partial sums per block of pooled rows (scratch) that bias_grad_final

@@ -147,7 +147,7 @@ typedef struct clt_layer_ops {
    * loader adds an Activation layer after it. NULL: the class is refused. */
   int (*from_keras)(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
                     clt_err *e);
-  /* Optional: the layer as ONNX nodes (see onnxgraph.h: NCHW), reading tensors
+  /* Optional: the layer as ONNX nodes (see onnx.h: NCHW), reading tensors
    * inputs[0 .. ninputs) and writing tensor `output`. NULL: not exportable. */
   int (*to_onnx)(const clt_layer *l, clt_onnx *g, const char *const *inputs, const char *output,
                  clt_err *e);
@@ -212,7 +212,7 @@ struct clt_layer {
    * its only reader, is done by this layer's passes (ops->can_pool_output) on
    * the replicas clt_pool_fused says: pool_fused here, it writes the pooled
    * output into the pooling's buffer and reads the pooled gradient from the
-   * pooling's (src/net.c passes them as y and dy), and computes no input
+   * pooling's (src/engine/net.c passes them as y and dy), and computes no input
    * gradient (its input is the model's); pooled_by_input there, its passes do
    * not run. */
   int pool_fused, pooled_by_input;

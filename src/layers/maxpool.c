@@ -118,7 +118,7 @@ static int pool_max_2x2(const clt_layer *l) {
 
 static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
   (void)max_batch;
-  if (clt_pool_fused(l, r)) return CLT_OK; /* its producer pools: src/net.c skips its passes */
+  if (clt_pool_fused(l, r)) return CLT_OK; /* its producer pools: src/engine/net.c skips its passes */
   static const char *const plain[] = {"maxpool_forward", "maxpool_backward",
                                       "maxpool_backward_tiled"};
   static const char *const general[] = {"maxpool_pad_forward", "maxpool_pad_backward"};

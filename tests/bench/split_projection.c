@@ -1,7 +1,7 @@
 /* Projection of the heterogeneous split for hosts this machine does not have:
  * a CPU replica of measured speed next to a GPU `factor` times faster, each with
  * a fixed per-step overhead, plus the all-reduce's time when both take part.
- * Runs the real balancer (src/balance.c) against that cost model, with 5%
+ * Runs the real balancer (src/dist/balance.c) against that cost model, with 5%
  * noise, and prints images/s for the equal split, the auto split and the GPU
  * alone.
  *

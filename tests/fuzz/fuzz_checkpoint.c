@@ -1,4 +1,4 @@
-/* Fuzz target: what src/checkpoint.c reads of a checkpoint beyond the .npz
+/* Fuzz target: what src/formats/checkpoint.c reads of a checkpoint beyond the .npz
  * container (fuzz_npz covers that): the index file `checkpoint`
  * (clt_checkpoint_resolve), the metadata JSON (clt_checkpoint_model: format,
  * model, input, classes, architecture rebuilt through clt_model_parse, optimizer)

@@ -1,7 +1,7 @@
-/* Fuzz target: the Keras model-file reader (src/keras.c, the kinds' from_keras
- * through src/kconfig.c, cJSON) and what a model read from a file goes through
- * next: its description read back by clt_model_parse (src/model.c) and the ONNX
- * export (src/onnx.c, src/pb.c).
+/* Fuzz target: the Keras model-file reader (src/formats/keras.c, the kinds' from_keras
+ * through src/formats/kconfig.c, cJSON) and what a model read from a file goes through
+ * next: its description read back by clt_model_parse (src/engine/model.c) and the ONNX
+ * export (src/formats/onnx.c, src/formats/pb.c).
  *
  * Input: an options byte, then the model file's text. Options: bits 0-2 the
  * data's classes (10, 2, 3, 5, 1, 100, 1000, 4), bits 3-5 the images' shape

@@ -1,4 +1,4 @@
-/* Fuzz target: the .npz reader and its .npy parser (src/npz.c), through
+/* Fuzz target: the .npz reader and its .npy parser (src/formats/npz.c), through
  * clt_npz_read as checkpoints, --weights files and the tests read archives.
  *
  * Input: a mode byte, then bytes. Mode bit 0 clear: the bytes are the .npz file

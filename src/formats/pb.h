@@ -1,6 +1,6 @@
 /* A small protobuf encoder (wire format only: varint, fixed32, fixed64,
- * length-delimited), enough to write ONNX models (src/onnx.c) and TensorBoard
- * event files (src/tensorboard.c) without libprotobuf.
+ * length-delimited), enough to write ONNX models (src/formats/onnx.c) and TensorBoard
+ * event files (src/formats/tensorboard.c) without libprotobuf.
  *
  * Fields are appended to a growable byte buffer. A nested message is written in
  * place between clt_pb_begin and clt_pb_end: begin leaves room for the largest

@@ -1,6 +1,6 @@
 /* TensorBoard event files: scalars written the way TensorFlow's summary writer
  * writes them, so `tensorboard --logdir DIR` shows them, without TensorFlow or
- * libprotobuf (the Event protobufs are encoded with src/pb.h).
+ * libprotobuf (the Event protobufs are encoded with src/formats/pb.h).
  *
  * A file is a sequence of TFRecords: uint64 length (little-endian), uint32 masked
  * CRC-32C of those 8 bytes, the serialized tensorboard.Event, uint32 masked CRC-32C

@@ -365,7 +365,7 @@ static void fuse_add_forward(clt_model *m) {
 /* A first convolution's output is the largest tensor of a small CNN, written
  * once and read back three times when a 2x2 max pooling follows; a producer
  * that can pool its own output (ops->can_pool_output) takes the pooling over
- * when it is that output's only reader, right after it (src/net.c then gives
+ * when it is that output's only reader, right after it (src/engine/net.c then gives
  * the producer the pooling's buffers), and when the producer reads the
  * model's input, whose gradient nobody needs (its backward recomputes the
  * output instead of computing an input gradient): see clt_layer.pool_fused. */

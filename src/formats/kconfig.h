@@ -1,9 +1,9 @@
-/* A Keras layer's "config" object, as a kind's from_keras reads it (src/keras.c
+/* A Keras layer's "config" object, as a kind's from_keras reads it (src/formats/keras.c
  * implements these over cJSON; kinds never see JSON).
  *
  * Every getter takes the key and a default used when the key is absent or null;
  * a value of the wrong type fails with one line naming the layer, the key and what
- * was expected. Getters record which keys were read: src/keras.c refuses, by
+ * was expected. Getters record which keys were read: src/formats/keras.c refuses, by
  * name, every key of the config that neither the loader (name, trainable, dtype,
  * initializers, regularizers, constraints) nor the kind read, so an option a kind
  * does not know is never silently ignored. A kind therefore reads every option

@@ -1,4 +1,4 @@
-/* The loader's side of clt_keras_config (src/keras.c builds one per layer). */
+/* The loader's side of clt_keras_config (src/formats/keras.c builds one per layer). */
 #ifndef CLT_KCONFIG_IMPL_H
 #define CLT_KCONFIG_IMPL_H
 

@@ -1,4 +1,4 @@
-/* The ONNX graph under construction, as a kind's to_onnx sees it (src/onnx.c
+/* The ONNX graph under construction, as a kind's to_onnx sees it (src/formats/onnx.c
  * implements it and writes the protobuf).
  *
  * Layout inside the graph is NCHW (ONNX's Conv, pools and BatchNormalization

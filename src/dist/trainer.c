@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "interrupt.h"
-#include "report.h"
+#include "progress.h"
 #include "rng.h"
 #include "timing.h"
 
