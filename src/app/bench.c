@@ -169,7 +169,7 @@ static int parse_sizes(const char *spec, size_t *sizes, int *n, clt_err *e) {
 static void bench_free(bench *b) {
   for (int i = 0; i < b->n; i++) {
     if (b->buffers[i]) clReleaseMemObject(b->buffers[i]);
-    clt_replica_destroy(b->replicas[i]);
+    clt_backend_destroy_replica(b->replicas[i]);
   }
   free(b->host);
 }
@@ -181,7 +181,7 @@ static int set_up(bench *b, const char *devices, size_t floats, clt_err *e) {
   int n = 0;
   int status = clt_select_process_devices(devices, b->cluster, &list, chosen, &n, e);
   for (int i = 0; i < n && !status; i++) {
-    status = clt_replica_create(chosen[i], &b->replicas[i], e);
+    status = clt_backend_create_replica(chosen[i], &b->replicas[i], e);
     if (!status) b->n = i + 1;
     if (!status) {
       status = clt_replica_alloc(b->replicas[i], floats * sizeof(float), "the benchmark buffer",

@@ -698,16 +698,16 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
 
   rep.model = &model;
   rep.data = &data;
-  const clt_plan plan = {.replica_lines = replica_lines,
-                         .replicas = replicas,
-                         .processes = clt_cluster_size(c),
-                         .batch_per_replica = o->batch_per_replica,
-                         .split = o->split,
-                         .first_epoch = first_epoch,
-                         .epochs = o->epochs,
-                         .resumed_from = o->resume ? ckpt_path : NULL,
-                         .steps_done = step,
-                         .optimizer = &opt};
+  const clt_run_plan plan = {.replica_lines = replica_lines,
+                             .replicas = replicas,
+                             .processes = clt_cluster_size(c),
+                             .batch_per_replica = o->batch_per_replica,
+                             .split = o->split,
+                             .first_epoch = first_epoch,
+                             .epochs = o->epochs,
+                             .resumed_from = o->resume ? ckpt_path : NULL,
+                             .steps_done = step,
+                             .optimizer = &opt};
   if (leader) clt_report_plan(&rep, &plan);
   if (first_epoch >= o->epochs) {
     if (leader) clt_report_nothing_to_do(&rep, first_epoch, o->epochs);

@@ -281,7 +281,7 @@ static int share_info(clt_trainer *t, const clt_device *const *devices, clt_err 
 static int create_replicas(clt_trainer *t, const clt_device *const *devices, const int *caps,
                            int training, clt_err *e) {
   for (int i = 0; i < t->n; i++) {
-    int status = clt_replica_create(devices[i], &t->replicas[i], e);
+    int status = clt_backend_create_replica(devices[i], &t->replicas[i], e);
     if (!status) t->replicas[i]->index = t->base + i; /* the run's numbering (CLTRAIN_FAULT) */
     /* Busy time per replica comes from profiling events. */
     if (!status) status = clt_replica_enable_profiling(t->replicas[i], e);
@@ -398,7 +398,7 @@ void clt_trainer_destroy(clt_trainer *t) {
   for (int i = 0; i < t->n; i++) {
     if (t->transfer[i] && !t->replicas[i]->hung) clReleaseCommandQueue(t->transfer[i]);
     clt_net_destroy(t->nets[i]);
-    clt_replica_destroy(t->replicas[i]);
+    clt_backend_destroy_replica(t->replicas[i]);
   }
   free(t->order);
   free(t->metrics);
