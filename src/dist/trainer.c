@@ -12,6 +12,7 @@
 #include "progress.h"
 #include "rng.h"
 #include "timing.h"
+#include "watchdog.h"
 
 struct clt_trainer {
   const clt_model *model;
@@ -1358,7 +1359,7 @@ static int run_pass(pass *p, clt_err *e) {
     started++;
   }
   /* Joined under the all-reduce's watchdog, which leaves a hung replica's thread
-   * behind (ring.h); so one replica has a thread of its own too. */
+   * behind (watchdog.h); so one replica has a thread of its own too. */
   status = clt_ring_join(t->ring, threads, started, e);
   if (status) return status; /* a thread may be left behind: the bench stays */
   pthread_mutex_destroy(&p->mu);
