@@ -153,7 +153,7 @@ static int build_sources(clt_replica *r, const char *const *names, int n, const 
   char lines[MAX_JOINT_SOURCES + 1][96];
   if (n > MAX_JOINT_SOURCES)
     return clt_fail(e, CLT_ERR_INTERNAL, "too many sources in one program");
-  for (int i = 0; i <= n; i++) {
+  for (size_t i = 0; i <= (size_t)n; i++) {
     const char *name = i ? names[i - 1] : COMMON_SOURCE;
     snprintf(lines[i], sizeof lines[i], "#line 1 \"cl/%s\"\n", name);
     text[2 * i] = lines[i];
