@@ -171,14 +171,14 @@ static void keep_build_log(clt_replica *r, const char *source, const char *opts,
  * 3.1). Group 0 serves every model, group 1 the layers of ResNets and
  * MobileNets, so the CNN does not compile it. The joint programs are built
  * with exact_options, which make division and square root correctly rounded
- * (as CPUs' are anyway) and which adam.cl needs (clt_net_update). gemm.cl's
+ * (as CPUs' are anyway) and which optimizer.cl needs (clt_net_update). gemm.cl's
  * tiled programs have options of their own and are built apart. */
 static const struct {
   const char *source;
   int group;
-} joint_sources[] = {{"activation.cl", 0}, {"adam.cl", 0}, {"conv.cl", 0}, {"data.cl", 0},
-                     {"gemm.cl", 0},       {"loss.cl", 0}, {"pool.cl", 0}, {"reduce.cl", 0},
-                     {"depthwise.cl", 1},  {"norm.cl", 1}, {"pad.cl", 1},  {"pool_avg.cl", 1}};
+} joint_sources[] = {{"activation.cl", 0}, {"optimizer.cl", 0}, {"conv.cl", 0}, {"data.cl", 0},
+                     {"gemm.cl", 0},       {"loss.cl", 0},      {"pool.cl", 0}, {"reduce.cl", 0},
+                     {"depthwise.cl", 1},  {"norm.cl", 1},      {"pad.cl", 1},  {"pool_avg.cl", 1}};
 enum { JOINT_SOURCES = sizeof joint_sources / sizeof joint_sources[0], JOINT_GROUPS = 2 };
 
 /* Builds the sources of names[0..n) as one program with options; on failure
