@@ -1,17 +1,9 @@
 // Standalone activations (Keras' ReLU and Activation layers; a ReLU after Conv2D,
-// Dense, BatchNormalization or Add is fused into that layer instead), Rescaling,
-// Dropout and Concatenate. Elementwise (clt_launch_elems): on CPUs (CLT_GPU 0)
-// work-item i takes floats [8i, 8i + 8) as a float8, the one past them the n % 8
-// left, since PoCL does not vectorise across work-items; on GPUs work-item i takes
-// float i (coalesced). Softmax and Concatenate work by rows (see there).
-#ifndef CLT_GPU
-#define CLT_GPU 0
-#endif
-#ifndef CLT_WG
-#define CLT_WG 64
-#endif
-
-#define CH 8
+// Dense, BatchNormalization or Add is fused into that layer instead), and the
+// scale and shift of Rescaling (and of Dropout in inference). Elementwise
+// (clt_launch_elems): on CPUs (CLT_GPU 0) work-item i takes floats [8i, 8i + 8)
+// as a float8, the one past them the n % 8 left; on GPUs work-item i takes
+// float i. Softmax works by rows (see there).
 
 // y = x where x > 0, else 0 (NaN gives 0, as the fused ReLUs).
 __kernel void relu_forward(__global const float *x, __global float *y, const int n) {
@@ -180,119 +172,5 @@ __kernel void softmax_backward(__global const float *dy, __global const float *y
   float dot = 0.0f;
   for (int c = 0; c < C; c++) dot += dy[at + c] * y[at + c];
   for (int c = 0; c < C; c++) dx[at + c] = y[at + c] * (dy[at + c] - dot);
-#endif
-}
-
-// ---- Dropout -------------------------------------------------------------------------
-//
-// Element i (within its example) of global example e is kept when the high 32 bits
-// of hash(key, e, i) are >= thr (= rate * 2^32), and scaled by 1 / (1 - rate). The
-// key mixes the run's seed, the layer and the step (dropout.c), so the mask depends
-// on nothing else: any split of a global batch across replicas draws the same one,
-// and the backward recomputes it. tests/ref/ref.c's ref_dropout_hash is the same.
-
-// splitmix64's finaliser (also on ulong4).
-#define MIX64(z)                                \
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9UL; \
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebUL; \
-  z = z ^ (z >> 31)
-
-#if !CLT_GPU
-// The keep mask (-1 kept, 0 dropped) of 4 elements: examples b, positions r.
-// Four 64-bit lanes, not eight: a builtin taking or returning 512 bits (ulong8)
-// draws clang's "changes the ABI" warning on every build without AVX-512.
-static int4 dropout_keep4(const ulong key, const long example0, const int4 b, const int4 r,
-                          const uint thr) {
-  ulong4 h = (ulong4)(key) ^ (convert_ulong4((long4)(example0) + convert_long4(b)) *
-                              0x9e3779b97f4a7c15UL);
-  MIX64(h);
-  h += convert_ulong4(r) * 0xd1b54a32d192ed03UL;
-  MIX64(h);
-  return convert_uint4(h >> 32) >= (uint4)(thr);
-}
-#endif
-
-// y = x * scale where kept, else 0, over n floats of examples of per_example floats,
-// the first being global example example0: the forward (x, y) and the backward (dy, dx).
-__kernel void dropout_apply(__global const float *x, __global float *y, const int n,
-                            const int per_example, const ulong key, const long example0,
-                            const uint thr, const float scale) {
-  const int i = get_global_id(0);
-#if CLT_GPU
-  if (i >= n) return;
-  const int b = i / per_example;
-  ulong h = key ^ ((ulong)(example0 + b) * 0x9e3779b97f4a7c15UL);
-  MIX64(h);
-  h += (ulong)(i - b * per_example) * 0xd1b54a32d192ed03UL;
-  MIX64(h);
-  y[i] = (uint)(h >> 32) >= thr ? x[i] * scale : 0.0f;
-#else
-  const size_t at = (size_t)i * CH;
-  if (at + CH <= (size_t)n) {
-    const int8 j = (int8)((int)at) + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
-    const int8 b = j / per_example, r = j - b * per_example;
-    int8 keep;
-    keep.lo = dropout_keep4(key, example0, b.lo, r.lo, thr);
-    keep.hi = dropout_keep4(key, example0, b.hi, r.hi, thr);
-    vstore8(select((float8)(0.0f), vload8(i, x) * scale, keep), i, y);
-  } else {
-    for (size_t j = at; j < (size_t)n; j++) {
-      const int b = (int)j / per_example;
-      ulong h = key ^ ((ulong)(example0 + b) * 0x9e3779b97f4a7c15UL);
-      MIX64(h);
-      h += (ulong)((int)j - b * per_example) * 0xd1b54a32d192ed03UL;
-      MIX64(h);
-      y[j] = (uint)(h >> 32) >= thr ? x[j] * scale : 0.0f;
-    }
-  }
-#endif
-}
-
-// ---- Concatenate along the channels ------------------------------------------------
-//
-// rows = B*H*W rows; y[r] = (x[r, 0..C1), x2[r, 0..C2)). CPU: a work-item per row
-// copies both parts as float8 runs; GPU: clt_launch_rows over (C1 + C2, rows), a
-// work-item per output channel.
-
-#if !CLT_GPU
-static inline void copy_run(__global const float *src, __global float *dst, const int n) {
-  int c = 0;
-  for (; c + CH <= n; c += CH) vstore8(vload8(0, src + c), 0, dst + c);
-  for (; c < n; c++) dst[c] = src[c];
-}
-#endif
-
-__kernel void concat_forward(__global const float *x, __global const float *x2, __global float *y,
-                             const int rows, const int C1, const int C2) {
-  const int C = C1 + C2;
-#if CLT_GPU
-  const int c = get_global_id(0), r = get_global_id(1);
-  if (c >= C || r >= rows) return;
-  y[(size_t)r * C + c] = c < C1 ? x[(size_t)r * C1 + c] : x2[(size_t)r * C2 + c - C1];
-#else
-  const int r = get_global_id(0);
-  if (r >= rows) return;
-  copy_run(x + (size_t)r * C1, y + (size_t)r * C, C1);
-  copy_run(x2 + (size_t)r * C2, y + (size_t)r * C + C1, C2);
-#endif
-}
-
-// dx[r] = dy[r, 0..C1), dx2[r] = dy[r, C1..C1+C2); either may be NULL.
-__kernel void concat_backward(__global const float *dy, __global float *dx, __global float *dx2,
-                              const int rows, const int C1, const int C2) {
-  const int C = C1 + C2;
-#if CLT_GPU
-  const int c = get_global_id(0), r = get_global_id(1);
-  if (c >= C || r >= rows) return;
-  if (c < C1) {
-    if (dx) dx[(size_t)r * C1 + c] = dy[(size_t)r * C + c];
-  } else if (dx2) {
-    dx2[(size_t)r * C2 + c - C1] = dy[(size_t)r * C + c];
-  }
-#else
-  const int r = get_global_id(0);
-  if (r >= rows) return;
-  if (dx) copy_run(dy + (size_t)r * C, dx + (size_t)r * C1, C1);
-  if (dx2) copy_run(dy + (size_t)r * C + C1, dx2 + (size_t)r * C2, C2);
 #endif
 }

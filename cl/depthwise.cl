@@ -3,17 +3,12 @@
 // NHWC activations; the Keras kernel (KH, KW, C, M) seen as [KH*KW][CO], CO = C*M,
 // output channel co = c*M + m reading input channel c = co / M.
 //
-// Two variants per kernel (CLT_GPU, set per device by the replica): CPUs (0) get a
+// Two variants per kernel (CLT_GPU, common.cl): CPUs (0) get a
 // work-item per position (or per block of a weight-gradient sum) that loops over
 // the channels, 8 at a time as float8 when M == 1 (then co = c and both tensors
 // are contiguous in the channel); GPUs (1) a work-item per element, consecutive
 // work-items on consecutive channels (coalesced). Every sum has a fixed order: no
 // atomics, runs repeat exactly.
-#ifndef CLT_GPU
-#define CLT_GPU 0
-#endif
-
-#define CH 8
 
 // One output: channel co at (b, oy, ox), reading input channel c = co / M; the sum
 // over the taps inside x, in order, after the bias (bias_off < 0: none); ReLU when relu.
@@ -150,7 +145,7 @@ __kernel void depthwise_backward_input(__global const float *dy, __global const 
 
 // The kernel's gradient, first pass: partial[part + (blk*KH*KW + tap)*CO + co] = sum
 // over the output positions p of block blk (rows_per_block of them, in order) of
-// dy[p, co] * x[the position tap reads for p, co / M]. conv.cl's bias_grad_final
+// dy[p, co] * x[the position tap reads for p, co / M]. bias.cl's bias_grad_final
 // then adds the blocks. Row r = blk*KH*KW + tap of a [nblocks*KH*KW][CO] matrix:
 // clt_launch_rows with a row per work-item (CPU: 8 channels of it; GPU: one).
 __kernel void depthwise_backward_filter(__global const float *x, __global const float *dy,

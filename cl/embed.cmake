@@ -1,5 +1,5 @@
 # Turns the .cl files given in SOURCES (a |-separated list) into OUTPUT, a C file with one
-# byte array per file and the lookup function declared in src/cl_sources.h.
+# byte array per file and the lookup function declared in src/base/cl_sources.h.
 # Bytes, not string literals: no escaping rules and no compiler limit on
 # literal length to trip over.
 set(body "#include \"cl_sources.h\"\n#include <string.h>\n\n")

@@ -3,9 +3,8 @@
 // takes a remainder). Each work-item computes a TM x (16*NB) block of C in
 // TM*NB explicit float16 accumulators, so each loaded element of A feeds NB
 // vector FMAs and each row segment of B feeds TM. PoCL does not vectorise
-// across work-items: scalar kernels ran at 8-12 GFLOP/s where explicit vectors
-// reach the cores' FMA peak. Each work-item sums over k in order, so results
-// repeat bit for bit.
+// across work-items, so only explicit vectors reach the cores' FMA peak. Each
+// work-item sums over k in order, so results repeat bit for bit.
 //
 // A may be a convolution's im2col matrix read in place from the images X
 // (rows: the output positions (b, oy, ox); columns: the taps (ky, kx) times the
@@ -19,15 +18,14 @@
 // convolution or a plain matrix: no tap is checked), 1 otherwise (taps outside
 // read as 0) for the weight-gradient kernels, -DPACK_B=1: gemm16 copies each
 // chunk of B into a private array (contiguous rows stay in L1; see own_options
-// in src/backend/gemm.c). gemm16 takes padding as an argument instead (`padded`): the
-// choice is made once per run of k, outside the FMA loop, so it costs nothing
-// there, and one program per tile then serves padded and unpadded products
-// (each program and kernel variant is a compile at a run's start: ~0.3 s and
-// ~0.4 s on PoCL). gemm16 reads a tap outside the image's C channels from
-// `zeros` (at least C floats of 0): a pointer chosen once per tap and row
-// keeps its inner loop the plain one, where a choice per element had kept the
-// loaded values in registers and spilled two accumulators to the stack
-// (ResNet50's 3x3 products: 170-230 GFLOP/s, now 200-325). Arguments rb and kchunk: a
+// in src/backend/cpu_gemm.c). gemm16 takes padding as an argument instead
+// (`padded`): the choice is made once per run of k, outside the FMA loop, so it
+// costs nothing there, and one program per tile then serves padded and unpadded
+// products (each program and kernel variant is a compile at a run's start).
+// gemm16 reads a tap outside the image's C channels from `zeros` (at least C
+// floats of 0): a pointer chosen once per tap and row keeps its inner loop the
+// plain one, where a choice per element keeps the loaded values in registers
+// and spills accumulators to the stack. Arguments rb and kchunk: a
 // work-item takes K in chunks of kchunk and runs each of its rb sub-blocks of
 // TM rows over the chunk in turn, so the chunk of B (kchunk x 16NB floats) is
 // read from memory once and from cache rb times; a later chunk reloads the
@@ -91,8 +89,8 @@
 #ifdef TM  // the tiled kernels
 // ACC_START: a TM x 16NB block's sums from 0, or with `load` from C's rows
 // (ldc apart; rows past M read row M-1 and are never stored). One branch for
-// the block: a choice per row and vector took PoCL 0.05-0.1 s longer to
-// compile, at a run's start, for each kernel variant.
+// the block: a choice per row and vector makes each kernel variant longer to
+// compile at a run's start.
 #define ACC_START(acc, c, load)                                              \
   do {                                                                       \
     if (load) {                                                              \
@@ -297,10 +295,9 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
 // of two apart in most layers and fall into a few cache sets; the copy of X is
 // what lets one sub-block serve 128 columns (AVX2: 8 blocks) rather than 16,
 // so X is read from memory N/128 times, not N/16. With one FMA loop the
-// compiler keeps its 12 AVX2 accumulators in registers: the unpacked kernel's
-// two loops (inside one tap, or across two) spilled one to the stack, a store
-// and reload on every iteration's dependency chain (ResNet50's AVX2 weight
-// gradients: 100-110 GFLOP/s, now 150-175 of 240).
+// compiler keeps its 12 AVX2 accumulators in registers, where two loops
+// (inside one tap, or across two) spill one to the stack, a store and reload on
+// every iteration's dependency chain.
 #define PACK_K 64
 #define PACK_COLS 128
 __kernel void gemm16_at(AT_ARGS) {
@@ -354,8 +351,8 @@ __kernel void gemm16_at(AT_ARGS) {
 }
 
 // gemm16_at reading X and B in place, for a work-item of one column block
-// (cb_count 1): nothing to share a copy with, and the copies cost AVX-512's
-// widest blocks (the CNN's 576 x 80 and 9 x 64 weight gradients) 30-50%. Same
+// (cb_count 1): nothing to share a copy with, and the copies would slow
+// AVX-512's widest blocks (the CNN's 576 x 80 and 9 x 64 weight gradients). Same
 // arguments and sums; K chunks of at most PACK_K.
 __kernel void gemm16_at_direct(AT_ARGS) {
   AT_START;
@@ -412,8 +409,8 @@ __kernel void gemm16_at_direct(AT_ARGS) {
 // outputs; gemm16 takes the columns before n0) of the plain product op(A) B,
 // op(A)[m][k] = trans_a ? A[k*lda + m] : A[m*lda + k]: a work-item computes one
 // row's last N - n0 < 16 columns, k in order, with gemm16's epilogue. Keeping these
-// here rather than in CLBlast spares CPUs its program builds (about 10 s on a
-// first run) for a sliver of the work. Range: M.
+// here rather than in CLBlast spares CPUs its program builds (most of a first
+// run's start) for a sliver of the work. Range: M.
 // Lanes past nt are 0 and never read (no private array: Oclgrind's
 // uninitialised-value check crashed on one indexed by a loop).
 #define TAIL_LANE(p, i, nt) ((i) < (nt) ? (p)[i] : 0.0f)
@@ -464,9 +461,8 @@ __kernel void sum_splits(__global const float *P, const int splits, const int st
 // C x filters block transposed, in reverse (clt_conv_dx's flipped kernel). A
 // work-item moves a 16 x 16 tile: one element per work-item cost more in
 // PoCL's per-item overhead than the copy itself. Plain loops: a register
-// transpose of float16 rows took PoCL 0.34 s to compile at a run's start
-// (these 0.10 s) and saved 20-30 us a call on the CNN's weights (2000 x 64,
-// 9 x 80 x 64), 0.4% of its step. Range: (ceil(K / 16), ceil(N / 16), count).
+// transpose of float16 rows compiles several times longer at a run's start for
+// a saving too small to see in a step. Range: (ceil(K / 16), ceil(N / 16), count).
 __kernel void transpose(__global const float *src, const int src_off, const int ld, const int K,
                         const int N, __global float *dst, const int ldd, const int src_step,
                         const int dst_step) {

@@ -1,12 +1,5 @@
-#ifndef CLT_GPU
-#define CLT_GPU 0
-#endif
-#ifndef CLT_WG
-#define CLT_WG 64
-#endif
-
 // Softmax cross-entropy from integer labels, one work-item per example in both
-// flavors: a batch slice has at most a few hundred rows of `classes` logits, a
+// variants: a batch slice has at most a few hundred rows of `classes` logits, a
 // cost far below any layer's, so a GPU variant would buy nothing:
 //   loss[i] = logsumexp(z_i) - z_i[label_i]
 //   dz[i, k] = (softmax(z_i)[k] - [k == label_i]) * scale   (scale = 1 / global batch)

@@ -28,7 +28,7 @@ int clt_idx_load(const char *images_path, const char *labels_path, int classes, 
 int clt_idx_load_dir(const char *dir, const char *split, clt_dataset *out, clt_err *e);
 
 /* clt_idx_load_dir with the pixels read in a thread, so a run compiles its
- * kernels while the images inflate (Fashion-MNIST's training images: 0.25 s).
+ * kernels while the images inflate.
  * The headers and labels are read and checked before it returns; the pixels'
  * errors (a truncated file) come from clt_dataset_wait, which the batch source
  * calls before its upload (clt_source_attach). */

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include <clblast_c.h>
-
 #include "cl_sources.h"
 #include "fault.h"
 #include "timing.h"
@@ -18,6 +16,7 @@
 struct clt_program_entry {
   char source[64];
   char options[256];
+  int joint; /* one of the sources of a joint program (clt_replica_build_joint) */
   cl_program program;
   int nkernels;
   char kernel_names[MAX_KERNELS_PER_PROGRAM][64];
@@ -30,29 +29,6 @@ struct clt_kernel_info {
   size_t wg;        /* CL_KERNEL_WORK_GROUP_SIZE */
   size_t multiple;  /* CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE */
 };
-
-int clt_kernel_flavor_for(const clt_device *device, clt_kernel_flavor *out, clt_err *e) {
-  const char *v = getenv("CLTRAIN_KERNELS");
-  if (!v || !*v || strcmp(v, "auto") == 0) {
-    *out = (device->type & CL_DEVICE_TYPE_CPU) ? CLT_KERNELS_CPU : CLT_KERNELS_GPU;
-  } else if (strcmp(v, "cpu") == 0) {
-    *out = CLT_KERNELS_CPU;
-  } else if (strcmp(v, "gpu") == 0) {
-    *out = CLT_KERNELS_GPU;
-  } else {
-    return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_KERNELS=%s: expected cpu, gpu or auto", v);
-  }
-  return CLT_OK;
-}
-
-const char *clt_kernel_flavor_name(clt_kernel_flavor f) {
-  return f == CLT_KERNELS_GPU ? "gpu" : "cpu";
-}
-
-const char *clt_kernel_flavor_summary(clt_kernel_flavor f) {
-  return f == CLT_KERNELS_GPU ? "gpu kernels (coalesced, local-memory reductions; GEMM: CLBlast)"
-                              : "cpu kernels (float8 per work-item; GEMM: cltrain float16 tiles)";
-}
 
 int clt_replica_fail(clt_replica *r, clt_err *e, int rc, const char *what) {
   return clt_fail(e, rc, "device %d (%s): %s: %s", r->device.index, r->device.name, what,
@@ -87,10 +63,12 @@ int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e) 
     status = clt_replica_fail(r, e, rc, "clCreateCommandQueue");
     goto cleanup;
   }
-  if ((status = clt_kernel_flavor_for(device, &r->flavor, e))) goto cleanup;
   size_t max_wg = 0;
   clGetDeviceInfo(device->id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
   r->max_work_group = max_wg ? max_wg : 1;
+  r->group_size = 64; /* until a backend sets its own */
+  r->chunk = 1;
+  r->variant = "";
   r->tile_wg = 1;
   while (r->tile_wg * 2 <= CLT_WG_MAX && r->tile_wg * 2 <= r->max_work_group) r->tile_wg *= 2;
   cl_device_fp_config fp = 0;
@@ -128,13 +106,6 @@ static void release(clt_replica *r) {
     free(p);
     p = next;
   }
-  if (r->gemm_temp) clReleaseMemObject(r->gemm_temp);
-  if (r->gemm_zeros) clReleaseMemObject(r->gemm_zeros);
-  /* CLBlast keeps its programs in a process-wide cache that is otherwise
-   * released at exit, after the OpenCL runtime may be gone (Oclgrind's is:
-   * its heap is corrupted there). Emptying it costs other live replicas only a
-   * rebuild, and replicas are destroyed together at the end of a run. */
-  CLBlastClearCache();
   free(r->kernel_info);
   free(r->build_log);
   if (r->profile) {
@@ -163,41 +134,38 @@ static void keep_build_log(clt_replica *r, const char *source, const char *opts,
   r->build_log_len += (size_t)snprintf(grown + r->build_log_len, add + 1, "%s%s\n", head, c);
 }
 
-/* Sources built together, as one program, when any of a group is first asked
- * for without options (or with exact_options). PoCL builds one program at a
- * time, each about 0.1 s beyond its source's own share (the compiler's start,
- * the OpenCL headers): the CNN's sources took 1.8 s built apart and 1.0 s
- * together, on a run's first start (empty kernel cache; 2 AVX-512 cores, PoCL
- * 3.1). Group 0 serves every model, group 1 the layers of ResNets and
- * MobileNets, so the CNN does not compile it. The joint programs are built
- * with exact_options, which make division and square root correctly rounded
- * (as CPUs' are anyway) and which optimizer.cl needs (clt_net_update). gemm.cl's
- * tiled programs have options of their own and are built apart. */
-static const struct {
-  const char *source;
-  int group;
-} joint_sources[] = {{"activation.cl", 0}, {"optimizer.cl", 0}, {"conv.cl", 0}, {"data.cl", 0},
-                     {"gemm.cl", 0},       {"loss.cl", 0},      {"pool.cl", 0}, {"reduce.cl", 0},
-                     {"depthwise.cl", 1},  {"norm.cl", 1},      {"pad.cl", 1},  {"pool_avg.cl", 1}};
-enum { JOINT_SOURCES = sizeof joint_sources / sizeof joint_sources[0], JOINT_GROUPS = 2 };
+/* The most sources one program joins. */
+#define MAX_JOINT_SOURCES 32
+
+/* Every program starts with cl/common.cl: the variant's defaults and what
+ * several sources share. */
+#define COMMON_SOURCE "common.cl"
 
 /* Builds the sources of names[0..n) as one program with options; on failure
  * the error names `label` and carries the build log (newlines folded so the
  * error stays one line). */
 static int build_sources(clt_replica *r, const char *const *names, int n, const char *label,
                          const char *options, cl_program *out, clt_err *e) {
-  const char *text[JOINT_SOURCES];
-  size_t len[JOINT_SOURCES];
-  if (n > JOINT_SOURCES) return clt_fail(e, CLT_ERR_INTERNAL, "too many sources in one program");
-  for (int i = 0; i < n; i++) {
-    text[i] = clt_cl_source(names[i], &len[i]);
-    if (!text[i]) return clt_fail(e, CLT_ERR_INTERNAL, "no embedded OpenCL source %s", names[i]);
+  /* Each source after a #line naming it, so a build log's lines are the file's. */
+  enum { PARTS = 2 * (MAX_JOINT_SOURCES + 1) };
+  const char *text[PARTS];
+  size_t len[PARTS];
+  char lines[MAX_JOINT_SOURCES + 1][96];
+  if (n > MAX_JOINT_SOURCES)
+    return clt_fail(e, CLT_ERR_INTERNAL, "too many sources in one program");
+  for (int i = 0; i <= n; i++) {
+    const char *name = i ? names[i - 1] : COMMON_SOURCE;
+    snprintf(lines[i], sizeof lines[i], "#line 1 \"cl/%s\"\n", name);
+    text[2 * i] = lines[i];
+    len[2 * i] = strlen(lines[i]);
+    text[2 * i + 1] = clt_cl_source(name, &len[2 * i + 1]);
+    if (!text[2 * i + 1])
+      return clt_fail(e, CLT_ERR_INTERNAL, "no embedded OpenCL source %s", name);
   }
   cl_int rc = CL_SUCCESS;
-  cl_program program = clCreateProgramWithSource(r->context, (cl_uint)n, text, len, &rc);
+  cl_program program = clCreateProgramWithSource(r->context, 2 * ((cl_uint)n + 1), text, len, &rc);
   if (rc != CL_SUCCESS) return clt_replica_fail(r, e, rc, "clCreateProgramWithSource");
-  /* The variant (see clt_kernel_flavor) and the work-group its tiles are sized
-   * for are part of every build; and the replica's number, so that identical
+  /* The backend's variant, and the replica's number, so that identical
    * devices' programs hash apart: PoCL 3.1 keeps one process-wide cache of
    * compiled kernels keyed by that hash, and its release of an entry matches
    * fewer properties than its lookup (lib/CL/devices/common.c), so replicas of
@@ -205,9 +173,8 @@ static int build_sources(clt_replica *r, const char *const *names, int n, const 
    * released each other's entries and aborted on `found->ref_count > 0`. A
    * second identical device compiles its own copy once. */
   char opts[512];
-  snprintf(opts, sizeof opts,
-           "-cl-std=CL1.2 -DCLT_GPU=%d -DCLT_WG=%zu -DCLT_CPU_BLOCK_COLS=%d -DCLT_REPLICA=%d %s",
-           r->flavor == CLT_KERNELS_GPU, r->tile_wg, CLT_CPU_BLOCK_COLS, r->index, options);
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s -DCLT_REPLICA=%d %s", r->defines, r->index,
+           options);
   rc = clBuildProgram(program, 1, &r->device.id, opts, NULL, NULL);
   char log[3000];
   log[0] = '\0';
@@ -217,8 +184,7 @@ static int build_sources(clt_replica *r, const char *const *names, int n, const 
     for (char *c = log; *c; c++)
       if (*c == '\n' || *c == '\r') *c = ' ';
     clt_fail(e, rc, "device %d (%s): building cl/%s [%s] failed (%s kernels): %s: build log: %s",
-             r->device.index, r->device.name, label, options, clt_kernel_flavor_name(r->flavor),
-             clt_status_name(rc), log);
+             r->device.index, r->device.name, label, options, r->variant, clt_status_name(rc), log);
     clReleaseProgram(program);
     return rc;
   }
@@ -253,39 +219,36 @@ static clt_program_entry *find_entry(clt_replica *r, const char *source, const c
   return p;
 }
 
-/* Joint group g's program, once per replica: an entry for each of its sources.
- * A failed joint build is not an error: each source is then built alone, so a
- * compile error names its own file and line. */
-static void build_joint(clt_replica *r, int g) {
-  const char *names[JOINT_SOURCES];
-  int n = 0;
-  for (int i = 0; i < JOINT_SOURCES; i++)
-    if (joint_sources[i].group == g) names[n++] = joint_sources[i].source;
-  char label[32];
-  snprintf(label, sizeof label, "{joint group %d}", g);
+void clt_replica_build_joint(clt_replica *r, const char *const *names, int n) {
+  const char *todo[MAX_JOINT_SOURCES];
+  int count = 0;
+  for (int i = 0; i < n && count < MAX_JOINT_SOURCES; i++) {
+    int seen = find_entry(r, names[i], "") != NULL;
+    for (int j = 0; j < count && !seen; j++) seen = strcmp(todo[j], names[i]) == 0;
+    if (!seen) todo[count++] = names[i];
+  }
+  if (count == 0) return;
+  const char *label = "{joint program}";
   clt_err quiet = {0};
   cl_program program = NULL;
-  clt_program_entry *p;
-  r->joint_tried |= 1 << g;
-  if (build_sources(r, names, n, label, r->exact_options, &program, &quiet)) {
+  if (build_sources(r, todo, count, label, r->exact_options, &program, &quiet)) {
     keep_build_log(r, label, r->exact_options, quiet.msg); /* for --verbose */
     return;
   }
-  for (int i = 0; i < n; i++)
-    if (add_entry(r, names[i], "", program, &p, &quiet)) break;
+  clt_program_entry *p = NULL;
+  for (int i = 0; i < count; i++) {
+    if (add_entry(r, todo[i], "", program, &p, &quiet)) break;
+    p->joint = 1;
+  }
   clReleaseProgram(program); /* the entries hold it */
 }
 
-/* The joint program's entry for source, built on first use; NULL for options
- * other than none or exact_options, a source in no group or a failed build. */
+/* A joint program's entry for source, which serves options "" and the
+ * exact_options it was built with; NULL if there is none. */
 static clt_program_entry *joint_entry(clt_replica *r, const char *source, const char *options) {
   if (options[0] && strcmp(options, r->exact_options) != 0) return NULL;
-  for (int i = 0; i < JOINT_SOURCES; i++) {
-    if (strcmp(source, joint_sources[i].source) != 0) continue;
-    if (!(r->joint_tried & (1 << joint_sources[i].group))) build_joint(r, joint_sources[i].group);
-    return find_entry(r, source, "");
-  }
-  return NULL;
+  clt_program_entry *p = find_entry(r, source, "");
+  return p && p->joint ? p : NULL;
 }
 
 /* Builds cl/<source> alone with options. */
@@ -354,33 +317,19 @@ static const clt_kernel_info *kernel_info(clt_replica *r, cl_kernel k) {
   return &fallback; /* table full (never with this codebase's kernels): groups of one */
 }
 
-/* A 1-D work-group for k: `target` items (64 on the CPU flavor, as PoCL was
- * measured with; CLT_WG on GPUs), at most what the kernel allows, rounded down
- * to the device's preferred multiple. */
-static size_t local_1d(clt_replica *r, cl_kernel k) {
+size_t clt_replica_local_1d(clt_replica *r, cl_kernel k) {
   const clt_kernel_info *info = kernel_info(r, k);
-  size_t l = r->flavor == CLT_KERNELS_GPU ? r->tile_wg : 64;
+  size_t l = r->group_size;
   if (l > info->wg) l = info->wg;
   if (l >= info->multiple) l = l / info->multiple * info->multiple;
   return l ? l : 1;
 }
 
-/* The largest power of two <= min(CLT_WG, the kernel's limit): the size the
- * local-memory trees of the GPU variants need. */
-static size_t local_pow2(clt_replica *r, cl_kernel k) {
+size_t clt_replica_local_pow2(clt_replica *r, cl_kernel k) {
   const clt_kernel_info *info = kernel_info(r, k);
   size_t l = 1;
   while (l * 2 <= r->tile_wg && l * 2 <= info->wg) l *= 2;
   return l;
-}
-
-/* GPU 2-D groups (lc, lr): up to 32 consecutive channels (a 128-byte line),
- * fewer when there are fewer, by rows to fill a group of `total`. */
-static void split_2d(size_t total, size_t cols, size_t *lc, size_t *lr) {
-  size_t c = 1;
-  while (c < cols && c < 32 && c < total) c *= 2;
-  *lc = c;
-  *lr = total / c;
 }
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
@@ -398,10 +347,9 @@ static void CL_CALLBACK free_host_memory(cl_mem m, void *host) {
  * itself (CL_MEM_USE_HOST_PTR, which PoCL takes as the buffer's storage), on
  * 2 MiB transparent huge pages (madvise: Debian's default THP setting, under
  * which PoCL's own allocations get 4 KiB pages). Convolutions and
- * BatchNormalization stride through hundreds of MiB of activations: ResNet50
- * trained 6-10% faster (the reference CNN 2-3%), while the first touch of huge
- * pages costs these machines 1-2 s more set-up for ResNet50's 900 MiB (0.3 s
- * for the CNN). CLTRAIN_HUGE_PAGES=0 turns it off. NULL where it does not
+ * BatchNormalization stride through hundreds of MiB of activations and run
+ * faster on huge pages, whose first touch costs more set-up instead
+ * (docs/performance.md). CLTRAIN_HUGE_PAGES=0 turns it off. NULL where it does not
  * apply or fails: the caller then lets the driver allocate. */
 static cl_mem huge_page_buffer(clt_replica *r, size_t bytes, cl_int *rc) {
 #ifdef MADV_HUGEPAGE
@@ -512,10 +460,16 @@ int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *a
   return status;
 }
 
+int clt_launch_on(clt_replica *r, cl_command_queue q, cl_kernel k, const char *kname,
+                  const clt_karg *args, int nargs, cl_uint dims, const size_t *global,
+                  const size_t *local, cl_event *event, clt_err *e) {
+  return enqueue_kernel(r, q, k, kname, args, nargs, dims, global, local, event, e);
+}
+
 int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
                  size_t n, clt_err *e) {
   if (n == 0) return CLT_OK;
-  size_t local = local_1d(r, k);
+  size_t local = clt_replica_local_1d(r, k);
   size_t global = round_up(n, local);
   return clt_launch(r, k, kname, args, nargs, 1, &global, &local, e);
 }
@@ -526,7 +480,7 @@ int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg 
   /* A whole channel row per group when it fits (no idle work-items), else
    * groups of the 1-D size with a guarded tail; narrow rows (few channels)
    * stack several positions per group so groups are never tiny. */
-  const size_t wg = local_1d(r, k), limit = kernel_info(r, k)->wg;
+  const size_t wg = clt_replica_local_1d(r, k), limit = kernel_info(r, k)->wg;
   size_t l0 = n0 <= limit && n0 <= 256 ? n0 : wg;
   size_t l1 = l0 >= wg ? 1 : wg / l0;
   if (l0 * l1 > limit) l1 = limit / l0 ? limit / l0 : 1;
@@ -536,66 +490,16 @@ int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg 
 
 int clt_launch_elems(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
                      int nargs, size_t n, clt_err *e) {
-  return clt_launch1d(r, k, kname, args, nargs, r->flavor == CLT_KERNELS_GPU ? n : (n + 7) / 8, e);
+  return clt_launch1d(r, k, kname, args, nargs, (n + r->chunk - 1) / r->chunk, e);
 }
 
 int clt_launch_elems_on(clt_replica *r, cl_command_queue q, cl_kernel k, const char *kname,
                         const clt_karg *args, int nargs, size_t n, cl_event *event, clt_err *e) {
-  const size_t items = r->flavor == CLT_KERNELS_GPU ? n : (n + 7) / 8;
+  const size_t items = (n + r->chunk - 1) / r->chunk;
   if (items == 0) return CLT_OK;
-  size_t local = local_1d(r, k);
+  size_t local = clt_replica_local_1d(r, k);
   size_t global = round_up(items, local);
   return enqueue_kernel(r, q, k, kname, args, nargs, 1, &global, &local, event, e);
-}
-
-int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
-                    size_t cols, size_t rows, size_t rows_per_item, clt_err *e) {
-  if (cols == 0 || rows == 0) return CLT_OK;
-  if (r->flavor == CLT_KERNELS_CPU) {
-    return clt_launch2d(r, k, kname, args, nargs, (cols + 7) / 8,
-                        (rows + rows_per_item - 1) / rows_per_item, e);
-  }
-  size_t lc, lr;
-  split_2d(local_pow2(r, k), cols, &lc, &lr);
-  size_t global[2] = {round_up(cols, lc), round_up(rows, lr)}, local[2] = {lc, lr};
-  return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
-}
-
-int clt_launch_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                      int nargs, size_t cols, size_t nblocks, clt_err *e) {
-  if (cols == 0 || nblocks == 0) return CLT_OK;
-  if (r->flavor == CLT_KERNELS_CPU)
-    return clt_launch2d(r, k, kname, args, nargs, (cols + 7) / 8, nblocks, e);
-  size_t lc, lr;
-  split_2d(local_pow2(r, k), cols, &lc, &lr);
-  size_t global[2] = {round_up(cols, lc), nblocks * lr}, local[2] = {lc, lr};
-  return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
-}
-
-int clt_launch_row_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                          int nargs, size_t cols, size_t nblocks, clt_err *e) {
-  if (r->flavor == CLT_KERNELS_GPU)
-    return clt_launch_blocks(r, k, kname, args, nargs, cols, nblocks, e);
-  if (cols == 0 || nblocks == 0) return CLT_OK;
-  /* Groups of one: a block is long work, and wider groups of few-column
-   * layers left one core most of the blocks. */
-  size_t global[2] = {(cols + CLT_CPU_BLOCK_COLS - 1) / CLT_CPU_BLOCK_COLS, nblocks};
-  size_t local[2] = {1, 1};
-  return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
-}
-
-int clt_launch_groups(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                      int nargs, size_t nblocks, clt_err *e) {
-  if (nblocks == 0) return CLT_OK;
-  if (r->flavor == CLT_KERNELS_CPU) return clt_launch1d(r, k, kname, args, nargs, nblocks, e);
-  size_t local = local_pow2(r, k), global = nblocks * local;
-  return clt_launch(r, k, kname, args, nargs, 1, &global, &local, e);
-}
-
-int clt_launch_single_group(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                            int nargs, clt_err *e) {
-  size_t n = r->flavor == CLT_KERNELS_GPU ? local_pow2(r, k) : 1;
-  return clt_launch(r, k, kname, args, nargs, 1, &n, &n, e);
 }
 
 int clt_replica_enable_profiling(clt_replica *r, clt_err *e) {

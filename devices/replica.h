@@ -1,5 +1,9 @@
 /* A replica: one device with its own context, in-order queue, compiled
- * programs and memory. Everything a layer enqueues goes through here. */
+ * programs and memory. Everything a layer enqueues goes through here.
+ *
+ * A replica knows nothing of the kernels' variants or of GEMM libraries: its
+ * backend (src/backend) sets the options every program is built with, the
+ * work-group size 1-D launches aim for, and keeps its own state beside it. */
 #ifndef CLT_REPLICA_H
 #define CLT_REPLICA_H
 
@@ -31,36 +35,27 @@ typedef struct clt_profile {
   int pending_name[CLT_PROFILE_MAX_PENDING];
 } clt_profile;
 
-/* Which variant of each kernel a replica builds (-DCLT_GPU=0|1, see cl/): CPU
- * devices get a work-item per row or chunk of 8 channels with explicit float8
- * vectors (PoCL does not vectorise across work-items) and cltrain's float16
- * GEMM; GPUs and accelerators get a work-item per element along the
- * contiguous channel dimension (coalesced), local-memory tree reductions, and
- * CLBlast's GEMM with its tuned database. $CLTRAIN_KERNELS=cpu|gpu|auto forces
- * one on every device (gpu on PoCL runs the GPU code paths in tests). */
-typedef enum clt_kernel_flavor { CLT_KERNELS_CPU = 0, CLT_KERNELS_GPU = 1 } clt_kernel_flavor;
-
-/* The flavor `device` gets: from $CLTRAIN_KERNELS, else from its type. An
- * unknown value of the variable is an error. */
-int clt_kernel_flavor_for(const clt_device *device, clt_kernel_flavor *out, clt_err *e);
-/* "cpu" or "gpu"; and a short description of the kernels and GEMM it means. */
-const char *clt_kernel_flavor_name(clt_kernel_flavor f);
-const char *clt_kernel_flavor_summary(clt_kernel_flavor f);
-
 /* Largest work-group the GPU variants' local-memory tiles are sized for
  * (-DCLT_WG): a power of two, at most this and the device's maximum. */
 #define CLT_WG_MAX 256
+
+struct clt_backend; /* src/backend/backend.h: what differs between device kinds */
 
 typedef struct clt_kernel_info clt_kernel_info;
 #define CLT_KERNEL_INFO_SLOTS 1024
 
 typedef struct clt_replica {
   clt_device device; /* copy of the enumerated description */
-  clt_kernel_flavor flavor;
+  /* Set by the backend when it takes the replica (clt_backend_create_replica): */
+  const struct clt_backend *backend;
+  void *backend_state; /* the backend's own (GEMM scratch, ...) */
+  const char *variant; /* the backend's name, for messages ("cpu", "gpu") */
+  char defines[96];    /* options every program is built with (the kernels' variant) */
+  size_t group_size;   /* the work-group 1-D launches aim for */
+  size_t chunk;        /* floats per work-item of the elementwise kernels (clt_launch_elems) */
   cl_context context;
   cl_command_queue queue;      /* in order, profiling enabled */
   clt_program_entry *programs; /* built once per (source, options) */
-  int joint_tried;             /* bit g: joint group g (replica.c) was built or failed */
   size_t max_work_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
   size_t tile_wg;              /* -DCLT_WG: power of two <= CLT_WG_MAX, max_work_group */
   const char *exact_options;   /* "-cl-fp32-correctly-rounded-divide-sqrt" where supported */
@@ -68,10 +63,6 @@ typedef struct clt_replica {
   clt_kernel_info *kernel_info; /* CLT_KERNEL_INFO_SLOTS, open addressing */
   char *build_log;              /* warnings of successful builds, for --verbose */
   size_t build_log_len;
-  cl_mem gemm_temp;       /* CLBlast scratch, sized once by clt_gemm_reserve */
-  size_t gemm_temp_bytes; /* its size */
-  cl_mem gemm_zeros;      /* zeros the padded convolution reads for taps outside the image */
-  size_t gemm_zeros_floats;
   size_t allocated_bytes; /* device memory this replica holds */
   clt_profile *profile;   /* NULL unless profiling */
   clt_trace *trace;       /* --trace: where this replica's spans go, or NULL */
@@ -98,6 +89,16 @@ void clt_replica_destroy(clt_replica *r);
 int clt_replica_kernel(clt_replica *r, const char *source, const char *options, const char *name,
                        cl_kernel *out, clt_err *e);
 
+/* Builds sources names[0..n) as one program (with exact_options): later
+ * clt_replica_kernel calls for any of them, with options "" or exact_options,
+ * take their kernels from it. PoCL builds one program at a time, each with a
+ * fixed cost beyond its sources' own, so a run's start builds what its model
+ * uses as one program. A source already built is left out. A failed joint
+ * build is not an error: each source is then built alone on first use, so a
+ * compile error names its own file and line (the joint build's log is kept
+ * for --verbose). */
+void clt_replica_build_joint(clt_replica *r, const char *const *names, int n);
+
 /* Allocates a zero-filled device buffer; `what` names it in errors. */
 int clt_replica_alloc(clt_replica *r, size_t bytes, const char *what, cl_mem *out, clt_err *e);
 
@@ -112,67 +113,40 @@ typedef struct clt_karg {
 } clt_karg;
 #define CLT_ARG(x) ((clt_karg){sizeof(x), &(x)})
 
-/* Sets the arguments and enqueues a 1-D launch of at least n work-items
- * (rounded up to a work-group the kernel allows on this device; kernels guard
- * the tail). n == 0 enqueues nothing. */
-int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
-                 size_t n, clt_err *e);
-
-/* Elementwise kernels over n floats: ceil(n/8) work-items of a float8 each on
- * the CPU flavor, n work-items on the GPU flavor (cl/ kernels written with
- * CLT_CHUNK). */
+/* Elementwise kernels over n floats (a work-item takes `chunk` of them):
+ * ceil(n / chunk) work-items, on the replica's queue or, unprofiled, on
+ * another in-order queue q of its context (event, or NULL, receiving the
+ * launch's event: the overlapped all-reduce's adds). */
 int clt_launch_elems(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
                      int nargs, size_t n, clt_err *e);
-/* The same on another in-order queue q of the replica's context, unprofiled,
- * event (or NULL) receiving its event: the overlapped all-reduce's adds. */
 int clt_launch_elems_on(clt_replica *r, cl_command_queue q, cl_kernel k, const char *kname,
                         const clt_karg *args, int nargs, size_t n, cl_event *event, clt_err *e);
 
-/* Kernels over a [rows][cols] matrix (cols contiguous: channels), per flavor:
- * CPU: range (ceil(cols/8), ceil(rows/rows_per_item)), a work-item takes 8
- *      channels of rows_per_item rows;
- * GPU: range (cols, rows) in work-groups (LC, LR), LC consecutive channels
- *      (coalesced) by LR rows, LC*LR a power of two <= CLT_WG. */
-int clt_launch_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
-                    size_t cols, size_t rows, size_t rows_per_item, clt_err *e);
-
-/* Column sums over blocks of rows (partial[blk][c], see cl/): CPU: range
- * (ceil(cols/8), nblocks), a work-item sums its block's rows for 8 channels;
- * GPU: range (cols, nblocks * LR) in work-groups (LC, LR): the LR rows of a
- * group stride through the block and meet in a local-memory tree
- * (get_local_size(1) is a power of two). */
-int clt_launch_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                      int nargs, size_t cols, size_t nblocks, clt_err *e);
-
-/* Passes over blocks of rows written for long CPU work-items (the column sums
- * of bias_grad_partial and BatchNormalization, which also launches its CPU
- * elementwise passes this way): GPU as clt_launch_blocks; CPU: range
- * (ceil(cols / CLT_CPU_BLOCK_COLS), nblocks) in groups of one, a work-item
- * reads its block's rows CLT_CPU_BLOCK_COLS floats at a time, runs the
- * prefetchers follow (every program is built with -DCLT_CPU_BLOCK_COLS). */
-#define CLT_CPU_BLOCK_COLS 256
-int clt_launch_row_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                          int nargs, size_t cols, size_t nblocks, clt_err *e);
-
-/* One work-group per block (GPU: a power of two <= CLT_WG work-items striding
- * through the block into a local-memory tree), one work-item per block (CPU):
- * kernels written with get_group_id(0) on GPUs, get_global_id(0) on CPUs. */
-int clt_launch_groups(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                      int nargs, size_t nblocks, clt_err *e);
-
-/* A reduction by one work-group (GPU: a local-memory tree; CPU: one work-item
- * loops): range of one group of a power-of-two size. */
-int clt_launch_single_group(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
-                            int nargs, clt_err *e);
+/* Sets the arguments and enqueues a 1-D launch of at least n work-items
+ * (rounded up to a work-group the kernel allows on this device, aiming at the
+ * backend's group_size; kernels guard the tail). n == 0 enqueues nothing. */
+int clt_launch1d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
+                 size_t n, clt_err *e);
 
 /* A launch with explicit global and local sizes (local may be NULL). */
 int clt_launch(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
                cl_uint dims, const size_t *global, const size_t *local, clt_err *e);
 
+/* The same on another in-order queue q of the replica's context, unprofiled,
+ * event (or NULL) receiving its event. */
+int clt_launch_on(clt_replica *r, cl_command_queue q, cl_kernel k, const char *kname,
+                  const clt_karg *args, int nargs, cl_uint dims, const size_t *global,
+                  const size_t *local, cl_event *event, clt_err *e);
+
 /* 2-D launch over (n0, n1) work-items, n0 the fastest-varying (channels);
  * kernels guard the tail. */
 int clt_launch2d(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
                  size_t n0, size_t n1, clt_err *e);
+
+/* The 1-D work-group clt_launch1d uses for k, and the largest power of two
+ * <= min(tile_wg, the kernel's limit) (what local-memory trees need). */
+size_t clt_replica_local_1d(clt_replica *r, cl_kernel k);
+size_t clt_replica_local_pow2(clt_replica *r, cl_kernel k);
 
 /* Calls fn(name, ctx) for each kernel this replica has created (tests check
  * every kernel of cl/ ran). */

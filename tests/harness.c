@@ -162,12 +162,13 @@ void case_end(void) {
   /* Under Oclgrind (small mode) each case gets a fresh replica: Oclgrind 21.10's
    * --uninitialized reports a case's valid inputs as uninitialised once the same
    * replica has run other cases (every case alone is clean; seen with CLBlast and
-   * with cl/conv.cl kernels whose objects an earlier case created). */
+   * with cl/conv2d.cl kernels whose objects an earlier case created). */
   if (R && small_mode()) {
     log_kernels_used(R);
-    clt_replica_destroy(R);
+    clt_backend_destroy_replica(R);
     R = NULL;
-    if (clt_replica_create(&devices.devices[device_index], &R, &E)) fatal("recreating the replica");
+    if (clt_backend_create_replica(&devices.devices[device_index], &R, &E))
+      fatal("recreating the replica");
   }
 }
 
@@ -320,13 +321,13 @@ void replica_open(void) {
     exit(1);
   }
   device_index = index;
-  if (clt_replica_create(&devices.devices[index], &R, &E)) fatal("creating the replica");
+  if (clt_backend_create_replica(&devices.devices[index], &R, &E)) fatal("creating the replica");
   printf("device %d: %s (%s)\n", index, R->device.name, R->device.platform_name);
 }
 
 void replica_close(void) {
   log_kernels_used(R);
-  clt_replica_destroy(R);
+  clt_backend_destroy_replica(R);
   R = NULL;
   clt_devices_free(&devices);
 }

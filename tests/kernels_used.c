@@ -5,12 +5,12 @@
 
 struct sink {
   FILE *f;
-  const char *flavor;
+  const char *backend;
 };
 
 static void write_name(const char *name, void *ctx) {
   const struct sink *s = ctx;
-  fprintf(s->f, "%s %s\n", s->flavor, name);
+  fprintf(s->f, "%s %s\n", s->backend, name);
 }
 
 void log_kernels_used(const clt_replica *r) {
@@ -21,7 +21,7 @@ void log_kernels_used(const clt_replica *r) {
     fprintf(stderr, "cannot append to %s (CLT_TEST_KERNELS_USED)\n", path);
     return; /* the coverage check then reports the kernels as missing */
   }
-  struct sink s = {f, clt_kernel_flavor_name(r->flavor)};
+  struct sink s = {f, r->variant};
   clt_replica_kernel_names(r, write_name, &s);
   fclose(f);
 }

@@ -5,8 +5,8 @@
 
 #include "replica.h"
 
-/* With $CLT_TEST_KERNELS_USED naming a file, appends "<flavor> <kernel>" for each
- * kernel r created (flavor: cpu or gpu); without it, does nothing. Call before
+/* With $CLT_TEST_KERNELS_USED naming a file, appends "<backend> <kernel>" for each
+ * kernel r created (backend: cpu or gpu); without it, does nothing. Call before
  * destroying r. */
 void log_kernels_used(const clt_replica *r);
 

@@ -7,10 +7,10 @@
 #
 # Runs the device tests in small mode (CLT_TEST_SMALL=1: every code path on
 # shapes the simulator runs in seconds), each checking the kernels' outputs
-# against the C references, with CLTRAIN_KERNELS set to the flavor, under
+# against the C references, with CLTRAIN_KERNELS set to the backend, under
 #   oclgrind --check-api --data-races --uninitialized
 # Fails when a test fails, when Oclgrind reports anything at all, or when a
-# kernel of cl/ that the flavor uses did not run (each test logs the kernels it
+# kernel of cl/ that the backend uses did not run (each test logs the kernels it
 # created: CLT_TEST_KERNELS_USED).
 #
 # Limits of Oclgrind 21.10 (Debian 12), measured, and what this does about them:
@@ -21,23 +21,23 @@
 #   reports a case's valid inputs: the tests' harness writes from offset 0, the
 #   product zeroes with a kernel, and small mode gives each case a fresh replica.
 # - --uninitialized segfaults inside cl/gemm.cl's float16 GEMM (cltrain's own,
-#   every GEMM of the cpu flavor; so does a version without arrays of pointers)
+#   every GEMM of the cpu backend; so does a version without arrays of pointers)
 #   once a row stride is not a multiple of 16 floats (a 27-column input
 #   gradient of a 3x3x3 convolution), and in resnet_models (a whole residual
 #   network on its own replica) reports stores of the constant 0.0f of the first
 #   convolution's zero padding as uninitialised. Those runs go without
 #   --uninitialized, races, bounds and API still checked: kernels_vs_reference
 #   and layer_kinds on cpu, resnet_models on both. The layer kernels get every
-#   check in resnet_layers (both flavors) and layer_kinds (gpu flavor); gemm.cl's
+#   check in resnet_layers (both backends) and layer_kinds (gpu backend); gemm.cl's
 #   kernels, the cpu variants of the kernels only layer_kinds runs (activation,
 #   depthwise, pad, average pooling), of loss.cl, optimizer.cl, data.cl and
 #   count_nonfinite/count_final, and add_into and moving_average on both
-#   flavors, get races, bounds and API only.
+#   backends, get races, bounds and API only.
 set -u
-flavor=${1:?usage: oclgrind.sh cpu|gpu TESTS_DIR SOURCE_DIR}
+backend=${1:?usage: oclgrind.sh cpu|gpu TESTS_DIR SOURCE_DIR}
 bin=${2:?TESTS_DIR}
 src=${3:?SOURCE_DIR}
-case "$flavor" in cpu | gpu) ;; *) echo "flavor must be cpu or gpu, not $flavor" >&2; exit 2 ;; esac
+case "$backend" in cpu | gpu) ;; *) echo "backend must be cpu or gpu, not $backend" >&2; exit 2 ;; esac
 if ! command -v oclgrind > /dev/null; then
   echo "FAIL: oclgrind is not installed (Debian package oclgrind; .ci/setup installs it)"
   exit 1
@@ -56,7 +56,7 @@ run() {
   local log="$work/$name.oclgrind" out="$work/$name.out" checks=(--check-api --data-races)
   [ "$uninit" = 1 ] && checks+=(--uninitialized)
   local start=$SECONDS
-  CLT_TEST_SMALL=1 CLTRAIN_KERNELS=$flavor CLT_TEST_KERNELS_USED=$used \
+  CLT_TEST_SMALL=1 CLTRAIN_KERNELS=$backend CLT_TEST_KERNELS_USED=$used \
     oclgrind "${checks[@]}" --max-errors 100 --build-options -cl-opt-disable --log "$log" \
     "$@" > "$out" 2>&1
   local rc=$? secs=$((SECONDS - start))
@@ -64,7 +64,7 @@ run() {
   summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
   if [ $rc -ne 0 ] || [ -s "$log" ]; then
     failed=1
-    echo "FAIL: $name ($flavor kernels, ${checks[*]}): exit $rc, ${summary:-no summary}, ${secs}s"
+    echo "FAIL: $name ($backend kernels, ${checks[*]}): exit $rc, ${summary:-no summary}, ${secs}s"
     if [ -s "$log" ]; then
       echo "  Oclgrind reports ($(grep -c . "$log") lines), first ones:"
       head -40 "$log" | sed 's/^/  | /'
@@ -72,13 +72,13 @@ run() {
     grep -E '^FAIL' "$out" | head -20 | sed 's/^/  /'
     [ $rc -ne 0 ] && tail -5 "$out" | sed 's/^/  > /'
   else
-    echo "ok: $name ($flavor kernels, ${checks[*]}): $summary, no report, ${secs}s"
+    echo "ok: $name ($backend kernels, ${checks[*]}): $summary, no report, ${secs}s"
   fi
 }
 
 # cltrain's float16 GEMM (see above) runs in test_kernels and test_layer_kinds on cpu.
 gemm_uninit=1
-[ "$flavor" = cpu ] && gemm_uninit=0
+[ "$backend" = cpu ] && gemm_uninit=0
 run layer_kinds "$gemm_uninit" "$bin/test_layer_kinds"
 run resnet_layers 1 "$bin/test_layers2"
 run kernels_vs_reference "$gemm_uninit" "$bin/test_kernels"
@@ -86,21 +86,21 @@ run batch_sources 1 "$bin/test_source" "$bin/make_photos"
 run resnet_models 0 "$bin/test_models"
 run optimizers 1 "$bin/test_optimizers"
 
-# Coverage: every __kernel of cl/ must have run; on the gpu flavor all but
+# Coverage: every __kernel of cl/ must have run; on the gpu backend all but
 # gemm.cl's (GPUs multiply with CLBlast, whose kernels ran above too).
 missing=()
 for file in "$src"/cl/*.cl; do
-  [ "$flavor" = gpu ] && [ "$(basename "$file")" = gemm.cl ] && continue
+  [ "$backend" = gpu ] && [ "$(basename "$file")" = gemm.cl ] && continue
   for k in $(grep -o '__kernel void [A-Za-z0-9_]*' "$file" | awk '{print $3}'); do
-    grep -qx "$flavor $k" "$used" || missing+=("$(basename "$file"):$k")
+    grep -qx "$backend $k" "$used" || missing+=("$(basename "$file"):$k")
   done
 done
-ran=$(sort -u "$used" | grep -c "^$flavor ")
+ran=$(sort -u "$used" | grep -c "^$backend ")
 if [ ${#missing[@]} -gt 0 ]; then
   failed=1
-  echo "FAIL: kernels of cl/ that no test ran on the $flavor flavor: ${missing[*]}"
+  echo "FAIL: kernels of cl/ that no test ran on the $backend backend: ${missing[*]}"
 else
-  echo "ok: every kernel of cl/ the $flavor flavor uses ran ($ran kernels)"
+  echo "ok: every kernel of cl/ the $backend backend uses ran ($ran kernels)"
 fi
-[ $failed -eq 0 ] && echo "oclgrind ($flavor kernels): all clean" || echo "oclgrind ($flavor kernels): FAILED"
+[ $failed -eq 0 ] && echo "oclgrind ($backend kernels): all clean" || echo "oclgrind ($backend kernels): FAILED"
 exit $failed

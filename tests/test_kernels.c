@@ -107,14 +107,14 @@ static void test_conv(const conv_case *t) {
   tf_out_pad(t->H, t->KH, t->stride, t->pad_same, &OH, &pt);
   tf_out_pad(t->W, t->KW, t->stride, t->pad_same, &OW, &pl);
   const double work = (double)t->B * OH * OW * t->KH * t->KW * t->C * t->CO;
-  if (skip_above(work, t->split_k && R->flavor == CLT_KERNELS_CPU ? 2e5 : 45000.0)) goto done;
+  if (skip_above(work, t->split_k && R->backend == &clt_backend_cpu ? 2e5 : 45000.0)) goto done;
   expect("setup: output shape and padding as TensorFlow",
          (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->CO) + (l.pad_top != pt) +
              (l.pad_left != pl),
          5);
   if (l.out.h != OH || l.out.w != OW || l.out.c != t->CO) goto done;
   const size_t flat = place_params(&l);
-  if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, t->B, NULL, &E), "prepare")) goto done;
 
   const size_t nx = (size_t)t->B * t->H * t->W * t->C, ny = (size_t)t->B * OH * OW * t->CO;
   const size_t nw = l.params[0].size, nb = l.params[1].size;
@@ -232,7 +232,7 @@ static void test_pool(const pool_case *t) {
   expect("setup: output shape", (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->C), 3);
   if (l.out.h != OH || l.out.w != OW || l.out.c != t->C) goto done;
   if (skip_large((double)t->B * t->H * t->W * t->C)) goto done;
-  if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, t->B, NULL, &E), "prepare")) goto done;
 
   const size_t nx = (size_t)t->B * t->H * t->W * t->C, ny = (size_t)t->B * OH * OW * t->C;
   double *x = dnew(nx), *dy = dnew(ny), *y = dnew(ny), *dx = dnew(nx);
@@ -275,7 +275,7 @@ static void test_pool_tie_by_hand(int pool, int stride, int H, int W, const doub
   snprintf(spec, sizeof spec, "pool_under_test=MaxPooling2D(%d,s%d)", pool, stride);
   if (api_failed(clt_layer_init(&l, spec, &E), "init")) goto done;
   if (api_failed(l.ops->setup(&l, &(clt_shape){H, W, 1}, &E), "setup")) goto done;
-  if (api_failed(l.ops->prepare(&l, R, 1, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, 1, NULL, &E), "prepare")) goto done;
   const size_t nx = (size_t)H * W, ny = (size_t)l.out.h * l.out.w;
   double *dx = dnew(nx);
   cl_mem X = dev_new(nx), Y = dev_new(ny), DY = dev_new(ny), DX = dev_new(nx), S = dev_new(1);
@@ -334,7 +334,7 @@ static void test_dense(const dense_case *t) {
    * for 1 x 2000 x 10 in CLBlast's GEMM there): in small mode, K <= 256 only. */
   if (skip_large(t->IN > 256 ? 1e12 : (double)t->B * t->IN * t->OUT)) goto done;
   const size_t flat = place_params(&l);
-  if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, t->B, NULL, &E), "prepare")) goto done;
 
   const size_t nx = (size_t)t->B * t->IN, ny = (size_t)t->B * t->OUT;
   const size_t nw = (size_t)t->IN * t->OUT, nb = (size_t)t->OUT;
@@ -642,9 +642,9 @@ done:
   case_end();
 }
 
-/* conv.cl's conv_pool_forward and conv_pool_backward launched directly, as the
+/* conv2d.cl's conv_pool_forward and conv_pool_backward launched directly, as the
  * Conv2D layer launches them on CPU replicas (which tests/test_layers2 runs through
- * the ops tables), on either flavor: the GPU variant is the same code. The partial
+ * the ops tables), on either backend: the GPU variant is the same code. The partial
  * sums are added on the host. Weights and bias at offsets of 16 floats past a
  * multiple of 32 (the kernels' float16 accesses need 16). */
 static void test_conv_pool_kernels(int B, int H, int W, int C, int KH, int KW, int CO, int per) {
@@ -670,8 +670,8 @@ static void test_conv_pool_kernels(int B, int H, int W, int C, int KH, int KW, i
   upload(DY, 0, dy, ny);
   /* The layer's choice (src/layers/conv2d.c): 3x3 taps of one channel unrolled. */
   const int k331 = KH == 3 && KW == 3 && C == 1;
-  cl_kernel kf = get_kernel("conv.cl", k331 ? "conv_pool_forward_3x3c1" : "conv_pool_forward");
-  cl_kernel kb = get_kernel("conv.cl", k331 ? "conv_pool_backward_3x3c1" : "conv_pool_backward");
+  cl_kernel kf = get_kernel("conv2d.cl", k331 ? "conv_pool_forward_3x3c1" : "conv_pool_forward");
+  cl_kernel kb = get_kernel("conv2d.cl", k331 ? "conv_pool_backward_3x3c1" : "conv_pool_backward");
   clt_karg fargs[] = {CLT_ARG(X),  CLT_ARG(P),  CLT_ARG(w_off), CLT_ARG(b_off), CLT_ARG(Y),
                       CLT_ARG(B),  CLT_ARG(H),  CLT_ARG(W),     CLT_ARG(C),     CLT_ARG(KH),
                       CLT_ARG(KW), CLT_ARG(CO), CLT_ARG(PH),    CLT_ARG(PW)};
@@ -968,33 +968,56 @@ static void test_build_failure(void) {
   expect("unknown source is an error", status == CLT_OK, 1);
 }
 
-/* Sources without options of their own share one program per joint group
- * (devices/replica.c), built once: kernels of two files come from the same
- * cl_program, and a file built with other options is a program of its own. */
+/* The program kernel k came from. */
+static cl_program program_of(cl_kernel k) {
+  cl_program p = NULL;
+  clGetKernelInfo(k, CL_KERNEL_PROGRAM, sizeof p, &p, NULL);
+  return p;
+}
+
+/* A net builds the sources its model's layer kinds, its backend and the network
+ * use as one program, on a fresh replica: kernels of those files come from the
+ * same cl_program, a source no kind of the model uses is not in it, and a file
+ * built with other options is a program of its own. */
 static void test_joint_program(void) {
   set_case("joint program:");
-  cl_kernel a, b, c;
+  static clt_model m; /* large: not on the stack */
+  clt_replica *r = NULL;
+  clt_net *net = NULL;
   clt_err err = {0};
-  cl_program pa = NULL, pb = NULL, pc = NULL;
-  int status = clt_replica_kernel(R, "loss.cl", "", "softmax_xent", &a, &err);
-  if (!status) status = clt_replica_kernel(R, "reduce.cl", "", "count_final", &b, &err);
-  if (!status)
-    status = clt_replica_kernel(R, "optimizer.cl", R->exact_options, "adam_update", &c, &err);
-  expect("kernels of three sources", status != CLT_OK, 1);
+  int status = clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &m, &err);
+  if (!status) status = clt_backend_create_replica(&R->device, &r, &err);
+  if (!status) status = clt_net_create(&m, r, 4, 1, &net, &err);
+  expect("a fmnist-cnn net on a fresh replica", status != CLT_OK, 1);
   if (status) {
     printf("  %s\n", err.msg);
-    return;
+    goto done;
   }
-  clGetKernelInfo(a, CL_KERNEL_PROGRAM, sizeof pa, &pa, NULL);
-  clGetKernelInfo(b, CL_KERNEL_PROGRAM, sizeof pb, &pb, NULL);
-  clGetKernelInfo(c, CL_KERNEL_PROGRAM, sizeof pc, &pc, NULL);
-  expect("loss.cl and reduce.cl in one program", !pa || pa != pb, 1);
-  expect("optimizer.cl (exact options) in it too", pa != pc, 1);
-  cl_kernel t;
-  status = clt_replica_kernel(R, "reduce.cl", "-DCLT_TEST_OWN=1", "count_final", &t, &err);
-  cl_program pt = NULL;
-  if (!status) clGetKernelInfo(t, CL_KERNEL_PROGRAM, sizeof pt, &pt, NULL);
-  expect("other options: a program of its own", status != CLT_OK || pt == pa, 1);
+  static const char *const used[][2] = {
+      {"conv2d.cl", "im2col"},     {"maxpool.cl", "maxpool_forward"}, {"bias.cl", "bias_act"},
+      {"loss.cl", "softmax_xent"}, {"reduce.cl", "count_final"},      {"data.cl", "gather_batch"}};
+  cl_kernel k;
+  cl_program joint = NULL;
+  for (size_t i = 0; i < sizeof used / sizeof used[0]; i++) {
+    status = clt_replica_kernel(r, used[i][0], "", used[i][1], &k, &err);
+    if (status) break;
+    if (!joint) joint = program_of(k);
+    expect(used[i][0], program_of(k) != joint, 1);
+  }
+  if (!status)
+    status = clt_replica_kernel(r, "optimizer.cl", r->exact_options, "adam_update", &k, &err);
+  expect("the optimizers' source, with the exact options, in it too",
+         status != CLT_OK || program_of(k) != joint, 1);
+  if (!status) status = clt_replica_kernel(r, "depthwise.cl", "", "depthwise_forward", &k, &err);
+  expect("a source the model does not use: a program of its own",
+         status != CLT_OK || program_of(k) == joint, 1);
+  if (!status)
+    status = clt_replica_kernel(r, "reduce.cl", "-DCLT_TEST_OWN=1", "count_final", &k, &err);
+  expect("other options: a program of its own", status != CLT_OK || program_of(k) == joint, 1);
+  if (status) printf("  %s\n", err.msg);
+done:
+  clt_net_destroy(net);
+  clt_backend_destroy_replica(r);
 }
 
 int main(void) {

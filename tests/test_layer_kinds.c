@@ -151,7 +151,7 @@ static void test_case(const kind_case *t) {
     goto done;
   }
 
-  if (l.ops->prepare && api_failed(l.ops->prepare(&l, R, B, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, B, NULL, &E), "prepare")) goto done;
   const size_t ns = clt_layer_scratch_floats(&l, B), nst = clt_layer_state_floats(&l);
   cl_mem X = dev_new(nx), X2 = dev_new(nx), Y = dev_new(ny + TAIL), DY = dev_new(ny);
   cl_mem DX = dev_new(nx + TAIL), DX2 = dev_new(nx + TAIL), P = dev_new(flat), G = dev_new(flat);
@@ -230,7 +230,7 @@ static void run_kind(const char *entry, int B, clt_shape in0, clt_shape in1, dou
   rand_fill(x, nx, lo, hi);
   rand_fill(x2, nx2, lo, hi);
   rand_fill(dy, ny, -1, 1);
-  if (l.ops->prepare && api_failed(l.ops->prepare(&l, R, B, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, B, NULL, &E), "prepare")) goto done;
   cl_mem X = dev_new(nx), X2 = dev_new(nx2), Y = dev_new(ny + TAIL), DY = dev_new(ny);
   cl_mem DX = dev_new(nx + TAIL), DX2 = dev_new(nx2 + TAIL), P = dev_new(1), G = dev_new(1);
   cl_mem S = dev_new(clt_layer_scratch_floats(&l, B) + TAIL);
@@ -318,7 +318,7 @@ static void test_dropout_slices(void) {
   const int B = 4;
   if (api_failed(clt_layer_init(&l, "drop=Dropout(0.3,s5)", &E), "init") ||
       api_failed(l.ops->setup(&l, &shape, &E), "setup") ||
-      api_failed(l.ops->prepare(&l, R, B, &E), "prepare"))
+      api_failed(clt_layer_prepare(&l, R, B, NULL, &E), "prepare"))
     goto done;
   const size_t n = clt_shape_size(shape), total = n * B;
   double *x = dnew(total), *dy = dnew(total), *y[3], *dx[3];

@@ -28,6 +28,7 @@
 #include "harness.h"
 #include "layer.h"
 #include "model.h"
+#include "plan.h"
 #include "ref.h"
 #include "ref_resnet.h"
 
@@ -593,7 +594,7 @@ static void test_bn(const bn_case *t) {
   expect("setup: shape, state, parameters as Keras", bad, 5);
   if (bad) goto done;
   const size_t flat = place_params(&l);
-  if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, t->B, NULL, &E), "prepare")) goto done;
 
   const int rows = t->B * t->H * t->W, C = t->C;
   const size_t n = (size_t)rows * C, nc = (size_t)C;
@@ -767,7 +768,7 @@ static void test_add(const add_case *t) {
          (l.ops->ninputs != 2) + (l.out.h != t->H) + (l.out.w != t->W) + (l.out.c != t->C) +
              (l.nparams != 0),
          5);
-  if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, t->B, NULL, &E), "prepare")) goto done;
   const size_t n = (size_t)t->B * t->H * t->W * t->C;
   double *x = dnew(n), *x2 = dnew(n), *dy = dnew(n), *y = dnew(n), *y_ref = dnew(n);
   double *dx = dnew(n), *dx2 = dnew(n), *dx_ref = dnew(n), *dx2_ref = dnew(n);
@@ -861,7 +862,7 @@ static void test_gap(int B, int H, int W, int C) {
   if (skip_large((double)B * H * W * C)) goto done;
   expect("setup: output 1x1xC, no parameters",
          (l.out.h != 1) + (l.out.w != 1) + (l.out.c != C) + (l.nparams != 0), 4);
-  if (api_failed(l.ops->prepare(&l, R, B, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, B, NULL, &E), "prepare")) goto done;
   const size_t nx = (size_t)B * H * W * C, ny = (size_t)B * C;
   double *x = dnew(nx), *dy = dnew(ny), *y = dnew(ny), *y_ref = dnew(ny);
   double *dx = dnew(nx), *dx_ref = dnew(nx);
@@ -912,7 +913,7 @@ static void test_ppool(const ppool_case *t) {
   const int OW = (t->W + 2 * t->pad - t->pool) / t->stride + 1;
   expect("setup: output shape", (l.out.h != OH) + (l.out.w != OW) + (l.out.c != t->C), 3);
   if (l.out.h != OH || l.out.w != OW || l.out.c != t->C) goto done;
-  if (api_failed(l.ops->prepare(&l, R, t->B, &E), "prepare")) goto done;
+  if (api_failed(clt_layer_prepare(&l, R, t->B, NULL, &E), "prepare")) goto done;
   const size_t nx = (size_t)t->B * t->H * t->W * t->C, ny = (size_t)t->B * OH * OW * t->C;
   double *x = dnew(nx), *dy = dnew(ny), *y = dnew(ny), *y_ref = dnew(ny);
   double *dx = dnew(nx), *dx_ref = dnew(nx);
@@ -963,19 +964,19 @@ static void test_ppool_all(void) {
   expect("negative padding refused", l.ops->setup(&l, &in, &err) != CLT_ERR_ARG, 1);
 }
 
-/* ---- Conv2D + MaxPooling2D, fused on CPU replicas ------------------------------------ */
+/* ---- Conv2D + MaxPooling2D, fused on the cpu backend --------------------------------- */
 
 typedef struct cpool_case {
   int B, H, W, C, KH, KW, CO, bias;
 } cpool_case;
 
-/* The pair as the model sets it up (clt_layer.pool_fused; fused on the CPU flavor,
- * as two layers on the GPU flavor) against ref_conv_pool_*: the conv's forward, the
+/* The pair as the replica's plan runs it (fused where the backend fuses_conv_pool,
+ * as two layers elsewhere) against ref_conv_pool_*: the conv's forward, the
  * pooling's forward, the pooling's backward, the conv's backward (no input gradient:
  * it reads the model's input), with the buffers src/engine/net.c gives them. */
 static void test_conv_pool(const cpool_case *t) {
   set_case("conv+maxpool %dx%d C%d->%d %dx%d B%d%s (%s):", t->KH, t->KW, t->C, t->CO, t->H, t->W,
-           t->B, t->bias ? "" : " nobias", R->flavor == CLT_KERNELS_CPU ? "fused" : "not fused");
+           t->B, t->bias ? "" : " nobias", R->backend == &clt_backend_cpu ? "fused" : "not fused");
   static clt_model m; /* large: not on the stack */
   char desc[160];
   snprintf(desc, sizeof desc,
@@ -986,13 +987,18 @@ static void test_conv_pool(const cpool_case *t) {
                  "model"))
     goto done;
   clt_layer conv = m.layers[0], pool = m.layers[1];
-  expect("the model fuses the pair", !conv.pool_fused + !pool.pooled_by_input, 2);
+  static clt_plan plan;
+  clt_plan_build(&m, R->backend->name, R->backend->fuses_conv_pool, &plan);
+  const int fused = plan.steps[0].fusion.pools;
+  expect("the plan fuses the pair where the backend does",
+         (fused != R->backend->fuses_conv_pool) + (plan.nsteps != m.nlayers - fused), 2);
   const int OH = t->H - t->KH + 1, OW = t->W - t->KW + 1, PH = OH / 2, PW = OW / 2;
   const int K = t->KH * t->KW * t->C;
   if (skip_large((double)t->B * OH * OW * K * t->CO)) goto done;
   const size_t flat = place_params(&conv);
-  if (api_failed(conv.ops->prepare(&conv, R, t->B, &E), "conv prepare") ||
-      api_failed(pool.ops->prepare(&pool, R, t->B, &E), "pool prepare"))
+  if (api_failed(clt_layer_prepare(&conv, R, t->B, &plan.steps[0].fusion, &E), "conv prepare") ||
+      (!fused &&
+       api_failed(clt_layer_prepare(&pool, R, t->B, &plan.steps[1].fusion, &E), "pool prepare")))
     goto done;
   const size_t nx = (size_t)t->B * t->H * t->W * t->C, nz = (size_t)t->B * OH * OW * t->CO;
   const size_t ny = (size_t)t->B * PH * PW * t->CO, nw = conv.params[0].size;
@@ -1012,18 +1018,23 @@ static void test_conv_pool(const cpool_case *t) {
   upload(P, koff, w, nw);
   if (t->bias) upload(P, boff, bias, (size_t)t->CO);
   upload(DYP, 0, dy, ny);
-  clt_layer_io io = {
-      .replica = R, .batch = t->B, .train = 1, .params = P, .grads = G, .scratch = S};
+  clt_layer_io io = {.replica = R,
+                     .batch = t->B,
+                     .train = 1,
+                     .params = P,
+                     .grads = G,
+                     .scratch = S,
+                     .fusion = plan.steps[0].fusion};
   /* As the net runs them: fused, the conv writes the pooling's output and reads
    * its output gradient, and the pooling's passes do not run. */
-  const int fused = clt_pool_fused(&conv, R);
   io.x = X, io.y = fused ? YP : YC;
   if (api_failed(conv.ops->forward(&conv, &io, &E), "conv forward")) goto done;
-  io.x = YC, io.y = YP;
+  io.x = YC, io.y = YP, io.fusion = plan.steps[fused ? 0 : 1].fusion;
   if (!fused && api_failed(pool.ops->forward(&pool, &io, &E), "pool forward")) goto done;
   io.dy = DYP, io.dx = DYC;
   if (!fused && api_failed(pool.ops->backward(&pool, &io, &E), "pool backward")) goto done;
   io.x = X, io.y = fused ? YP : YC, io.dy = fused ? DYP : DYC, io.dx = NULL;
+  io.fusion = plan.steps[0].fusion;
   if (api_failed(conv.ops->backward(&conv, &io, &E), "conv backward")) goto done;
   download(YP, 0, y, ny);
   download(G, koff, dw, nw);
@@ -1044,8 +1055,8 @@ done:
   case_end();
 }
 
-/* Where the model must keep the layers apart (fused or not, the results are the
- * same: this guards the conditions). */
+/* Where the plan must keep the layers apart, on a backend that fuses the pair
+ * (fused or not, the results are the same: this guards the conditions). */
 static void test_conv_pool_conditions(void) {
   set_case("conv+maxpool fusing conditions:");
   static clt_model m;
@@ -1075,11 +1086,15 @@ static void test_conv_pool_conditions(void) {
       report(cases[i].what, 1.0, 0.0, E.msg);
       continue;
     }
+    static clt_plan plan;
+    clt_plan_build(&m, "cpu", 1, &plan);
     const int c = clt_model_find(&m, "c"), p = clt_model_find(&m, "p");
-    expect(cases[i].what,
-           (m.layers[c].pool_fused != cases[i].fused) +
-               (m.layers[p].pooled_by_input != cases[i].fused),
-           2);
+    int pools = 0, pool_runs = 0;
+    for (int k = 0; k < plan.nsteps; k++) {
+      pools += plan.steps[k].layer == c && plan.steps[k].fusion.pools;
+      pool_runs += plan.steps[k].layer == p;
+    }
+    expect(cases[i].what, (pools != cases[i].fused) + (pool_runs == cases[i].fused), 2);
   }
 }
 

@@ -31,13 +31,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "check.h"
 #include "idx.h"
 #include "kernels_used.h"
 #include "model.h"
 #include "net.h"
 #include "ref_model.h"
-#include "replica.h"
 #include "ring.h"
 #include "rng.h"
 
@@ -570,20 +570,40 @@ done:
   free(rgb);
 }
 
+/* The fusion of layer i in plan p (all 0 when no step runs it). */
+static clt_fusion fusion_of(const clt_plan *p, int i) {
+  const clt_fusion none = {0, 0, 0, 0};
+  for (int k = 0; k < p->nsteps; k++)
+    if (p->steps[k].layer == i) return p->steps[k].fusion;
+  return none;
+}
+
 /* A ReLU's backward moves into a following MaxPooling2D only when the pool is its
- * output's one reader and its windows tile (see model.c's fuse_relu_backward);
- * the device tests below check the gradients of both cases. */
+ * output's one reader and its windows tile (see plan.c), on a backend that does
+ * not pool it in the convolution's passes instead; the device tests below check
+ * the gradients of both cases. */
 static void test_relu_fusion(void) {
   static clt_model m;
+  static clt_plan plan;
   if (clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &m, &E)) {
     check(0, "fmnist-cnn builds: %s", E.msg);
     return;
   }
   const int c1 = clt_model_find(&m, "conv2d"), p1 = clt_model_find(&m, "max_pooling2d"),
+            c2 = clt_model_find(&m, "conv2d_1"), p2 = clt_model_find(&m, "max_pooling2d_1"),
             d1 = clt_model_find(&m, "dense");
-  check(c1 >= 0 && p1 >= 0 && m.layers[c1].relu_masked && m.layers[p1].masks_input_relu,
-        "fmnist-cnn: conv2d's ReLU backward runs in max_pooling2d");
-  check(d1 >= 0 && !m.layers[d1].relu_masked, "fmnist-cnn: dense keeps its ReLU backward");
+  clt_plan_build(&m, "gpu", 0, &plan);
+  check(c1 >= 0 && p1 >= 0 && fusion_of(&plan, c1).relu_masked &&
+            fusion_of(&plan, p1).masks_input_relu,
+        "fmnist-cnn, not pooling in the convolution: conv2d's ReLU backward runs in "
+        "max_pooling2d");
+  clt_plan_build(&m, "cpu", 1, &plan);
+  check(fusion_of(&plan, c1).pools && !fusion_of(&plan, c1).relu_masked,
+        "fmnist-cnn, pooling in the convolution: conv2d pools, its ReLU within");
+  check(c2 >= 0 && p2 >= 0 && fusion_of(&plan, c2).relu_masked &&
+            fusion_of(&plan, p2).masks_input_relu,
+        "fmnist-cnn: conv2d_1's ReLU backward runs in max_pooling2d_1");
+  check(d1 >= 0 && !fusion_of(&plan, d1).relu_masked, "fmnist-cnn: dense keeps its ReLU backward");
   static const char *const kept[] = {
       /* read twice: by the pool and by the Add */
       "c=Conv2D(4,3x3,s1,same,relu) p=MaxPooling2D(2,s2) q=MaxPooling2D(2,s2)<c add=Add<p,q "
@@ -595,7 +615,8 @@ static void test_relu_fusion(void) {
       check(0, "%s builds: %s", kept[i], E.msg);
       continue;
     }
-    check(!m.layers[0].relu_masked && !m.layers[1].masks_input_relu,
+    clt_plan_build(&m, "cpu", 1, &plan);
+    check(!fusion_of(&plan, 0).relu_masked && !fusion_of(&plan, 1).masks_input_relu,
           "%s: the convolution keeps its ReLU backward", kept[i]);
   }
 }
@@ -617,7 +638,7 @@ int main(void) {
   clt_device_list list;
   clt_replica *r = NULL;
   if (clt_devices_enumerate(&list, &E) || list.count == 0 ||
-      clt_replica_create(&list.devices[0], &r, &E)) {
+      clt_backend_create_replica(&list.devices[0], &r, &E)) {
     check(0, "an OpenCL device to test on: %s", list.count ? E.msg : "none found");
   } else if (small) {
     test_device(r,
@@ -647,17 +668,17 @@ int main(void) {
       check(
           0,
           "a second OpenCL device for the replica test (run with POCL_DEVICES=\"pthread pthread\")");
-    } else if (clt_replica_create(&list.devices[1], &reps[1], &E)) {
+    } else if (clt_backend_create_replica(&list.devices[1], &reps[1], &E)) {
       check(0, "second replica: %s", E.msg);
     } else {
       test_replicas(reps);
       log_kernels_used(reps[1]);
-      clt_replica_destroy(reps[1]);
+      clt_backend_destroy_replica(reps[1]);
     }
   }
   if (r) {
     log_kernels_used(r);
-    clt_replica_destroy(r);
+    clt_backend_destroy_replica(r);
   }
   clt_devices_free(&list);
   return check_summary();

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "check.h"
 #include "ring.h"
 
@@ -367,7 +368,7 @@ int main(void) {
   int n = list.count > 8 ? 8 : list.count;
   clt_replica *reps[8];
   for (int r = 0; r < n; r++) {
-    if (clt_replica_create(&list.devices[r], &reps[r], &e)) {
+    if (clt_backend_create_replica(&list.devices[r], &reps[r], &e)) {
       check(0, "%s", e.msg);
       return check_summary();
     }
@@ -409,7 +410,7 @@ int main(void) {
       clt_ring_destroy(fixed);
     }
   }
-  for (int r = 0; r < n; r++) clt_replica_destroy(reps[r]);
+  for (int r = 0; r < n; r++) clt_backend_destroy_replica(reps[r]);
   clt_devices_free(&list);
   return check_summary();
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backend.h"
 #include "check.h"
 #include "data.h"
 #include "device.h"
@@ -377,7 +378,7 @@ int main(int argc, char **argv) {
   /* Two replicas of the first device, as two devices would be. */
   x_floats = (size_t)GLOBAL * 16 * 16 * 3;
   for (int r = 0; r < REPLICAS && !status; r++) {
-    status = clt_replica_create(&list.devices[0], &reps[r], &E);
+    status = clt_backend_create_replica(&list.devices[0], &reps[r], &E);
     if (!status)
       status = clt_replica_alloc(reps[r], x_floats * sizeof(float), "inputs", &xs[r], &E);
     if (!status) status = clt_replica_alloc(reps[r], GLOBAL * sizeof(int), "labels", &ys[r], &E);
@@ -392,7 +393,7 @@ int main(int argc, char **argv) {
     clReleaseMemObject(xs[r]);
     clReleaseMemObject(ys[r]);
     log_kernels_used(reps[r]);
-    clt_replica_destroy(reps[r]);
+    clt_backend_destroy_replica(reps[r]);
   }
   clt_devices_free(&list);
   if (!check_failures()) {

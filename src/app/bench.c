@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "cluster.h"
+#include "flags.h"
 #include "model.h"
 #include "ring.h"
 #include "timing.h"
@@ -169,7 +170,7 @@ static int parse_sizes(const char *spec, size_t *sizes, int *n, clt_err *e) {
 static void bench_free(bench *b) {
   for (int i = 0; i < b->n; i++) {
     if (b->buffers[i]) clReleaseMemObject(b->buffers[i]);
-    clt_replica_destroy(b->replicas[i]);
+    clt_backend_destroy_replica(b->replicas[i]);
   }
   free(b->host);
 }
@@ -181,7 +182,7 @@ static int set_up(bench *b, const char *devices, size_t floats, clt_err *e) {
   int n = 0;
   int status = clt_select_process_devices(devices, b->cluster, &list, chosen, &n, e);
   for (int i = 0; i < n && !status; i++) {
-    status = clt_replica_create(chosen[i], &b->replicas[i], e);
+    status = clt_backend_create_replica(chosen[i], &b->replicas[i], e);
     if (!status) b->n = i + 1;
     if (!status) {
       status = clt_replica_alloc(b->replicas[i], floats * sizeof(float), "the benchmark buffer",
@@ -266,38 +267,12 @@ int cmd_bench(int argc, char **argv) {
                     "--help)\n");
     return 2;
   }
-  const char *devices = "all", *floats = NULL;
-  int repeat = 10, warmup = 2, help = 0;
-  const clt_flag flags[] = {
-      {"devices", CLT_FLAG_STRING, &devices, 0, 0, NULL},
-      {"floats", CLT_FLAG_STRING, &floats, 0, 0, NULL},
-      {"repeat", CLT_FLAG_INT, &repeat, 1, 1000, NULL},
-      {"warmup", CLT_FLAG_INT, &warmup, 0, 100, NULL},
-  };
-  if (clt_cli_parse("cltrain bench allreduce", argc - 1, argv + 1, flags,
-                    (int)(sizeof flags / sizeof flags[0]), &help, &e)) {
-    return clt_cli_finish(NULL, 1, &e);
-  }
-  if (help) {
-    printf("usage: [mpirun -np N] cltrain bench allreduce [options]\n"
-           "\n"
-           "Times the all-reduce that training runs after every step: every replica's device\n"
-           "buffer summed by each process's device ring, then a ring across the processes (MPI\n"
-           "send/receive), the total uploaded to every device; beside it the cross-process ring\n"
-           "of host memory alone and MPI_Allreduce of the same floats. Prints median times,\n"
-           "bandwidths and MPI_Allreduce's time over cltrain's; checks every sum.\n"
-           "\n"
-           "options:\n"
-           "  --devices SEL   as for cltrain train ('A;B' per rank) [all]\n"
-           "  --floats N,...  buffer sizes in floats [the parameter counts of fmnist-cnn and of\n"
-           "                  resnet50 with 5 classes]\n"
-           "  --repeat N      timed runs per size [10]\n"
-           "  --warmup N      untimed runs first [2]\n");
-    return 0;
-  }
-  bench b = {.repeat = repeat, .warmup = warmup};
+  clt_bench_opts o = {0};
+  int rc = clt_cli_start(&clt_cmd_bench_allreduce, argc - 1, argv + 1, &o);
+  if (rc >= 0) return rc;
+  bench b = {.repeat = o.repeat, .warmup = o.warmup};
   if (clt_cli_join(&b.cluster, &e)) return 1;
-  int status = run(&b, devices, floats, &e);
+  int status = run(&b, o.devices, o.floats, &e);
   bench_free(&b);
   return clt_cli_finish(b.cluster, status, &e);
 }

@@ -15,20 +15,20 @@ void clt_report_replica_lines(const clt_device *const *devices, int n, int first
   buf[0] = '\0';
   for (int i = 0; i < n && len < size; i++) {
     const clt_device *dev = devices[i];
-    clt_kernel_flavor flavor;
+    const clt_backend *backend = NULL;
     clt_err ignored = {0}; /* a bad $CLTRAIN_KERNELS fails the replica's creation next */
     char where[200] = "";
     if (processes > 1) snprintf(where, sizeof where, "rank %d on %s, ", rank, host);
     len += (size_t)snprintf(buf + len, size - len, "Replica %d: %sdevice %d, %s (%s, %s)",
                             first + i, where, dev->index, dev->name,
                             clt_device_type_name(dev->type), dev->platform_name);
-    if (len < size && clt_kernel_flavor_for(dev, &flavor, &ignored) == CLT_OK)
-      len += (size_t)snprintf(buf + len, size - len, "; %s", clt_kernel_flavor_summary(flavor));
+    if (len < size && clt_backend_for(dev, &backend, &ignored) == CLT_OK)
+      len += (size_t)snprintf(buf + len, size - len, "; %s", backend->summary);
     if (len < size) len += (size_t)snprintf(buf + len, size - len, "\n");
   }
 }
 
-void clt_report_plan(const clt_report *r, const clt_plan *plan) {
+void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
   const clt_model *m = r->model;
   const clt_data *d = r->data;
   const int global = plan->batch_per_replica * plan->replicas;

@@ -31,7 +31,7 @@ typedef struct clt_report {
 } clt_report;
 
 /* The run before anything is built. */
-typedef struct clt_plan {
+typedef struct clt_run_plan {
   const char *replica_lines; /* clt_report_replica_lines of every process */
   int replicas;              /* in all processes */
   int processes;
@@ -42,7 +42,7 @@ typedef struct clt_plan {
   long steps_done;          /* its steps */
   /* The update every step applies, or NULL. */
   const clt_optimizer *optimizer;
-} clt_plan;
+} clt_run_plan;
 
 /* One epoch, as the epoch lines and the log report it. */
 typedef struct clt_epoch_record {
@@ -62,7 +62,7 @@ void clt_report_build_logs(const clt_trainer *t);
 void clt_report_replica_lines(const clt_device *const *devices, int n, int first, int rank,
                               const char *host, int processes, char *buf, size_t size);
 /* The model, data, replica and batch lines (and "Resuming from ..."). */
-void clt_report_plan(const clt_report *r, const clt_plan *plan);
+void clt_report_plan(const clt_report *r, const clt_run_plan *plan);
 /* The checkpoint has all the epochs asked for. */
 void clt_report_nothing_to_do(const clt_report *r, int epochs_done, int epochs);
 /* The set-up line: times and each replica's device memory (r->trainer is set). */

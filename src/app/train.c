@@ -20,26 +20,6 @@
 #include "trainer.h"
 #include "weights.h"
 
-void clt_train_defaults(clt_train_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->data_dir = "/usr/share/datasets/fashion-mnist";
-  o->image_size = 224;
-  o->model = "fmnist-cnn";
-  o->devices = "all";
-  o->split = "auto";
-  o->epochs = 10;
-  o->optimizer = "adam";
-  o->lr = 0; /* Keras' default for the optimizer */
-  o->seed = 42;
-  o->batch_per_replica = 64;
-  o->checkpoint_dir = "./training_checkpoints";
-  o->checkpoint_every = 2;
-  o->keep = 5;
-  o->trace_steps = 20;
-  o->allreduce_timeout = CLT_RING_DEFAULT_TIMEOUT;
-  o->out = stdout;
-}
-
 /* The selected devices, in selection order. */
 static int select_devices(const char *spec, clt_device_list *list, const clt_device **chosen,
                           int *n, clt_err *e) {
@@ -707,16 +687,16 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
 
   rep.model = &model;
   rep.data = &data;
-  const clt_plan plan = {.replica_lines = replica_lines,
-                         .replicas = replicas,
-                         .processes = clt_cluster_size(c),
-                         .batch_per_replica = o->batch_per_replica,
-                         .split = o->split,
-                         .first_epoch = first_epoch,
-                         .epochs = o->epochs,
-                         .resumed_from = o->resume ? ckpt_path : NULL,
-                         .steps_done = step,
-                         .optimizer = &opt};
+  const clt_run_plan plan = {.replica_lines = replica_lines,
+                             .replicas = replicas,
+                             .processes = clt_cluster_size(c),
+                             .batch_per_replica = o->batch_per_replica,
+                             .split = o->split,
+                             .first_epoch = first_epoch,
+                             .epochs = o->epochs,
+                             .resumed_from = o->resume ? ckpt_path : NULL,
+                             .steps_done = step,
+                             .optimizer = &opt};
   if (leader) clt_report_plan(&rep, &plan);
   if (first_epoch >= o->epochs) {
     if (leader) clt_report_nothing_to_do(&rep, first_epoch, o->epochs);

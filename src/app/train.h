@@ -9,6 +9,7 @@
 #include "device.h"
 #include "status.h"
 
+/* The options of `cltrain train`; their defaults are in its flag table (flags.c). */
 typedef struct clt_train_opts {
   const char *data_dir;    /* IDX files or a photo folder (one subfolder per class) */
   int image_size;          /* photo folders: images are resized to this square */
@@ -43,8 +44,9 @@ typedef struct clt_train_opts {
   int progress;                                 /* draw a progress bar (stdout is a terminal) */
   int profile;                                  /* print device time per kernel after each epoch */
   int verbose;                                  /* print the OpenCL compilers' build logs */
-  int trace_steps;                              /* --trace: the steps it covers (default 20) */
-  int tensorboard_every;       /* --tensorboard: the batch loss every N steps (0: epochs only) */
+  int trace_steps;                              /* --trace: the steps it covers */
+  int tensorboard_every; /* --tensorboard: the batch loss every N steps (0: epochs only) */
+  int trace_steps_given, tensorboard_every_given; /* set explicitly (need --trace, --tensorboard) */
   double allreduce_timeout;    /* seconds a replica may hold up the others' all-reduce (ring.h;
                                   0: no limit) */
   const char *trace_path;      /* --trace: Chrome trace-event JSON of the first steps, or NULL */
@@ -54,7 +56,6 @@ typedef struct clt_train_opts {
                                   prints, logs and saves checkpoints */
 } clt_train_opts;
 
-void clt_train_defaults(clt_train_opts *o);
 int clt_train(const clt_train_opts *o, clt_err *e);
 
 typedef struct clt_eval_opts {

@@ -1,7 +1,4 @@
-#define _GNU_SOURCE /* pthread_timedjoin_np: clt_ring_join's bounded joins */
-#include "ring.h"
-
-#include <errno.h>
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,68 +6,12 @@
 #include <time.h>
 
 #include "fault.h"
+#include "ring_impl.h"
 #include "timing.h"
 
 #define DEFAULT_SEGMENT_FLOATS ((size_t)256 * 1024) /* 1 MiB: large copies, still pipelined */
 
 static double default_timeout = CLT_RING_DEFAULT_TIMEOUT;
-
-enum { WAIT_NONE = -1, WAIT_PROCESSES = -2 };
-
-/* What a rank is blocked on, for the watchdog (clt_ring_join). */
-typedef struct rank_wait {
-  int on;              /* the rank it waits for, WAIT_PROCESSES (MPI) or WAIT_NONE */
-  const long *counter; /* a rank: blocked while *counter < target */
-  long target;
-  double since; /* clt_now_seconds() when the wait began */
-} rank_wait;
-
-struct clt_ring {
-  int n;
-  /* chunk_max: the largest chunk staging holds (the fewest ranks that exchange);
-   * nseg: the most segments a chunk has. */
-  size_t floats, chunk_max, segment, nseg;
-  int subsets;                /* clt_ring_create_subsets: members may be any subset */
-  unsigned long long members; /* bit per rank taking part (clt_ring_set_members) */
-  int nmembers;
-  clt_replica **replicas;
-  cl_mem *pinned;     /* per rank: 2 * chunk_max floats of host memory, its own context */
-  float **staging;    /* their mapped addresses: what rank i sends, double-buffered by step */
-  cl_mem *recv;       /* per rank: device buffer receiving a chunk before the add */
-  cl_event *read_ev;  /* per rank, per segment */
-  cl_event *write_ev; /* per rank, per segment */
-  /* Progress counters, in units of (call, step, segment): produced[i] = units rank i
-   * has staged; consumed[i] = units of rank i's staging its successor has uploaded;
-   * next_base[i]: the first unit of rank i's next collective (the same for every
-   * member of a call, aligned when the members change). A call has as many
-   * segments per step as its longest chunk needs (ranges differ): last_nseg[i]
-   * is rank i's previous call's, which its first two steps' staging follows. */
-  long *produced, *consumed, *next_base, *last_nseg;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int aborted;
-  int barrier_count;
-  long barrier_generation;
-  /* The watchdog's view, under mu (clt_ring_join): */
-  double timeout;             /* seconds; 0: none */
-  double aborted_at;          /* when the ring was aborted */
-  rank_wait *waits;           /* per rank */
-  double *entered;            /* per rank: when it entered the all-reduce it is in, or 0 */
-  double *progress;           /* per rank: when it last got past a wait in it */
-  double *outside;            /* per rank: when its work outside the ring began, or 0 */
-  const char **outside_what;  /* ... and what it is (clt_ring_outside) */
-  pthread_t *barrier_threads; /* the barrier_count threads waiting in the barrier */
-  double barrier_since;       /* when the first of them arrived */
-  int *joined;                /* per rank: clt_ring_join's */
-  int hung;                   /* a replica was left hung: nothing is released */
-  /* Across processes (clt_ring_span): */
-  clt_cluster *cluster;
-  cl_mem host_mem;      /* floats of host memory in replica 0's context */
-  float *host;          /* mapped: the host sum, then the total */
-  long cross_calls;     /* collectives whose total is in host */
-  long *cross_uploaded; /* per rank: totals it has uploaded */
-  double cross_seconds;
-};
 
 /* Chunk c of the buffer cut into k (the members of a call). */
 static size_t chunk_begin(const clt_ring *r, int k, int c) {
@@ -274,8 +215,7 @@ void clt_ring_outside(clt_ring *r, int rank, const char *what) {
   pthread_mutex_unlock(&r->mu);
 }
 
-/* Under mu. */
-static void abort_locked(clt_ring *r) {
+void ring_abort_locked(clt_ring *r) {
   if (!r->aborted) r->aborted_at = clt_now_seconds();
   r->aborted = 1;
   pthread_cond_broadcast(&r->cv);
@@ -284,7 +224,7 @@ static void abort_locked(clt_ring *r) {
 void clt_ring_abort(clt_ring *r) {
   if (!r) return; /* evaluation-only trainers have no ring */
   pthread_mutex_lock(&r->mu);
-  abort_locked(r);
+  ring_abort_locked(r);
   pthread_mutex_unlock(&r->mu);
 }
 
@@ -555,8 +495,9 @@ double clt_ring_take_cross_seconds(clt_ring *r) {
 }
 
 /* Replica 0's side: downloads its host's sum, sums it with the other processes',
- * uploads the total. (Overlapping the copies with the transfers chunk by chunk
- * measured no faster on a 2-core host, where copies and MPI share the cores.) */
+ * uploads the total. The copies are not overlapped with the transfers chunk by
+ * chunk: the host's cores run both the copies and MPI, so that would gain
+ * little. */
 static int cross_sum(clt_ring *r, cl_mem buffer, clt_err *e) {
   clt_replica *rep = r->replicas[0];
   const size_t bytes = r->floats * sizeof(float);
@@ -639,133 +580,5 @@ int clt_ring_allreduce_across(clt_ring *r, int rank, cl_mem buffer, clt_err *e) 
   mark(r, rank, 1, 0);
   int status = cross_allreduce(r, rank, buffer, e);
   mark(r, rank, 0, 0);
-  return status;
-}
-
-/* ---- the watchdog -------------------------------------------------------------- */
-
-/* Under mu: whether rank x is blocked in one of the ring's waits. */
-static int blocked(const clt_ring *r, int x) {
-  const rank_wait *w = &r->waits[x];
-  return w->on == WAIT_PROCESSES || (w->on >= 0 && *w->counter < w->target);
-}
-
-/* Under mu: whether rank x (thread threads[x]) waits in the barrier. */
-static int at_barrier(const clt_ring *r, const pthread_t *threads, int nthreads, int x) {
-  for (int k = 0; k < r->barrier_count && x < nthreads; k++) {
-    if (pthread_equal(r->barrier_threads[k], threads[x])) return 1;
-  }
-  return 0;
-}
-
-/* Under mu: the rank that rank x waits for, directly or through others: the
- * first along the chain not blocked in the ring itself (WAIT_PROCESSES: the
- * chain ends in another process). */
-static int culprit(const clt_ring *r, const pthread_t *threads, int nthreads, int x) {
-  for (int hops = 0; hops <= r->n; hops++) {
-    int next = WAIT_NONE;
-    if (blocked(r, x)) {
-      next = r->waits[x].on;
-    } else if (at_barrier(r, threads, nthreads, x)) {
-      /* Ranks out of the step are at no barrier, and hold up none. */
-      for (int y = 0; y < r->n && next == WAIT_NONE; y++) {
-        if ((r->members >> y) & 1 && !at_barrier(r, threads, nthreads, y)) next = y;
-      }
-    }
-    if (next == WAIT_NONE || next == WAIT_PROCESSES) return next == WAIT_NONE ? x : next;
-    x = next;
-  }
-  return x; /* a cycle (a bug): the last one looked at */
-}
-
-/* Under mu: a rank held up on for longer than the timeout, or WAIT_NONE. */
-static int overdue(const clt_ring *r, const pthread_t *threads, int nthreads, double now) {
-  for (int x = 0; x < r->n; x++) {
-    if (blocked(r, x) && now - r->waits[x].since > r->timeout)
-      return culprit(r, threads, nthreads, x);
-  }
-  for (int x = 0; x < nthreads && r->barrier_count > 0; x++) {
-    if (now - r->barrier_since > r->timeout && at_barrier(r, threads, nthreads, x))
-      return culprit(r, threads, nthreads, x);
-  }
-  /* Inside the all-reduce and not waiting, yet no progress: stuck in it. */
-  for (int x = 0; x < r->n; x++) {
-    if (r->entered[x] > 0 && !blocked(r, x) && now - r->progress[x] > r->timeout) return x;
-  }
-  /* Busy outside the ring (a speed probe) for longer than the timeout. */
-  for (int x = 0; x < r->n; x++) {
-    if (r->outside[x] > 0 && now - r->outside[x] > r->timeout) return x;
-  }
-  return WAIT_NONE;
-}
-
-/* The error for culprit `who` (under mu). */
-static int hang_error(const clt_ring *r, int who, clt_err *e) {
-  if (who == WAIT_PROCESSES) {
-    return clt_fail(e, CLT_ERR_PEER,
-                    "all-reduce step %ld: the other processes did not answer within %g s; "
-                    "stopping",
-                    (long)r->replicas[0]->step, r->timeout);
-  }
-  const clt_replica *rep = r->replicas[who];
-  if (r->outside[who] > 0) {
-    return clt_fail(e, CLT_ERR_DEVICE,
-                    "replica %d (device %d, %s): %s did not end within %g s; stopping", rep->index,
-                    rep->device.index, rep->device.name, r->outside_what[who], r->timeout);
-  }
-  return clt_fail(e, CLT_ERR_DEVICE,
-                  "all-reduce step %ld: replica %d (device %d, %s) %s %g s; stopping",
-                  (long)rep->step, rep->index, rep->device.index, rep->device.name,
-                  r->entered[who] > 0 ? "made no progress in it for" : "did not arrive within",
-                  r->timeout);
-}
-
-/* pthread_join, giving up (ETIMEDOUT) after `seconds`. */
-static int join_within(pthread_t t, double seconds) {
-  struct timespec at;
-  clock_gettime(CLOCK_REALTIME, &at); /* the clock pthread_timedjoin_np reads */
-  const long long ns = at.tv_nsec + (long long)((seconds > 0 ? seconds : 0) * 1e9);
-  at.tv_sec += (time_t)(ns / 1000000000);
-  at.tv_nsec = (long)(ns % 1000000000);
-  const int rc = pthread_timedjoin_np(t, NULL, &at);
-  return rc == ETIMEDOUT ? ETIMEDOUT : 0; /* another error: nothing left to join */
-}
-
-int clt_ring_join(clt_ring *r, const pthread_t *threads, int n, clt_err *e) {
-  if (!r || !(r->timeout > 0)) {
-    for (int i = 0; i < n; i++) pthread_join(threads[i], NULL);
-    return CLT_OK;
-  }
-  /* Looks a twentieth of the timeout apart: a hang is seen within 5% of it. */
-  double slice = r->timeout / 20;
-  slice = slice < 0.01 ? 0.01 : slice > 1 ? 1 : slice;
-  int who = WAIT_NONE, status = CLT_OK;
-  for (int i = 0; i < n; i++) r->joined[i] = 0;
-  for (int i = 0; i < n && who == WAIT_NONE; i++) {
-    while (who == WAIT_NONE && join_within(threads[i], slice) == ETIMEDOUT) {
-      pthread_mutex_lock(&r->mu);
-      const double now = clt_now_seconds();
-      if (!r->aborted && (who = overdue(r, threads, n, now)) != WAIT_NONE) {
-        status = hang_error(r, who, e);
-        abort_locked(r);
-      } else if (r->aborted && now - r->aborted_at > r->timeout) {
-        who = i; /* did not stop after another rank's failure: that error stands */
-      }
-      pthread_mutex_unlock(&r->mu);
-    }
-    r->joined[i] = who == WAIT_NONE;
-  }
-  if (who == WAIT_NONE) return CLT_OK;
-  /* The others get the timeout again to see the abort and return; rank 0 in a
-   * call of the MPI library that others do not answer cannot. */
-  const int stuck = who == WAIT_PROCESSES ? 0 : who;
-  const double deadline = clt_now_seconds() + r->timeout;
-  for (int i = 0; i < n; i++) {
-    if (r->joined[i]) continue;
-    if (i != stuck && join_within(threads[i], deadline - clt_now_seconds()) == 0) continue;
-    pthread_detach(threads[i]);
-    r->replicas[i]->hung = 1;
-    r->hung = 1;
-  }
   return status;
 }

@@ -21,8 +21,6 @@
 #ifndef CLT_RING_H
 #define CLT_RING_H
 
-#include <pthread.h>
-
 #include "cluster.h"
 #include "replica.h"
 
@@ -46,7 +44,8 @@ void clt_ring_destroy(clt_ring *ring);
 int clt_ring_set_members(clt_ring *ring, unsigned long long members, clt_err *e);
 
 /* Marks rank as busy outside the collectives (what != NULL: "a speed probe"),
- * or no longer (NULL): the watchdog bounds that work by the timeout too. */
+ * or no longer (NULL): the watchdog (watchdog.h) bounds that work by the
+ * timeout too. */
 void clt_ring_outside(clt_ring *ring, int rank, const char *what);
 
 /* Extends the all-reduce across the processes of c (a no-op for one process):
@@ -88,30 +87,15 @@ void clt_ring_abort(clt_ring *ring);
 /* A barrier for the member ranks, failing (non-zero) once the ring is aborted. */
 int clt_ring_barrier(clt_ring *ring);
 
-/* The all-reduce timeout, in seconds (0: none), of rings created from now on:
- * process-wide, set once before training. The default is generous because it
- * must never stop a healthy run: the ranks' wait for the slowest replica's step
- * counts, and a first step includes the kernels' compilation (PoCL compiles at
- * first launch: tens of seconds per device, longer for large models and cold
- * caches); a device that hangs still stops the run within minutes, not never. */
+/* The all-reduce timeout the watchdog (watchdog.h) applies, in seconds (0:
+ * none), of rings created from now on: process-wide, set once before training.
+ * The default is generous because it must never stop a healthy run: the ranks'
+ * wait for the slowest replica's step counts, and a first step includes the
+ * kernels' compilation (PoCL compiles at first launch, which takes long for
+ * large models and cold caches); a device that hangs still stops the run within
+ * minutes, not never. */
 #define CLT_RING_DEFAULT_TIMEOUT 300.0
 void clt_ring_set_default_timeout(double seconds);
-
-/* Joins the threads of a pass, threads[i] driving rank i (ring NULL: plain
- * joins). Meanwhile it watches the ring: when a rank has waited longer than
- * the timeout for another (in the all-reduce or a barrier), or has been inside
- * the all-reduce that long without progress (one replica alone, stalled), the
- * rank held up on is declared hung. A thread blocked in a driver can be neither
- * joined nor cancelled, so it is left behind: the ring is aborted, the other
- * threads are given the timeout again to return (any that does not is hung
- * too), the hung ones are detached and their replicas marked hung, after which
- * clt_ring_destroy, clt_net_destroy and clt_replica_destroy release nothing they
- * might still touch; the process is expected to end. Returns the error naming
- * the replica and its device ("all-reduce step 3: replica 1 (device 1, NAME)
- * did not arrive within 60 s; stopping"), or CLT_OK when every thread returned
- * (or a rank had already failed: its error is the run's, the threads that did
- * not stop after it are left behind all the same). */
-int clt_ring_join(clt_ring *ring, const pthread_t *threads, int n, clt_err *e);
 
 /* Seconds rank 0 spent in the cross-process part since the last call (0 without
  * clt_ring_span), and resets the count. */

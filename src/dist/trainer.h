@@ -28,8 +28,8 @@
  * parameters (BatchNormalization's statistics among them) and optimizer slots,
  * the replica rejoining writes them into its own and takes part from the next
  * step (whose number gives the optimizer's step count), so every member holds
- * the same bits. Under MPI every replica stays in the step, as before (one with
- * no examples re-timed on one example every 64 steps).
+ * the same bits. Under MPI every replica stays in the step (one with no examples
+ * re-timed on one example every 64 steps).
  *
  * The all-reduce overlaps the backward pass, as PyTorch DDP's does: the gradient
  * is cut at layer boundaries into buckets (clt_net_buckets), from the last
@@ -49,11 +49,13 @@
  * floats (0: the whole gradient after the backward pass, as with one replica in
  * a process); unset, buckets of at least 1 MiB, except where a replica of the
  * process is a CPU device: there the copies and adds run on the cores that run
- * the backward pass, and measured slower than the whole gradient after it.
+ * the backward pass, so overlapping them would only slow it down.
  *
  * CLTRAIN_TEST_SLOW="replica=R,from=S,to=T,ms=M" is a test facility: replica R's
  * forward and backward passes (and its speed probes) take M ms longer at
- * optimizer steps S to T, so that tests can make a device leave and rejoin. */
+ * optimizer steps S to T, so that tests can make a device leave and rejoin.
+ *
+ * trainer_impl.h lists the files that make up the trainer, by concern. */
 #ifndef CLT_TRAINER_H
 #define CLT_TRAINER_H
 

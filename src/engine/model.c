@@ -316,74 +316,6 @@ static int parse_entry(clt_model *m, char *entry, clt_pad *pad, char *pad_name, 
   return CLT_OK;
 }
 
-/* How many inputs of m's layers layer t's output is. */
-static int readers(const clt_model *m, int t) {
-  int n = 0;
-  for (int j = 0; j < m->nlayers; j++)
-    for (int k = 0; k < m->layers[j].ninputs; k++) n += m->layers[j].inputs[k] == t;
-  return n;
-}
-
-/* A ReLU's backward (dy *= y > 0) costs its producer a pass over its whole
- * output and gradient; a following MaxPooling2D that is the output's only
- * reader applies the same mask for free (see clt_layer.relu_masked). */
-static void fuse_relu_backward(clt_model *m) {
-  for (int i = 0; i < m->nlayers; i++) {
-    clt_layer *l = &m->layers[i];
-    const int t = l->inputs[0];
-    l->masks_input_relu = 0;
-    m->layers[i].relu_masked = 0;
-    if (l->ninputs != 1 || t < 0 || !l->ops->can_mask_input_relu || !l->ops->can_mask_input_relu(l))
-      continue;
-    const clt_layer *p = &m->layers[t];
-    if (!p->ops->output_relu || !p->ops->output_relu(p)) continue;
-    if (readers(m, t) != 1) continue;
-    l->masks_input_relu = 1;
-    m->layers[t].relu_masked = 1;
-  }
-}
-
-/* An Add right after its producer l, l's output read by nothing else: the sum
- * (and the Add's ReLU) is added to l's own output pass (ops->adds_residual),
- * saving the Add's pass over three tensors (see clt_layer.add_fused). */
-static void fuse_add_forward(clt_model *m) {
-  for (int i = 0; i < m->nlayers; i++) m->layers[i].add_fused = m->layers[i].forward_fused = 0;
-  for (int i = 0; i + 1 < m->nlayers; i++) {
-    clt_layer *l = &m->layers[i], *a = &m->layers[i + 1];
-    if (!l->ops->adds_residual || !l->ops->adds_residual(l) || !a->ops->sum_relu ||
-        a->ninputs != 2 || l->forward_fused)
-      continue;
-    const int other = a->inputs[0] == i ? a->inputs[1] : a->inputs[1] == i ? a->inputs[0] : i;
-    if (other == i) continue; /* not an input of the Add, or both of its inputs */
-    if (readers(m, i) != 1) continue;
-    l->add_fused = 1;
-    l->residual = other;
-    a->forward_fused = 1;
-  }
-}
-
-/* A first convolution's output is the largest tensor of a small CNN, written
- * once and read back three times when a 2x2 max pooling follows; a producer
- * that can pool its own output (ops->can_pool_output) takes the pooling over
- * when it is that output's only reader, right after it (src/engine/net.c then gives
- * the producer the pooling's buffers), and when the producer reads the
- * model's input, whose gradient nobody needs (its backward recomputes the
- * output instead of computing an input gradient): see clt_layer.pool_fused. */
-static void fuse_conv_pool(clt_model *m) {
-  for (int i = 0; i < m->nlayers; i++) m->layers[i].pool_fused = m->layers[i].pooled_by_input = 0;
-  for (int i = 0; i < m->nlayers; i++) {
-    clt_layer *l = &m->layers[i];
-    const int t = l->inputs[0];
-    if (l->ninputs != 1 || t < 0 || !l->ops->max_pool_2x2 || !l->ops->max_pool_2x2(l)) continue;
-    clt_layer *p = &m->layers[t];
-    if (t != i - 1 || p->ninputs != 1 || p->inputs[0] >= 0 || !p->ops->can_pool_output ||
-        !p->ops->can_pool_output(p) || readers(m, t) != 1)
-      continue;
-    p->pool_fused = 1;
-    l->pooled_by_input = 1;
-  }
-}
-
 /* Shapes in graph order, then the flat layout: trainable parameters first (the
  * optimizer updates that prefix), then the moving statistics; each starts aligned. */
 static int place_layers(clt_model *m, clt_err *e) {
@@ -403,9 +335,6 @@ static int place_layers(clt_model *m, clt_err *e) {
                       l->name, o.h, o.w, o.c, CLT_MODEL_MAX_SIDE, (long long)CLT_MODEL_MAX_VALUES);
     }
   }
-  fuse_relu_backward(m);
-  fuse_add_forward(m);
-  fuse_conv_pool(m);
   size_t offset = 0;
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < m->nlayers; i++) {

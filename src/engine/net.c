@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fault.h"
 
@@ -185,23 +186,45 @@ int clt_net_create_inference(const clt_model *m, clt_replica *r, int max_batch, 
   return create(m, r, max_batch, metric_slots, 0, out, e);
 }
 
-/* Whether r runs layer l's pooling (the next layer's) in l's own passes
- * (clt_layer.pool_fused): l writes the pooling's output buffer and reads its
- * output gradient, and the pooling's passes do not run. */
-static int pools_output(const clt_layer *l, const clt_replica *r) {
-  return l->pool_fused && clt_pool_fused(l, r);
+/* Whether the plan's step for layer i pools its output in its own passes
+ * (fusion.pools): layer i's output is then never written. */
+static int pools_output(const clt_plan *p, int i) {
+  for (int k = 0; k < p->nsteps; k++)
+    if (p->steps[k].layer == i) return p->steps[k].fusion.pools;
+  return 0;
 }
 
-/* The largest activation, or activation gradient, r keeps: not the output of
- * a convolution that pools it (an 11 MiB tensor a batch of 64 in the
- * Fashion-MNIST CNN, never written). */
-static size_t max_activation(const clt_model *m, const clt_replica *r) {
+/* The largest activation, or activation gradient, the net keeps: not the
+ * output of a convolution that pools it (never written). */
+static size_t max_activation(const clt_model *m, const clt_plan *p) {
   size_t best = clt_shape_size(m->input);
   for (int i = 0; i < m->nlayers; i++) {
     const size_t s = clt_shape_size(m->layers[i].out);
-    if (s > best && !pools_output(&m->layers[i], r)) best = s;
+    if (s > best && !pools_output(p, i)) best = s;
   }
   return best;
+}
+
+/* The sources of the kernels a net of m on r runs, as one joint program:
+ * the layer kinds', the backend's own, and the network's (the loss, the
+ * optimizers, the reductions, and the batch sources' conversions). */
+static void build_joint_program(const clt_model *m, clt_replica *r) {
+  static const char *const net_sources[] = {"loss.cl", "reduce.cl", CLT_OPTIMIZER_SOURCE,
+                                            "data.cl"};
+  const char *names[64];
+  int n = 0;
+#define ADD(name)                                                                 \
+  do {                                                                            \
+    int seen_ = 0;                                                                \
+    for (int j_ = 0; j_ < n && !seen_; j_++) seen_ = !strcmp(names[j_], (name));  \
+    if (!seen_ && n < (int)(sizeof names / sizeof names[0])) names[n++] = (name); \
+  } while (0)
+  for (int i = 0; i < m->nlayers; i++)
+    for (const char *const *src = m->layers[i].ops->sources; src && *src; src++) ADD(*src);
+  for (const char *const *src = r->backend->sources; *src; src++) ADD(*src);
+  for (size_t i = 0; i < sizeof net_sources / sizeof net_sources[0]; i++) ADD(net_sources[i]);
+#undef ADD
+  clt_replica_build_joint(r, names, n);
 }
 
 static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int train,
@@ -216,7 +239,9 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   net->max_batch = max_batch;
   net->metric_slots = metric_slots;
   net->train = train;
-  if (train && (status = plan_gradients(m, net->plan, &net->grad_buffers, e))) goto cleanup;
+  clt_plan_build(m, r->backend->name, r->backend->fuses_conv_pool, &net->plan);
+  build_joint_program(m, r);
+  if (train && (status = plan_gradients(m, net->grad_plan, &net->grad_buffers, e))) goto cleanup;
   if (!train && (status = plan_activations(m, act_buf, &net->act_buffers, e))) goto cleanup;
   moving_runs(m, net);
   /* Fail before allocating when the device cannot hold it all: on CPU devices an
@@ -232,7 +257,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     goto cleanup;
   }
 
-  const size_t max_act = max_activation(m, r) * max_batch;
+  const size_t max_act = max_activation(m, &net->plan) * max_batch;
   const size_t in_floats = clt_shape_size(m->input) * max_batch;
   const size_t held = r->allocated_bytes;
 #define ALLOC(n, what, dst) \
@@ -277,14 +302,15 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     char what[64];
     snprintf(what, sizeof what, "%s activations", l->name);
     /* A convolution pooling its own output writes the pooling's buffer. */
-    const size_t floats = pools_output(l, r) ? 1 : clt_shape_size(l->out) * max_batch;
+    const size_t floats = pools_output(&net->plan, i) ? 1 : clt_shape_size(l->out) * max_batch;
     ALLOC(floats, what, &net->act[i]);
   }
 #undef ALLOC
   net->device_bytes = r->allocated_bytes - held;
-  for (int i = 0; i < m->nlayers; i++) {
-    const clt_layer *l = &m->layers[i];
-    if (l->ops->prepare && (status = l->ops->prepare(l, r, max_batch, e))) goto cleanup;
+  for (int k = 0; k < net->plan.nsteps; k++) {
+    const clt_plan_step *s = &net->plan.steps[k];
+    const clt_layer *l = &m->layers[s->layer];
+    if ((status = clt_layer_prepare(l, r, max_batch, &s->fusion, e))) goto cleanup;
   }
   /* Built now, as later steps use them: the moving averages' kernel with the
    * options clt_net_update uses, and after these every optimizer's. */
@@ -434,10 +460,10 @@ int clt_net_buckets(const clt_model *m, size_t min_floats, clt_bucket *out) {
 }
 
 /* Whether layer l's backward adds its input's gradient into the buffer that
- * already holds it (ops->accumulates_dx), rather than writing a temporary that
- * a separate pass adds in. */
+ * already holds it (CLT_FUSE_ACCUMULATE_DX), rather than writing a temporary
+ * that a separate pass adds in. */
 static int adds_in_place(const clt_layer *l, const clt_grad_plan *p) {
-  return p->in[0] >= 0 && p->add_to[0] >= 0 && l->ops->accumulates_dx && l->ops->accumulates_dx(l);
+  return p->in[0] >= 0 && p->add_to[0] >= 0 && (clt_layer_fusions(l) & CLT_FUSE_ACCUMULATE_DX);
 }
 
 static int forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
@@ -504,45 +530,43 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
                      .seed = net->seed,
                      .step = net->step,
                      .example0 = net->example0};
-  for (int i = 0; i < m->nlayers && !status; i++) {
-    const clt_layer *l = &m->layers[i];
-    /* Done by its producer (clt_layer.add_fused, pool_fused). */
-    if (l->forward_fused || (i > 0 && pools_output(&m->layers[i - 1], net->replica))) continue;
+  const clt_plan *plan = &net->plan;
+  for (int k = 0; k < plan->nsteps && !status; k++) {
+    const clt_plan_step *s = &plan->steps[k];
+    const clt_layer *l = &m->layers[s->layer];
+    if (!s->forward || !l->ops->forward) continue;
+    io.fusion = s->fusion;
     io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
     io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
-    io.y = pools_output(l, net->replica) ? net->act[i + 1] : net->act[i];
-    io.state = net->state[i];
-    if (l->add_fused) {
-      /* Also the next layer's Add: its other input joins, its output is ours. */
-      const clt_layer *a = &m->layers[i + 1];
-      io.residual = l->residual >= 0 ? net->act[l->residual] : net->input;
-      io.residual_relu = a->ops->sum_relu(a);
-      io.y = net->act[i + 1];
-    }
+    io.y = net->act[s->forward_out];
+    io.state = net->state[s->layer];
+    io.residual = !s->fusion.adds ? NULL : s->residual >= 0 ? net->act[s->residual] : net->input;
+    io.residual_relu = s->residual_relu;
     clt_replica_scope(net->replica, l->name, "forward");
-    if (l->ops->forward) status = l->ops->forward(l, &io, e);
-    io.residual = NULL;
-    io.residual_relu = 0;
+    status = l->ops->forward(l, &io, e);
   }
+  io.residual = NULL;
+  io.residual_relu = 0;
   if (status) return status;
   const int last = m->nlayers - 1;
   clt_replica_scope(net->replica, "loss", "forward and backward");
-  status = run_loss(net, net->act[last], train ? net->grad_pool[net->plan[last].out] : NULL, count,
-                    loss_scale, metric_slot, e);
+  status = run_loss(net, net->act[last], train ? net->grad_pool[net->grad_plan[last].out] : NULL,
+                    count, loss_scale, metric_slot, e);
   if (status || !train) return status;
-  for (int i = last; i >= 0 && !status; i--) {
+  for (int k = plan->nsteps - 1; k >= 0 && !status; k--) {
+    const clt_plan_step *s = &plan->steps[k];
+    const int i = s->layer;
     const clt_layer *l = &m->layers[i];
-    const clt_grad_plan *p = &net->plan[i];
+    const clt_grad_plan *p = &net->grad_plan[i];
     const int in_place = adds_in_place(l, p);
     clt_replica_scope(net->replica, l->name, "backward");
-    const int pooled = i > 0 && pools_output(&m->layers[i - 1], net->replica);
-    if (l->ops->backward && !pooled) {
+    if (s->backward && l->ops->backward) {
+      io.fusion = s->fusion;
       io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
       io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
-      io.y = pools_output(l, net->replica) ? net->act[i + 1] : net->act[i];
+      io.y = net->act[s->backward_out];
       io.state = net->state[i];
-      /* The pooling's output gradient, for a convolution that pools. */
-      io.dy = net->grad_pool[pools_output(l, net->replica) ? net->plan[i + 1].out : p->out];
+      io.dy = net->grad_pool[net->grad_plan[s->backward_out].out];
       io.dx = p->in[0] >= 0 ? net->grad_pool[p->in[0]] : NULL;
       io.dx2 = p->in[1] >= 0 ? net->grad_pool[p->in[1]] : NULL;
       io.dx_accumulate = in_place;
@@ -550,14 +574,14 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
       status = l->ops->backward(l, &io, e);
       io.dx_accumulate = 0;
     }
-    for (int k = 0; k < l->ninputs && !status && !pooled; k++) {
-      if (p->add_to[k] < 0 || (k == 0 && in_place)) continue;
-      const size_t n = clt_shape_size(m->layers[l->inputs[k]].out) * (size_t)count;
-      status = accumulate(net, net->grad_pool[p->add_to[k]], net->grad_pool[p->in[k]], n, e);
+    for (int j = 0; j < l->ninputs && !status; j++) {
+      if (p->add_to[j] < 0 || (j == 0 && in_place)) continue;
+      const size_t n = clt_shape_size(m->layers[l->inputs[j]].out) * (size_t)count;
+      status = accumulate(net, net->grad_pool[p->add_to[j]], net->grad_pool[p->in[j]], n, e);
     }
-    /* Buckets whose lowest layer this is are complete. */
+    /* Buckets whose lowest layer has run its backward are complete. */
     int until = marked;
-    while (until < nbuckets && buckets[until].layer == i) until++;
+    while (until < nbuckets && buckets[until].layer >= i) until++;
     if (!status && until > marked) status = mark_buckets(net, &marked, until, done, e);
   }
   if (!status && marked < nbuckets) status = mark_buckets(net, &marked, nbuckets, done, e);

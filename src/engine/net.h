@@ -5,6 +5,7 @@
 
 #include "model.h"
 #include "optimizer.h"
+#include "plan.h"
 
 /* Activation gradients live in a small pool of buffers, each large enough for
  * any layer's output: a layer's output gradient is taken from the pool when its
@@ -40,7 +41,8 @@ typedef struct clt_net {
   cl_mem state[CLT_MAX_LAYERS]; /* layers' forward-to-backward state, or NULL */
   cl_mem grad_pool[CLT_MAX_GRAD_BUFFERS];
   int grad_buffers;
-  clt_grad_plan plan[CLT_MAX_LAYERS];
+  clt_grad_plan grad_plan[CLT_MAX_LAYERS];
+  clt_plan plan; /* the steps a pass runs, fused as the replica's backend allows */
   /* The moving statistics (BatchNormalization's) as runs of the flat buffer's tail
    * sharing a momentum: stat_first[k] up to the next run's start (or the end). */
   int stat_runs;

@@ -76,7 +76,9 @@ static void kernel_names(act_fn f, const char *names[2]) {
   }
 }
 
-static int act_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int act_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                       clt_err *e) {
+  (void)f;
   (void)max_batch;
   const char *names[2];
   kernel_names(fn(l), names);
@@ -252,6 +254,8 @@ static void act_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+static const char *const act_sources[] = {"activation.cl", NULL};
+
 const clt_layer_ops clt_activation_ops = {
     .kind = "Activation",
     .ninputs = 1,
@@ -259,6 +263,7 @@ const clt_layer_ops clt_activation_ops = {
     .describe = act_describe,
     .setup = act_setup,
     .prepare = act_prepare,
+    .sources = act_sources,
     .forward = act_forward,
     .backward = act_backward,
     .from_keras = act_from_keras,

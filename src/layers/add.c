@@ -39,18 +39,20 @@ static int add_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
   return CLT_OK;
 }
 
-static int add_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int add_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                       clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
   static const char *const names[] = {"add_forward", "add_backward"};
-  return clt_layer_build_kernels(r, "norm.cl", names, 2, e);
+  return clt_layer_build_kernels(r, "add.cl", names, 2, e);
 }
 
 static int add_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   cl_kernel k;
   const size_t total = (size_t)io->batch * clt_shape_size(l->out);
   int n = (int)total, relu = hp(l)->relu;
-  int status = clt_replica_kernel(io->replica, "norm.cl", "", "add_forward", &k, e);
+  int status = clt_replica_kernel(io->replica, "add.cl", "", "add_forward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->x2), CLT_ARG(io->y), CLT_ARG(n), CLT_ARG(relu)};
   status = clt_launch_elems(io->replica, k, "add_forward", args, 5, total, e);
@@ -62,7 +64,7 @@ static int add_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   cl_kernel k;
   const size_t total = (size_t)io->batch * clt_shape_size(l->out);
   int n = (int)total, relu = hp(l)->relu;
-  int status = clt_replica_kernel(io->replica, "norm.cl", "", "add_backward", &k, e);
+  int status = clt_replica_kernel(io->replica, "add.cl", "", "add_backward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->dy),  CLT_ARG(io->y), CLT_ARG(io->dx),
                      CLT_ARG(io->dx2), CLT_ARG(n),     CLT_ARG(relu)};
@@ -107,7 +109,12 @@ static void add_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 #endif
 
 /* The sum's fused ReLU, for a producer that does this forward (clt_layer.add_fused). */
-static int add_sum_relu(const clt_layer *l) { return hp(l)->relu; }
+/* A sum whose producer of one input can do it in its own forward (fusion.adds). */
+static unsigned add_fusions(const clt_layer *l) {
+  return CLT_FUSE_SUM | (hp(l)->relu ? CLT_FUSE_SUM_RELU : 0u);
+}
+
+static const char *const add_sources[] = {"add.cl", NULL};
 
 const clt_layer_ops clt_add_ops = {
     .kind = "Add",
@@ -116,9 +123,10 @@ const clt_layer_ops clt_add_ops = {
     .describe = add_describe,
     .setup = add_setup,
     .prepare = add_prepare,
+    .sources = add_sources,
     .forward = add_forward,
     .backward = add_backward,
-    .sum_relu = add_sum_relu,
+    .fusions = add_fusions,
     .from_keras = add_from_keras,
     .to_onnx = add_to_onnx,
     .ref_forward = CLT_REF(add_ref_forward),

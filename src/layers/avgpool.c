@@ -81,11 +81,13 @@ static int avgpool_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   return CLT_OK;
 }
 
-static int avgpool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int avgpool_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                           clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
   static const char *const names[] = {"avgpool_forward", "avgpool_backward"};
-  return clt_layer_build_kernels(r, "pool_avg.cl", names, 2, e);
+  return clt_layer_build_kernels(r, "avgpool.cl", names, 2, e);
 }
 
 /* in -> out over `positions` (output positions forward, input positions backward):
@@ -94,15 +96,13 @@ static int avgpool_run(const clt_layer *l, const clt_layer_io *io, const char *n
                        cl_mem out, size_t positions, clt_err *e) {
   const avgpool_hp *h = hp(l);
   cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "pool_avg.cl", "", name, &k, e);
+  int status = clt_replica_kernel(io->replica, "avgpool.cl", "", name, &k, e);
   if (status) return clt_wrap(e, "%s", l->name);
   clt_karg args[] = {CLT_ARG(in),       CLT_ARG(out),     CLT_ARG(io->batch),  CLT_ARG(l->in.h),
                      CLT_ARG(l->in.w),  CLT_ARG(l->in.c), CLT_ARG(h->ph),      CLT_ARG(h->pw),
                      CLT_ARG(h->sh),    CLT_ARG(h->sw),   CLT_ARG(l->pad_top), CLT_ARG(l->pad_left),
                      CLT_ARG(l->out.h), CLT_ARG(l->out.w)};
-  if (io->replica->flavor == CLT_KERNELS_GPU)
-    status = clt_launch_rows(io->replica, k, name, args, 14, (size_t)l->in.c, positions, 1, e);
-  else status = clt_launch1d(io->replica, k, name, args, 14, positions, e);
+  status = clt_launch_positions(io->replica, k, name, args, 14, (size_t)l->in.c, positions, 1, e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
@@ -181,6 +181,8 @@ static void avgpool_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+static const char *const avgpool_sources[] = {"avgpool.cl", NULL};
+
 const clt_layer_ops clt_avgpool_ops = {
     .kind = "AveragePooling2D",
     .ninputs = 1,
@@ -188,6 +190,7 @@ const clt_layer_ops clt_avgpool_ops = {
     .describe = avgpool_describe,
     .setup = avgpool_setup,
     .prepare = avgpool_prepare,
+    .sources = avgpool_sources,
     .forward = avgpool_forward,
     .backward = avgpool_backward,
     .from_keras = avgpool_from_keras,

@@ -21,10 +21,9 @@
  *           forward wrote them.
  * Scratch: [partial sums: 2*nblocks*C][dx coefficients: 3*C]; inference uses its
  * first 2*C floats for the statistics.
- * Launches per kernel flavor (see cl/norm.cl): partial sums clt_launch_row_blocks,
- * elementwise passes clt_launch_rows (GPUs) or clt_launch_row_blocks (CPUs), the
- * final sums over the blocks a work-item per channel on CPUs and
- * clt_launch_blocks over (C, 1) on GPUs. */
+ * Launches (src/backend/backend.h; see cl/batchnorm.cl): partial sums
+ * clt_launch_row_blocks, elementwise passes clt_launch_row_chunks, the final
+ * sums over the blocks clt_launch_columns. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,16 +34,11 @@
 #include "ref_resnet.h"
 #endif
 
-/* Rows per partial sum on CPUs: enough blocks to occupy a device even at small
- * batches, few enough that the final pass over the blocks stays short. */
+/* Rows per partial sum at least: enough blocks to occupy a device even at small
+ * batches, few enough that the final pass over the blocks stays short. The
+ * scratch is sized for these; a backend may take longer blocks
+ * (clt_sum_block_rows). */
 #define BN_ROWS_PER_BLOCK 128
-/* GPUs: a block is a work-group of up to 32 channels (a 128-byte line) by row
- * lanes, so blocks x channel groups should fill a large GPU (132 SMs: about 8
- * groups each), while at most BN_GPU_MAX_BLOCKS blocks keep the final pass (one
- * work-group per 32 channels) short. Never fewer rows than BN_ROWS_PER_BLOCK:
- * the scratch, sized for the CPU's blocks, holds the GPU's fewer. */
-#define BN_GPU_GROUPS 1024
-#define BN_GPU_MAX_BLOCKS 256
 /* Rows per work-item of the CPU's elementwise passes (bn_apply, bn_dx), each of
  * CLT_CPU_BLOCK_COLS channels: few enough rows for a device's cores at small
  * batches. GPUs take an element per work-item. */
@@ -132,19 +126,14 @@ static int bn_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
 
 static int bn_rows(const clt_layer *l, int batch) { return batch * l->in.h * l->in.w; }
 
-/* Rows per partial-sum block on replica r (see BN_GPU_GROUPS). */
+/* Rows per partial-sum block on replica r. */
 static int bn_rows_per_block(const clt_layer *l, const clt_replica *r, int rows) {
-  if (r->flavor != CLT_KERNELS_GPU) return BN_ROWS_PER_BLOCK;
-  int blocks = BN_GPU_GROUPS / ((l->in.c + 31) / 32);
-  if (blocks > BN_GPU_MAX_BLOCKS) blocks = BN_GPU_MAX_BLOCKS;
-  if (blocks < 1) blocks = 1;
-  const int per = (rows + blocks - 1) / blocks;
-  return per > BN_ROWS_PER_BLOCK ? per : BN_ROWS_PER_BLOCK;
+  return (int)clt_sum_block_rows(r, (size_t)l->in.c, (size_t)rows, BN_ROWS_PER_BLOCK);
 }
 
 static int bn_blocks(int rows, int per_block) { return (rows + per_block - 1) / per_block; }
 
-/* The most blocks either flavor uses (the CPU's: the GPU's blocks are longer). */
+/* The most blocks any backend uses: blocks of BN_ROWS_PER_BLOCK rows. */
 static size_t bn_scratch(const clt_layer *l, int batch) {
   return (2 * (size_t)bn_blocks(bn_rows(l, batch), BN_ROWS_PER_BLOCK) + 3) * l->in.c;
 }
@@ -155,14 +144,16 @@ static const char *const bn_kernels[] = {
     "bn_partial_stats", "bn_stats_final", "bn_infer_stats", "bn_apply",
     "bn_partial_grad",  "bn_grad_final",  "bn_dx"};
 
-static int bn_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int bn_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                      clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
-  return clt_layer_build_kernels(r, "norm.cl", bn_kernels,
+  return clt_layer_build_kernels(r, "batchnorm.cl", bn_kernels,
                                  (int)(sizeof bn_kernels / sizeof bn_kernels[0]), e);
 }
 
-/* The shapes of norm.cl's launches over C channels (see the kernels there). */
+/* The shapes of batchnorm.cl's launches over C channels (see the kernels there). */
 typedef enum bn_shape {
   BN_CHANNELS, /* a work-item per channel */
   BN_FINAL,    /* the final sums over the blocks: per channel, lanes on GPUs */
@@ -170,25 +161,21 @@ typedef enum bn_shape {
   BN_ROWS      /* elementwise over n rows */
 } bn_shape;
 
-/* Launches norm.cl's `name` in `shape` over C channels (and n blocks or rows). */
+/* Launches batchnorm.cl's `name` in `shape` over C channels (and n blocks or rows). */
 static int bn_run(const clt_layer_io *io, const char *name, const clt_karg *args, int nargs,
                   bn_shape shape, int C, int n, clt_err *e) {
   clt_replica *r = io->replica;
   cl_kernel k;
-  int status = clt_replica_kernel(r, "norm.cl", "", name, &k, e);
+  int status = clt_replica_kernel(r, "batchnorm.cl", "", name, &k, e);
   if (status) return status;
   switch (shape) {
     case BN_FINAL:
-      if (r->flavor == CLT_KERNELS_GPU)
-        return clt_launch_blocks(r, k, name, args, nargs, (size_t)C, 1, e);
-      return clt_launch1d(r, k, name, args, nargs, (size_t)C, e);
+      return clt_launch_columns(r, k, name, args, nargs, (size_t)C, e);
     case BN_BLOCKS:
       return clt_launch_row_blocks(r, k, name, args, nargs, (size_t)C, (size_t)n, e);
     case BN_ROWS:
-      if (r->flavor == CLT_KERNELS_GPU)
-        return clt_launch_rows(r, k, name, args, nargs, (size_t)C, (size_t)n, BN_ROWS_PER_ITEM, e);
-      return clt_launch_row_blocks(r, k, name, args, nargs, (size_t)C,
-                                   ((size_t)n + BN_ROWS_PER_ITEM - 1) / BN_ROWS_PER_ITEM, e);
+      return clt_launch_row_chunks(r, k, name, args, nargs, (size_t)C, (size_t)n, BN_ROWS_PER_ITEM,
+                                   e);
     case BN_CHANNELS:
       break;
   }
@@ -197,7 +184,7 @@ static int bn_run(const clt_layer_io *io, const char *name, const clt_karg *args
 
 /* Batch statistics into io->state (mean, inv_std) and the moving statistics' slots:
  * a two-pass variance per block of rows, the blocks combined by Chan et al.'s
- * update (see bn_partial_stats in norm.cl). */
+ * update (see bn_partial_stats in batchnorm.cl). */
 static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int rows = bn_rows(l, io->batch), C = l->in.c;
   int per_block = bn_rows_per_block(l, io->replica, rows);
@@ -388,7 +375,11 @@ static int bn_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs
 /* An Add after a BatchNormalization without a ReLU of its own joins bn_apply's
  * pass (a residual block's last BatchNormalization): its own ReLU, if any,
  * would come before the sum. */
-static int bn_adds_residual(const clt_layer *l) { return !hp(l)->relu; }
+/* Without a ReLU of its own, its forward can add an Add's other input and apply
+ * the Add's ReLU (fusion.adds). */
+static unsigned bn_fusions(const clt_layer *l) { return hp(l)->relu ? 0u : CLT_FUSE_ADD_RESIDUAL; }
+
+static const char *const bn_sources[] = {"batchnorm.cl", NULL};
 
 const clt_layer_ops clt_batchnorm_ops = {
     .kind = "BatchNormalization",
@@ -398,9 +389,10 @@ const clt_layer_ops clt_batchnorm_ops = {
     .setup = bn_setup,
     .scratch_floats = bn_scratch,
     .prepare = bn_prepare,
+    .sources = bn_sources,
     .forward = bn_forward,
     .backward = bn_backward,
-    .adds_residual = bn_adds_residual,
+    .fusions = bn_fusions,
     .state_floats = bn_state,
     .from_keras = bn_from_keras,
     .to_onnx = bn_to_onnx,

@@ -23,11 +23,13 @@ static int concat_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
   return CLT_OK;
 }
 
-static int concat_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int concat_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                          clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
   static const char *const names[] = {"concat_forward", "concat_backward"};
-  return clt_layer_build_kernels(r, "activation.cl", names, 2, e);
+  return clt_layer_build_kernels(r, "concatenate.cl", names, 2, e);
 }
 
 /* CPU: a work-item per row; GPU: one per (channel, row) (see activation.cl). */
@@ -35,13 +37,11 @@ static int concat_run(const clt_layer *l, const clt_layer_io *io, const char *na
                       cl_mem b, cl_mem c, clt_err *e) {
   cl_kernel k;
   int rows = io->batch * l->out.h * l->out.w, C1 = l->in.c, C2 = l->out.c - l->in.c;
-  int status = clt_replica_kernel(io->replica, "activation.cl", "", name, &k, e);
+  int status = clt_replica_kernel(io->replica, "concatenate.cl", "", name, &k, e);
   if (status) return clt_wrap(e, "%s", l->name);
   clt_karg args[] = {CLT_ARG(a), CLT_ARG(b), CLT_ARG(c), CLT_ARG(rows), CLT_ARG(C1), CLT_ARG(C2)};
-  if (io->replica->flavor == CLT_KERNELS_GPU)
-    status = clt_launch_rows(io->replica, k, name, args, 6, (size_t)C1 + (size_t)C2, (size_t)rows,
-                             1, e);
-  else status = clt_launch1d(io->replica, k, name, args, 6, (size_t)rows, e);
+  status = clt_launch_positions(io->replica, k, name, args, 6, (size_t)C1 + (size_t)C2,
+                                (size_t)rows, 1, e);
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
@@ -89,6 +89,8 @@ static void concat_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+static const char *const concat_sources[] = {"concatenate.cl", NULL};
+
 const clt_layer_ops clt_concatenate_ops = {
     .kind = "Concatenate",
     .ninputs = 2,
@@ -96,6 +98,7 @@ const clt_layer_ops clt_concatenate_ops = {
     .describe = clt_layer_describe_none,
     .setup = concat_setup,
     .prepare = concat_prepare,
+    .sources = concat_sources,
     .forward = concat_forward,
     .backward = concat_backward,
     .from_keras = concat_from_keras,

@@ -3,19 +3,19 @@
  * forward:  col = im2col(x)            [M = B*OH*OW, K = KH*KW*C]
  *           y   = col * W + bias       W is the Keras HWIO kernel seen as [K, CO]
  *           y   = relu(y)
- * (On CPU devices, with CO a multiple of 16, the GEMMs over col read x in place,
- * gemm.h's clt_conv_forward and clt_conv_dw: no im2col in either pass.)
  * backward: dy *= (y > 0), and dbias = column sums of dy, in one pass (the
- *           mask already applied by a MaxPooling2D reading y: l->relu_masked)
+ *           mask already applied by a MaxPooling2D reading y: fusion.relu_masked)
  *           col = im2col(x) again (scratch is shared between layers)
  *           dW  = col^T * dy
  *           dx  = col2im(dy * W^T)
+ * The backend may run each pass's product over the image in place instead
+ * (gemm.h's clt_conv_algos_for: no column matrix).
  * Without a bias (use_bias=False: no "bias" parameter, as Keras' get_weights) the
  * ReLU's backward still runs through that pass, its column sums going to scratch.
  * A ZeroPadding2D folded in front (l->pad, any four sides) is im2col's padding.
  * Scratch: [col: M*K floats][bias-gradient partial sums][CO sums without a bias].
- * With the 2x2 max pooling after it fused in (l->pool_fused, CPU replicas:
- * clt_pool_fused), conv.cl's conv_pool_* run the convolution, ReLU and pooling
+ * With the 2x2 max pooling after it fused in (fusion.pools, where the backend
+ * supports it), conv2d.cl's conv_pool_* run the convolution, ReLU and pooling
  * as one pass and write the pooled output (io->y: src/engine/net.c passes the
  * pooling's buffer); backward reads the pooled gradient (io->dy, the pooling's
  * output gradient) and recomputes the windows for dW and dbias,
@@ -69,15 +69,6 @@ static const clt_param *conv_bias(const clt_layer *l) {
   return hp(l)->nobias ? NULL : &l->params[1];
 }
 
-static int conv_output_relu(const clt_layer *l) { return hp(l)->relu; }
-
-/* On CPU devices a convolution whose filters fill float16 blocks multiplies over
- * the image in place (gemm.h's clt_conv_*): no im2col matrix, which cost a
- * third of the product in memory traffic. */
-static int conv_implicit(const clt_layer *l, const clt_replica *r) {
-  return clt_conv_implicit(r) && hp(l)->filters % 16 == 0;
-}
-
 static clt_conv_geom conv_geom(const clt_layer *l, int batch) {
   const clt_conv_hp *h = hp(l);
   return (clt_conv_geom){batch,     l->in.h,    l->in.w,     l->in.c,  h->kernel_h, h->kernel_w,
@@ -90,6 +81,13 @@ static int conv_pointwise(const clt_layer *l) {
          l->pad_left == 0;
 }
 
+/* Which passes run over the image in place, as r's backend chooses; none for
+ * a pointwise convolution, whose input is its column matrix already. */
+static clt_conv_algos conv_algos(const clt_layer *l, const clt_replica *r, const clt_conv_geom *g) {
+  const clt_conv_algos none = {0, 0, 0};
+  return conv_pointwise(l) ? none : clt_conv_algos_for(r, g, hp(l)->filters);
+}
+
 static size_t conv_rows(const clt_layer *l, int batch) {
   return (size_t)batch * l->out.h * l->out.w;
 }
@@ -97,10 +95,10 @@ static size_t conv_k(const clt_layer *l) {
   return (size_t)hp(l)->kernel_h * hp(l)->kernel_w * l->in.c;
 }
 
-/* The fused pair's gradient: its blocks of pooled rows (at most CP_BLOCKS, so the
- * partial sums stay small next to the work), each block's partial dW and dbias.
- * Scratch for up to `batch` examples: a smaller batch may take more blocks (26
- * rows: 26 blocks; 39 rows: 20), never more than min(rows, CP_BLOCKS). */
+/* The pair with a 2x2 max pooling after it (fusion.pools): its gradient's blocks of pooled rows (at
+ * most CP_BLOCKS, so the partial sums stay small next to the work), each block's partial dW and
+ * dbias. Scratch for up to `batch` examples: a smaller batch may take more blocks (26 rows: 26
+ * blocks; 39 rows: 20), never more than min(rows, CP_BLOCKS). */
 #define CP_BLOCKS 32
 static int cp_rows_per_block(const clt_layer *l, int batch) {
   const int rows = batch * (l->out.h / 2);
@@ -111,24 +109,25 @@ static size_t cp_partials(const clt_layer *l, int batch) {
   return (size_t)blocks * (conv_k(l) + 1) * hp(l)->filters;
 }
 
-static size_t conv_scratch(const clt_layer *l, int batch) {
-  size_t rows = conv_rows(l, batch);
-  size_t col = conv_pointwise(l) ? 0 : rows * conv_k(l);
-  size_t unfused = col + clt_bias_relu_scratch((int)rows, hp(l)->filters, conv_bias(l));
-  size_t fused = l->pool_fused ? cp_partials(l, batch) : 0;
-  return unfused > fused ? unfused : fused;
-}
-
-/* Whether the layer can run the 2x2 max pooling of its output (the model decides,
- * clt_layer.pool_fused): a ReLU, stride 1 and no padding anywhere (the windows need
- * no bounds), few taps (CP_MAX_K: the sums a work-item of conv.cl keeps), filters
- * in float16 blocks. */
+/* Whether the layer can run the 2x2 max pooling of its output (the plan
+ * decides, fusion.pools): a ReLU, stride 1 and no padding anywhere (the windows
+ * need no bounds), few taps (CP_MAX_K: the sums a work-item of conv2d.cl
+ * keeps), filters in float16 blocks. */
 #define CP_MAX_K 32
 static int conv_can_pool_output(const clt_layer *l) {
   const clt_conv_hp *h = hp(l);
   return h->relu && h->stride == 1 && !clt_pad_any(l->pad) && l->pad_top == 0 && l->pad_left == 0 &&
          l->out.h == l->in.h - h->kernel_h + 1 && l->out.w == l->in.w - h->kernel_w + 1 &&
          conv_k(l) <= CP_MAX_K && h->filters % 16 == 0 && l->out.h >= 2 && l->out.w >= 2;
+}
+
+/* Room for either way of running (the plan, per replica, picks one). */
+static size_t conv_scratch(const clt_layer *l, int batch) {
+  size_t rows = conv_rows(l, batch);
+  size_t col = conv_pointwise(l) ? 0 : rows * conv_k(l);
+  size_t unfused = col + clt_bias_relu_scratch((int)rows, hp(l)->filters, conv_bias(l));
+  size_t fused = conv_can_pool_output(l) ? cp_partials(l, batch) : 0;
+  return unfused > fused ? unfused : fused;
 }
 
 /* The three GEMMs, for `batch` examples. */
@@ -145,7 +144,7 @@ static clt_gemm_shape dcol_shape(const clt_layer *l, int batch) {
   return (clt_gemm_shape){0, 1, m, k, n, n, n, k};
 }
 
-/* The pair's kernel for l's taps: conv.cl's copy for 3x3 taps over one channel
+/* The pair's kernel for l's taps: conv2d.cl's copy for 3x3 taps over one channel
  * (its loops unrolled), else the general one. Each compiles only if a run
  * launches it. */
 static const char *cp_kernel(const clt_layer *l, int backward) {
@@ -154,33 +153,37 @@ static const char *cp_kernel(const clt_layer *l, int backward) {
   return k331 ? "conv_pool_forward_3x3c1" : "conv_pool_forward";
 }
 
-static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
-  static const char *const names[] = {"im2col",   "im2col_rows",       "col2im",
-                                      "bias_act", "bias_grad_partial", "bias_grad_final"};
-  const char *const fused[] = {cp_kernel(l, 0), cp_kernel(l, 1), "bias_grad_final"};
-  if (clt_pool_fused(l, r)) return clt_layer_build_kernels(r, "conv.cl", fused, 3, e);
-  int status = clt_layer_build_kernels(r, "conv.cl", names, 6, e);
+static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                        clt_err *e) {
+  static const char *const cols[] = {"im2col", "im2col_rows", "col2im"};
+  static const char *const bias[] = {"bias_act", "bias_grad_partial", "bias_grad_final"};
+  const char *const fused[] = {cp_kernel(l, 0), cp_kernel(l, 1)};
+  if (f->pools) {
+    int status = clt_layer_build_kernels(r, "conv2d.cl", fused, 2, e);
+    return status ? status : clt_layer_build_kernels(r, "bias.cl", bias + 2, 1, e);
+  }
+  int status = clt_layer_build_kernels(r, "conv2d.cl", cols, 3, e);
+  if (!status) status = clt_layer_build_kernels(r, "bias.cl", bias, 3, e);
   if (status) return status;
-  clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
-                              dcol_shape(l, max_batch)};
-  const int implicit = !conv_pointwise(l) && conv_implicit(l, r);
+  const clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
+                                    dcol_shape(l, max_batch)};
   const clt_conv_geom g = conv_geom(l, max_batch);
-  const int implicit_dx = implicit && clt_conv_dx_implicit(r, &g);
-  if (implicit) status = clt_conv_reserve(r, &g, hp(l)->filters, e);
-  if (implicit_dx && !status) status = clt_conv_dx_reserve(r, &g, hp(l)->filters, e);
-  /* Otherwise the implicit path still multiplies the column gradient as a GEMM. */
-  for (int i = implicit ? 2 : 0; i < (implicit_dx ? 2 : 3) && !status; i++)
-    status = clt_gemm_reserve(r, &shapes[i], e);
+  const clt_conv_algos a = conv_algos(l, r, &g);
+  if (a.forward || a.weight_grad) status = clt_conv_reserve(r, &g, hp(l)->filters, e);
+  if (a.input_grad && !status) status = clt_conv_dx_reserve(r, &g, hp(l)->filters, e);
+  /* The passes that multiply a column matrix. */
+  const int in_place[3] = {a.forward, a.weight_grad, a.input_grad};
+  for (int i = 0; i < 3 && !status; i++)
+    if (!in_place[i]) status = clt_gemm_reserve(r, &shapes[i], e);
   return status;
 }
 
-/* Runs im2col or col2im (they share the argument list): a work-item per
- * position on the CPU flavor; on GPUs (cols, positions) work-items, a column per
- * contiguous float of a position (see cl/conv.cl). */
+/* Runs im2col or col2im (they share the argument list) over `positions`, each
+ * `floats` contiguous floats (see cl/conv2d.cl). */
 static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kname, cl_mem from,
-                     cl_mem to, size_t positions, size_t gpu_cols, clt_err *e) {
+                     cl_mem to, size_t positions, size_t floats, clt_err *e) {
   cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "conv.cl", "", kname, &k, e);
+  int status = clt_replica_kernel(io->replica, "conv2d.cl", "", kname, &k, e);
   if (status) return status;
   const clt_conv_hp *h = hp(l);
   clt_karg args[] = {CLT_ARG(from),        CLT_ARG(to),          CLT_ARG(io->batch),
@@ -190,14 +193,11 @@ static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kna
                      CLT_ARG(l->out.w)};
   char label[64];
   snprintf(label, sizeof label, "%s %s", l->name, kname);
-  if (io->replica->flavor == CLT_KERNELS_GPU)
-    return clt_launch_rows(io->replica, k, label, args, 13, gpu_cols, positions, 1, e);
-  return clt_launch1d(io->replica, k, label, args, 13, positions, e);
+  return clt_launch_positions(io->replica, k, label, args, 13, floats, positions, 1, e);
 }
 
-/* im2col of io->x into scratch: a work-item per kernel tap copies C channels;
- * with few channels, a work-item per output row (OW positions) copies all taps
- * (on GPUs: a work-item per channel of a tap, or per float of the row). */
+/* im2col of io->x into scratch, by kernel tap (C channels each), or with few
+ * channels by output row (OW positions, all their taps). */
 static int conv_im2col(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const size_t rows = conv_rows(l, io->batch);
   if (l->in.c < 4) {
@@ -230,7 +230,7 @@ static int conv_pool_aligned(const clt_layer *l, clt_err *e) {
 static int conv_pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   cl_kernel k;
   int status = conv_pool_aligned(l, e);
-  if (!status) status = clt_replica_kernel(io->replica, "conv.cl", "", cp_kernel(l, 0), &k, e);
+  if (!status) status = clt_replica_kernel(io->replica, "conv2d.cl", "", cp_kernel(l, 0), &k, e);
   if (status) return status;
   const clt_param *bias = conv_bias(l);
   int w_off = (int)l->params[0].offset, b_off = bias ? (int)bias->offset : -1;
@@ -247,8 +247,8 @@ static int conv_pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err
 static int conv_pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   cl_kernel kb, kf;
   int status = conv_pool_aligned(l, e);
-  if (!status) status = clt_replica_kernel(io->replica, "conv.cl", "", cp_kernel(l, 1), &kb, e);
-  if (!status) status = clt_replica_kernel(io->replica, "conv.cl", "", "bias_grad_final", &kf, e);
+  if (!status) status = clt_replica_kernel(io->replica, "conv2d.cl", "", cp_kernel(l, 1), &kb, e);
+  if (!status) status = clt_replica_kernel(io->replica, "bias.cl", "", "bias_grad_final", &kf, e);
   if (status) return status;
   const clt_param *bias = conv_bias(l);
   int w_off = (int)l->params[0].offset, b_off = bias ? (int)bias->offset : -1;
@@ -270,8 +270,8 @@ static int conv_pool_backward(const clt_layer *l, const clt_layer_io *io, clt_er
     int off = pass ? b_off : w_off;
     clt_karg fargs[] = {CLT_ARG(io->scratch), CLT_ARG(part),      CLT_ARG(nblocks),
                         CLT_ARG(cols),        CLT_ARG(io->grads), CLT_ARG(off)};
-    status = clt_launch1d(io->replica, kf, pass ? "bias_grad_final" : "kernel_grad_final", fargs, 6,
-                          (size_t)cols, e);
+    status = clt_launch_columns(io->replica, kf, pass ? "bias_grad_final" : "kernel_grad_final",
+                                fargs, 6, (size_t)cols, e);
     part = nblocks * cols;
     cols = hp(l)->filters;
   }
@@ -279,11 +279,11 @@ static int conv_pool_backward(const clt_layer *l, const clt_layer_io *io, clt_er
 }
 
 static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  if (clt_pool_fused(l, io->replica)) return conv_pool_forward(l, io, e);
+  if (io->fusion.pools) return conv_pool_forward(l, io, e);
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
   const int pointwise = conv_pointwise(l);
-  if (!pointwise && conv_implicit(l, io->replica)) {
-    const clt_conv_geom g = conv_geom(l, io->batch);
+  const clt_conv_geom g = conv_geom(l, io->batch);
+  if (conv_algos(l, io->replica, &g).forward) {
     const clt_param *bias = conv_bias(l);
     return clt_conv_forward(io->replica, &g, hp(l)->filters, io->x, io->params, l->params[0].offset,
                             io->y, io->params, bias ? (long)bias->offset : -1, hp(l)->relu, e);
@@ -295,18 +295,18 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
 }
 
 static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  if (clt_pool_fused(l, io->replica)) return conv_pool_backward(l, io, e);
+  if (io->fusion.pools) return conv_pool_backward(l, io, e);
   const size_t rows = conv_rows(l, io->batch);
   const int pointwise = conv_pointwise(l);
-  const int implicit = !pointwise && conv_implicit(l, io->replica);
+  const clt_conv_geom g = conv_geom(l, io->batch);
+  const clt_conv_algos a = conv_algos(l, io->replica, &g);
   const size_t col_floats = pointwise ? 0 : rows * conv_k(l);
   cl_mem col = pointwise ? io->x : io->scratch;
   /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass,
-   * or was done by the next layer (l->relu_masked). */
-  int status = clt_bias_relu_grad(io, hp(l)->relu && !l->relu_masked, conv_bias(l), col_floats,
-                                  (int)rows, hp(l)->filters, e);
-  const clt_conv_geom g = conv_geom(l, io->batch);
-  if (!status && implicit) {
+   * or was done by the next layer (fusion.relu_masked). */
+  int status = clt_bias_relu_grad(io, hp(l)->relu && !io->fusion.relu_masked, conv_bias(l),
+                                  col_floats, (int)rows, hp(l)->filters, e);
+  if (!status && a.weight_grad) {
     status = clt_conv_dw(io->replica, &g, hp(l)->filters, io->x, io->dy, io->grads,
                          l->params[0].offset, e);
   } else if (!status) {
@@ -316,7 +316,7 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
       status = clt_gemm(io->replica, &dw, 1.0f, col, 0, io->dy, 0, 0.0f, io->grads,
                         l->params[0].offset, e);
   }
-  if (!status && io->dx && implicit && clt_conv_dx_implicit(io->replica, &g)) {
+  if (!status && io->dx && a.input_grad) {
     status = clt_conv_dx(io->replica, &g, hp(l)->filters, io->dy, io->params, l->params[0].offset,
                          io->dx, e);
   } else if (!status && io->dx) {
@@ -381,8 +381,15 @@ static int conv_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inpu
                        h->relu, output, e);
 }
 
-/* A pointwise convolution's input gradient is one GEMM, which can add into dx. */
-static int conv_accumulates_dx(const clt_layer *l) { return conv_pointwise(l); }
+/* Its ReLU; a pointwise convolution's input gradient is one GEMM, which can add
+ * into dx; the 2x2 max pooling after it. */
+static unsigned conv_fusions(const clt_layer *l) {
+  return (hp(l)->relu ? CLT_FUSE_OUTPUT_RELU : 0u) |
+         (conv_pointwise(l) ? CLT_FUSE_ACCUMULATE_DX : 0u) |
+         (conv_can_pool_output(l) ? CLT_FUSE_POOL_OUTPUT : 0u);
+}
+
+static const char *const conv_sources[] = {"conv2d.cl", "bias.cl", NULL};
 
 const clt_layer_ops clt_conv2d_ops = {
     .kind = "Conv2D",
@@ -395,9 +402,8 @@ const clt_layer_ops clt_conv2d_ops = {
     .prepare = conv_prepare,
     .forward = conv_forward,
     .backward = conv_backward,
-    .output_relu = conv_output_relu,
-    .accumulates_dx = conv_accumulates_dx,
-    .can_pool_output = conv_can_pool_output,
+    .fusions = conv_fusions,
+    .sources = conv_sources,
     .from_keras = conv_from_keras,
     .to_onnx = conv_to_onnx,
     .ref_forward = CLT_REF(conv_ref_forward),

@@ -90,7 +90,9 @@ static clt_gemm_shape dx_shape(const clt_layer *l, int batch) {
   return (clt_gemm_shape){0, 1, (size_t)batch, in, out, out, out, in};
 }
 
-static int dense_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int dense_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                         clt_err *e) {
+  (void)f;
   clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
                               dx_shape(l, max_batch)};
   for (int i = 0; i < 3; i++) {
@@ -197,6 +199,8 @@ static int dense_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inp
   return status;
 }
 
+static const char *const dense_sources[] = {"bias.cl", NULL};
+
 const clt_layer_ops clt_dense_ops = {
     .kind = "Dense",
     .ninputs = 1,
@@ -205,6 +209,7 @@ const clt_layer_ops clt_dense_ops = {
     .setup = dense_setup,
     .scratch_floats = dense_scratch,
     .prepare = dense_prepare,
+    .sources = dense_sources,
     .forward = dense_forward,
     .backward = dense_backward,
     .from_keras = dense_from_keras,

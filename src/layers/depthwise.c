@@ -79,14 +79,16 @@ static size_t dw_scratch(const clt_layer *l, int batch) {
          clt_bias_relu_scratch(dw_positions(l, batch), l->out.c, dw_bias(l));
 }
 
-static int dw_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int dw_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                      clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
   static const char *const names[] = {"depthwise_forward", "depthwise_backward_input",
                                       "depthwise_backward_filter"};
   static const char *const conv[] = {"bias_grad_partial", "bias_grad_final"};
   int status = clt_layer_build_kernels(r, "depthwise.cl", names, 3, e);
-  if (!status) status = clt_layer_build_kernels(r, "conv.cl", conv, 2, e);
+  if (!status) status = clt_layer_build_kernels(r, "bias.cl", conv, 2, e);
   return status;
 }
 
@@ -103,11 +105,8 @@ int clt_depthwise_forward(const clt_layer *l, const clt_layer_io *io, const clt_
                      CLT_ARG(d->stride), CLT_ARG(l->pad_top), CLT_ARG(l->pad_left),
                      CLT_ARG(l->out.h),  CLT_ARG(l->out.w),   CLT_ARG(relu)};
   const size_t positions = (size_t)dw_positions(l, io->batch);
-  if (io->replica->flavor == CLT_KERNELS_GPU) {
-    return clt_launch_rows(io->replica, k, "depthwise_forward", args, 18, (size_t)l->in.c * d->mult,
-                           positions, 1, e);
-  }
-  return clt_launch1d(io->replica, k, "depthwise_forward", args, 18, positions, e);
+  return clt_launch_positions(io->replica, k, "depthwise_forward", args, 18,
+                              (size_t)l->in.c * d->mult, positions, 1, e);
 }
 
 static int dw_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -123,7 +122,7 @@ int clt_depthwise_kernel_grad(const clt_layer *l, const clt_layer_io *io, const 
   clt_replica *r = io->replica;
   cl_kernel kp, kf;
   int status = clt_replica_kernel(r, "depthwise.cl", "", "depthwise_backward_filter", &kp, e);
-  if (!status) status = clt_replica_kernel(r, "conv.cl", "", "bias_grad_final", &kf, e);
+  if (!status) status = clt_replica_kernel(r, "bias.cl", "", "bias_grad_final", &kf, e);
   if (status) return status;
   int per_block = DW_ROWS_PER_BLOCK, nblocks = dw_blocks(l, io->batch);
   clt_karg pargs[] = {CLT_ARG(io->x),      CLT_ARG(dy),          CLT_ARG(io->scratch),
@@ -139,9 +138,7 @@ int clt_depthwise_kernel_grad(const clt_layer *l, const clt_layer_io *io, const 
   int cols = taps * channels, off = (int)d->offset;
   clt_karg fargs[] = {CLT_ARG(io->scratch), CLT_ARG(part),      CLT_ARG(nblocks),
                       CLT_ARG(cols),        CLT_ARG(io->grads), CLT_ARG(off)};
-  if (r->flavor == CLT_KERNELS_GPU)
-    return clt_launch_blocks(r, kf, "depthwise kernel gradient", fargs, 6, (size_t)cols, 1, e);
-  return clt_launch1d(r, kf, "depthwise kernel gradient", fargs, 6, (size_t)cols, e);
+  return clt_launch_columns(r, kf, "depthwise kernel gradient", fargs, 6, (size_t)cols, e);
 }
 
 int clt_depthwise_input_grad(const clt_layer *l, const clt_layer_io *io, const clt_depthwise *d,
@@ -158,11 +155,8 @@ int clt_depthwise_input_grad(const clt_layer *l, const clt_layer_io *io, const c
                      CLT_ARG(l->pad_top), CLT_ARG(l->pad_left), CLT_ARG(l->out.h),
                      CLT_ARG(l->out.w)};
   const size_t positions = (size_t)io->batch * l->in.h * l->in.w;
-  if (io->replica->flavor == CLT_KERNELS_GPU) {
-    return clt_launch_rows(io->replica, k, "depthwise_backward_input", args, 16, (size_t)l->in.c,
-                           positions, 1, e);
-  }
-  return clt_launch1d(io->replica, k, "depthwise_backward_input", args, 16, positions, e);
+  return clt_launch_positions(io->replica, k, "depthwise_backward_input", args, 16, (size_t)l->in.c,
+                              positions, 1, e);
 }
 
 static int dw_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -214,6 +208,8 @@ static int dw_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs
                        l->in.c, h->relu, output, e);
 }
 
+static const char *const dw_sources[] = {"depthwise.cl", "bias.cl", NULL};
+
 const clt_layer_ops clt_depthwise_ops = {
     .kind = "DepthwiseConv2D",
     .ninputs = 1,
@@ -223,6 +219,7 @@ const clt_layer_ops clt_depthwise_ops = {
     .setup = dw_setup,
     .scratch_floats = dw_scratch,
     .prepare = dw_prepare,
+    .sources = dw_sources,
     .forward = dw_forward,
     .backward = dw_backward,
     .from_keras = dw_from_keras,

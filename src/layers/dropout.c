@@ -65,11 +65,14 @@ static int dropout_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
   return CLT_OK;
 }
 
-static int dropout_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int dropout_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                           clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
-  static const char *const names[] = {"dropout_apply", "scale_shift"};
-  return clt_layer_build_kernels(r, "activation.cl", names, 2, e);
+  static const char *const apply[] = {"dropout_apply"}, *const identity[] = {"scale_shift"};
+  int status = clt_layer_build_kernels(r, "dropout.cl", apply, 1, e);
+  return status ? status : clt_layer_build_kernels(r, "activation.cl", identity, 1, e);
 }
 
 /* splitmix64's finaliser. */
@@ -112,7 +115,7 @@ static int apply(const clt_layer *l, const clt_layer_io *io, cl_mem in, cl_mem o
     float scale = (float)(1.0 / (1.0 - hp(l)->rate));
     clt_karg args[] = {CLT_ARG(in),  CLT_ARG(out),      CLT_ARG(n),   CLT_ARG(per_example),
                        CLT_ARG(key), CLT_ARG(example0), CLT_ARG(thr), CLT_ARG(scale)};
-    status = clt_replica_kernel(io->replica, "activation.cl", "", "dropout_apply", &k, e);
+    status = clt_replica_kernel(io->replica, "dropout.cl", "", "dropout_apply", &k, e);
     if (!status) status = clt_launch_elems(io->replica, k, "dropout_apply", args, 8, total, e);
   }
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
@@ -170,6 +173,8 @@ static void dropout_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+static const char *const dropout_sources[] = {"dropout.cl", "activation.cl", NULL};
+
 const clt_layer_ops clt_dropout_ops = {
     .kind = "Dropout",
     .ninputs = 1,
@@ -177,6 +182,7 @@ const clt_layer_ops clt_dropout_ops = {
     .describe = dropout_describe,
     .setup = dropout_setup,
     .prepare = dropout_prepare,
+    .sources = dropout_sources,
     .forward = dropout_forward,
     .backward = dropout_backward,
     .from_keras = dropout_from_keras,

@@ -7,17 +7,19 @@
 #include "ref_resnet.h"
 #endif
 
-static int gap_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int gap_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                       clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
   static const char *const names[] = {"gap_forward", "gap_backward"};
-  return clt_layer_build_kernels(r, "norm.cl", names, 2, e);
+  return clt_layer_build_kernels(r, "gap.cl", names, 2, e);
 }
 
 static int gap_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   cl_kernel k;
   int hw = l->in.h * l->in.w, C = l->in.c;
-  int status = clt_replica_kernel(io->replica, "norm.cl", "", "gap_forward", &k, e);
+  int status = clt_replica_kernel(io->replica, "gap.cl", "", "gap_forward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->y), CLT_ARG(io->batch), CLT_ARG(hw), CLT_ARG(C)};
   /* Column sums, an image per block (GPUs: a local-memory tree over H*W). */
@@ -30,7 +32,7 @@ static int gap_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   if (!io->dx) return CLT_OK;
   cl_kernel k;
   int hw = l->in.h * l->in.w, C = l->in.c;
-  int status = clt_replica_kernel(io->replica, "norm.cl", "", "gap_backward", &k, e);
+  int status = clt_replica_kernel(io->replica, "gap.cl", "", "gap_backward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->dy), CLT_ARG(io->dx), CLT_ARG(io->batch), CLT_ARG(hw), CLT_ARG(C)};
   status = clt_launch_rows(io->replica, k, "gap_backward", args, 5, (size_t)C,
@@ -53,6 +55,8 @@ static void gap_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+static const char *const gap_sources[] = {"gap.cl", NULL};
+
 const clt_layer_ops clt_gap_ops = {
     .kind = "GlobalAveragePooling2D",
     .ninputs = 1,
@@ -60,6 +64,7 @@ const clt_layer_ops clt_gap_ops = {
     .describe = clt_layer_describe_none,
     .setup = clt_global_pool_setup,
     .prepare = gap_prepare,
+    .sources = gap_sources,
     .forward = gap_forward,
     .backward = gap_backward,
     .from_keras = clt_global_pool_from_keras,

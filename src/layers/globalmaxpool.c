@@ -10,18 +10,20 @@
 #include "ref.h"
 #endif
 
-static int gmp_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int gmp_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                       clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
   static const char *const names[] = {"gmp_forward", "gmp_backward"};
-  return clt_layer_build_kernels(r, "pool_avg.cl", names, 2, e);
+  return clt_layer_build_kernels(r, "globalmaxpool.cl", names, 2, e);
 }
 
 /* clt_launch_rows over (C, B): CPU 8 channels of an image, GPU one channel. */
 static int gmp_run(const clt_layer *l, const clt_layer_io *io, const char *name,
                    const clt_karg *args, int nargs, clt_err *e) {
   cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "pool_avg.cl", "", name, &k, e);
+  int status = clt_replica_kernel(io->replica, "globalmaxpool.cl", "", name, &k, e);
   if (!status)
     status = clt_launch_rows(io->replica, k, name, args, nargs, (size_t)l->in.c, (size_t)io->batch,
                              1, e);
@@ -58,6 +60,8 @@ static void gmp_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+static const char *const gmp_sources[] = {"globalmaxpool.cl", NULL};
+
 const clt_layer_ops clt_globalmaxpool_ops = {
     .kind = "GlobalMaxPooling2D",
     .ninputs = 1,
@@ -65,6 +69,7 @@ const clt_layer_ops clt_globalmaxpool_ops = {
     .describe = clt_layer_describe_none,
     .setup = clt_global_pool_setup,
     .prepare = gmp_prepare,
+    .sources = gmp_sources,
     .forward = gmp_forward,
     .backward = gmp_backward,
     .from_keras = clt_global_pool_from_keras,

@@ -78,6 +78,14 @@ size_t clt_layer_scratch_floats(const clt_layer *l, int batch) {
   return l->ops->scratch_floats ? l->ops->scratch_floats(l, batch) : 0;
 }
 
+int clt_layer_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                      clt_err *e) {
+  const clt_fusion alone = {0, 0, 0, 0};
+  return l->ops->prepare ? l->ops->prepare(l, r, max_batch, f ? f : &alone, e) : CLT_OK;
+}
+
+unsigned clt_layer_fusions(const clt_layer *l) { return l->ops->fusions ? l->ops->fusions(l) : 0; }
+
 size_t clt_layer_state_floats(const clt_layer *l) {
   return l->ops->state_floats ? l->ops->state_floats(l) : 0;
 }
@@ -276,8 +284,8 @@ size_t clt_bias_grad_scratch(int rows, int cols) {
 int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scratch,
                   size_t scratch_offset, int rows, int cols, size_t grad_offset, clt_err *e) {
   cl_kernel kp, kf;
-  int status = clt_replica_kernel(io->replica, "conv.cl", "", "bias_grad_partial", &kp, e);
-  if (!status) status = clt_replica_kernel(io->replica, "conv.cl", "", "bias_grad_final", &kf, e);
+  int status = clt_replica_kernel(io->replica, "bias.cl", "", "bias_grad_partial", &kp, e);
+  if (!status) status = clt_replica_kernel(io->replica, "bias.cl", "", "bias_grad_final", &kf, e);
   if (status) return status;
   int per_block = BIAS_GRAD_ROWS_PER_BLOCK;
   int nblocks = (rows + per_block - 1) / per_block;
@@ -293,10 +301,7 @@ int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scrat
   int off = (int)grad_offset;
   clt_karg fargs[] = {CLT_ARG(scratch), CLT_ARG(part),      CLT_ARG(nblocks),
                       CLT_ARG(cols),    CLT_ARG(io->grads), CLT_ARG(off)};
-  /* CPU: a work-item per column; GPU: the blocks are the rows of one block. */
-  if (io->replica->flavor == CLT_KERNELS_GPU)
-    return clt_launch_blocks(io->replica, kf, "bias_grad_final", fargs, 6, (size_t)cols, 1, e);
-  return clt_launch1d(io->replica, kf, "bias_grad_final", fargs, 6, (size_t)cols, e);
+  return clt_launch_columns(io->replica, kf, "bias_grad_final", fargs, 6, (size_t)cols, e);
 }
 
 int clt_global_pool_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
@@ -362,13 +367,11 @@ int clt_gemm_bias_relu(const clt_layer_io *io, const clt_gemm_shape *s, cl_mem a
   int status = clt_gemm(io->replica, s, 1.0f, a, 0, io->params, kernel->offset, 0.0f, io->y, 0, e);
   if (status || !relu) return status;
   cl_kernel k;
-  if ((status = clt_replica_kernel(io->replica, "conv.cl", "", "bias_act", &k, e))) return status;
+  if ((status = clt_replica_kernel(io->replica, "bias.cl", "", "bias_act", &k, e))) return status;
   int off = -1, rows = (int)s->m, cols = (int)s->n, on = 1;
   clt_karg args[] = {CLT_ARG(io->y), CLT_ARG(io->params), CLT_ARG(off),
                      CLT_ARG(rows),  CLT_ARG(cols),       CLT_ARG(on)};
-  if (io->replica->flavor == CLT_KERNELS_GPU)
-    return clt_launch_rows(io->replica, k, "relu", args, 6, s->n, s->m, 1, e);
-  return clt_launch1d(io->replica, k, "relu", args, 6, s->m * s->n, e);
+  return clt_launch_matrix(io->replica, k, "relu", args, 6, s->n, s->m, e);
 }
 
 size_t clt_bias_relu_scratch(int rows, int cols, const clt_param *bias) {

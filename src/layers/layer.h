@@ -10,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "kconfig.h"
 #include "onnx.h"
-#include "replica.h"
 
 /* The largest image side (and padding) a model may declare: sizes computed from
  * such sides cannot overflow an int. */
@@ -47,6 +47,40 @@ typedef struct clt_param {
 
 typedef struct clt_layer clt_layer;
 
+/* What a layer's passes do of their neighbours' work on a replica, as its
+ * plan (src/engine/plan.h) decided from the kinds' fusions below and the
+ * backend; all 0: the layer runs alone. */
+typedef struct clt_fusion {
+  int relu_masked;      /* backward: the output ReLU's mask was applied by its one reader */
+  int masks_input_relu; /* backward: applies its input producer's ReLU mask to dx */
+  int adds;             /* forward: also the next layer, an Add (io->residual, residual_relu) */
+  int pools;            /* both passes: also the next layer, a 2x2 max pooling: y and dy
+                           are the pooling's output and its gradient, and no input
+                           gradient is computed (the input is the model's) */
+} clt_fusion;
+
+/* What a kind can do with its neighbours (ops->fusions' bits): */
+enum {
+  CLT_FUSE_OUTPUT_RELU = 1 << 0,     /* its output went through a ReLU of its own */
+  CLT_FUSE_MASK_INPUT_RELU = 1 << 1, /* its backward can apply its input's ReLU mask
+                                        (MaxPooling2D: a window's maximum is its
+                                        output, so the mask is free there, where the
+                                        producer would read its whole output) */
+  CLT_FUSE_ACCUMULATE_DX = 1 << 2,   /* its backward can add its input's gradient into
+                                        io->dx at no extra pass, where the input feeds
+                                        other layers too (a residual block's input) */
+  CLT_FUSE_ADD_RESIDUAL = 1 << 3,    /* its forward can add io->residual to its output
+                                        and apply a ReLU in the same pass */
+  CLT_FUSE_SUM = 1 << 4,             /* it is an elementwise sum of its two inputs
+                                        (Add), which the producer of one can do */
+  CLT_FUSE_SUM_RELU = 1 << 5,        /* ... followed by a ReLU */
+  CLT_FUSE_MAX_POOL_2X2 = 1 << 6,    /* it is a 2x2, stride 2 max pooling, 'valid' and
+                                        unpadded, which its producer can run */
+  CLT_FUSE_POOL_OUTPUT = 1 << 7,     /* its passes can so pool their output (Conv2D of
+                                        few taps with a ReLU, on backends that
+                                        fuse_conv_pool) */
+};
+
 /* Buffers one forward or backward call works on (offsets are in floats). */
 typedef struct clt_layer_io {
   clt_replica *replica;
@@ -58,9 +92,10 @@ typedef struct clt_layer_io {
   cl_mem dy;         /* backward: gradient of the output; layers may overwrite it */
   cl_mem dx, dx2;    /* backward: gradients of the inputs to write (not accumulate), or NULL */
   int dx_accumulate; /* backward: add input 0's gradient into dx instead (only when
-                        ops->accumulates_dx says the layer can) */
-  cl_mem residual;   /* forward: added to the output before residual_relu, which then
-                        goes to the next layer's buffer as y (clt_layer.add_fused), or NULL */
+                        the kind's fusions include CLT_FUSE_ACCUMULATE_DX) */
+  clt_fusion fusion; /* what this call does of its neighbours' work (src/engine/plan.h) */
+  cl_mem residual;   /* forward with fusion.adds: added to the output before residual_relu;
+                        y is then the Add's output buffer */
   int residual_relu;
   cl_mem params;  /* the flat parameter buffer */
   cl_mem grads;   /* the flat gradient buffer (same layout), written, not accumulated */
@@ -112,31 +147,15 @@ typedef struct clt_layer_ops {
    * in floats. */
   size_t (*scratch_floats)(const clt_layer *l, int batch);
   size_t (*state_floats)(const clt_layer *l);
-  /* Optional, for fusing a ReLU's backward into the next layer's (set up by the
-   * model, see clt_layer.relu_masked): whether l's output went through a ReLU
-   * of its own, and whether l's backward can apply such a ReLU's mask to the
-   * gradient it passes back (MaxPooling2D: a window's maximum is its output, so
-   * the mask is free there, where the producer would read its whole output). */
-  int (*output_relu)(const clt_layer *l);
-  int (*can_mask_input_relu)(const clt_layer *l);
-  /* Optional: whether l's backward can add its input's gradient into io->dx
-   * (io->dx_accumulate) at no extra pass, where the input feeds other layers too
-   * (a residual block's input): the net then skips its separate addition. */
-  int (*accumulates_dx)(const clt_layer *l);
-  /* Optional, for fusing an Add's forward into its producer's (set up by the
-   * model, see clt_layer.add_fused): whether l's forward can add io->residual to
-   * its output and apply a ReLU in the same pass (BatchNormalization with no
-   * ReLU of its own), and, for an elementwise sum, its fused ReLU (0 or 1). */
-  int (*adds_residual)(const clt_layer *l);
-  int (*sum_relu)(const clt_layer *l);
-  /* Optional, for running a 2x2, stride 2 max pooling within its producer's
-   * passes (set up by the model, see clt_layer.pool_fused): whether l is such a
-   * pooling (MaxPooling2D(2,s2), 'valid', unpadded), and whether l's passes can
-   * pool their output so (Conv2D of few taps with a ReLU, on CPU replicas). */
-  int (*max_pool_2x2)(const clt_layer *l);
-  int (*can_pool_output)(const clt_layer *l);
-  /* Optional: builds kernels and reserves GEMM scratch on a replica for up to max_batch. */
-  int (*prepare)(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e);
+  /* Optional: what the layer can do with its neighbours (CLT_FUSE_* bits). */
+  unsigned (*fusions)(const clt_layer *l);
+  /* The cl/ files its kernels come from (NULL-terminated, or NULL: none): a
+   * model's kinds name the sources of its joint program. */
+  const char *const *sources;
+  /* Optional: builds kernels and reserves GEMM scratch on a replica for up to
+   * max_batch examples, for the passes `f` says it runs. */
+  int (*prepare)(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                 clt_err *e);
   /* The device passes (optional for an aliasing layer, which moves no data). */
   int (*forward)(const clt_layer *l, const clt_layer_io *io, clt_err *e);
   int (*backward)(const clt_layer *l, const clt_layer_io *io, clt_err *e);
@@ -197,33 +216,7 @@ struct clt_layer {
   int pad_top, pad_left; /* zero padding before the first row and column of a window */
   int nparams;
   clt_param params[CLT_MAX_LAYER_PARAMS];
-  /* derived by the model: a fused ReLU's backward moved to the one layer that
-   * reads this output (ops->can_mask_input_relu): relu_masked here, the output
-   * gradient arrives masked; masks_input_relu there, its backward masks. */
-  int relu_masked, masks_input_relu;
-  /* derived by the model: the next layer, an Add of this output and an earlier
-   * one, is done by this layer's forward (ops->adds_residual): add_fused here, it
-   * writes the Add's output; forward_fused there, its forward is skipped. The
-   * Add's backward is unchanged; this output's buffer is left unwritten (its
-   * only reader is the Add, and this layer's backward does not read it).
-   * residual: with add_fused, the Add's other input (-1: the network's input). */
-  int add_fused, forward_fused, residual;
-  /* derived by the model: the next layer, a 2x2 max pooling of this output and
-   * its only reader, is done by this layer's passes (ops->can_pool_output) on
-   * the replicas clt_pool_fused says: pool_fused here, it writes the pooled
-   * output into the pooling's buffer and reads the pooled gradient from the
-   * pooling's (src/engine/net.c passes them as y and dy), and computes no input
-   * gradient (its input is the model's); pooled_by_input there, its passes do
-   * not run. */
-  int pool_fused, pooled_by_input;
 };
-
-/* Whether replica r runs the pooling of l (either layer of such a pair) inside
- * the producer's passes: on the CPU flavor, whose kernels conv.cl's
- * conv_pool_* are written for; the GPU flavor keeps the separate layers. */
-static inline int clt_pool_fused(const clt_layer *l, const clt_replica *r) {
-  return (l->pool_fused || l->pooled_by_input) && r->flavor == CLT_KERNELS_CPU;
-}
 
 /* A kind's view of l->hp: `clt_layer_hp(l, conv_hp)`; the size is checked at build time. */
 #define clt_layer_hp(l, type) \
@@ -232,6 +225,13 @@ static inline int clt_pool_fused(const clt_layer *l, const clt_replica *r) {
 /* Scratch and state floats of l (0 where the kind has none). */
 size_t clt_layer_scratch_floats(const clt_layer *l, int batch);
 size_t clt_layer_state_floats(const clt_layer *l);
+
+/* ops->prepare for the passes `f` says (NULL: the layer alone), if the kind has one. */
+int clt_layer_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                      clt_err *e);
+
+/* The kind's fusions (0 where it declares none). */
+unsigned clt_layer_fusions(const clt_layer *l);
 
 /* Builds kernels names[0..n) of cl/<file> on r (for a kind's prepare). */
 int clt_layer_build_kernels(clt_replica *r, const char *file, const char *const *names, int n,

@@ -109,30 +109,29 @@ static int pool_general(const clt_layer *l) {
          (l->out.w - 1) * h->stride_w + h->pool_w > l->in.w;
 }
 
-/* The pooling a producer can run inside its own passes (clt_layer.pooled_by_input). */
+/* A pooling its producer can run inside its own passes (fusion.pools). */
 static int pool_max_2x2(const clt_layer *l) {
   const pool_hp *h = hp(l);
   return h->pool == 2 && h->pool_w == 2 && h->stride == 2 && h->stride_w == 2 && !h->same &&
          !clt_pad_any(l->pad);
 }
 
-static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int pool_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                        clt_err *e) {
   (void)max_batch;
-  if (clt_pool_fused(l, r)) return CLT_OK; /* its producer pools: src/engine/net.c skips its passes */
+  (void)f;
   static const char *const plain[] = {"maxpool_forward", "maxpool_backward",
                                       "maxpool_backward_tiled"};
   static const char *const general[] = {"maxpool_pad_forward", "maxpool_pad_backward"};
-  if (pool_general(l)) return clt_layer_build_kernels(r, "pool.cl", general, 2, e);
-  return clt_layer_build_kernels(r, "pool.cl", plain, 3, e);
+  if (pool_general(l)) return clt_layer_build_kernels(r, "maxpool.cl", general, 2, e);
+  return clt_layer_build_kernels(r, "maxpool.cl", plain, 3, e);
 }
 
-/* The pooling kernels' launch: a work-item per position on the CPU flavor (it
- * loops over the channels), per (channel, position) on GPUs (coalesced). */
+/* The pooling kernels' launch, over positions of `channels` channels. */
 static int pool_launch(const clt_layer_io *io, cl_kernel k, const char *kname, const clt_karg *args,
                        int nargs, int channels, size_t positions, clt_err *e) {
-  if (io->replica->flavor == CLT_KERNELS_GPU)
-    return clt_launch_rows(io->replica, k, kname, args, nargs, (size_t)channels, positions, 1, e);
-  return clt_launch1d(io->replica, k, kname, args, nargs, positions, e);
+  return clt_launch_positions(io->replica, k, kname, args, nargs, (size_t)channels, positions, 1,
+                              e);
 }
 
 /* The general kernels (maxpool_pad_*): forward (x, y, ...) over the output's positions,
@@ -141,7 +140,7 @@ static int pool_launch(const clt_layer_io *io, cl_kernel k, const char *kname, c
 static int pool_general_run(const clt_layer *l, const clt_layer_io *io, int backward, clt_err *e) {
   const char *kname = backward ? "maxpool_pad_backward" : "maxpool_pad_forward";
   cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "pool.cl", "", kname, &k, e);
+  int status = clt_replica_kernel(io->replica, "maxpool.cl", "", kname, &k, e);
   if (status) return status;
   const pool_hp *h = hp(l);
   int zero = !h->same;
@@ -157,17 +156,16 @@ static int pool_general_run(const clt_layer *l, const clt_layer_io *io, int back
     memmove(&args[2], &args[3], 13 * sizeof args[0]);
   }
   const clt_shape over = backward ? l->in : l->out;
-  /* The CPU's backward takes an input row per work-item (see pool.cl). */
-  if (backward && io->replica->flavor != CLT_KERNELS_GPU)
-    return clt_launch1d(io->replica, k, kname, args, 16, (size_t)io->batch * l->in.h, e);
-  return pool_launch(io, k, kname, args, backward ? 16 : 15, l->in.c,
-                     (size_t)io->batch * over.h * over.w, e);
+  /* The CPU variant's backward takes an input row per work-item (see maxpool.cl). */
+  return clt_launch_positions(io->replica, k, kname, args, backward ? 16 : 15, (size_t)l->in.c,
+                              (size_t)io->batch * over.h * over.w, backward ? (size_t)l->in.w : 1,
+                              e);
 }
 
 static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (pool_general(l)) return pool_general_run(l, io, 0, e);
   cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_forward", &k, e);
+  int status = clt_replica_kernel(io->replica, "maxpool.cl", "", "maxpool_forward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->x),       CLT_ARG(io->y),         CLT_ARG(io->batch),
                      CLT_ARG(l->in.h),     CLT_ARG(l->in.w),       CLT_ARG(l->in.c),
@@ -178,10 +176,13 @@ static int pool_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
 }
 
 /* Tiled windows pass back each window's maximum's gradient alone: the ReLU mask
- * of a fused producer (l->masks_input_relu) is then "the maximum is > 0". */
-static int pool_can_mask_input_relu(const clt_layer *l) {
-  return !pool_general(l) && hp(l)->stride == hp(l)->pool;
+ * of a fused producer (fusion.masks_input_relu) is then "the maximum is > 0". */
+static unsigned pool_fusions(const clt_layer *l) {
+  return (!pool_general(l) && hp(l)->stride == hp(l)->pool ? CLT_FUSE_MASK_INPUT_RELU : 0u) |
+         (pool_max_2x2(l) ? CLT_FUSE_MAX_POOL_2X2 : 0u);
 }
+
+static const char *const pool_sources[] = {"maxpool.cl", NULL};
 
 static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (!io->dx) return CLT_OK;
@@ -198,7 +199,7 @@ static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
                                 0.0f, "a pooling gradient", e);
       if (status) return status;
     }
-    status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward_tiled", &k, e);
+    status = clt_replica_kernel(io->replica, "maxpool.cl", "", "maxpool_backward_tiled", &k, e);
     if (status) return status;
     clt_karg args[] = {CLT_ARG(io->x),
                        CLT_ARG(io->dy),
@@ -210,23 +211,19 @@ static int pool_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
                        CLT_ARG(hp(l)->pool),
                        CLT_ARG(l->out.h),
                        CLT_ARG(l->out.w),
-                       CLT_ARG(l->masks_input_relu)};
+                       CLT_ARG(io->fusion.masks_input_relu)};
     return pool_launch(io, k, "maxpool_backward_tiled", args, 11, l->in.c,
                        (size_t)io->batch * l->out.h * l->out.w, e);
   }
-  status = clt_replica_kernel(io->replica, "pool.cl", "", "maxpool_backward", &k, e);
+  status = clt_replica_kernel(io->replica, "maxpool.cl", "", "maxpool_backward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->x),     CLT_ARG(io->dy),      CLT_ARG(io->dx),
                      CLT_ARG(io->batch), CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
                      CLT_ARG(l->in.c),   CLT_ARG(hp(l)->pool), CLT_ARG(hp(l)->stride),
                      CLT_ARG(l->out.h),  CLT_ARG(l->out.w)};
-  /* Range (C, B*H*W) on both flavors (see pool.cl); on GPUs in coalesced groups. */
-  if (io->replica->flavor == CLT_KERNELS_GPU) {
-    return clt_launch_rows(io->replica, k, "maxpool_backward", args, 11, (size_t)l->in.c,
-                           (size_t)io->batch * l->in.h * l->in.w, 1, e);
-  }
-  return clt_launch2d(io->replica, k, "maxpool_backward", args, 11, (size_t)l->in.c,
-                      (size_t)io->batch * l->in.h * l->in.w, e);
+  /* A work-item per (channel, position) in both variants (see maxpool.cl). */
+  return clt_launch_elements(io->replica, k, "maxpool_backward", args, 11, (size_t)l->in.c,
+                             (size_t)io->batch * l->in.h * l->in.w, e);
 }
 
 #ifdef CLT_REFERENCE
@@ -328,8 +325,8 @@ const clt_layer_ops clt_maxpool_ops = {
     .prepare = pool_prepare,
     .forward = pool_forward,
     .backward = pool_backward,
-    .can_mask_input_relu = pool_can_mask_input_relu,
-    .max_pool_2x2 = pool_max_2x2,
+    .fusions = pool_fusions,
+    .sources = pool_sources,
     .from_keras = pool_from_keras,
     .to_onnx = pool_to_onnx,
     .ref_forward = CLT_REF(pool_ref_forward),

@@ -62,7 +62,9 @@ static int relu_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
   return CLT_OK;
 }
 
-static int relu_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int relu_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                        clt_err *e) {
+  (void)f;
   (void)max_batch;
   static const char *const names[] = {"relu_forward", "relu_backward"};
   static const char *const clip_names[] = {"act_forward", "act_backward"};
@@ -156,6 +158,8 @@ static void relu_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+static const char *const relu_sources[] = {"activation.cl", NULL};
+
 const clt_layer_ops clt_relu_ops = {
     .kind = "ReLU",
     .ninputs = 1,
@@ -163,6 +167,7 @@ const clt_layer_ops clt_relu_ops = {
     .describe = relu_describe,
     .setup = relu_setup,
     .prepare = relu_prepare,
+    .sources = relu_sources,
     .forward = relu_forward,
     .backward = relu_backward,
     .from_keras = relu_from_keras,

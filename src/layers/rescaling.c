@@ -53,7 +53,9 @@ static int rescaling_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
   return CLT_OK;
 }
 
-static int rescaling_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int rescaling_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                             clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
   static const char *const names[] = {"scale_shift"};
@@ -119,6 +121,8 @@ static void rescaling_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+static const char *const rescaling_sources[] = {"activation.cl", NULL};
+
 const clt_layer_ops clt_rescaling_ops = {
     .kind = "Rescaling",
     .ninputs = 1,
@@ -126,6 +130,7 @@ const clt_layer_ops clt_rescaling_ops = {
     .describe = rescaling_describe,
     .setup = rescaling_setup,
     .prepare = rescaling_prepare,
+    .sources = rescaling_sources,
     .forward = rescaling_forward,
     .backward = rescaling_backward,
     .from_keras = rescaling_from_keras,

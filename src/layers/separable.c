@@ -107,12 +107,14 @@ static clt_gemm_shape dt_shape(const clt_layer *l, int batch) {
   return (clt_gemm_shape){0, 1, m, k, n, n, n, k};
 }
 
-static int sep_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int sep_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                       clt_err *e) {
+  (void)f;
   static const char *const names[] = {"depthwise_forward", "depthwise_backward_input",
                                       "depthwise_backward_filter"};
   static const char *const conv[] = {"bias_act", "bias_grad_partial", "bias_grad_final"};
   int status = clt_layer_build_kernels(r, "depthwise.cl", names, 3, e);
-  if (!status) status = clt_layer_build_kernels(r, "conv.cl", conv, 3, e);
+  if (!status) status = clt_layer_build_kernels(r, "bias.cl", conv, 3, e);
   clt_gemm_shape shapes[3] = {fwd_shape(l, max_batch), dw_shape(l, max_batch),
                               dt_shape(l, max_batch)};
   for (int i = 0; i < 3 && !status; i++) status = clt_gemm_reserve(r, &shapes[i], e);
@@ -237,6 +239,8 @@ static int sep_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *input
   return status;
 }
 
+static const char *const sep_sources[] = {"depthwise.cl", "bias.cl", NULL};
+
 const clt_layer_ops clt_separable_ops = {
     .kind = "SeparableConv2D",
     .ninputs = 1,
@@ -246,6 +250,7 @@ const clt_layer_ops clt_separable_ops = {
     .setup = sep_setup,
     .scratch_floats = sep_scratch,
     .prepare = sep_prepare,
+    .sources = sep_sources,
     .forward = sep_forward,
     .backward = sep_backward,
     .from_keras = sep_from_keras,

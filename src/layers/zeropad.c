@@ -4,7 +4,7 @@
  * MaxPooling2D) becomes that layer's l->pad; this kind is for padding that cannot
  * fold: its output feeds a layer that takes no padding, or several layers. In
  * descriptions it always names its input ("p=ZeroPadding2D(1)<x"), which is what
- * tells it from a folded one. forward: y = x inside zeros (cl/pad.cl); backward
+ * tells it from a folded one. forward: y = x inside zeros (cl/zeropad.cl); backward
  * crops dy. */
 #include <ctype.h>
 #include <errno.h>
@@ -99,18 +99,20 @@ static int pad_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   return CLT_OK;
 }
 
-static int pad_prepare(const clt_layer *l, clt_replica *r, int max_batch, clt_err *e) {
+static int pad_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
+                       clt_err *e) {
+  (void)f;
   (void)l;
   (void)max_batch;
   static const char *const names[] = {"pad_forward", "pad_backward"};
-  return clt_layer_build_kernels(r, "pad.cl", names, 2, e);
+  return clt_layer_build_kernels(r, "zeropad.cl", names, 2, e);
 }
 
 /* pad_forward over the output's positions or pad_backward over the input's. */
 static int pad_run(const clt_layer *l, const clt_layer_io *io, const char *kname, cl_mem from,
                    cl_mem to, const clt_shape over, clt_err *e) {
   cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "pad.cl", "", kname, &k, e);
+  int status = clt_replica_kernel(io->replica, "zeropad.cl", "", kname, &k, e);
   if (status) return status;
   int per_item = PAD_ROWS_PER_ITEM;
   clt_karg args[] = {CLT_ARG(from),       CLT_ARG(to),          CLT_ARG(io->batch),
@@ -179,6 +181,8 @@ static void pad_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
+static const char *const pad_sources[] = {"zeropad.cl", NULL};
+
 const clt_layer_ops clt_zeropad_ops = {
     .kind = "ZeroPadding2D",
     .ninputs = 1,
@@ -186,6 +190,7 @@ const clt_layer_ops clt_zeropad_ops = {
     .describe = pad_describe,
     .setup = pad_setup,
     .prepare = pad_prepare,
+    .sources = pad_sources,
     .forward = pad_forward,
     .backward = pad_backward,
     .from_keras = pad_from_keras,

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
 #include "median.h"
 #include "ring.h"
 #include "timing.h"
@@ -59,7 +60,7 @@ int main(int argc, char **argv) {
   job jobs[16];
   pthread_t threads[16];
   for (int r = 0; r < n; r++) {
-    if (clt_replica_create(&list.devices[r], &reps[r], &e) ||
+    if (clt_backend_create_replica(&list.devices[r], &reps[r], &e) ||
         clt_replica_alloc(reps[r], floats * sizeof(float), "buffer", &jobs[r].buffer, &e)) {
       fprintf(stderr, "bench_allreduce: %s\n", e.msg);
       return 1;
@@ -109,7 +110,7 @@ int main(int argc, char **argv) {
   clt_ring_destroy(ring);
   for (int r = 0; r < n; r++) {
     clReleaseMemObject(jobs[r].buffer);
-    clt_replica_destroy(reps[r]);
+    clt_backend_destroy_replica(reps[r]);
   }
   clt_devices_free(&list);
   free(host);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
 #include "gemm.h"
 #include "median.h"
 #include "timing.h"
@@ -312,7 +313,7 @@ int main(int argc, char **argv) {
     clt_devices_free(&list);
     return 1;
   }
-  if (clt_replica_create(&list.devices[0], &r, &e)) {
+  if (clt_backend_create_replica(&list.devices[0], &r, &e)) {
     fprintf(stderr, "bench_gemm: %s\n", e.msg);
     clt_devices_free(&list);
     return 1;
@@ -320,7 +321,7 @@ int main(int argc, char **argv) {
   /* The peak first: the GEMM rates below are read as fractions of it. */
   peak_result peak = {0};
   if (measure_peak(r, repeats, chains, &peak)) {
-    clt_replica_destroy(r);
+    clt_backend_destroy_replica(r);
     clt_devices_free(&list);
     return 1;
   }
@@ -329,7 +330,7 @@ int main(int argc, char **argv) {
          peak.gflops, r->device.name, r->device.compute_units, peak.width, repeats);
   fflush(stdout);
   if (peak_only) {
-    clt_replica_destroy(r);
+    clt_backend_destroy_replica(r);
     clt_devices_free(&list);
     return 0;
   }
@@ -411,7 +412,7 @@ int main(int argc, char **argv) {
   if (!error)
     printf("total %.1f ms, %.1f GFLOP/s overall\n", total_s * 1e3, total_flop / total_s / 1e9);
   free(times);
-  clt_replica_destroy(r);
+  clt_backend_destroy_replica(r);
   clt_devices_free(&list);
   return error ? 1 : failed;
 }

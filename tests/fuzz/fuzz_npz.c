@@ -1,5 +1,6 @@
-/* Fuzz target: the .npz reader and its .npy parser (src/formats/npz.c), through
- * clt_npz_read as checkpoints, --weights files and the tests read archives.
+/* Fuzz target: the .npz reader and its .npy parser (src/formats/npz_read.c and
+ * npz_npy.c), through clt_npz_read as checkpoints, --weights files and the tests
+ * read archives.
  *
  * Input: a mode byte, then bytes. Mode bit 0 clear: the bytes are the .npz file
  * as it is (zip structure, end records, zip64, CRC checks). Bit 0 set: the bytes

@@ -1,4 +1,4 @@
-/* Fuzz target: the photo decoders (datasets/photos.c): JPEG through libjpeg-turbo,
+/* Fuzz target: the photo decoders (datasets/photos_decode.c): JPEG through libjpeg-turbo,
  * PNG through libpng, and the bilinear resize after them, through
  * clt_photos_decode as the loader's threads call it.
  *

@@ -6,11 +6,6 @@
 // takes 8 channels (a float8, scalars for a C % 8 tail) of rows_per_item
 // positions; CLT_GPU 1 (GPUs): a work-item per element, consecutive work-items
 // on consecutive channels (coalesced).
-#ifndef CLT_GPU
-#define CLT_GPU 0
-#endif
-
-#define CH 8
 
 // y[b, oy, ox, c] = x[b, oy - PT, ox - PL, c], or 0 outside x.
 __kernel void pad_forward(__global const float *x, __global float *y, const int B, const int H,

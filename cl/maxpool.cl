@@ -2,15 +2,12 @@
 // (maxpool_pad_*, at the end): zero padding folded in or TensorFlow's 'same',
 // non-square windows and strides. NHWC.
 //
-// CLT_GPU (set per device by the replica): 0 on CPUs, where a work-item takes a
+// CLT_GPU (common.cl): 0 on CPUs, where a work-item takes a
 // position and loops over its channels as vectors (PoCL does not vectorise
 // across work-items); 1 on GPUs, where a work-item takes one (channel,
 // position), consecutive work-items consecutive channels (coalesced): range
 // (C, positions) from clt_launch_rows. Same names, arguments and results (the
 // GPU bodies are the CPU variants' scalar channel loops).
-#ifndef CLT_GPU
-#define CLT_GPU 0
-#endif
 
 // The (channel, position) of a GPU work-item; past the range: return (no
 // barriers in this file).
@@ -147,7 +144,7 @@ __kernel void maxpool_backward_tiled(__global const float *x, __global const flo
 // Overlapping windows (S < P): each input element gathers the gradient of every
 // window whose first maximum it is, so no two work-items write the same float.
 // Range: (C, B*H*W), already a work-item per element along the channels: one
-// body for both flavors (the host groups it with clt_launch_rows on GPUs).
+// body for both variants (the host groups it with clt_launch_rows on GPUs).
 __kernel void maxpool_backward(__global const float *x, __global const float *dy,
                                __global float *dx, const int B, const int H, const int W,
                                const int C, const int P, const int S, const int OH,

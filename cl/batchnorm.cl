@@ -1,12 +1,12 @@
-// BatchNormalization, Add and GlobalAveragePooling2D (ResNet's layers). NHWC.
+// BatchNormalization. NHWC.
 //
 // Batch normalization sees its input as `rows` = B*H*W rows of C contiguous
 // channels. Per-channel sums over rows run in two fixed-order passes, as
-// bias_grad in conv.cl: partial sums over blocks of rows, then a sum over the
+// bias_grad in bias.cl: partial sums over blocks of rows, then a sum over the
 // blocks, so the result does not depend on scheduling and replicas fed the same
 // data agree bit for bit. No atomics anywhere.
 //
-// Two variants of each kernel (CLT_GPU, set per replica, see clt_kernel_flavor):
+// The two variants of each kernel (CLT_GPU, see common.cl):
 // CLT_GPU 0 (CPUs): PoCL does not vectorise across work-items, so each work-item
 //   takes a chunk of 8 channels (dimension 0 of a 2-D range, ceil(C/8) wide) as
 //   a float8; when C is not a multiple of 8 the last chunk is done with scalars.
@@ -17,18 +17,6 @@
 //   element per work-item (clt_launch_rows, clt_launch_elems); sums over rows
 //   run in work-groups of (LC channels, LR row lanes) (clt_launch_blocks): the
 //   lanes stride through the rows and meet in a fixed local-memory tree.
-#ifndef CLT_GPU
-#define CLT_GPU 0
-#endif
-#ifndef CLT_WG
-#define CLT_WG 64
-#endif
-// Columns a CPU work-item takes in the sums over rows: devices/replica.h's
-// CLT_CPU_BLOCK_COLS, with which every program is built.
-#define CG CLT_CPU_BLOCK_COLS
-
-#define CH 8
-
 #if !CLT_GPU
 // The CPU's partial sums over rows: a work-item takes a block of rows times CG
 // channels, reading each row's CG floats in one run and keeping the sums in its
@@ -42,23 +30,6 @@
   if (c0 >= C || r0 >= rows) return;                                    \
   const int n = min(rows - r0, rows_per_block), w = min(CG, C - c0);    \
   __global const float *p = x + (size_t)r0 * C + c0
-#endif
-
-#if CLT_GPU
-// Sum of v over the LR row lanes (dimension 1) of a (LC, LR) work-group, per
-// channel lane, by a fixed tree (LR is a power of two): the same order every
-// run. Every work-item must call it, each sum of a kernel with its own tile.
-static inline float lane_sum(const float v, __local float *tile) {
-  const int lc = get_local_id(0), lr = get_local_id(1), width = get_local_size(0);
-  const int at = lr * width + lc;
-  tile[at] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = get_local_size(1) / 2; s > 0; s >>= 1) {
-    if (lr < s) tile[at] += tile[at + s * width];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return tile[lc];
-}
 #endif
 
 // Per block of rows, the statistics Chan et al.'s pairwise update combines:
@@ -432,119 +403,6 @@ __kernel void bn_dx(__global const float *dy, __global const float *x, __global 
       const float g = relu && !(y[at + c] > 0.0f) ? 0.0f : dy[at + c];
       dx[at + c] = a[c] * (g - b[c] - (x[at + c] - m[c]) * k[c]);
     }
-  }
-#endif
-}
-
-// ---- Add -----------------------------------------------------------------------
-
-// y = x + x2, then ReLU when relu != 0 (clt_launch_elems over n). CPUs: work-item i
-// adds floats [8i, 8i + 8) as a float8, the one past them the n % 8 left; GPUs:
-// work-item i adds float i.
-__kernel void add_forward(__global const float *x, __global const float *x2, __global float *y,
-                          const int n, const int relu) {
-  const int i = get_global_id(0);
-#if CLT_GPU
-  if (i >= n) return;
-  float v = x[i] + x2[i];
-  if (relu && v < 0.0f) v = 0.0f;
-  y[i] = v;
-#else
-  const size_t at = (size_t)i * CH;
-  if (at + CH <= (size_t)n) {
-    float8 v = vload8(i, x) + vload8(i, x2);
-    if (relu) v = select(v, (float8)(0.0f), isless(v, (float8)(0.0f)));
-    vstore8(v, i, y);
-  } else {
-    for (size_t j = at; j < (size_t)n; j++) {
-      float v = x[j] + x2[j];
-      if (relu && v < 0.0f) v = 0.0f;
-      y[j] = v;
-    }
-  }
-#endif
-}
-
-// dx = dx2 = dy, zeroed where the output y is not positive when relu != 0; dx or
-// dx2 may be NULL. Same layout of work as add_forward.
-__kernel void add_backward(__global const float *dy, __global const float *y,
-                           __global float *dx, __global float *dx2, const int n,
-                           const int relu) {
-  const int i = get_global_id(0);
-#if CLT_GPU
-  if (i >= n) return;
-  const float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-  if (dx) dx[i] = g;
-  if (dx2) dx2[i] = g;
-#else
-  const size_t at = (size_t)i * CH;
-  if (at + CH <= (size_t)n) {
-    float8 g = vload8(i, dy);
-    if (relu) g = select((float8)(0.0f), g, isgreater(vload8(i, y), (float8)(0.0f)));
-    if (dx) vstore8(g, i, dx);
-    if (dx2) vstore8(g, i, dx2);
-  } else {
-    for (size_t j = at; j < (size_t)n; j++) {
-      const float g = relu && !(y[j] > 0.0f) ? 0.0f : dy[j];
-      if (dx) dx[j] = g;
-      if (dx2) dx2[j] = g;
-    }
-  }
-#endif
-}
-
-// ---- GlobalAveragePooling2D ----------------------------------------------------
-
-// y[b, c] = (sum over the HW positions of x[b, p, c]) / HW: clt_launch_blocks over
-// (C, B), an image per block. CPUs sum the positions in order; on GPUs the LR lanes
-// of a work-group take every LR-th position and meet in lane_sum.
-__kernel void gap_forward(__global const float *x, __global float *y, const int B, const int HW,
-                          const int C) {
-#if CLT_GPU
-  __local float tile[CLT_WG];
-  const int c = get_global_id(0), b = get_group_id(1);
-  float s = 0.0f;
-  if (c < C && b < B)
-    for (int i = get_local_id(1); i < HW; i += get_local_size(1))
-      s += x[((size_t)b * HW + i) * C + c];
-  s = lane_sum(s, tile);
-  if (c < C && b < B && get_local_id(1) == 0) y[(size_t)b * C + c] = s / (float)HW;
-#else
-  const int c0 = get_global_id(0) * CH;
-  const int b = get_global_id(1);
-  if (c0 >= C || b >= B) return;
-  __global const float *p = x + (size_t)b * HW * C + c0;
-  if (c0 + CH <= C) {
-    float8 s = (float8)(0.0f);
-    for (int i = 0; i < HW; i++) s += vload8(0, p + (size_t)i * C);
-    vstore8(s / (float)HW, 0, y + (size_t)b * C + c0);
-  } else {
-    for (int c = 0; c < C - c0; c++) {
-      float s = 0.0f;
-      for (int i = 0; i < HW; i++) s += p[(size_t)i * C + c];
-      y[(size_t)b * C + c0 + c] = s / (float)HW;
-    }
-  }
-#endif
-}
-
-// dx[b, p, c] = dy[b, c] / HW: clt_launch_rows over (C, B*HW), a row per position.
-__kernel void gap_backward(__global const float *dy, __global float *dx, const int B,
-                           const int HW, const int C) {
-#if CLT_GPU
-  const int c = get_global_id(0), pos = get_global_id(1);
-  if (c >= C || pos >= B * HW) return;
-  dx[(size_t)pos * C + c] = dy[(size_t)(pos / HW) * C + c] / (float)HW;
-#else
-  const int c0 = get_global_id(0) * CH;
-  const int pos = get_global_id(1);
-  if (c0 >= C || pos >= B * HW) return;
-  __global const float *g = dy + (size_t)(pos / HW) * C;
-  __global float *out = dx + (size_t)pos * C;
-  if (c0 + CH <= C) {
-    vstore8(vload8(0, g + c0) / (float)HW, 0, out + c0);
-  } else {
-    for (int c = c0; c < C; c++) out[c] = g[c] / (float)HW;
   }
 #endif
 }

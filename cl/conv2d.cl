@@ -1,23 +1,9 @@
-// Convolution as im2col + GEMM (the GEMM runs in CLBlast). Activations are NHWC
-// and kernels HWIO, so a row of the column matrix, ordered (ky, kx, c), lines up
-// with the flattened Keras kernel [KH*KW*C][CO] and the GEMM output [B*OH*OW][CO]
-// is already the NHWC output.
-//
-// Two variants per kernel (CLT_GPU, set per device by the replica): CPUs (0) get
-// a work-item per row, tap or position looping over channels as vectors (PoCL
-// does not vectorise across work-items); GPUs (1) get a work-item per element
-// with consecutive work-items on consecutive channels, the contiguous NHWC
-// dimension, so loads and stores coalesce. Same names and arguments; the host
-// picks the geometry by r->flavor. No atomics: every sum has a fixed order.
-#ifndef CLT_GPU
-#define CLT_GPU 0
-#endif
-#ifndef CLT_WG
-#define CLT_WG 64
-#endif
-// Columns a CPU work-item takes in the sums over rows: devices/replica.h's
-// CLT_CPU_BLOCK_COLS, with which every program is built.
-#define CG CLT_CPU_BLOCK_COLS
+// Conv2D's kernels: im2col and col2im, around the GEMM of the backend (its
+// convolutions over the image in place need no column matrix), and a first
+// convolution fused with its ReLU and 2x2 max pooling. Activations are NHWC
+// and kernels HWIO, so a row of the column matrix, ordered (ky, kx, c), lines
+// up with the flattened Keras kernel [KH*KW*C][CO] and the GEMM output
+// [B*OH*OW][CO] is already the NHWC output.
 
 // The input position that column row `pos` = ((b*OH + oy)*OW + ox)*KH*KW + ky*KW + kx
 // reads: its offset in x (channel 0) when (iy, ix) is inside the image, else -1.
@@ -70,7 +56,7 @@ __kernel void im2col(__global const float *x, __global float *col, const int B, 
 // The same for few channels (the first layer's C = 1): one work-item per output
 // row (b, oy) writes the OW * KH*KW*C contiguous entries of its positions, so
 // work-items are neither single floats nor single positions (PoCL's cost per
-// work-item dominated at one position each: 1 ms per batch of 64 here).
+// work-item dominates at one position each).
 // Range: B*OH. GPU: range (OW*KH*KW*C, B*OH), a work-item per entry of the
 // output row (C is small, so a row rather than C makes the coalesced dimension).
 __kernel void im2col_rows(__global const float *x, __global float *col, const int B, const int H,
@@ -173,133 +159,14 @@ __kernel void col2im(__global const float *col, __global float *dx, const int B,
 #endif
 }
 
-// y[r, c] += bias[c], then ReLU when relu != 0. Shared by conv and dense layers;
-// bias_offset < 0: no bias (a ReLU alone, for layers with use_bias=False).
-// Range: rows*cols; GPU: (cols, rows) (clt_launch_rows), no 64-bit modulo.
-__kernel void bias_act(__global float *y, __global const float *params, const int bias_offset,
-                       const int rows, const int cols, const int relu) {
-#if CLT_GPU
-  const int c = get_global_id(0), r = get_global_id(1);
-  if (c >= cols || r >= rows) return;
-  const size_t gid = (size_t)r * cols + c;
-#else
-  const size_t gid = get_global_id(0);
-  if (gid >= (size_t)rows * cols) return;
-  const int c = (int)(gid % cols);
-#endif
-  float v = bias_offset < 0 ? y[gid] : y[gid] + params[bias_offset + c];
-  if (relu && v < 0.0f) v = 0.0f; // not fmax: a NaN must propagate to the loss, where it is caught
-  y[gid] = v;
-}
-
-#if CLT_GPU
-// Column sums across the rows of a (LC, LR) work-group (clt_launch_blocks):
-// each item passes its partial sum v, the LR of a column meet in a fixed tree.
-// Every item must call it (barriers); the sum is returned to all. static: a
-// plain C99 inline definition emits no body when not inlined (-cl-opt-disable).
-static inline float column_sum(float v, __local float *tile) {
-  const int lc = get_local_id(0), lr = get_local_id(1), LC = get_local_size(0);
-  tile[lr * LC + lc] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = get_local_size(1) / 2; s > 0; s >>= 1) {
-    if (lr < s) tile[lr * LC + lc] += tile[(lr + s) * LC + lc];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return tile[lc];
-}
-#endif
-
-// Bias gradient in two fixed-order passes (deterministic, and enough work-items
-// to fill a device even when cols is small): partial[blk, c] = sum of dy[r, c]
-// over the rows r of block blk, then grad[c] = sum over blocks. With relu, the
-// layer's ReLU backward is fused in: dy[r, c] = 0 where y[r, c] <= 0, written
-// back, then summed (one pass over dy instead of two). A CPU work-item takes CG
-// columns of a block, 8 at a time as float8 (PoCL does not vectorise across
-// work-items), the last ones scalar when cols is not a multiple of 8.
-// Range (clt_launch_row_blocks): CPU (ceil(cols / CG), nblocks); GPU (cols, nblocks *
-// LR) in groups (LC, LR): a column's LR items take every LR-th row of the block
-// and meet in column_sum.
-__kernel void bias_grad_partial(__global float *dy, __global const float *y, const int relu,
-                                const int rows, const int cols, const int rows_per_block,
-                                __global float *partial, const int partial_offset) {
-#if CLT_GPU
-  __local float tile[CLT_WG];
-  const int c = get_global_id(0), blk = get_group_id(1);
-  const int begin = blk * rows_per_block, end = min(rows, begin + rows_per_block);
-  float sum = 0.0f;
-  if (c < cols) {
-    for (int r = begin + (int)get_local_id(1); r < end; r += (int)get_local_size(1)) {
-      const size_t at = (size_t)r * cols + c;
-      float g = dy[at];
-      if (relu && !(y[at] > 0.0f)) dy[at] = g = 0.0f;
-      sum += g;
-    }
-  }
-  sum = column_sum(sum, tile); // all items, also those past cols: barriers
-  if (get_local_id(1) == 0 && c < cols) partial[partial_offset + (size_t)blk * cols + c] = sum;
-#else
-  // CG columns of a block's rows, a row's CG floats in one run, the sums kept
-  // in the item's slice of partial, as cl/norm.cl's partial sums. Each
-  // column's sum runs over the block's rows in order from 0.
-  const int c0 = get_global_id(0) * CG, blk = get_global_id(1);
-  const int begin = blk * rows_per_block;
-  if (c0 >= cols || begin >= rows) return;
-  const int n = min(rows - begin, rows_per_block), w = min(CG, cols - c0);
-  __global float *out = partial + partial_offset + (size_t)blk * cols + c0;
-  __global float *g = dy + (size_t)begin * cols + c0;
-  __global const float *py = y + (size_t)begin * cols + c0;
-  for (int c = 0; c < w; c++) out[c] = 0.0f;
-  for (int r = 0; r < n; r++, g += cols, py += cols) {
-    int c = 0;
-    for (; c + 8 <= w; c += 8) {
-      float8 v = vload8(0, g + c);
-      if (relu) {
-        v = select(v, (float8)(0.0f), isgreater(vload8(0, py + c), (float8)(0.0f)) == 0);
-        vstore8(v, 0, g + c);
-      }
-      vstore8(vload8(0, out + c) + v, 0, out + c);
-    }
-    for (; c < w; c++) {
-      if (relu && !(py[c] > 0.0f)) g[c] = 0.0f;
-      out[c] += g[c];
-    }
-  }
-#endif
-}
-
-// grads[offset + c] = sum of partial[blk, c] over the blocks. CPU: range cols, a
-// work-item per column adds the blocks in order. GPU: the column sums of one
-// block of nblocks rows (clt_launch_blocks with one block), as above.
-__kernel void bias_grad_final(__global const float *partial, const int partial_offset,
-                              const int nblocks, const int cols, __global float *grads,
-                              const int offset) {
-#if CLT_GPU
-  __local float tile[CLT_WG];
-  const int c = get_global_id(0);
-  float sum = 0.0f;
-  if (c < cols) {
-    for (int blk = (int)get_local_id(1); blk < nblocks; blk += (int)get_local_size(1))
-      sum += partial[partial_offset + (size_t)blk * cols + c];
-  }
-  sum = column_sum(sum, tile);
-  if (get_local_id(1) == 0 && c < cols) grads[offset + c] = sum;
-#else
-  const int c = get_global_id(0);
-  if (c >= cols) return;
-  float sum = 0.0f;
-  for (int blk = 0; blk < nblocks; blk++) sum += partial[partial_offset + blk * cols + c];
-  grads[offset + c] = sum;
-#endif
-}
-
 // ---- Conv2D + ReLU + 2x2 max pooling as one pass (src/layers/conv2d.c) ----
 // For a first layer of few taps (K = KH*KW*C, stride 1, no padding, CO a
 // multiple of 16) followed by MaxPooling2D(2,s2): the convolution's output, 4x
 // the pooled one, is never stored; its gradient pass recomputes it. A pooled
 // position's window reads a (KH+1) x (KW+1) patch of x; CO runs in blocks of
 // 16 channels as float16, the weights [K][CO] (HWIO) a row per tap. The same
-// body in both variants: the layer runs these on CPU replicas only (the GPU
-// flavor keeps im2col + GEMM), the tests on both. float16 values move through
+// body in both variants: the plan fuses the pair where the backend says so
+// (the cpu backend; the gpu backend keeps im2col + GEMM), the tests run both. float16 values move through
 // float16 pointers, so w_off and b_off must be multiples of 16 (the model
 // aligns parameters to 32 floats): vload16 would draw clang's ABI warning on
 // hosts without AVX-512 (see cl/gemm.cl), and a float16 built from two float8
@@ -383,8 +250,8 @@ __kernel void conv_pool_forward(__global const float *x, __global const float *p
 // conv_pool_forward for 3x3 taps over one channel (KH, KW, C ignored): the
 // Fashion-MNIST CNN's first layer, its tap loops unrolled. A kernel of its own
 // rather than a branch of the one above: PoCL compiles a kernel at its first
-// launch, and the two bodies in one kernel took 0.28 s where this one alone
-// takes 0.11 (a run's start, empty kernel cache).
+// launch, and the two bodies in one kernel compile more than twice as long
+// as this one alone (a run's start, empty kernel cache).
 __kernel void conv_pool_forward_3x3c1(__global const float *x, __global const float *params,
                                       const int w_off, const int b_off, __global float *y,
                                       const int B, const int H, const int W, const int C,

@@ -1,15 +1,9 @@
-#include "gemm.h"
-
+/* The cpu backend's GEMM and convolutions: cl/gemm.cl's explicitly vectorised
+ * kernels, tiled for the device's vector registers, for every shape, and
+ * convolutions as GEMMs over the image in place (no im2col matrix). */
 #include <stdio.h>
-#include <clblast_c.h>
 
-static CLBlastTranspose tr(int t) { return t ? CLBlastTransposeYes : CLBlastTransposeNo; }
-
-/* CPU devices run cl/gemm.cl: CLBlast's default kernels reach 10-22 GFLOP/s on
- * PoCL, explicit float16 ones several times that, and CLBlast's programs took
- * most of a first run's 16 s of kernel builds. GPUs keep CLBlast's tuned
- * kernels. */
-static int use_own(const clt_replica *r) { return r->flavor == CLT_KERNELS_CPU; }
+#include "cpu.h"
 
 /* Kernels whose code does not depend on the tile options come from one build of
  * gemm.cl, so PoCL compiles each of them once rather than once per variant. */
@@ -36,30 +30,25 @@ static int largest_divisor(size_t blocks, int limit) {
 }
 
 /* Register tiles follow the device's vector registers (one float16 is one
- * AVX-512 register, two AVX2 ones):
+ * AVX-512 register, two AVX2 ones); docs/performance.md has the measurements
+ * behind each choice:
  * - 32 registers (native float width 16): TM=6, NB=4, 24 accumulators with the
- *   B vectors and the broadcast 29 of 32. Measured on PoCL with AVX-512
- *   (tests/bench/bench_gemm, the CNN's and ResNet50's shapes) against 8x2, 8x3,
- *   10x2, 12x2, 14x2, 5x5 and 4x4-6. N/16 with no divisor up to 4 (N=80, 2000:
- *   5 blocks) takes NB=5 with TM=4.
+ *   B vectors and the broadcast 29 of 32, the best of the tiles tried on the
+ *   CNN's and ResNet50's shapes (tests/bench/bench_gemm). N/16 with no divisor
+ *   up to 4 (N=80, 2000: 5 blocks) takes NB=5 with TM=4.
  * - 16 registers (width 8: AVX2): TM=6, NB=1, 12 accumulators, 2 for B and the
  *   broadcast (the 6x16 block of BLIS's Haswell kernel); AVX-512's 6x4 would
  *   need 48 registers and spill every accumulator.
  * Forward and input-gradient products (rows of A along K) take RB=12
  * sub-blocks (72 rows) over KC=384: B's chunk (96 KiB at NB=4) is read from
- * memory once and from L2 by the other eleven. RB=2, KC=256 left long sums
- * reading B from memory every 12 rows: ResNet50's 3x3 products (K=2304, 4608)
- * ran at 150-180 GFLOP/s, with RB=12 at 230-280 (bench_gemm, best of 9, 2
- * AVX-512 cores); RB=16 left too few row blocks for 2 cores, longer chunks
- * gained nothing. Weight gradients (A^T: M and N small, K the batch's
- * positions) re-read B once per row block, so a work-item takes up to 144
- * rows in 64-long K chunks (B's chunk stays in L1 for all of them; 32, 128 and
- * 256 were no faster) and K is split for parallelism; and up to 128 columns,
- * cb blocks of 16*NB, each sub-block's X values copied once and used by all of
- * them. ResNet50's weight gradients at 96 px (epoch kernel sums, alternating
- * runs, 2 cores): AVX2 code 650 -> 420 ms with 128 columns (64: 450, 256:
- * same as 128); AVX-512 within the noise. One block (cb 1) keeps the in-place
- * kernel (own_kernel). */
+ * memory once and from L2 by the other eleven, where fewer sub-blocks re-read
+ * it from memory for long sums; more left too few row blocks for 2 cores.
+ * Weight gradients (A^T: M and N small, K the batch's positions) re-read B once
+ * per row block, so a work-item takes up to 144 rows in 64-long K chunks (B's
+ * chunk stays in L1 for all of them) and K is split for parallelism; and up to
+ * 128 columns, cb blocks of 16*NB, each sub-block's X values copied once and
+ * used by all of them (AVX2's narrow tiles gain most). One block (cb 1) keeps
+ * the in-place kernel (own_kernel). */
 static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
   own_tiles t = {.tm = 6, .nb = 1, .rb = 12, .cb = 1, .kc = FWD_KC, .splits = 1};
   const size_t blocks = s->n / 16;
@@ -111,13 +100,6 @@ static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
   return t;
 }
 
-/* PACK_B (gemm16): a chunk of B one block wide (AVX2's tiles: 384 x 16 floats,
- * 24 KiB) is copied into a private array that then stays in L1 for all the
- * sub-blocks; read in place, its rows, 2-8 KiB apart, fell into two of L1's
- * 64 sets. AVX2 code, ResNet50 at 96 px, epoch kernel sums in alternating
- * runs: forward and input-gradient products 840 -> 790 ms (the 144 x 512 x
- * 4608 convolution 118 -> 151 GFLOP/s). Four blocks wide (AVX-512, 96 KiB)
- * the chunk lives in L2 either way, and the copy made them 10% slower. */
 /* Whether some window reaches outside the image (the kernels then check taps). */
 static int conv_padded(const clt_conv_geom *g) {
   return g->pad_top > 0 || g->pad_left > 0 || (g->oh - 1) * g->stride - g->pad_top + g->kh > g->h ||
@@ -127,7 +109,11 @@ static int conv_padded(const clt_conv_geom *g) {
 /* The program of shape s's tiled kernel over geometry g (NULL: a plain
  * matrix). gemm16 takes padding as an argument, so its products share the
  * unpadded program: a program and a kernel variant fewer to compile at the
- * start of a run with a padded convolution (cl/gemm.cl). */
+ * start of a run with a padded convolution (cl/gemm.cl). PACK_B: a chunk of B
+ * one block wide (AVX2's tiles: 384 x 16 floats, 24 KiB) is copied into a
+ * private array that then stays in L1 for all the sub-blocks (read in place,
+ * rows 2-8 KiB apart fall into two of L1's 64 sets); four blocks wide
+ * (AVX-512, 96 KiB) the chunk lives in L2 either way and the copy costs. */
 static void own_options(const own_tiles *t, const clt_gemm_shape *s, const clt_conv_geom *g,
                         char *buf, size_t size) {
   const int padded = s->trans_a && g && conv_padded(g);
@@ -141,8 +127,12 @@ static int sum_splits(clt_replica *r, int splits, int count, cl_mem c, size_t c_
   int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &sum, e);
   if (status) return status;
   int off = (int)c_off;
-  clt_karg args[] = {CLT_ARG(r->gemm_temp), CLT_ARG(splits), CLT_ARG(count),
-                     CLT_ARG(count),        CLT_ARG(c),      CLT_ARG(off)};
+  clt_karg args[] = {CLT_ARG(cpu_state(r)->temp),
+                     CLT_ARG(splits),
+                     CLT_ARG(count),
+                     CLT_ARG(count),
+                     CLT_ARG(c),
+                     CLT_ARG(off)};
   return clt_launch1d(r, sum, "gemm split-K sum", args, 6, (size_t)count, e);
 }
 
@@ -160,7 +150,7 @@ static clt_conv_geom plain_geom(size_t rows, size_t cols) {
       CLT_ARG((g)->ow)
 
 /* One work-item per group: its float16 code is the vector code; PoCL gains
- * nothing from grouping, large groups measured slower, and one group size means
+ * nothing from grouping, larger groups are slower, and one group size means
  * one compile of each kernel. */
 static int launch_blocks(clt_replica *r, cl_kernel k, const char *name, const clt_karg *args,
                          int nargs, const clt_gemm_shape *s, const own_tiles *t, int splits,
@@ -198,8 +188,8 @@ static const char *conv_label(const clt_conv_geom *g) {
  * buffer (`any`): the kernels do not read it. */
 static int pad_zeros(const clt_replica *r, const clt_conv_geom *g, cl_mem any, cl_mem *out,
                      clt_err *e) {
-  *out = conv_padded(g) ? r->gemm_zeros : any;
-  if (conv_padded(g) && (!*out || r->gemm_zeros_floats < (size_t)g->c))
+  *out = conv_padded(g) ? cpu_state(r)->zeros : any;
+  if (conv_padded(g) && (!*out || cpu_state(r)->zeros_floats < (size_t)g->c))
     return clt_fail(e, CLT_ERR_INTERNAL, "padded convolution over %d channels not reserved", g->c);
   return CLT_OK;
 }
@@ -239,10 +229,11 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
   int splits = t.splits;
   /* The scratch was sized at the largest batch, where this shape may not have
    * split (more rows, more blocks): never split past what it holds. */
-  while (splits > 1 && (size_t)splits * s->m * s->n * sizeof(float) > r->gemm_temp_bytes) splits--;
+  while (splits > 1 && (size_t)splits * s->m * s->n * sizeof(float) > cpu_state(r)->temp_bytes)
+    splits--;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, ldc = (int)s->ldc;
   int k_split = (kk + splits - 1) / splits, c_split = m * n, out_off = splits > 1 ? 0 : c_off;
-  cl_mem out = splits > 1 ? r->gemm_temp : c; /* partial products, summed below */
+  cl_mem out = splits > 1 ? cpu_state(r)->temp : c; /* partial products, summed below */
   cl_mem zeros;
   if ((status = pad_zeros(r, g, c, &zeros, e))) return status;
   clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),       CLT_ARG(kk),      GEOM_ARGS(x, x_off, g),
@@ -279,9 +270,8 @@ static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, c
 /* The row length of a transposed B operand in the scratch: N plus a cache line
  * when N floats are a multiple of 512 bytes. Rows 1-8 KiB apart fall into a
  * few cache sets (4 KiB aliasing), and the K chunk of B that gemm16 reuses from
- * cache for each of its row sub-blocks then no longer fits: ResNet50's
- * products with N = 1024 or 2048 ran at 130-170 GFLOP/s against 300 for the
- * others. */
+ * cache for each of its row sub-blocks would not fit (ResNet50's products with
+ * N = 1024 or 2048). */
 static size_t transposed_ld(size_t n) { return n % 128 == 0 ? n + 16 : n; }
 
 /* The transpose kernel (cl/gemm.cl) into the GEMM scratch: `count` blocks, block
@@ -292,14 +282,14 @@ static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off,
                      int N, int ldd, int count, int src_step, int dst_step, clt_err *e) {
   /* The last block's last row ends the written range (dst_step >= 0). */
   const size_t end = (size_t)(count - 1) * (size_t)dst_step + (size_t)(K - 1) * ldd + (size_t)N;
-  if (end * sizeof(float) > r->gemm_temp_bytes || !r->gemm_temp)
+  if (end * sizeof(float) > cpu_state(r)->temp_bytes || !cpu_state(r)->temp)
     return clt_fail(e, CLT_ERR_INTERNAL, "%s: %zu floats, scratch of %zu not reserved", label, end,
-                    r->gemm_temp_bytes / sizeof(float));
+                    cpu_state(r)->temp_bytes / sizeof(float));
   cl_kernel t;
   int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &t, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(src), CLT_ARG(src_off),  CLT_ARG(ld),
-                     CLT_ARG(K),   CLT_ARG(N),        CLT_ARG(r->gemm_temp),
+                     CLT_ARG(K),   CLT_ARG(N),        CLT_ARG(cpu_state(r)->temp),
                      CLT_ARG(ldd), CLT_ARG(src_step), CLT_ARG(dst_step)};
   size_t global[3] = {((size_t)K + 15) / 16, ((size_t)N + 15) / 16, (size_t)count};
   size_t local[3] = {1, 1, 1};
@@ -310,9 +300,9 @@ static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off,
  * as A^T laid out as rows (the transpose kernel, into the scratch) times B: the
  * transpose moves M*K floats against the product's 2*M*N*K flops, and the
  * product is the forward kernel, which the layer compiles anyway, where the
- * A^T kernels would be one variant more to compile at a run's start (0.5 s on
- * PoCL). The weight gradients of convolutions (K: every output position of the
- * batch; A never written out) keep the A^T kernels. */
+ * A^T kernels would be one variant more to compile at a run's start. The weight gradients of
+ * convolutions (K: every output position of the batch; A never written out) keep the A^T kernels.
+ */
 static int at_via_transpose(const clt_gemm_shape *s) {
   return s->trans_a && !s->trans_b && s->k <= 512 && s->n >= 16;
 }
@@ -321,7 +311,7 @@ static int at_via_transpose(const clt_gemm_shape *s) {
  * longer K (a larger batch than this slice's: a smaller last batch), the
  * scratch may not hold A^T and the A^T kernels, reserved then, take it. */
 static int run_via_transpose(const clt_replica *r, const clt_gemm_shape *s) {
-  return at_via_transpose(s) && s->m * s->k * sizeof(float) <= r->gemm_temp_bytes;
+  return at_via_transpose(s) && s->m * s->k * sizeof(float) <= cpu_state(r)->temp_bytes;
 }
 
 /* bias_offset < 0: no bias. accumulate: C += op(A) op(B) (beta 1; not with trans_a). */
@@ -340,7 +330,7 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     const int ldt = (int)transposed_ld(s->n);
     if ((status = transpose(r, "gemm transpose", b, bo, ldb, kk, n, ldt, 1, 0, 0, e)))
       return status;
-    b = r->gemm_temp;
+    b = cpu_state(r)->temp;
     bo = 0;
     ldb = ldt;
   }
@@ -359,7 +349,7 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
     blocks.trans_a = 0;
     blocks.lda = s->k;
     const clt_conv_geom g = plain_geom(s->m, s->k);
-    return run_gemm16(r, &blocks, &g, r->gemm_temp, 0, b, bo, ldb, c, co, NULL, -1, 0, 0, e);
+    return run_gemm16(r, &blocks, &g, cpu_state(r)->temp, 0, b, bo, ldb, c, co, NULL, -1, 0, 0, e);
   }
   if (s->trans_a) {
     const clt_conv_geom g = plain_geom(s->k, s->m);
@@ -371,116 +361,64 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
 
 /* Grows the scratch buffer to at least `bytes`. */
 static int grow_temp(clt_replica *r, size_t bytes, clt_err *e) {
-  if (bytes <= r->gemm_temp_bytes) return CLT_OK;
-  if (r->gemm_temp) {
-    clReleaseMemObject(r->gemm_temp);
-    r->allocated_bytes -= r->gemm_temp_bytes;
-    r->gemm_temp = NULL;
-    r->gemm_temp_bytes = 0;
+  if (bytes <= cpu_state(r)->temp_bytes) return CLT_OK;
+  if (cpu_state(r)->temp) {
+    clReleaseMemObject(cpu_state(r)->temp);
+    r->allocated_bytes -= cpu_state(r)->temp_bytes;
+    cpu_state(r)->temp = NULL;
+    cpu_state(r)->temp_bytes = 0;
   }
-  int status = clt_replica_alloc(r, bytes, "GEMM scratch", &r->gemm_temp, e);
-  if (status == CLT_OK) r->gemm_temp_bytes = bytes;
+  int status = clt_replica_alloc(r, bytes, "GEMM scratch", &cpu_state(r)->temp, e);
+  if (status == CLT_OK) cpu_state(r)->temp_bytes = bytes;
   return status;
 }
 
-int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
+int clt_cpu_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
   if (s->m == 0 || s->n == 0 || s->k == 0) return CLT_OK;
-  if (use_own(r)) {
-    clt_gemm_shape blocks = *s;
-    blocks.n -= s->n % 16;
-    const int via = at_via_transpose(s);
-    if (via) {
-      blocks.trans_a = 0;
-      blocks.lda = s->k;
-    }
-    const own_tiles tiles = own_tiling(r, &blocks);
-    char options[64];
-    cl_kernel k;
-    own_options(&tiles, &blocks, NULL, options, sizeof options);
-    int status = CLT_OK;
-    if (blocks.n)
-      status = clt_replica_kernel(r, "gemm.cl", options, own_kernel(&blocks, &tiles), &k, e);
-    if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
-    if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
-    if (!status && s->trans_b) status = grow_temp(r, s->k * transposed_ld(s->n) * sizeof(float), e);
-    if (!status && via) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
-    if (!status && via) status = grow_temp(r, s->m * s->k * sizeof(float), e);
-    if (!status && blocks.n && tiles.splits > 1) {
-      status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
-      if (!status) status = grow_temp(r, (size_t)tiles.splits * s->m * s->n * sizeof(float), e);
-    }
-    return status;
+  clt_gemm_shape blocks = *s;
+  blocks.n -= s->n % 16;
+  const int via = at_via_transpose(s);
+  if (via) {
+    blocks.trans_a = 0;
+    blocks.lda = s->k;
   }
-  size_t bytes = 0;
-  CLBlastStatusCode rc = CLBlastSGemmTempBufferSize(CLBlastLayoutRowMajor, tr(s->trans_a),
-                                                    tr(s->trans_b), s->m, s->n, s->k, 0, s->lda, 0,
-                                                    s->ldb, 0, s->ldc, &r->queue, &bytes);
-  if (rc != CLBlastSuccess) {
-    return clt_fail(e, rc, "device %d (%s): CLBlast GEMM %zux%zux%zu: %s", r->device.index,
-                    r->device.name, s->m, s->n, s->k, clt_status_name(rc));
-  }
-  return grow_temp(r, bytes, e);
-}
-
-int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off, cl_mem b,
-             size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e) {
-  if (s->m == 0 || s->n == 0) return CLT_OK;
-  if (s->k == 0) return clt_fail(e, CLT_ERR_INTERNAL, "GEMM with k = 0");
-  /* cltrain's kernels take C = op(A) op(B), or C += op(A) op(B) without A^T (an
-   * input gradient added into one that exists: see clt_layer_io.dx_accumulate). */
-  if (alpha == 1.0f && (beta == 0.0f || (beta == 1.0f && !s->trans_a)) && use_own(r)) {
-    return own_gemm(r, s, a, a_off, b, b_off, c, c_off, NULL, -1, 0, beta == 1.0f, e);
-  }
-  CLBlastStatusCode rc;
-  if (r->gemm_temp) {
-    rc = CLBlastSgemmWithTempBuffer(CLBlastLayoutRowMajor, tr(s->trans_a), tr(s->trans_b), s->m,
-                                    s->n, s->k, alpha, a, a_off, s->lda, b, b_off, s->ldb, beta, c,
-                                    c_off, s->ldc, &r->queue, clt_replica_profile_event(r),
-                                    r->gemm_temp);
-  } else {
-    /* Shapes whose kernels need no scratch (CLBlast's direct path). */
-    rc = CLBlastSgemm(CLBlastLayoutRowMajor, tr(s->trans_a), tr(s->trans_b), s->m, s->n, s->k,
-                      alpha, a, a_off, s->lda, b, b_off, s->ldb, beta, c, c_off, s->ldc, &r->queue,
-                      clt_replica_profile_event(r));
-  }
-  if (rc == CLBlastSuccess && r->profile) {
-    char name[48];
-    snprintf(name, sizeof name, "gemm %zux%zux%zu%s%s", s->m, s->n, s->k, s->trans_a ? " At" : "",
-             s->trans_b ? " Bt" : "");
-    clt_replica_profile_commit(r, name);
-  }
-  if (rc != CLBlastSuccess) {
-    return clt_fail(e, rc, "device %d (%s): CLBlast GEMM %zux%zux%zu%s%s: %s", r->device.index,
-                    r->device.name, s->m, s->n, s->k, s->trans_a ? " A^T" : "",
-                    s->trans_b ? " B^T" : "", clt_status_name(rc));
-  }
-  return CLT_OK;
-}
-
-int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
-                      size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
-                      int relu, clt_err *e) {
-  if (s->m == 0 || s->n == 0) return CLT_OK;
-  if (use_own(r))
-    return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, 0, e);
-  int status = clt_gemm(r, s, 1.0f, a, a_off, b, b_off, 0.0f, c, c_off, e);
-  if (status) return status;
+  const own_tiles tiles = own_tiling(r, &blocks);
+  char options[64];
   cl_kernel k;
-  if ((status = clt_replica_kernel(r, "conv.cl", "", "bias_act", &k, e))) return status;
-  /* bias_act works on C from its start: the layers' outputs begin at offset 0. */
-  if (c_off != 0 || s->ldc != s->n) return clt_fail(e, CLT_ERR_INTERNAL, "bias_act on a strided C");
-  int off = (int)bias_offset, rows = (int)s->m, cols = (int)s->n;
-  clt_karg args[] = {CLT_ARG(c),    CLT_ARG(bias), CLT_ARG(off),
-                     CLT_ARG(rows), CLT_ARG(cols), CLT_ARG(relu)};
-  /* CPU: a work-item per float; GPU: (n, m), the row from the range (no modulo). */
-  if (r->flavor == CLT_KERNELS_GPU)
-    return clt_launch_rows(r, k, "bias_act", args, 6, s->n, s->m, 1, e);
-  return clt_launch1d(r, k, "bias_act", args, 6, s->m * s->n, e);
+  own_options(&tiles, &blocks, NULL, options, sizeof options);
+  int status = CLT_OK;
+  if (blocks.n)
+    status = clt_replica_kernel(r, "gemm.cl", options, own_kernel(&blocks, &tiles), &k, e);
+  if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
+  if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
+  if (!status && s->trans_b) status = grow_temp(r, s->k * transposed_ld(s->n) * sizeof(float), e);
+  if (!status && via) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
+  if (!status && via) status = grow_temp(r, s->m * s->k * sizeof(float), e);
+  if (!status && blocks.n && tiles.splits > 1) {
+    status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
+    if (!status) status = grow_temp(r, (size_t)tiles.splits * s->m * s->n * sizeof(float), e);
+  }
+  return status;
+}
+
+int clt_cpu_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off,
+                 cl_mem b, size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e) {
+  /* The kernels take C = op(A) op(B), or C += op(A) op(B) without A^T (an
+   * input gradient added into one that exists: see clt_layer_io.dx_accumulate). */
+  if (alpha != 1.0f || !(beta == 0.0f || (beta == 1.0f && !s->trans_a))) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "GEMM %zux%zux%zu with alpha %g, beta %g%s", s->m, s->n,
+                    s->k, (double)alpha, (double)beta, s->trans_a ? " and A^T" : "");
+  }
+  return own_gemm(r, s, a, a_off, b, b_off, c, c_off, NULL, -1, 0, beta == 1.0f, e);
+}
+
+int clt_cpu_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
+                          size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
+                          int relu, clt_err *e) {
+  return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, 0, e);
 }
 
 /* ---- Convolutions over the image in place (cl/gemm.cl's im2col geometry) ---- */
-
-int clt_conv_implicit(const clt_replica *r) { return use_own(r); }
 
 /* The products' shapes (as im2col's matrices would have them). */
 static clt_gemm_shape conv_fwd_shape(const clt_conv_geom *g, int filters) {
@@ -506,17 +444,17 @@ static int conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, int
   cl_kernel k;
   own_options(&tf, &fwd, g, options, sizeof options);
   int status = clt_replica_kernel(r, "gemm.cl", options, "gemm16", &k, e);
-  if (!status && conv_padded(g) && r->gemm_zeros_floats < (size_t)g->c) {
+  if (!status && conv_padded(g) && cpu_state(r)->zeros_floats < (size_t)g->c) {
     /* Grown to the widest padded input; clt_replica_alloc zeroes it. */
-    if (r->gemm_zeros) {
-      clReleaseMemObject(r->gemm_zeros);
-      r->allocated_bytes -= r->gemm_zeros_floats * sizeof(float);
-      r->gemm_zeros = NULL;
-      r->gemm_zeros_floats = 0;
+    if (cpu_state(r)->zeros) {
+      clReleaseMemObject(cpu_state(r)->zeros);
+      r->allocated_bytes -= cpu_state(r)->zeros_floats * sizeof(float);
+      cpu_state(r)->zeros = NULL;
+      cpu_state(r)->zeros_floats = 0;
     }
     status = clt_replica_alloc(r, (size_t)g->c * sizeof(float), "convolution padding zeros",
-                               &r->gemm_zeros, e);
-    if (!status) r->gemm_zeros_floats = (size_t)g->c;
+                               &cpu_state(r)->zeros, e);
+    if (!status) cpu_state(r)->zeros_floats = (size_t)g->c;
   }
   if (!weight_grad) return status;
   own_options(&tw, &dw, g, options, sizeof options);
@@ -528,12 +466,12 @@ static int conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, int
   return status;
 }
 
-int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
+int clt_cpu_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
   return conv_reserve(r, g, filters, 1, e);
 }
 
-int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem w,
-                     size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu, clt_err *e) {
+int clt_cpu_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem w,
+                         size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu, clt_err *e) {
   const clt_gemm_shape s = conv_fwd_shape(g, filters);
   if (s.m == 0) return CLT_OK;
   return run_gemm16(r, &s, g, x, 0, w, (int)w_off, filters, y, 0, bias, (int)bias_off, relu, 0, e);
@@ -546,9 +484,14 @@ int clt_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem
  * that way it needs no column matrix (B*OH*OW x KH*KW*C floats written, then
  * gathered by col2im): ResNet50's 3x3 input gradients at 224 px wrote 9 times
  * their output. */
-int clt_conv_dx_implicit(const clt_replica *r, const clt_conv_geom *g) {
-  return use_own(r) && g->stride == 1 && g->c % 16 == 0 && (g->kh > 1 || g->kw > 1) &&
-         g->pad_top <= g->kh - 1 && g->pad_left <= g->kw - 1;
+clt_conv_algos clt_cpu_conv_algos(const clt_replica *r, const clt_conv_geom *g, int filters) {
+  (void)r;
+  clt_conv_algos a = {0, 0, 0};
+  /* Filters in float16 blocks: the tail columns would need an im2col matrix. */
+  a.forward = a.weight_grad = filters % 16 == 0;
+  a.input_grad = a.forward && g->stride == 1 && g->c % 16 == 0 && (g->kh > 1 || g->kw > 1) &&
+                 g->pad_top <= g->kh - 1 && g->pad_left <= g->kw - 1;
+  return a;
 }
 
 static clt_conv_geom dx_geom(const clt_conv_geom *g, int filters) {
@@ -565,7 +508,7 @@ static clt_conv_geom dx_geom(const clt_conv_geom *g, int filters) {
                          g->w};
 }
 
-int clt_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
+int clt_cpu_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e) {
   const clt_conv_geom d = dx_geom(g, filters);
   cl_kernel k;
   int status = conv_reserve(r, &d, g->c, 0, e);
@@ -575,12 +518,12 @@ int clt_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt
   return status;
 }
 
-int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, cl_mem w,
-                size_t w_off, cl_mem dx, clt_err *e) {
+int clt_cpu_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, cl_mem w,
+                    size_t w_off, cl_mem dx, clt_err *e) {
   const clt_conv_geom d = dx_geom(g, filters);
   const clt_gemm_shape s = conv_fwd_shape(&d, g->c);
   if (s.m == 0) return CLT_OK;
-  if (s.k * s.n * sizeof(float) > r->gemm_temp_bytes)
+  if (s.k * s.n * sizeof(float) > cpu_state(r)->temp_bytes)
     return clt_fail(e, CLT_ERR_INTERNAL, "flipped kernel of %zu floats not reserved", s.k * s.n);
   /* Tap T-1-z's C x filters block, transposed, to tap z: rows of filters
    * floats (ld, K) become rows of C floats (N, ldd). */
@@ -588,11 +531,11 @@ int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, 
   int status = transpose(r, "conv kernel flip", w, (int)w_off + (taps - 1) * block, filters,
                          filters, g->c, g->c, taps, -block, block, e);
   if (status) return status;
-  return run_gemm16(r, &s, &d, dy, 0, r->gemm_temp, 0, g->c, dx, 0, NULL, -1, 0, 0, e);
+  return run_gemm16(r, &s, &d, dy, 0, cpu_state(r)->temp, 0, g->c, dx, 0, NULL, -1, 0, 0, e);
 }
 
-int clt_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy, cl_mem dw,
-                size_t dw_off, clt_err *e) {
+int clt_cpu_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy,
+                    cl_mem dw, size_t dw_off, clt_err *e) {
   const clt_gemm_shape s = conv_dw_shape(g, filters);
   if (s.k == 0)
     return clt_replica_fill(r, dw, dw_off, s.m * s.n, 0.0f, "an empty kernel gradient", e);

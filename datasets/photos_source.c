@@ -1,0 +1,159 @@
+/* The photo folders' batch source: a loader decodes whole global batches ahead;
+ * each replica uploads its slice into a staging buffer and converts it on the device. */
+
+#include <stdlib.h>
+
+#include "photos_impl.h"
+
+/* Decoded photos kept in host memory across passes (later epochs decode nothing
+ * when the set fits), and how many global batches are decoded ahead. */
+#define SOURCE_CACHE_BYTES ((size_t)2 << 30)
+#define SOURCE_BATCHES_AHEAD 3
+
+typedef struct photo_replica {
+  clt_replica *replica;
+  cl_mem staging; /* the largest slice, uint8 */
+  cl_kernel convert;
+} photo_replica;
+
+typedef struct photos_source {
+  clt_photos *p;
+  int count;
+  const char **names; /* classes pointers into p */
+  clt_loader *loader;
+  photo_replica *reps;
+  int n;
+  int global;
+  int mode; /* clt_preprocess, as the kernel takes it */
+} photos_source;
+
+/* Names each decoder's track; the decoders then record every image. */
+static void photos_trace(void *ctx, clt_trace *trace) {
+  photos_source *s = ctx;
+  if (s->loader) clt_loader_trace(s->loader, trace);
+}
+
+static void photos_detach(void *ctx) {
+  photos_source *s = ctx;
+  clt_loader_destroy(s->loader);
+  s->loader = NULL;
+  for (int r = 0; r < s->n; r++) {
+    if (s->reps[r].staging) clReleaseMemObject(s->reps[r].staging);
+  }
+  free(s->reps);
+  s->reps = NULL;
+  s->n = 0;
+}
+
+static int photos_attach(void *ctx, clt_replica *const *replicas, int n, int global_batch,
+                         const int *max_slice, clt_preprocess pre, clt_err *e) {
+  photos_source *s = ctx;
+  const size_t image_bytes = (size_t)s->p->image_size * s->p->image_size * 3;
+  int status = clt_loader_create(s->p, n, global_batch, SOURCE_BATCHES_AHEAD, 0, SOURCE_CACHE_BYTES,
+                                 &s->loader, e);
+  if (status) return status;
+  s->reps = calloc((size_t)n, sizeof *s->reps);
+  if (!s->reps) {
+    photos_detach(s);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory attaching photos");
+  }
+  s->n = n;
+  s->global = global_batch;
+  s->mode = (int)pre;
+  for (int r = 0; r < n && !status; r++) {
+    photo_replica *pr = &s->reps[r];
+    pr->replica = replicas[r];
+    const size_t bytes = max_slice[r] ? (size_t)max_slice[r] * image_bytes : 1;
+    status = clt_replica_alloc(pr->replica, bytes, "input staging", &pr->staging, e);
+    if (!status)
+      status = clt_replica_kernel(pr->replica, "data.cl", "", "convert_batch", &pr->convert, e);
+  }
+  if (status) photos_detach(s);
+  return status;
+}
+
+static int photos_begin(void *ctx, const int *order, clt_err *e) {
+  photos_source *s = ctx;
+  return clt_loader_start(s->loader, order, s->count, s->global, e);
+}
+
+/* Uploads images [first, first + len) of the decoded batch and converts them. The
+ * copies are complete when this returns, so the batch may be put. */
+static int upload_slice(photos_source *s, photo_replica *pr, const clt_photo_batch *b, int first,
+                        int len, cl_mem x, cl_mem y, clt_err *e) {
+  if (len == 0) return CLT_OK;
+  clt_replica_scope(pr->replica, "input", "batch");
+  const size_t image_bytes = (size_t)s->p->image_size * s->p->image_size * 3;
+  const size_t bytes = (size_t)len * image_bytes;
+  int status = clt_source_upload(pr->replica, pr->staging, b->pixels + first * image_bytes, bytes,
+                                 "uploading a batch", e);
+  if (!status) {
+    status = clt_source_upload(pr->replica, y, b->labels + first, (size_t)len * sizeof(int),
+                               "uploading labels", e);
+  }
+  if (status) return status;
+  int n = (int)bytes, channels = 3;
+  clt_karg args[] = {CLT_ARG(pr->staging), CLT_ARG(n), CLT_ARG(channels), CLT_ARG(s->mode),
+                     CLT_ARG(x)};
+  return clt_launch1d(pr->replica, pr->convert, "convert_batch", args, 5, bytes, e);
+}
+
+static int photos_load(void *ctx, int rank, int step, int first, int len, cl_mem x, cl_mem y,
+                       double *waited, clt_err *e) {
+  photos_source *s = ctx;
+  clt_photo_batch b;
+  int status = clt_loader_get(s->loader, step, &b, waited, e);
+  if (status) return status;
+  status = upload_slice(s, &s->reps[rank], &b, first, len, x, y, e);
+  clt_loader_put(s->loader, step); /* every replica puts every step, failed or not */
+  return status;
+}
+
+static void photos_cancel(void *ctx) {
+  photos_source *s = ctx;
+  clt_loader_cancel(s->loader);
+}
+
+static void photos_free(void *ctx) {
+  photos_source *s = ctx;
+  if (!s) return;
+  photos_detach(s);
+  clt_photos_free(s->p);
+  free(s->names);
+  free(s);
+}
+
+int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e) {
+  static const clt_source_i iface = {.attach = photos_attach,
+                                     .begin = photos_begin,
+                                     .load = photos_load,
+                                     .cancel = photos_cancel,
+                                     .detach = photos_detach,
+                                     .trace = photos_trace,
+                                     .free = photos_free};
+  *out = NULL;
+  if (count < 0 || count > p->count) {
+    const int status = clt_fail(e, CLT_ERR_ARG, "photo source: %d of %d examples", count, p->count);
+    clt_photos_free(p);
+    return status;
+  }
+  photos_source *s = calloc(1, sizeof *s);
+  const char **names = malloc((size_t)p->classes * sizeof *names);
+  if (!s || !names) {
+    free(s);
+    free(names);
+    clt_photos_free(p);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for a photo source");
+  }
+  for (int c = 0; c < p->classes; c++) names[c] = clt_photos_class_name(p, c);
+  s->p = p;
+  s->count = count;
+  s->names = names;
+  const clt_source_info info = {.count = count,
+                                .height = p->image_size,
+                                .width = p->image_size,
+                                .channels = 3,
+                                .classes = p->classes,
+                                .class_names = names};
+  return clt_source_new(&iface, s, &info, out, e);
+}

@@ -1,0 +1,510 @@
+/* The flag tables: each flag's name, kind, range, default and text, from which
+ * clt_cli_parse parses, clt_cli_defaults defaults, clt_cli_help prints --help and
+ * cltrain_flags_doc (flags_doc.c) writes docs/flags.md and cltrain.1. */
+#include "flags.h"
+
+#include "model.h"
+#include "photos.h"
+#include "ring.h"
+#include "train.h"
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* --max-image-pixels' default is 0 (photos.c's limit; any value given counts as
+ * given), documented as that limit's value. */
+#define MAX_PIXELS_SHOWN "178956970"
+_Static_assert(CLT_PHOTOS_MAX_PIXELS == 178956970LL, "MAX_PIXELS_SHOWN: photos.h's limit");
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+
+#define TR(f) offsetof(clt_train_opts, f)
+static const clt_flag train_flags[] = {
+    {.name = "data",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(data_dir),
+     .def_str = DEFAULT_DATA,
+     .meta = "DIR",
+     .help = "Fashion-MNIST-style IDX folder (train-/t10k-*-ubyte[.gz]), or a photo folder: one "
+             "subfolder of JPEG/PNG files per class"},
+    {.name = "image-size",
+     .type = CLT_FLAG_INT,
+     .offset = TR(image_size),
+     .seen = CLT_SEEN(clt_train_opts, image_size_given),
+     .min = 8,
+     .max = 4096,
+     .def = 224,
+     .meta = "N",
+     .help = "photo folders: resize images to NxN"},
+    {.name = "validation-split",
+     .type = CLT_FLAG_DOUBLE,
+     .offset = TR(validation_split),
+     .seen = CLT_SEEN(clt_train_opts, validation_split_given),
+     .min = 0,
+     .max = 0.99,
+     .meta = "F",
+     .help = "photo folders: hold out this fraction (chosen by --seed) and evaluate it after "
+             "each epoch"},
+    {.name = "max-image-pixels",
+     .type = CLT_FLAG_LONG,
+     .offset = TR(max_image_pixels),
+     .min = 1,
+     .max = 1e12,
+     .meta = "N",
+     .shown = MAX_PIXELS_SHOWN,
+     .help = "photo folders: refuse an image of more pixels (width x height), a decompression "
+             "bomb's defence"},
+    {.name = "model",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(model),
+     .seen = CLT_SEEN(clt_train_opts, model_given),
+     .def_str = "fmnist-cnn",
+     .meta = "NAME|FILE.json",
+     .shown = "fmnist-cnn; resnet50 for photo folders",
+     .help = "%s, or a Keras model file (model.to_json(): Keras 3 or tf.keras 2.x, Sequential or "
+             "functional)",
+     .insert = &clt_model_names},
+    {.name = "weights",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(weights),
+     .meta = "FILE.npz",
+     .help = "start from these weights: Keras' get_weights() as np.savez(FILE, *weights) writes "
+             "them, or members named <layer>/<weight> (a cltrain checkpoint is such a file)"},
+    {.name = "preprocess",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(preprocess),
+     .meta = "raw|unit|caffe",
+     .shown = "raw",
+     .help = "model files: what the model is fed: raw pixel values 0..255 as Keras' image "
+             "loaders give them, x/255, or ResNet's caffe mode"},
+    {.name = "devices",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(devices),
+     .def_str = "all",
+     .meta = "SEL",
+     .help = "all, cpu, gpu, accelerator or indices like 0,2; I/P splits device I into P "
+             "sub-devices, one replica each; under mpirun 'A;B' gives rank 0 A and rank 1 B, and "
+             "$CLTRAIN_DEVICES overrides it for one process"},
+    {.name = "split",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(split),
+     .def_str = "auto",
+     .meta = "auto|equal|W",
+     .help = "how each global batch is sliced across devices: auto by measured speed, equal, or "
+             "fixed weights like 3,1"},
+    {.name = "epochs",
+     .type = CLT_FLAG_INT,
+     .offset = TR(epochs),
+     .min = 1,
+     .max = 1000000,
+     .def = 10,
+     .meta = "N",
+     .help = "total epochs (with --resume, the epoch to stop after)"},
+    {.name = "optimizer",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(optimizer),
+     .seen = CLT_SEEN(clt_train_opts, optimizer_given),
+     .def_str = "adam",
+     .meta = "NAME",
+     .help = "adam, sgd or rmsprop, as Keras defines them (Adam: beta_1 0.9, beta_2 0.999, "
+             "epsilon 1e-7; RMSprop: rho 0.9, epsilon 1e-7)"},
+    {.name = "lr",
+     .type = CLT_FLAG_DOUBLE,
+     .offset = TR(lr),
+     .min = 1e-12,
+     .max = 1e6,
+     .meta = "X",
+     .shown = "0.01 for sgd, 0.001 for adam and rmsprop: Keras' defaults",
+     .help = "learning rate"},
+    {.name = "momentum",
+     .type = CLT_FLAG_DOUBLE,
+     .offset = TR(momentum),
+     .seen = CLT_SEEN(clt_train_opts, momentum_given),
+     .min = 0,
+     .max = 1,
+     .meta = "X",
+     .help = "sgd and rmsprop: momentum in [0, 1]"},
+    {.name = "nesterov",
+     .type = CLT_FLAG_BOOL,
+     .offset = TR(nesterov),
+     .help = "sgd: Nesterov momentum (needs --momentum above 0)"},
+    {.name = "weight-decay",
+     .type = CLT_FLAG_DOUBLE,
+     .offset = TR(weight_decay),
+     .seen = CLT_SEEN(clt_train_opts, weight_decay_given),
+     .min = 0,
+     .max = 1e6,
+     .meta = "X",
+     .help = "decoupled weight decay before each update, as Keras': w -= w * X * lr"},
+    {.name = "seed",
+     .type = CLT_FLAG_U64,
+     .offset = TR(seed),
+     .seen = CLT_SEEN(clt_train_opts, seed_given),
+     .def = 42,
+     .meta = "N",
+     .help = "initial weights and data order"},
+    {.name = "batch-per-replica",
+     .type = CLT_FLAG_INT,
+     .offset = TR(batch_per_replica),
+     .min = 1,
+     .max = 65536,
+     .def = 64,
+     .meta = "N",
+     .help = "examples per device per step"},
+    {.name = "train-limit",
+     .type = CLT_FLAG_LONG,
+     .offset = TR(train_limit),
+     .min = 1,
+     .max = 2147483647,
+     .meta = "N",
+     .shown = "",
+     .help = "use only the first N training examples"},
+    {.name = "test-limit",
+     .type = CLT_FLAG_LONG,
+     .offset = TR(test_limit),
+     .min = 1,
+     .max = 2147483647,
+     .meta = "N",
+     .shown = "",
+     .help = "use only the first N test examples"},
+    {.name = "log",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(log_path),
+     .meta = "FILE",
+     .help = "JSON Lines log, one object per epoch (appended with --resume)"},
+    {.name = "checkpoint-dir",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(checkpoint_dir),
+     .def_str = "./training_checkpoints",
+     .meta = "DIR",
+     .help = "where checkpoints go"},
+    {.name = "checkpoint-every",
+     .type = CLT_FLAG_INT,
+     .offset = TR(checkpoint_every),
+     .min = 0,
+     .max = 1000000,
+     .def = 2,
+     .meta = "N",
+     .help = "save every N epochs and after the last; 0: never"},
+    {.name = "keep",
+     .type = CLT_FLAG_INT,
+     .offset = TR(keep),
+     .min = 0,
+     .max = 1000000,
+     .def = 5,
+     .meta = "N",
+     .help = "keep the newest N checkpoints; 0: all"},
+    {.name = "resume",
+     .type = CLT_FLAG_BOOL,
+     .offset = TR(resume),
+     .help = "continue from the newest checkpoint in --checkpoint-dir (weights, optimizer and its "
+             "state, epoch, data order) up to --epochs; optimizer flags given must match it, --lr "
+             "may change the learning rate"},
+    {.name = "check-replicas",
+     .type = CLT_FLAG_BOOL,
+     .offset = TR(check_replicas),
+     .help = "verify after every step that all replicas hold bitwise-identical parameters (slow; "
+             "for testing)"},
+    {.name = "profile",
+     .type = CLT_FLAG_BOOL,
+     .offset = TR(profile),
+     .help = "print device time per kernel after each epoch"},
+    {.name = "tensorboard",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(tensorboard_dir),
+     .meta = "DIR",
+     .help = "write TensorBoard event files: DIR/train and DIR/validation, epoch_loss, "
+             "epoch_accuracy (as Keras' callback), learning rate, images/s, all-reduce seconds, "
+             "each replica's share and busy fraction per epoch"},
+    {.name = "tensorboard-every",
+     .type = CLT_FLAG_INT,
+     .offset = TR(tensorboard_every),
+     .seen = CLT_SEEN(clt_train_opts, tensorboard_every_given),
+     .min = 0,
+     .max = 100000000,
+     .meta = "N",
+     .shown = "0: none",
+     .help = "with --tensorboard: also the batch loss every N steps"},
+    {.name = "trace",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(trace_path),
+     .meta = "FILE.json",
+     .help = "write a timeline of the first steps (Chrome trace events, for Perfetto or "
+             "chrome://tracing): per replica its host phases, the all-reduce's steps, its kernels "
+             "by layer and pass and its copies; the photo decoders"},
+    {.name = "trace-steps",
+     .type = CLT_FLAG_INT,
+     .offset = TR(trace_steps),
+     .seen = CLT_SEEN(clt_train_opts, trace_steps_given),
+     .min = 1,
+     .max = 100000,
+     .def = 20,
+     .meta = "N",
+     .help = "with --trace: the steps the trace covers"},
+    {.name = "allreduce-timeout",
+     .type = CLT_FLAG_DOUBLE,
+     .offset = TR(allreduce_timeout),
+     .min = 0,
+     .max = 1e6,
+     .def = CLT_RING_DEFAULT_TIMEOUT,
+     .meta = "S",
+     .help = "stop, naming it, when a replica keeps the others waiting in a step longer than S "
+             "seconds (a hung device); 0: wait for ever"},
+    {.name = "verbose",
+     .type = CLT_FLAG_BOOL,
+     .offset = TR(verbose),
+     .help = "print the OpenCL compilers' build logs (warnings)"},
+};
+
+const clt_command clt_cmd_train = {
+    .name = "train",
+    .summary = "train a model (default: the Fashion-MNIST CNN on all devices)",
+    .usage = "cltrain train [options]",
+    .text = "Trains a model on the selected OpenCL devices and prints, after each epoch:\n"
+            "  Epoch 1, Loss: 0.5123, Accuracy: 81.20, Test Loss: 0.3912, Test Accuracy: 86.02\n",
+    .flags = train_flags,
+    .nflags = COUNT(train_flags),
+};
+
+#define EV(f) offsetof(clt_eval_opts, f)
+static const clt_flag eval_flags[] = {
+    {.name = "checkpoint",
+     .type = CLT_FLAG_STRING,
+     .offset = EV(checkpoint),
+     .meta = "DIR|FILE",
+     .required = 1,
+     .help = "a checkpoint folder (its index names the newest) or a .npz"},
+    {.name = "data",
+     .type = CLT_FLAG_STRING,
+     .offset = EV(data_dir),
+     .def_str = DEFAULT_DATA,
+     .meta = "DIR",
+     .help = "Fashion-MNIST-style IDX folder, or a photo folder (images resized to the "
+             "checkpoint's size)"},
+    {.name = "validation-split",
+     .type = CLT_FLAG_DOUBLE,
+     .offset = EV(validation_split),
+     .seen = CLT_SEEN(clt_eval_opts, validation_split_given),
+     .min = 0,
+     .max = 0.99,
+     .meta = "F",
+     .shown = "0: the whole folder",
+     .help = "photo folders: evaluate only the fraction held out in training with this value and "
+             "--seed"},
+    {.name = "seed",
+     .type = CLT_FLAG_U64,
+     .offset = EV(seed),
+     .def = 42,
+     .meta = "N",
+     .help = "photo folders: the --seed of the training that held --validation-split out"},
+    {.name = "max-image-pixels",
+     .type = CLT_FLAG_LONG,
+     .offset = EV(max_image_pixels),
+     .min = 1,
+     .max = 1e12,
+     .meta = "N",
+     .shown = MAX_PIXELS_SHOWN,
+     .help = "photo folders: refuse an image of more pixels"},
+    {.name = "devices",
+     .type = CLT_FLAG_STRING,
+     .offset = EV(devices),
+     .def_str = "all",
+     .meta = "SEL",
+     .help = "all, cpu, gpu, accelerator or indices like 0,2; under mpirun 'A;B' per rank, as "
+             "for train"},
+    {.name = "batch-per-replica",
+     .type = CLT_FLAG_INT,
+     .offset = EV(batch_per_replica),
+     .min = 1,
+     .max = 65536,
+     .def = 64,
+     .meta = "N",
+     .help = "examples per device per step"},
+    {.name = "test-limit",
+     .type = CLT_FLAG_LONG,
+     .offset = EV(test_limit),
+     .min = 1,
+     .max = 2147483647,
+     .meta = "N",
+     .shown = "",
+     .help = "use only the first N test examples"},
+    {.name = "logits",
+     .type = CLT_FLAG_STRING,
+     .offset = EV(logits_path),
+     .meta = "FILE.npy",
+     .help = "also write every example's logits, float32 (examples, classes) in test-set order, "
+             "as a NumPy .npy file"},
+    {.name = "verbose",
+     .type = CLT_FLAG_BOOL,
+     .offset = EV(verbose),
+     .help = "print the OpenCL compilers' build logs (warnings)"},
+};
+
+const clt_command clt_cmd_eval = {
+    .name = "eval",
+    .summary = "evaluate a checkpoint on the test set",
+    .usage = "cltrain eval --checkpoint DIR|FILE [options]",
+    .text = "Restores a checkpoint into a fresh model on the selected devices and prints the "
+            "test-set accuracy (percent) and mean loss:\n"
+            "  Accuracy: 90.12\n"
+            "  Loss: 0.2876\n",
+    .flags = eval_flags,
+    .nflags = COUNT(eval_flags),
+};
+
+#define EX(f) offsetof(clt_export_opts, f)
+static const clt_flag export_flags[] = {
+    {.name = "checkpoint",
+     .type = CLT_FLAG_STRING,
+     .offset = EX(checkpoint),
+     .meta = "DIR|FILE",
+     .required = 1,
+     .help = "a checkpoint folder (its index names the newest) or a .npz"},
+    {.name = "onnx",
+     .type = CLT_FLAG_STRING,
+     .offset = EX(onnx),
+     .meta = "FILE",
+     .required = 1,
+     .help = "the ONNX file to write (replaced if it exists)"},
+    {.name = "verbose",
+     .type = CLT_FLAG_BOOL,
+     .offset = EX(verbose),
+     .help = "list the graph's nodes"},
+};
+
+const clt_command clt_cmd_export = {
+    .name = "export",
+    .summary = "write a checkpoint's model as an ONNX file",
+    .usage = "cltrain export --checkpoint DIR|FILE --onnx FILE [--verbose]",
+    .text = "Writes the checkpoint's model as an ONNX model (opset 13) of its inference graph, "
+            "which ONNX Runtime runs to the predictions of `cltrain eval`. Input 'input': float32 "
+            "(N, H, W, C), NHWC, the pixel values 0..255 as stored (grey or RGB); the model's "
+            "preprocessing is inside the graph. Output 'logits': float32 (N, classes), and "
+            "'probabilities' (their softmax) for a model file that ended in a softmax. Needs no "
+            "OpenCL device; the file is written atomically.\n",
+    .flags = export_flags,
+    .nflags = COUNT(export_flags),
+};
+
+/* --output is required too, checked with the log (main.c) in one message. */
+static const clt_flag plot_flags[] = {
+    {.name = "output",
+     .alias = "o",
+     .type = CLT_FLAG_STRING,
+     .offset = offsetof(clt_plot_opts, output),
+     .meta = "FILE.svg",
+     .required = 1,
+     .help = "the SVG file to write (replaced if it exists)"},
+};
+
+const clt_command clt_cmd_plot = {
+    .name = "plot",
+    .summary = "draw a training log's curves as an SVG picture",
+    .usage = "cltrain plot LOG.jsonl -o FILE.svg",
+    .text =
+        "Draws a `cltrain train --log` file as one SVG picture: loss and accuracy per epoch for "
+        "training and test (or validation), training images/s, and each replica's share of "
+        "the examples. A log appended by --resume counts each epoch's last record. Needs no "
+        "OpenCL device; the file is written atomically.\n",
+    .flags = plot_flags,
+    .nflags = COUNT(plot_flags),
+    .positional = "LOG.jsonl",
+    .positional_offset = offsetof(clt_plot_opts, log),
+};
+
+const clt_command clt_cmd_devices = {
+    .name = "devices",
+    .summary = "list the OpenCL devices cltrain can use",
+    .usage = "cltrain devices",
+    .text = "Lists every OpenCL device: index (as --devices takes it), type, platform, name, "
+            "compute units and global memory.\n",
+};
+
+#define BE(f) offsetof(clt_bench_opts, f)
+static const clt_flag bench_flags[] = {
+    {.name = "devices",
+     .type = CLT_FLAG_STRING,
+     .offset = BE(devices),
+     .def_str = "all",
+     .meta = "SEL",
+     .help = "as for cltrain train ('A;B' per rank)"},
+    {.name = "floats",
+     .type = CLT_FLAG_STRING,
+     .offset = BE(floats),
+     .meta = "N,...",
+     .shown = "the parameter counts of fmnist-cnn and of resnet50 with 5 classes",
+     .help = "buffer sizes in floats"},
+    {.name = "repeat",
+     .type = CLT_FLAG_INT,
+     .offset = BE(repeat),
+     .min = 1,
+     .max = 1000,
+     .def = 10,
+     .meta = "N",
+     .help = "timed runs per size"},
+    {.name = "warmup",
+     .type = CLT_FLAG_INT,
+     .offset = BE(warmup),
+     .min = 0,
+     .max = 100,
+     .def = 2,
+     .meta = "N",
+     .help = "untimed runs first"},
+};
+
+const clt_command clt_cmd_bench_allreduce = {
+    .name = "bench allreduce",
+    .summary = "time the all-reduce (cltrain bench allreduce, under mpirun)",
+    .usage = "[mpirun -np N] cltrain bench allreduce [options]",
+    .text = "Times the all-reduce that training runs after every step: every replica's device "
+            "buffer summed by each process's device ring, then a ring across the processes (MPI "
+            "send/receive), the total uploaded to every device; beside it the cross-process ring "
+            "of host memory alone and MPI_Allreduce of the same floats. Prints median times, "
+            "bandwidths and MPI_Allreduce's time over cltrain's; checks every sum.\n",
+    .flags = bench_flags,
+    .nflags = COUNT(bench_flags),
+};
+
+const clt_command *const clt_commands[] = {
+    &clt_cmd_devices, &clt_cmd_train,           &clt_cmd_eval, &clt_cmd_export,
+    &clt_cmd_plot,    &clt_cmd_bench_allreduce, NULL,
+};
+
+const char clt_cltrain_summary[] = "train convolutional networks on every OpenCL device of a host";
+
+const char clt_cltrain_text[] =
+    "`cltrain <command> --help` describes a command's options. Under mpirun, train, eval and "
+    "bench run as one job across the processes (see README, several hosts).\n";
+
+const clt_doc_item clt_env_vars[] = {
+    {"CLTRAIN_DEVICES",
+     "a device selection as --devices takes it, for this process alone: it overrides --devices "
+     "(under mpirun, for hosts with different devices: mpirun -x CLTRAIN_DEVICES=...)"},
+    {"CLTRAIN_KERNELS",
+     "cpu, gpu or auto: the kernel variants every device runs (auto, as when unset: by the "
+     "device's type); any other value is an error"},
+    {"CLTRAIN_CPU_VECTOR_WIDTH",
+     "4, 8 or 16: the vector width CPU devices are taken to have, which sets the GEMM's register "
+     "tile (for PoCL compiling for a narrower CPU than the host)"},
+    {"CLTRAIN_HUGE_PAGES",
+     "0: leaves every buffer of a CPU device to the driver rather than on transparent huge pages "
+     "of host memory (buffers of 1 MiB and more)"},
+    {"CLTRAIN_ALLREDUCE_BUCKETS",
+     "N: the least size in floats of the buckets in which the all-reduce overlaps the backward "
+     "pass; 0: the whole buffer after it (unset: buckets of 1 MiB unless a replica of the "
+     "process is a CPU device)"},
+    {"POCL_DEVICES",
+     "PoCL's devices: \"pthread pthread\" makes two CPU devices of the host (PoCL's own "
+     "variable)"},
+    {NULL, NULL},
+};
+
+const clt_doc_item clt_exit_statuses[] = {
+    {"0", "success, and --help and --version"},
+    {"1", "an error, said in one line on standard error (cltrain: error: ...)"},
+    {"2", "no command, an unknown one, or cltrain bench without allreduce"},
+    {"128+N",
+     "train stopped by signal N (130 for SIGINT, 143 for SIGTERM) at the end of a step, having "
+     "saved a checkpoint that --resume continues from (none with --checkpoint-every 0 or during "
+     "set-up)"},
+    {NULL, NULL},
+};

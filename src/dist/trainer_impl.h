@@ -1,0 +1,219 @@
+/* The trainer's insides, shared by the files that make it up:
+ *   trainer.c  creating and destroying a trainer, its public API, epochs and evaluation
+ *   pass.c     a pass over a dataset: one host thread per replica running the steps
+ *   leave.c    leaving and rejoining the step (--split auto in one process)
+ *   stats.c    the metrics' sums and each replica's statistics
+ *   probe.c    timing the devices (before the first step, and for replicas out of
+ *              the step), and the CLTRAIN_TEST_SLOW test knob that slows one
+ * trainer.h describes what the trainer does. */
+#ifndef CLT_TRAINER_IMPL_H
+#define CLT_TRAINER_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "progress.h"
+#include "trainer.h"
+
+/* One of this process's replicas and what the trainer keeps beside it. */
+typedef struct trainer_replica {
+  clt_replica *replica;      /* the device's context, queue and programs */
+  clt_net *net;              /* the model on it */
+  cl_command_queue transfer; /* the overlapped all-reduce's second queue (trainer.h), or NULL */
+  int cap;                   /* the largest slice it holds */
+} trainer_replica;
+
+struct clt_trainer {
+  const clt_model *model;
+  int n;     /* this process's replicas */
+  int total; /* the run's, in all processes */
+  int base;  /* the global index of this process's first replica */
+  clt_cluster *cluster;
+  int rank_base[CLT_MAX_REPLICAS], rank_n[CLT_MAX_REPLICAS]; /* per process */
+  clt_replica_info info[CLT_MAX_REPLICAS];                   /* per replica of the run */
+  int batch_per_replica;
+  int slots;                               /* metric slots: steps of the longest pass */
+  trainer_replica local[CLT_MAX_REPLICAS]; /* this process's replicas, by rank */
+  clt_source *source[2];                   /* training and test examples, or NULL */
+  clt_ring *ring;
+  clt_balancer balancer;
+  int *order;        /* host copy of the current example order */
+  float *metrics;    /* 2 * slots per local replica (rank-major), read back after a pass */
+  double *eval_sums; /* 2 * slots: each evaluation step's loss and correct count */
+  char *gather;      /* trainer_gather's buffer for a double per replica of the run */
+  size_t gather_bytes;
+  float *checks;       /* slots per local replica: its reduced gradient's checks */
+  float *check_params; /* flat_floats per local replica, for --check-replicas */
+  int check_replicas;
+  clt_progress progress;
+  clt_notice *first_step_notice; /* the caller's; done at the first step's end */
+  double first_step_done;        /* when the trainer's first step had run (0: not yet) */
+  float *logits;                 /* evaluation's logits go here (test-set order), or NULL */
+  double *step_time;             /* slots: when each step of the latest training pass ended */
+  double *train_sums;            /* ... of each step of the latest training pass, over the run */
+  clt_trace *trace;              /* --trace, or NULL */
+  int trace_steps;               /* ... of this many steps */
+  long trace_first;              /* ... from this optimizer step */
+  /* clt_trainer_resume_epoch: the next training pass starts at this step of its
+   * epoch, those before it having summed to resume_sums (2 per step). */
+  int resume_skip;
+  double *resume_sums;
+  /* Leaving the step (--split auto in one process; see trainer.h): */
+  int leave;
+  unsigned long long *members; /* slots: the local ranks (bit per rank) taking part in each
+                                  step of the latest training pass */
+  float *handoff;              /* 1 + CLT_OPT_SLOTS flat arrays: the state a member hands a
+                                  replica rejoining */
+  double probe_seconds;        /* the set-up speed probe's wall time */
+  /* CLTRAIN_TEST_SLOW (trainer.h): replica slow_replica's passes take slow_seconds
+   * longer at optimizer steps slow_from to slow_to. */
+  int slow_replica;
+  long slow_from, slow_to;
+  double slow_seconds;
+  /* The all-reduce overlapping the backward pass (trainer.h): the gradient's
+   * buckets (none: the whole buffer after the backward pass). */
+  int nbuckets;
+  clt_bucket buckets[CLT_MAX_BUCKETS];
+};
+
+/* ---- a pass over a dataset -------------------------------------------------- */
+
+/* A speed probe of a rank out of the step: asked by a step's leader, run by the
+ * rank's thread, weighed by a later leader. */
+enum { PROBE_IDLE, PROBE_ASKED, PROBE_RUNNING, PROBE_DONE };
+
+typedef struct speed_probe {
+  int state;    /* PROBE_* */
+  int more;     /* asked: examples of a second timing (0: none) ... */
+  double limit; /* ... taken if one example took less than this */
+  long step;    /* asked at this optimizer step */
+  int points;   /* done: its timings, of n[k] examples in secs[k] */
+  int n[2];
+  double secs[2];
+  double took, end; /* its wall time, and when it ended */
+} speed_probe;
+
+/* What a pass tracks of one of this process's replicas (its rank). */
+typedef struct pass_rank {
+  int status; /* its thread's outcome */
+  clt_err err;
+  long examples;        /* examples it processed in the pass */
+  double compute_total; /* its forward+backward seconds */
+  /* The all-reduce: its time in it, the part of that while its own backward pass
+   * still ran (overlapped buckets), and its collectives. */
+  double ring_seconds, ring_hidden;
+  long ring_calls;
+  double clock_offset; /* host seconds - device seconds (overlapped steps) */
+  /* Leaving and rejoining, under the pass's mu: */
+  int rejoin_at; /* the step at which it rejoins, or -1 */
+  speed_probe probe;
+  /* ... and for the epoch's report: */
+  int left, joined, probes;
+  long left_step, joined_step;
+  double probe_seconds;
+} pass_rank;
+
+typedef struct pass {
+  clt_trainer *t;
+  clt_source *source;
+  int train; /* 1: training epoch, 0: evaluation */
+  int count; /* examples in the pass */
+  int steps;
+  const clt_optimizer *opt;
+  long first_step; /* optimizer steps taken before the pass's step 0 */
+  int skip;        /* steps of the epoch done before this pass (a resumed epoch) */
+  atomic_int done; /* steps of the epoch done when the pass ended */
+  /* A stop asked for (Ctrl-C): the step after which every replica stops, or -1.
+   * Set once, by the step's leader before its barrier, so every rank sees it there. */
+  atomic_int stop_after;
+  uint64_t seed; /* the run's: Dropout's masks derive from it */
+  double t0;
+  double allreduce_seconds; /* the leaders' time inside the all-reduce */
+  double data_wait_seconds; /* the leaders' time waiting for the source */
+  int mismatch_step;        /* --check-replicas: first step where replicas differed */
+  int dynamic;              /* slices re-balanced every step (auto split, training) */
+  /* The slices of the run's replicas (global index: a process's base + its rank): */
+  int full[CLT_MAX_REPLICAS], tail[CLT_MAX_REPLICAS]; /* fixed slices: full and last batch */
+  int next[CLT_MAX_REPLICAS];                         /* dynamic: slices of the coming step */
+  double compute[CLT_MAX_REPLICAS];                   /* this step's forward+backward seconds */
+  pass_rank ranks[CLT_MAX_REPLICAS];                  /* this process's replicas, by rank */
+  /* Leaving and rejoining (t->leave in a training pass). t->members[s]: the
+   * local ranks in step s, written by step s-1's leader before the barrier that
+   * ends its re-balance. Ranks out of the step wait on this bench, under mu: */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int over;   /* the pass has ended (or failed): ranks out return */
+  int handed; /* the state after this step is in t->handoff (-1: none) */
+} pass;
+
+static inline unsigned long long all_ranks(const clt_trainer *t) {
+  return t->n >= 64 ? ~0ull : (1ull << t->n) - 1;
+}
+
+/* The local ranks taking part in step s (every one, but in a training pass that
+ * lets replicas leave). */
+static inline unsigned long long members_of(const pass *p, int s) {
+  return p->train && p->t->leave ? p->t->members[s] : all_ranks(p->t);
+}
+
+/* The lowest rank in mask (0 for none). */
+static inline int lowest(unsigned long long mask) {
+  int r = 0;
+  while (mask && !(mask & 1)) {
+    mask >>= 1;
+    r++;
+  }
+  return r;
+}
+
+static inline int is_member(const pass *p, int rank, int s) {
+  return (int)((members_of(p, s) >> rank) & 1);
+}
+
+/* The examples of a speed probe's second timing: an equal split's slice, as far as
+ * the replica holds one. */
+static inline int probe_slice(const clt_trainer *t, int rank) {
+  const int cap = t->local[rank].cap;
+  return cap < t->batch_per_replica ? cap : t->batch_per_replica;
+}
+
+/* trainer.c: gathers each process's per-replica records (`bytes` each, n of them
+ * at mine) into all[global index]. */
+int trainer_gather(clt_trainer *t, const void *mine, size_t bytes, void *all, clt_err *e);
+
+/* pass.c: runs a pass on every replica; on failure reports the first error that
+ * is not merely another rank's abort. */
+int trainer_run_pass(pass *p, clt_err *e);
+/* Waits for the replica's queue. */
+int trainer_finish_queue(clt_replica *rep, clt_err *e);
+
+/* leave.c: the leader's part at the end of step s, in the re-balance: the
+ * members of step s+1 (trainer_regroup), the probes it asks of the ranks out
+ * (trainer_ask_probes). */
+unsigned long long trainer_regroup(pass *p, int s, int full);
+void trainer_ask_probes(pass *p, int s, unsigned long long members);
+/* The probes that have ended, fed to the balancer. */
+void trainer_weigh_probes(pass *p);
+/* Every member's part at the end of step s when the members change. */
+int trainer_change_members(pass *p, int rank, int s, clt_err *e);
+/* A rank out of step *s waits here (*s: the step it rejoins at, or p->steps). */
+int trainer_sit_out(pass *p, int rank, int *s, clt_err *e);
+/* Ends the bench: ranks out of the step return once their probe is done. */
+void trainer_close_bench(pass *p);
+
+/* stats.c: the metrics read back from the replicas, and what is made of them. */
+int trainer_read_metrics(clt_trainer *t, unsigned long long ranks, int steps, clt_err *e);
+int trainer_step_sums(clt_trainer *t, int from, int steps, const unsigned long long *members,
+                      double *out, clt_err *e);
+void trainer_sum_metrics(const clt_trainer *t, const double *sums, int steps, int count,
+                         double *mean_batch_loss, double *example_loss, double *acc);
+int trainer_replica_stats(clt_trainer *t, const pass *p, clt_epoch_result *res, clt_err *e);
+
+/* probe.c: timing the devices, and the test knob that slows one. */
+int trainer_time_examples(clt_trainer *t, int rank, int n, const clt_optimizer *opt, long step,
+                          double *seconds, clt_err *e);
+int trainer_setup_probe(clt_trainer *t, clt_err *e);
+int trainer_parse_slow(clt_trainer *t, clt_err *e);
+void trainer_slow_down(const clt_trainer *t, int g, long step);
+
+#endif
