@@ -30,7 +30,7 @@
 #   and layer_kinds on cpu, resnet_models on both. The layer kernels get every
 #   check in resnet_layers (both backends) and layer_kinds (gpu backend); gemm.cl's
 #   kernels, the cpu variants of the kernels only layer_kinds runs (activation,
-#   depthwise, pad, average pooling), of loss.cl, adam.cl, data.cl and
+#   depthwise, pad, average pooling), of loss.cl, optimizer.cl, data.cl and
 #   count_nonfinite/count_final, and add_into and moving_average on both
 #   backends, get races, bounds and API only.
 set -u

@@ -3,8 +3,9 @@
  * an index that names a complete, loadable checkpoint and no temp files. Also:
  * numbering, --keep pruning, exact round trip, the folder lock (one writer, freed
  * by kill -9) and temp files of other processes, the mid-epoch members, and
- * loading refusing non-finite values, unexpected members, an index naming a file
- * elsewhere and an unreadable format number. Host only: no device needed. */
+ * loading refusing non-finite values, unexpected members and an index naming a
+ * file elsewhere (the metadata's own checks: test_checkpoint_meta.c). Host only:
+ * no device needed. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <fcntl.h>
@@ -675,46 +676,6 @@ static void test_index(const char *root) {
         "index naming ckpt-1 resolves to %s", path);
 }
 
-/* A format number that does not fit is reported as written, not as another number. */
-static void test_format(const char *root) {
-  char dir[4096], good[4200], bad[4200];
-  snprintf(dir, sizeof dir, "%s/format", root);
-  snprintf(bad, sizeof bad, "%s/format.npz", root);
-  clt_err e = {0};
-  fill_state(1);
-  if (clt_checkpoint_save(dir, 0, &model, &state, good, sizeof good, &e)) return;
-  const char *formats[] = {"99999999999999999999", "4294967297", "-99999999999999999999", "1x"};
-  for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
-    clt_npz *z = NULL;
-    static char meta[65536], edited[65600];
-    uint32_t *text = NULL;
-    if (clt_npz_read(good, &z, &e) ||
-        clt_npz_get_string(clt_npz_find(z, "metadata"), meta, sizeof meta) != 0) {
-      check(0, "reading %s", good);
-      clt_npz_free(z);
-      return;
-    }
-    char *at = strstr(meta, "\"format\": 1");
-    if (at) {
-      snprintf(edited, sizeof edited, "%.*s\"format\": %s%s", (int)(at - meta), meta, formats[i],
-               at + strlen("\"format\": 1"));
-      text = calloc(strlen(edited) + 1, sizeof *text);
-    }
-    clt_npz_array m;
-    if (text) {
-      clt_npz_string(&m, "metadata", edited, text);
-      rewrite(good, bad, "metadata", &m, NULL, 0, 0);
-    }
-    char want[200];
-    snprintf(want, sizeof want,
-             "checkpoint format \"%s\" is not a number this cltrain reads (it reads %d)",
-             formats[i], CLT_CHECKPOINT_FORMAT);
-    expect_refused(formats[i], bad, &model, 0, want);
-    free(text);
-    clt_npz_free(z);
-  }
-}
-
 int main(void) {
   clt_err e = {0};
   char root[] = "/tmp/cltrain-ckpt-XXXXXX";
@@ -735,7 +696,6 @@ int main(void) {
   test_nonfinite(root);
   test_members(root);
   test_index(root);
-  test_format(root);
   clt_checkpoint_free(&state);
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

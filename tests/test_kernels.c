@@ -564,7 +564,7 @@ static void test_adam(void) {
   upload(P, 0, p, (size_t)n);
   dev_fill(M, 0, (size_t)n, 0.0f);
   dev_fill(V, 0, (size_t)n, 0.0f);
-  cl_kernel k = get_kernel("adam.cl", "adam_update");
+  cl_kernel k = get_kernel("optimizer.cl", "adam_update");
   float b1 = (float)opt.beta1, b2 = (float)opt.beta2, eps = (float)opt.epsilon;
   for (long step = 1; step <= 3; step++) {
     adam_gradient(g, (size_t)n);
@@ -950,18 +950,19 @@ static void test_build_failure(void) {
   set_case("build failure:");
   cl_kernel k;
   clt_err err = {0};
-  /* Redefining float breaks every declaration in adam.cl. */
-  int status = clt_replica_kernel(R, "adam.cl", "-Dfloat=no_such_type", "adam_update", &k, &err);
+  /* Redefining float breaks every declaration in optimizer.cl. */
+  int status = clt_replica_kernel(R, "optimizer.cl", "-Dfloat=no_such_type", "adam_update", &k,
+                                  &err);
   char device[300];
   snprintf(device, sizeof device, "(%s)", R->device.name);
   expect("status is CL_BUILD_PROGRAM_FAILURE", status != CL_BUILD_PROGRAM_FAILURE, 1);
   expect("message names the device", strstr(err.msg, device) == NULL, 1);
   expect("message names the source and options",
-         strstr(err.msg, "building cl/adam.cl [-Dfloat=no_such_type] failed") == NULL, 1);
+         strstr(err.msg, "building cl/optimizer.cl [-Dfloat=no_such_type] failed") == NULL, 1);
   expect("message carries the build log",
          strstr(err.msg, "build log: ") == NULL || strstr(err.msg, "no_such_type") == NULL, 1);
   expect("message is one line", strchr(err.msg, '\n') != NULL, 1);
-  status = clt_replica_kernel(R, "adam.cl", "", "adam_update", &k, &err);
+  status = clt_replica_kernel(R, "optimizer.cl", "", "adam_update", &k, &err);
   expect("good options still build", status != CLT_OK, 1);
   status = clt_replica_kernel(R, "no_such.cl", "", "x", &k, &err);
   expect("unknown source is an error", status == CLT_OK, 1);
@@ -1003,7 +1004,8 @@ static void test_joint_program(void) {
     if (!joint) joint = program_of(k);
     expect(used[i][0], program_of(k) != joint, 1);
   }
-  if (!status) status = clt_replica_kernel(r, "adam.cl", r->exact_options, "adam_update", &k, &err);
+  if (!status)
+    status = clt_replica_kernel(r, "optimizer.cl", r->exact_options, "adam_update", &k, &err);
   expect("the optimizers' source, with the exact options, in it too",
          status != CLT_OK || program_of(k) != joint, 1);
   if (!status) status = clt_replica_kernel(r, "depthwise.cl", "", "depthwise_forward", &k, &err);

@@ -1,4 +1,4 @@
-/* The optimizers' update as training runs it (clt_net_update: cl/adam.cl's kernels,
+/* The optimizers' update as training runs it (clt_net_update: cl/optimizer.cl's kernels,
  * built with the replica's exact options, over a net's flat buffers) against
  * double-precision references of Keras 3's formulas, written out below from
  * keras/src/optimizers/adam.py, sgd.py, rmsprop.py and base_optimizer.py's
@@ -15,8 +15,10 @@
  *    from 10 gives 9.9; SGD(0.1, momentum 0.9) from 1 moves 0.1, then 0.18;
  *    RMSprop(0.1) from 10 gives 9.683772.
  *
+ * 3. The kinds' table: names, slot variables, the report line's text, ranges.
+ *
  * CLTRAIN_KERNELS=gpu builds the programs as for a GPU. Error: max |dev - ref| /
- * max |ref| over an array (tests/harness.h); tolerances measured, with margin. */
+ * max |ref| over an array (tests/harness.h). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,9 +27,9 @@
 #include "model.h"
 #include "net.h"
 
-/* A float rounding in every operation: errors up to 6e-7 of the largest move were
- * measured. Adam's are larger: its float 1 - beta2 is 1.3e-5 off 0.001 (as in
- * TensorFlow's float32 Adam; see tests/test_kernels.c). */
+/* A float rounding in every operation, with margin. Adam's are larger: its float
+ * 1 - beta2 is off 0.001 in the fifth digit (as in TensorFlow's float32 Adam; see
+ * tests/test_kernels.c). */
 #define TOL 2e-6
 #define TOL_ADAM 1e-4
 #define STEPS 5
@@ -75,16 +77,93 @@ static clt_net *new_net(void) {
 }
 
 static void describe(const clt_optimizer *o, char *buf, size_t size) {
-  snprintf(buf, size, "%s lr %g", clt_optimizer_name(o->kind), o->lr);
-  if (o->kind != CLT_OPT_ADAM) {
-    snprintf(buf + strlen(buf), size - strlen(buf), " momentum %g", o->momentum);
+  char hypers[200];
+  clt_optimizer_describe(o, hypers, sizeof hypers);
+  snprintf(buf, size, "%s: %s", clt_optimizer_name(o->kind), hypers);
+}
+
+/* The kinds' table (optimizer.c) as the metadata, the report line and the
+ * command's checks read it. */
+static void test_table(void) {
+  set_case("the optimizers' table:");
+  char got[200];
+  for (int k = 0; k < CLT_OPT_KINDS; k++) {
+    clt_optimizer_kind found = CLT_OPT_KINDS;
+    const char *name = clt_optimizer_name((clt_optimizer_kind)k);
+    expect(name,
+           !clt_optimizer_find(name, &found) || found != (clt_optimizer_kind)k ||
+               clt_optimizer_defaults((clt_optimizer_kind)k).kind != (clt_optimizer_kind)k,
+           1);
   }
-  if (o->nesterov) snprintf(buf + strlen(buf), size - strlen(buf), " nesterov");
-  if (o->kind == CLT_OPT_RMSPROP)
-    snprintf(buf + strlen(buf), size - strlen(buf), " rho %g", o->rho);
-  if (o->weight_decay > 0) {
-    snprintf(buf + strlen(buf), size - strlen(buf), " weight decay %g", o->weight_decay);
+  const struct {
+    clt_hyper h;
+    const char *conj, *want;
+  } lists[] = {{CLT_HP_COUNT, "or", "adam, sgd or rmsprop"},
+               {CLT_HP_MOMENTUM, "and", "sgd and rmsprop"},
+               {CLT_HP_NESTEROV, "and", "sgd"},
+               {CLT_HP_BETA_1, "and", "adam"},
+               {CLT_HP_EPSILON, "and", "adam and rmsprop"},
+               {CLT_HP_WEIGHT_DECAY, "and", "adam, sgd and rmsprop"}};
+  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+    clt_optimizer_list(lists[i].h, lists[i].conj, got, sizeof got);
+    expect(lists[i].want, strcmp(got, lists[i].want) != 0, 1);
   }
+  /* Slot variables, with and without momentum. */
+  const struct {
+    clt_optimizer_kind kind;
+    double momentum;
+    const char *want[CLT_OPT_SLOTS];
+  } slots[] = {{CLT_OPT_ADAM, 0, {"m", "v"}},
+               {CLT_OPT_ADAM, 0.9, {"m", "v"}},
+               {CLT_OPT_SGD, 0, {NULL, NULL}},
+               {CLT_OPT_SGD, 0.9, {"momentum", NULL}},
+               {CLT_OPT_RMSPROP, 0, {"velocity", NULL}},
+               {CLT_OPT_RMSPROP, 0.5, {"velocity", "momentum"}}};
+  for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+    clt_optimizer o = clt_optimizer_defaults(slots[i].kind);
+    o.momentum = slots[i].momentum;
+    size_t bad = 0;
+    for (int k = 0; k < CLT_OPT_SLOTS; k++) {
+      const char *slot = clt_optimizer_slot(&o, k), *want = slots[i].want[k];
+      bad += want ? !slot || strcmp(slot, want) != 0 : slot != NULL;
+    }
+    snprintf(got, sizeof got, "%s slots at momentum %g", clt_optimizer_name(o.kind), o.momentum);
+    expect(got, bad, CLT_OPT_SLOTS);
+  }
+  /* The report line's text. */
+  clt_optimizer sgd = clt_optimizer_defaults(CLT_OPT_SGD);
+  sgd.momentum = 0.9;
+  sgd.nesterov = 1;
+  sgd.weight_decay = 0.01;
+  const clt_optimizer adam = clt_optimizer_defaults(CLT_OPT_ADAM);
+  const clt_optimizer rms = clt_optimizer_defaults(CLT_OPT_RMSPROP);
+  const struct {
+    const clt_optimizer *o;
+    const char *want;
+  } lines[] = {{&adam, "learning rate 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-07"},
+               {&sgd, "learning rate 0.01, momentum 0.9, Nesterov, weight decay 0.01"},
+               {&rms, "learning rate 0.001, rho 0.9, momentum 0, epsilon 1e-07"}};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    clt_optimizer_describe(lines[i].o, got, sizeof got);
+    expect(lines[i].want, strcmp(got, lines[i].want) != 0, 1);
+  }
+  /* Ranges: each end open or closed as Keras' meaning needs. */
+  clt_hyper_range(CLT_HP_BETA_2, got, sizeof got);
+  expect("beta_2 in [0, 1)",
+         strcmp(got, "[0, 1)") != 0 || clt_hyper_valid(CLT_HP_BETA_2, 1) ||
+             !clt_hyper_valid(CLT_HP_BETA_2, 0),
+         1);
+  expect("learning_rate above 0",
+         clt_hyper_valid(CLT_HP_LEARNING_RATE, 0) || !clt_hyper_valid(CLT_HP_LEARNING_RATE, 1e-12),
+         1);
+  expect("nesterov true or false",
+         !clt_hyper_valid(CLT_HP_NESTEROV, 1) || clt_hyper_valid(CLT_HP_NESTEROV, 0.5), 1);
+  /* Every kind's kernels build; an unknown kind is refused. */
+  expect("every kind's kernels", clt_optimizer_kernels(R, &E) != CLT_OK, 1);
+  clt_optimizer unknown = {.kind = (clt_optimizer_kind)CLT_OPT_KINDS};
+  const clt_optimizer_buffers none = {0};
+  expect("an unknown kind", clt_optimizer_update(R, &unknown, 1, &none, &E) != CLT_ERR_INTERNAL, 1);
+  case_end();
 }
 
 /* The momentum of the moving statistic at flat index i: that of the last one starting
@@ -106,7 +185,7 @@ static double stat_momentum(size_t i) {
 
 /* STEPS updates by o on the device and in the reference, from the same values. */
 static void test_steps(const clt_optimizer *o, double scale) {
-  char name[160];
+  char name[256];
   describe(o, name, sizeof name);
   set_case("%s, gradients x%g:", name, scale);
   const size_t n = model.flat_floats, nt = model.trainable_floats;
@@ -188,6 +267,7 @@ int main(void) {
     fatal("building the model");
   }
   printf("model: %zu trainable of %zu values\n", model.trainable_floats, model.flat_floats);
+  test_table();
 
   /* Keras' defaults but for what a row sets (0: the default). */
   const struct {

@@ -54,16 +54,9 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
   fprintf(r->out, "\n");
   const clt_optimizer *o = plan->optimizer;
   if (o) {
-    fprintf(r->out, "Optimizer %s: learning rate %g", clt_optimizer_name(o->kind), o->lr);
-    if (o->kind == CLT_OPT_ADAM) {
-      fprintf(r->out, ", beta_1 %g, beta_2 %g, epsilon %g", o->beta1, o->beta2, o->epsilon);
-    } else if (o->kind == CLT_OPT_SGD) {
-      fprintf(r->out, ", momentum %g%s", o->momentum, o->nesterov ? ", Nesterov" : "");
-    } else {
-      fprintf(r->out, ", rho %g, momentum %g, epsilon %g", o->rho, o->momentum, o->epsilon);
-    }
-    if (o->weight_decay > 0) fprintf(r->out, ", weight decay %g", o->weight_decay);
-    fprintf(r->out, "\n");
+    char hypers[256];
+    clt_optimizer_describe(o, hypers, sizeof hypers);
+    fprintf(r->out, "Optimizer %s: %s\n", clt_optimizer_name(o->kind), hypers);
   }
   if (plan->resumed_from) {
     fprintf(r->out, "Resuming from %s: %d epochs and %ld steps done\n", plan->resumed_from,

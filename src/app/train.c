@@ -350,19 +350,28 @@ static int setup_model(const clt_train_opts *o, clt_data *data, clt_model *model
 static int choose_optimizer(const clt_train_opts *o, const clt_optimizer *ckpt, const char *path,
                             clt_optimizer *opt, clt_err *e) {
   clt_optimizer_kind kind = ckpt ? ckpt->kind : CLT_OPT_ADAM;
+  char kinds[64];
   if (o->optimizer_given && !clt_optimizer_find(o->optimizer, &kind)) {
-    return clt_fail(e, CLT_ERR_ARG, "--optimizer %s: expected adam, sgd or rmsprop", o->optimizer);
+    clt_optimizer_list(CLT_HP_COUNT, "or", kinds, sizeof kinds);
+    return clt_fail(e, CLT_ERR_ARG, "--optimizer %s: expected %s", o->optimizer, kinds);
   }
   const char *name = clt_optimizer_name(kind);
   if (ckpt && kind != ckpt->kind) {
     return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --optimizer %s, not %s", path,
                     clt_optimizer_name(ckpt->kind), name);
   }
-  if (o->momentum_given && kind == CLT_OPT_ADAM) {
-    return clt_fail(e, CLT_ERR_ARG, "--momentum applies to --optimizer sgd and rmsprop, not adam");
-  }
-  if (o->nesterov && kind != CLT_OPT_SGD) {
-    return clt_fail(e, CLT_ERR_ARG, "--nesterov applies to --optimizer sgd, not %s", name);
+  /* A flag of a hyper-parameter the kind does not use is a mistake, not a no-op. */
+  const struct {
+    int given;
+    const char *flag;
+    clt_hyper h;
+  } flags[] = {{o->momentum_given, "--momentum", CLT_HP_MOMENTUM},
+               {o->nesterov, "--nesterov", CLT_HP_NESTEROV}};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    if (!flags[i].given || clt_optimizer_uses(kind, flags[i].h)) continue;
+    clt_optimizer_list(flags[i].h, "and", kinds, sizeof kinds);
+    return clt_fail(e, CLT_ERR_ARG, "%s applies to --optimizer %s, not %s", flags[i].flag, kinds,
+                    name);
   }
   *opt = ckpt ? *ckpt : clt_optimizer_defaults(kind);
   if (!(opt->lr > 0)) opt->lr = clt_optimizer_defaults(kind).lr; /* an older, Adam checkpoint */

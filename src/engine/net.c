@@ -209,7 +209,8 @@ static size_t max_activation(const clt_model *m, const clt_plan *p) {
  * the layer kinds', the backend's own, and the network's (the loss, the
  * optimizers, the reductions, and the batch sources' conversions). */
 static void build_joint_program(const clt_model *m, clt_replica *r) {
-  static const char *const net_sources[] = {"loss.cl", "reduce.cl", "adam.cl", "data.cl"};
+  static const char *const net_sources[] = {"loss.cl", "reduce.cl", CLT_OPTIMIZER_SOURCE,
+                                            "data.cl"};
   const char *names[64];
   int n = 0;
 #define ADD(name)                                                                 \
@@ -311,15 +312,12 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     const clt_layer *l = &m->layers[s->layer];
     if ((status = clt_layer_prepare(l, r, max_batch, &s->fusion, e))) goto cleanup;
   }
-  /* Built now, as later steps use them; adam.cl with the options clt_net_update uses. */
+  /* Built now, as later steps use them: the moving averages' kernel with the
+   * options clt_net_update uses, and after these every optimizer's. */
   const char *const exact = r->exact_options;
   const char *kernels[][3] = {{"loss.cl", "", "softmax_xent"},
                               {"loss.cl", "", "metrics_accumulate"},
-                              {"adam.cl", exact, "adam_update"},
-                              {"adam.cl", exact, "weight_decay"},
-                              {"adam.cl", exact, "sgd_update"},
-                              {"adam.cl", exact, "rmsprop_update"},
-                              {"adam.cl", exact, "moving_average"},
+                              {CLT_OPTIMIZER_SOURCE, exact, "moving_average"},
                               {"reduce.cl", "", "add_into"},
                               {"reduce.cl", "", "count_nonfinite_partial"},
                               {"reduce.cl", "", "count_final"}};
@@ -328,6 +326,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     status = clt_replica_kernel(r, kernels[i][0], kernels[i][1], kernels[i][2], &k, e);
     if (status) goto cleanup;
   }
+  if ((status = clt_optimizer_kernels(r, e))) goto cleanup;
   *out = net;
   return CLT_OK;
 
@@ -589,55 +588,24 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
   return status;
 }
 
-/* Launches kernel `name` of adam.cl, built with the exact options, over n items. */
+/* Launches kernel `name` of optimizer.cl, built with the exact options, over n items. */
 static int launch_update(clt_net *net, const char *name, const clt_karg *args, int nargs, int n,
                          clt_err *e) {
   cl_kernel k;
-  int status = clt_replica_kernel(net->replica, "adam.cl", net->replica->exact_options, name, &k,
-                                  e);
+  int status = clt_replica_kernel(net->replica, CLT_OPTIMIZER_SOURCE, net->replica->exact_options,
+                                  name, &k, e);
   return status ? status : clt_launch1d(net->replica, k, name, args, nargs, (size_t)n, e);
 }
 
 int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e) {
   if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "optimizer step on an inference-only net");
   clt_replica_scope(net->replica, "optimizer", "update");
-  int status = CLT_OK, n = (int)net->model->trainable_floats;
-  /* Keras casts its Python-float hyper-parameters to float32 where they meet a tensor. */
-  float lr = (float)opt->lr, wd = (float)opt->weight_decay, mom = (float)opt->momentum;
-  float eps = (float)opt->epsilon;
-  cl_mem p = net->params, g = net->grads, s0 = net->opt_state[0], s1 = net->opt_state[1];
-  switch (opt->kind) {
-    case CLT_OPT_ADAM: {
-      if (wd > 0) { /* adam_update stays as it was without decay */
-        clt_karg dargs[] = {CLT_ARG(p), CLT_ARG(n), CLT_ARG(wd), CLT_ARG(lr)};
-        if ((status = launch_update(net, "weight_decay", dargs, 4, n, e))) return status;
-      }
-      float b1 = (float)opt->beta1, b2 = (float)opt->beta2;
-      float alpha = (float)(opt->lr * sqrt(1.0 - pow(opt->beta2, (double)step)) /
-                            (1.0 - pow(opt->beta1, (double)step)));
-      clt_karg args[] = {CLT_ARG(p),  CLT_ARG(g),  CLT_ARG(s0),  CLT_ARG(s1),   CLT_ARG(n),
-                         CLT_ARG(b1), CLT_ARG(b2), CLT_ARG(eps), CLT_ARG(alpha)};
-      status = launch_update(net, "adam_update", args, 9, n, e);
-      break;
-    }
-    case CLT_OPT_SGD: {
-      int nesterov = opt->nesterov != 0;
-      clt_karg args[] = {CLT_ARG(p),  CLT_ARG(g),   CLT_ARG(s0),       CLT_ARG(n),
-                         CLT_ARG(lr), CLT_ARG(mom), CLT_ARG(nesterov), CLT_ARG(wd)};
-      status = launch_update(net, "sgd_update", args, 8, n, e);
-      break;
-    }
-    case CLT_OPT_RMSPROP: {
-      float rho = (float)opt->rho, one_minus_rho = (float)(1.0 - opt->rho);
-      clt_karg args[] = {CLT_ARG(p),   CLT_ARG(g),   CLT_ARG(s0),  CLT_ARG(s1),
-                         CLT_ARG(n),   CLT_ARG(lr),  CLT_ARG(rho), CLT_ARG(one_minus_rho),
-                         CLT_ARG(eps), CLT_ARG(mom), CLT_ARG(wd)};
-      status = launch_update(net, "rmsprop_update", args, 11, n, e);
-      break;
-    }
-    default:
-      return clt_fail(e, CLT_ERR_INTERNAL, "unknown optimizer kind %d", (int)opt->kind);
-  }
+  clt_optimizer_buffers buffers = {.params = net->params,
+                                   .grads = net->grads,
+                                   .n = (int)net->model->trainable_floats};
+  for (int k = 0; k < CLT_OPT_SLOTS; k++) buffers.slots[k] = net->opt_state[k];
+  int status = clt_optimizer_update(net->replica, opt, step, &buffers, e);
+  cl_mem p = net->params, g = net->grads;
   for (int k = 0; k < net->stat_runs && !status; k++) {
     int first = net->stat_first[k];
     int total = k + 1 < net->stat_runs ? net->stat_first[k + 1] : (int)net->model->flat_floats;

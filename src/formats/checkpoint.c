@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint_meta.h"
 #include "npz.h"
 
 int clt_checkpoint_fail_before_step;
@@ -279,63 +279,6 @@ static void member_name(const clt_layer *l, int p, const char *slot, char *buf, 
   else snprintf(buf, size, "optimizer/%s/%s/%s", l->name, l->params[p].name, slot);
 }
 
-/* The shortest of %.15g and %.17g that reads back as v: exact, and 0.9 stays "0.9". */
-static const char *number(double v, char *buf, size_t size) {
-  snprintf(buf, size, "%.15g", v);
-  if (strtod(buf, NULL) != v) snprintf(buf, size, "%.17g", v);
-  return buf;
-}
-
-/* The optimizer's entry of the metadata, Keras get_config's names for what each
- * kind uses; "" when its learning rate was not recorded. */
-static void json_optimizer(const clt_optimizer *o, char *buf, size_t size) {
-  char a[32], b[32], c[32], d[32], w[32];
-  buf[0] = '\0';
-  if (!(o->lr > 0)) return;
-  const char *name = clt_optimizer_name(o->kind);
-  number(o->lr, a, sizeof a);
-  number(o->weight_decay, w, sizeof w);
-  if (o->kind == CLT_OPT_ADAM) {
-    snprintf(buf, size,
-             "\"optimizer\": {\"name\": \"%s\", \"learning_rate\": %s, \"beta_1\": %s, "
-             "\"beta_2\": %s, \"epsilon\": %s, \"weight_decay\": %s}, ",
-             name, a, number(o->beta1, b, sizeof b), number(o->beta2, c, sizeof c),
-             number(o->epsilon, d, sizeof d), w);
-  } else if (o->kind == CLT_OPT_SGD) {
-    snprintf(buf, size,
-             "\"optimizer\": {\"name\": \"%s\", \"learning_rate\": %s, \"momentum\": %s, "
-             "\"nesterov\": %s, \"weight_decay\": %s}, ",
-             name, a, number(o->momentum, b, sizeof b), o->nesterov ? "true" : "false", w);
-  } else {
-    snprintf(buf, size,
-             "\"optimizer\": {\"name\": \"%s\", \"learning_rate\": %s, \"rho\": %s, "
-             "\"momentum\": %s, \"epsilon\": %s, \"weight_decay\": %s}, ",
-             name, a, number(o->rho, b, sizeof b), number(o->momentum, c, sizeof c),
-             number(o->epsilon, d, sizeof d), w);
-  }
-}
-
-/* The metadata's names of the preprocessing modes, by clt_preprocess value. */
-static const char *const preprocess_names[] = {"unit", "caffe", "raw"};
-
-/* A built-in model is rebuilt by name, so its checkpoints need no "preprocess"; any
- * other model is rebuilt from its architecture and carries it. */
-static void json_metadata(const clt_model *m, const clt_optimizer *opt, char *buf, size_t size) {
-  static _Thread_local char arch[CLT_DESCRIBE_MAX];
-  char preprocess[64] = "", optimizer[512];
-  json_optimizer(opt, optimizer, sizeof optimizer);
-  clt_model_describe(m, arch, sizeof arch);
-  if (!clt_model_is_builtin(m->name, NULL)) {
-    snprintf(preprocess, sizeof preprocess, "\"preprocess\": \"%s\", %s",
-             preprocess_names[m->preprocess], m->softmax_output ? "\"output\": \"softmax\", " : "");
-  }
-  snprintf(buf, size,
-           "{\"format\": %d, \"model\": \"%s\", \"input\": [%d, %d, %d], \"classes\": %d, "
-           "%s\"architecture\": \"%s\", %s\"cltrain_version\": \"%s\"}",
-           CLT_CHECKPOINT_FORMAT, m->name, m->input.h, m->input.w, m->input.c, m->classes,
-           preprocess, arch, optimizer, CLT_VERSION);
-}
-
 static void set_param_array(clt_npz_array *a, const char *name, const clt_param *p,
                             const float *flat) {
   memset(a, 0, sizeof *a);
@@ -362,7 +305,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   int nk = 0;
   clt_npz_array *arrays = NULL;
   uint32_t *meta_text = NULL, *names_text = NULL, *json_text = NULL;
-  char tmp[4096] = "", final[4096];
+  char *meta = NULL, tmp[4096] = "", final[4096];
 
   if ((status = make_dir(dir, e))) goto cleanup;
   remove_stale_temps(dir);
@@ -379,9 +322,8 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
     goto cleanup;
   }
   arrays = calloc((size_t)narrays, sizeof *arrays);
-  static _Thread_local char meta[CLT_DESCRIBE_MAX + 1024];
-  json_metadata(m, &st->optimizer, meta, sizeof meta);
-  meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
+  meta = clt_checkpoint_meta_json(m, &st->optimizer);
+  if (meta) meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
   if (st->class_names) names_text = calloc(strlen(st->class_names) + 1, sizeof *names_text);
   if (st->keras_json) json_text = calloc(strlen(st->keras_json) + 1, sizeof *json_text);
   if (!arrays || !meta_text || (st->class_names && !names_text) || (st->keras_json && !json_text)) {
@@ -470,6 +412,7 @@ cleanup:
   if (tmp[0]) unlink(tmp); /* a failed save leaves no temp file behind */
   free(ks);
   free(arrays);
+  free(meta);
   free(meta_text);
   free(names_text);
   free(json_text);
@@ -521,188 +464,23 @@ int clt_checkpoint_resolve(const char *dir_or_file, char *path, size_t size, clt
   return CLT_OK;
 }
 
-/* Extracts "key": <int>, "key": "<string>" or "key": [list] from our own metadata JSON. */
-static int json_find(const char *json, const char *key, char *out, size_t size) {
-  char pattern[64];
-  snprintf(pattern, sizeof pattern, "\"%s\": ", key);
-  const char *p = strstr(json, pattern);
-  if (!p) return -1;
-  p += strlen(pattern);
-  size_t n = 0;
-  if (*p == '"') {
-    p++;
-    while (p[n] && p[n] != '"') n++;
-  } else if (*p == '[') {
-    while (p[n] && p[n] != ']') n++;
-    if (p[n]) n++;
-  } else {
-    while (p[n] && p[n] != ',' && p[n] != '}') n++;
-  }
-  if (n >= size) return -1;
-  memcpy(out, p, n);
-  out[n] = '\0';
-  return 0;
-}
-
-typedef struct checkpoint_meta {
-  int format;
-  char model[64];
-  clt_shape input;
-  int classes;
-  char preprocess[16]; /* "" for built-in models */
-  char output[16];     /* "softmax": the model file ended in a softmax */
-  char architecture[CLT_DESCRIBE_MAX];
-  char optimizer[512]; /* the "optimizer" object's text, "{...}"; "" if absent */
-} checkpoint_meta;
-
-static int read_meta(const char *path, const clt_npz *z, checkpoint_meta *meta, clt_err *e) {
-  const clt_npz_array *a = clt_npz_find(z, "metadata");
-  static _Thread_local char json[CLT_DESCRIBE_MAX + 1024];
-  char v[2048];
-  if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member metadata", path);
-  if (clt_npz_get_string(a, json, sizeof json) != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: member metadata is not a string", path);
-  }
-  memset(meta, 0, sizeof *meta);
-  if (json_find(json, "format", v, sizeof v) != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata has no format version", path);
-  }
-  /* strtol, not sscanf: an overflowing number must not read as some other one. */
-  char *end = NULL;
-  errno = 0;
-  const long format = strtol(v, &end, 10);
-  if (end == v || *end || errno == ERANGE || format < INT_MIN || format > INT_MAX) {
-    char shown[80];
-    clt_npz_printable(shown, sizeof shown, v);
-    return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: checkpoint format \"%s\" is not a number this cltrain reads (it reads "
-                    "%d)",
-                    path, shown, CLT_CHECKPOINT_FORMAT);
-  }
-  meta->format = (int)format;
-  if (meta->format != CLT_CHECKPOINT_FORMAT) {
-    return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: unknown checkpoint format version %d (this cltrain reads %d)", path,
-                    meta->format, CLT_CHECKPOINT_FORMAT);
-  }
-  if (json_find(json, "model", meta->model, sizeof meta->model) != 0 ||
-      json_find(json, "input", v, sizeof v) != 0 ||
-      sscanf(v, "[%d, %d, %d]", &meta->input.h, &meta->input.w, &meta->input.c) != 3 ||
-      json_find(json, "classes", v, sizeof v) != 0 || sscanf(v, "%d", &meta->classes) != 1 ||
-      json_find(json, "architecture", meta->architecture, sizeof meta->architecture) != 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata lacks model, input, classes or architecture",
-                    path);
-  }
-  if (json_find(json, "preprocess", meta->preprocess, sizeof meta->preprocess) != 0)
-    meta->preprocess[0] = '\0';
-  if (json_find(json, "output", meta->output, sizeof meta->output) != 0) meta->output[0] = '\0';
-  const char *opt = strstr(json, "\"optimizer\": {");
-  if (opt) { /* a flat object: its text runs to the first '}' */
-    opt += strlen("\"optimizer\": ");
-    const size_t n = strcspn(opt, "}");
-    if (!opt[n] || n + 2 > sizeof meta->optimizer) {
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata's optimizer is malformed", path);
-    }
-    memcpy(meta->optimizer, opt, n + 1);
-    meta->optimizer[n + 1] = '\0';
-  }
-  return CLT_OK;
-}
-
-/* The metadata's optimizer object into o: what its kind uses, checked; absent (an
- * older cltrain's checkpoint): Adam with Keras' defaults and lr 0, not recorded. */
-static int parse_optimizer(const char *path, const char *text, clt_optimizer *o, clt_err *e) {
-  char v[64];
-  clt_optimizer_kind kind = CLT_OPT_ADAM;
-  if (!text[0]) {
-    *o = clt_optimizer_defaults(kind);
-    o->lr = 0;
-    return CLT_OK;
-  }
-  if (json_find(text, "name", v, sizeof v) != 0 || !clt_optimizer_find(v, &kind)) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata names no optimizer cltrain knows: %s", path,
-                    text);
-  }
-  *o = clt_optimizer_defaults(kind);
-  /* Each number with its range; learning_rate is required, the others have defaults. */
-  const struct {
-    const char *key;
-    double *dst, lo, hi;
-    int open_hi;
-  } fields[] = {{"learning_rate", &o->lr, 0, 1e6, 0},
-                {"momentum", &o->momentum, 0, 1, 0},
-                {"rho", &o->rho, 0, 1, 1},
-                {"epsilon", &o->epsilon, 0, 1, 0},
-                {"beta_1", &o->beta1, 0, 1, 1},
-                {"beta_2", &o->beta2, 0, 1, 1},
-                {"weight_decay", &o->weight_decay, 0, 1e6, 0}};
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-    if (json_find(text, fields[i].key, v, sizeof v) != 0) {
-      if (i == 0) break; /* no learning rate: reported below */
-      continue;
-    }
-    char *end = NULL;
-    const double d = strtod(v, &end);
-    if (end == v || *end || !(d >= fields[i].lo) || d > fields[i].hi ||
-        (fields[i].open_hi && d == fields[i].hi)) {
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata's optimizer has a bad %s: '%s'", path,
-                      fields[i].key, v);
-    }
-    *fields[i].dst = d;
-  }
-  if (json_find(text, "learning_rate", v, sizeof v) != 0 || !(o->lr > 0) || !(o->epsilon > 0)) {
-    return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: metadata's optimizer lacks a positive learning_rate or epsilon: %s", path,
-                    text);
-  }
-  if (json_find(text, "nesterov", v, sizeof v) == 0) {
-    if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata's optimizer has a bad nesterov: '%s'", path,
-                      v);
-    }
-    o->nesterov = strcmp(v, "true") == 0;
-  }
-  return CLT_OK;
-}
-
-/* A built-in model is built as this cltrain defines it (clt_checkpoint_load then
- * refuses a checkpoint whose architecture differs); any other model is rebuilt
- * from the architecture the checkpoint stores. */
-static int model_from_meta(const checkpoint_meta *meta, clt_model *m, clt_err *e) {
-  if (clt_model_is_builtin(meta->model, NULL) || !meta->preprocess[0]) {
-    return clt_model_build(meta->model, meta->input, meta->classes, m, e);
-  }
-  for (size_t p = 0; p < sizeof preprocess_names / sizeof preprocess_names[0]; p++) {
-    if (strcmp(meta->preprocess, preprocess_names[p]) == 0) {
-      int status = clt_model_parse(meta->model, meta->input, meta->classes, (clt_preprocess)p,
-                                   meta->architecture, m, e);
-      if (!status) m->softmax_output = strcmp(meta->output, "softmax") == 0;
-      return status;
-    }
-  }
-  return clt_fail(e, CLT_ERR_FORMAT, "unknown preprocessing '%s' of model %s", meta->preprocess,
-                  meta->model);
-}
-
 int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
   clt_npz *z = NULL;
-  static _Thread_local checkpoint_meta meta;
+  static _Thread_local clt_checkpoint_meta meta;
   int status = clt_npz_read(path, &z, e);
-  if (!status) status = read_meta(path, z, &meta, e);
-  if (!status && (status = model_from_meta(&meta, m, e))) clt_wrap(e, "%s", path);
+  if (!status) status = clt_checkpoint_meta_read(path, z, 0, &meta, e);
+  if (!status && (status = clt_checkpoint_meta_model(&meta, m, e))) clt_wrap(e, "%s", path);
   clt_npz_free(z);
   return status;
 }
 
 /* Every slot variable name of any optimizer ("m", "v", "momentum", "velocity"),
- * from optimizer.h; returns how many. */
+ * from the optimizers' table; returns how many. */
 static int all_slot_names(const char *names[], int max) {
   int n = 0;
   for (int k = 0; k < CLT_OPT_KINDS; k++) {
-    clt_optimizer o = clt_optimizer_defaults((clt_optimizer_kind)k);
-    o.momentum = 0.5; /* the kinds that keep a slot only with momentum */
     for (int s = 0; s < CLT_OPT_SLOTS; s++) {
-      const char *slot = clt_optimizer_slot(&o, s);
+      const char *slot = clt_optimizer_ops_of((clt_optimizer_kind)k)->slots[s];
       int seen = !slot;
       for (int j = 0; j < n && !seen; j++) seen = strcmp(names[j], slot) == 0;
       if (!seen && n < max) names[n++] = slot;
@@ -826,7 +604,7 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
   int status = CLT_OK;
   clt_npz *z = NULL;
   char *used = NULL; /* per member: one this checkpoint may hold */
-  static _Thread_local checkpoint_meta meta;
+  static _Thread_local clt_checkpoint_meta meta;
   static _Thread_local char arch[CLT_DESCRIBE_MAX];
   memset(st, 0, sizeof *st);
   if ((status = clt_npz_read(path, &z, e))) goto cleanup;
@@ -835,7 +613,7 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
     goto cleanup;
   }
   clt_npz_take(z, "metadata", used);
-  if ((status = read_meta(path, z, &meta, e))) goto cleanup;
+  if ((status = clt_checkpoint_meta_read(path, z, with_optimizer, &meta, e))) goto cleanup;
   clt_model_describe(m, arch, sizeof arch);
   if (strcmp(meta.model, m->name) != 0 || meta.classes != m->classes ||
       meta.input.h != m->input.h || meta.input.w != m->input.w || meta.input.c != m->input.c) {
@@ -853,8 +631,7 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
                       path, m->name, meta.architecture, arch);
     goto cleanup;
   }
-  if (with_optimizer && (status = parse_optimizer(path, meta.optimizer, &st->optimizer, e)))
-    goto cleanup;
+  if (with_optimizer) st->optimizer = meta.optimizer;
   st->params = calloc(m->flat_floats, sizeof(float));
   int nomem = !st->params;
   for (int k = 0; k < CLT_OPT_SLOTS && with_optimizer; k++) {

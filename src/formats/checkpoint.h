@@ -9,8 +9,9 @@
  * the seed and e, so the seed is the order's whole state), and "metadata", a
  * JSON string with the format version, model name, input shape, classes,
  * architecture, optimizer (as Keras' get_config: {"name": "sgd", "learning_rate":
- * 0.01, "momentum": 0.9, ...}) and cltrain version. Checkpoints without an
- * optimizer in their metadata (older cltrain) hold Adam's state.
+ * 0.01, "momentum": 0.9, ...}) and cltrain version (checkpoint_meta.c writes and
+ * reads it). Checkpoints without an optimizer in their metadata (older cltrain)
+ * hold Adam's state.
  *
  * A save in the middle of an epoch also records how far into epoch `epoch + 1`
  * it is: "data/epoch_step" (int64 scalar, optimizer steps already taken in that
@@ -25,7 +26,8 @@
  * Loading trusts nothing: a member the model does not expect is refused (as Keras
  * refuses a weights file that does not match), and so is any parameter, slot
  * variable, moving statistic or epoch sum that is NaN or infinite, naming the
- * member and the first bad index. The index may name only a file of its own
+ * member and the first bad index, and metadata with a key missing, of the wrong
+ * type or out of range, naming the key. The index may name only a file of its own
  * folder.
  *
  * Saves are atomic: temp file, fsync, rename, fsync of the folder; then the

@@ -13,6 +13,7 @@
  * (zeros) and loads it. Flags: bit 0 loads with the optimizer; bit 1 adds
  * data/class_names and model/keras_json; bit 2 leaves out member number
  * (flags >> 4) of the parameters and slots, bit 3 gives it another shape. */
+#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,20 +30,23 @@ static clt_model model;
 static clt_npz_array members[MAX_MEMBERS];
 
 /* The slot variables of the optimizer the metadata names (Adam where it names
- * none), read the way cltrain writes it; a slot the load does not need would be an
- * extra member, which a strict reader may refuse. */
-static void optimizer_slots(const char *meta, const char *slots[3]) {
-  const char *opt = strstr(meta, "\"optimizer\": {");
-  slots[0] = "m";
-  slots[1] = "v";
-  slots[2] = NULL;
-  if (opt && strstr(opt, "\"name\": \"sgd\"")) {
-    slots[0] = "momentum";
-    slots[1] = NULL;
-  } else if (opt && strstr(opt, "\"name\": \"rmsprop\"")) {
-    slots[0] = "velocity";
-    slots[1] = "momentum";
-  }
+ * none), as the optimizers' table has them for its kind and momentum; a slot the
+ * load does not need would be an extra member, which the reader refuses. */
+static void optimizer_slots(const char *meta, const char *slots[CLT_OPT_SLOTS]) {
+  clt_optimizer o = clt_optimizer_defaults(CLT_OPT_ADAM);
+  clt_optimizer_kind kind;
+  cJSON *root = cJSON_Parse(meta);
+  const cJSON *opt = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(opt, "name");
+  const cJSON *momentum = cJSON_GetObjectItemCaseSensitive(opt, "momentum");
+  if (cJSON_IsString(name) && clt_optimizer_find(name->valuestring, &kind))
+    o = clt_optimizer_defaults(kind);
+  if (cJSON_IsNumber(momentum)) o.momentum = momentum->valuedouble;
+  int n = 0;
+  for (int k = 0; k < CLT_OPT_SLOTS; k++)
+    if (clt_optimizer_slot(&o, k)) slots[n++] = clt_optimizer_slot(&o, k);
+  while (n < CLT_OPT_SLOTS) slots[n++] = NULL;
+  cJSON_Delete(root);
 }
 
 /* The checkpoint file: metadata, counters and, when m is given, the model's
@@ -56,7 +60,7 @@ static int write_checkpoint(const char *path, const char *meta, const clt_model 
   static uint32_t names_buf[sizeof class_names], json_buf[sizeof keras_json];
   static float *zeros;
   static size_t zeros_n;
-  const char *slots[4] = {NULL};
+  const char *slots[CLT_OPT_SLOTS + 2] = {NULL};
   optimizer_slots(meta, slots + 1);
   uint32_t *meta_buf = malloc(4 * (strlen(meta) + 1));
   if (!meta_buf) fuzz_fail("fuzz_checkpoint: out of memory");

@@ -1,3 +1,6 @@
+// Every optimizer's update (src/engine/optimizer.c launches them) and the moving
+// averages of BatchNormalization's statistics.
+//
 // Every replica applies the same update to the same all-reduced gradients, and
 // their parameters must stay bit-identical even across device kinds: products
 // are not contracted into FMAs (a compiler's choice otherwise), and the host
@@ -85,6 +88,5 @@ __kernel void moving_average(__global float *p, __global const float *g, const i
 
 // Back to OpenCL's default for the sources built after this one in a joint
 // program (devices/replica.c): the pragma holds to the end of the program text,
-// and had left their kernels without FMAs (conv.cl's fused first layer 25-30%
-// slower).
+// and would leave their kernels without FMAs.
 #pragma OPENCL FP_CONTRACT ON

@@ -1,0 +1,339 @@
+/* The checkpoint's metadata JSON (checkpoint_meta.h), written and read with cJSON. */
+#include "checkpoint_meta.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+
+/* The metadata's names of the preprocessing modes, by clt_preprocess value. */
+static const char *const preprocess_names[] = {"unit", "caffe", "raw"};
+
+/* ---- writing ---- */
+
+/* v as the shortest of %.15g and %.17g that reads back as v: exact, and 0.9 stays
+ * "0.9". A raw item, as cJSON's own printing may keep 15 digits of a number that
+ * differs from them in the last bit. */
+static cJSON *number(double v) {
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+  return cJSON_CreateRaw(buf);
+}
+
+/* Adds item to obj under key; 0 (item freed) when either is missing or out of memory. */
+static int add(cJSON *obj, const char *key, cJSON *item) {
+  if (obj && item && cJSON_AddItemToObject(obj, key, item)) return 1;
+  cJSON_Delete(item);
+  return 0;
+}
+
+/* The optimizer's entry: its name, then each hyper-parameter its kind uses under
+ * Keras get_config's name and in its order. */
+static int add_optimizer(cJSON *root, const clt_optimizer *opt) {
+  const clt_optimizer_ops *ops = clt_optimizer_ops_of(opt->kind);
+  cJSON *o = cJSON_CreateObject();
+  int ok = add(root, "optimizer", o) && ops && add(o, "name", cJSON_CreateString(ops->name));
+  for (int i = 0; ok && i < ops->nhypers; i++) {
+    const clt_hyper h = ops->hypers[i];
+    const double v = clt_optimizer_get(opt, h);
+    ok = add(o, clt_hypers[h].key, clt_hypers[h].flag ? cJSON_CreateBool(v != 0) : number(v));
+  }
+  return ok;
+}
+
+/* Writes compact JSON text with a space after each ',' and ':' outside strings
+ * into out (when not NULL); returns the length. */
+static size_t spaced(const char *compact, char *out) {
+  size_t n = 0;
+  int in_string = 0;
+  for (const char *c = compact; *c; c++) {
+    if (out) out[n] = *c;
+    n++;
+    if (in_string && *c == '\\' && c[1]) {
+      c++;
+      if (out) out[n] = *c;
+      n++;
+    } else if (*c == '"') {
+      in_string = !in_string;
+    } else if (!in_string && (*c == ',' || *c == ':')) {
+      if (out) out[n] = ' ';
+      n++;
+    }
+  }
+  if (out) out[n] = '\0';
+  return n;
+}
+
+/* A built-in model is rebuilt by name, so its checkpoints need no "preprocess"; any
+ * other model is rebuilt from its architecture and carries it. The layout is
+ * Python json.dumps' (", " and ": "). */
+char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt) {
+  static _Thread_local char arch[CLT_DESCRIBE_MAX];
+  const int input[3] = {m->input.h, m->input.w, m->input.c};
+  char *compact = NULL, *text = NULL;
+  clt_model_describe(m, arch, sizeof arch);
+  cJSON *root = cJSON_CreateObject();
+  int ok = add(root, "format", cJSON_CreateNumber(CLT_CHECKPOINT_FORMAT)) &&
+           add(root, "model", cJSON_CreateString(m->name)) &&
+           add(root, "input", cJSON_CreateIntArray(input, 3)) &&
+           add(root, "classes", cJSON_CreateNumber(m->classes));
+  if (ok && !clt_model_is_builtin(m->name, NULL)) {
+    ok = add(root, "preprocess", cJSON_CreateString(preprocess_names[m->preprocess])) &&
+         (!m->softmax_output || add(root, "output", cJSON_CreateString("softmax")));
+  }
+  ok = ok && add(root, "architecture", cJSON_CreateString(arch));
+  if (ok && opt->lr > 0) ok = add_optimizer(root, opt);
+  ok = ok && add(root, "cltrain_version", cJSON_CreateString(CLT_VERSION));
+  if (ok && (compact = cJSON_PrintUnformatted(root)) && (text = malloc(spaced(compact, NULL) + 1)))
+    spaced(compact, text);
+  cJSON_free(compact);
+  cJSON_Delete(root);
+  return text;
+}
+
+/* ---- reading ---- */
+
+static const char *type_name(const cJSON *v) {
+  if (cJSON_IsString(v)) return "a string";
+  if (cJSON_IsNumber(v)) return "a number";
+  if (cJSON_IsBool(v)) return cJSON_IsTrue(v) ? "true" : "false";
+  if (cJSON_IsArray(v)) return "an array";
+  if (cJSON_IsObject(v)) return "an object";
+  return "null";
+}
+
+/* Where an error is found: the file, and the object's name as a key prefix
+ * ("" at the top, "optimizer." inside the optimizer's entry). */
+typedef struct place {
+  const char *path, *prefix;
+} place;
+
+/* Member key of obj into *out when it is of the wanted cJSON type (a mask of
+ * cJSON_String, cJSON_Number, ...; `what` names it); absent: NULL, an error if
+ * required. */
+static int lookup(place at, const cJSON *obj, const char *key, int type, const char *what,
+                  int required, const cJSON **out, clt_err *e) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  *out = NULL;
+  if (!v) {
+    if (!required) return CLT_OK;
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata lacks key %s%s", at.path, at.prefix, key);
+  }
+  if (!(v->type & type)) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key %s%s is %s, not %s", at.path, at.prefix,
+                    key, type_name(v), what);
+  }
+  *out = v;
+  return CLT_OK;
+}
+
+/* A string member into dst (left "" when absent and not required). */
+static int get_string(place at, const cJSON *obj, const char *key, int required, char *dst,
+                      size_t size, clt_err *e) {
+  const cJSON *v;
+  int status = lookup(at, obj, key, cJSON_String, "a string", required, &v, e);
+  dst[0] = '\0';
+  if (status || !v) return status;
+  if (strlen(v->valuestring) >= size) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key %s%s is longer than %zu characters",
+                    at.path, at.prefix, key, size - 1);
+  }
+  /* Names end up in messages, which stay one line. */
+  for (const char *c = v->valuestring; *c; c++) {
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key %s%s holds a control character", at.path,
+                      at.prefix, key);
+    }
+  }
+  memcpy(dst, v->valuestring, strlen(v->valuestring) + 1);
+  return CLT_OK;
+}
+
+/* A number as text, exactly as it reads back. */
+static void show_number(double v, char *buf, size_t size) {
+  snprintf(buf, size, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, size, "%.17g", v);
+}
+
+static int is_int(const cJSON *v) {
+  const double d = v->valuedouble;
+  return cJSON_IsNumber(v) && d >= INT_MIN && d <= INT_MAX && (double)(int)d == d;
+}
+
+/* "format": this cltrain's version, or an error saying which it reads. */
+static int get_format(place at, const cJSON *root, int *format, clt_err *e) {
+  const cJSON *v;
+  int status = lookup(at, root, "format", cJSON_Number, "a number", 1, &v, e);
+  if (status) return status;
+  if (!is_int(v)) {
+    char shown[40];
+    show_number(v->valuedouble, shown, sizeof shown);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: checkpoint format %s is not a number this cltrain reads (it reads %d)",
+                    at.path, shown, CLT_CHECKPOINT_FORMAT);
+  }
+  *format = v->valueint;
+  if (*format != CLT_CHECKPOINT_FORMAT) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: unknown checkpoint format version %d (this cltrain reads %d)", at.path,
+                    *format, CLT_CHECKPOINT_FORMAT);
+  }
+  return CLT_OK;
+}
+
+/* "input": [height, width, channels] and "classes", integers (the model's
+ * builder checks their ranges). */
+static int get_shape(place at, const cJSON *root, clt_checkpoint_meta *meta, clt_err *e) {
+  const cJSON *input, *classes;
+  int status = lookup(at, root, "input", cJSON_Array, "an array", 1, &input, e);
+  if (!status) status = lookup(at, root, "classes", cJSON_Number, "a number", 1, &classes, e);
+  if (status) return status;
+  int dims[3], n = 0;
+  const cJSON *d;
+  cJSON_ArrayForEach(d, input) {
+    if (n == 3 || !is_int(d)) break;
+    dims[n++] = d->valueint;
+  }
+  if (n != 3 || d) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: metadata key input is not [height, width, channels], 3 integers", at.path);
+  }
+  if (!is_int(classes)) {
+    char shown[40];
+    show_number(classes->valuedouble, shown, sizeof shown);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key classes is %s, not an integer", at.path,
+                    shown);
+  }
+  meta->input = (clt_shape){dims[0], dims[1], dims[2]};
+  meta->classes = classes->valueint;
+  return CLT_OK;
+}
+
+/* The optimizer's entry into o: its kind by name, then each hyper-parameter the
+ * kind uses, checked against its range; learning_rate is required, the others
+ * default to Keras'. Keys the kind does not use are ignored, as Keras' own
+ * get_config holds more than cltrain reads. */
+static int get_optimizer(const char *path, const cJSON *entry, clt_optimizer *o, clt_err *e) {
+  const place at = {path, "optimizer."};
+  const cJSON *name;
+  clt_optimizer_kind kind;
+  int status = lookup(at, entry, "name", cJSON_String, "a string", 1, &name, e);
+  if (status) return status;
+  if (!clt_optimizer_find(name->valuestring, &kind)) {
+    char shown[64], known[64];
+    clt_npz_printable(shown, sizeof shown, name->valuestring);
+    clt_optimizer_list(CLT_HP_COUNT, "or", known, sizeof known);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: metadata names no optimizer cltrain knows: \"%s\" (it knows %s)", path,
+                    shown, known);
+  }
+  const clt_optimizer_ops *ops = clt_optimizer_ops_of(kind);
+  *o = ops->defaults;
+  for (int i = 0; i < ops->nhypers; i++) {
+    const clt_hyper h = ops->hypers[i];
+    const clt_hyper_info *info = &clt_hypers[h];
+    const cJSON *v;
+    status = lookup(at, entry, info->key, info->flag ? cJSON_True | cJSON_False : cJSON_Number,
+                    info->flag ? "true or false" : "a number", h == CLT_HP_LEARNING_RATE, &v, e);
+    if (status) return status;
+    if (!v) continue;
+    const double d = info->flag ? cJSON_IsTrue(v) : v->valuedouble;
+    if (!clt_hyper_valid(h, d)) {
+      char shown[40], range[64];
+      show_number(d, shown, sizeof shown);
+      clt_hyper_range(h, range, sizeof range);
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key optimizer.%s is %s, outside %s", path,
+                      info->key, shown, range);
+    }
+    clt_optimizer_set(o, h, d);
+  }
+  return CLT_OK;
+}
+
+static int parse(const char *path, const cJSON *root, int with_optimizer, clt_checkpoint_meta *meta,
+                 clt_err *e) {
+  const place at = {path, ""};
+  const cJSON *output, *optimizer;
+  int status;
+  if (!cJSON_IsObject(root)) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata is %s, not a JSON object", path,
+                    type_name(root));
+  }
+  if ((status = get_format(at, root, &meta->format, e)) ||
+      (status = get_string(at, root, "model", 1, meta->model, sizeof meta->model, e)) ||
+      (status = get_shape(at, root, meta, e)) ||
+      (status = get_string(at, root, "architecture", 1, meta->architecture,
+                           sizeof meta->architecture, e)) ||
+      (status = get_string(at, root, "preprocess", 0, meta->preprocess, sizeof meta->preprocess,
+                           e)) ||
+      (status = lookup(at, root, "output", cJSON_String, "a string", 0, &output, e)) ||
+      (status = lookup(at, root, "optimizer", cJSON_Object, "an object", 0, &optimizer, e)))
+    return status;
+  meta->softmax_output = output && strcmp(output->valuestring, "softmax") == 0;
+  /* No optimizer recorded: an older cltrain's checkpoint, holding Adam's state. */
+  meta->optimizer = clt_optimizer_defaults(CLT_OPT_ADAM);
+  meta->optimizer.lr = 0;
+  if (with_optimizer && optimizer) return get_optimizer(path, optimizer, &meta->optimizer, e);
+  return CLT_OK;
+}
+
+int clt_checkpoint_meta_read(const char *path, const clt_npz *z, int with_optimizer,
+                             clt_checkpoint_meta *meta, clt_err *e) {
+  const clt_npz_array *a = clt_npz_find(z, "metadata");
+  int status = CLT_OK;
+  char *text = NULL;
+  cJSON *root = NULL;
+  memset(meta, 0, sizeof *meta);
+  if (!a) return clt_fail(e, CLT_ERR_FORMAT, "%s: missing member metadata", path);
+  if (!(text = malloc(a->bytes + 1))) { /* at most as many characters as its bytes */
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
+    goto cleanup;
+  }
+  if (clt_npz_get_string(a, text, a->bytes + 1) != 0) {
+    status = clt_fail(e, CLT_ERR_FORMAT, "%s: member metadata is not a string", path);
+    goto cleanup;
+  }
+  const char *end = NULL;
+  if (!(root = cJSON_ParseWithOpts(text, &end, 1))) {
+    while (end && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    if (end && *end) {
+      char shown[24];
+      clt_npz_printable(shown, sizeof shown, end);
+      status = clt_fail(e, CLT_ERR_FORMAT, "%s: metadata is not valid JSON (at character %ld: %s)",
+                        path, (long)(end - text) + 1, shown);
+    } else {
+      status = clt_fail(e, CLT_ERR_FORMAT, "%s: metadata is not valid JSON (it ends early)", path);
+    }
+    goto cleanup;
+  }
+  status = parse(path, root, with_optimizer, meta, e);
+
+cleanup:
+  cJSON_Delete(root);
+  free(text);
+  return status;
+}
+
+/* A built-in model is built as this cltrain defines it (clt_checkpoint_load then
+ * refuses a checkpoint whose architecture differs); any other model is rebuilt
+ * from the architecture the checkpoint stores. */
+int clt_checkpoint_meta_model(const clt_checkpoint_meta *meta, clt_model *m, clt_err *e) {
+  if (clt_model_is_builtin(meta->model, NULL) || !meta->preprocess[0]) {
+    return clt_model_build(meta->model, meta->input, meta->classes, m, e);
+  }
+  for (size_t p = 0; p < sizeof preprocess_names / sizeof preprocess_names[0]; p++) {
+    if (strcmp(meta->preprocess, preprocess_names[p]) == 0) {
+      int status = clt_model_parse(meta->model, meta->input, meta->classes, (clt_preprocess)p,
+                                   meta->architecture, m, e);
+      if (!status) m->softmax_output = meta->softmax_output;
+      return status;
+    }
+  }
+  char shown[80];
+  clt_npz_printable(shown, sizeof shown, meta->preprocess);
+  return clt_fail(e, CLT_ERR_FORMAT, "unknown preprocessing '%s' of model %s", shown, meta->model);
+}

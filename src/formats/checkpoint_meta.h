@@ -1,0 +1,37 @@
+/* A checkpoint's member "metadata" (checkpoint.h): a JSON object with the format
+ * version, the model (name, input shape, classes, architecture, and for a model
+ * known by no name its preprocessing and softmax output), the optimizer as Keras'
+ * get_config names it and the cltrain version. Internal to src/formats. */
+#ifndef CLT_CHECKPOINT_META_H
+#define CLT_CHECKPOINT_META_H
+
+#include "model.h"
+#include "npz.h"
+#include "optimizer.h"
+
+typedef struct clt_checkpoint_meta {
+  int format;
+  char model[64];
+  clt_shape input;
+  int classes;
+  char preprocess[64]; /* "" for built-in models */
+  int softmax_output;  /* "output": "softmax": the model file ended in a softmax */
+  char architecture[CLT_DESCRIBE_MAX];
+  /* Read only when asked for: the optimizer's kind and hyper-parameters; lr 0 when
+   * the metadata records none (an older cltrain's checkpoint, Adam's state). */
+  clt_optimizer optimizer;
+} clt_checkpoint_meta;
+
+/* The metadata of model m trained with opt (none recorded when opt->lr is 0), in
+ * the layout of Python's json.dumps; a new string, NULL when out of memory. */
+char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt);
+
+/* Reads member "metadata" of z (the checkpoint at path) into meta, the optimizer
+ * too when with_optimizer. Errors name the file and the key. */
+int clt_checkpoint_meta_read(const char *path, const clt_npz *z, int with_optimizer,
+                             clt_checkpoint_meta *meta, clt_err *e);
+
+/* Builds the model meta describes. */
+int clt_checkpoint_meta_model(const clt_checkpoint_meta *meta, clt_model *m, clt_err *e);
+
+#endif
