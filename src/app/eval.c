@@ -1,0 +1,130 @@
+/* `cltrain eval`: a checkpoint scored on the selected devices. */
+#define _POSIX_C_SOURCE 200809L
+#include "train_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "data.h"
+#include "files.h"
+#include "interrupt.h"
+#include "keras.h"
+#include "npz.h"
+#include "report.h"
+#include "timing.h"
+#include "trainer.h"
+#include "weights.h"
+
+/* cltrain eval's set-up in each process: the checkpoint, data and devices. */
+static int eval_set_up(const clt_eval_opts *o, clt_data *data, clt_model *model,
+                       clt_checkpoint *state, char *path, size_t size, clt_device_list *devices,
+                       const clt_device **chosen, int *nchosen, clt_err *e) {
+  int status = clt_checkpoint_resolve(o->checkpoint, path, size, e);
+  if (!status) status = clt_checkpoint_model(path, model, e);
+  if (!status) status = clt_checkpoint_load(path, model, 0, state, e);
+  if (status) return status;
+  const clt_data_spec spec = {.dir = o->data_dir,
+                              .test_limit = o->test_limit,
+                              .image_size = model->input.h,
+                              .validation_split = o->validation_split,
+                              .seed = o->seed,
+                              .validation_split_given = o->validation_split_given,
+                              .max_image_pixels = o->max_image_pixels};
+  if ((status = clt_data_open(&spec, data, e))) return status;
+  if ((status = clt_data_check_input(data, model->name, model->input.h, model->input.w,
+                                     model->input.c, model->classes, e))) {
+    return status;
+  }
+  if ((status = clt_data_check_classes(data, state->class_names, path, e))) return status;
+  return clt_select_process_devices(o->devices, o->cluster, devices, chosen, nchosen, e);
+}
+
+/* Under MPI each process evaluates its replicas' slices of the test set and
+ * process 0 prints the figures (and writes --logits). */
+int clt_eval(const clt_eval_opts *o, clt_err *e) {
+  int status = CLT_OK;
+  clt_cluster *c = o->cluster;
+  const int leader = clt_cluster_rank(c) == 0;
+  clt_data data = {0};
+  clt_device_list devices = {0};
+  clt_trainer *t = NULL;
+  clt_checkpoint state = {0};
+  clt_model model;
+  const clt_device *chosen[CLT_MAX_REPLICAS];
+  int nchosen = 0;
+  char path[4096] = "", tmp[4200] = "";
+  float *logits = NULL;
+
+  /* --logits goes to a temp file renamed into place at the end; made first, so an
+   * unwritable path fails before the evaluation rather than after it. */
+  if (o->logits_path && leader) {
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", o->logits_path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+      status = clt_fail(e, CLT_ERR_IO, "--logits %s: cannot create: %s", o->logits_path,
+                        strerror(errno));
+      tmp[0] = '\0';
+    } else {
+      fclose(f);
+    }
+  }
+  int replicas = 0;
+  if (!status)
+    status = eval_set_up(o, &data, &model, &state, path, sizeof path, &devices, chosen, &nchosen,
+                         e);
+  if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
+  run_config config = train_config_of(&model, &data, o->batch_per_replica, o->seed, nchosen);
+  if ((status = train_same_config(c, &config, &replicas, e))) goto cleanup;
+  if ((status = clt_trainer_create_eval(&model, chosen, nchosen, o->batch_per_replica, data.test, c,
+                                        &t, e))) {
+    goto cleanup;
+  }
+  if (o->verbose) clt_report_build_logs(t);
+  const size_t bytes = model.flat_floats * sizeof(float);
+  if ((status = clt_cluster_bcast(c, state.params, bytes, e))) goto cleanup;
+  status = clt_trainer_set_state(t, state.params, NULL, NULL, e);
+  if (!status && o->logits_path) {
+    /* Every process gathers the logits (the sum over processes needs the space). */
+    logits = malloc(((size_t)data.ntest * model.classes + 1) * sizeof *logits);
+    if (!logits) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory for --logits");
+    else clt_trainer_capture_logits(t, logits);
+  }
+  if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
+  double loss, acc;
+  if ((status = clt_trainer_evaluate(t, &loss, &acc, e))) goto cleanup;
+  if (o->logits_path && leader) {
+    const clt_npz_array a = {.name = "logits",
+                             .dtype = "<f4",
+                             .rank = 2,
+                             .dims = {data.ntest, model.classes},
+                             .data = logits,
+                             .bytes = (size_t)data.ntest * model.classes * sizeof *logits};
+    if ((status = clt_npy_write(tmp, &a, e))) goto cleanup;
+    if (rename(tmp, o->logits_path) != 0) {
+      status = clt_fail(e, CLT_ERR_IO, "--logits %s: cannot rename into place: %s", o->logits_path,
+                        strerror(errno));
+      goto cleanup;
+    }
+    tmp[0] = '\0';
+  }
+  if (leader) {
+    clt_report_eval(o->out, path, &model, (long long)state.epoch, (long long)state.iterations,
+                    data.ntest, replicas, clt_cluster_size(c), acc, loss);
+  }
+  status = clt_cluster_agree(c, status, e);
+
+cleanup:
+  if (tmp[0]) unlink(tmp);
+  free(logits);
+  clt_trainer_destroy(t);
+  clt_data_close(&data);
+  clt_devices_free(&devices);
+  clt_checkpoint_free(&state);
+  return status;
+}

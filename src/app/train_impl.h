@@ -1,0 +1,53 @@
+/* What the train and eval commands' files share (train_setup.c: everything
+ * before the first step, and what every process must agree on; train.c: the
+ * epochs, saves and stops; eval.c). */
+#ifndef CLT_TRAIN_IMPL_H
+#define CLT_TRAIN_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "checkpoint.h"
+#include "data.h"
+#include "notice.h"
+#include "report.h"
+#include "trace.h"
+#include "train.h"
+
+/* What every process of a run must share: the same model, data, batch, seed,
+ * epochs, starting point and optimizer. */
+typedef struct run_config {
+  uint64_t model_hash;
+  char model[80];
+  int ntrain, ntest, height, width, channels, classes;
+  int batch_per_replica;
+  uint64_t seed;
+  int epochs, first_epoch;
+  long long step;
+  int optimizer, nesterov;
+  double lr, momentum, weight_decay;
+  char split[64];
+  int replicas; /* this process's: summed, not compared */
+} run_config;
+
+/* This process's run_config (the optimizer and epoch fields are the caller's). */
+run_config train_config_of(const clt_model *m, const clt_data *d, int batch_per_replica,
+                           uint64_t seed, int replicas);
+/* Compares every process's configuration with process 0's; *replicas gets the
+ * run's replicas. */
+int train_same_config(clt_cluster *c, const run_config *mine, int *replicas, clt_err *e);
+/* The replica lines of every process, in rank order, into a new string. */
+int train_replica_lines(clt_cluster *c, const clt_device *const *devices, int n, char **out,
+                        clt_err *e);
+/* A fresh run's state: weights from the seed, zero optimizer state. */
+int train_fresh_state(const clt_model *model, uint64_t seed, clt_checkpoint *state, clt_err *e);
+/* Everything before the first step that each process does by itself: the
+ * optimizer, data, model, devices and (process 0) the checkpoint folder and log. */
+int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_checkpoint *state,
+                 char *ckpt_path, size_t path_size, clt_optimizer *opt, clt_device_list *devices,
+                 const clt_device **chosen, int *nchosen, clt_report *rep, clt_trace **trace,
+                 int *lock_fd, clt_err *e);
+/* Starts the line "compiling kernels for device 0 (NAME) ..." due in a second. */
+int train_compiling_notice(const clt_device *const *chosen, int n, clt_notice **out, clt_err *e);
+
+#endif

@@ -1,0 +1,512 @@
+/* `cltrain train` before its first step: the devices, data, model, optimizer,
+ * outputs, and what every process of an MPI run must agree on. */
+#define _POSIX_C_SOURCE 200809L
+#include "train_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "data.h"
+#include "files.h"
+#include "interrupt.h"
+#include "keras.h"
+#include "npz.h"
+#include "report.h"
+#include "timing.h"
+#include "trainer.h"
+#include "weights.h"
+
+/* The selected devices, in selection order. */
+static int select_devices(const char *spec, clt_device_list *list, const clt_device **chosen,
+                          int *n, clt_err *e) {
+  int status = clt_devices_enumerate(list, e);
+  if (status) return status;
+  int idx[CLT_MAX_SELECTED];
+  if (list->count > (int)(sizeof idx / sizeof idx[0])) {
+    return clt_fail(e, CLT_ERR_DEVICE, "%d OpenCL devices: more than cltrain handles", list->count);
+  }
+  if ((status = clt_devices_select(list, spec, idx, n, e))) return status;
+  if (*n > CLT_MAX_REPLICAS) {
+    return clt_fail(e, CLT_ERR_DEVICE, "--devices %s selects %d devices; cltrain handles up to %d",
+                    spec, *n, CLT_MAX_REPLICAS);
+  }
+  for (int i = 0; i < *n; i++) chosen[i] = &list->devices[idx[i]];
+  return CLT_OK;
+}
+
+/* This process's --devices: $CLTRAIN_DEVICES, else its part of "A;B;..." (one
+ * selection per rank), else the whole. */
+static int process_devices(const char *spec, clt_cluster *c, char *out, size_t size, clt_err *e) {
+  const char *env = getenv("CLTRAIN_DEVICES");
+  if (env && *env) spec = env;
+  const int rank = clt_cluster_rank(c), procs = clt_cluster_size(c);
+  if (!strchr(spec, ';')) {
+    snprintf(out, size, "%s", spec);
+    return CLT_OK;
+  }
+  int parts = 1;
+  for (const char *q = spec; *q; q++) parts += *q == ';';
+  if (parts != procs) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--devices %s: %d selections (one per process), but the run has %d process%s",
+                    spec, parts, procs, procs == 1 ? "" : "es");
+  }
+  const char *q = spec;
+  for (int r = 0; r < rank; r++) q = strchr(q, ';') + 1;
+  const char *end = strchr(q, ';');
+  const size_t len = end ? (size_t)(end - q) : strlen(q);
+  if (len == 0)
+    return clt_fail(e, CLT_ERR_ARG, "--devices %s: rank %d's selection is empty", spec, rank);
+  snprintf(out, size, "%.*s", (int)len, q);
+  return CLT_OK;
+}
+
+int clt_select_process_devices(const char *spec, clt_cluster *c, clt_device_list *list,
+                               const clt_device **chosen, int *n, clt_err *e) {
+  char mine[1024];
+  int status = process_devices(spec, c, mine, sizeof mine, e);
+  return status ? status : select_devices(mine, list, chosen, n, e);
+}
+
+static uint64_t model_hash(const clt_model *m) {
+  char *text = calloc(CLT_DESCRIBE_MAX, 1);
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)m->softmax_output;
+  if (!text) return h;
+  clt_model_describe(m, text, CLT_DESCRIBE_MAX);
+  for (size_t i = 0; i < CLT_DESCRIBE_MAX && text[i]; i++)
+    h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+  free(text);
+  return h;
+}
+
+/* Compares every process's configuration with process 0's; every process reaches
+ * the same verdict. *replicas gets the run's replica count. */
+int train_same_config(clt_cluster *c, const run_config *mine, int *replicas, clt_err *e) {
+  const int procs = clt_cluster_size(c);
+  run_config *all = malloc((size_t)procs * sizeof *all);
+  if (!all) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  int status = clt_cluster_allgather(c, mine, sizeof *mine, all, e);
+  *replicas = 0;
+  for (int r = 0; r < procs && !status; r++) *replicas += all[r].replicas;
+  for (int r = 1; r < procs && !status; r++) {
+    const run_config *a = &all[0], *b = &all[r];
+    char what[256] = "";
+    if (a->model_hash != b->model_hash || strcmp(a->model, b->model) != 0)
+      snprintf(what, sizeof what, "the model (%s vs %s)", b->model, a->model);
+    else if (a->ntrain != b->ntrain || a->ntest != b->ntest)
+      snprintf(what, sizeof what, "the data (%d training and %d test examples vs %d and %d)",
+               b->ntrain, b->ntest, a->ntrain, a->ntest);
+    else if (a->height != b->height || a->width != b->width || a->channels != b->channels ||
+             a->classes != b->classes)
+      snprintf(what, sizeof what, "the data (%dx%dx%d images of %d classes vs %dx%dx%d of %d)",
+               b->height, b->width, b->channels, b->classes, a->height, a->width, a->channels,
+               a->classes);
+    else if (a->batch_per_replica != b->batch_per_replica)
+      snprintf(what, sizeof what, "--batch-per-replica (%d vs %d)", b->batch_per_replica,
+               a->batch_per_replica);
+    else if (a->seed != b->seed)
+      snprintf(what, sizeof what, "--seed (%llu vs %llu)", (unsigned long long)b->seed,
+               (unsigned long long)a->seed);
+    else if (a->epochs != b->epochs)
+      snprintf(what, sizeof what, "--epochs (%d vs %d)", b->epochs, a->epochs);
+    else if (a->first_epoch != b->first_epoch || a->step != b->step)
+      snprintf(what, sizeof what, "the starting point (epoch %d, step %lld vs epoch %d, step %lld)",
+               b->first_epoch, b->step, a->first_epoch, a->step);
+    else if (a->optimizer != b->optimizer || a->lr != b->lr || a->momentum != b->momentum ||
+             a->weight_decay != b->weight_decay || a->nesterov != b->nesterov)
+      snprintf(what, sizeof what, "the optimizer (%s, learning rate %g vs %s, %g)",
+               clt_optimizer_name((clt_optimizer_kind)b->optimizer), b->lr,
+               clt_optimizer_name((clt_optimizer_kind)a->optimizer), a->lr);
+    else if (strcmp(a->split, b->split) != 0)
+      snprintf(what, sizeof what, "--split (%s vs %s)", b->split, a->split);
+    if (what[0]) {
+      status = clt_fail(e, CLT_ERR_ARG,
+                        "rank %d differs from rank 0 in %s: every process of a run must be "
+                        "given the same model, data and options",
+                        r, what);
+    }
+  }
+  free(all);
+  /* Every process computed the same verdict from the same figures. */
+  if (status) clt_cluster_known(c);
+  return status;
+}
+
+run_config train_config_of(const clt_model *m, const clt_data *d, int batch_per_replica,
+                           uint64_t seed, int replicas) {
+  run_config rc;
+  memset(&rc, 0, sizeof rc);
+  rc.model_hash = model_hash(m);
+  snprintf(rc.model, sizeof rc.model, "%s", m->name);
+  rc.ntrain = d->ntrain;
+  rc.ntest = d->ntest;
+  rc.height = m->input.h;
+  rc.width = m->input.w;
+  rc.channels = m->input.c;
+  rc.classes = m->classes;
+  rc.batch_per_replica = batch_per_replica;
+  rc.seed = seed;
+  rc.replicas = replicas;
+  return rc;
+}
+
+/* The replica lines of every process, in rank order, into a new string. */
+int train_replica_lines(clt_cluster *c, const clt_device *const *devices, int n, char **out,
+                        clt_err *e) {
+  enum { LINES = 8192 };
+  const int procs = clt_cluster_size(c);
+  char *mine = calloc(LINES, 1), *all = calloc((size_t)procs, LINES);
+  int counts[CLT_MAX_REPLICAS] = {0};
+  int status = mine && all ? CLT_OK : clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  if (!status && procs > 1) status = clt_cluster_allgather(c, &n, sizeof n, counts, e);
+  int first = 0;
+  for (int r = 0; r < clt_cluster_rank(c) && !status; r++) first += counts[r];
+  if (!status) {
+    clt_report_replica_lines(devices, n, first, clt_cluster_rank(c), clt_cluster_host(c), procs,
+                             mine, LINES);
+    status = clt_cluster_allgather(c, mine, LINES, all, e);
+  }
+  if (!status) {
+    /* Concatenate in place: each part is a string at the start of its slot. */
+    size_t len = 0;
+    for (int r = 0; r < procs; r++) {
+      const size_t part = strlen(all + (size_t)r * LINES);
+      memmove(all + len, all + (size_t)r * LINES, part);
+      len += part;
+    }
+    all[len] = '\0';
+    *out = all;
+    all = NULL;
+  }
+  free(mine);
+  free(all);
+  return status;
+}
+
+/* Opens --data for training: the photo-folder options and limits apply. */
+static int open_train_data(const clt_train_opts *o, clt_data *d, clt_err *e) {
+  const clt_data_spec spec = {.dir = o->data_dir,
+                              .with_train = 1,
+                              .train_limit = o->train_limit,
+                              .test_limit = o->test_limit,
+                              .image_size = o->image_size,
+                              .validation_split = o->validation_split,
+                              .seed = o->seed,
+                              .image_size_given = o->image_size_given,
+                              .validation_split_given = o->validation_split_given,
+                              .max_image_pixels = o->max_image_pixels};
+  return clt_data_open(&spec, d, e);
+}
+
+/* --preprocess: a model file's input (built-in models have their own). */
+static int parse_preprocess(const clt_train_opts *o, clt_preprocess *pre, clt_err *e) {
+  static const char *const names[] = {"unit", "caffe", "raw"}; /* by clt_preprocess */
+  *pre = CLT_PRE_RAW;
+  if (!o->preprocess) return CLT_OK;
+  for (int p = 0; p < 3; p++) {
+    if (strcmp(o->preprocess, names[p]) == 0) {
+      *pre = (clt_preprocess)p;
+      return CLT_OK;
+    }
+  }
+  return clt_fail(e, CLT_ERR_ARG, "--preprocess %s: expected raw, unit or caffe", o->preprocess);
+}
+
+/* --model FILE.json for data of this shape; photo folders are first resized to the
+ * model's input when it fixes one and --image-size does not. */
+static int keras_model(const clt_train_opts *o, clt_data *data, const clt_shape *forced,
+                       clt_model *model, char **json, clt_err *e) {
+  clt_preprocess pre;
+  int status = parse_preprocess(o, &pre, e);
+  if (status) return status;
+  if (data->photos && !o->image_size_given) {
+    /* A file that does not say (or is bad) leaves the folder as it is: the load
+     * below says what is wrong with it. */
+    clt_err ignored = {0};
+    clt_shape s;
+    if (clt_keras_input_shape(o->model, &s, &ignored) == CLT_OK && s.h && s.h == s.w &&
+        s.h != data->height && (status = clt_data_reopen(data, s.h, o->seed, e)))
+      return status;
+  }
+  clt_keras_opts ko = {.data = forced ? *forced
+                                      : (clt_shape){data->height, data->width, data->channels},
+                       .classes = data->classes,
+                       .preprocess = pre,
+                       .weights_given = o->weights != NULL};
+  return clt_keras_load(o->model, &ko, model, json, e);
+}
+
+/* --resume with --model FILE.json: the file must describe the checkpoint's model. */
+static int same_keras_model(const clt_train_opts *o, clt_data *data, const char *path,
+                            const clt_model *model, clt_err *e) {
+  clt_model *fresh = malloc(sizeof *fresh);
+  char *a = malloc(CLT_DESCRIBE_MAX), *b = malloc(CLT_DESCRIBE_MAX);
+  int status = CLT_OK;
+  if (!fresh || !a || !b) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  } else if ((status = keras_model(o, data, &model->input, fresh, NULL, e))) {
+    clt_wrap(e, "--resume: %s holds model %s, not the model of", path, model->name);
+  } else {
+    clt_model_describe(model, a, CLT_DESCRIBE_MAX);
+    clt_model_describe(fresh, b, CLT_DESCRIBE_MAX);
+    if (strcmp(a, b) != 0 || fresh->softmax_output != model->softmax_output)
+      status = clt_fail(e, CLT_ERR_ARG, "--resume: %s holds another model than %s", path, o->model);
+  }
+  free(fresh);
+  free(a);
+  free(b);
+  return status;
+}
+
+/* --resume: the model, weights, optimizer state, counters and data order come
+ * from the newest checkpoint; flags that contradict it are refused. */
+static int resume(const clt_train_opts *o, clt_data *data, char *path, size_t size,
+                  clt_model *model, clt_checkpoint *state, clt_err *e) {
+  int status = clt_checkpoint_resolve(o->checkpoint_dir, path, size, e);
+  if (status) {
+    clt_wrap(e, "--resume");
+    return status;
+  }
+  if ((status = clt_checkpoint_model(path, model, e))) return status;
+  if (o->weights) return clt_fail(e, CLT_ERR_ARG, "--weights: --resume takes the checkpoint's");
+  if (o->model_given && clt_keras_is_file(o->model)) {
+    if ((status = same_keras_model(o, data, path, model, e))) return status;
+  } else if (o->model_given && strcmp(o->model, model->name) != 0) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s holds model %s, not --model %s", path,
+                    model->name, o->model);
+  }
+  if (data->photos && o->image_size_given && o->image_size != model->input.h) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--resume: %s was trained on %dx%d images, not --image-size %d (leave the "
+                    "flag out to continue at %d)",
+                    path, model->input.h, model->input.w, o->image_size, model->input.h);
+  }
+  if ((status = clt_checkpoint_load(path, model, 1, state, e))) return status;
+  if (o->seed_given && o->seed != state->seed) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --seed %llu, not %llu", path,
+                    (unsigned long long)state->seed, (unsigned long long)o->seed);
+  }
+  return CLT_OK;
+}
+
+/* The model: the checkpoint's with --resume (and its state, counters and data
+ * order, the data reopened with its split and image size), else built for the
+ * data; either way checked against the data, and the class names kept. */
+static int setup_model(const clt_train_opts *o, clt_data *data, clt_model *model,
+                       clt_checkpoint *state, char *ckpt_path, size_t size, clt_err *e) {
+  int status = CLT_OK;
+  if (o->resume) {
+    if ((status = resume(o, data, ckpt_path, size, model, state, e))) return status;
+    if ((status = clt_data_reopen(data, model->input.h, state->seed, e))) return status;
+  } else if (clt_keras_is_file(o->model)) {
+    if ((status = keras_model(o, data, NULL, model, &state->keras_json, e))) return status;
+  } else {
+    /* Photo folders default to the second reference workload's model. */
+    const char *name = data->photos && !o->model_given ? "resnet50" : o->model;
+    if (o->preprocess) {
+      return clt_fail(e, CLT_ERR_ARG,
+                      "--preprocess applies to model files; built-in model %s has its own", name);
+    }
+    const clt_shape input = {data->height, data->width, data->channels};
+    if ((status = clt_model_build(name, input, data->classes, model, e))) {
+      if (e->code == CLT_ERR_FORMAT) clt_wrap(e, "%s", o->data_dir);
+      return status;
+    }
+  }
+  if ((status = clt_data_check_input(data, model->name, model->input.h, model->input.w,
+                                     model->input.c, model->classes, e))) {
+    return status;
+  }
+  if (o->resume && (status = clt_data_check_classes(data, state->class_names, ckpt_path, e))) {
+    return status;
+  }
+  if (!state->class_names) status = clt_data_class_names(data, &state->class_names, e);
+  return status;
+}
+
+/* The optimizer: --optimizer's, Keras' defaults for what the flags leave out; with
+ * --resume (ckpt) the checkpoint's, which flags given must not contradict (--lr may
+ * change its learning rate). Meaningless combinations are refused. */
+static int choose_optimizer(const clt_train_opts *o, const clt_optimizer *ckpt, const char *path,
+                            clt_optimizer *opt, clt_err *e) {
+  clt_optimizer_kind kind = ckpt ? ckpt->kind : CLT_OPT_ADAM;
+  char kinds[64];
+  if (o->optimizer_given && !clt_optimizer_find(o->optimizer, &kind)) {
+    clt_optimizer_list(CLT_HP_COUNT, "or", kinds, sizeof kinds);
+    return clt_fail(e, CLT_ERR_ARG, "--optimizer %s: expected %s", o->optimizer, kinds);
+  }
+  const char *name = clt_optimizer_name(kind);
+  if (ckpt && kind != ckpt->kind) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --optimizer %s, not %s", path,
+                    clt_optimizer_name(ckpt->kind), name);
+  }
+  /* A flag of a hyper-parameter the kind does not use is a mistake, not a no-op. */
+  const struct {
+    int given;
+    const char *flag;
+    clt_hyper h;
+  } flags[] = {{o->momentum_given, "--momentum", CLT_HP_MOMENTUM},
+               {o->nesterov, "--nesterov", CLT_HP_NESTEROV}};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    if (!flags[i].given || clt_optimizer_uses(kind, flags[i].h)) continue;
+    clt_optimizer_list(flags[i].h, "and", kinds, sizeof kinds);
+    return clt_fail(e, CLT_ERR_ARG, "%s applies to --optimizer %s, not %s", flags[i].flag, kinds,
+                    name);
+  }
+  *opt = ckpt ? *ckpt : clt_optimizer_defaults(kind);
+  if (!(opt->lr > 0)) opt->lr = clt_optimizer_defaults(kind).lr; /* an older, Adam checkpoint */
+  if (!ckpt) {
+    if (o->momentum_given) opt->momentum = o->momentum;
+    opt->nesterov = o->nesterov;
+    opt->weight_decay = o->weight_decay;
+  } else if (o->momentum_given && o->momentum != ckpt->momentum) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --momentum %g, not %g", path,
+                    ckpt->momentum, o->momentum);
+  } else if (o->nesterov && !ckpt->nesterov) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained without --nesterov", path);
+  } else if (o->weight_decay_given && o->weight_decay != ckpt->weight_decay) {
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --weight-decay %g, not %g", path,
+                    ckpt->weight_decay, o->weight_decay);
+  }
+  if (opt->nesterov && opt->momentum == 0) {
+    return clt_fail(e, CLT_ERR_ARG, "--nesterov needs --momentum above 0");
+  }
+  if (o->lr > 0) opt->lr = o->lr;
+  return CLT_OK;
+}
+
+/* A fresh run's state: weights initialised once on the host from the seed and
+ * broadcast, so every replica starts identical; zero optimizer state. */
+int train_fresh_state(const clt_model *model, uint64_t seed, clt_checkpoint *state, clt_err *e) {
+  state->params = malloc(model->flat_floats * sizeof(float));
+  state->opt_state[0] = calloc(model->flat_floats, sizeof(float));
+  state->opt_state[1] = calloc(model->flat_floats, sizeof(float));
+  if (!state->params || !state->opt_state[0] || !state->opt_state[1]) {
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  }
+  clt_model_init_params(model, seed, state->params);
+  return CLT_OK;
+}
+
+/* Every output path, before anything is created: a bad --log must not leave a
+ * new checkpoint folder behind. */
+static int check_outputs(const clt_train_opts *o, clt_err *e) {
+  int status = CLT_OK;
+  if (o->checkpoint_every > 0)
+    status = clt_check_output_dir(o->checkpoint_dir, "--checkpoint-dir", e);
+  if (!status && o->log_path) status = clt_check_output_file(o->log_path, "--log", e);
+  if (!status && o->trace_path) status = clt_check_output_file(o->trace_path, "--trace", e);
+  if (!status && o->tensorboard_dir)
+    status = clt_check_output_dir(o->tensorboard_dir, "--tensorboard", e);
+  return status;
+}
+
+/* Under a selection by type (--devices all, the default, or cpu, gpu, accelerator)
+ * a device too small to train the model on one example is left out, with a note
+ * naming it: the others train. Named by index, it stays an error (at set-up). */
+static int skip_small_devices(const clt_train_opts *o, const clt_model *model,
+                              const clt_device **chosen, int *n, clt_err *e) {
+  char spec[1024];
+  int status = process_devices(o->devices, o->cluster, spec, sizeof spec, e);
+  if (status) return status;
+  if (strcmp(spec, "all") != 0 && strcmp(spec, "cpu") != 0 && strcmp(spec, "gpu") != 0 &&
+      strcmp(spec, "accelerator") != 0)
+    return CLT_OK;
+  const double need = clt_trainer_device_need(model);
+  int kept = 0;
+  double largest = 0;
+  for (int i = 0; i < *n; i++) {
+    const clt_device *d = chosen[i];
+    const double mib = (double)d->global_mem_bytes / 1048576.0;
+    if ((double)d->global_mem_bytes >= need) {
+      chosen[kept++] = d;
+      continue;
+    }
+    if (mib > largest) largest = mib;
+    char who[64] = "";
+    if (clt_cluster_size(o->cluster) > 1)
+      snprintf(who, sizeof who, "rank %d: ", clt_cluster_rank(o->cluster));
+    fprintf(stderr,
+            "cltrain: note: %sskipping device %d (%s): its %.0f MiB cannot hold model %s (one "
+            "example needs %.0f MiB)\n",
+            who, d->index, d->name, mib, model->name, need / 1048576.0);
+  }
+  if (kept == 0) {
+    return clt_fail(e, CLT_ERR_DEVICE,
+                    "--devices %s: no device can hold model %s (one example needs %.0f MiB; the "
+                    "largest has %.0f MiB); try a smaller model or --image-size",
+                    spec, model->name, need / 1048576.0, largest);
+  }
+  *n = kept;
+  return CLT_OK;
+}
+
+/* Everything before the first step that each process does by itself: the
+ * optimizer, data, model, devices and (process 0) the checkpoint folder and log. */
+int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_checkpoint *state,
+                 char *ckpt_path, size_t path_size, clt_optimizer *opt, clt_device_list *devices,
+                 const clt_device **chosen, int *nchosen, clt_report *rep, clt_trace **trace,
+                 int *lock_fd, clt_err *e) {
+  clt_cluster *c = o->cluster;
+  int status = CLT_OK;
+  if (clt_cluster_rank(c) == 0 && (status = check_outputs(o, e))) return status;
+  if (clt_cluster_size(c) > CLT_MAX_REPLICAS) {
+    return clt_fail(e, CLT_ERR_ARG, "%d processes: cltrain handles up to %d", clt_cluster_size(c),
+                    CLT_MAX_REPLICAS);
+  }
+  if (!o->resume && (status = choose_optimizer(o, NULL, NULL, opt, e))) return status;
+  if ((status = open_train_data(o, data, e))) return status;
+  if ((status = setup_model(o, data, model, state, ckpt_path, path_size, e))) return status;
+  if (o->resume && (status = choose_optimizer(o, &state->optimizer, ckpt_path, opt, e)))
+    return status;
+  state->optimizer = *opt; /* what the checkpoints record */
+  if ((status = clt_select_process_devices(o->devices, c, devices, chosen, nchosen, e)))
+    return status;
+  if ((status = skip_small_devices(o, model, chosen, nchosen, e))) return status;
+  if (clt_cluster_rank(c) != 0) return CLT_OK;
+  if (o->checkpoint_every > 0 && (status = clt_checkpoint_prepare_dir(o->checkpoint_dir, e)))
+    return status;
+  /* One writer per folder: another trainer's saves and --keep would undo this one's. */
+  if (o->checkpoint_every > 0 && (status = clt_checkpoint_lock(o->checkpoint_dir, lock_fd, e)))
+    return status;
+  rep->log_path = o->log_path;
+  if (o->log_path && !(rep->log = fopen(o->log_path, o->resume ? "a" : "w"))) {
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot open log for writing: %s", o->log_path,
+                    strerror(errno));
+  }
+  /* Room for every span of the traced steps: a host phase or ring step a few
+   * dozen times per replica, a kernel or copy per launch. */
+  const int spans = (o->trace_steps + 1) * (*nchosen) * (4 * model->nlayers * 6 + 64) + 4096;
+  if (o->trace_path && (status = clt_trace_open(o->trace_path, spans, trace, e))) return status;
+  if (o->tensorboard_dir) {
+    /* A new event file per run (a resumed one too), as Keras' callback writes. */
+    status = clt_tb_open(o->tensorboard_dir, "train", &rep->tb_train, e);
+    if (!status && data->ntest)
+      status = clt_tb_open(o->tensorboard_dir, "validation", &rep->tb_validation, e);
+    rep->tb_every = o->tensorboard_every;
+    rep->learning_rate = opt->lr;
+  }
+  return status;
+}
+
+/* Starts the line "compiling kernels for device 0 (NAME) ..." due in a second. */
+int train_compiling_notice(const clt_device *const *chosen, int n, clt_notice **out, clt_err *e) {
+  char text[320];
+  int len = snprintf(text, sizeof text, "cltrain: compiling kernels for device");
+  for (int i = 0; i < n && len > 0 && (size_t)len < sizeof text; i++) {
+    len += snprintf(text + len, sizeof text - (size_t)len, "%s %d (%s)",
+                    i == 0       ? ""
+                    : i == n - 1 ? " and"
+                                 : ",",
+                    chosen[i]->index, chosen[i]->name);
+  }
+  if (len > 0 && (size_t)len < sizeof text)
+    snprintf(text + len, sizeof text - (size_t)len, " ... (once: the driver keeps them)");
+  return clt_notice_start(1.0, stderr, text, out, e);
+}
