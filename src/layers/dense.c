@@ -1,4 +1,4 @@
-/* Dense with an optional bias and fused ReLU; the GEMMs run in CLBlast.
+/* Dense with an optional bias and fused ReLU, as GEMMs of the replica's backend.
  * forward:  y = x W + bias (W is [IN, OUT]), then ReLU
  * backward: dy *= (y > 0); dbias = column sums of dy; dW = x^T dy; dx = dy W^T
  * Without a bias (use_bias=False) the ReLU's backward still runs through the
