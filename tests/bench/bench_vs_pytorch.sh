@@ -13,6 +13,8 @@
 #                              touch of fresh memory is slow, and with default
 #                              trimming PyTorch re-faults its temporaries every
 #                              step;
+#   PyTorch X (channels_last, no trim)  the same with the model and batches in
+#                              torch.channels_last (CLT_TORCH_CHANNELS_LAST=1);
 #   PyTorch 1.13 (Debian, no trim)  /usr/bin/python3's python3-torch, only when
 #                              it imports torch;
 #   TensorFlow X               tests/bench/tf_fmnist.py (the seed's Keras
@@ -87,9 +89,9 @@ notrim=(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MA
 # The columns: key and label (PyTorch columns start with "PyTorch").
 version() { "$1" -c "import importlib.metadata as m; print(m.version('$2'))" 2>/dev/null | sed 's/+.*//'; }
 tv=$(version "$torch" torch)
-cols=(cltrain torch torch-notrim)
+cols=(cltrain torch torch-notrim torch-cl)
 declare -A label=([cltrain]="cltrain (1 PoCL device)" [torch]="PyTorch $tv (glibc defaults)"
-  [torch-notrim]="PyTorch $tv (no trim)")
+  [torch-notrim]="PyTorch $tv (no trim)" [torch-cl]="PyTorch $tv (channels_last, no trim)")
 if dv=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null); then
   cols+=(debian)
   label[debian]="PyTorch ${dv%%+*} (Debian, no trim)"
@@ -118,6 +120,8 @@ train() {
       grep -Eo 'start-up [0-9.]+s' "$out" | grep -Eo '[0-9.]+' >>"$tmp/$key.start" ;;
     torch) "${time[@]}" "$torch" "$here/pytorch_fmnist.py" "$data" "$images" 3 2 >"$out" ;;
     torch-notrim) env "${notrim[@]}" "${time[@]}" "$torch" "$here/pytorch_fmnist.py" "$data" "$images" 3 2 >"$out" ;;
+    torch-cl) env "${notrim[@]}" CLT_TORCH_CHANNELS_LAST=1 "${time[@]}" "$torch" "$here/pytorch_fmnist.py" \
+      "$data" "$images" 3 2 >"$out" ;;
     debian) env "${notrim[@]}" "${time[@]}" /usr/bin/python3 "$here/pytorch_fmnist.py" "$data" "$images" 3 2 >"$out" ;;
     tf) "${time[@]}" "$tf_venv/bin/python" "$here/tf_fmnist.py" "$data" "$images" 3 2 >"$out" 2>"$tmp/tf.err" ||
       { cat "$tmp/tf.err" >&2; return 1; } ;;

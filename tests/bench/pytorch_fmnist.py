@@ -15,12 +15,15 @@ or the current one from PyPI in the venv of tests/bench/common.sh's torch_venv).
 DEVICE is a torch device, cpu by default (tests/bench/bench_vs_pytorch.sh); with
 another one, such as cuda or cuda:1 (tests/gpu/run.sh), the images, the labels and
 the network live on it, the clocks stop only once it has finished its work, and a
-line "device D NAME" comes first.
+line "device D NAME" comes first. With CLT_TORCH_CHANNELS_LAST=1 the network and
+the images are in torch.channels_last (NHWC), the memory format PyTorch's CPU
+guides recommend for convolutions.
 """
 import time
 
 LAUNCH = time.time()  # start-up is timed from here (before importing torch)
 
+import os  # noqa: E402
 import sys  # noqa: E402
 
 import numpy as np
@@ -49,6 +52,9 @@ def main():
         nn.Conv2d(1, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(64, 80, 3), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(2000, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
+    if os.environ.get("CLT_TORCH_CHANNELS_LAST") == "1":
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(1, epochs + 1):
