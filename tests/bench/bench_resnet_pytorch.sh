@@ -163,7 +163,7 @@ for size in $sizes; do
         fastest=$key
       fi
     fi
-    printf '  %-32s %24s images/s   peak RSS %6.0f MiB   %s\n' "${label[$key]}" "$(range "$tmp/$key-$size.rate")" \
+    printf '  %-42s %24s images/s   peak RSS %6.0f MiB   %s\n' "${label[$key]}" "$(range "$tmp/$key-$size.rate")" \
       "$(median <"$tmp/$key-$size.rss")" "$extra"
     figure+="${figure:+; }${label[$key]} $(printf '%.1f' "$m") images/s, $(printf '%.0f' "$(median <"$tmp/$key-$size.rss")") MiB"
   done

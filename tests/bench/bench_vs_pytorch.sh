@@ -195,12 +195,12 @@ fi
 fastest=""
 echo
 echo "summary over $runs rounds, median [min-max]:"
-printf '  %-34s %22s %14s %12s %13s\n' column "images/s" "cltrain/this" "start-up s" "peak RSS MiB"
+printf '  %-42s %22s %14s %12s %13s\n' column "images/s" "cltrain/this" "start-up s" "peak RSS MiB"
 for key in "${cols[@]}"; do
   m=$(median <"$tmp/$key.rate")
   rel="-"
   [ "$key" = cltrain ] || rel=$(ratio "$c" "$m")
-  printf '  %-34s %22s %14s %12.1f %13.0f\n' "${label[$key]}" "$(range "$tmp/$key.rate")" "$rel" \
+  printf '  %-42s %22s %14s %12.1f %13.0f\n' "${label[$key]}" "$(range "$tmp/$key.rate")" "$rel" \
     "$(median <"$tmp/$key.start")" "$(median <"$tmp/$key.rss")"
   case $key in
     torch*|debian)
