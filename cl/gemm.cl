@@ -118,7 +118,7 @@
     }                                                                       \
   } while (0)
 
-// gemm16's longest K chunk (own_tiling's FWD_KC in src/backend/gemm.c).
+// gemm16's longest K chunk (own_tiling's FWD_KC in src/backend/cpu_gemm.c).
 #define FWD_PACK_K 384
 __kernel void gemm16(const int M, const int N, const int K, __global const float *X,
                      const int x_off, const int H, const int W, const int C, const int KW,

@@ -42,7 +42,7 @@ void ref_maxpool_backward(const double *x, int B, int H, int W, int C, int pool,
                           int OW, const double *dy, double *dx);
 
 /* Conv2D (stride 1, no padding) + ReLU + MaxPooling2D(2,s2) as one layer, as
- * cl/conv.cl's conv_pool_* compute it: y[b,py,px,co] = max over the 2x2 window at
+ * cl/conv2d.cl's conv_pool_* compute it: y[b,py,px,co] = max over the 2x2 window at
  * (2py, 2px) of relu(conv + bias), PH = (H-KH+1)/2, PW = (W-KW+1)/2 (floor). bias
  * may be NULL (none). backward: dw and dbias (dbias may be NULL) given the pooled
  * dy; the window's gradient goes to its first maximum (raster order) of the
