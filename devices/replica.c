@@ -176,21 +176,26 @@ static int build_sources(clt_replica *r, const char *const *names, int n, const 
   snprintf(opts, sizeof opts, "-cl-std=CL1.2 %s -DCLT_REPLICA=%d %s", r->defines, r->index,
            options);
   rc = clBuildProgram(program, 1, &r->device.id, opts, NULL, NULL);
-  char log[3000];
-  log[0] = '\0';
-  clGetProgramBuildInfo(program, r->device.id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-  log[sizeof log - 1] = '\0';
+  /* The whole log, however long (a buffer too small for it gets nothing). */
+  size_t log_size = 0;
+  clGetProgramBuildInfo(program, r->device.id, CL_PROGRAM_BUILD_LOG, 0, NULL, &log_size);
+  char *log = calloc(log_size + 1, 1);
+  if (log && log_size)
+    clGetProgramBuildInfo(program, r->device.id, CL_PROGRAM_BUILD_LOG, log_size, log, NULL);
+  const char *shown = log ? log : "(out of host memory for it)";
   if (rc != CL_SUCCESS) {
-    for (char *c = log; *c; c++)
+    for (char *c = log; c && *c; c++)
       if (*c == '\n' || *c == '\r') *c = ' ';
     clt_fail(e, rc, "device %d (%s): building cl/%s [%s] failed (%s kernels): %s: build log: %s",
-             r->device.index, r->device.name, label, options, r->variant, clt_status_name(rc), log);
+             r->device.index, r->device.name, label, options, r->variant, clt_status_name(rc),
+             shown);
     clReleaseProgram(program);
-    return rc;
+  } else {
+    keep_build_log(r, label, opts, shown);
+    *out = program;
   }
-  keep_build_log(r, label, opts, log);
-  *out = program;
-  return CLT_OK;
+  free(log);
+  return rc == CL_SUCCESS ? CLT_OK : rc;
 }
 
 /* A program entry for (source, options) holding a reference to `program`. */
