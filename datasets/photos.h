@@ -93,6 +93,8 @@ int clt_photos_classes(const clt_photos *p);
 const char *clt_photos_class_name(const clt_photos *p, int c);
 int clt_photos_label(const clt_photos *p, int i);
 const char *clt_photos_path(const clt_photos *p, int i);
+/* The same path relative to the folder opened ("class/.../file"). */
+const char *clt_photos_relative_path(const clt_photos *p, int i);
 int clt_photos_image_size(const clt_photos *p);
 
 /* Decodes example i into rgb (image_size*image_size*3 bytes, HWC, RGB). Thread-safe

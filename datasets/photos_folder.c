@@ -41,6 +41,9 @@ int clt_photos_label(const clt_photos *p, int i) {
 const char *clt_photos_path(const clt_photos *p, int i) {
   return i >= 0 && i < p->count ? p->text + p->path_off[i] : NULL;
 }
+const char *clt_photos_relative_path(const clt_photos *p, int i) {
+  return i >= 0 && i < p->count ? p->text + p->path_off[i] + p->root_len : NULL;
+}
 int clt_photos_image_size(const clt_photos *p) { return p->image_size; }
 
 /* ------------------------------------------------------------------------- */
@@ -229,14 +232,15 @@ cleanup:
 }
 
 /* Copies the given entries (in that order) and the class names into a new subset. */
-static int make_subset(const scan *s, const size_t *class_off, int classes, const int *pick, int n,
-                       int image_size, clt_photos **out, clt_err *e) {
+static int make_subset(const scan *s, size_t root_len, const size_t *class_off, int classes,
+                       const int *pick, int n, int image_size, clt_photos **out, clt_err *e) {
   int rc = CLT_OK;
   clt_photos *p = calloc(1, sizeof *p);
   if (!p) goto nomem;
   p->count = n;
   p->classes = classes;
   p->image_size = image_size;
+  p->root_len = root_len;
   p->max_pixels = clt_photos_max_pixels();
   size_t bytes = 0;
   for (int c = 0; c < classes; c++) bytes += strlen(s->names.buf + class_off[c]) + 1;
@@ -422,10 +426,11 @@ int clt_photos_open(const char *dir, int image_size, double validation_split, ui
       goto cleanup;
     }
   }
-  rc = make_subset(&s, class_off, classes, perm, n - nval, image_size, train, e);
+  rc = make_subset(&s, strlen(root) + 1, class_off, classes, perm, n - nval, image_size, train, e);
   if (rc != CLT_OK) goto cleanup;
   if (nval > 0) {
-    rc = make_subset(&s, class_off, classes, perm + (n - nval), nval, image_size, validation, e);
+    rc = make_subset(&s, strlen(root) + 1, class_off, classes, perm + (n - nval), nval, image_size,
+                     validation, e);
     if (rc != CLT_OK) goto cleanup;
   }
   goto cleanup;

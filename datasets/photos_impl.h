@@ -19,6 +19,7 @@ struct clt_photos {
   int *labels;          /* count */
   size_t *class_off;    /* classes offsets into text */
   char *text;           /* NUL-terminated class names and paths */
+  size_t root_len;      /* a path's first root_len bytes are the folder and its '/' */
 };
 
 /* The format of a file, from its first bytes (the extension does not count). */

@@ -114,6 +114,11 @@ static void photos_cancel(void *ctx) {
   clt_loader_cancel(s->loader);
 }
 
+static const char *photos_path(void *ctx, int i) {
+  const photos_source *s = ctx;
+  return clt_photos_relative_path(s->p, i);
+}
+
 static void photos_free(void *ctx) {
   photos_source *s = ctx;
   if (!s) return;
@@ -130,6 +135,7 @@ int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e) {
                                      .cancel = photos_cancel,
                                      .detach = photos_detach,
                                      .trace = photos_trace,
+                                     .path = photos_path,
                                      .free = photos_free};
   *out = NULL;
   if (count < 0 || count > p->count) {

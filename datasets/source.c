@@ -42,6 +42,10 @@ void clt_source_free(clt_source *s) {
 
 const clt_source_info *clt_source_get_info(const clt_source *s) { return &s->info; }
 int clt_source_count(const clt_source *s) { return s->info.count; }
+const char *clt_source_path(const clt_source *s, int i) {
+  if (!s->iface.path || i < 0 || i >= s->info.count) return NULL;
+  return s->iface.path(s->ctx, i);
+}
 
 int clt_source_attach(clt_source *s, clt_replica *const *replicas, int n, int global_batch,
                       const int *max_slice, clt_preprocess pre, clt_err *e) {

@@ -50,6 +50,9 @@ typedef struct clt_source_i {
   void (*detach)(void *ctx);
   /* --trace: record host-side work (decoding) into trace from now on (may be NULL). */
   void (*trace)(void *ctx, clt_trace *trace);
+  /* The file example i was read from, relative to the data folder (may be NULL:
+   * the kind's examples have no files of their own). */
+  const char *(*path)(void *ctx, int i);
   void (*free)(void *ctx);
 } clt_source_i;
 
@@ -62,6 +65,9 @@ void clt_source_free(clt_source *s);
 
 const clt_source_info *clt_source_get_info(const clt_source *s);
 int clt_source_count(const clt_source *s);
+/* Example i's file relative to the data folder ("class/file.jpg" in a photo
+ * folder); NULL where the examples have none (IDX) or i is outside [0, count). */
+const char *clt_source_path(const clt_source *s, int i);
 
 /* Attaches to n replicas (see clt_source_i.attach). A source feeds one set of
  * replicas at a time; images with other than 3 channels refuse CLT_PRE_CAFFE. */

@@ -321,6 +321,9 @@ static void test_listing(void) {
           clt_photos_path(tr, i), want);
     check(clt_photos_label(tr, i) == specs[i].label, "example %d label %d, want %d", i,
           clt_photos_label(tr, i), specs[i].label);
+    check(strcmp(clt_photos_relative_path(tr, i), specs[i].rel) == 0,
+          "example %d's relative path is %s, want %s", i, clt_photos_relative_path(tr, i),
+          specs[i].rel);
   }
   check(clt_photos_is_folder(tpath("photos")), "is_folder(photos) false");
   clt_photos_free(tr);
