@@ -45,6 +45,43 @@ static int eval_set_up(const clt_eval_opts *o, clt_data *data, clt_model *model,
   return clt_select_process_devices(o->devices, o->cluster, devices, chosen, nchosen, e);
 }
 
+/* --logits FILE.npy's list of rows: FILE.paths.txt (".npy" replaced, else appended). */
+static void paths_name(const char *logits_path, char *out, size_t size) {
+  const size_t n = strlen(logits_path);
+  const int npy = n > 4 && strcmp(logits_path + n - 4, ".npy") == 0;
+  snprintf(out, size, "%.*s.paths.txt", (int)(npy ? n - 4 : n), logits_path);
+}
+
+/* The text of --logits' list, one line per logits row: the image's path relative
+ * to --data for a photo folder, the example's index in the t10k files for IDX
+ * data. A file name holding a line break cannot be listed so and is refused. */
+static int paths_text(const clt_data *data, const char *list, char **text, size_t *len,
+                      clt_err *e) {
+  size_t size = 0;
+  for (int i = 0; i < data->ntest; i++) {
+    const char *p = clt_source_path(data->test, i);
+    if (p && strpbrk(p, "\n\r")) {
+      char shown[512];
+      clt_npz_printable(shown, sizeof shown, p);
+      return clt_fail(e, CLT_ERR_ARG,
+                      "%s: %s: a file name with a line break cannot be listed in %s",
+                      data->spec.dir, shown, list);
+    }
+    size += (p ? strlen(p) : 11) + 1;
+  }
+  char *t = malloc(size + 1);
+  if (!t) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for %s", list);
+  size_t at = 0;
+  for (int i = 0; i < data->ntest; i++) {
+    const char *p = clt_source_path(data->test, i);
+    at += p ? (size_t)snprintf(t + at, size + 1 - at, "%s\n", p)
+            : (size_t)snprintf(t + at, size + 1 - at, "%d\n", i);
+  }
+  *text = t;
+  *len = at;
+  return CLT_OK;
+}
+
 /* Under MPI each process evaluates its replicas' slices of the test set and
  * process 0 prints the figures (and writes --logits). */
 int clt_eval(const clt_eval_opts *o, clt_err *e) {
@@ -58,8 +95,10 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   clt_model model;
   const clt_device *chosen[CLT_MAX_REPLICAS];
   int nchosen = 0;
-  char path[4096] = "", tmp[4200] = "";
+  char path[4096] = "", tmp[4200] = "", list[4200] = "";
   float *logits = NULL;
+  char *paths = NULL;
+  size_t paths_len = 0;
 
   /* --logits goes to a temp file renamed into place at the end; made first, so an
    * unwritable path fails before the evaluation rather than after it. */
@@ -72,12 +111,15 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
       tmp[0] = '\0';
     } else {
       fclose(f);
+      paths_name(o->logits_path, list, sizeof list);
+      status = clt_check_output_file(list, "--logits' list of rows", e);
     }
   }
   int replicas = 0;
   if (!status)
     status = eval_set_up(o, &data, &model, &state, path, sizeof path, &devices, chosen, &nchosen,
                          e);
+  if (!status && o->logits_path && leader) status = paths_text(&data, list, &paths, &paths_len, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   run_config config = train_config_of(&model, &data, o->batch_per_replica, o->seed, nchosen);
   if ((status = train_same_config(c, &config, &replicas, e))) goto cleanup;
@@ -106,6 +148,8 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
                              .data = logits,
                              .bytes = (size_t)data.ntest * model.classes * sizeof *logits};
     if ((status = clt_npy_write(tmp, &a, e))) goto cleanup;
+    /* The list first: once the logits are in place, their list is too. */
+    if ((status = clt_write_atomic(list, paths, paths_len, e))) goto cleanup;
     if (rename(tmp, o->logits_path) != 0) {
       status = clt_fail(e, CLT_ERR_IO, "--logits %s: cannot rename into place: %s", o->logits_path,
                         strerror(errno));
@@ -122,6 +166,7 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
 cleanup:
   if (tmp[0]) unlink(tmp);
   free(logits);
+  free(paths);
   clt_trainer_destroy(t);
   clt_data_close(&data);
   clt_devices_free(&devices);

@@ -331,8 +331,10 @@ static const clt_flag eval_flags[] = {
      .type = CLT_FLAG_STRING,
      .offset = EV(logits_path),
      .meta = "FILE.npy",
-     .help = "also write every example's logits, float32 (examples, classes) in test-set order, "
-             "as a NumPy .npy file"},
+     .help = "also write every example's logits, float32 (examples, classes), as a NumPy .npy "
+             "file, and FILE.paths.txt naming each row's example, one a line: a photo folder's "
+             "image path relative to --data (rows by class, then path; a validation split in its "
+             "shuffled order), IDX data's index in the t10k files"},
     {.name = "verbose",
      .type = CLT_FLAG_BOOL,
      .offset = EV(verbose),
