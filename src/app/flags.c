@@ -379,10 +379,13 @@ const clt_command clt_cmd_export = {
     .usage = "cltrain export --checkpoint DIR|FILE --onnx FILE [--verbose]",
     .text = "Writes the checkpoint's model as an ONNX model (opset 13) of its inference graph, "
             "which ONNX Runtime runs to the predictions of `cltrain eval`. Input 'input': float32 "
-            "(N, H, W, C), NHWC, the pixel values 0..255 as stored (grey or RGB); the model's "
-            "preprocessing is inside the graph. Output 'logits': float32 (N, classes), and "
-            "'probabilities' (their softmax) for a model file that ended in a softmax. Needs no "
-            "OpenCL device; the file is written atomically.\n",
+            "(N, H, W, C), NHWC, of the model's own size: pixel values 0..255 (grey or RGB), a "
+            "photo resized as cltrain resizes it (bilinear, half-pixel centres, no antialiasing, "
+            "rounded to uint8: docs/onnx.md); the model's preprocessing is inside the graph. "
+            "Output 'logits': float32 (N, classes), and 'probabilities' (their softmax) for a "
+            "model file that ended in a softmax. The metadata holds the class names, the input's "
+            "size and layout, the resize and the preprocessing. Needs no OpenCL device; the file "
+            "is written atomically.\n",
     .flags = export_flags,
     .nflags = COUNT(export_flags),
 };

@@ -84,6 +84,23 @@ static int cmd_eval(int argc, char **argv) {
   return clt_cli_finish(o.cluster, clt_eval(&o, &e), &e);
 }
 
+/* The export's class names: the photo folder's, kept by the checkpoint; a grey
+ * 10-class model was trained on IDX files, which carry no names: Fashion-MNIST's
+ * (the default data) are given, saying so. */
+static clt_onnx_info export_info(const clt_model *m, const clt_checkpoint *state) {
+  if (state->class_names) {
+    return (clt_onnx_info){state->class_names,
+                           "the photo folder's class subfolders, sorted by byte value"};
+  }
+  if (m->input.c == 1 && m->classes == 10) {
+    return (clt_onnx_info){"T-shirt/top\nTrouser\nPullover\nDress\nCoat\nSandal\nShirt\nSneaker\n"
+                           "Bag\nAnkle boot\n",
+                           "Fashion-MNIST's names of the IDX labels 0 to 9 (IDX files carry no "
+                           "names; for MNIST, label k is the digit k)"};
+  }
+  return (clt_onnx_info){NULL, NULL};
+}
+
 static int cmd_export(int argc, char **argv) {
   clt_export_opts o = {0};
   int rc = clt_cli_start(&clt_cmd_export, argc, argv, &o);
@@ -98,8 +115,9 @@ static int cmd_export(int argc, char **argv) {
   if (!status) status = clt_checkpoint_model(path, &model, &e);
   if (!status) status = clt_checkpoint_load(path, &model, 0, &state, &e);
   if (!status) {
-    status = clt_onnx_export_log(&model, state.params, o.onnx, o.verbose ? stdout : NULL, &bytes,
-                                 &e);
+    const clt_onnx_info info = export_info(&model, &state);
+    status = clt_onnx_export_log(&model, state.params, &info, o.onnx, o.verbose ? stdout : NULL,
+                                 &bytes, &e);
   }
   if (!status) {
     printf("Exported %s (%zu parameters, epoch %lld) from %s to %s: %.1f MiB\n", model.name,

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "onnx.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -457,34 +458,118 @@ static void metadata(clt_pb *b, const char *key, const char *text) {
   clt_pb_end(b, mark);
 }
 
-static const char *preprocess_text(clt_preprocess p) {
+/* Metadata "preprocessing": the mode's name, as --preprocess and checkpoints name it. */
+static const char *preprocess_name(clt_preprocess p) {
   switch (p) {
     case CLT_PRE_UNIT:
-      return "unit: x / 255 (inside the graph)";
+      return "unit";
     case CLT_PRE_CAFFE:
-      return "caffe: RGB to BGR, minus the ImageNet means 103.939, 116.779, 123.68 (inside the "
-             "graph)";
+      return "caffe";
     case CLT_PRE_RAW:
-      return "raw: the pixel values 0..255 as they are";
+      return "raw";
   }
   return "";
+}
+
+/* Metadata "preprocessing_arithmetic": what the graph's first nodes compute. */
+static const char *preprocess_arithmetic(clt_preprocess p) {
+  switch (p) {
+    case CLT_PRE_UNIT:
+      return "inside the graph: x * float32(1/255)";
+    case CLT_PRE_CAFFE:
+      return "inside the graph: the channels reversed (RGB to BGR), then minus float32 "
+             "(103.939, 116.779, 123.68), ImageNet's BGR means";
+    case CLT_PRE_RAW:
+      return "none: the graph takes the pixel values as they are";
+  }
+  return "";
+}
+
+/* Metadata "class_names": names (one per line) as a JSON array; NULL when out of memory. */
+static char *class_names_json(const char *names) {
+  cJSON *a = cJSON_CreateArray();
+  int ok = a != NULL;
+  for (const char *at = names; ok && *at;) {
+    const size_t n = strcspn(at, "\n");
+    char *name = malloc(n + 1);
+    cJSON *item = NULL;
+    if (name) {
+      memcpy(name, at, n);
+      name[n] = '\0';
+      item = cJSON_CreateString(name);
+      free(name);
+    }
+    ok = item && cJSON_AddItemToArray(a, item);
+    if (!ok) cJSON_Delete(item);
+    at += n + (at[n] == '\n');
+  }
+  char *text = ok ? cJSON_PrintUnformatted(a) : NULL;
+  cJSON_Delete(a);
+  return text;
+}
+
+/* The keys that say what the input is: its shape and layout, and, for a model
+ * trained on photos (3 channels; IDX data is grey), how a photo becomes it. */
+static void input_metadata(clt_pb *b, const clt_model *m) {
+  char text[1024];
+  const int h = m->input.h, w = m->input.w, c = m->input.c;
+  metadata(b, "input_layout", "NHWC");
+  snprintf(text, sizeof text, "%d", h);
+  metadata(b, "input_height", text);
+  snprintf(text, sizeof text, "%d", w);
+  metadata(b, "input_width", text);
+  snprintf(text, sizeof text, "%d", c);
+  metadata(b, "input_channels", text);
+  if (c == 1 || c == 3) metadata(b, "input_channel_order", c == 3 ? "RGB" : "grey");
+  metadata(b, "input_values",
+           "float32 pixel values 0..255: the uint8 image, decoded and resized, not scaled (the "
+           "graph preprocesses)");
+  if (c != 3) {
+    snprintf(text, sizeof text, "none: the images are fed as stored (IDX files, %dx%d)", h, w);
+    metadata(b, "resize", text);
+    return;
+  }
+  metadata(b, "decode",
+           "to 8-bit RGB: grey and palette expanded, 16-bit PNG rounded to 8 bits (v / 257), alpha "
+           "dropped without compositing, no gamma or ICC handling; JPEG by libjpeg (ISLOW DCT, "
+           "CMYK and YCCK converted)");
+  snprintf(text, sizeof text,
+           "bilinear, half_pixel coordinates, no antialiasing, to %dx%d whatever the aspect ratio, "
+           "rounded to uint8 (tf.image.resize(method='bilinear') rounded)",
+           h, w);
+  metadata(b, "resize", text);
+  snprintf(text, sizeof text,
+           "all in float32; for output index i along an axis of n input pixels (out = %d rows, %d "
+           "columns): f = (i + 0.5) * (n / out) - 0.5, lo = max(floor(f), 0), hi = min(ceil(f), "
+           "n - 1), t = f - floor(f); per channel top = p[lo_y][lo_x] + (p[lo_y][hi_x] - "
+           "p[lo_y][lo_x]) * t_x, bottom the same on row hi_y, v = top + (bottom - top) * t_y; "
+           "pixel = uint8(floor(min(v + 0.5, 255))) (docs/onnx.md: as a numpy function)",
+           h, w);
+  metadata(b, "resize_arithmetic", text);
 }
 
 /* ModelProto: ir_version=1, producer_name=2, producer_version=3, doc_string=6, graph=7,
  * opset_import=8, metadata_props=14. GraphProto: node=1, name=2, initializer=5,
  * doc_string=10, input=11, output=12. */
-static int encode(const clt_onnx *g, const clt_model *m, clt_pb *b, clt_err *e) {
+static int encode(const clt_onnx *g, const clt_model *m, const clt_onnx_info *info, clt_pb *b,
+                  clt_err *e) {
   char *arch = malloc(CLT_DESCRIBE_MAX);
-  if (!arch) return nomem(e);
+  char *names = info && info->class_names ? class_names_json(info->class_names) : NULL;
+  if (!arch || (info && info->class_names && !names)) {
+    free(arch);
+    cJSON_free(names);
+    return nomem(e);
+  }
   clt_model_describe(m, arch, CLT_DESCRIBE_MAX);
   char text[512];
   clt_pb_int(b, 1, IR_VERSION);
   clt_pb_string(b, 2, "cltrain");
   clt_pb_string(b, 3, CLT_VERSION);
   snprintf(text, sizeof text,
-           "Model %s exported by cltrain %s: input 'input' float32 (N, %d, %d, %d) NHWC, raw "
-           "pixels 0..255; output 'logits' float32 (N, %d)%s.",
-           m->name, CLT_VERSION, m->input.h, m->input.w, m->input.c, m->classes,
+           "Model %s exported by cltrain %s: input 'input' float32 (N, %d, %d, %d) NHWC, pixel "
+           "values 0..255%s; output 'logits' float32 (N, %d)%s. The metadata says how.",
+           m->name, CLT_VERSION, m->input.h, m->input.w, m->input.c,
+           m->input.c == 3 ? " of a photo decoded to RGB and resized" : "", m->classes,
            m->softmax_output ? " and 'probabilities' (softmax of the logits)" : "");
   clt_pb_string(b, 6, text);
 
@@ -506,16 +591,19 @@ static int encode(const clt_onnx *g, const clt_model *m, clt_pb *b, clt_err *e) 
   metadata(b, "cltrain_version", CLT_VERSION);
   metadata(b, "model", m->name);
   metadata(b, "architecture", arch);
-  metadata(b, "preprocessing", preprocess_text(m->preprocess));
-  const char *colours = m->input.c == 3 ? " (RGB)" : m->input.c == 1 ? " (grey)" : "";
-  snprintf(text, sizeof text, "float32 (N, %d, %d, %d), NHWC, pixel values 0..255 as stored%s",
-           m->input.h, m->input.w, m->input.c, colours);
-  metadata(b, "input_layout", text);
+  if (names) {
+    metadata(b, "class_names", names);
+    if (info->class_names_source) metadata(b, "class_names_source", info->class_names_source);
+  }
+  input_metadata(b, m);
+  metadata(b, "preprocessing", preprocess_name(m->preprocess));
+  metadata(b, "preprocessing_arithmetic", preprocess_arithmetic(m->preprocess));
   snprintf(text, sizeof text, "logits: float32 (N, %d), before softmax%s", m->classes,
            m->softmax_output ? "; probabilities: float32 (N, classes), softmax over axis 1" : "");
   metadata(b, "output_layout", text);
   metadata(b, "internal_layout", "NCHW after one Transpose of the preprocessed input");
   free(arch);
+  cJSON_free(names);
   return clt_pb_failed(b) ? nomem(e) : CLT_OK;
 }
 
@@ -533,15 +621,15 @@ static void log_nodes(const clt_onnx *g, FILE *log) {
   fprintf(log, "  %d nodes, %d initializers (%zu bytes)\n", g->nnodes, g->ninits, floats);
 }
 
-int clt_onnx_export_log(const clt_model *m, const float *flat_params, const char *path, FILE *log,
-                        size_t *bytes, clt_err *e) {
+int clt_onnx_export_log(const clt_model *m, const float *flat_params, const clt_onnx_info *info,
+                        const char *path, FILE *log, size_t *bytes, clt_err *e) {
   clt_onnx g = {.model = m, .flat = flat_params};
   clt_pb b;
   clt_pb_init(&b);
   if (m->nlayers < 1) return clt_fail(e, CLT_ERR_ARG, "model %s has no layers", m->name);
   int status = build(&g, m, e);
   if (!status && log) log_nodes(&g, log);
-  if (!status) status = encode(&g, m, &b, e);
+  if (!status) status = encode(&g, m, info, &b, e);
   graph_free(&g);
   if (!status) status = clt_write_atomic(path, b.data, b.len, e);
   if (!status && bytes) *bytes = b.len;
@@ -550,5 +638,5 @@ int clt_onnx_export_log(const clt_model *m, const float *flat_params, const char
 }
 
 int clt_onnx_export(const clt_model *m, const float *flat_params, const char *path, clt_err *e) {
-  return clt_onnx_export_log(m, flat_params, path, NULL, NULL, e);
+  return clt_onnx_export_log(m, flat_params, NULL, path, NULL, NULL, e);
 }

@@ -71,18 +71,29 @@ const char *clt_onnx_name(clt_onnx *g, const struct clt_layer *l, const char *su
 int clt_onnx_rank(const clt_onnx *g, const char *tensor);
 void clt_onnx_set_rank(clt_onnx *g, const char *tensor, int rank);
 
+/* What an export says beside the graph about the data the model was trained on. */
+typedef struct clt_onnx_info {
+  const char *class_names;        /* one per line in label order (as checkpoints keep them);
+                                     NULL: none known */
+  const char *class_names_source; /* where the names come from (NULL: not said) */
+} clt_onnx_info;
+
 /* Writes model m with the trained parameters flat_params (m->flat_floats floats) as
  * an ONNX model (opset 13) of its inference graph to path, atomically (temp file,
  * fsync, rename: a failure leaves no file). Input "input": float32 (N, H, W, C),
- * NHWC pixel values 0..255 as stored, the model's preprocessing done inside the
- * graph; output "logits" float32 (N, classes), and "probabilities" (softmax) when
- * m->softmax_output. A layer whose kind has no to_onnx fails it in one line. */
+ * NHWC pixel values 0..255, the model's preprocessing done inside the graph;
+ * output "logits" float32 (N, classes), and "probabilities" (softmax) when
+ * m->softmax_output. metadata_props (docs/onnx.md) say what the input expects:
+ * its shape and layout, the preprocessing, and for a 3-channel model (trained on
+ * photos) how a photo is decoded and resized to it; info (may be NULL) adds the
+ * class names. A layer whose kind has no to_onnx fails it in one line. */
 struct clt_model;
 int clt_onnx_export(const struct clt_model *m, const float *flat_params, const char *path,
                     clt_err *e);
-/* The same, also printing each node ("Conv conv2d/conv <- input/nchw, ...") on log
- * (NULL: nothing) and giving the file's size in *bytes (may be NULL). */
-int clt_onnx_export_log(const struct clt_model *m, const float *flat_params, const char *path,
-                        FILE *log, size_t *bytes, clt_err *e);
+/* The same with info, also printing each node ("Conv conv2d/conv <- input/nchw, ...")
+ * on log (NULL: nothing) and giving the file's size in *bytes (may be NULL). */
+int clt_onnx_export_log(const struct clt_model *m, const float *flat_params,
+                        const clt_onnx_info *info, const char *path, FILE *log, size_t *bytes,
+                        clt_err *e);
 
 #endif
