@@ -5,12 +5,17 @@
 # so the logits of both slices are gathered): top-1 agreement >= 99.9% and logits
 # within 1e-4 of the largest. The same for a Keras model file (tests/models/seq_cnn:
 # its own Rescaling, raw preprocessing). Bad inputs fail in one line and leave no file.
+# A photo model (resnet-small at 32x32) says in its metadata what it expects, and
+# ONNX Runtime fed photos of other sizes, resized with the function docs/onnx.md
+# shows (tests/onnx/check_photos.py), agrees with `cltrain eval --logits`, whose
+# list of rows (FILE.paths.txt) names each row's image.
 # Without onnxruntime and onnx for $PYTHON (default /usr/bin/python3) the ONNX
 # Runtime part fails under CI=true (.ci/setup installs them) and is skipped (exit
 # 77) otherwise.
-#   test_onnx.sh CLTRAIN
+#   test_onnx.sh CLTRAIN MAKE_PHOTOS
 set -u
 CLT=$1
+MAKE=$2
 DATA=/usr/share/datasets/fashion-mnist
 PY=${PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,6 +50,9 @@ size=$(stat -c %s "$tmp/logits.npy" 2>/dev/null || echo 0)
 if [ "$size" -eq $((128 + 1000 * 10 * 4)) ]; then ok "logits .npy of 1000 x 10 float32"; else
   bad "logits .npy of 1000 x 10 float32 ($size bytes)"
 fi
+if seq 0 999 | cmp -s - "$tmp/logits.paths.txt"; then ok "IDX: logits.paths.txt lists the rows' indices 0..999"; else
+  bad "IDX: logits.paths.txt lists the rows' indices 0..999 ($(head -c 60 "$tmp/logits.paths.txt" 2>&1))"
+fi
 
 # --- bad inputs: one line, non-zero exit, no file ------------------------------------
 expect_fail "export without --onnx" "--checkpoint DIR\|FILE and --onnx FILE are required" \
@@ -73,6 +81,11 @@ if [ -z "$(find "$tmp" -maxdepth 1 -name '.adir.tmp-*')" ]; then ok "onto a fold
 fi
 expect_fail "eval --logits into a missing folder" "$tmp/nodir/l.npy: cannot create" \
   "$CLT" eval --checkpoint "$tmp/ck" --test-limit 100 --logits "$tmp/nodir/l.npy"
+mkdir "$tmp/taken.paths.txt"
+expect_fail "eval --logits whose list of rows would replace a folder" \
+  "$tmp/taken.paths.txt \(--logits' list of rows\): is a folder" \
+  "$CLT" eval --checkpoint "$tmp/ck" --test-limit 100 --logits "$tmp/taken.npy"
+no_file "list of rows onto a folder" "$tmp/taken.npy"
 
 # --- a Keras model file -------------------------------------------------------------
 "$CLT" train --model "$here/models/seq_cnn/model.json" --epochs 1 --train-limit 2000 \
@@ -106,4 +119,59 @@ compare() {
 }
 compare fmnist-cnn "$tmp/model.onnx" "$tmp/logits.npy"
 compare seq_cnn "$tmp/seq.onnx" "$tmp/seq.npy"
+expect_ok "fmnist-cnn's metadata: Fashion-MNIST's class names, 28x28x1 NHWC, no resize" "^ok$" \
+  "$PY" -c 'import json, sys, onnx
+m = {p.key: p.value for p in onnx.load(sys.argv[1]).metadata_props}
+names = json.loads(m["class_names"])
+got = (names[0], names[9], len(names), m["input_layout"], m["input_height"], m["input_width"],
+       m["input_channels"], m["input_channel_order"], m["resize"][:5], m["preprocessing"])
+want = ("T-shirt/top", "Ankle boot", 10, "NHWC", "28", "28", "1", "grey", "none:", "unit")
+print("ok" if got == want else got)' "$tmp/model.onnx"
+
+# --- photos of other sizes than the model's ------------------------------------------
+# check_photos NAME LOGITS DIR [ARGS]: check_photos.py on the photo model passes.
+check_photos() {
+  local name=$1 logits=$2 dir=$3
+  shift 3
+  if "$PY" "$here/onnx/check_photos.py" check "$tmp/photos.onnx" "$logits" "$here/../docs/onnx.md" \
+    --data "$dir" "$@" >"$tmp/check.txt" 2>&1; then
+    ok "$name: $(grep -o 'top-1 agreement.*' "$tmp/check.txt")"
+  else
+    bad "$name: $(grep FAIL "$tmp/check.txt" | head -3 | tr '\n' ' ')$(tail -1 "$tmp/check.txt")"
+  fi
+  cat "$tmp/check.txt"
+}
+"$MAKE" "$tmp/ph" 3 6 5 >/dev/null || bad "make_photos"
+"$CLT" train --data "$tmp/ph" --model resnet-small --image-size 32 --epochs 1 --batch-per-replica 8 \
+  --seed 3 --checkpoint-dir "$tmp/ck_ph" >"$tmp/train_ph.txt" 2>&1 ||
+  bad "training on photos ($(tail -3 "$tmp/train_ph.txt"))"
+expect_ok "export of a photo model" "^Exported resnet-small" \
+  "$CLT" export --checkpoint "$tmp/ck_ph" --onnx "$tmp/photos.onnx"
+"$PY" "$here/onnx/check_photos.py" write "$tmp/sizes" 3 || bad "check_photos.py write"
+expect_ok "eval --logits on photos of other sizes, two replicas" "^Accuracy: " \
+  env POCL_DEVICES="pthread pthread" "$CLT" eval --checkpoint "$tmp/ck_ph" --data "$tmp/sizes" \
+  --logits "$tmp/sizes.npy"
+check_photos "the documented resize, ONNX Runtime and eval agree; rows in (class, path) order" \
+  "$tmp/sizes.npy" "$tmp/sizes" --sorted
+expect_ok "eval --logits of a validation split (rows shuffled)" "^Accuracy: " \
+  "$CLT" eval --checkpoint "$tmp/ck_ph" --data "$tmp/sizes" --validation-split 0.5 --seed 3 \
+  --logits "$tmp/split"
+check_photos "a split's list names each row's image" "$tmp/split" "$tmp/sizes"
+cp -r "$tmp/sizes" "$tmp/newline"
+mv "$tmp/newline/class_1/img_03.png" "$tmp/newline/class_1/img
+03.png"
+expect_fail "a file name with a line break cannot be listed: refused" \
+  "newline: class_1/img\?03.png: a file name with a line break cannot be listed" \
+  "$CLT" eval --checkpoint "$tmp/ck_ph" --data "$tmp/newline" --logits "$tmp/newline.npy"
+no_file "line break" "$tmp/newline.npy"
+# The docs' decoding advice (Pillow) on make_photos' JPEGs, grey JPEGs and RGBA PNGs,
+# where Pillow is installed.
+if "$PY" -c 'import PIL' 2>/dev/null; then
+  expect_ok "eval --logits on JPEG and PNG photos" "^Accuracy: " \
+    "$CLT" eval --checkpoint "$tmp/ck_ph" --data "$tmp/ph" --logits "$tmp/ph.npy"
+  check_photos "Pillow's convert('RGB') and the documented resize" "$tmp/ph.npy" "$tmp/ph" \
+    --decoder pil --sorted
+else
+  echo "note: Pillow not importable by $PY: the JPEG comparison did not run"
+fi
 finish
