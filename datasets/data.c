@@ -123,8 +123,8 @@ int clt_data_check_input(const clt_data *d, const char *model, int height, int w
                     hint);
   }
   if (d->classes != classes) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: %d classes, model has %d outputs", d->spec.dir,
-                    d->classes, classes);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: %d class%s, model has %d output%s", d->spec.dir,
+                    d->classes, d->classes == 1 ? "" : "es", classes, classes == 1 ? "" : "s");
   }
   return CLT_OK;
 }

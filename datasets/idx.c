@@ -134,7 +134,8 @@ static int read_header(gzFile gz, const char *path, uint32_t magic_want, const c
 }
 
 /* After the declared data the stream must end: reading one more byte also makes
- * zlib check the gzip trailer, which a payload-sized read may never reach. */
+ * zlib check the gzip trailer, which a payload-sized read may never reach. items:
+ * the singular noun of what the data holds. */
 static int expect_end(gzFile gz, const char *path, uint32_t count, const char *items, clt_err *e) {
   unsigned char extra;
   size_t got;
@@ -143,12 +144,12 @@ static int expect_end(gzFile gz, const char *path, uint32_t count, const char *i
   if (st) return st;
   if (tgz)
     return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: truncated gzip stream (unexpected end of file) after all %u %s; "
+                    "%s: truncated gzip stream (unexpected end of file) after all %u %s%s; "
                     "gzip trailer missing",
-                    path, (unsigned)count, items);
+                    path, (unsigned)count, items, count == 1 ? "" : "s");
   if (got)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: trailing data after %u %s", path, (unsigned)count,
-                    items);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: trailing data after %u %s%s", path, (unsigned)count,
+                    items, count == 1 ? "" : "s");
   return CLT_OK;
 }
 
@@ -186,8 +187,8 @@ static int open_images(const char *path, gzFile *gz, uint32_t *dims, clt_err *e)
   if (st) return st;
   uint32_t count = dims[0], rows = dims[1], cols = dims[2];
   if (count == 0 || rows == 0 || cols == 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: header says %u images of %ux%u; zero %s", path,
-                    (unsigned)count, (unsigned)rows, (unsigned)cols,
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: header says %u image%s of %ux%u; zero %s", path,
+                    (unsigned)count, count == 1 ? "" : "s", (unsigned)rows, (unsigned)cols,
                     count == 0  ? "images"
                     : rows == 0 ? "rows"
                                 : "cols");
@@ -214,10 +215,11 @@ static int read_pixels(gzFile gz, const char *path, const uint32_t *dims, unsign
   int st = read_growing(gz, path, bytes, &px, &got, &tgz, e);
   if (!st && got < bytes) {
     st = clt_fail(e, CLT_ERR_FORMAT,
-                  "%s: %s: header says %u images of %ux%u but file holds %zu bytes of pixel data",
-                  path, trunc_word(tgz), (unsigned)count, (unsigned)rows, (unsigned)cols, got);
+                  "%s: %s: header says %u image%s of %ux%u but file holds %zu bytes of pixel data",
+                  path, trunc_word(tgz), (unsigned)count, count == 1 ? "" : "s", (unsigned)rows,
+                  (unsigned)cols, got);
   }
-  if (!st) st = expect_end(gz, path, count, "images", e);
+  if (!st) st = expect_end(gz, path, count, "image", e);
   if (st) {
     free(px);
     return st;
@@ -274,8 +276,8 @@ static int load_labels(const char *path, const char *images_path, int count, int
   if (st) goto cleanup;
   if (n != (uint32_t)count) {
     st = clt_fail(e, CLT_ERR_FORMAT,
-                  "images file %s has %d images but labels file %s has %u labels", images_path,
-                  count, path, (unsigned)n);
+                  "images file %s has %d image%s but labels file %s has %u label%s", images_path,
+                  count, count == 1 ? "" : "s", path, (unsigned)n, n == 1 ? "" : "s");
     goto cleanup;
   }
   lb = malloc((size_t)count);
@@ -292,7 +294,7 @@ static int load_labels(const char *path, const char *images_path, int count, int
                   trunc_word(tgz), count, got);
     goto cleanup;
   }
-  st = expect_end(gz, path, (uint32_t)count, "labels", e);
+  st = expect_end(gz, path, (uint32_t)count, "label", e);
   if (st) goto cleanup;
   for (int i = 0; i < count; i++) {
     if (lb[i] >= classes) {

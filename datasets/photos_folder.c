@@ -400,8 +400,9 @@ int clt_photos_open(const char *dir, int image_size, double validation_split, ui
   }
   if (bad) {
     rc = clt_fail(e, CLT_ERR_FORMAT,
-                  "file %s: %s (%d of %d files in %s are not readable JPEG or PNG)",
-                  s.ents[first_bad].path, first_why, bad, s.n, root);
+                  "file %s: %s (%d of %d file%s in %s %s not readable JPEG or PNG)",
+                  s.ents[first_bad].path, first_why, bad, s.n, s.n == 1 ? "" : "s", root,
+                  bad == 1 ? "is" : "are");
     goto cleanup;
   }
 
@@ -420,8 +421,8 @@ int clt_photos_open(const char *dir, int image_size, double validation_split, ui
     }
     nval = (int)floor(validation_split * n);
     if (nval == 0 || nval >= n) {
-      rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split %g of %d files leaves %s",
-                    root, validation_split, n,
+      rc = clt_fail(e, CLT_ERR_ARG, "photo folder %s: validation split %g of %d file%s leaves %s",
+                    root, validation_split, n, n == 1 ? "" : "s",
                     nval == 0 ? "no validation file" : "no training file");
       goto cleanup;
     }

@@ -122,6 +122,12 @@ const char *clt_device_type_name(cl_device_type type) {
 static int partition(clt_device_list *list, const char *spec, int idx, int parts, int *first,
                      clt_err *e) {
   const clt_device parent = list->devices[idx];
+  if (parent.compute_units < 2) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--devices %s: device %d (%s) has 1 compute unit: it cannot be split into "
+                    "sub-devices",
+                    spec, idx, parent.name);
+  }
   if (parts < 2 || (cl_uint)parts > parent.compute_units) {
     return clt_fail(e, CLT_ERR_ARG,
                     "--devices %s: device %d (%s) has %u compute units: it splits "

@@ -55,7 +55,7 @@ fi
 if cmp -s "$tmp/straight/ckpt-2.npz" "$tmp/resumed/ckpt-2.npz"; then ok "1 epoch + resume = 2 epochs, bit for bit"; else
   bad "1 epoch + resume = 2 epochs, bit for bit ($(tail -2 "$tmp/resume.txt"))"
 fi
-if grep -q "Resuming from $tmp/resumed/ckpt-1.npz: 1 epochs and 10 steps done" "$tmp/resume.txt"; then
+if grep -q "Resuming from $tmp/resumed/ckpt-1.npz: 1 epoch and 10 steps done" "$tmp/resume.txt"; then
   ok "resume says where it starts"
 else
   bad "resume says where it starts ($(head -5 "$tmp/resume.txt"))"
@@ -150,7 +150,7 @@ while read -r name loss line; do
   "$CLT" train --epochs 2 --resume --train-limit 64 --test-limit 64 --checkpoint-dir "$d" \
     --checkpoint-every 1 >"$d.txt" 2>&1 </dev/null
   if grep -qx "Optimizer $name: $line" "$d.txt" && [ -f "$d/ckpt-2.npz" ] &&
-    grep -q "^Resuming from $d/ckpt-1.npz: 1 epochs and 2 steps done" "$d.txt"; then
+    grep -q "^Resuming from $d/ckpt-1.npz: 1 epoch and 2 steps done" "$d.txt"; then
     ok "--resume from it continues its $name"
   else
     bad "--resume from it continues its $name ($(grep -E '^(Optimizer|Resuming)' "$d.txt" | tr '\n' ' ')$(tail -1 "$d.txt"))"

@@ -55,7 +55,7 @@ expect_fail "unknown model" "unknown model 'resnet9000'" "$CLT" train --model re
 
 # --- devices ------------------------------------------------------------------------
 out=$(POCL_DEVICES="pthread pthread" "$CLT" devices)
-n=$(grep -Ec '^[0-9]+ +(CPU|GPU|ACCELERATOR|OTHER) +.+ [0-9]+ compute units +[0-9.]+ GiB$' <<<"$out")
+n=$(grep -Ec '^[0-9]+ +(CPU|GPU|ACCELERATOR|OTHER) +.+ [0-9]+ compute units? +[0-9.]+ GiB$' <<<"$out")
 pocl=$(grep -c 'Portable Computing Language' <<<"$out")
 if [ "$pocl" -eq 2 ] && [ "$n" -eq "$(wc -l <<<"$out")" ]; then ok "devices lists two PoCL devices"; else
   bad "devices lists two PoCL devices (got: $out)"
@@ -120,5 +120,36 @@ expect_fail "--resume at another --image-size says what the checkpoint expects" 
   "ph-ck.*was trained on 32x32 images, not --image-size 48" \
   "$CLT" train --data "$tmp/ph" --image-size 48 --epochs 2 --checkpoint-dir "$tmp/ph-ck" --resume
 expect_fail "--devices 0/1 is refused" "--devices 0/1: device 0 .* splits into 2 to" "$CLT" train --devices 0/1
+
+# --- one epoch of one step: counts of one in the singular; a resume with nothing to do -
+one=(--data "$tmp/good" --batch-per-replica 100 --test-limit 1 --checkpoint-dir "$tmp/one")
+# plural_free NAME FILE: no count of 1 with a plural noun ("1 epochs", "1 test images").
+plural_free() {
+  local hits
+  hits=$(grep -Eo '(^|[^0-9.])1 ([a-z]+ )?(epochs|steps|images|examples|replicas|devices|classes|layers|outputs|files|processes)\b' "$2")
+  [ -z "$hits" ] && ok "$1: no count of 1 with a plural noun" || bad "$1: $hits"
+}
+"$CLT" train "${one[@]}" --epochs 1 >"$tmp/one.txt" 2>&1 || bad "a run of one epoch (rc $?: $(tail -1 "$tmp/one.txt"))"
+grep -q "^Global batch 100 (100 per replica), 1 step per epoch, epoch 1$" "$tmp/one.txt" &&
+  ok "one epoch of one step: the batch line in the singular" || bad "the batch line: $(grep '^Global' "$tmp/one.txt")"
+plural_free "train, one epoch" "$tmp/one.txt"
+"$CLT" train "${one[@]}" --epochs 1 --resume >"$tmp/again.txt" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/again.txt")" -eq 1 ] &&
+  grep -q "^Nothing to train: $tmp/one/ckpt-1.npz has 1 epoch done and --epochs is 1, the epoch to stop after; give --epochs 2 or more to continue$" "$tmp/again.txt"; then
+  ok "--resume --epochs 1 after one epoch: one line saying what to give, exit 0"
+else
+  bad "--resume --epochs 1 after one epoch (rc $rc): $(cat "$tmp/again.txt")"
+fi
+"$CLT" train "${one[@]}" --epochs 2 --resume >"$tmp/two.txt" 2>&1 || bad "the resume to epoch 2 (rc $?)"
+grep -q "^Resuming from $tmp/one/ckpt-1.npz: 1 epoch and 1 step done$" "$tmp/two.txt" &&
+  grep -q ", 1 step per epoch, epoch 2$" "$tmp/two.txt" && ok "the resume's lines in the singular" ||
+  bad "the resume's lines: $(grep -E '^(Resuming|Global)' "$tmp/two.txt")"
+plural_free "train --resume" "$tmp/two.txt"
+"$CLT" eval --checkpoint "$tmp/one/ckpt-1.npz" --data "$tmp/good" --test-limit 1 >"$tmp/eval.txt" 2>&1 ||
+  bad "eval of the one-epoch checkpoint (rc $?)"
+grep -q "^Checkpoint $tmp/one/ckpt-1.npz: model fmnist-cnn, 1 epoch, 1 step; 1 test image on 1 device$" "$tmp/eval.txt" &&
+  ok "eval's line in the singular" || bad "eval's line: $(head -1 "$tmp/eval.txt")"
+plural_free "eval" "$tmp/eval.txt"
 
 finish

@@ -214,8 +214,10 @@ static int run(bench *b, const char *devices, const char *floats_spec, clt_err *
   const int leader = clt_cluster_rank(b->cluster) == 0;
   const int procs = clt_cluster_size(b->cluster);
   if (leader) {
-    printf("All-reduce (sum) of %d replicas in %d process%s: median of %d runs after %d warm-up\n",
-           b->total, procs, procs == 1 ? "" : "es", b->repeat, b->warmup);
+    printf(
+        "All-reduce (sum) of %d replica%s in %d process%s: median of %d run%s after %d warm-up\n",
+        b->total, b->total == 1 ? "" : "s", procs, procs == 1 ? "" : "es", b->repeat,
+        b->repeat == 1 ? "" : "s", b->warmup);
     printf("  cltrain: device buffers -> each process's device ring -> ring across processes "
            "(MPI send/receive of host memory) -> device buffers, as training runs it\n"
            "  host ring: the cross-process ring of host memory alone\n"

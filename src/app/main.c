@@ -45,9 +45,9 @@ static int cmd_devices(int argc, char **argv) {
   }
   for (int i = 0; i < list.count; i++) {
     const clt_device *d = &list.devices[i];
-    printf("%d  %-11s  %s  %s  %u compute units  %.1f GiB\n", d->index,
+    printf("%d  %-11s  %s  %s  %u compute unit%s  %.1f GiB\n", d->index,
            clt_device_type_name(d->type), d->platform_name, d->name, d->compute_units,
-           d->global_mem_bytes / (1024.0 * 1024.0 * 1024.0));
+           d->compute_units == 1 ? "" : "s", d->global_mem_bytes / (1024.0 * 1024.0 * 1024.0));
   }
   clt_devices_free(&list);
   return 0;

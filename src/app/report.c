@@ -33,11 +33,14 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
   const clt_data *d = r->data;
   const int global = plan->batch_per_replica * plan->replicas;
   const int steps = (d->ntrain + global - 1) / global;
-  fprintf(r->out, "Model %s: %zu parameters, %d layers; %d training and %d %s images of %dx%dx%d\n",
-          m->name, m->param_count, m->nlayers, d->ntrain, d->ntest,
-          d->photos ? "validation" : "test", m->input.h, m->input.w, m->input.c);
+  fprintf(r->out,
+          "Model %s: %zu parameters, %d layer%s; %d training and %d %s image%s of %dx%dx%d\n",
+          m->name, m->param_count, m->nlayers, m->nlayers == 1 ? "" : "s", d->ntrain, d->ntest,
+          d->photos ? "validation" : "test", d->ntest == 1 ? "" : "s", m->input.h, m->input.w,
+          m->input.c);
   if (d->class_names) {
-    fprintf(r->out, "Photos from %s: %d classes (%s", d->spec.dir, d->classes, d->class_names[0]);
+    fprintf(r->out, "Photos from %s: %d class%s (%s", d->spec.dir, d->classes,
+            d->classes == 1 ? "" : "es", d->class_names[0]);
     for (int c = 1; c < d->classes; c++) fprintf(r->out, ", %s", d->class_names[c]);
     fprintf(r->out, ")\n");
   }
@@ -48,8 +51,10 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
             "across the processes\n",
             plan->processes, plan->replicas);
   }
-  fprintf(r->out, "Global batch %d (%d per replica), %d steps per epoch, epochs %d to %d", global,
-          plan->batch_per_replica, steps, plan->first_epoch + 1, plan->epochs);
+  fprintf(r->out, "Global batch %d (%d per replica), %d step%s per epoch, ", global,
+          plan->batch_per_replica, steps, steps == 1 ? "" : "s");
+  if (plan->epochs == plan->first_epoch + 1) fprintf(r->out, "epoch %d", plan->epochs);
+  else fprintf(r->out, "epochs %d to %d", plan->first_epoch + 1, plan->epochs);
   if (plan->replicas > 1) fprintf(r->out, ", --split %s", plan->split);
   fprintf(r->out, "\n");
   const clt_optimizer *o = plan->optimizer;
@@ -59,15 +64,19 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
     fprintf(r->out, "Optimizer %s: %s\n", clt_optimizer_name(o->kind), hypers);
   }
   if (plan->resumed_from) {
-    fprintf(r->out, "Resuming from %s: %d epochs and %ld steps done\n", plan->resumed_from,
-            plan->first_epoch, plan->steps_done);
+    fprintf(r->out, "Resuming from %s: %d epoch%s and %ld step%s done\n", plan->resumed_from,
+            plan->first_epoch, plan->first_epoch == 1 ? "" : "s", plan->steps_done,
+            plan->steps_done == 1 ? "" : "s");
   }
   fflush(r->out);
 }
 
-void clt_report_nothing_to_do(const clt_report *r, int epochs_done, int epochs) {
-  fprintf(r->out, "Nothing to do: the checkpoint has %d epochs, --epochs is %d\n", epochs_done,
-          epochs);
+void clt_report_nothing_to_do(const clt_report *r, const char *path, int epochs_done, int epochs) {
+  fprintf(r->out,
+          "Nothing to train: %s has %d epoch%s done and --epochs is %d, the epoch to stop after; "
+          "give --epochs %d or more to continue\n",
+          path, epochs_done, epochs_done == 1 ? "" : "s", epochs, epochs_done + 1);
+  fflush(r->out);
 }
 
 void clt_report_build_logs(const clt_trainer *t) {
@@ -200,9 +209,10 @@ static void print_allreduce(FILE *out, const clt_trainer *t, const clt_replica_s
     return;
   }
   fprintf(out,
-          " (%d buckets a step, from the last layers' down), %.3fs of it (%.0f%%) hidden behind "
+          " (%d bucket%s a step, from the last layers' down), %.3fs of it (%.0f%%) hidden behind "
           "the backward pass, %.3fs after it\n",
-          buckets, hidden, total > 0 ? 100.0 * hidden / total : 0.0, total - hidden);
+          buckets, buckets == 1 ? "" : "s", hidden, total > 0 ? 100.0 * hidden / total : 0.0,
+          total - hidden);
 }
 
 /* Device time by layer and pass (the scope of each kernel), then by kernel; with
@@ -276,9 +286,10 @@ static void print_devices(clt_report *r, const clt_epoch_result *res) {
     const clt_replica_stats *st = &res->replicas[i];
     char rank[32] = "";
     if (processes > 1) snprintf(rank, sizeof rank, "rank %d ", info->rank);
-    fprintf(r->out, "  %sdevice %d (%s): share %.1f%%, %ld examples, %.0f images/s, busy %.0f%%",
+    fprintf(r->out, "  %sdevice %d (%s): share %.1f%%, %ld example%s, %.0f images/s, busy %.0f%%",
             rank, info->device, info->name, 100.0 * st->examples / res->examples, st->examples,
-            replica_rate(st, res->seconds), 100.0 * st->busy_seconds / res->seconds);
+            st->examples == 1 ? "" : "s", replica_rate(st, res->seconds),
+            100.0 * st->busy_seconds / res->seconds);
     print_membership(r, st);
     fprintf(r->out, "\n");
     const clt_balancer *b = clt_trainer_balancer(r->trainer);
@@ -407,8 +418,9 @@ void clt_report_saved(const clt_report *r, const char *path) {
 void clt_report_eval(FILE *out, const char *checkpoint, const clt_model *m, long long epochs,
                      long long steps, int examples, int devices, int processes, double acc,
                      double loss) {
-  fprintf(out, "Checkpoint %s: model %s, %lld epochs, %lld steps; %d test images on %d device%s",
-          checkpoint, m->name, epochs, steps, examples, devices, devices == 1 ? "" : "s");
+  fprintf(out, "Checkpoint %s: model %s, %lld epoch%s, %lld step%s; %d test image%s on %d device%s",
+          checkpoint, m->name, epochs, epochs == 1 ? "" : "s", steps, steps == 1 ? "" : "s",
+          examples, examples == 1 ? "" : "s", devices, devices == 1 ? "" : "s");
   if (processes > 1) fprintf(out, " in %d processes", processes);
   fprintf(out, "\n");
   fprintf(out, "Accuracy: %.2f\nLoss: %.4f\n", acc * 100, loss);

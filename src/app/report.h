@@ -63,8 +63,8 @@ void clt_report_replica_lines(const clt_device *const *devices, int n, int first
                               const char *host, int processes, char *buf, size_t size);
 /* The model, data, replica and batch lines (and "Resuming from ..."). */
 void clt_report_plan(const clt_report *r, const clt_run_plan *plan);
-/* The checkpoint has all the epochs asked for. */
-void clt_report_nothing_to_do(const clt_report *r, int epochs_done, int epochs);
+/* The checkpoint (path) has all the epochs asked for: one line instead of the plan. */
+void clt_report_nothing_to_do(const clt_report *r, const char *path, int epochs_done, int epochs);
 /* The set-up line: times and each replica's device memory (r->trainer is set). */
 void clt_report_ready(const clt_report *r, double setup_seconds, double launch_seconds);
 /* The epoch lines, --profile and the log object; fails only when the log cannot

@@ -193,11 +193,11 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                              .resumed_from = o->resume ? ckpt_path : NULL,
                              .steps_done = step,
                              .optimizer = &opt};
-  if (leader) clt_report_plan(&rep, &plan);
   if (first_epoch >= o->epochs) {
-    if (leader) clt_report_nothing_to_do(&rep, first_epoch, o->epochs);
+    if (leader) clt_report_nothing_to_do(&rep, ckpt_path, first_epoch, o->epochs);
     goto cleanup;
   }
+  if (leader) clt_report_plan(&rep, &plan);
 
   const double t_setup = clt_now_seconds();
   clt_ring_set_default_timeout(o->allreduce_timeout);

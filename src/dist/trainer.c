@@ -44,8 +44,9 @@ static int check_source(const clt_model *m, const clt_source *s, clt_err *e) {
                     m->input.c);
   }
   if (in->classes > m->classes) {
-    return clt_fail(e, CLT_ERR_ARG, "labels of %d classes for model %s, which has %d outputs",
-                    in->classes, m->name, m->classes);
+    return clt_fail(e, CLT_ERR_ARG, "labels of %d class%s for model %s, which has %d output%s",
+                    in->classes, in->classes == 1 ? "" : "es", m->name, m->classes,
+                    m->classes == 1 ? "" : "s");
   }
   return CLT_OK;
 }
@@ -438,8 +439,8 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
   if (skip < 0 || skip >= p->steps) {
     const int steps = p->steps;
     free(p);
-    return clt_fail(e, CLT_ERR_ARG, "cannot resume epoch %d at step %d: it has %d steps", epoch + 1,
-                    skip + 1, steps);
+    return clt_fail(e, CLT_ERR_ARG, "cannot resume epoch %d at step %d: it has %d step%s",
+                    epoch + 1, skip + 1, steps, steps == 1 ? "" : "s");
   }
   p->skip = skip;
   p->first_step = *step - skip; /* the optimizer step of the epoch's step 0 */

@@ -250,10 +250,10 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   if (r->device.global_mem_bytes && need > r->device.global_mem_bytes) {
     status =
         clt_fail(e, CL_MEM_OBJECT_ALLOCATION_FAILURE,
-                 "device %d (%s): model %s with slices of %d examples needs %.0f MiB, the device "
+                 "device %d (%s): model %s with slices of %d example%s needs %.0f MiB, the device "
                  "has %.0f MiB",
-                 r->device.index, r->device.name, m->name, max_batch, need / 1048576.0,
-                 r->device.global_mem_bytes / 1048576.0);
+                 r->device.index, r->device.name, m->name, max_batch, max_batch == 1 ? "" : "s",
+                 need / 1048576.0, r->device.global_mem_bytes / 1048576.0);
     goto cleanup;
   }
 

@@ -618,10 +618,11 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
   if (strcmp(meta.model, m->name) != 0 || meta.classes != m->classes ||
       meta.input.h != m->input.h || meta.input.w != m->input.w || meta.input.c != m->input.c) {
     status = clt_fail(e, CLT_ERR_FORMAT,
-                      "%s: checkpoint of model %s for %dx%dx%d inputs and %d classes, not of %s "
-                      "for %dx%dx%d and %d classes",
+                      "%s: checkpoint of model %s for %dx%dx%d inputs and %d class%s, not of %s "
+                      "for %dx%dx%d and %d class%s",
                       path, meta.model, meta.input.h, meta.input.w, meta.input.c, meta.classes,
-                      m->name, m->input.h, m->input.w, m->input.c, m->classes);
+                      meta.classes == 1 ? "" : "es", m->name, m->input.h, m->input.w, m->input.c,
+                      m->classes, m->classes == 1 ? "" : "es");
     goto cleanup;
   }
   if (strcmp(meta.architecture, arch) != 0) {

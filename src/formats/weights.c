@@ -89,8 +89,8 @@ int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err 
     if (clt_npz_find(z, name)) {
       int have = k;
       while (snprintf(name, sizeof name, "arr_%d", have), clt_npz_find(z, name)) have++;
-      status = clt_fail(e, CLT_ERR_FORMAT, "%s: %d arrays, model %s has %d weights", path, have,
-                        m->name, k);
+      status = clt_fail(e, CLT_ERR_FORMAT, "%s: %d array%s, model %s has %d weight%s", path, have,
+                        have == 1 ? "" : "s", m->name, k, k == 1 ? "" : "s");
     }
   }
   /* Exactly the weights, as Keras refuses a weights file that does not match; a
