@@ -1,7 +1,7 @@
 /* A checkpoint's metadata (src/formats/checkpoint_meta.c): what cltrain writes
- * reads back the same, a model name that JSON must escape and numbers that need 17
- * digits included; the checkpoints an earlier cltrain wrote (tests/checkpoints/)
- * load with every field and save again as the same members; and malformed
+ * reads back the same, a model name and a data path that JSON must escape and
+ * numbers that need 17 digits included; the checkpoints an earlier cltrain wrote
+ * (tests/checkpoints/) load with every field and save again as the same members; and malformed
  * metadata (not JSON, a wrong type, a value out of range, a missing key) is
  * refused in one line naming the file and the key. Host only: no device needed.
  *   test_checkpoint_meta FIXTURES_DIR */
@@ -18,12 +18,20 @@
 
 static char root[] = "/tmp/cltrain-meta-XXXXXX";
 
-/* Saves a checkpoint of m trained with opt (zeros everywhere) under root/name. */
-static int save(const char *name, const clt_model *m, const clt_optimizer *opt, char *path,
-                size_t size) {
+/* The data record of the checkpoints save() writes. */
+static const clt_checkpoint_data some_data = {.known = 1,
+                                              .path = "/data/photos",
+                                              .train_limit = 640,
+                                              .test_limit = 0,
+                                              .validation_split = 0.25,
+                                              .global_batch = 64};
+
+/* Saves a checkpoint of m trained with opt on data (zeros everywhere) under root/name. */
+static int save(const char *name, const clt_model *m, const clt_optimizer *opt,
+                const clt_checkpoint_data *data, char *path, size_t size) {
   char dir[4096];
   clt_err e = {0};
-  clt_checkpoint st = {.optimizer = *opt, .seed = 42};
+  clt_checkpoint st = {.optimizer = *opt, .seed = 42, .data = *data};
   snprintf(dir, sizeof dir, "%s/%s", root, name);
   st.params = calloc(m->flat_floats, sizeof(float));
   for (int k = 0; k < CLT_OPT_SLOTS; k++) st.opt_state[k] = calloc(m->flat_floats, sizeof(float));
@@ -85,12 +93,26 @@ static void test_round_trip(void) {
   o.beta2 = nextafter(0.999, 1);
   o.epsilon = 1e-7 / 3;
   o.weight_decay = 1.0 / 3;
+  clt_checkpoint_data data = {.known = 1,
+                              .path = "/data/\"odd\" \\ f\xc3\xb6lder \xf0\x9f\x93\xb7",
+                              .train_limit = 2147483647,
+                              .test_limit = 0,
+                              .validation_split = 0.1 + 0.2,
+                              .global_batch = 3};
   char path[4200];
-  if (save("escaped", &m, &o, path, sizeof path)) return;
+  if (save("escaped", &m, &o, &data, path, sizeof path)) return;
   char *text = metadata_of(path);
+  const char *shown = text ? text : "(unreadable)";
   check(text && strstr(text, "\"model\": \"say \\\"hi\\\" \\\\ bye\", \"input\": [6, 6, 1]") &&
             strstr(text, "\"learning_rate\": 0.30000000000000004, "),
-        "the metadata escapes the name and keeps 17 digits where needed: %s", text);
+        "the metadata escapes the name and keeps 17 digits where needed: %s", shown);
+  check(text &&
+            strstr(text, "\"data\": {\"path\": \"/data/\\\"odd\\\" \\\\ f\\u00f6lder "
+                         "\\ud83d\\udcf7\", "
+                         "\"train_limit\": 2147483647, \"test_limit\": 0, \"validation_split\": "
+                         "0.30000000000000004, \"global_batch\": 3}, \"cltrain_version\""),
+        "the data entry before the version, escaped (beyond ASCII as json.dumps), exact: %s",
+        shown);
   free(text);
   clt_checkpoint st;
   if (clt_checkpoint_model(path, &got, &e) || clt_checkpoint_load(path, &got, 1, &st, &e)) {
@@ -104,7 +126,20 @@ static void test_round_trip(void) {
             g->epsilon == o.epsilon && g->weight_decay == o.weight_decay,
         "the hyper-parameters come back exactly (lr %.17g, beta_2 %.17g, epsilon %.17g)", g->lr,
         g->beta2, g->epsilon);
+  const clt_checkpoint_data *d = &st.data;
+  check(d->known && strcmp(d->path, data.path) == 0 && d->train_limit == data.train_limit &&
+            d->test_limit == 0 && d->validation_split == data.validation_split &&
+            d->global_batch == 3,
+        "the data comes back exactly (%s, %ld, %ld, %.17g, %d)", d->path, d->train_limit,
+        d->test_limit, d->validation_split, d->global_batch);
   clt_checkpoint_free(&st);
+  clt_checkpoint eval;
+  if (clt_checkpoint_load(path, &got, 0, &eval, &e)) {
+    check(0, "reading it back for evaluation: %s", e.msg);
+    return;
+  }
+  check(eval.data.known && eval.data.global_batch == 3, "evaluation reads the data too");
+  clt_checkpoint_free(&eval);
 }
 
 /* Loads path for m expecting refusal, in one line, as "<path>: <want>"; want NULL:
@@ -142,8 +177,8 @@ static void test_malformed(void) {
   sgd.nesterov = 1;
   char good[2][4200], bad[4200];
   snprintf(bad, sizeof bad, "%s/bad.npz", root);
-  if (save("rmsprop", &m, &rms, good[0], sizeof good[0]) ||
-      save("sgd", &m, &sgd, good[1], sizeof good[1]))
+  if (save("rmsprop", &m, &rms, &some_data, good[0], sizeof good[0]) ||
+      save("sgd", &m, &sgd, &some_data, good[1], sizeof good[1]))
     return;
   const struct {
     int sgd, with_optimizer;
@@ -199,6 +234,25 @@ static void test_malformed(void) {
        "metadata key optimizer.epsilon is 0, outside (0, 1]"},
       {1, 1, "\"nesterov\": true", "\"nesterov\": 1",
        "metadata key optimizer.nesterov is a number, not true or false"},
+      {0, 0, "\"data\": {", "\"data\": [], \"other\": {",
+       "metadata key data is an array, not an object"},
+      {0, 0, "\"path\": \"/data/photos\", ", "", "metadata lacks key data.path"},
+      {0, 0, "\"path\": \"/data/photos\"", "\"path\": \"\"", "metadata key data.path is empty"},
+      {0, 0, "\"path\": \"/data/photos\"", "\"path\": \"/data/\\nphotos\"",
+       "metadata key data.path holds a control character"},
+      {0, 0, "\"train_limit\": 640", "\"train_limit\": -1",
+       "metadata key data.train_limit is -1, not an integer of at least 0"},
+      {0, 0, "\"test_limit\": 0", "\"test_limit\": \"0\"",
+       "metadata key data.test_limit is a string, not a number"},
+      {0, 0, "\"test_limit\": 0", "\"test_limit\": 2.5",
+       "metadata key data.test_limit is 2.5, not an integer of at least 0"},
+      {0, 0, "\"validation_split\": 0.25", "\"validation_split\": 1.5",
+       "metadata key data.validation_split is 1.5, outside [0, 0.99]"},
+      {0, 0, "\"global_batch\": 64", "\"global_batch\": 0",
+       "metadata key data.global_batch is 0, not an integer of at least 1"},
+      {0, 0, ", \"global_batch\": 64", "", "metadata lacks key data.global_batch"},
+      /* A checkpoint without data (an older cltrain) loads. */
+      {0, 1, "\"data\": {", "\"unused\": {", NULL},
       /* What evaluation does not read, or no kind uses, does not matter. */
       {0, 0, "\"rho\": 0.9", "\"rho\": 1", NULL},
       {1, 1, "\"nesterov\": true", "\"nesterov\": true, \"epsilon\": \"x\", \"clipnorm\": null",

@@ -9,9 +9,13 @@
  * the seed and e, so the seed is the order's whole state), and "metadata", a
  * JSON string with the format version, model name, input shape, classes,
  * architecture, optimizer (as Keras' get_config: {"name": "sgd", "learning_rate":
- * 0.01, "momentum": 0.9, ...}) and cltrain version (checkpoint_meta.c writes and
+ * 0.01, "momentum": 0.9, ...}), the data the run trained on ({"path": "/abs/dir",
+ * "train_limit": 640, "test_limit": 0, "validation_split": 0, "global_batch": 64}:
+ * --data resolved, the flags that select examples and how many make a step; with
+ * data/seed and the input size, what --resume and eval default to) and cltrain
+ * version (checkpoint_meta.c writes and
  * reads it). Checkpoints without an optimizer in their metadata (older cltrain)
- * hold Adam's state.
+ * hold Adam's state; without data, their data flags are unknown.
  *
  * A save in the middle of an epoch also records how far into epoch `epoch + 1`
  * it is: "data/epoch_step" (int64 scalar, optimizer steps already taken in that
@@ -44,6 +48,15 @@
 
 #define CLT_CHECKPOINT_FORMAT 1
 
+/* The data a run trained on: metadata key "data". */
+typedef struct clt_checkpoint_data {
+  int known;                    /* 0: not recorded (an older cltrain), and not written */
+  char path[4096];              /* --data, resolved to an absolute path */
+  long train_limit, test_limit; /* 0: all */
+  double validation_split;      /* photo folders: the held-out fraction; 0: none */
+  int global_batch;             /* examples per step, over all replicas */
+} clt_checkpoint_data;
+
 /* What a checkpoint holds besides the model description. Arrays are flat in the
  * model's layout (model->flat_floats floats). */
 typedef struct clt_checkpoint {
@@ -70,6 +83,7 @@ typedef struct clt_checkpoint {
    * it for a save; a load allocates it (NULL when epoch_step is 0), and
    * clt_checkpoint_free frees it. */
   double *epoch_sums;
+  clt_checkpoint_data data; /* with seed: the examples and their order */
 } clt_checkpoint;
 
 /* Saves st as the next checkpoint in dir (created if missing): K is one more than

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,12 +46,42 @@ static int add_optimizer(cJSON *root, const clt_optimizer *opt) {
   return ok;
 }
 
-/* Writes compact JSON text with a space after each ',' and ':' outside strings
- * into out (when not NULL); returns the length. */
+/* The data's entry: where the examples come from and the limits and split that
+ * select them. */
+static int add_data(cJSON *root, const clt_checkpoint_data *d) {
+  cJSON *o = cJSON_CreateObject();
+  return add(root, "data", o) && add(o, "path", cJSON_CreateString(d->path)) &&
+         add(o, "train_limit", cJSON_CreateNumber((double)d->train_limit)) &&
+         add(o, "test_limit", cJSON_CreateNumber((double)d->test_limit)) &&
+         add(o, "validation_split", number(d->validation_split)) &&
+         add(o, "global_batch", cJSON_CreateNumber(d->global_batch));
+}
+
+/* Writes the JSON escape of code point cp (a backslash, 'u' and 4 hex digits; a
+ * surrogate pair of them above U+FFFF) at out + n (when out is not NULL);
+ * returns its length. */
+static size_t escape(uint32_t cp, char *out, size_t n) {
+  char buf[16];
+  const unsigned hi = 0xD800 + ((cp - 0x10000) >> 10), lo = 0xDC00 + ((cp - 0x10000) & 0x3FF);
+  int len = cp > 0xFFFF ? snprintf(buf, sizeof buf, "\\u%04x\\u%04x", hi, lo)
+                        : snprintf(buf, sizeof buf, "\\u%04x", (unsigned)cp);
+  if (out) memcpy(out + n, buf, (size_t)len + 1);
+  return (size_t)len;
+}
+
+/* Writes compact JSON text with a space after each ',' and ':' outside strings,
+ * and characters beyond ASCII escaped (json.dumps' ensure_ascii: npz strings
+ * read back as Latin-1, see npz.h), into out (when not NULL); returns the length. */
 static size_t spaced(const char *compact, char *out) {
   size_t n = 0;
   int in_string = 0;
   for (const char *c = compact; *c; c++) {
+    if ((unsigned char)*c >= 0x80) {
+      const unsigned char *at = (const unsigned char *)c;
+      n += escape(clt_npz_utf8_next(&at), out, n);
+      c = (const char *)at - 1;
+      continue;
+    }
     if (out) out[n] = *c;
     n++;
     if (in_string && *c == '\\' && c[1]) {
@@ -70,8 +101,9 @@ static size_t spaced(const char *compact, char *out) {
 
 /* A built-in model is rebuilt by name, so its checkpoints need no "preprocess"; any
  * other model is rebuilt from its architecture and carries it. The layout is
- * Python json.dumps' (", " and ": "). */
-char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt) {
+ * Python json.dumps' (", " and ": ", ASCII). */
+char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
+                               const clt_checkpoint_data *data) {
   static _Thread_local char arch[CLT_DESCRIBE_MAX];
   const int input[3] = {m->input.h, m->input.w, m->input.c};
   char *compact = NULL, *text = NULL;
@@ -87,6 +119,7 @@ char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt) {
   }
   ok = ok && add(root, "architecture", cJSON_CreateString(arch));
   if (ok && opt->lr > 0) ok = add_optimizer(root, opt);
+  if (ok && data && data->known) ok = add_data(root, data);
   ok = ok && add(root, "cltrain_version", cJSON_CreateString(CLT_VERSION));
   if (ok && (compact = cJSON_PrintUnformatted(root)) && (text = malloc(spaced(compact, NULL) + 1)))
     spaced(compact, text);
@@ -254,10 +287,51 @@ static int get_optimizer(const char *path, const cJSON *entry, clt_optimizer *o,
   return CLT_OK;
 }
 
+/* A member of the data's entry that is an integer from min to INT_MAX. */
+static int get_count(place at, const cJSON *obj, const char *key, int min, long *out, clt_err *e) {
+  const cJSON *v;
+  int status = lookup(at, obj, key, cJSON_Number, "a number", 1, &v, e);
+  if (status) return status;
+  if (!is_int(v) || v->valueint < min) {
+    char shown[40];
+    show_number(v->valuedouble, shown, sizeof shown);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key %s%s is %s, not an integer of at least %d",
+                    at.path, at.prefix, key, shown, min);
+  }
+  *out = v->valueint;
+  return CLT_OK;
+}
+
+/* The data's entry into d: every key required, as one cltrain writes them all. */
+static int get_data(const char *path, const cJSON *entry, clt_checkpoint_data *d, clt_err *e) {
+  const place at = {path, "data."};
+  const cJSON *split;
+  long batch = 0;
+  int status;
+  if ((status = get_string(at, entry, "path", 1, d->path, sizeof d->path, e)) ||
+      (status = get_count(at, entry, "train_limit", 0, &d->train_limit, e)) ||
+      (status = get_count(at, entry, "test_limit", 0, &d->test_limit, e)) ||
+      (status = lookup(at, entry, "validation_split", cJSON_Number, "a number", 1, &split, e)) ||
+      (status = get_count(at, entry, "global_batch", 1, &batch, e)))
+    return status;
+  if (!d->path[0]) return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key data.path is empty", path);
+  /* The range --validation-split takes. */
+  if (!(split->valuedouble >= 0 && split->valuedouble <= 0.99)) {
+    char shown[40];
+    show_number(split->valuedouble, shown, sizeof shown);
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: metadata key data.validation_split is %s, outside [0, 0.99]", path, shown);
+  }
+  d->validation_split = split->valuedouble;
+  d->global_batch = (int)batch;
+  d->known = 1;
+  return CLT_OK;
+}
+
 static int parse(const char *path, const cJSON *root, int with_optimizer, clt_checkpoint_meta *meta,
                  clt_err *e) {
   const place at = {path, ""};
-  const cJSON *output, *optimizer;
+  const cJSON *output, *optimizer, *data;
   int status;
   if (!cJSON_IsObject(root)) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata is %s, not a JSON object", path,
@@ -271,7 +345,9 @@ static int parse(const char *path, const cJSON *root, int with_optimizer, clt_ch
       (status = get_string(at, root, "preprocess", 0, meta->preprocess, sizeof meta->preprocess,
                            e)) ||
       (status = lookup(at, root, "output", cJSON_String, "a string", 0, &output, e)) ||
-      (status = lookup(at, root, "optimizer", cJSON_Object, "an object", 0, &optimizer, e)))
+      (status = lookup(at, root, "optimizer", cJSON_Object, "an object", 0, &optimizer, e)) ||
+      (status = lookup(at, root, "data", cJSON_Object, "an object", 0, &data, e)) ||
+      (data && (status = get_data(path, data, &meta->data, e))))
     return status;
   meta->softmax_output = output && strcmp(output->valuestring, "softmax") == 0;
   /* No optimizer recorded: an older cltrain's checkpoint, holding Adam's state. */

@@ -1,10 +1,12 @@
 /* A checkpoint's member "metadata" (checkpoint.h): a JSON object with the format
  * version, the model (name, input shape, classes, architecture, and for a model
  * known by no name its preprocessing and softmax output), the optimizer as Keras'
- * get_config names it and the cltrain version. Internal to src/formats. */
+ * get_config names it, the data trained on and the cltrain version. Internal to
+ * src/formats. */
 #ifndef CLT_CHECKPOINT_META_H
 #define CLT_CHECKPOINT_META_H
 
+#include "checkpoint.h"
 #include "model.h"
 #include "npz.h"
 #include "optimizer.h"
@@ -20,14 +22,17 @@ typedef struct clt_checkpoint_meta {
   /* Read only when asked for: the optimizer's kind and hyper-parameters; lr 0 when
    * the metadata records none (an older cltrain's checkpoint, Adam's state). */
   clt_optimizer optimizer;
+  clt_checkpoint_data data; /* known 0 when the metadata records none */
 } clt_checkpoint_meta;
 
-/* The metadata of model m trained with opt (none recorded when opt->lr is 0), in
- * the layout of Python's json.dumps; a new string, NULL when out of memory. */
-char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt);
+/* The metadata of model m trained with opt (none recorded when opt->lr is 0) on
+ * data (none recorded unless data->known), in the layout of Python's json.dumps;
+ * a new string, NULL when out of memory. */
+char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
+                               const clt_checkpoint_data *data);
 
 /* Reads member "metadata" of z (the checkpoint at path) into meta, the optimizer
- * too when with_optimizer. Errors name the file and the key. */
+ * too when with_optimizer (the data always). Errors name the file and the key. */
 int clt_checkpoint_meta_read(const char *path, const clt_npz *z, int with_optimizer,
                              clt_checkpoint_meta *meta, clt_err *e);
 

@@ -187,10 +187,7 @@ void clt_npz_free(clt_npz *z) {
 
 /* ---- strings ---- */
 
-/* Next code point of UTF-8 text at *s (advanced past it); malformed or
- * overlong sequences and surrogates give U+FFFD and skip one byte, so there
- * are never more code points than bytes. */
-static uint32_t utf8_next(const unsigned char **s) {
+uint32_t clt_npz_utf8_next(const unsigned char **s) {
   const unsigned char *p = *s;
   uint32_t cp;
   int more;
@@ -234,7 +231,7 @@ void clt_npz_string(clt_npz_array *a, const char *name, const char *text, uint32
   memcpy(a->name, name, name_len < sizeof a->name ? name_len : sizeof a->name);
   unsigned char *out = (unsigned char *)buf;
   for (const unsigned char *s = (const unsigned char *)text; *s; n++) {
-    uint32_t cp = utf8_next(&s);
+    uint32_t cp = clt_npz_utf8_next(&s);
     put32(out + 4 * n, cp); /* UTF-32LE whatever the host order */
   }
   char dtype[32] = {

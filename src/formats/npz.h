@@ -56,6 +56,11 @@ const clt_npz_array *clt_npz_take(const clt_npz *z, const char *name, char *take
 void clt_npz_printable(char *out, size_t size, const char *text);
 void clt_npz_free(clt_npz *z);
 
+/* Next code point of UTF-8 text at *s (advanced past it); malformed or
+ * overlong sequences and surrogates give U+FFFD and skip one byte, so there
+ * are never more code points than bytes. */
+uint32_t clt_npz_utf8_next(const unsigned char **s);
+
 /* Convenience for strings: builds a "<U<n>" scalar from UTF-8/ASCII text into
  * buf (4 bytes per character, caller-provided, at least 4*strlen(text) bytes). */
 void clt_npz_string(clt_npz_array *a, const char *name, const char *text, uint32_t *buf);
