@@ -21,21 +21,47 @@
 #include "trainer.h"
 #include "weights.h"
 
+/* The test data: the training run's as the checkpoint records it (state->data;
+ * the model fixes the image size), each flag given overriding its record. A
+ * checkpoint without records (an older cltrain) takes the flags and their
+ * defaults, with a note; its seed is known all the same. */
+static clt_data_spec eval_data(const clt_eval_opts *o, const char *path, const clt_model *model,
+                               const clt_checkpoint *state) {
+  const clt_checkpoint_data *rec = &state->data;
+  const int recorded = rec->known;
+  if (!recorded && clt_cluster_rank(o->cluster) == 0 &&
+      !(o->data_given && o->test_limit_given && o->validation_split_given))
+    fprintf(stderr,
+            "cltrain: note: %s does not record its run's data flags (an older cltrain): --data, "
+            "--test-limit and --validation-split are as given or their defaults\n",
+            path);
+  return (clt_data_spec){.dir = o->data_given || !recorded ? o->data_dir : rec->path,
+                         .test_limit = o->test_limit_given || !recorded ? o->test_limit
+                                                                        : rec->test_limit,
+                         .image_size = model->input.h,
+                         .validation_split = o->validation_split_given || !recorded
+                                                 ? o->validation_split
+                                                 : rec->validation_split,
+                         .seed = o->seed_given ? o->seed : state->seed,
+                         .validation_split_given = o->validation_split_given,
+                         .max_image_pixels = o->max_image_pixels};
+}
+
 /* cltrain eval's set-up in each process: the checkpoint, data and devices. */
 static int eval_set_up(const clt_eval_opts *o, clt_data *data, clt_model *model,
                        clt_checkpoint *state, char *path, size_t size, clt_device_list *devices,
                        const clt_device **chosen, int *nchosen, clt_err *e) {
   int status = clt_checkpoint_resolve(o->checkpoint, path, size, e);
+  if (status && !o->checkpoint_given && access(o->checkpoint, F_OK) != 0) {
+    return clt_fail(e, CLT_ERR_IO,
+                    "%s: no such checkpoint folder (the default --checkpoint, where cltrain "
+                    "train saves; give --checkpoint DIR|FILE)",
+                    o->checkpoint);
+  }
   if (!status) status = clt_checkpoint_model(path, model, e);
   if (!status) status = clt_checkpoint_load(path, model, 0, state, e);
   if (status) return status;
-  const clt_data_spec spec = {.dir = o->data_dir,
-                              .test_limit = o->test_limit,
-                              .image_size = model->input.h,
-                              .validation_split = o->validation_split,
-                              .seed = o->seed,
-                              .validation_split_given = o->validation_split_given,
-                              .max_image_pixels = o->max_image_pixels};
+  const clt_data_spec spec = eval_data(o, path, model, state);
   if ((status = clt_data_open(&spec, data, e))) return status;
   if ((status = clt_data_check_input(data, model->name, model->input.h, model->input.w,
                                      model->input.c, model->classes, e))) {
@@ -123,8 +149,11 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   run_config config = train_config_of(&model, &data, o->batch_per_replica, o->seed, nchosen);
   if ((status = train_same_config(c, &config, &replicas, e))) goto cleanup;
-  if ((status = clt_trainer_create_eval(&model, chosen, nchosen, o->batch_per_replica, data.test, c,
-                                        &t, e))) {
+  /* The batches of the training run's evaluation: the same sums, to the last bit. */
+  int same_batch;
+  const int batch = train_batch_per_replica(o->batch_per_replica, o->batch_per_replica_given,
+                                            state.data.global_batch, replicas, &same_batch);
+  if ((status = clt_trainer_create_eval(&model, chosen, nchosen, batch, data.test, c, &t, e))) {
     goto cleanup;
   }
   if (o->verbose) clt_report_build_logs(t);

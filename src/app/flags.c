@@ -22,6 +22,7 @@ static const clt_flag train_flags[] = {
     {.name = "data",
      .type = CLT_FLAG_STRING,
      .offset = TR(data_dir),
+     .seen = CLT_SEEN(clt_train_opts, data_given),
      .def_str = DEFAULT_DATA,
      .meta = "DIR",
      .help = "Fashion-MNIST-style IDX folder (train-/t10k-*-ubyte[.gz]), or a photo folder: one "
@@ -145,6 +146,7 @@ static const clt_flag train_flags[] = {
     {.name = "batch-per-replica",
      .type = CLT_FLAG_INT,
      .offset = TR(batch_per_replica),
+     .seen = CLT_SEEN(clt_train_opts, batch_per_replica_given),
      .min = 1,
      .max = 65536,
      .def = 64,
@@ -153,18 +155,20 @@ static const clt_flag train_flags[] = {
     {.name = "train-limit",
      .type = CLT_FLAG_LONG,
      .offset = TR(train_limit),
-     .min = 1,
+     .seen = CLT_SEEN(clt_train_opts, train_limit_given),
+     .min = 0,
      .max = 2147483647,
      .meta = "N",
-     .shown = "",
+     .shown = "0: all",
      .help = "use only the first N training examples"},
     {.name = "test-limit",
      .type = CLT_FLAG_LONG,
      .offset = TR(test_limit),
-     .min = 1,
+     .seen = CLT_SEEN(clt_train_opts, test_limit_given),
+     .min = 0,
      .max = 2147483647,
      .meta = "N",
-     .shown = "",
+     .shown = "0: all",
      .help = "use only the first N test examples"},
     {.name = "log",
      .type = CLT_FLAG_STRING,
@@ -197,8 +201,10 @@ static const clt_flag train_flags[] = {
      .type = CLT_FLAG_BOOL,
      .offset = TR(resume),
      .help = "continue from the newest checkpoint in --checkpoint-dir (weights, optimizer and its "
-             "state, epoch, data order) up to --epochs; optimizer flags given must match it, --lr "
-             "may change the learning rate"},
+             "state, epoch, data order) up to --epochs, on the data it records (--data, "
+             "--train-limit, --test-limit, --validation-split, --seed and the global batch, "
+             "divided among the replicas: one given with another value is used, with a note); "
+             "optimizer flags given must match it, --lr may change the learning rate"},
     {.name = "check-replicas",
      .type = CLT_FLAG_BOOL,
      .offset = TR(check_replicas),
@@ -270,14 +276,18 @@ static const clt_flag eval_flags[] = {
     {.name = "checkpoint",
      .type = CLT_FLAG_STRING,
      .offset = EV(checkpoint),
+     .seen = CLT_SEEN(clt_eval_opts, checkpoint_given),
+     .def_str = "./training_checkpoints",
      .meta = "DIR|FILE",
-     .required = 1,
-     .help = "a checkpoint folder (its index names the newest) or a .npz"},
+     .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's "
+             "--checkpoint-dir"},
     {.name = "data",
      .type = CLT_FLAG_STRING,
      .offset = EV(data_dir),
+     .seen = CLT_SEEN(clt_eval_opts, data_given),
      .def_str = DEFAULT_DATA,
      .meta = "DIR",
+     .shown = "the checkpoint's; " DEFAULT_DATA " where it records none",
      .help = "Fashion-MNIST-style IDX folder, or a photo folder (images resized to the "
              "checkpoint's size)"},
     {.name = "validation-split",
@@ -287,14 +297,15 @@ static const clt_flag eval_flags[] = {
      .min = 0,
      .max = 0.99,
      .meta = "F",
-     .shown = "0: the whole folder",
+     .shown = "the checkpoint's; 0, the whole folder, where it records none",
      .help = "photo folders: evaluate only the fraction held out in training with this value and "
              "--seed"},
     {.name = "seed",
      .type = CLT_FLAG_U64,
      .offset = EV(seed),
-     .def = 42,
+     .seen = CLT_SEEN(clt_eval_opts, seed_given),
      .meta = "N",
+     .shown = "the checkpoint's",
      .help = "photo folders: the --seed of the training that held --validation-split out"},
     {.name = "max-image-pixels",
      .type = CLT_FLAG_LONG,
@@ -314,19 +325,22 @@ static const clt_flag eval_flags[] = {
     {.name = "batch-per-replica",
      .type = CLT_FLAG_INT,
      .offset = EV(batch_per_replica),
+     .seen = CLT_SEEN(clt_eval_opts, batch_per_replica_given),
      .min = 1,
      .max = 65536,
      .def = 64,
      .meta = "N",
+     .shown = "the checkpoint's global batch over the replicas; 64 where it records none",
      .help = "examples per device per step"},
     {.name = "test-limit",
      .type = CLT_FLAG_LONG,
      .offset = EV(test_limit),
-     .min = 1,
+     .seen = CLT_SEEN(clt_eval_opts, test_limit_given),
+     .min = 0,
      .max = 2147483647,
      .meta = "N",
-     .shown = "",
-     .help = "use only the first N test examples"},
+     .shown = "the checkpoint's; all where it records none",
+     .help = "use only the first N test examples (0: all)"},
     {.name = "logits",
      .type = CLT_FLAG_STRING,
      .offset = EV(logits_path),
@@ -344,11 +358,16 @@ static const clt_flag eval_flags[] = {
 const clt_command clt_cmd_eval = {
     .name = "eval",
     .summary = "evaluate a checkpoint on the test set",
-    .usage = "cltrain eval --checkpoint DIR|FILE [options]",
+    .usage = "cltrain eval [--checkpoint DIR|FILE] [options]",
     .text = "Restores a checkpoint into a fresh model on the selected devices and prints the "
             "test-set accuracy (percent) and mean loss:\n"
             "  Accuracy: 90.12\n"
-            "  Loss: 0.2876\n",
+            "  Loss: 0.2876\n"
+            "\n"
+            "The test data is by default the training run's, as its checkpoint records it "
+            "(--data, --test-limit, --validation-split, --seed, the global batch; the image size "
+            "and preprocessing are the model's), so the figures are those training printed for "
+            "that epoch; flags given override it.\n",
     .flags = eval_flags,
     .nflags = COUNT(eval_flags),
 };

@@ -174,6 +174,24 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   config.weight_decay = opt.weight_decay;
   snprintf(config.split, sizeof config.split, "%s", o->split);
   if ((status = train_same_config(c, &config, &replicas, e))) goto cleanup;
+  /* --resume: the recorded global batch over this run's replicas (0 recorded
+   * for a fresh run, or a checkpoint without records). */
+  int same_batch = 1;
+  const int batch = train_batch_per_replica(o->batch_per_replica, o->batch_per_replica_given,
+                                            o->resume ? state.data.global_batch : 0, replicas,
+                                            &same_batch);
+  if (leader && !same_batch && o->batch_per_replica_given) {
+    fprintf(stderr,
+            "cltrain: note: --batch-per-replica %d on %d replica%s makes a global batch of %d, "
+            "not the checkpoint's %d; the run continues but is no longer exact\n",
+            batch, replicas, replicas == 1 ? "" : "s", batch * replicas, state.data.global_batch);
+  } else if (leader && !same_batch) {
+    fprintf(stderr,
+            "cltrain: note: the checkpoint's global batch %d does not divide among %d replicas: "
+            "%d per replica, %d a step; the run continues but is no longer exact\n",
+            state.data.global_batch, replicas, batch, batch * replicas);
+  }
+  state.data.global_batch = batch * replicas;
   clt_split_mode split;
   double weights[CLT_BALANCE_MAX];
   status = clt_split_parse(o->split, replicas, &split, weights, e);
@@ -186,7 +204,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   const clt_run_plan plan = {.replica_lines = replica_lines,
                              .replicas = replicas,
                              .processes = clt_cluster_size(c),
-                             .batch_per_replica = o->batch_per_replica,
+                             .batch_per_replica = batch,
                              .split = o->split,
                              .first_epoch = first_epoch,
                              .epochs = o->epochs,
@@ -207,8 +225,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   if (leader && isatty(STDERR_FILENO) &&
       (status = train_compiling_notice(chosen, nchosen, &notice, e)))
     goto cleanup;
-  if ((status = clt_trainer_create(&model, chosen, nchosen, o->batch_per_replica, split, weights,
-                                   data.train, data.test, c, &t, e))) {
+  if ((status = clt_trainer_create(&model, chosen, nchosen, batch, split, weights, data.train,
+                                   data.test, c, &t, e))) {
     goto cleanup;
   }
   clt_trainer_check_replicas(t, o->check_replicas);

@@ -39,6 +39,8 @@ typedef struct clt_train_opts {
   int keep;                    /* newest checkpoints kept; 0: all */
   int resume;                  /* continue from the newest checkpoint in checkpoint_dir */
   int model_given, seed_given; /* set explicitly (checked against a resumed checkpoint) */
+  /* Set explicitly: with --resume they override the checkpoint's records. */
+  int data_given, train_limit_given, test_limit_given, batch_per_replica_given;
   int image_size_given, validation_split_given; /* set explicitly (photo folders only) */
   int check_replicas;                           /* verify identical parameters after every step */
   int progress;                                 /* draw a progress bar (stdout is a terminal) */
@@ -58,16 +60,20 @@ typedef struct clt_train_opts {
 
 int clt_train(const clt_train_opts *o, clt_err *e);
 
+/* The data flags not given default to the checkpoint's records (the training
+ * run's test data). */
 typedef struct clt_eval_opts {
   const char *checkpoint; /* folder (its index names the newest) or .npz file */
   const char *data_dir;
   double validation_split; /* photo folders: evaluate this held-out fraction (0: all) */
-  int validation_split_given;
-  long max_image_pixels; /* as in clt_train_opts */
-  uint64_t seed;         /* ... chosen with this seed, as in training */
+  long max_image_pixels;   /* as in clt_train_opts */
+  uint64_t seed;           /* ... chosen with this seed, as in training */
   const char *devices;
   int batch_per_replica;
-  long test_limit;
+  long test_limit; /* 0: all */
+  /* Set explicitly, overriding the checkpoint's records. */
+  int checkpoint_given, data_given, validation_split_given, seed_given, test_limit_given;
+  int batch_per_replica_given;
   int verbose;             /* print the OpenCL compilers' build logs */
   const char *logits_path; /* write the logits, float32 (examples, classes), as .npy; or NULL */
   FILE *out;

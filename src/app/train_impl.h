@@ -47,6 +47,12 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
                  char *ckpt_path, size_t path_size, clt_optimizer *opt, clt_device_list *devices,
                  const clt_device **chosen, int *nchosen, clt_report *rep, clt_trace **trace,
                  int *lock_fd, clt_err *e);
+/* The batch per replica of a run on `replicas` replicas that continues (or
+ * evaluates) a checkpoint whose run took `recorded` examples a step (0: not
+ * recorded): --batch-per-replica's `flag` when `given` or nothing is recorded,
+ * else recorded / replicas (at least 1). *same gets whether the run's global
+ * batch is the recorded one (1 when nothing is recorded). */
+int train_batch_per_replica(int flag, int given, int recorded, int replicas, int *same);
 /* Starts the line "compiling kernels for device 0 (NAME) ..." due in a second. */
 int train_compiling_notice(const clt_device *const *chosen, int n, clt_notice **out, clt_err *e);
 

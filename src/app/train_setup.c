@@ -1,6 +1,6 @@
 /* `cltrain train` before its first step: the devices, data, model, optimizer,
  * outputs, and what every process of an MPI run must agree on. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "train_impl.h"
 
 #include <errno.h>
@@ -264,10 +264,11 @@ static int same_keras_model(const clt_train_opts *o, clt_data *data, const char 
   return status;
 }
 
-/* --resume: the model, weights, optimizer state, counters and data order come
- * from the newest checkpoint; flags that contradict it are refused. */
-static int resume(const clt_train_opts *o, clt_data *data, char *path, size_t size,
-                  clt_model *model, clt_checkpoint *state, clt_err *e) {
+/* --resume, before the data is opened: the newest checkpoint's model, weights,
+ * optimizer state, counters and data records; flags that contradict its model are
+ * refused. */
+static int resume_checkpoint(const clt_train_opts *o, char *path, size_t size, clt_model *model,
+                             clt_checkpoint *state, clt_err *e) {
   int status = clt_checkpoint_resolve(o->checkpoint_dir, path, size, e);
   if (status) {
     clt_wrap(e, "--resume");
@@ -275,35 +276,143 @@ static int resume(const clt_train_opts *o, clt_data *data, char *path, size_t si
   }
   if ((status = clt_checkpoint_model(path, model, e))) return status;
   if (o->weights) return clt_fail(e, CLT_ERR_ARG, "--weights: --resume takes the checkpoint's");
-  if (o->model_given && clt_keras_is_file(o->model)) {
-    if ((status = same_keras_model(o, data, path, model, e))) return status;
-  } else if (o->model_given && strcmp(o->model, model->name) != 0) {
+  if (o->model_given && !clt_keras_is_file(o->model) && strcmp(o->model, model->name) != 0) {
     return clt_fail(e, CLT_ERR_ARG, "--resume: %s holds model %s, not --model %s", path,
                     model->name, o->model);
   }
-  if (data->photos && o->image_size_given && o->image_size != model->input.h) {
+  /* The preprocessing is the model's, like its input size. */
+  clt_preprocess pre;
+  if ((status = parse_preprocess(o, &pre, e))) return status;
+  if (o->preprocess && clt_model_is_builtin(model->name, NULL)) {
     return clt_fail(e, CLT_ERR_ARG,
-                    "--resume: %s was trained on %dx%d images, not --image-size %d (leave the "
-                    "flag out to continue at %d)",
-                    path, model->input.h, model->input.w, o->image_size, model->input.h);
+                    "--preprocess applies to model files; built-in model %s has its own",
+                    model->name);
   }
-  if ((status = clt_checkpoint_load(path, model, 1, state, e))) return status;
-  if (o->seed_given && o->seed != state->seed) {
-    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --seed %llu, not %llu", path,
-                    (unsigned long long)state->seed, (unsigned long long)o->seed);
+  if (o->preprocess && pre != model->preprocess) {
+    static const char *const names[] = {"unit", "caffe", "raw"}; /* by clt_preprocess */
+    return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --preprocess %s, not %s", path,
+                    names[model->preprocess], o->preprocess);
   }
-  return CLT_OK;
+  return clt_checkpoint_load(path, model, 1, state, e);
 }
 
-/* The model: the checkpoint's with --resume (and its state, counters and data
- * order, the data reopened with its split and image size), else built for the
- * data; either way checked against the data, and the class names kept. */
+/* Process 0's note that a data flag given with --resume differs from what the
+ * checkpoint records. */
+static void note_differs(const clt_train_opts *o, const char *flag, const char *given,
+                         const char *recorded) {
+  if (clt_cluster_rank(o->cluster) != 0) return;
+  fprintf(stderr,
+          "cltrain: note: --%s %s differs from the checkpoint's %s; the run continues but is no "
+          "longer exact\n",
+          flag, given, recorded);
+}
+
+/* A limit as the notes show it: "0 (all)" for none. */
+static void show_limit(long n, char *buf, size_t size) {
+  snprintf(buf, size, n ? "%ld" : "%ld (all)", n);
+}
+
+/* --resume: the data flags left out are the checkpoint's (into eff: the data as
+ * recorded, its image size and seed); one given with another value is taken, with
+ * a note. A checkpoint without records (an older cltrain) leaves the flags as they
+ * are, with a note; its seed and image size are known all the same. */
+static void resume_data_flags(const clt_train_opts *o, const char *path, const clt_model *model,
+                              clt_checkpoint *state, clt_train_opts *eff) {
+  const clt_checkpoint_data *rec = &state->data;
+  char given[4096], recorded[64];
+  if (!o->image_size_given) eff->image_size = model->input.h;
+  if (o->seed_given && o->seed != state->seed) {
+    snprintf(given, sizeof given, "%llu", (unsigned long long)o->seed);
+    snprintf(recorded, sizeof recorded, "%llu", (unsigned long long)state->seed);
+    note_differs(o, "seed", given, recorded);
+    state->seed = o->seed;
+  }
+  eff->seed = state->seed;
+  if (!rec->known) {
+    if (clt_cluster_rank(o->cluster) == 0)
+      fprintf(stderr,
+              "cltrain: note: %s does not record its data flags (an older cltrain): --data, "
+              "--train-limit, --test-limit and --validation-split are as given or their "
+              "defaults, exact only if they are the run's\n",
+              path);
+    return;
+  }
+  if (!o->data_given) {
+    eff->data_dir = rec->path;
+  } else if (!realpath(o->data_dir, given) || strcmp(given, rec->path) != 0) {
+    if (clt_cluster_rank(o->cluster) == 0)
+      fprintf(stderr,
+              "cltrain: note: --data %s differs from the checkpoint's %s; the run continues but "
+              "is no longer exact\n",
+              o->data_dir, rec->path);
+  }
+  const struct {
+    int given;
+    const char *flag;
+    long mine, *out, recorded;
+  } limits[] = {{o->train_limit_given, "train-limit", o->train_limit, &eff->train_limit,
+                 rec->train_limit},
+                {o->test_limit_given, "test-limit", o->test_limit, &eff->test_limit,
+                 rec->test_limit}};
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    if (!limits[i].given) {
+      *limits[i].out = limits[i].recorded;
+    } else if (limits[i].mine != limits[i].recorded) {
+      show_limit(limits[i].mine, given, sizeof given);
+      show_limit(limits[i].recorded, recorded, sizeof recorded);
+      note_differs(o, limits[i].flag, given, recorded);
+    }
+  }
+  if (!o->validation_split_given) {
+    eff->validation_split = rec->validation_split;
+  } else if (o->validation_split != rec->validation_split) {
+    snprintf(given, sizeof given, "%g", o->validation_split);
+    snprintf(recorded, sizeof recorded, "%g", rec->validation_split);
+    note_differs(o, "validation-split", given, recorded);
+  }
+}
+
+/* Whether text is one line of UTF-8, as the metadata's strings are. */
+static int one_line_utf8(const char *text) {
+  const unsigned char *c = (const unsigned char *)text;
+  while (*c) {
+    const unsigned char *at = c;
+    const uint32_t cp = clt_npz_utf8_next(&c);
+    if (cp < 0x20 || cp == 0x7f || (cp == 0xFFFD && c == at + 1)) return 0;
+  }
+  return 1;
+}
+
+/* What the checkpoints of this run record of its data (o: the flags in effect;
+ * the global batch is the caller's). A path that is not one line of UTF-8 is not
+ * recorded: the metadata could not give it back. */
+static void record_data(const clt_train_opts *o, clt_checkpoint_data *rec) {
+  char resolved[4096];
+  const char *dir = realpath(o->data_dir, resolved) ? resolved : o->data_dir;
+  rec->known = strlen(dir) < sizeof rec->path && one_line_utf8(dir);
+  if (!rec->known) return;
+  snprintf(rec->path, sizeof rec->path, "%s", dir);
+  rec->train_limit = o->train_limit;
+  rec->test_limit = o->test_limit;
+  rec->validation_split = o->validation_split;
+}
+
+/* The model: the checkpoint's with --resume (read already, the data opened as it
+ * records), else built for the data; either way checked against the data, and the
+ * class names kept. */
 static int setup_model(const clt_train_opts *o, clt_data *data, clt_model *model,
-                       clt_checkpoint *state, char *ckpt_path, size_t size, clt_err *e) {
+                       clt_checkpoint *state, const char *ckpt_path, clt_err *e) {
   int status = CLT_OK;
   if (o->resume) {
-    if ((status = resume(o, data, ckpt_path, size, model, state, e))) return status;
-    if ((status = clt_data_reopen(data, model->input.h, state->seed, e))) return status;
+    if (o->model_given && clt_keras_is_file(o->model) &&
+        (status = same_keras_model(o, data, ckpt_path, model, e)))
+      return status;
+    if (data->photos && o->image_size_given && o->image_size != model->input.h) {
+      return clt_fail(e, CLT_ERR_ARG,
+                      "--resume: %s was trained on %dx%d images, not --image-size %d (leave the "
+                      "flag out to continue at %d)",
+                      ckpt_path, model->input.h, model->input.w, o->image_size, model->input.h);
+    }
   } else if (clt_keras_is_file(o->model)) {
     if ((status = keras_model(o, data, NULL, model, &state->keras_json, e))) return status;
   } else {
@@ -461,11 +570,25 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
                     CLT_MAX_REPLICAS);
   }
   if (!o->resume && (status = choose_optimizer(o, NULL, NULL, opt, e))) return status;
-  if ((status = open_train_data(o, data, e))) return status;
-  if ((status = setup_model(o, data, model, state, ckpt_path, path_size, e))) return status;
+  /* With --resume the flags in effect are partly the checkpoint's. */
+  clt_train_opts eff = *o;
+  if (o->resume) {
+    if ((status = resume_checkpoint(o, ckpt_path, path_size, model, state, e))) return status;
+    resume_data_flags(o, ckpt_path, model, state, &eff);
+  }
+  if ((status = open_train_data(&eff, data, e))) return status;
+  if ((status = setup_model(&eff, data, model, state, ckpt_path, e))) return status;
   if (o->resume && (status = choose_optimizer(o, &state->optimizer, ckpt_path, opt, e)))
     return status;
   state->optimizer = *opt; /* what the checkpoints record */
+  if (!o->resume || !state->data.known || o->data_given) {
+    record_data(&eff, &state->data);
+  } else {
+    /* The data opened from the recorded path, which stays as it is. */
+    state->data.train_limit = eff.train_limit;
+    state->data.test_limit = eff.test_limit;
+    state->data.validation_split = eff.validation_split;
+  }
   if ((status = clt_select_process_devices(o->devices, c, devices, chosen, nchosen, e)))
     return status;
   if ((status = skip_small_devices(o, model, chosen, nchosen, e))) return status;
@@ -493,6 +616,14 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
     rep->learning_rate = opt->lr;
   }
   return status;
+}
+
+int train_batch_per_replica(int flag, int given, int recorded, int replicas, int *same) {
+  int batch = flag;
+  if (!given && recorded > 0 && replicas > 0)
+    batch = recorded / replicas > 0 ? recorded / replicas : 1;
+  *same = recorded <= 0 || (long)batch * replicas == recorded;
+  return batch;
 }
 
 /* Starts the line "compiling kernels for device 0 (NAME) ..." due in a second. */
