@@ -160,10 +160,14 @@ static void test_round_trip(void) {
   char text[64];
   const clt_npz_array *s = clt_npz_find(z, "model");
   int r = clt_npz_get_string(s, text, sizeof text);
-  check(r == 0 && strcmp(s->dtype, "<U15") == 0 && strcmp(text, "fashion-cnn \xe9 ?") == 0,
-        "string member: dtype %s, text read back as Latin-1", s ? s->dtype : "?");
+  check(r == 0 && strcmp(s->dtype, "<U15") == 0 &&
+            strcmp(text, "fashion-cnn \xc3\xa9 \xe2\x9c\x93") == 0,
+        "string member: dtype %s, text read back as the UTF-8 written", s ? s->dtype : "?");
   r = clt_npz_get_string(s, text, 8);
   check(r == 0 && strcmp(text, "fashion") == 0, "string read into a small buffer is cut to fit");
+  r = clt_npz_get_string(s, text, 16);
+  check(r == 0 && strcmp(text, "fashion-cnn \xc3\xa9 ") == 0,
+        "a character that does not fit is left out whole: %s", text);
   s = clt_npz_find(z, "note/\xc3\xa9t\xc3\xa9");
   r = clt_npz_get_string(s, text, sizeof text);
   check(r == 0 && strcmp(s->dtype, "<U1") == 0 && text[0] == '\0',

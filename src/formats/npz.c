@@ -243,17 +243,37 @@ void clt_npz_string(clt_npz_array *a, const char *name, const char *text, uint32
   a->bytes = 4 * (n ? n : 1);
 }
 
+/* Code point cp as UTF-8 into out (room: the bytes left); returns the bytes
+ * written, 0 when it does not fit. Surrogates and values past U+10FFFF, which
+ * UTF-8 cannot carry, become U+FFFD. */
+static size_t put_utf8(uint32_t cp, char *out, size_t room) {
+  if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) cp = 0xFFFD;
+  const size_t n = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  if (n > room) return 0;
+  if (n == 1) {
+    out[0] = (char)cp;
+    return 1;
+  }
+  static const unsigned char lead[5] = {0, 0, 0xC0, 0xE0, 0xF0};
+  for (size_t i = n - 1; i > 0; i--, cp >>= 6) out[i] = (char)(0x80 | (cp & 0x3F));
+  out[0] = (char)(lead[n] | cp);
+  return n;
+}
+
 int clt_npz_get_string(const clt_npz_array *a, char *out, size_t size) {
   if (!a || !out || size == 0 || a->rank != 0 || strncmp(a->dtype, "<U", 2) != 0) return -1;
   size_t itemsize = clt_npz_itemsize(a->dtype, strnlen(a->dtype, sizeof a->dtype));
   if (!itemsize || a->bytes != itemsize || !a->data) return -1;
   const unsigned char *d = a->data;
   size_t k = 0;
-  /* numpy pads with NULs to the dtype's length; the text ends at the first */
-  for (size_t i = 0; i < itemsize / 4 && k + 1 < size; i++) {
+  /* numpy pads with NULs to the dtype's length; the text ends at the first.
+   * A character that does not fit ends the text whole, never cut mid-sequence. */
+  for (size_t i = 0; i < itemsize / 4; i++) {
     uint32_t cp = le32(d + 4 * i);
     if (cp == 0) break;
-    out[k++] = cp < 256 ? (char)cp : '?';
+    const size_t n = put_utf8(cp, out + k, size - 1 - k);
+    if (!n) break;
+    k += n;
   }
   out[k] = '\0';
   return 0;

@@ -64,8 +64,10 @@ uint32_t clt_npz_utf8_next(const unsigned char **s);
 /* Convenience for strings: builds a "<U<n>" scalar from UTF-8/ASCII text into
  * buf (4 bytes per character, caller-provided, at least 4*strlen(text) bytes). */
 void clt_npz_string(clt_npz_array *a, const char *name, const char *text, uint32_t *buf);
-/* Reads a "<U<n>" scalar back into ASCII/Latin-1 text (non-Latin-1 code points
- * become '?'); returns 0 on success, -1 if the member is not such a string. */
+/* Reads a "<U<n>" scalar back into UTF-8 text, cut before the first character
+ * that does not fit size (a->bytes + 1 always holds it all: UTF-8 never takes
+ * more than the 4 bytes a character takes in the file); returns 0 on success,
+ * -1 if the member is not such a string. */
 int clt_npz_get_string(const clt_npz_array *a, char *out, size_t size);
 
 #endif
