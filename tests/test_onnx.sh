@@ -55,8 +55,18 @@ if seq 0 999 | cmp -s - "$tmp/logits.paths.txt"; then ok "IDX: logits.paths.txt 
 fi
 
 # --- bad inputs: one line, non-zero exit, no file ------------------------------------
-expect_fail "export without --onnx" "--checkpoint DIR\|FILE and --onnx FILE are required" \
+expect_fail "export without --onnx" "cltrain export: --onnx FILE is required" \
   "$CLT" export --checkpoint "$tmp/ck"
+# --checkpoint defaults to train's --checkpoint-dir, ./training_checkpoints.
+mkdir -p "$tmp/bare" "$tmp/default"
+ln -s "$tmp/ck" "$tmp/default/training_checkpoints"
+expect_ok "export without --checkpoint reads ./training_checkpoints" \
+  "from \./training_checkpoints/ckpt-1\.npz to default\.onnx" \
+  bash -c 'cd "$1/default" && "$2" export --onnx default.onnx' _ "$tmp" "$CLT"
+expect_fail "export without --checkpoint where there is none names the default" \
+  "^cltrain: error: \./training_checkpoints: no such checkpoint folder \(the default --checkpoint" \
+  bash -c 'cd "$1/bare" && "$2" export --onnx none.onnx' _ "$tmp" "$CLT"
+no_file "missing default checkpoint" "$tmp/bare/none.onnx"
 expect_fail "export of a missing checkpoint" "$tmp/none" \
   "$CLT" export --checkpoint "$tmp/none" --onnx "$tmp/none.onnx"
 no_file "missing checkpoint" "$tmp/none.onnx"

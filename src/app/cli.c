@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+#include "checkpoint.h"
 #include "interrupt.h"
 
 /* --help's layout: lines up to WIDTH columns, each flag's text from COLUMN. */
@@ -282,4 +284,15 @@ int clt_cli_join(clt_cluster **c, clt_err *e) {
   }
   if (*clt_cluster_note(*c)) fprintf(stderr, "cltrain: note: %s\n", clt_cluster_note(*c));
   return CLT_OK;
+}
+
+int clt_cli_checkpoint(const char *checkpoint, int given, char *path, size_t size, clt_err *e) {
+  const int status = clt_checkpoint_resolve(checkpoint, path, size, e);
+  if (status && !given && access(checkpoint, F_OK) != 0) {
+    return clt_fail(e, CLT_ERR_IO,
+                    "%s: no such checkpoint folder (the default --checkpoint, where cltrain "
+                    "train saves; give --checkpoint DIR|FILE)",
+                    checkpoint);
+  }
+  return status;
 }

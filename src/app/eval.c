@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "cli.h"
 #include "data.h"
 #include "files.h"
 #include "interrupt.h"
@@ -51,13 +52,7 @@ static clt_data_spec eval_data(const clt_eval_opts *o, const char *path, const c
 static int eval_set_up(const clt_eval_opts *o, clt_data *data, clt_model *model,
                        clt_checkpoint *state, char *path, size_t size, clt_device_list *devices,
                        const clt_device **chosen, int *nchosen, clt_err *e) {
-  int status = clt_checkpoint_resolve(o->checkpoint, path, size, e);
-  if (status && !o->checkpoint_given && access(o->checkpoint, F_OK) != 0) {
-    return clt_fail(e, CLT_ERR_IO,
-                    "%s: no such checkpoint folder (the default --checkpoint, where cltrain "
-                    "train saves; give --checkpoint DIR|FILE)",
-                    o->checkpoint);
-  }
+  int status = clt_cli_checkpoint(o->checkpoint, o->checkpoint_given, path, size, e);
   if (!status) status = clt_checkpoint_model(path, model, e);
   if (!status) status = clt_checkpoint_load(path, model, 0, state, e);
   if (status) return status;

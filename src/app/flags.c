@@ -377,9 +377,11 @@ static const clt_flag export_flags[] = {
     {.name = "checkpoint",
      .type = CLT_FLAG_STRING,
      .offset = EX(checkpoint),
+     .seen = CLT_SEEN(clt_export_opts, checkpoint_given),
+     .def_str = "./training_checkpoints",
      .meta = "DIR|FILE",
-     .required = 1,
-     .help = "a checkpoint folder (its index names the newest) or a .npz"},
+     .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's "
+             "--checkpoint-dir"},
     {.name = "onnx",
      .type = CLT_FLAG_STRING,
      .offset = EX(onnx),
@@ -395,7 +397,7 @@ static const clt_flag export_flags[] = {
 const clt_command clt_cmd_export = {
     .name = "export",
     .summary = "write a checkpoint's model as an ONNX file",
-    .usage = "cltrain export --checkpoint DIR|FILE --onnx FILE [--verbose]",
+    .usage = "cltrain export [--checkpoint DIR|FILE] --onnx FILE [--verbose]",
     .text = "Writes the checkpoint's model as an ONNX model (opset 13) of its inference graph, "
             "which ONNX Runtime runs to the predictions of `cltrain eval`. Input 'input': float32 "
             "(N, H, W, C), NHWC, of the model's own size: pixel values 0..255 (grey or RGB), a "

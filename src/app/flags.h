@@ -11,6 +11,7 @@ typedef struct clt_export_opts {
   const char *checkpoint; /* folder or .npz */
   const char *onnx;       /* the file to write */
   int verbose;            /* list the graph's nodes */
+  int checkpoint_given;   /* --checkpoint was given (not the default) */
 } clt_export_opts;
 
 typedef struct clt_plot_opts {
