@@ -159,10 +159,11 @@ for rec in map(json.loads, open(log)):
     need(sum(r["examples"] for r in reps) == rec["train_examples"], "examples add up")
     for i, r in enumerate(reps):
         c, b = r["compute_seconds"], r["busy_seconds"]
-        need(0 < c <= b <= train <= rec["seconds"],
+        need(0 <= c <= b <= train <= rec["seconds"] and (c > 0) == (r["examples"] > 0),
              "replica %d: compute %s <= busy %s <= training %s <= epoch %s" % (i, c, b, train, rec["seconds"]))
         # examples over compute time, within the rounding of compute_seconds (%.3f)
         rate = r["examples"] / c if c else 0
+        c = c or 1
         need(abs(r["examples_per_second"] - rate) <= rate * 0.0005 / c + 0.1,
              "replica %d: examples_per_second %s, examples / compute %.1f" % (i, r["examples_per_second"], rate))
         if replicas > 1:
