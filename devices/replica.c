@@ -112,6 +112,7 @@ static void release(clt_replica *r) {
     for (int i = 0; i < r->profile->npending; i++) clReleaseEvent(r->profile->pending[i]);
     free(r->profile);
   }
+  free(r->trace_step_span);
   if (r->queue) clReleaseCommandQueue(r->queue);
   if (r->context) clReleaseContext(r->context);
   free(r);
@@ -555,7 +556,41 @@ void clt_replica_profile_commit(clt_replica *r, const char *name) {
     }
   }
   if (id < 0) id = CLT_PROFILE_MAX_NAMES - 1; /* full: counted under the last name */
-  p->pending_name[p->npending++] = id;
+  p->pending_name[p->npending] = id;
+  p->pending_kind[p->npending] = (unsigned char)p->kind;
+  p->pending_step[p->npending++] = p->step;
+}
+
+void clt_replica_profile_kind(clt_replica *r, int kind) {
+  if (r->profile) r->profile->kind = kind;
+}
+
+/* The host time of a device time. */
+static double host_time(const clt_replica *r, cl_ulong device) {
+  return (double)device * 1e-9 + r->trace_offset;
+}
+
+/* --trace: a collected event of traced step `step` on the device track, and how
+ * far that step has run. */
+static void trace_kernel(clt_replica *r, int id, int step, cl_ulong start, cl_ulong end) {
+  const clt_profile *p = r->profile;
+  const double t1 = host_time(r, end);
+  clt_trace_step_span(r->trace, r->trace_pid, CLT_TRACE_DEVICE, p->names[id] + p->kernel_at[id],
+                      p->scopes[id][0] ? p->scopes[id] : NULL, host_time(r, start), t1, step);
+  double *span = r->trace_step_span + 2 * (step - r->trace_first - 1);
+  if (t1 > span[1]) span[1] = t1;
+}
+
+/* --trace: the traced steps begun so far, each from its first launch to the end
+ * of its last, once all their events are in (between steps). */
+static void trace_steps_done(clt_replica *r) {
+  for (int k = 0; r->trace && k < r->trace_steps; k++) {
+    double *span = r->trace_step_span + (size_t)2 * k;
+    if (span[0] == 0) continue;
+    clt_trace_async_span(r->trace, r->trace_pid, "step", "step: first launch to its end", span[0],
+                         span[1] > span[0] ? span[1] : span[0], (int)(r->trace_first + k + 1));
+    span[0] = span[1] = 0;
+  }
 }
 
 int clt_replica_profile_collect(clt_replica *r, clt_err *e) {
@@ -573,43 +608,64 @@ int clt_replica_profile_collect(clt_replica *r, clt_err *e) {
     }
     if (rc == CL_SUCCESS && end > start) {
       const int id = p->pending_name[i];
-      p->seconds[id] += (double)(end - start) * 1e-9;
-      p->calls[id]++;
-      if (r->trace) {
-        const double t0 = (double)start * 1e-9 + r->trace_offset;
-        clt_trace_span(r->trace, r->trace_pid, CLT_TRACE_DEVICE, p->names[id] + p->kernel_at[id],
-                       p->scopes[id][0] ? p->scopes[id] : NULL, t0,
-                       (double)end * 1e-9 + r->trace_offset, -1);
+      if (!(p->pending_kind[i] & CLT_PROFILE_UNCOUNTED)) {
+        const double seconds = (double)(end - start) * 1e-9;
+        p->seconds[id] += seconds;
+        p->calls[id]++;
+        if (p->pending_kind[i] & CLT_PROFILE_COMPUTE) p->compute_seconds += seconds;
       }
+      if (r->trace && p->pending_step[i]) trace_kernel(r, id, p->pending_step[i], start, end);
     }
     clReleaseEvent(p->pending[i]);
   }
   p->npending = 0;
+  if (rc == CL_SUCCESS) trace_steps_done(r);
   return rc ? clt_replica_fail(r, e, rc, "reading profiling events") : CLT_OK;
 }
 
-int clt_replica_trace(clt_replica *r, clt_trace *trace, int pid, const char *label, clt_err *e) {
+int clt_replica_trace(clt_replica *r, clt_trace *trace, int pid, const char *label, long first_step,
+                      int steps, clt_err *e) {
+  free(r->trace_step_span);
+  r->trace_step_span = calloc((size_t)2 * (steps > 0 ? steps : 1), sizeof *r->trace_step_span);
+  if (!r->trace_step_span) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for --trace");
+  r->trace_first = first_step;
+  r->trace_steps = steps > 0 ? steps : 0;
   /* The device's clock against the host's: a marker enqueued on an idle queue
-   * ends between the two host readings around it. */
+   * ends between the two host readings around it; of a few, the one read most
+   * tightly (a busy host may take a while to see a marker end). */
   cl_int rc = clFinish(r->queue);
-  cl_event ev = NULL;
-  const double h0 = clt_now_seconds();
-  if (rc == CL_SUCCESS) rc = clEnqueueMarkerWithWaitList(r->queue, 0, NULL, &ev);
-  if (rc == CL_SUCCESS) rc = clWaitForEvents(1, &ev);
-  const double h1 = clt_now_seconds();
-  cl_ulong end = 0;
-  if (rc == CL_SUCCESS)
-    rc = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
-  if (ev) clReleaseEvent(ev);
+  double window = -1;
+  for (int k = 0; k < 5 && rc == CL_SUCCESS; k++) {
+    cl_event ev = NULL;
+    const double h0 = clt_now_seconds();
+    rc = clEnqueueMarkerWithWaitList(r->queue, 0, NULL, &ev);
+    if (rc == CL_SUCCESS) rc = clWaitForEvents(1, &ev);
+    const double h1 = clt_now_seconds();
+    cl_ulong end = 0;
+    if (rc == CL_SUCCESS)
+      rc = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
+    if (ev) clReleaseEvent(ev);
+    if (rc == CL_SUCCESS && (window < 0 || h1 - h0 < window)) {
+      window = h1 - h0;
+      r->trace_offset = (h0 + h1) / 2 - (double)end * 1e-9;
+    }
+  }
   if (rc) return clt_replica_fail(r, e, rc, "timing a marker for --trace");
   r->trace = trace;
   r->trace_pid = pid;
-  r->trace_offset = (h0 + h1) / 2 - (double)end * 1e-9;
   clt_trace_name(trace, pid, CLT_TRACE_HOST, label, "host thread");
   clt_trace_name(trace, pid, CLT_TRACE_RING, label, "all-reduce (host side)");
   clt_trace_name(trace, pid, CLT_TRACE_LAYERS, label, "device: layers");
   clt_trace_name(trace, pid, CLT_TRACE_DEVICE, label, "device: kernels and copies");
   return CLT_OK;
+}
+
+void clt_replica_trace_step(clt_replica *r, long step) {
+  if (!r->profile) return;
+  const int traced = r->trace && step > r->trace_first && step <= r->trace_first + r->trace_steps;
+  r->profile->step = traced ? (int)step : 0;
+  if (traced && r->trace_step_span[2 * (step - r->trace_first - 1)] == 0)
+    r->trace_step_span[2 * (step - r->trace_first - 1)] = clt_now_seconds();
 }
 
 void clt_replica_trace_span(clt_replica *r, int tid, const char *name, double t0, double t1,
@@ -618,11 +674,12 @@ void clt_replica_trace_span(clt_replica *r, int tid, const char *name, double t0
 }
 
 void clt_replica_trace_event(clt_replica *r, cl_event ev, const char *name, const char *cat) {
-  if (!r->trace || !ev) return;
+  const int step = r->profile ? r->profile->step : 0;
+  if (!r->trace || !ev || !step) return;
   cl_ulong start = 0, end = 0;
   if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL) ||
       clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL))
     return; /* a span the device does not time is left out */
-  clt_trace_span(r->trace, r->trace_pid, CLT_TRACE_DEVICE, name, cat,
-                 (double)start * 1e-9 + r->trace_offset, (double)end * 1e-9 + r->trace_offset, -1);
+  clt_trace_step_span(r->trace, r->trace_pid, CLT_TRACE_DEVICE, name, cat, host_time(r, start),
+                      host_time(r, end), step);
 }

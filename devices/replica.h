@@ -16,6 +16,12 @@ typedef struct clt_program_entry clt_program_entry;
 #define CLT_PROFILE_HASH 4096
 #define CLT_PROFILE_MAX_PENDING 4096
 
+/* What a launch is, for the sums (clt_replica_profile_kind): */
+enum {
+  CLT_PROFILE_COMPUTE = 1,   /* part of a forward or backward pass (compute_seconds) */
+  CLT_PROFILE_UNCOUNTED = 2, /* left out of the sums (an evaluation's launches) */
+};
+
 /* Device time per "scope: kernel" name (scope: the layer and pass the kernel ran
  * for, set by clt_replica_scope), from OpenCL profiling events. */
 typedef struct clt_profile {
@@ -33,6 +39,12 @@ typedef struct clt_profile {
   int npending;
   cl_event pending[CLT_PROFILE_MAX_PENDING];
   int pending_name[CLT_PROFILE_MAX_PENDING];
+  /* What the following launches are (CLT_PROFILE_* flags) and the traced step
+   * they belong to (0: none), and the same for each pending event: */
+  int kind, step;
+  unsigned char pending_kind[CLT_PROFILE_MAX_PENDING];
+  int pending_step[CLT_PROFILE_MAX_PENDING];
+  double compute_seconds; /* the counted events of kind CLT_PROFILE_COMPUTE */
 } clt_profile;
 
 /* Largest work-group the GPU variants' local-memory tiles are sized for
@@ -68,6 +80,12 @@ typedef struct clt_replica {
   clt_trace *trace;       /* --trace: where this replica's spans go, or NULL */
   int trace_pid;          /* its process in the trace */
   double trace_offset;    /* host seconds = device seconds + this */
+  /* The traced optimizer steps, trace_first + 1 to trace_first + trace_steps, and
+   * for each one not yet written, when its first launch was enqueued and when its
+   * last ended (host seconds; 0: not yet). */
+  long trace_first;
+  int trace_steps;
+  double *trace_step_span; /* 2 * trace_steps */
   /* Set by the trainer, for CLTRAIN_FAULT (fault.h) and the all-reduce's watchdog: */
   int index;         /* the replica's index in the run ("Replica N:") */
   _Atomic long step; /* the optimizer step its thread is on (1-based; 0: set-up) */
@@ -159,17 +177,28 @@ int clt_replica_enable_profiling(clt_replica *r, clt_err *e);
  * enqueue call clt_replica_profile_commit(r, name). */
 cl_event *clt_replica_profile_event(clt_replica *r);
 void clt_replica_profile_commit(clt_replica *r, const char *name);
-/* Waits for pending events and adds their device time to the table. */
+/* What the following launches are: CLT_PROFILE_* flags (0: counted in the busy
+ * time only). */
+void clt_replica_profile_kind(clt_replica *r, int kind);
+/* Waits for pending events and adds their device time to the table; with
+ * --trace, their spans, and the spans of the traced steps whose launches were
+ * all pending (call it between steps). */
 int clt_replica_profile_collect(clt_replica *r, clt_err *e);
 
 /* --trace: this replica's spans go to `trace` as process `pid` (named after the
- * replica), its device's clock mapped onto the host's by a timed marker. Kernel
- * spans come from the profiling events (clt_replica_profile_collect). */
-int clt_replica_trace(clt_replica *r, clt_trace *trace, int pid, const char *label, clt_err *e);
+ * replica), its device's clock mapped onto the host's by a timed marker; the
+ * optimizer steps first_step + 1 to first_step + steps are traced. Kernel spans
+ * come from the profiling events (clt_replica_profile_collect). */
+int clt_replica_trace(clt_replica *r, clt_trace *trace, int pid, const char *label, long first_step,
+                      int steps, clt_err *e);
+/* The launches that follow belong to optimizer step `step` (0: none, as between
+ * steps); a traced step's first call notes its start, now. */
+void clt_replica_trace_step(clt_replica *r, long step);
 /* A host span of this replica on thread track tid (CLT_TRACE_HOST, CLT_TRACE_RING). */
 void clt_replica_trace_span(clt_replica *r, int tid, const char *name, double t0, double t1,
                             int step);
-/* A finished, profiled transfer event (the ring's copies) on the device track. */
+/* A finished, profiled transfer event (the ring's copies) of the current step on
+ * the device track. */
 void clt_replica_trace_event(clt_replica *r, cl_event ev, const char *name, const char *cat);
 
 /* Error for a failed OpenCL call on this replica: "<device>: <what>: CL_…". */

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # --tensorboard, read back by TensorBoard's own reader (tests/tensorboard/read_events.py:
-# EventAccumulator): every tag and value of a two-device run against its JSONL log,
-# the batch loss of every step (its epoch mean is the epoch's loss), a resumed run
-# appending a new event file with continuing steps, and a bad folder refused.
+# EventAccumulator): every tag and value of a two-device and a one-device run
+# against its JSONL log (each replica's busy share within [0, 1]), the batch loss
+# of every step (its epoch mean is the epoch's loss), a resumed run appending a
+# new event file with continuing steps, and a bad folder refused.
 #   test_tb_training.sh CLTRAIN
 set -u
 CLT=$1
@@ -20,10 +21,12 @@ T=(train --train-limit 1024 --test-limit 200 --checkpoint-every 1 --checkpoint-d
   --tensorboard "$tmp/tb" --tensorboard-every 1 --log "$tmp/log.jsonl")
 "$CLT" "${T[@]}" --epochs 2 >"$tmp/run.txt" 2>&1 || bad "training with --tensorboard ($(tail -2 "$tmp/run.txt"))"
 
-# compare EPOCHS STEPS: what the reader prints against the log.
+# compare EPOCHS STEPS [NAME]: what the reader prints of $tmp/NAME (tb) against
+# its log $tmp/NAME.jsonl (log.jsonl).
 compare() {
-  /usr/bin/python3 "$READ" "$tmp/tb" >"$tmp/read.txt" 2>"$tmp/read.err" || { cat "$tmp/read.err"; return 1; }
-  /usr/bin/python3 - "$tmp/read.txt" "$tmp/log.jsonl" "$1" "$2" <<'EOF'
+  local dir=$tmp/${3:-tb} log=$tmp/${3:+$3.}log.jsonl
+  /usr/bin/python3 "$READ" "$dir" >"$tmp/read.txt" 2>"$tmp/read.err" || { cat "$tmp/read.err"; return 1; }
+  /usr/bin/python3 - "$tmp/read.txt" "$log" "$1" "$2" <<'EOF'
 import json, math, sys
 read, log, epochs, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 got = {}
@@ -62,6 +65,9 @@ for e in range(1, epochs + 1):
     for i, rep in enumerate(r["replicas"]):
         near("train", "replica_%d/share" % i, e, rep["share"], 6e-5)
         near("train", "replica_%d/busy" % i, e, rep["busy_seconds"] / r["train_seconds"], 0.01)
+        busy = got.get(("train", "replica_%d/busy" % i), {}).get(e)
+        if busy is not None and not 0 <= busy <= 1:
+            problems.append("replica_%d/busy of epoch %d: %s, not a fraction" % (i, e, busy))
 batches = got.get(("train", "batch_loss"), {})
 if sorted(batches) != list(range(1, steps + 1)):
     problems.append("batch_loss steps %s, want 1..%d" % (sorted(batches)[:5], steps))
@@ -79,6 +85,12 @@ EOF
 }
 if out=$(compare 2 16); then ok "TensorBoard's reader finds every tag and value of the log ($out)"; else
   bad "TensorBoard's reader finds every tag and value of the log ($out)"; fi
+
+POCL_DEVICES=pthread "$CLT" train --train-limit 1024 --test-limit 200 --checkpoint-every 0 --epochs 2 \
+  --tensorboard "$tmp/one" --tensorboard-every 1 --log "$tmp/one.log.jsonl" >"$tmp/one.txt" 2>&1 ||
+  bad "one-device training with --tensorboard ($(tail -2 "$tmp/one.txt"))"
+if out=$(compare 2 32 one); then ok "one device: every tag and value of the log, busy within [0, 1] ($out)"; else
+  bad "one device: every tag and value of the log ($out)"; fi
 
 "$CLT" "${T[@]}" --epochs 3 --resume >"$tmp/resume.txt" 2>&1 || bad "resume with --tensorboard ($(tail -2 "$tmp/resume.txt"))"
 n=$(ls "$tmp/tb/train" | grep -c '^events\.out\.tfevents\.')

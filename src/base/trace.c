@@ -14,6 +14,7 @@ typedef struct span {
   const char *name, *cat;
   double t0, t1;
   int pid, tid, arg;
+  int async; /* written as a pair of async events, free to overlap */
 } span;
 
 typedef struct track_name {
@@ -85,20 +86,33 @@ void clt_trace_stop(clt_trace *t) {
   if (t && t->stop_time == 0) t->stop_time = clt_now_seconds();
 }
 
-void clt_trace_span(clt_trace *t, int pid, int tid, const char *name, const char *cat, double t0,
-                    double t1, int arg) {
-  if (!clt_trace_recording(t, t0)) return;
+static void add(clt_trace *t, span s) {
+  if (s.t1 < s.t0) s.t1 = s.t0;
   pthread_mutex_lock(&t->mu);
-  if (t->nspans < t->cap) {
-    t->spans[t->nspans++] = (span){name, cat, t0, t1 > t0 ? t1 : t0, pid, tid, arg};
-  } else {
-    t->dropped++;
-  }
+  if (t->nspans < t->cap) t->spans[t->nspans++] = s;
+  else t->dropped++;
   pthread_mutex_unlock(&t->mu);
 }
 
+void clt_trace_span(clt_trace *t, int pid, int tid, const char *name, const char *cat, double t0,
+                    double t1, int arg) {
+  if (clt_trace_recording(t, t0)) add(t, (span){name, cat, t0, t1, pid, tid, arg, 0});
+}
+
+void clt_trace_step_span(clt_trace *t, int pid, int tid, const char *name, const char *cat,
+                         double t0, double t1, int step) {
+  if (t && t0 >= t->origin) add(t, (span){name, cat, t0, t1, pid, tid, step, 0});
+}
+
+void clt_trace_async_span(clt_trace *t, int pid, const char *name, const char *cat, double t0,
+                          double t1, int step) {
+  if (t && t0 >= t->origin) add(t, (span){name, cat, t0, t1, pid, CLT_TRACE_HOST, step, 1});
+}
+
+/* Async spans after the tracks' spans. */
 static int by_track_then_time(const void *a, const void *b) {
   const span *x = a, *y = b;
+  if (x->async != y->async) return x->async < y->async ? -1 : 1;
   if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
   if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
   return (x->t0 > y->t0) - (x->t0 < y->t0);
@@ -113,18 +127,25 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static void write_span(FILE *f, const clt_trace *t, const span *s, int *first) {
-  fprintf(f,
-          "%s\n{\"ph\": \"X\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"name\": ",
-          *first ? "" : ",", s->pid, s->tid, (s->t0 - t->origin) * 1e6, (s->t1 - s->t0) * 1e6);
-  json_string(f, s->name);
-  if (s->cat) {
-    fprintf(f, ", \"cat\": ");
-    json_string(f, s->cat);
+/* One span as a complete event, or an async one as its begin and end, told
+ * apart from the file's other async spans by id. */
+static void write_span(FILE *f, const clt_trace *t, const span *s, int id, int *first) {
+  for (int part = 0; part < (s->async ? 2 : 1); part++) {
+    const char *ph = !s->async ? "X" : part ? "e" : "b";
+    fprintf(f, "%s\n{\"ph\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, ", *first ? "" : ",",
+            ph, s->pid, s->tid, ((part ? s->t1 : s->t0) - t->origin) * 1e6);
+    if (s->async) fprintf(f, "\"id\": %d, ", id);
+    else fprintf(f, "\"dur\": %.3f, ", (s->t1 - s->t0) * 1e6);
+    fprintf(f, "\"name\": ");
+    json_string(f, s->name);
+    if (s->cat) {
+      fprintf(f, ", \"cat\": ");
+      json_string(f, s->cat);
+    }
+    if (s->arg >= 0 && part == 0) fprintf(f, ", \"args\": {\"step\": %d}", s->arg);
+    fputc('}', f);
+    *first = 0;
   }
-  if (s->arg >= 0) fprintf(f, ", \"args\": {\"step\": %d}", s->arg);
-  fputc('}', f);
-  *first = 0;
 }
 
 /* The spans in track order, clipped so one track's never overlap; the device
@@ -160,23 +181,24 @@ static void write_events(FILE *f, clt_trace *t) {
   int grouping = 0;
   for (int i = 0; i < t->nspans; i++) {
     span *s = &t->spans[i];
-    if (i > 0 && s->pid == s[-1].pid && s->tid == s[-1].tid && s->t0 < s[-1].t1) {
+    if (i > 0 && !s->async && s->pid == s[-1].pid && s->tid == s[-1].tid && s->t0 < s[-1].t1) {
       s->t0 = s[-1].t1; /* one queue or thread: clip what the clocks made overlap */
       if (s->t1 < s->t0) s->t1 = s->t0;
     }
-    write_span(f, t, s, &first);
-    if (s->tid != CLT_TRACE_DEVICE) continue;
+    write_span(f, t, s, i, &first);
+    if (s->async || s->tid != CLT_TRACE_DEVICE) continue;
     /* A layer span covers a run of kernels of one scope; an unscoped one stands alone. */
     if (grouping && group.pid == s->pid && s->cat && group.name &&
         strcmp(group.name, s->cat) == 0) {
       group.t1 = s->t1;
       continue;
     }
-    if (grouping) write_span(f, t, &group, &first);
-    group = (span){s->cat ? s->cat : s->name, NULL, s->t0, s->t1, s->pid, CLT_TRACE_LAYERS, s->arg};
+    if (grouping) write_span(f, t, &group, -1, &first);
+    group = (span){s->cat ? s->cat : s->name, NULL,   s->t0, s->t1, s->pid,
+                   CLT_TRACE_LAYERS,          s->arg, 0};
     grouping = 1;
   }
-  if (grouping) write_span(f, t, &group, &first);
+  if (grouping) write_span(f, t, &group, -1, &first);
 }
 
 int clt_trace_close(clt_trace *t, clt_err *e) {

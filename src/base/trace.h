@@ -8,7 +8,7 @@
  * device's own clock is mapped onto it by the caller. Names and categories must
  * outlive the trace (string literals, or names the replicas keep). Spans of one
  * track are written in time order and clipped so they never overlap, as a
- * timeline of one queue or thread is. Thread-safe. */
+ * timeline of one queue or thread is (async spans excepted). Thread-safe. */
 #ifndef CLT_TRACE_H
 #define CLT_TRACE_H
 
@@ -35,6 +35,17 @@ void clt_trace_name(clt_trace *t, int pid, int tid, const char *process, const c
  * the span's "step". */
 void clt_trace_span(clt_trace *t, int pid, int tid, const char *name, const char *cat, double t0,
                     double t1, int arg);
+/* The same for a span of a traced step, taken after the stop too: a device's
+ * events of the traced steps are read when the host has moved on, maybe past
+ * the last traced step. */
+void clt_trace_step_span(clt_trace *t, int pid, int tid, const char *name, const char *cat,
+                         double t0, double t1, int step);
+/* A span of a traced step that may overlap others of its process (a step from
+ * its first launch to its end on the device, while the host enqueues the next):
+ * written as a pair of async events ("b" and "e"), shown beside the process's
+ * thread tracks. */
+void clt_trace_async_span(clt_trace *t, int pid, const char *name, const char *cat, double t0,
+                          double t1, int step);
 /* Time 0 of the file is now: spans that began earlier are left out. */
 void clt_trace_begin(clt_trace *t);
 /* Recording is on until clt_trace_stop; spans that began before the stop are

@@ -47,10 +47,16 @@ static step slice_step(const pass *p, int rank, int s) {
 }
 
 /* Busy time comes from the events of earlier steps; collecting them waits for
- * those steps, so it is done only when the pending list fills up (a step enqueues
- * a few dozen), not every step. */
-static int collect_profile(clt_replica *rep, clt_err *e) {
-  if (rep->profile->npending <= CLT_PROFILE_MAX_PENDING - 256) return CLT_OK;
+ * those steps, so it is done only when the pending list might not hold another
+ * step's (the most a step of this pass has launched, at least 256), not every step. */
+static int collect_profile(pass_rank *me, clt_replica *rep, clt_err *e) {
+  const int pending = rep->profile->npending;
+  if (pending - me->pending_before > me->step_launches)
+    me->step_launches = pending - me->pending_before;
+  if (me->step_launches < 256) me->step_launches = 256;
+  me->pending_before = pending;
+  if (pending + me->step_launches <= CLT_PROFILE_MAX_PENDING) return CLT_OK;
+  me->pending_before = 0;
   return clt_replica_profile_collect(rep, e);
 }
 
@@ -112,6 +118,10 @@ static double clock_offset(clt_replica *rep) {
   return offset;
 }
 
+/* An evaluation's launches are left out of the profile's sums, which are the
+ * training pass's (a report of the epoch reads them after the evaluation). */
+static int uncounted(const pass *p) { return p->train ? 0 : CLT_PROFILE_UNCOUNTED; }
+
 /* Forward (and in training backward) on the slice; in training also times this
  * replica's compute for the balancer, after the load so a wait is not counted.
  * ov (overlapped steps): the backward pass marks its buckets and is not waited
@@ -122,10 +132,13 @@ static int forward_backward(pass *p, int rank, const step *st, overlap *ov, clt_
   pass_rank *me = &p->ranks[rank];
   const double c0 = clt_now_seconds();
   clt_net_set_position(l->net, p->seed, p->first_step + st->s, st->first);
+  /* Its launches' device time is the replica's compute time (compute_seconds). */
+  clt_replica_profile_kind(l->replica, uncounted(p) | CLT_PROFILE_COMPUTE);
   /* Losses are divided by the actual global batch, the last partial one included. */
   int status = ov ? clt_net_forward_backward_marked(l->net, st->len, 1.0f / st->batch, st->s,
                                                     t->buckets, t->nbuckets, ov->done, e)
                   : clt_net_forward_backward(l->net, st->len, 1.0f / st->batch, st->s, p->train, e);
+  clt_replica_profile_kind(l->replica, uncounted(p));
   if (status) return status;
   const int g = t->base + rank;
   me->examples += st->len;
@@ -142,9 +155,8 @@ static int forward_backward(pass *p, int rank, const step *st, overlap *ov, clt_
   /* Waiting for the backward pass first keeps compute out of the all-reduce's time
    * (its first download would wait for it anyway) and times this replica's work. */
   if (t->total > 1 && (status = trainer_finish_queue(l->replica, e))) return status;
-  if (st->len) trainer_slow_down(t, g, p->first_step + st->s + 1);
+  if (st->len) me->slowed += trainer_slow_down(t, g, p->first_step + st->s + 1);
   p->compute[g] = st->len ? clt_now_seconds() - c0 : 0.0;
-  me->compute_total += p->compute[g];
   return CLT_OK;
 }
 
@@ -204,14 +216,9 @@ static int hidden_buckets(pass *p, int rank, const step *st, overlap *ov, clt_er
     end = (double)device_end * 1e-9 + me->clock_offset;
     end = end < ov->c0 ? ov->c0 : end > seen ? seen : end;
   }
-  double slept = 0;
-  if (st->len) {
-    const double z0 = clt_now_seconds();
-    trainer_slow_down(t, g, p->first_step + st->s + 1);
-    slept = clt_now_seconds() - z0;
-  }
+  const double slept = st->len ? trainer_slow_down(t, g, p->first_step + st->s + 1) : 0.0;
+  me->slowed += slept;
   p->compute[g] = st->len ? end - ov->c0 + slept : 0.0;
-  me->compute_total += p->compute[g];
   /* Each bucket's all-reduce is hidden as far as it ran before that end. */
   double spent = 0;
   for (int b = 0; b < last; b++) {
@@ -414,7 +421,9 @@ static int end_pass(pass *p, int rank, int status, clt_err *e) {
     cl_int rc = clFinish(transfer);
     if (rc) status = clt_replica_fail(rep, e, rc, "clFinish (the transfer queue)");
   }
+  clt_replica_trace_step(rep, 0);
   if (!status) status = clt_replica_profile_collect(rep, e);
+  clt_replica_profile_kind(rep, 0);
   if (status) {
     clt_ring_abort(p->t->ring);
     clt_source_cancel(p->source);
@@ -449,7 +458,9 @@ static int run_step(pass *p, int rank, int s, int *stop, clt_err *e) {
   double t0 = rep->trace ? clt_now_seconds() : 0;
   overlap marks = {0};
   overlap *ov = overlapped(p) ? &marks : NULL;
-  int status = collect_profile(rep, e);
+  int status = collect_profile(&p->ranks[rank], rep, e);
+  /* --trace: the step's launches from here on carry its number. */
+  clt_replica_trace_step(rep, p->train ? p->first_step + s + 1 : 0);
   if (!status) status = load_slice(p, rank, &st, e);
   mark(p, rank, s, "load", &t0);
   if (!status) status = forward_backward(p, rank, &st, ov, e);
@@ -476,9 +487,12 @@ static int run_step(pass *p, int rank, int s, int *stop, clt_err *e) {
 
 static int run_worker(pass *p, int rank, clt_err *e) {
   int status = CLT_OK, stop = 0;
-  if (overlapped(p)) p->ranks[rank].clock_offset = clock_offset(p->t->local[rank].replica);
+  clt_replica *rep = p->t->local[rank].replica;
+  if (overlapped(p)) p->ranks[rank].clock_offset = clock_offset(rep);
+  clt_replica_profile_kind(rep, uncounted(p));
   for (int s = p->skip; s < p->steps && !status && !stop;) {
     if (!is_member(p, rank, s)) {
+      clt_replica_trace_step(rep, 0); /* a speed probe is no step's */
       status = trainer_sit_out(p, rank, &s, e);
       continue;
     }

@@ -43,12 +43,14 @@ int trainer_parse_slow(clt_trainer *t, clt_err *e) {
   return CLT_OK;
 }
 
-/* The test knob's delay, if it applies to global replica g at optimizer step `step`. */
-void trainer_slow_down(const clt_trainer *t, int g, long step) {
-  if (g != t->slow_replica || step < t->slow_from || step > t->slow_to) return;
-  const double s = t->slow_seconds;
+/* The test knob's delay, if it applies to global replica g at optimizer step
+ * `step`; returns the seconds it took (0: none). */
+double trainer_slow_down(const clt_trainer *t, int g, long step) {
+  if (g != t->slow_replica || step < t->slow_from || step > t->slow_to) return 0;
+  const double s = t->slow_seconds, t0 = clt_now_seconds();
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
   nanosleep(&ts, NULL);
+  return clt_now_seconds() - t0;
 }
 
 /* Times forward, backward and update of n examples on local replica `rank`, on

@@ -330,7 +330,7 @@ int clt_trainer_trace(clt_trainer *t, clt_trace *trace, int steps, long first_st
     char label[200];
     snprintf(label, sizeof label, "replica %d: device %d, %s", g, t->info[g].device,
              t->info[g].name);
-    int status = clt_replica_trace(t->local[i].replica, trace, g + 1, label, e);
+    int status = clt_replica_trace(t->local[i].replica, trace, g + 1, label, first_step, steps, e);
     if (status) return status;
     /* The overlapped all-reduce's copies and adds run beside the kernels. */
     if (t->local[i].transfer)
@@ -462,11 +462,17 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
     reverse(t->order, 0, count);
     memcpy(t->train_sums, skipped_sums, (size_t)2 * skip * sizeof *t->train_sums);
   }
-  for (int r = 0; r < t->n; r++) {
-    clt_profile *prof = t->local[r].replica->profile;
+  /* The profile's sums are the pass's: what ran before it (set-up, the last
+   * evaluation) is collected and dropped first. */
+  int status = CLT_OK;
+  for (int r = 0; r < t->n && !status; r++) {
+    clt_replica *rep = t->local[r].replica;
+    status = clt_replica_profile_collect(rep, e);
+    clt_profile *prof = rep->profile;
     for (int i = 0; i < prof->nnames; i++) prof->seconds[i] = 0, prof->calls[i] = 0;
+    prof->compute_seconds = 0;
   }
-  int status = trainer_run_pass(p, e);
+  if (!status) status = trainer_run_pass(p, e);
   res->seconds = clt_now_seconds() - p->t0;
   /* A pass that did not run to the source's end leaves it mid-pass. */
   const int done = atomic_load(&p->done);

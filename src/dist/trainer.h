@@ -73,9 +73,10 @@
 #define CLT_MAX_REPLICAS 64
 
 typedef struct clt_replica_stats {
-  long examples;          /* training examples this replica processed in the epoch */
-  double busy_seconds;    /* device time of its kernels (profiling events) */
-  double compute_seconds; /* wall time of its forward+backward passes (host view) */
+  long examples; /* training examples this replica processed in the epoch */
+  /* Device time from profiling events, within the epoch's training pass: */
+  double busy_seconds;    /* of every kernel its queue ran (load, passes, all-reduce, update) */
+  double compute_seconds; /* of those of its forward and backward passes (<= busy_seconds) */
   /* Leaving the step (one process, --split auto): */
   int member;                  /* in the step at the end of the epoch */
   int left, joined;            /* times it left and rejoined the step in the epoch */

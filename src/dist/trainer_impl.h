@@ -97,8 +97,11 @@ typedef struct speed_probe {
 typedef struct pass_rank {
   int status; /* its thread's outcome */
   clt_err err;
-  long examples;        /* examples it processed in the pass */
-  double compute_total; /* its forward+backward seconds */
+  long examples; /* examples it processed in the pass */
+  double slowed; /* CLTRAIN_TEST_SLOW's delays of its passes: device time they stand for */
+  /* The profile's pending events when its latest step began, and the most a
+   * step of the pass has added (collect_profile). */
+  int pending_before, step_launches;
   /* The all-reduce: its time in it, the part of that while its own backward pass
    * still ran (overlapped buckets), and its collectives. */
   double ring_seconds, ring_hidden;
@@ -214,6 +217,6 @@ int trainer_time_examples(clt_trainer *t, int rank, int n, const clt_optimizer *
                           double *seconds, clt_err *e);
 int trainer_setup_probe(clt_trainer *t, clt_err *e);
 int trainer_parse_slow(clt_trainer *t, clt_err *e);
-void trainer_slow_down(const clt_trainer *t, int g, long step);
+double trainer_slow_down(const clt_trainer *t, int g, long step);
 
 #endif
