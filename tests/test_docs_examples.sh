@@ -30,13 +30,16 @@ bin=$tmp/bin
 mkdir -p "$bin"
 cat >"$bin/cltrain" <<EOF
 #!/usr/bin/env bash
-# cltrain for the docs' examples: small sizes for train where the example gives none.
+# cltrain for the docs' examples: small sizes for train where the example gives none;
+# a --resume keeps the data its checkpoint records, as the docs say it does.
 if [ "\${1:-}" = train ]; then
   given() { local a; for a in "\${@:2}"; do [[ \$a == "\$1" || \$a == "\$1="* ]] && return 0; done; return 1; }
   more=()
   given --epochs "\$@" || more+=(--epochs 2)
-  given --train-limit "\$@" || more+=(--train-limit 16)
-  given --test-limit "\$@" || more+=(--test-limit 16)
+  if ! given --resume "\$@"; then
+    given --train-limit "\$@" || more+=(--train-limit 16)
+    given --test-limit "\$@" || more+=(--test-limit 16)
+  fi
   exec "$CLT" "\$@" "\${more[@]}"
 fi
 exec "$CLT" "\$@"
