@@ -88,6 +88,22 @@ void clt_photos_set_decode_budget(size_t bytes);
 /* The validation split's random stream, "SPLIT": apart from weights (0) and epochs (1+). */
 #define CLT_PHOTOS_SPLIT_STREAM 0x53504c4954ull
 
+/* What cltrain predict does with an input it cannot use: told of it, with i the
+ * argument (clt_photos_open_files) or the example (clt_photos_predict_source). */
+typedef void (*clt_photos_skip_fn)(void *ctx, int i, const clt_err *e);
+
+/* The images to predict, one subset of one class (labels 0) holding, in argument
+ * order, each of paths[0..n) that is a file (whatever its name or content: decoding
+ * tells) and the image files of each that is a folder, listed as a class directory
+ * is above (recursively, hidden directories skipped, only .jpg, .jpeg and .png
+ * names, by (directory, file name)) and named FOLDER/.../file (FOLDER as given,
+ * without a trailing '/'). Nothing is read but folders. A path that does not exist,
+ * a folder that cannot be read or holds no image file is told to skip(ctx, arg, e)
+ * ("PATH: cause") and left out; only running out of memory fails. The subset may be
+ * empty. */
+int clt_photos_open_files(const char *const *paths, int n, int image_size, clt_photos_skip_fn skip,
+                          void *ctx, clt_photos **out, clt_err *e);
+
 int clt_photos_count(const clt_photos *p);
 int clt_photos_classes(const clt_photos *p);
 const char *clt_photos_class_name(const clt_photos *p, int c);
@@ -149,5 +165,15 @@ size_t clt_loader_decoded(const clt_loader *l);
  * replica; each load waits for its step's batch, uploads its slice and converts
  * it on the device. Takes p over, even on failure. */
 int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e);
+
+/* A batch source for one pass over every example of p for cltrain predict: as
+ * clt_photos_source, without the cache, and an image that cannot be decoded does
+ * not end the pass: it is fed as black pixels and skip(ctx, i, e) is told (from a
+ * decoding thread, before the batch holding it is loaded). channels 1 feeds grey
+ * images: each resized RGB pixel becomes (19595 R + 38470 G + 7471 B + 32768) >> 16,
+ * ITU-R BT.601's luma as Pillow's convert("L") computes it; 3 feeds RGB. Takes p
+ * over, even on failure. */
+int clt_photos_predict_source(clt_photos *p, int channels, clt_photos_skip_fn skip, void *ctx,
+                              clt_source **out, clt_err *e);
 
 #endif

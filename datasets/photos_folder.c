@@ -455,3 +455,86 @@ cleanup:
   free(s.names.buf);
   return rc;
 }
+
+/* ------------------------------------------------------------------------- */
+/* Files to predict                                                           */
+
+/* Adds path as one entry of `label` (its own directory part: none). */
+static int add_file(scan *s, const char *path, int label) {
+  if (s->n == s->cap) {
+    int nc = s->cap ? s->cap * 2 : 256;
+    entry *g = realloc(s->ents, (size_t)nc * sizeof *g);
+    if (!g) return CLT_ERR_NOMEM;
+    s->ents = g;
+    s->cap = nc;
+  }
+  entry *en = &s->ents[s->n];
+  if (arena_add(&s->names, path, strlen(path), &en->off) != CLT_OK) return CLT_ERR_NOMEM;
+  en->dirlen = 0;
+  en->label = label;
+  en->path = NULL;
+  s->n++;
+  return CLT_OK;
+}
+
+/* Adds paths[a] (a file, or a folder's image files) with label a; a path that cannot
+ * be used is told to skip. Fails only for memory. */
+static int add_argument(scan *s, const char *path, int a, clt_photos_skip_fn skip, void *ctx,
+                        clt_err *e) {
+  clt_err why = {0};
+  struct stat st;
+  char *root = strdup(path);
+  if (!root) return clt_fail(e, CLT_ERR_NOMEM, "%s: out of memory listing it", path);
+  for (size_t l = strlen(root); l > 1 && root[l - 1] == '/'; l--) root[l - 1] = '\0';
+  int rc = CLT_OK;
+  if (stat(root, &st) != 0) {
+    clt_fail(&why, CLT_ERR_IO, "%s: %s", path, strerror(errno));
+  } else if (S_ISREG(st.st_mode)) {
+    if (add_file(s, path, a) != CLT_OK) rc = clt_fail(e, CLT_ERR_NOMEM, "%s: out of memory", path);
+  } else if (!S_ISDIR(st.st_mode)) {
+    clt_fail(&why, CLT_ERR_IO, "%s: neither a file nor a folder", path);
+  } else {
+    const int before = s->n;
+    rc = walk(s, root, a, 1, &why);
+    if (rc == CLT_ERR_NOMEM) {
+      *e = why;
+    } else if (rc != CLT_OK) {
+      s->n = before; /* a folder is used whole or not at all */
+      rc = CLT_OK;
+    } else if (s->n == before) {
+      clt_fail(&why, CLT_ERR_FORMAT, "%s: a folder holding no .jpg, .jpeg or .png file", path);
+    }
+  }
+  if (why.code && rc == CLT_OK && skip) skip(ctx, a, &why);
+  free(root);
+  return rc;
+}
+
+int clt_photos_open_files(const char *const *paths, int n, int image_size, clt_photos_skip_fn skip,
+                          void *ctx, clt_photos **out, clt_err *e) {
+  scan s = {0};
+  size_t class_off = 0;
+  int *pick = NULL, rc = CLT_OK;
+  *out = NULL;
+  if (image_size < 1 || image_size > CLT_PHOTOS_MAX_SIZE)
+    return clt_fail(e, CLT_ERR_ARG, "image size %d outside [1, %d]", image_size,
+                    CLT_PHOTOS_MAX_SIZE);
+  if (arena_add(&s.names, "images", 6, &class_off) != CLT_OK) goto nomem;
+  for (int a = 0; a < n && !rc; a++) rc = add_argument(&s, paths[a], a, skip, ctx, e);
+  if (rc) goto cleanup;
+  for (int i = 0; i < s.n; i++) s.ents[i].path = s.names.buf + s.ents[i].off;
+  qsort(s.ents, (size_t)s.n, sizeof *s.ents, cmp_entry); /* by argument, then as Keras lists */
+  pick = malloc((size_t)(s.n ? s.n : 1) * sizeof *pick);
+  if (!pick) goto nomem;
+  for (int i = 0; i < s.n; i++) pick[i] = i;
+  rc = make_subset(&s, 0, &class_off, 1, pick, s.n, image_size, out, e);
+  for (int i = 0; !rc && i < s.n; i++) (*out)->labels[i] = 0;
+  goto cleanup;
+nomem:
+  rc = clt_fail(e, CLT_ERR_NOMEM, "out of memory listing the images to predict");
+cleanup:
+  free(pick);
+  free(s.ents);
+  free(s.names.buf);
+  return rc;
+}

@@ -43,6 +43,10 @@ void clt_photos_scratch_free(scratch *s);
 /* clt_photos_decode with the calling thread's scratch. */
 int clt_photos_decode_with(const clt_photos *p, int i, scratch *s, unsigned char *rgb, clt_err *e);
 
+/* From the next pass on, an image that cannot be decoded does not fail the pass:
+ * it is left black and fn(ctx, example, e) is told (from its decoding thread). */
+void clt_loader_skip(clt_loader *l, clt_photos_skip_fn fn, void *ctx);
+
 /* Names each decoding thread's track in trace; the threads then record every image. */
 void clt_loader_trace(clt_loader *l, clt_trace *trace);
 

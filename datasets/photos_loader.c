@@ -53,7 +53,9 @@ struct clt_loader {
   unsigned char *cache_state;
   int cache_n;
   size_t decoded;
-  clt_trace *trace; /* --trace: each decode is a span of its decoder's track */
+  clt_trace *trace;        /* --trace: each decode is a span of its decoder's track */
+  clt_photos_skip_fn skip; /* NULL: a decode failure fails the pass */
+  void *skip_ctx;
 };
 
 static int claimable(const clt_loader *l) {
@@ -89,6 +91,7 @@ static void *worker_main(void *arg) {
     }
     l->busy++;
     clt_trace *trace = l->trace; /* set under the lock by clt_loader_trace */
+    const clt_photos_skip_fn skip = l->skip;
     pthread_mutex_unlock(&l->mu);
 
     unsigned char *dst = sl->pixels + (size_t)j * l->img_bytes;
@@ -103,13 +106,19 @@ static void *worker_main(void *arg) {
     }
     if (rc == CLT_OK && to_cache && cached) memcpy(cached, dst, l->img_bytes);
     sl->labels[j] = l->p->labels[idx];
+    /* A skipped image is fed black; the pass goes on. */
+    const int failed = rc != CLT_OK && !skip;
+    if (rc != CLT_OK && skip) {
+      memset(dst, 0, l->img_bytes);
+      skip(l->skip_ctx, idx, &w->err);
+    }
 
     pthread_mutex_lock(&l->mu);
     l->busy--;
     if (to_cache) l->cache_state[idx] = rc == CLT_OK ? CACHE_READY : CACHE_EMPTY;
     if (!from_cache && rc == CLT_OK) l->decoded++;
     if (!l->cancelled) { /* else the pass is over: the image is discarded */
-      if (rc != CLT_OK) {
+      if (failed) {
         /* Claims are in order, so every image of an earlier step is already in
          * flight: those steps still complete, and every consumer meets the error
          * at the same step. */
@@ -381,5 +390,12 @@ void clt_loader_trace(clt_loader *l, clt_trace *trace) {
   }
   pthread_mutex_lock(&l->mu);
   l->trace = trace;
+  pthread_mutex_unlock(&l->mu);
+}
+
+void clt_loader_skip(clt_loader *l, clt_photos_skip_fn fn, void *ctx) {
+  pthread_mutex_lock(&l->mu);
+  l->skip = fn;
+  l->skip_ctx = ctx;
   pthread_mutex_unlock(&l->mu);
 }

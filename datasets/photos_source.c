@@ -14,6 +14,7 @@ typedef struct photo_replica {
   clt_replica *replica;
   cl_mem staging; /* the largest slice, uint8 */
   cl_kernel convert;
+  unsigned char *grey; /* grey input: the largest slice converted on the host */
 } photo_replica;
 
 typedef struct photos_source {
@@ -24,7 +25,11 @@ typedef struct photos_source {
   photo_replica *reps;
   int n;
   int global;
-  int mode; /* clt_preprocess, as the kernel takes it */
+  int mode;                /* clt_preprocess, as the kernel takes it */
+  int channels;            /* fed to the network: 3 (RGB), or 1 (grey) */
+  size_t cache_bytes;      /* decoded images kept across passes */
+  clt_photos_skip_fn skip; /* predict: undecodable images are skipped (NULL: fail) */
+  void *skip_ctx;
 } photos_source;
 
 /* Names each decoder's track; the decoders then record every image. */
@@ -39,6 +44,7 @@ static void photos_detach(void *ctx) {
   s->loader = NULL;
   for (int r = 0; r < s->n; r++) {
     if (s->reps[r].staging) clReleaseMemObject(s->reps[r].staging);
+    free(s->reps[r].grey);
   }
   free(s->reps);
   s->reps = NULL;
@@ -48,10 +54,11 @@ static void photos_detach(void *ctx) {
 static int photos_attach(void *ctx, clt_replica *const *replicas, int n, int global_batch,
                          const int *max_slice, clt_preprocess pre, clt_err *e) {
   photos_source *s = ctx;
-  const size_t image_bytes = (size_t)s->p->image_size * s->p->image_size * 3;
-  int status = clt_loader_create(s->p, n, global_batch, SOURCE_BATCHES_AHEAD, 0, SOURCE_CACHE_BYTES,
+  const size_t image_bytes = (size_t)s->p->image_size * s->p->image_size * s->channels;
+  int status = clt_loader_create(s->p, n, global_batch, SOURCE_BATCHES_AHEAD, 0, s->cache_bytes,
                                  &s->loader, e);
   if (status) return status;
+  if (s->skip) clt_loader_skip(s->loader, s->skip, s->skip_ctx);
   s->reps = calloc((size_t)n, sizeof *s->reps);
   if (!s->reps) {
     photos_detach(s);
@@ -65,6 +72,8 @@ static int photos_attach(void *ctx, clt_replica *const *replicas, int n, int glo
     pr->replica = replicas[r];
     const size_t bytes = max_slice[r] ? (size_t)max_slice[r] * image_bytes : 1;
     status = clt_replica_alloc(pr->replica, bytes, "input staging", &pr->staging, e);
+    if (!status && s->channels == 1 && !(pr->grey = malloc(bytes)))
+      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory attaching photos");
     if (!status)
       status = clt_replica_kernel(pr->replica, "data.cl", "", "convert_batch", &pr->convert, e);
   }
@@ -77,22 +86,34 @@ static int photos_begin(void *ctx, const int *order, clt_err *e) {
   return clt_loader_start(s->loader, order, s->count, s->global, e);
 }
 
+/* rgb's n pixels as BT.601 luma, rounded as Pillow's convert("L") does. */
+static void to_grey(const unsigned char *rgb, size_t n, unsigned char *grey) {
+  for (size_t i = 0; i < n; i++) {
+    const unsigned v = 19595u * rgb[3 * i] + 38470u * rgb[3 * i + 1] + 7471u * rgb[3 * i + 2];
+    grey[i] = (unsigned char)((v + 32768u) >> 16);
+  }
+}
+
 /* Uploads images [first, first + len) of the decoded batch and converts them. The
  * copies are complete when this returns, so the batch may be put. */
 static int upload_slice(photos_source *s, photo_replica *pr, const clt_photo_batch *b, int first,
                         int len, cl_mem x, cl_mem y, clt_err *e) {
   if (len == 0) return CLT_OK;
   clt_replica_scope(pr->replica, "input", "batch");
-  const size_t image_bytes = (size_t)s->p->image_size * s->p->image_size * 3;
-  const size_t bytes = (size_t)len * image_bytes;
-  int status = clt_source_upload(pr->replica, pr->staging, b->pixels + first * image_bytes, bytes,
-                                 "uploading a batch", e);
+  const size_t pixels = (size_t)s->p->image_size * s->p->image_size;
+  const size_t bytes = (size_t)len * pixels * s->channels;
+  const unsigned char *from = b->pixels + (size_t)first * pixels * 3;
+  if (s->channels == 1) {
+    to_grey(from, (size_t)len * pixels, pr->grey);
+    from = pr->grey;
+  }
+  int status = clt_source_upload(pr->replica, pr->staging, from, bytes, "uploading a batch", e);
   if (!status) {
     status = clt_source_upload(pr->replica, y, b->labels + first, (size_t)len * sizeof(int),
                                "uploading labels", e);
   }
   if (status) return status;
-  int n = (int)bytes, channels = 3;
+  int n = (int)bytes, channels = s->channels;
   clt_karg args[] = {CLT_ARG(pr->staging), CLT_ARG(n), CLT_ARG(channels), CLT_ARG(s->mode),
                      CLT_ARG(x)};
   return clt_launch1d(pr->replica, pr->convert, "convert_batch", args, 5, bytes, e);
@@ -128,7 +149,9 @@ static void photos_free(void *ctx) {
   free(s);
 }
 
-int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e) {
+/* A source over examples [0, count) of p feeding `channels`; see photos.h. */
+static int make_source(clt_photos *p, int count, int channels, size_t cache_bytes,
+                       clt_photos_skip_fn skip, void *ctx, clt_source **out, clt_err *e) {
   static const clt_source_i iface = {.attach = photos_attach,
                                      .begin = photos_begin,
                                      .load = photos_load,
@@ -155,11 +178,29 @@ int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e) {
   s->p = p;
   s->count = count;
   s->names = names;
+  s->channels = channels;
+  s->cache_bytes = cache_bytes;
+  s->skip = skip;
+  s->skip_ctx = ctx;
   const clt_source_info info = {.count = count,
                                 .height = p->image_size,
                                 .width = p->image_size,
-                                .channels = 3,
+                                .channels = channels,
                                 .classes = p->classes,
                                 .class_names = names};
   return clt_source_new(&iface, s, &info, out, e);
+}
+
+int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e) {
+  return make_source(p, count, 3, SOURCE_CACHE_BYTES, NULL, NULL, out, e);
+}
+
+int clt_photos_predict_source(clt_photos *p, int channels, clt_photos_skip_fn skip, void *ctx,
+                              clt_source **out, clt_err *e) {
+  if (channels != 1 && channels != 3) {
+    clt_photos_free(p);
+    *out = NULL;
+    return clt_fail(e, CLT_ERR_ARG, "photo source: %d channels (1 or 3)", channels);
+  }
+  return make_source(p, p->count, channels, 0, skip, ctx, out, e);
 }

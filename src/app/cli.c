@@ -143,9 +143,11 @@ int clt_cli_parse(const clt_command *c, int argc, char **argv, void *opts, int *
                       arg + 2, who);
     }
     if (!f) {
-      if (c->positional && !positional_taken && arg[0] != '-') {
-        *(const char **)field(opts, c->positional_offset) = arg;
-        positional_taken = 1;
+      if (c->positional && (c->positional_count || !positional_taken) && arg[0] != '-') {
+        /* The list reuses slots already read: positional_taken <= i. */
+        if (c->positional_count) argv[positional_taken] = argv[i];
+        else *(const char **)field(opts, c->positional_offset) = arg;
+        positional_taken++;
         continue;
       }
       return clt_fail(e, CLT_ERR_ARG, "%s: unexpected argument '%s' (see %s --help)", who, arg,
@@ -166,6 +168,10 @@ int clt_cli_parse(const clt_command *c, int argc, char **argv, void *opts, int *
     int status = parse_value(who, f, value, opts, e);
     if (status) return status;
     if (f->seen) *(int *)field(opts, f->seen - 1) = 1;
+  }
+  if (c->positional_count) {
+    *(char ***)field(opts, c->positional_offset) = argv;
+    *(int *)field(opts, c->positional_count - 1) = positional_taken;
   }
   return CLT_OK;
 }

@@ -60,6 +60,10 @@ typedef struct clt_command {
    * positional_offset; NULL: none is taken. */
   const char *positional;
   size_t positional_offset;
+  /* 0: one such argument at most. Else any number: positional_offset holds a
+   * char ** to them (argv's own slots, reused) and an int at
+   * positional_count - 1 (CLT_SEEN) gets how many. */
+  size_t positional_count;
 } clt_command;
 
 /* Sets every flag's field in opts (the command's options struct) to its default;

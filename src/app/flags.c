@@ -5,6 +5,7 @@
 
 #include "model.h"
 #include "photos.h"
+#include "predict.h"
 #include "ring.h"
 #include "train.h"
 
@@ -372,6 +373,98 @@ const clt_command clt_cmd_eval = {
     .nflags = COUNT(eval_flags),
 };
 
+#define PR(f) offsetof(clt_predict_opts, f)
+static const clt_flag predict_flags[] = {
+    {.name = "checkpoint",
+     .type = CLT_FLAG_STRING,
+     .offset = PR(checkpoint),
+     .seen = CLT_SEEN(clt_predict_opts, checkpoint_given),
+     .def_str = "./training_checkpoints",
+     .meta = "DIR|FILE",
+     .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's "
+             "--checkpoint-dir"},
+    {.name = "top-k",
+     .type = CLT_FLAG_INT,
+     .offset = PR(top_k),
+     .min = 1,
+     .max = 1000000,
+     .def = 1,
+     .meta = "K",
+     .help = "the K most likely classes of each image, most likely first (more than the model "
+             "has: all of them)"},
+    {.name = "format",
+     .type = CLT_FLAG_STRING,
+     .offset = PR(format),
+     .def_str = "table",
+     .meta = "table|csv|jsonl",
+     .help = "aligned columns with a header line; CSV with a header line; or one JSON object per "
+             "image"},
+    {.name = "output",
+     .alias = "o",
+     .type = CLT_FLAG_STRING,
+     .offset = PR(output),
+     .meta = "FILE",
+     .shown = "standard output",
+     .help = "write the predictions to FILE, atomically (replaced if it exists; a link, device "
+             "or pipe is written through)"},
+    {.name = "devices",
+     .type = CLT_FLAG_STRING,
+     .offset = PR(devices),
+     .def_str = "all",
+     .meta = "SEL",
+     .help = "all, cpu, gpu, accelerator or indices like 0,2: the images are batched across them"},
+    {.name = "batch-per-replica",
+     .type = CLT_FLAG_INT,
+     .offset = PR(batch_per_replica),
+     .min = 1,
+     .max = 65536,
+     .def = 32,
+     .meta = "N",
+     .help = "images per device per step"},
+    {.name = "max-image-pixels",
+     .type = CLT_FLAG_LONG,
+     .offset = PR(max_image_pixels),
+     .min = 1,
+     .max = 1e12,
+     .meta = "N",
+     .shown = MAX_PIXELS_SHOWN,
+     .help = "skip an image of more pixels (width x height), a decompression bomb's defence"},
+};
+
+const clt_command clt_cmd_predict = {
+    .name = "predict",
+    .summary = "say what new images are: a checkpoint's most likely classes",
+    .usage = "cltrain predict [--checkpoint DIR|FILE] FILE|FOLDER... [options]",
+    .text =
+        "Runs a checkpoint's model on images and prints each one's path and most likely classes "
+        "with their probabilities (the softmax of the logits that `cltrain eval --logits` "
+        "writes):\n"
+        "  path              top 1    prob\n"
+        "  new/daisy_01.jpg  daisy  0.9731\n"
+        "\n"
+        "Each FILE is read whatever its name (JPEG or PNG, told by its content); each FOLDER "
+        "gives its .jpg, .jpeg and .png files as training lists a class folder (recursively, "
+        "hidden folders skipped, other files ignored), named FOLDER/.../file, by subfolder and "
+        "then file name, sorted by byte value. The images come out in that order, the "
+        "arguments' order kept. They are decoded and resized as training decodes a photo "
+        "folder, to the model's size, and fed with its preprocessing; a grey model (trained on "
+        "IDX files, 28x28x1) gets each resized pixel's luma, (19595 R + 38470 G + 7471 B + "
+        "32768) >> 16, as Pillow's convert(\"L\"). The class names are the training photo "
+        "folder's subfolders, Fashion-MNIST's for a grey 10-class model, else the label's "
+        "number.\n"
+        "\n"
+        "A path that does not exist, a folder without images, or a file that is not an image or "
+        "does not decode is named on standard error (cltrain: skipped: ...) and left out; the "
+        "others are predicted, and the exit status is then 1. Nothing to predict, or no image "
+        "that decodes, is an error that writes nothing. A last line on standard error says how "
+        "many images were predicted and how fast. docs/predict.md describes the formats.\n",
+    .flags = predict_flags,
+    .nflags = COUNT(predict_flags),
+    .positional = "FILE|FOLDER...",
+    .positional_offset = PR(paths),
+    .positional_count = CLT_SEEN(clt_predict_opts, npaths),
+};
+
 #define EX(f) offsetof(clt_export_opts, f)
 static const clt_flag export_flags[] = {
     {.name = "checkpoint",
@@ -491,7 +584,7 @@ const clt_command clt_cmd_bench_allreduce = {
 };
 
 const clt_command *const clt_commands[] = {
-    &clt_cmd_devices, &clt_cmd_train,           &clt_cmd_eval, &clt_cmd_export,
+    &clt_cmd_devices, &clt_cmd_train,           &clt_cmd_eval, &clt_cmd_predict, &clt_cmd_export,
     &clt_cmd_plot,    &clt_cmd_bench_allreduce, NULL,
 };
 
@@ -526,7 +619,8 @@ const clt_doc_item clt_env_vars[] = {
 
 const clt_doc_item clt_exit_statuses[] = {
     {"0", "success, and --help and --version"},
-    {"1", "an error, said in one line on standard error (cltrain: error: ...)"},
+    {"1", "an error, said in one line on standard error (cltrain: error: ...); for predict also "
+          "images skipped, each named there (cltrain: skipped: ...), the others predicted"},
     {"2", "no command, an unknown one, or cltrain bench without allreduce"},
     {"128+N",
      "train stopped by signal N (130 for SIGINT, 143 for SIGTERM) at the end of a step, having "

@@ -25,8 +25,8 @@ typedef struct clt_bench_opts {
   int repeat, warmup;
 } clt_bench_opts;
 
-extern const clt_command clt_cmd_devices, clt_cmd_train, clt_cmd_eval, clt_cmd_export, clt_cmd_plot,
-    clt_cmd_bench_allreduce;
+extern const clt_command clt_cmd_devices, clt_cmd_train, clt_cmd_eval, clt_cmd_predict,
+    clt_cmd_export, clt_cmd_plot, clt_cmd_bench_allreduce;
 
 /* Every command, in `cltrain --help`'s order; NULL-ended. */
 extern const clt_command *const clt_commands[];

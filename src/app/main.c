@@ -14,6 +14,7 @@
 #include "model.h"
 #include "onnx.h"
 #include "plot.h"
+#include "predict.h"
 #include "train.h"
 
 static void usage(FILE *f) {
@@ -84,23 +85,6 @@ static int cmd_eval(int argc, char **argv) {
   return clt_cli_finish(o.cluster, clt_eval(&o, &e), &e);
 }
 
-/* The export's class names: the photo folder's, kept by the checkpoint; a grey
- * 10-class model was trained on IDX files, which carry no names: Fashion-MNIST's
- * (the default data) are given, saying so. */
-static clt_onnx_info export_info(const clt_model *m, const clt_checkpoint *state) {
-  if (state->class_names) {
-    return (clt_onnx_info){state->class_names,
-                           "the photo folder's class subfolders, sorted by byte value"};
-  }
-  if (m->input.c == 1 && m->classes == 10) {
-    return (clt_onnx_info){"T-shirt/top\nTrouser\nPullover\nDress\nCoat\nSandal\nShirt\nSneaker\n"
-                           "Bag\nAnkle boot\n",
-                           "Fashion-MNIST's names of the IDX labels 0 to 9 (IDX files carry no "
-                           "names; for MNIST, label k is the digit k)"};
-  }
-  return (clt_onnx_info){NULL, NULL};
-}
-
 static int cmd_export(int argc, char **argv) {
   clt_export_opts o = {0};
   int rc = clt_cli_start(&clt_cmd_export, argc, argv, &o);
@@ -115,7 +99,7 @@ static int cmd_export(int argc, char **argv) {
   if (!status) status = clt_checkpoint_model(path, &model, &e);
   if (!status) status = clt_checkpoint_load(path, &model, 0, &state, &e);
   if (!status) {
-    const clt_onnx_info info = export_info(&model, &state);
+    const clt_onnx_info info = clt_class_names(&model, &state);
     status = clt_onnx_export_log(&model, state.params, &info, o.onnx, o.verbose ? stdout : NULL,
                                  &bytes, &e);
   }
@@ -125,6 +109,16 @@ static int cmd_export(int argc, char **argv) {
   }
   clt_checkpoint_free(&state);
   return status ? report(&e) : 0;
+}
+
+static int cmd_predict(int argc, char **argv) {
+  clt_predict_opts o = {0};
+  int rc = clt_cli_start(&clt_cmd_predict, argc, argv, &o);
+  if (rc >= 0) return rc;
+  clt_err e = {0};
+  int skipped = 0;
+  if (clt_predict(&o, &skipped, &e)) return report(&e);
+  return skipped ? 1 : 0; /* the others were predicted */
 }
 
 static int cmd_plot(int argc, char **argv) {
@@ -161,11 +155,13 @@ static int dispatch(int argc, char **argv) {
   if (strcmp(cmd, "train") == 0) return cmd_train(argc - 2, argv + 2);
   if (strcmp(cmd, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
   if (strcmp(cmd, "export") == 0) return cmd_export(argc - 2, argv + 2);
+  if (strcmp(cmd, "predict") == 0) return cmd_predict(argc - 2, argv + 2);
   if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
   if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 2, argv + 2);
   fprintf(
       stderr,
-      "cltrain: error: unknown command '%s' (commands: devices, train, eval, export, plot, bench; "
+      "cltrain: error: unknown command '%s' (commands: devices, train, eval, predict, export, plot, "
+      "bench; "
       "see cltrain --help)\n",
       cmd);
   return 2;
