@@ -523,7 +523,8 @@ int clt_photos_open_files(const char *const *paths, int n, int image_size, clt_p
   for (int a = 0; a < n && !rc; a++) rc = add_argument(&s, paths[a], a, skip, ctx, e);
   if (rc) goto cleanup;
   for (int i = 0; i < s.n; i++) s.ents[i].path = s.names.buf + s.ents[i].off;
-  qsort(s.ents, (size_t)s.n, sizeof *s.ents, cmp_entry); /* by argument, then as Keras lists */
+  if (s.n > 1)
+    qsort(s.ents, (size_t)s.n, sizeof *s.ents, cmp_entry); /* by argument, then as Keras lists */
   pick = malloc((size_t)(s.n ? s.n : 1) * sizeof *pick);
   if (!pick) goto nomem;
   for (int i = 0; i < s.n; i++) pick[i] = i;
