@@ -180,6 +180,12 @@ predict "$tmp/grey.jsonl" --checkpoint "$tmp/ckg" "$tmp/sizes" --top-k 10 --form
 if grep -q '"class": "Ankle boot"' "$tmp/grey.jsonl"; then ok "a grey model: Fashion-MNIST's class names"; else
   bad "a grey model: Fashion-MNIST's class names"
 fi
+for f in table csv; do
+  predict "$tmp/grey.$f" --checkpoint "$tmp/ckg" "$tmp/sizes" --top-k 10 --format $f ||
+    bad "predict --format $f with a grey model"
+done
+check "ten classes, names with spaces and '/': the formats agree" formats 10 "$tmp/grey.table" \
+  "$tmp/grey.csv" "$tmp/grey.jsonl"
 
 # --- ONNX Runtime on the exports -------------------------------------------------------
 if ! "$PY" -c 'import numpy, onnxruntime' 2>/dev/null; then

@@ -173,7 +173,8 @@ static void probability(FILE *f, int format, double p) {
 
 /* Every predicted example into f; scratch: classes doubles and ints. */
 static void write_predictions(FILE *f, int format, const predictions *r, double *p, int *top) {
-  int path_w = 4, class_w = 5;
+  char top_k[32];
+  int path_w = 4, class_w = snprintf(top_k, sizeof top_k, "top %d", r->k);
   for (int i = 0; i < r->count; i++) {
     const int w = r->why[i] ? 0 : width(clt_source_path(r->src, i));
     path_w = w > path_w ? w : path_w;

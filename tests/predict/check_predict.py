@@ -52,8 +52,9 @@ def read_csv(path, k):
 
 
 def read_table(path, k):
-    """The table, checking its layout: each class column starts where its header
-    "top q" does, each probability ends where its "prob" does."""
+    """The table, read by the header's columns (so names and paths may hold
+    spaces), checking its layout: each class starts where its "top q" does, each
+    probability ends where its "prob" does, padded with spaces between."""
     with open(path, encoding="utf-8") as f:
         lines = f.read().splitlines()
     head = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", lines[0])]
@@ -64,15 +65,16 @@ def read_table(path, k):
     prob_end = [h[2] for h in head[3::3]]
     rows = []
     for line in lines[1:]:
-        cells = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", line)]
-        if len(cells) != 1 + 2 * k or cells[0][1] != 0:
-            fail(f"{path}: line {line!r}: {len(cells)} columns, want {1 + 2 * k}")
-        if [c[1] for c in cells[1::2]] != class_at or [c[2] for c in cells[2::2]] != prob_end:
-            fail(f"{path}: line {line!r} not aligned with the header {lines[0]!r}")
-        if any(not re.fullmatch(r"\d\.\d{4}", c[0]) for c in cells[2::2]):
-            fail(f"{path}: line {line!r}: probabilities not written to 4 places")
-        rows.append((cells[0][0], [(cells[1 + 2 * q][0], float(cells[2 + 2 * q][0]))
-                                   for q in range(k)]))
+        if len(line) != prob_end[-1] or line[class_at[0] - 2:class_at[0]] != "  ":
+            fail(f"{path}: line {line!r} not as long as the header {lines[0]!r}")
+        tops = []
+        for q in range(k):
+            cls = line[class_at[q]:prob_end[q] - 6]
+            prob = line[prob_end[q] - 6:prob_end[q]]
+            if cls[:1].isspace() or not cls.endswith("  ") or not re.fullmatch(r"\d\.\d{4}", prob):
+                fail(f"{path}: line {line!r}: column {q + 1} not aligned with the header")
+            tops.append((cls.rstrip(), float(prob)))
+        rows.append((line[:class_at[0]].rstrip(), tops))
     return rows
 
 
