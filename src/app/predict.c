@@ -50,8 +50,8 @@ static void skip_path(void *ctx, int arg, const clt_err *e) {
   r->skipped_paths++;
 }
 
-/* Why an image was skipped when its message could not be kept. */
-static char no_memory[] = "an image that did not decode (out of host memory for the cause)";
+/* Marks an image skipped whose message could not be kept. */
+static char no_memory[] = "";
 
 /* An image that did not decode (from a decoding thread; each example once). */
 static void skip_example(void *ctx, int i, const clt_err *e) {
@@ -260,7 +260,7 @@ static int write_file(const char *path, const char *text, size_t len, clt_err *e
   FILE *f = fopen(path, "w");
   if (!f) return clt_fail(e, CLT_ERR_IO, "%s (--output): cannot open: %s", path, strerror(errno));
   const int failed = fwrite(text, 1, len, f) != len;
-  if ((fclose(f) != 0 || failed))
+  if (fclose(f) != 0 || failed)
     return clt_fail(e, CLT_ERR_IO, "%s (--output): cannot write: %s", path, strerror(errno));
   return CLT_OK;
 }
@@ -351,7 +351,11 @@ int clt_predict(const clt_predict_opts *o, int *skipped, clt_err *e) {
   int failed = 0;
   for (int i = 0; i < run.count; i++) {
     if (!run.why[i]) continue;
-    fprintf(stderr, "cltrain: skipped: %s\n", run.why[i]);
+    if (run.why[i] == no_memory)
+      fprintf(stderr,
+              "cltrain: skipped: file %s: cannot decode (out of host memory for the cause)\n",
+              clt_source_path(src, i));
+    else fprintf(stderr, "cltrain: skipped: %s\n", run.why[i]);
     failed++;
   }
   *skipped = run.skipped_paths + failed;
