@@ -67,6 +67,14 @@ expect_fail "export without --checkpoint where there is none names the default" 
   "^cltrain: error: \./training_checkpoints: no such checkpoint folder \(the default --checkpoint" \
   bash -c 'cd "$1/bare" && "$2" export --onnx none.onnx' _ "$tmp" "$CLT"
 no_file "missing default checkpoint" "$tmp/bare/none.onnx"
+# A device or pipe where an output goes is refused, never renamed over (as root
+# that would replace /dev/null); a FIFO stands in for one.
+mkfifo "$tmp/fifo"
+expect_fail "export onto a pipe is refused" "fifo \(output\): not a regular file" \
+  "$CLT" export --checkpoint "$tmp/ck" --onnx "$tmp/fifo"
+expect_fail "eval --logits onto a pipe is refused" "fifo \(--logits\): not a regular file" \
+  "$CLT" eval --checkpoint "$tmp/ck" --test-limit 64 --logits "$tmp/fifo"
+if [ -p "$tmp/fifo" ]; then ok "the pipe is still a pipe"; else bad "the pipe was replaced"; fi
 expect_fail "export of a missing checkpoint" "$tmp/none" \
   "$CLT" export --checkpoint "$tmp/none" --onnx "$tmp/none.onnx"
 no_file "missing checkpoint" "$tmp/none.onnx"

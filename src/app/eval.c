@@ -125,8 +125,10 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
    * unwritable path fails before the evaluation rather than after it. */
   if (o->logits_path && leader) {
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", o->logits_path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
+    FILE *f = NULL;
+    if ((status = clt_check_replaceable(o->logits_path, "--logits", e))) {
+      tmp[0] = '\0';
+    } else if (!(f = fopen(tmp, "wb"))) {
       status = clt_fail(e, CLT_ERR_IO, "--logits %s: cannot create: %s", o->logits_path,
                         strerror(errno));
       tmp[0] = '\0';

@@ -511,6 +511,7 @@ static int check_outputs(const clt_train_opts *o, clt_err *e) {
     status = clt_check_output_dir(o->checkpoint_dir, "--checkpoint-dir", e);
   if (!status && o->log_path) status = clt_check_output_file(o->log_path, "--log", e);
   if (!status && o->trace_path) status = clt_check_output_file(o->trace_path, "--trace", e);
+  if (!status && o->trace_path) status = clt_check_replaceable(o->trace_path, "--trace", e);
   if (!status && o->tensorboard_dir)
     status = clt_check_output_dir(o->tensorboard_dir, "--tensorboard", e);
   return status;

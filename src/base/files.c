@@ -8,8 +8,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int clt_check_replaceable(const char *path, const char *what, clt_err *e) {
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return clt_fail(e, CLT_ERR_IO,
+                    "%s (%s): not a regular file (a device or pipe); cltrain writes this output "
+                    "whole and renames it into place",
+                    path, what);
+  return CLT_OK;
+}
+
 int clt_write_atomic(const char *path, const void *data, size_t n, clt_err *e) {
   char dir[4096], tmp[4200];
+  /* Never rename over a device or pipe (as root, over /dev/null). */
+  int status = clt_check_replaceable(path, "output", e);
+  if (status) return status;
   const char *slash = strrchr(path, '/');
   if (!path[0] || (slash && !slash[1])) return clt_fail(e, CLT_ERR_IO, "%s: not a file name", path);
   if (slash && slash - path >= (long)sizeof dir)

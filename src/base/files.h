@@ -8,9 +8,14 @@
 
 #include "status.h"
 
-/* Writes n bytes of data to path; errors name path and the cause ("cannot create",
- * "cannot write", "cannot rename into place"). */
+/* Writes n bytes of data to path through a temporary file renamed into place;
+ * errors name path and the cause ("cannot create", "cannot write", "cannot
+ * rename into place", a device or pipe at path: clt_check_replaceable). */
 int clt_write_atomic(const char *path, const void *data, size_t n, clt_err *e);
+
+/* Fails when path is there as something other than a regular file or folder (a
+ * device, a pipe): outputs replaced by a rename must never replace those. */
+int clt_check_replaceable(const char *path, const char *what, clt_err *e);
 
 /* Whether path can be created or overwritten as a file, checked before a run
  * creates anything (so a bad output flag does not leave a new folder behind):
