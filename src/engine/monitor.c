@@ -193,46 +193,46 @@ int clt_kwargs_done(const clt_kwargs *kw, const char *known, clt_err *e) {
 static const char *const quantity_names[] = {"loss", "accuracy", "val_loss", "val_accuracy", NULL};
 static const char *const mode_names[] = {"auto", "min", "max", NULL};
 
-const char *clt_quantity_name(clt_quantity q) {
+const char *clt_cb_quantity_name(clt_cb_quantity q) {
   return (unsigned)q < CLT_Q_COUNT ? quantity_names[q] : "unknown";
 }
 
-const char *clt_monitor_mode_name(clt_monitor_mode m) {
-  return (unsigned)m <= CLT_MODE_MAX ? mode_names[m] : "unknown";
+const char *clt_cb_mode_name(clt_cb_mode m) {
+  return (unsigned)m <= CLT_CB_MAX ? mode_names[m] : "unknown";
 }
 
-int clt_monitor_parse(clt_kwargs *kw, clt_monitor *m, clt_err *e) {
+int clt_cb_monitor_parse(clt_kwargs *kw, clt_cb_monitor *m, clt_err *e) {
   int q = (int)m->quantity, mode = (int)m->mode, status;
   const clt_range delta = {.lo = -1e6, .hi = 1e6};
   if ((status = clt_kwargs_choice(kw, "monitor", quantity_names, &q, e)) ||
       (status = clt_kwargs_choice(kw, "mode", mode_names, &mode, e)) ||
       (status = clt_kwargs_number(kw, "min_delta", 0, delta, &m->min_delta, NULL, e)))
     return status;
-  m->quantity = (clt_quantity)q;
-  m->mode = (clt_monitor_mode)mode;
+  m->quantity = (clt_cb_quantity)q;
+  m->mode = (clt_cb_mode)mode;
   m->has_best = 0;
   m->best = 0;
   return CLT_OK;
 }
 
-int clt_monitor_needs_validation(const clt_monitor *m) {
+int clt_cb_monitor_needs_validation(const clt_cb_monitor *m) {
   return m->quantity == CLT_Q_VAL_LOSS || m->quantity == CLT_Q_VAL_ACCURACY;
 }
 
 /* Keras' auto mode: a loss is minimised; an accuracy metric's direction is up. */
-int clt_monitor_minimizes(const clt_monitor *m) {
-  if (m->mode != CLT_MODE_AUTO) return m->mode == CLT_MODE_MIN;
+int clt_cb_monitor_minimizes(const clt_cb_monitor *m) {
+  if (m->mode != CLT_CB_AUTO) return m->mode == CLT_CB_MIN;
   return m->quantity == CLT_Q_LOSS || m->quantity == CLT_Q_VAL_LOSS;
 }
 
-int clt_monitor_improves(const clt_monitor *m, double current) {
+int clt_cb_monitor_improves(const clt_cb_monitor *m, double current) {
   if (!m->has_best) return 1;
-  const double delta = clt_monitor_minimizes(m) ? -fabs(m->min_delta) : fabs(m->min_delta);
+  const double delta = clt_cb_monitor_minimizes(m) ? -fabs(m->min_delta) : fabs(m->min_delta);
   /* current - min_delta in Python's double, then both sides as float32 tensors. */
   const float a = (float)(current - delta), b = (float)m->best;
-  return clt_monitor_minimizes(m) ? a < b : a > b;
+  return clt_cb_monitor_minimizes(m) ? a < b : a > b;
 }
 
-double clt_monitor_pick(const clt_monitor *m, const double figures[CLT_Q_COUNT]) {
+double clt_cb_monitor_pick(const clt_cb_monitor *m, const double figures[CLT_Q_COUNT]) {
   return (unsigned)m->quantity < CLT_Q_COUNT ? figures[m->quantity] : NAN;
 }

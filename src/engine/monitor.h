@@ -78,36 +78,36 @@ typedef enum {
   CLT_Q_VAL_LOSS,
   CLT_Q_VAL_ACCURACY,
   CLT_Q_COUNT
-} clt_quantity;
+} clt_cb_quantity;
 
-typedef enum { CLT_MODE_AUTO, CLT_MODE_MIN, CLT_MODE_MAX } clt_monitor_mode;
+typedef enum { CLT_CB_AUTO, CLT_CB_MIN, CLT_CB_MAX } clt_cb_mode;
 
-typedef struct clt_monitor {
-  clt_quantity quantity;
-  clt_monitor_mode mode; /* as given */
+typedef struct clt_cb_monitor {
+  clt_cb_quantity quantity;
+  clt_cb_mode mode; /* as given */
   double min_delta;      /* as given (Keras uses its absolute value) */
   int has_best;          /* 0: no value yet, the next one is an improvement */
   double best;
-} clt_monitor;
+} clt_cb_monitor;
 
 /* "loss", "accuracy", "val_loss", "val_accuracy"; "auto", "min", "max". */
-const char *clt_quantity_name(clt_quantity q);
-const char *clt_monitor_mode_name(clt_monitor_mode m);
+const char *clt_cb_quantity_name(clt_cb_quantity q);
+const char *clt_cb_mode_name(clt_cb_mode m);
 
 /* Reads monitor=, mode= and min_delta= from kw into m (its defaults are m's on
  * entry); best is reset. */
-int clt_monitor_parse(clt_kwargs *kw, clt_monitor *m, clt_err *e);
+int clt_cb_monitor_parse(clt_kwargs *kw, clt_cb_monitor *m, clt_err *e);
 
 /* Whether the monitored quantity is a validation figure. */
-int clt_monitor_needs_validation(const clt_monitor *m);
+int clt_cb_monitor_needs_validation(const clt_cb_monitor *m);
 
 /* Whether m's quantity improves downwards (min mode, or auto on a loss). */
-int clt_monitor_minimizes(const clt_monitor *m);
+int clt_cb_monitor_minimizes(const clt_cb_monitor *m);
 
 /* Keras' _is_improvement(current, best): always with no best yet. */
-int clt_monitor_improves(const clt_monitor *m, double current);
+int clt_cb_monitor_improves(const clt_cb_monitor *m, double current);
 
-/* The monitored value among an epoch's figures, indexed by clt_quantity. */
-double clt_monitor_pick(const clt_monitor *m, const double figures[CLT_Q_COUNT]);
+/* The monitored value among an epoch's figures, indexed by clt_cb_quantity. */
+double clt_cb_monitor_pick(const clt_cb_monitor *m, const double figures[CLT_Q_COUNT]);
 
 #endif

@@ -277,13 +277,13 @@ int clt_plateau_parse(const char *text, const char *flag, clt_plateau *p, clt_er
   memset(p, 0, sizeof *p);
   /* Keras' defaults. */
   p->monitor.quantity = CLT_Q_VAL_LOSS;
-  p->monitor.mode = CLT_MODE_AUTO;
+  p->monitor.mode = CLT_CB_AUTO;
   p->monitor.min_delta = 1e-4;
   p->factor = 0.1;
   double patience = 10, cooldown = 0;
   clt_kwargs kw;
   int status = clt_kwargs_parse(text, flag, &kw, e);
-  if (status || (status = clt_monitor_parse(&kw, &p->monitor, e)) ||
+  if (status || (status = clt_cb_monitor_parse(&kw, &p->monitor, e)) ||
       (status = clt_kwargs_number(&kw, "factor", 0, factor, &p->factor, NULL, e)) ||
       (status = clt_kwargs_number(&kw, "patience", 0, count, &patience, NULL, e)) ||
       (status = clt_kwargs_number(&kw, "cooldown", 0, count, &cooldown, NULL, e)) ||
@@ -302,8 +302,8 @@ void clt_plateau_format(const clt_plateau *p, char *buf, size_t size) {
   clt_exact_number(p->monitor.min_delta, delta, sizeof delta);
   clt_exact_number(p->min_lr, min_lr, sizeof min_lr);
   snprintf(buf, size, "monitor=%s,factor=%s,patience=%d,mode=%s,min_delta=%s,cooldown=%d,min_lr=%s",
-           clt_quantity_name(p->monitor.quantity), factor, p->patience,
-           clt_monitor_mode_name(p->monitor.mode), delta, p->cooldown, min_lr);
+           clt_cb_quantity_name(p->monitor.quantity), factor, p->patience,
+           clt_cb_mode_name(p->monitor.mode), delta, p->cooldown, min_lr);
 }
 
 /* Keras' _reduce_optimizer_lr: old_lr is the float32 variable's value as a Python
@@ -326,7 +326,7 @@ int clt_plateau_epoch_end(clt_plateau *p, double current, double *lr) {
     p->cooldown_counter--;
     p->wait = 0;
   }
-  if (clt_monitor_improves(&p->monitor, current)) {
+  if (clt_cb_monitor_improves(&p->monitor, current)) {
     p->monitor.best = current;
     p->monitor.has_best = 1;
     p->wait = 0;

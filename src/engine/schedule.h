@@ -76,7 +76,7 @@ float clt_schedule_lr(const clt_schedule *s, double initial, long long iteration
  * min_delta=1e-4, cooldown=0, min_lr=0) and its state. */
 typedef struct clt_plateau {
   int active;
-  clt_monitor monitor; /* with best, the state's best value */
+  clt_cb_monitor monitor; /* with best, the state's best value */
   double factor;       /* (0, 1) */
   int patience, cooldown;
   double min_lr;
