@@ -322,13 +322,19 @@ static void test_lr_control(void) {
   if (clt_checkpoint_load(path, &m, 1, &got, &e)) {
     check(0, "reading them back: %s", e.msg);
   } else {
-    check(memcmp(&got.optimizer.schedule, &st.optimizer.schedule, sizeof st.optimizer.schedule) ==
-                  0 &&
-              got.optimizer.lr == st.optimizer.lr,
-          "the schedule comes back exactly");
-    check(memcmp(&got.plateau, &st.plateau, sizeof st.plateau) == 0,
-          "the plateau's arguments and state come back exactly (wait %d, cooldown %d, best %.17g)",
-          got.plateau.wait, got.plateau.cooldown_counter, got.plateau.monitor.best);
+    char want[1024], back[1024];
+    clt_schedule_format(&st.optimizer.schedule, want, sizeof want);
+    clt_schedule_format(&got.optimizer.schedule, back, sizeof back);
+    check(strcmp(want, back) == 0 && got.optimizer.lr == st.optimizer.lr,
+          "the schedule comes back exactly: %s", back);
+    clt_plateau_format(&st.plateau, want, sizeof want);
+    clt_plateau_format(&got.plateau, back, sizeof back);
+    const clt_plateau *p = &got.plateau;
+    check(p->active && strcmp(want, back) == 0 && p->wait == 2 && p->cooldown_counter == 1 &&
+              p->monitor.has_best && p->monitor.best == 1.0 / 3,
+          "the plateau's arguments and state come back exactly (%s; wait %d, cooldown %d, best "
+          "%.17g)",
+          back, p->wait, p->cooldown_counter, p->monitor.best);
     clt_checkpoint_free(&got);
   }
   if (clt_checkpoint_load(path, &m, 0, &eval, &e)) {

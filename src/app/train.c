@@ -286,8 +286,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     if (state.plateau.active) {
       const double figures[CLT_Q_COUNT] = {rec.train.train_loss, rec.train.train_acc, rec.test_loss,
                                            rec.test_acc};
-      if (clt_plateau_epoch_end(&state.plateau, clt_cb_monitor_pick(&state.plateau.monitor, figures),
-                                &opt.lr))
+      if (clt_plateau_epoch_end(&state.plateau,
+                                clt_cb_monitor_pick(&state.plateau.monitor, figures), &opt.lr))
         rec.reduced_to = opt.lr;
       state.optimizer.lr = opt.lr;
     }

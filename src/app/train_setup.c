@@ -560,7 +560,8 @@ static int choose_lr_control(const clt_train_opts *o, const clt_schedule *schedu
         "be set (Keras' ReduceLROnPlateau refuses an optimizer with a schedule)",
         path, clt_schedule_name(opt->schedule.kind));
   }
-  if (plateau->active && clt_cb_monitor_needs_validation(&plateau->monitor) && !has_validation(data)) {
+  if (plateau->active && clt_cb_monitor_needs_validation(&plateau->monitor) &&
+      !has_validation(data)) {
     return clt_fail(e, CLT_ERR_ARG,
                     "--reduce-lr-on-plateau: monitor=%s needs validation data: a photo folder "
                     "with --validation-split (an IDX folder's t10k files are a test set); or "

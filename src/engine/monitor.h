@@ -85,8 +85,8 @@ typedef enum { CLT_CB_AUTO, CLT_CB_MIN, CLT_CB_MAX } clt_cb_mode;
 typedef struct clt_cb_monitor {
   clt_cb_quantity quantity;
   clt_cb_mode mode; /* as given */
-  double min_delta;      /* as given (Keras uses its absolute value) */
-  int has_best;          /* 0: no value yet, the next one is an improvement */
+  double min_delta; /* as given (Keras uses its absolute value) */
+  int has_best;     /* 0: no value yet, the next one is an improvement */
   double best;
 } clt_cb_monitor;
 

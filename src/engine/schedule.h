@@ -77,7 +77,7 @@ float clt_schedule_lr(const clt_schedule *s, double initial, long long iteration
 typedef struct clt_plateau {
   int active;
   clt_cb_monitor monitor; /* with best, the state's best value */
-  double factor;       /* (0, 1) */
+  double factor;          /* (0, 1) */
   int patience, cooldown;
   double min_lr;
   int wait, cooldown_counter; /* the state */

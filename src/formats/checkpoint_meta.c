@@ -381,7 +381,7 @@ static int get_plateau(const char *path, const cJSON *entry, clt_plateau *p, clt
   if (status) return status;
   char flag[4200];
   snprintf(flag, sizeof flag, "%s: metadata key reduce_lr_on_plateau.config", path);
-  if ((status = clt_plateau_parse(config->valuestring, flag, p, e)))
+  if (clt_plateau_parse(config->valuestring, flag, p, e))
     return e->code = CLT_ERR_FORMAT; /* the file's fault, not a flag's */
   if ((status = get_counter(at, entry, "wait", &p->wait, e)) ||
       (status = get_counter(at, entry, "cooldown_counter", &p->cooldown_counter, e)))
