@@ -278,6 +278,114 @@ static void test_malformed(void) {
   }
 }
 
+/* A learning-rate schedule and ReduceLROnPlateau's arguments and state come back
+ * exactly, evaluation skips them, and a bad one is refused naming the key. */
+static void test_lr_control(void) {
+  clt_model m;
+  clt_err e = {0};
+  if (clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &m, &e)) {
+    check(0, "building fmnist-cnn: %s", e.msg);
+    return;
+  }
+  clt_checkpoint st = {.optimizer = clt_optimizer_defaults(CLT_OPT_SGD), .seed = 1};
+  char dir[4096], path[4200], bad[4200];
+  snprintf(dir, sizeof dir, "%s/lr", root);
+  snprintf(bad, sizeof bad, "%s/bad-lr.npz", root);
+  st.optimizer.lr = 0.1 + 0.2;
+  int status =
+      clt_schedule_parse("piecewise:boundaries=100/200,values=0.1/0.30000000000000004/1e-3",
+                         "--lr-schedule", &st.optimizer.schedule, &e);
+  if (!status)
+    status = clt_plateau_parse("monitor=val_accuracy,factor=0.5,patience=3,cooldown=2", "flag",
+                               &st.plateau, &e);
+  st.plateau.wait = 2;
+  st.plateau.cooldown_counter = 1;
+  st.plateau.monitor.has_best = 1;
+  st.plateau.monitor.best = 1.0 / 3;
+  st.params = calloc(m.flat_floats, sizeof(float));
+  for (int k = 0; k < CLT_OPT_SLOTS; k++) st.opt_state[k] = calloc(m.flat_floats, sizeof(float));
+  if (!status) status = clt_checkpoint_save(dir, 0, &m, &st, path, sizeof path, &e);
+  if (status) {
+    check(0, "saving a schedule and a plateau: %s", e.msg);
+    clt_checkpoint_free(&st);
+    return;
+  }
+  char *text = metadata_of(path);
+  const char *shown = text ? text : "(unreadable)";
+  check(text && strstr(text, "\"learning_rate_schedule\": \"piecewise:boundaries=100/200,"
+                             "values=0.1/0.30000000000000004/0.001\"}, \"reduce_lr_on_plateau\": "
+                             "{\"config\": \"monitor=val_accuracy,factor=0.5,patience=3,mode=auto,"
+                             "min_delta=0.0001,cooldown=2,min_lr=0\", \"wait\": 2, "
+                             "\"cooldown_counter\": 1, \"best\": 0.33333333333333331}"),
+        "the schedule in the optimizer's entry, the plateau beside it: %s", shown);
+  clt_checkpoint got, eval;
+  if (clt_checkpoint_load(path, &m, 1, &got, &e)) {
+    check(0, "reading them back: %s", e.msg);
+  } else {
+    char want[1024], back[1024];
+    clt_schedule_format(&st.optimizer.schedule, want, sizeof want);
+    clt_schedule_format(&got.optimizer.schedule, back, sizeof back);
+    check(strcmp(want, back) == 0 && got.optimizer.lr == st.optimizer.lr,
+          "the schedule comes back exactly: %s", back);
+    clt_plateau_format(&st.plateau, want, sizeof want);
+    clt_plateau_format(&got.plateau, back, sizeof back);
+    const clt_plateau *p = &got.plateau;
+    check(p->active && strcmp(want, back) == 0 && p->wait == 2 && p->cooldown_counter == 1 &&
+              p->monitor.has_best && p->monitor.best == 1.0 / 3,
+          "the plateau's arguments and state come back exactly (%s; wait %d, cooldown %d, best "
+          "%.17g)",
+          back, p->wait, p->cooldown_counter, p->monitor.best);
+    clt_checkpoint_free(&got);
+  }
+  if (clt_checkpoint_load(path, &m, 0, &eval, &e)) {
+    check(0, "reading it for evaluation: %s", e.msg);
+  } else {
+    check(!eval.plateau.active && eval.optimizer.schedule.kind == CLT_SCHED_NONE,
+          "evaluation reads neither");
+    clt_checkpoint_free(&eval);
+  }
+  const struct {
+    const char *from, *to, *want;
+  } cases[] = {
+      {"\"best\": 0.33333333333333331", "\"best\": null", NULL},
+      {"\"best\": 0.33333333333333331", "\"best\": \"NaN\"", NULL},
+      {"\"best\": 0.33333333333333331", "\"best\": \"big\"",
+       "metadata key reduce_lr_on_plateau.best is a string other than NaN, Infinity or -Infinity"},
+      {"\"best\": 0.33333333333333331", "\"best\": []",
+       "metadata key reduce_lr_on_plateau.best is an array, not a number or null"},
+      {"\"wait\": 2", "\"wait\": -2",
+       "metadata key reduce_lr_on_plateau.wait is -2, not an integer of at least 0"},
+      {", \"cooldown_counter\": 1", "", "metadata lacks key reduce_lr_on_plateau.cooldown_counter"},
+      {"factor=0.5", "factor=5",
+       "metadata key reduce_lr_on_plateau.config: factor=5: expected a number in (0, 1)"},
+      {"\"config\": \"", "\"config\": 1, \"x\": \"",
+       "metadata key reduce_lr_on_plateau.config is a number, not a string"},
+      {"values=0.1/", "values=",
+       "metadata key optimizer.learning_rate_schedule piecewise: 2 boundaries need 3 values (one "
+       "more), not 2"},
+      {"\"piecewise:", "\"stepwise:",
+       "metadata key optimizer.learning_rate_schedule: unknown schedule 'stepwise' (expected "
+       "cosine, exponential, piecewise, polynomial or inverse_time, or Keras' CosineDecay, "
+       "ExponentialDecay, PiecewiseConstantDecay, PolynomialDecay or InverseTimeDecay)"},
+      {"\"learning_rate_schedule\": \"", "\"learning_rate_schedule\": false, \"x\": \"",
+       "metadata key optimizer.learning_rate_schedule is false, not a string"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *at = text ? strstr(text, cases[i].from) : NULL;
+    const size_t size = (text ? strlen(text) : 0) + strlen(cases[i].to) + 1;
+    char *edited = at ? malloc(size) : NULL, what[200];
+    if (edited)
+      snprintf(edited, size, "%.*s%s%s", (int)(at - text), text, cases[i].to,
+               at + strlen(cases[i].from));
+    snprintf(what, sizeof what, "%s -> %s", cases[i].from, cases[i].to);
+    if (!edited || with_metadata(path, bad, edited)) check(0, "%s: editing", what);
+    else expect_load(what, bad, &m, 1, cases[i].want);
+    free(edited);
+  }
+  free(text);
+  clt_checkpoint_free(&st);
+}
+
 /* Members a and b (of checkpoints pa, pb) hold the same: byte for byte, but for
  * the metadata, equal once parsed up to the cltrain version that wrote it. */
 static int same_member(const clt_npz_array *a, const clt_npz_array *b, const char *pa,
@@ -367,6 +475,7 @@ int main(int argc, char **argv) {
   }
   test_round_trip();
   test_malformed();
+  test_lr_control();
   test_fixtures(argv[1]);
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

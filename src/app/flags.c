@@ -137,6 +137,25 @@ static const clt_flag train_flags[] = {
      .max = 1e6,
      .meta = "X",
      .help = "decoupled weight decay before each update, as Keras': w -= w * X * lr"},
+    {.name = "lr-schedule",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(lr_schedule),
+     .meta = "NAME:ARGS",
+     .help = "a Keras learning-rate schedule over the optimizer's steps, from --lr: cosine "
+             "(CosineDecay: decay_steps, alpha, warmup_target, warmup_steps), exponential "
+             "(ExponentialDecay: decay_steps, decay_rate, staircase), piecewise "
+             "(PiecewiseConstantDecay: boundaries, values, lists as 100/200; --lr is values[0]), "
+             "polynomial (PolynomialDecay: decay_steps, end_learning_rate, power, cycle) or "
+             "inverse_time (InverseTimeDecay: decay_steps, decay_rate, staircase); ARGS are "
+             "name=value,... as in cosine:decay_steps=900,warmup_target=0.01,warmup_steps=100"},
+    {.name = "reduce-lr-on-plateau",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(reduce_lr_on_plateau),
+     .meta = "ARGS",
+     .help = "Keras' ReduceLROnPlateau after each epoch, name=value,... of monitor (val_loss, "
+             "val_accuracy: they need --validation-split; loss, accuracy), factor, patience, "
+             "mode, min_delta, cooldown, min_lr; those left out are Keras' defaults "
+             "val_loss, 0.1, 10, auto, 1e-4, 0, 0; not with --lr-schedule"},
     {.name = "seed",
      .type = CLT_FLAG_U64,
      .offset = TR(seed),

@@ -63,6 +63,25 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
     clt_optimizer_describe(o, hypers, sizeof hypers);
     fprintf(r->out, "Optimizer %s: %s\n", clt_optimizer_name(o->kind), hypers);
   }
+  if (o && o->schedule.kind != CLT_SCHED_NONE) {
+    char text[1024];
+    clt_schedule_format(&o->schedule, text, sizeof text);
+    fprintf(r->out, "Learning-rate schedule %s (Keras' %s)", text,
+            clt_schedule_class(o->schedule.kind));
+    if (o->schedule.kind != CLT_SCHED_PIECEWISE) fprintf(r->out, " from %g", o->lr);
+    fprintf(r->out, "\n");
+  }
+  const clt_plateau *p = plan->plateau;
+  if (p && p->active) {
+    char text[512];
+    clt_plateau_format(p, text, sizeof text);
+    fprintf(r->out, "ReduceLROnPlateau %s", text);
+    if (p->monitor.has_best)
+      fprintf(r->out, "; best %s %.6g, wait %d, cooldown %d",
+              clt_cb_quantity_name(p->monitor.quantity), p->monitor.best, p->wait,
+              p->cooldown_counter);
+    fprintf(r->out, "\n");
+  }
   if (plan->resumed_from) {
     fprintf(r->out, "Resuming from %s: %d epoch%s and %ld step%s done\n", plan->resumed_from,
             plan->first_epoch, plan->first_epoch == 1 ? "" : "s", plan->steps_done,
@@ -138,6 +157,7 @@ static int write_log(const clt_report *r, const clt_epoch_record *rec, clt_err *
           trained / res->seconds, examples, clt_trainer_global_batch(r->trainer),
           res->data_wait_seconds);
   json_string(log, r->model->name);
+  fprintf(log, ", \"learning_rate\": %.9g", rec->learning_rate);
   const int processes = clt_trainer_processes(r->trainer);
   if (processes > 1) {
     fprintf(log, ", \"processes\": %d, \"allreduce_cross_seconds\": %.3f", processes,
@@ -333,7 +353,18 @@ int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e) {
     fprintf(r->out, ", start-up %.1fs (launch to the end of the first step)",
             res->first_step_done - r->launch);
   }
+  if (r->rate_varies && (rec->first || rec->learning_rate != r->rate_shown)) {
+    fprintf(r->out, ", learning rate %.4g", rec->learning_rate);
+    r->rate_shown = rec->learning_rate;
+  }
   fprintf(r->out, "\n");
+  if (rec->reduced_to > 0 && r->plateau) {
+    const int epochs = r->plateau->patience > 0 ? r->plateau->patience : 1;
+    fprintf(r->out,
+            "  ReduceLROnPlateau: %s has not improved in %d epoch%s: learning rate %.4g -> %.4g\n",
+            clt_cb_quantity_name(r->plateau->monitor.quantity), epochs, epochs == 1 ? "" : "s",
+            rec->learning_rate, rec->reduced_to);
+  }
   print_devices(r, res);
   for (int i = 0; i < clt_trainer_replicas(r->trainer) && r->profile; i++) {
     /* This process's replicas: their events are here. */
@@ -384,7 +415,7 @@ int clt_report_tensorboard(clt_report *r, const clt_epoch_record *rec, long firs
     double value;
   } train[] = {{"epoch_loss", res->train_loss},
                {"epoch_accuracy", res->train_acc},
-               {"epoch_learning_rate", r->learning_rate},
+               {"epoch_learning_rate", rec->learning_rate},
                {"epoch_images_per_second", res->examples / res->seconds},
                {"epoch_allreduce_seconds", res->allreduce_seconds}};
   for (size_t i = 0; i < sizeof train / sizeof train[0] && !status; i++) {

@@ -27,7 +27,11 @@ typedef struct clt_report {
    * batch loss every tb_every steps (0: none). */
   clt_tb_writer *tb_train, *tb_validation;
   int tb_every;
-  double learning_rate; /* what every step used, for the log */
+  /* A schedule or ReduceLROnPlateau (its own, for the note of a reduction):
+   * the epoch lines show the rate when it changes, rate_shown the last shown. */
+  int rate_varies;
+  double rate_shown;
+  const clt_plateau *plateau;
 } clt_report;
 
 /* The run before anything is built. */
@@ -40,8 +44,9 @@ typedef struct clt_run_plan {
   int first_epoch, epochs;  /* epochs first_epoch + 1 .. epochs run */
   const char *resumed_from; /* the checkpoint resumed from, or NULL */
   long steps_done;          /* its steps */
-  /* The update every step applies, or NULL. */
+  /* The update every step applies, or NULL; its schedule, ReduceLROnPlateau (or NULL). */
   const clt_optimizer *optimizer;
+  const clt_plateau *plateau;
 } clt_run_plan;
 
 /* One epoch, as the epoch lines and the log report it. */
@@ -51,6 +56,8 @@ typedef struct clt_epoch_record {
   clt_epoch_result train;     /* the training pass */
   double test_loss, test_acc; /* NAN without a test set */
   double seconds;             /* the whole epoch, evaluation included */
+  double learning_rate;       /* the rate of its last step */
+  double reduced_to;          /* > 0: ReduceLROnPlateau lowered the rate to it after the epoch */
 } clt_epoch_record;
 
 /* --verbose: the OpenCL compilers' logs of the replicas' successful builds
@@ -74,7 +81,8 @@ void clt_report_saved(const clt_report *r, const char *path);
 /* --tensorboard: the epoch's scalars, and the batch loss of every tb_every-th step
  * of its training pass (rec's epoch, steps first_step + 1 ...), as Keras' TensorBoard
  * callback names them: epoch_loss and epoch_accuracy under train/ and validation/,
- * batch_loss, and cltrain's own epoch_learning_rate, epoch_images_per_second,
+ * batch_loss, and cltrain's own epoch_learning_rate (the rate of the epoch's last
+ * step), epoch_images_per_second,
  * epoch_allreduce_seconds, replica_<i>/share and replica_<i>/busy. */
 int clt_report_tensorboard(clt_report *r, const clt_epoch_record *rec, long first_step, clt_err *e);
 /* cltrain eval's lines. */

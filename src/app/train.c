@@ -120,6 +120,16 @@ static int stop_run(const clt_train_opts *o, clt_trainer *t, const clt_model *mo
                   name, where, written);
 }
 
+/* The schedule's and the plateau's arguments, which every process must share. */
+static void lr_control_text(const clt_optimizer *opt, const clt_plateau *plateau, char *buf,
+                            size_t size) {
+  char schedule[1024] = "", args[512] = "";
+  if (opt->schedule.kind != CLT_SCHED_NONE)
+    clt_schedule_format(&opt->schedule, schedule, sizeof schedule);
+  if (plateau->active) clt_plateau_format(plateau, args, sizeof args);
+  snprintf(buf, size, "%s|%s", schedule, args);
+}
+
 /* Process 0's starting state to every process, so all replicas start identical
  * whatever each host's floating-point library. */
 static int share_state(clt_cluster *c, const clt_model *model, clt_checkpoint *state, clt_err *e) {
@@ -173,6 +183,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   config.momentum = opt.momentum;
   config.weight_decay = opt.weight_decay;
   snprintf(config.split, sizeof config.split, "%s", o->split);
+  lr_control_text(&opt, &state.plateau, config.lr_control, sizeof config.lr_control);
   if ((status = train_same_config(c, &config, &replicas, e))) goto cleanup;
   /* --resume: the recorded global batch over this run's replicas (0 recorded
    * for a fresh run, or a checkpoint without records). */
@@ -201,6 +212,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
 
   rep.model = &model;
   rep.data = &data;
+  rep.rate_varies = opt.schedule.kind != CLT_SCHED_NONE || state.plateau.active;
+  rep.plateau = &state.plateau;
   const clt_run_plan plan = {.replica_lines = replica_lines,
                              .replicas = replicas,
                              .processes = clt_cluster_size(c),
@@ -210,7 +223,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                              .epochs = o->epochs,
                              .resumed_from = o->resume ? ckpt_path : NULL,
                              .steps_done = step,
-                             .optimizer = &opt};
+                             .optimizer = &opt,
+                             .plateau = &state.plateau};
   if (first_epoch >= o->epochs) {
     if (leader) clt_report_nothing_to_do(&rep, ckpt_path, first_epoch, o->epochs);
     goto cleanup;
@@ -265,6 +279,17 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                       : clt_fail(e, CLT_ERR_STOPPED, "stopped by a signal");
       clt_cluster_agree(c, status, e);
       goto cleanup;
+    }
+    /* After the epoch, before its save: ReduceLROnPlateau (in every process, on
+     * the same figures). */
+    rec.learning_rate = clt_optimizer_rate(&opt, step);
+    if (state.plateau.active) {
+      const double figures[CLT_Q_COUNT] = {rec.train.train_loss, rec.train.train_acc, rec.test_loss,
+                                           rec.test_acc};
+      if (clt_plateau_epoch_end(&state.plateau,
+                                clt_cb_monitor_pick(&state.plateau.monitor, figures), &opt.lr))
+        rec.reduced_to = opt.lr;
+      state.optimizer.lr = opt.lr;
     }
     if (leader) {
       /* A log or event file that cannot be written stops the run, but only after

@@ -30,6 +30,8 @@ typedef struct clt_train_opts {
   double weight_decay;   /* decoupled, all optimizers */
   /* Set explicitly (checked against a resumed checkpoint). */
   int optimizer_given, momentum_given, weight_decay_given;
+  /* --lr-schedule NAME:ARGS (from lr) and --reduce-lr-on-plateau ARGS (schedule.h); NULL: none. */
+  const char *lr_schedule, *reduce_lr_on_plateau;
   uint64_t seed;
   int batch_per_replica;
   long train_limit, test_limit; /* 0: all */

@@ -26,6 +26,8 @@ typedef struct run_config {
   long long step;
   int optimizer, nesterov;
   double lr, momentum, weight_decay;
+  /* --lr-schedule's and --reduce-lr-on-plateau's arguments. */
+  char lr_control[1536];
   char split[64];
   int replicas; /* this process's: summed, not compared */
 } run_config;

@@ -125,6 +125,8 @@ int train_same_config(clt_cluster *c, const run_config *mine, int *replicas, clt
                clt_optimizer_name((clt_optimizer_kind)a->optimizer), a->lr);
     else if (strcmp(a->split, b->split) != 0)
       snprintf(what, sizeof what, "--split (%s vs %s)", b->split, a->split);
+    else if (strcmp(a->lr_control, b->lr_control) != 0)
+      snprintf(what, sizeof what, "--lr-schedule or --reduce-lr-on-plateau");
     if (what[0]) {
       status = clt_fail(e, CLT_ERR_ARG,
                         "rank %d differs from rank 0 in %s: every process of a run must be "
@@ -490,6 +492,85 @@ static int choose_optimizer(const clt_train_opts *o, const clt_optimizer *ckpt, 
   return CLT_OK;
 }
 
+/* --lr-schedule and --reduce-lr-on-plateau, before any work: their arguments,
+ * and what a fresh run can tell from the flags alone. */
+static int parse_lr_flags(const clt_train_opts *o, clt_schedule *schedule, clt_plateau *plateau,
+                          clt_err *e) {
+  int status = CLT_OK;
+  memset(schedule, 0, sizeof *schedule);
+  memset(plateau, 0, sizeof *plateau);
+  if (o->lr_schedule && (status = clt_schedule_parse(o->lr_schedule, "--lr-schedule", schedule, e)))
+    return status;
+  if (o->reduce_lr_on_plateau &&
+      (status = clt_plateau_parse(o->reduce_lr_on_plateau, "--reduce-lr-on-plateau", plateau, e)))
+    return status;
+  if (o->lr_schedule && o->reduce_lr_on_plateau) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--reduce-lr-on-plateau: the learning rate follows --lr-schedule and cannot be "
+                    "set (Keras' ReduceLROnPlateau refuses an optimizer with a schedule)");
+  }
+  if (schedule->kind == CLT_SCHED_PIECEWISE && o->lr > 0 && o->lr != schedule->values[0]) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--lr-schedule piecewise takes its rates from values: --lr %g is not "
+                    "values[0] %g (leave --lr out)",
+                    o->lr, schedule->values[0]);
+  }
+  return CLT_OK;
+}
+
+/* Whether the run evaluates validation data after each epoch: a photo folder's
+ * --validation-split (the epoch line's Validation figures). The t10k files of an
+ * IDX folder are a test set, not validation data. */
+static int has_validation(const clt_data *d) { return d->photos && d->ntest > 0; }
+
+/* The rate's schedule into opt and the plateau into *plateau: the flags', or
+ * with --resume those the checkpoint records (in opt and *plateau already) when
+ * a flag is left out. A plateau given again with the recorded arguments keeps
+ * its state; with others it starts afresh. */
+static int choose_lr_control(const clt_train_opts *o, const clt_schedule *schedule,
+                             const clt_plateau *given, const clt_data *data, const char *path,
+                             clt_optimizer *opt, clt_plateau *plateau, clt_err *e) {
+  if (o->lr_schedule) opt->schedule = *schedule;
+  if (o->reduce_lr_on_plateau) {
+    char mine[512], recorded[512];
+    clt_plateau_format(given, mine, sizeof mine);
+    clt_plateau_format(plateau, recorded, sizeof recorded);
+    if (!plateau->active || strcmp(mine, recorded) != 0) *plateau = *given;
+  }
+  if (opt->schedule.kind == CLT_SCHED_PIECEWISE) {
+    if (o->lr > 0 && o->lr != opt->schedule.values[0]) {
+      return clt_fail(e, CLT_ERR_ARG,
+                      "--lr-schedule piecewise (%s's) takes its rates from values: --lr %g is not "
+                      "values[0] %g (leave --lr out)",
+                      path, o->lr, opt->schedule.values[0]);
+    }
+    opt->lr = opt->schedule.values[0];
+  }
+  if (plateau->active && opt->schedule.kind != CLT_SCHED_NONE && o->lr_schedule) {
+    return clt_fail(
+        e, CLT_ERR_ARG,
+        "--lr-schedule: %s records --reduce-lr-on-plateau, which cannot set a scheduled "
+        "learning rate (Keras' ReduceLROnPlateau refuses an optimizer with a schedule)",
+        path);
+  }
+  if (plateau->active && opt->schedule.kind != CLT_SCHED_NONE) {
+    return clt_fail(
+        e, CLT_ERR_ARG,
+        "--reduce-lr-on-plateau: %s's learning rate follows --lr-schedule %s and cannot "
+        "be set (Keras' ReduceLROnPlateau refuses an optimizer with a schedule)",
+        path, clt_schedule_name(opt->schedule.kind));
+  }
+  if (plateau->active && clt_cb_monitor_needs_validation(&plateau->monitor) &&
+      !has_validation(data)) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--reduce-lr-on-plateau: monitor=%s needs validation data: a photo folder "
+                    "with --validation-split (an IDX folder's t10k files are a test set); or "
+                    "monitor=loss",
+                    clt_cb_quantity_name(plateau->monitor.quantity));
+  }
+  return CLT_OK;
+}
+
 /* A fresh run's state: weights initialised once on the host from the seed and
  * broadcast, so every replica starts identical; zero optimizer state. */
 int train_fresh_state(const clt_model *model, uint64_t seed, clt_checkpoint *state, clt_err *e) {
@@ -564,7 +645,10 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
                  const clt_device **chosen, int *nchosen, clt_report *rep, clt_trace **trace,
                  int *lock_fd, clt_err *e) {
   clt_cluster *c = o->cluster;
-  int status = CLT_OK;
+  clt_schedule schedule;
+  clt_plateau plateau;
+  int status = parse_lr_flags(o, &schedule, &plateau, e);
+  if (status) return status;
   if (clt_cluster_rank(c) == 0 && (status = check_outputs(o, e))) return status;
   if (clt_cluster_size(c) > CLT_MAX_REPLICAS) {
     return clt_fail(e, CLT_ERR_ARG, "%d processes: cltrain handles up to %d", clt_cluster_size(c),
@@ -580,6 +664,9 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
   if ((status = open_train_data(&eff, data, e))) return status;
   if ((status = setup_model(&eff, data, model, state, ckpt_path, e))) return status;
   if (o->resume && (status = choose_optimizer(o, &state->optimizer, ckpt_path, opt, e)))
+    return status;
+  if ((status = choose_lr_control(o, &schedule, &plateau, data, o->resume ? ckpt_path : "the run",
+                                  opt, &state->plateau, e)))
     return status;
   state->optimizer = *opt; /* what the checkpoints record */
   if (!o->resume || !state->data.known || o->data_given) {
@@ -614,7 +701,6 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
     if (!status && data->ntest)
       status = clt_tb_open(o->tensorboard_dir, "validation", &rep->tb_validation, e);
     rep->tb_every = o->tensorboard_every;
-    rep->learning_rate = opt->lr;
   }
   return status;
 }

@@ -238,11 +238,20 @@ void clt_optimizer_describe(const clt_optimizer *o, char *buf, size_t size) {
   }
 }
 
+double clt_optimizer_rate(const clt_optimizer *o, long step) {
+  if (o->schedule.kind == CLT_SCHED_NONE) return o->lr;
+  return (double)clt_schedule_lr(&o->schedule, o->lr, (long long)step - 1);
+}
+
 int clt_optimizer_update(clt_replica *r, const clt_optimizer *o, long step,
                          const clt_optimizer_buffers *b, clt_err *e) {
   const clt_optimizer_ops *ops = clt_optimizer_ops_of(o->kind);
   if (!ops) return clt_fail(e, CLT_ERR_INTERNAL, "unknown optimizer kind %d", (int)o->kind);
-  return ops->update(r, o, step, b, e);
+  if (o->schedule.kind == CLT_SCHED_NONE) return ops->update(r, o, step, b, e);
+  /* The step's rate is a kernel argument: a copy with it, nothing allocated. */
+  clt_optimizer at = *o;
+  at.lr = clt_optimizer_rate(o, step);
+  return ops->update(r, &at, step, b, e);
 }
 
 int clt_optimizer_kernels(clt_replica *r, clt_err *e) {

@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "replica.h"
+#include "schedule.h"
 
 typedef enum { CLT_OPT_ADAM, CLT_OPT_SGD, CLT_OPT_RMSPROP } clt_optimizer_kind;
 
@@ -41,6 +42,9 @@ typedef struct clt_optimizer {
   double epsilon;  /* adam, rmsprop */
   double beta1, beta2;
   double weight_decay; /* decoupled, before the update */
+  /* --lr-schedule: each step's rate from lr, the initial one (kind
+   * CLT_SCHED_NONE: lr throughout). */
+  clt_schedule schedule;
 } clt_optimizer;
 
 /* The hyper-parameters any kind may use. */
@@ -124,7 +128,12 @@ void clt_optimizer_list(clt_hyper h, const char *conj, char *buf, size_t size);
 /* What the run's report says of o: "learning rate 0.001, beta_1 0.9, ...". */
 void clt_optimizer_describe(const clt_optimizer *o, char *buf, size_t size);
 
-/* Enqueues o's step `step` on r (the update kernels of its kind). */
+/* The learning rate of step `step` (1-based): the schedule's at step - 1
+ * iterations, else lr. */
+double clt_optimizer_rate(const clt_optimizer *o, long step);
+
+/* Enqueues o's step `step` on r (the update kernels of its kind), at the rate
+ * clt_optimizer_rate gives it. */
 int clt_optimizer_update(clt_replica *r, const clt_optimizer *o, long step,
                          const clt_optimizer_buffers *b, clt_err *e);
 

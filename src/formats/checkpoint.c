@@ -322,7 +322,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
     goto cleanup;
   }
   arrays = calloc((size_t)narrays, sizeof *arrays);
-  meta = clt_checkpoint_meta_json(m, &st->optimizer, &st->data);
+  meta = clt_checkpoint_meta_json(m, &st->optimizer, &st->plateau, &st->data);
   if (meta) meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
   if (st->class_names) names_text = calloc(strlen(st->class_names) + 1, sizeof *names_text);
   if (st->keras_json) json_text = calloc(strlen(st->keras_json) + 1, sizeof *json_text);
@@ -632,7 +632,10 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
                       path, m->name, meta.architecture, arch);
     goto cleanup;
   }
-  if (with_optimizer) st->optimizer = meta.optimizer;
+  if (with_optimizer) {
+    st->optimizer = meta.optimizer;
+    st->plateau = meta.plateau;
+  }
   st->data = meta.data;
   st->params = calloc(m->flat_floats, sizeof(float));
   int nomem = !st->params;

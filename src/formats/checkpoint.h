@@ -9,7 +9,11 @@
  * the seed and e, so the seed is the order's whole state), and "metadata", a
  * JSON string with the format version, model name, input shape, classes,
  * architecture, optimizer (as Keras' get_config: {"name": "sgd", "learning_rate":
- * 0.01, "momentum": 0.9, ...}), the data the run trained on ({"path": "/abs/dir",
+ * 0.01, "momentum": 0.9, ...}; under --lr-schedule also "learning_rate_schedule":
+ * "cosine:decay_steps=1000,...", learning_rate being its initial rate),
+ * ReduceLROnPlateau's arguments and state ({"config": "monitor=val_loss,...",
+ * "wait": 1, "cooldown_counter": 0, "best": 0.31}, learning_rate being its
+ * current rate), the data the run trained on ({"path": "/abs/dir",
  * "train_limit": 640, "test_limit": 0, "validation_split": 0, "global_batch": 64}:
  * --data resolved, the flags that select examples and how many make a step; with
  * data/seed and the input size, what --resume and eval default to) and cltrain
@@ -67,6 +71,9 @@ typedef struct clt_checkpoint {
   /* Its kind and hyper-parameters. lr 0: not recorded (a checkpoint of an older
    * cltrain, whose state is Adam's), and not written by a save. */
   clt_optimizer optimizer;
+  /* --reduce-lr-on-plateau's arguments and state (active 0: none), in the
+   * metadata beside the optimizer; its current rate is the optimizer's lr. */
+  clt_plateau plateau;
   int64_t iterations; /* optimizer steps taken */
   int64_t epoch;      /* epochs completed */
   int64_t save_counter;

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,30 @@ static int add_optimizer(cJSON *root, const clt_optimizer *opt) {
     const double v = clt_optimizer_get(opt, h);
     ok = add(o, clt_hypers[h].key, clt_hypers[h].flag ? cJSON_CreateBool(v != 0) : number(v));
   }
+  if (ok && opt->schedule.kind != CLT_SCHED_NONE) {
+    char text[1024];
+    clt_schedule_format(&opt->schedule, text, sizeof text);
+    ok = add(o, "learning_rate_schedule", cJSON_CreateString(text));
+  }
   return ok;
+}
+
+/* A number JSON cannot hold as one, as the string Python's json writes for it. */
+static cJSON *any_number(double v) {
+  if (isfinite(v)) return number(v);
+  return cJSON_CreateString(isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+}
+
+/* ReduceLROnPlateau's entry: its arguments as --reduce-lr-on-plateau takes them
+ * and its state (best: null before the first epoch). */
+static int add_plateau(cJSON *root, const clt_plateau *p) {
+  char text[512];
+  clt_plateau_format(p, text, sizeof text);
+  cJSON *o = cJSON_CreateObject();
+  return add(root, "reduce_lr_on_plateau", o) && add(o, "config", cJSON_CreateString(text)) &&
+         add(o, "wait", cJSON_CreateNumber(p->wait)) &&
+         add(o, "cooldown_counter", cJSON_CreateNumber(p->cooldown_counter)) &&
+         add(o, "best", p->monitor.has_best ? any_number(p->monitor.best) : cJSON_CreateNull());
 }
 
 /* The data's entry: where the examples come from and the limits and split that
@@ -103,7 +127,7 @@ static size_t spaced(const char *compact, char *out) {
  * other model is rebuilt from its architecture and carries it. The layout is
  * Python json.dumps' (", " and ": ", ASCII). */
 char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
-                               const clt_checkpoint_data *data) {
+                               const clt_plateau *plateau, const clt_checkpoint_data *data) {
   static _Thread_local char arch[CLT_DESCRIBE_MAX];
   const int input[3] = {m->input.h, m->input.w, m->input.c};
   char *compact = NULL, *text = NULL;
@@ -119,6 +143,7 @@ char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
   }
   ok = ok && add(root, "architecture", cJSON_CreateString(arch));
   if (ok && opt->lr > 0) ok = add_optimizer(root, opt);
+  if (ok && opt->lr > 0 && plateau && plateau->active) ok = add_plateau(root, plateau);
   if (ok && data && data->known) ok = add_data(root, data);
   ok = ok && add(root, "cltrain_version", cJSON_CreateString(CLT_VERSION));
   if (ok && (compact = cJSON_PrintUnformatted(root)) && (text = malloc(spaced(compact, NULL) + 1)))
@@ -284,7 +309,16 @@ static int get_optimizer(const char *path, const cJSON *entry, clt_optimizer *o,
     }
     clt_optimizer_set(o, h, d);
   }
-  return CLT_OK;
+  const cJSON *schedule;
+  if ((status = lookup(at, entry, "learning_rate_schedule", cJSON_String, "a string", 0, &schedule,
+                       e)) ||
+      !schedule)
+    return status;
+  char flag[4200];
+  snprintf(flag, sizeof flag, "%s: metadata key optimizer.learning_rate_schedule", path);
+  status = clt_schedule_parse(schedule->valuestring, flag, &o->schedule, e);
+  if (status) e->code = status = CLT_ERR_FORMAT; /* the file's fault, not a flag's */
+  return status;
 }
 
 /* A member of the data's entry that is an integer from min to INT_MAX. */
@@ -328,10 +362,49 @@ static int get_data(const char *path, const cJSON *entry, clt_checkpoint_data *d
   return CLT_OK;
 }
 
+/* A counter of the plateau's state: an integer of at least 0. */
+static int get_counter(place at, const cJSON *obj, const char *key, int *out, clt_err *e) {
+  long v = 0;
+  int status = get_count(at, obj, key, 0, &v, e);
+  *out = (int)v;
+  return status;
+}
+
+/* ReduceLROnPlateau's entry into p: its arguments read as the flag's, its state. */
+static int get_plateau(const char *path, const cJSON *entry, clt_plateau *p, clt_err *e) {
+  const place at = {path, "reduce_lr_on_plateau."};
+  const cJSON *config, *best;
+  int status = lookup(at, entry, "config", cJSON_String, "a string", 1, &config, e);
+  if (!status)
+    status = lookup(at, entry, "best", cJSON_Number | cJSON_String | cJSON_NULL, "a number or null",
+                    1, &best, e);
+  if (status) return status;
+  char flag[4200];
+  snprintf(flag, sizeof flag, "%s: metadata key reduce_lr_on_plateau.config", path);
+  if (clt_plateau_parse(config->valuestring, flag, p, e))
+    return e->code = CLT_ERR_FORMAT; /* the file's fault, not a flag's */
+  if ((status = get_counter(at, entry, "wait", &p->wait, e)) ||
+      (status = get_counter(at, entry, "cooldown_counter", &p->cooldown_counter, e)))
+    return status;
+  p->monitor.has_best = !cJSON_IsNull(best);
+  if (cJSON_IsNumber(best)) {
+    p->monitor.best = best->valuedouble;
+  } else if (cJSON_IsString(best)) {
+    const char *t = best->valuestring;
+    if (strcmp(t, "NaN") != 0 && strcmp(t, "Infinity") != 0 && strcmp(t, "-Infinity") != 0)
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: metadata key reduce_lr_on_plateau.best is a string other than NaN, "
+                      "Infinity or -Infinity",
+                      path);
+    p->monitor.best = t[0] == 'N' ? NAN : t[0] == '-' ? -INFINITY : INFINITY;
+  }
+  return CLT_OK;
+}
+
 static int parse(const char *path, const cJSON *root, int with_optimizer, clt_checkpoint_meta *meta,
                  clt_err *e) {
   const place at = {path, ""};
-  const cJSON *output, *optimizer, *data;
+  const cJSON *output, *optimizer, *data, *plateau;
   int status;
   if (!cJSON_IsObject(root)) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata is %s, not a JSON object", path,
@@ -347,13 +420,17 @@ static int parse(const char *path, const cJSON *root, int with_optimizer, clt_ch
       (status = lookup(at, root, "output", cJSON_String, "a string", 0, &output, e)) ||
       (status = lookup(at, root, "optimizer", cJSON_Object, "an object", 0, &optimizer, e)) ||
       (status = lookup(at, root, "data", cJSON_Object, "an object", 0, &data, e)) ||
+      (status = lookup(at, root, "reduce_lr_on_plateau", cJSON_Object, "an object", 0, &plateau,
+                       e)) ||
       (data && (status = get_data(path, data, &meta->data, e))))
     return status;
   meta->softmax_output = output && strcmp(output->valuestring, "softmax") == 0;
   /* No optimizer recorded: an older cltrain's checkpoint, holding Adam's state. */
   meta->optimizer = clt_optimizer_defaults(CLT_OPT_ADAM);
   meta->optimizer.lr = 0;
-  if (with_optimizer && optimizer) return get_optimizer(path, optimizer, &meta->optimizer, e);
+  if (with_optimizer && optimizer && (status = get_optimizer(path, optimizer, &meta->optimizer, e)))
+    return status;
+  if (with_optimizer && plateau) return get_plateau(path, plateau, &meta->plateau, e);
   return CLT_OK;
 }
 
