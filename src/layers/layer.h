@@ -219,6 +219,12 @@ struct clt_layer {
   clt_param params[CLT_MAX_LAYER_PARAMS];
 };
 
+/* The parameter p of l as its backward pass sees it: p, or NULL when l is frozen
+ * (its weights get no gradient; its backward computes the input's alone). */
+static inline const clt_param *clt_layer_trained(const clt_layer *l, const clt_param *p) {
+  return l->frozen ? NULL : p;
+}
+
 /* A kind's view of l->hp: `clt_layer_hp(l, conv_hp)`; the size is checked at build time. */
 #define clt_layer_hp(l, type) \
   ((void)sizeof(char[sizeof(type) <= CLT_LAYER_HP_BYTES ? 1 : -1]), (type *)(void *)(l)->hp)
