@@ -20,9 +20,14 @@
  * 4. Without BatchNormalization in the prefix, a frozen prefix changes nothing
  *    above it: the trained layers' gradients equal, bit for bit, the ones the
  *    whole network computes.
+ * 5. Against Keras (the fixture of tests/models/make_freeze_fixtures.py, given as
+ *    the argument): its model file frozen up to its first BatchNormalization, the
+ *    same weights and batch, one step of Adam, SGD with momentum and RMSprop:
+ *    every weight, moving statistics included, as Keras' train_on_batch left it.
  *
  * Prints "ok: ..." per check, "FAIL: ..." with the error, "N passed, M failed"
- * last, and exits non-zero on any failure. */
+ * last, and exits non-zero on any failure.
+ * usage: test_freeze [FIXTURE_DIR] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +35,14 @@
 
 #include "backend.h"
 #include "check.h"
+#include "keras.h"
 #include "kernels_used.h"
 #include "model.h"
 #include "net.h"
+#include "npz.h"
 #include "ref_model.h"
 #include "rng.h"
+#include "weights.h"
 
 static clt_err E;
 static clt_rng RNG;
@@ -380,7 +388,120 @@ static void test_same_above(clt_replica *r) {
   free(x);
 }
 
-int main(void) {
+/* ---- 5. one step against Keras ------------------------------------------------------ */
+
+/* float32 member `name` of z with n values into out; 0 when it is not so. */
+static int get_floats(const clt_npz *z, const char *name, size_t n, float *out) {
+  const clt_npz_array *a = clt_npz_find(z, name);
+  if (!a || strcmp(a->dtype, "<f4") != 0 || a->bytes != n * sizeof *out) return 0;
+  memcpy(out, a->data, a->bytes); /* the archive's data need not be aligned */
+  return 1;
+}
+
+static void test_keras_step(clt_replica *r, const char *dir) {
+  /* make_freeze_fixtures.py's OPTIMIZERS: Keras' defaults but these. */
+  struct {
+    const char *name;
+    clt_optimizer_kind kind;
+    double lr, momentum;
+  } const opts[] = {{"adam", CLT_OPT_ADAM, 0.01, 0},
+                    {"sgd", CLT_OPT_SGD, 0.1, 0.9},
+                    {"rmsprop", CLT_OPT_RMSPROP, 0.01, 0}};
+  char path[1024];
+  clt_npz *z = NULL;
+  static clt_model m;
+  snprintf(path, sizeof path, "%s/step.npz", dir);
+  if (clt_npz_read(path, &z, &E)) {
+    check(0, "the Keras fixture: %s", E.msg);
+    return;
+  }
+  const clt_npz_array *y = clt_npz_find(z, "y");
+  const clt_keras_opts ko = {.data = {8, 8, 3},
+                             .classes = 3,
+                             .preprocess = CLT_PRE_RAW,
+                             .weights_given = 1};
+  enum { B = 4 };
+  float x[B * 8 * 8 * 3];
+  int labels[B];
+  snprintf(path, sizeof path, "%s/model.json", dir);
+  if (!y || strcmp(y->dtype, "<i8") != 0 || y->bytes != B * sizeof(int64_t) ||
+      !get_floats(z, "x", sizeof x / sizeof x[0], x)) {
+    check(0, "the Keras fixture holds x (4, 8, 8, 3) and y (4,)");
+    clt_npz_free(z);
+    return;
+  }
+  for (int b = 0; b < B; b++) {
+    int64_t v;
+    memcpy(&v, (const char *)y->data + b * sizeof v, sizeof v);
+    labels[b] = (int)v;
+  }
+  if (clt_keras_load(path, &ko, &m, NULL, &E) ||
+      clt_model_freeze_until(&m, "batch_normalization", "--freeze-until", &E)) {
+    check(0, "the Keras fixture's model: %s", E.msg);
+    clt_npz_free(z);
+    return;
+  }
+  float *start = xcalloc(m.flat_floats, sizeof *start),
+        *after = xcalloc(m.flat_floats, sizeof *after);
+  float *want = xcalloc(m.flat_floats, sizeof *want);
+  snprintf(path, sizeof path, "%s/weights.npz", dir);
+  int status = clt_weights_load(&m, path, start, &E);
+  if (status) check(0, "the Keras fixture's weights: %s", E.msg);
+  for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !status; k++) {
+    clt_optimizer opt = clt_optimizer_defaults(opts[k].kind);
+    opt.lr = opts[k].lr;
+    opt.momentum = opts[k].momentum;
+    clt_net *net = NULL;
+    status = clt_net_create(&m, r, B, 1, &net, &E) || clt_net_write_params(net, start, &E) ||
+             write_batch(net, x, labels, B, &E) ||
+             clt_net_forward_backward(net, B, 1.0f / B, 0, 1, &E) ||
+             clt_net_update(net, &opt, 1, &E) || clt_net_read_params(net, after, &E);
+    if (status) {
+      check(0, "%s step on the Keras fixture: %s", opts[k].name, E.msg);
+      clt_net_destroy(net);
+      break;
+    }
+    clt_net_destroy(net);
+    /* Each weight against Keras', relative to the tensor's largest value (Adam's
+     * and RMSprop's first step, lr * g / |g|, turns a gradient's rounding near 0
+     * into up to 1e-3 of the step); the moving statistics apart: cltrain updates
+     * the moving variance with the batch's unbiased variance (docs/photos.md),
+     * Keras 3 with the biased one, (1 - momentum) / (rows - 1) = 1.6e-4 of the
+     * batch's variance here. */
+    double worst[2] = {0, 0};
+    int compared = 0, frozen_same = 1;
+    char worst_at[2][96] = {"", ""};
+    for (int i = 0; i < m.nlayers; i++)
+      for (int p = 0; p < m.layers[i].nparams; p++) {
+        const clt_param *q = &m.layers[i].params[p];
+        char name[128];
+        snprintf(name, sizeof name, "%s/%s/%s", opts[k].name, m.layers[i].name, q->name);
+        if (!get_floats(z, name, q->size, want + q->offset)) continue;
+        compared++;
+        double big = 0, err = 0;
+        for (size_t j = 0; j < q->size; j++) big = fmax(big, fabs(want[q->offset + j]));
+        for (size_t j = 0; j < q->size; j++)
+          err = fmax(err, fabs((double)after[q->offset + j] - want[q->offset + j]) / big);
+        if (m.layers[i].frozen)
+          frozen_same &= memcmp(after + q->offset, start + q->offset, q->size * sizeof *after) == 0;
+        const int stat = q->non_trainable != 0;
+        if (err > worst[stat]) {
+          worst[stat] = err;
+          snprintf(worst_at[stat], sizeof worst_at[stat], " at %s/%s", m.layers[i].name, q->name);
+        }
+      }
+    check(compared == 14 && worst[0] < 2e-5 && worst[1] < 5e-5 && frozen_same,
+          "%s, one step with the first layers frozen: the 14 weights as Keras' (worst relative "
+          "difference %.1e%s; moving statistics %.1e%s), the frozen ones unchanged",
+          opts[k].name, worst[0], worst_at[0], worst[1], worst_at[1]);
+  }
+  free(start);
+  free(after);
+  free(want);
+  clt_npz_free(z);
+}
+
+int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   clt_rng_seed(&RNG, 4321, 0);
   test_layout();
@@ -393,6 +514,7 @@ int main(void) {
     test_mixed(r);
     test_stops(r);
     test_same_above(r);
+    if (argc > 1) test_keras_step(r, argv[1]);
   }
   if (r) {
     log_kernels_used(r);
