@@ -59,10 +59,12 @@ if [ "$got" = "['conv2d', 'max_pooling2d', 'conv2d_1', 'max_pooling2d_1'] ['dens
 else
   bad "metadata and slots of a frozen run ($got)"
 fi
-if grep -q '^Model fmnist-cnn: 175514 parameters, 7 layers' "$tmp/frozen.txt"; then
-  ok "the run's report is as before"
+if grep -q '^Model fmnist-cnn: 175514 parameters, 7 layers' "$tmp/frozen.txt" &&
+  grep -qx 'Frozen: 4 of 7 layers, 46800 of 175514 parameters not trained' "$tmp/frozen.txt" &&
+  ! grep -q '^Frozen' "$tmp/base.txt"; then
+  ok "the run's report says what is frozen"
 else
-  bad "the run's report ($(head -1 "$tmp/frozen.txt"))"
+  bad "the run's report ($(head -2 "$tmp/frozen.txt"))"
 fi
 
 # --- a plain --resume keeps the freezing, bit for bit -----------------------------

@@ -74,11 +74,10 @@ static const clt_flag train_flags[] = {
      .type = CLT_FLAG_STRING,
      .offset = TR(freeze_until),
      .meta = "LAYER",
-     .help = "freeze every layer up to and including LAYER, in the model's layer order, on top "
-             "of those the model file freezes: their weights are not trained and a frozen "
+     .help = "freeze every layer up to and including LAYER (in model order), on top of the "
+             "model file's frozen layers: their weights are not trained, a frozen "
              "BatchNormalization normalises with its moving statistics; with --resume it "
-             "replaces the checkpoint's freezing (none: every layer trains again), and the "
-             "optimizer slots of layers that become trainable start at zero"},
+             "replaces the checkpoint's freezing (none: every layer trains)"},
     {.name = "preprocess",
      .type = CLT_FLAG_STRING,
      .offset = TR(preprocess),

@@ -482,21 +482,33 @@ static int edit_distance(const char *a, const char *b) {
   return row[lb];
 }
 
-/* Up to four layer names close to `name` (containing it, or a few edits away),
- * nearest first, as ", "-separated text; "" when none is. */
+/* How close layer name `layer` is to `name`, smaller is closer: edits, then the
+ * longer common prefix first (conv5_block3_1_bn before conv2_block3_add for
+ * conv5_block3_out); -1 when it is not close (more edits than a third of name,
+ * at least 2, and not containing it). */
+static int closeness(const char *name, const char *layer) {
+  const int len = (int)strlen(name), limit = len / 3 > 2 ? len / 3 : 2;
+  const int d = edit_distance(name, layer);
+  if (d > limit && !(len >= 3 && strstr(layer, name))) return -1;
+  int common = 0;
+  while (common < 63 && name[common] && name[common] == layer[common]) common++;
+  return d * 64 + (63 - common);
+}
+
+/* Up to four layer names close to `name`, closest first, as ", "-separated text;
+ * "" when none is. */
 static void close_names(const clt_model *m, const char *name, char *buf, size_t size) {
   enum { MAX = 4 };
-  int best[MAX], dist[MAX], n = 0;
-  const int len = (int)strlen(name), limit = len / 3 > 2 ? len / 3 : 2;
+  int best[MAX], score[MAX], n = 0;
   for (int i = 0; i < m->nlayers; i++) {
-    const int d = edit_distance(name, m->layers[i].name);
-    if (d > limit && !(len >= 3 && strstr(m->layers[i].name, name))) continue;
+    const int d = closeness(name, m->layers[i].name);
+    if (d < 0) continue;
     int at = n < MAX ? n++ : MAX;
-    while (at > 0 && dist[at - 1] > d) {
-      if (at < MAX) best[at] = best[at - 1], dist[at] = dist[at - 1];
+    while (at > 0 && score[at - 1] > d) {
+      if (at < MAX) best[at] = best[at - 1], score[at] = score[at - 1];
       at--;
     }
-    if (at < MAX) best[at] = i, dist[at] = d;
+    if (at < MAX) best[at] = i, score[at] = d;
   }
   buf[0] = '\0';
   for (int k = 0; k < n && strlen(buf) + 1 < size; k++) {
