@@ -647,7 +647,7 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
   if (!o->resume && (status = choose_optimizer(o, NULL, NULL, opt, e))) return status;
   /* With --resume the flags in effect are partly the checkpoint's. */
   clt_train_opts eff = *o;
-  unsigned char was_frozen[CLT_MAX_LAYERS];
+  unsigned char was_frozen[CLT_MAX_LAYERS] = {0};
   if (o->resume) {
     status = resume_checkpoint(o, ckpt_path, path_size, model, state, was_frozen, e);
     if (status) return status;

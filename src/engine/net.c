@@ -564,9 +564,10 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
     const clt_grad_plan *p = &net->grad_plan[i];
     /* Input j's gradient, where some layer below trains (frozen layers below the
      * lowest trainable one need none: the pass stops there). */
-    int wanted[2] = {0, 0};
-    for (int j = 0; j < l->ninputs; j++)
-      wanted[j] = l->inputs[j] >= 0 && net->grads_needed[l->inputs[j]] && p->in[j] >= 0;
+    int wanted[2];
+    for (int j = 0; j < 2; j++)
+      wanted[j] = j < l->ninputs && l->inputs[j] >= 0 && net->grads_needed[l->inputs[j]] &&
+                  p->in[j] >= 0;
     const int in_place = wanted[0] && adds_in_place(l, p);
     clt_replica_scope(net->replica, l->name, "backward");
     if (net->grads_needed[i] && s->backward && l->ops->backward) {
@@ -583,7 +584,7 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
       status = l->ops->backward(l, &io, e);
       io.dx_accumulate = 0;
     }
-    for (int j = 0; j < l->ninputs && !status; j++) {
+    for (int j = 0; j < 2 && !status; j++) {
       if (!wanted[j] || p->add_to[j] < 0 || (j == 0 && in_place)) continue;
       const size_t n = clt_shape_size(m->layers[l->inputs[j]].out) * (size_t)count;
       status = accumulate(net, net->grad_pool[p->add_to[j]], net->grad_pool[p->in[j]], n, e);

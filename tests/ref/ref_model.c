@@ -21,6 +21,7 @@ static int backward_layer(const clt_model *m, int i, clt_ref_io *io, double *con
   double *unused = l->frozen ? calloc(m->flat_floats, sizeof *unused) : NULL;
   if (!dx || (l->frozen && !unused)) {
     free(dx);
+    free(unused);
     return -1;
   }
   io->dx = dx;
