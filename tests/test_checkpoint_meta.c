@@ -251,6 +251,18 @@ static void test_malformed(void) {
       {0, 0, "\"global_batch\": 64", "\"global_batch\": 0",
        "metadata key data.global_batch is 0, not an integer of at least 1"},
       {0, 0, ", \"global_batch\": 64", "", "metadata lacks key data.global_batch"},
+      {0, 0, "\"architecture\"", "\"frozen\": 3, \"architecture\"",
+       "metadata key frozen is a number, not an array"},
+      {0, 0, "\"architecture\"", "\"frozen\": [\"conv2d\", 1], \"architecture\"",
+       "metadata key frozen holds a number, not a layer name (a string of at most 31 "
+       "characters)"},
+      {0, 0, "\"architecture\"", "\"frozen\": [\"conv2d\", \"conv3d\"], \"architecture\"",
+       "metadata key frozen names no layer of model fmnist-cnn: \"conv3d\""},
+      /* A layer recorded frozen has no optimizer slots, but evaluation reads none. */
+      {0, 1, "\"architecture\"", "\"frozen\": [\"conv2d\"], \"architecture\"",
+       "unexpected member optimizer/conv2d/kernel/velocity (not part of a checkpoint of model "
+       "fmnist-cnn trained with rmsprop)"},
+      {0, 0, "\"architecture\"", "\"frozen\": [\"conv2d\"], \"architecture\"", NULL},
       /* A checkpoint without data (an older cltrain) loads. */
       {0, 1, "\"data\": {", "\"unused\": {", NULL},
       /* What evaluation does not read, or no kind uses, does not matter. */

@@ -71,6 +71,14 @@ static const clt_flag train_flags[] = {
      .meta = "FILE.npz",
      .help = "start from these weights: Keras' get_weights() as np.savez(FILE, *weights) writes "
              "them, or members named <layer>/<weight> (a cltrain checkpoint is such a file)"},
+    {.name = "freeze-until",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(freeze_until),
+     .meta = "LAYER",
+     .help = "freeze every layer up to and including LAYER (in model order), on top of the "
+             "model file's frozen layers: their weights are not trained, a frozen "
+             "BatchNormalization normalises with its moving statistics; with --resume it "
+             "replaces the checkpoint's freezing (none: every layer trains)"},
     {.name = "preprocess",
      .type = CLT_FLAG_STRING,
      .offset = TR(preprocess),

@@ -38,6 +38,17 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
           m->name, m->param_count, m->nlayers, m->nlayers == 1 ? "" : "s", d->ntrain, d->ntest,
           d->photos ? "validation" : "test", d->ntest == 1 ? "" : "s", m->input.h, m->input.w,
           m->input.c);
+  int frozen = 0;
+  size_t frozen_params = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    frozen += m->layers[i].frozen;
+    for (int p = 0; p < m->layers[i].nparams && m->layers[i].frozen; p++)
+      frozen_params += m->layers[i].params[p].size;
+  }
+  if (frozen) {
+    fprintf(r->out, "Frozen: %d of %d layers, %zu of %zu parameters not trained\n", frozen,
+            m->nlayers, frozen_params, m->param_count);
+  }
   if (d->class_names) {
     fprintf(r->out, "Photos from %s: %d class%s (%s", d->spec.dir, d->classes,
             d->classes == 1 ? "" : "es", d->class_names[0]);

@@ -36,6 +36,9 @@ typedef struct clt_train_opts {
   int batch_per_replica;
   long train_limit, test_limit; /* 0: all */
   const char *log_path;         /* JSON Lines, one object per epoch; NULL: none */
+  /* Freeze every layer up to this one ("none": no layer); NULL: the model file's
+   * frozen layers (with --resume: the checkpoint's). */
+  const char *freeze_until;
   const char *checkpoint_dir;
   int checkpoint_every;        /* epochs; 0: never */
   int keep;                    /* newest checkpoints kept; 0: all */

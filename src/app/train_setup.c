@@ -81,6 +81,7 @@ static uint64_t model_hash(const clt_model *m) {
   clt_model_describe(m, text, CLT_DESCRIBE_MAX);
   for (size_t i = 0; i < CLT_DESCRIBE_MAX && text[i]; i++)
     h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+  for (int i = 0; i < m->nlayers; i++) h = (h ^ (uint64_t)m->layers[i].frozen) * 1099511628211ull;
   free(text);
   return h;
 }
@@ -266,11 +267,83 @@ static int same_keras_model(const clt_train_opts *o, clt_data *data, const char 
   return status;
 }
 
+/* --freeze-until's value that freezes no layer (unless a layer is so named). */
+#define FREEZE_NONE "none"
+
+/* --freeze-until: every layer up to the one it names frozen, on top of the model
+ * file's frozen layers, or with --resume instead of the checkpoint's; laid out. */
+static int freeze_until(const clt_train_opts *o, clt_model *model, clt_err *e) {
+  int status = CLT_OK;
+  for (int i = 0; i < model->nlayers && o->resume && o->freeze_until; i++)
+    model->layers[i].frozen = 0;
+  if (o->freeze_until &&
+      (strcmp(o->freeze_until, FREEZE_NONE) != 0 || clt_model_find(model, FREEZE_NONE) >= 0))
+    status = clt_model_freeze_until(model, o->freeze_until, "--freeze-until", e);
+  clt_model_layout(model);
+  if (!status && model->trainable_floats == 0) {
+    if (o->freeze_until) {
+      return clt_fail(e, CLT_ERR_ARG,
+                      "--freeze-until %s freezes every layer of model %s that has weights: "
+                      "nothing to train",
+                      o->freeze_until, model->name);
+    }
+    return clt_fail(e, CLT_ERR_ARG,
+                    "model %s: every layer that has weights is frozen: nothing to train",
+                    model->name);
+  }
+  return status;
+}
+
+/* n with a comma between groups of three digits: "1,234,567". */
+static void thousands(size_t n, char *buf, size_t size) {
+  char digits[32];
+  const int len = snprintf(digits, sizeof digits, "%zu", n);
+  size_t used = 0;
+  for (int i = 0; i < len && used + 2 < size; i++) {
+    if (i > 0 && (len - i) % 3 == 0) buf[used++] = ',';
+    buf[used++] = digits[i];
+  }
+  buf[used] = '\0';
+}
+
+/* Process 0's notes on the layers a resumed run trains that its checkpoint froze
+ * (`was`), and back: what happens to their optimizer slots. */
+static void note_freezing(const clt_train_opts *o, const clt_model *m, const unsigned char *was,
+                          const clt_optimizer *opt) {
+  if (clt_cluster_rank(o->cluster) != 0) return;
+  const int slots = clt_optimizer_slot(opt, 0) != NULL;
+  for (int unfreezing = 1; unfreezing >= 0; unfreezing--) {
+    int layers = 0;
+    size_t weights = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+      const clt_layer *l = &m->layers[i];
+      const int changed = unfreezing ? was[i] && !l->frozen : !was[i] && l->frozen;
+      if (!l->nparams || !changed) continue;
+      layers++;
+      for (int p = 0; p < l->nparams; p++)
+        weights += l->params[p].non_trainable ? 0 : l->params[p].size;
+    }
+    if (!layers) continue;
+    char shown[32];
+    thousands(weights, shown, sizeof shown);
+    fprintf(stderr, "cltrain: note: %d layer%s (%s weights) become%s %s%s%s\n", layers,
+            layers == 1 ? "" : "s", shown, layers == 1 ? "s" : "",
+            unfreezing ? "trainable" : "frozen",
+            !slots        ? ""
+            : layers == 1 ? "; its optimizer slots "
+                          : "; their optimizer slots ",
+            !slots       ? ""
+            : unfreezing ? "start at zero"
+                         : "are dropped");
+  }
+}
+
 /* --resume, before the data is opened: the newest checkpoint's model, weights,
  * optimizer state, counters and data records; flags that contradict its model are
- * refused. */
+ * refused. The model's frozen layers are the checkpoint's (was_frozen gets them)
+ * or, with --freeze-until, the flag's. */
 static int resume_checkpoint(const clt_train_opts *o, char *path, size_t size, clt_model *model,
-                             clt_checkpoint *state, clt_err *e) {
+                             clt_checkpoint *state, unsigned char *was_frozen, clt_err *e) {
   int status = clt_checkpoint_resolve(o->checkpoint_dir, path, size, e);
   if (status) {
     clt_wrap(e, "--resume");
@@ -278,6 +351,7 @@ static int resume_checkpoint(const clt_train_opts *o, char *path, size_t size, c
   }
   if ((status = clt_checkpoint_model(path, model, e))) return status;
   if (o->weights) return clt_fail(e, CLT_ERR_ARG, "--weights: --resume takes the checkpoint's");
+  for (int i = 0; i < model->nlayers; i++) was_frozen[i] = (unsigned char)model->layers[i].frozen;
   if (o->model_given && !clt_keras_is_file(o->model) && strcmp(o->model, model->name) != 0) {
     return clt_fail(e, CLT_ERR_ARG, "--resume: %s holds model %s, not --model %s", path,
                     model->name, o->model);
@@ -295,6 +369,7 @@ static int resume_checkpoint(const clt_train_opts *o, char *path, size_t size, c
     return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --preprocess %s, not %s", path,
                     names[model->preprocess], o->preprocess);
   }
+  if ((status = freeze_until(o, model, e))) return status;
   return clt_checkpoint_load(path, model, 1, state, e);
 }
 
@@ -657,17 +732,21 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
   if (!o->resume && (status = choose_optimizer(o, NULL, NULL, opt, e))) return status;
   /* With --resume the flags in effect are partly the checkpoint's. */
   clt_train_opts eff = *o;
+  unsigned char was_frozen[CLT_MAX_LAYERS] = {0};
   if (o->resume) {
-    if ((status = resume_checkpoint(o, ckpt_path, path_size, model, state, e))) return status;
+    status = resume_checkpoint(o, ckpt_path, path_size, model, state, was_frozen, e);
+    if (status) return status;
     resume_data_flags(o, ckpt_path, model, state, &eff);
   }
   if ((status = open_train_data(&eff, data, e))) return status;
   if ((status = setup_model(&eff, data, model, state, ckpt_path, e))) return status;
+  if (!o->resume && (status = freeze_until(o, model, e))) return status;
   if (o->resume && (status = choose_optimizer(o, &state->optimizer, ckpt_path, opt, e)))
     return status;
   if ((status = choose_lr_control(o, &schedule, &plateau, data, o->resume ? ckpt_path : "the run",
                                   opt, &state->plateau, e)))
     return status;
+  if (o->resume) note_freezing(o, model, was_frozen, opt);
   state->optimizer = *opt; /* what the checkpoints record */
   if (!o->resume || !state->data.known || o->data_given) {
     record_data(&eff, &state->data);

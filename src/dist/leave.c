@@ -83,11 +83,13 @@ void trainer_ask_probes(pass *p, int s, unsigned long long members) {
  * rejoining, which then holds the members' bits). */
 static int move_state(clt_trainer *t, int rank, int take, clt_err *e) {
   clt_net *net = t->local[rank].net;
-  const size_t floats = t->model->flat_floats, bytes = floats * sizeof(float);
+  const size_t floats = t->model->flat_floats;
   cl_mem bufs[1 + CLT_OPT_SLOTS] = {net->params};
   for (int k = 0; k < CLT_OPT_SLOTS; k++) bufs[1 + k] = net->opt_state[k];
   for (int k = 0; k < 1 + CLT_OPT_SLOTS; k++) {
-    if (!bufs[k]) continue;
+    /* The slots cover the trained parameters alone. */
+    const size_t bytes = (k ? t->model->trainable_floats : floats) * sizeof(float);
+    if (!bufs[k] || !bytes) continue;
     float *host = t->handoff + k * floats;
     cl_command_queue q = net->replica->queue;
     cl_int rc = take ? clEnqueueWriteBuffer(q, bufs[k], CL_TRUE, 0, bytes, host, 0, NULL, NULL)

@@ -265,8 +265,9 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   clt_replica *replicas[CLT_MAX_REPLICAS] = {0};
   for (int i = 0; i < n && !status; i++) replicas[i] = t->local[i].replica;
   if (!status && training) {
-    status = t->leave ? clt_ring_create_subsets(replicas, n, m->flat_floats, 0, &t->ring, e)
-                      : clt_ring_create(replicas, n, m->flat_floats, 0, &t->ring, e);
+    /* The gradient buffer: frozen layers send nothing. */
+    status = t->leave ? clt_ring_create_subsets(replicas, n, m->grad_floats, 0, &t->ring, e)
+                      : clt_ring_create(replicas, n, m->grad_floats, 0, &t->ring, e);
   }
   if (!status && training) status = clt_ring_span(t->ring, cluster, e);
   if (!status && training) status = plan_buckets(t, e);
@@ -353,16 +354,22 @@ void clt_trainer_progress(clt_trainer *t, FILE *out) { t->progress.out = out; }
 void clt_trainer_first_step_notice(clt_trainer *t, clt_notice *n) { t->first_step_notice = n; }
 void clt_trainer_capture_logits(clt_trainer *t, float *out) { t->logits = out; }
 
+/* Bytes of the state's buffer k: the parameters, then the optimizer's slots (of
+ * the trained parameters alone). */
+static size_t state_bytes(const clt_model *m, int k) {
+  return (k ? m->trainable_floats : m->flat_floats) * sizeof(float);
+}
+
 int clt_trainer_set_state(clt_trainer *t, const float *params, const float *slot0,
                           const float *slot1, clt_err *e) {
-  const size_t bytes = t->model->flat_floats * sizeof(float);
   for (int i = 0; i < t->n; i++) {
     clt_net *net = t->local[i].net;
     const void *src[3] = {params, slot0, slot1};
     cl_mem dst[3] = {net->params, net->opt_state[0], net->opt_state[1]};
     for (int k = 0; k < 3; k++) {
+      const size_t bytes = state_bytes(t->model, k);
       cl_int rc = CL_SUCCESS;
-      if (!dst[k]) continue; /* an inference-only net has no optimizer state */
+      if (!dst[k] || !bytes) continue; /* an inference-only net has no optimizer state */
       if (src[k]) {
         rc = clEnqueueWriteBuffer(net->replica->queue, dst[k], CL_TRUE, 0, bytes, src[k], 0, NULL,
                                   NULL);
@@ -388,11 +395,11 @@ static int first_member(const clt_trainer *t) {
 
 int clt_trainer_get_state(clt_trainer *t, float *params, float *slot0, float *slot1, clt_err *e) {
   clt_net *net = t->local[first_member(t)].net;
-  const size_t bytes = t->model->flat_floats * sizeof(float);
   void *dst[3] = {params, slot0, slot1};
   cl_mem src[3] = {net->params, net->opt_state[0], net->opt_state[1]};
   for (int k = 0; k < 3; k++) {
-    if (!dst[k]) continue;
+    const size_t bytes = state_bytes(t->model, k);
+    if (!dst[k] || !bytes) continue;
     cl_int rc = clEnqueueReadBuffer(net->replica->queue, src[k], CL_TRUE, 0, bytes, dst[k], 0, NULL,
                                     NULL);
     if (rc) return clt_replica_fail(net->replica, e, rc, "reading the training state");

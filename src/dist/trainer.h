@@ -179,7 +179,9 @@ void clt_trainer_first_step_notice(clt_trainer *t, clt_notice *n);
 
 /* Writes the same parameters and optimizer slot variables (optimizer.h; NULL: zeros)
  * to every replica (of this process: the caller makes them the same everywhere), or reads them
- * (those not NULL) from the first replica in the step. Flat arrays of model->flat_floats. */
+ * (those not NULL) from the first replica in the step. Flat arrays of model->flat_floats;
+ * the slots' values past model->trainable_floats (frozen layers') are neither
+ * written nor read. */
 int clt_trainer_set_state(clt_trainer *t, const float *params, const float *slot0,
                           const float *slot1, clt_err *e);
 int clt_trainer_get_state(clt_trainer *t, float *params, float *slot0, float *slot1, clt_err *e);

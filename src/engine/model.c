@@ -316,8 +316,7 @@ static int parse_entry(clt_model *m, char *entry, clt_pad *pad, char *pad_name, 
   return CLT_OK;
 }
 
-/* Shapes in graph order, then the flat layout: trainable parameters first (the
- * optimizer updates that prefix), then the moving statistics; each starts aligned. */
+/* Shapes in graph order, then the flat layout (clt_model_layout). */
 static int place_layers(clt_model *m, clt_err *e) {
   for (int i = 0; i < m->nlayers; i++) {
     clt_layer *l = &m->layers[i];
@@ -335,22 +334,32 @@ static int place_layers(clt_model *m, clt_err *e) {
                       l->name, o.h, o.w, o.c, CLT_MODEL_MAX_SIDE, (long long)CLT_MODEL_MAX_VALUES);
     }
   }
+  clt_model_layout(m);
+  return CLT_OK;
+}
+
+/* Three groups, each in model order: the trained parameters (the optimizer
+ * updates that prefix), the moving statistics of layers not frozen (their
+ * gradient slots carry batch statistics), then every frozen layer's parameters
+ * (neither gradient nor optimizer slot). With nothing frozen the last is empty. */
+void clt_model_layout(clt_model *m) {
   size_t offset = 0;
-  for (int pass = 0; pass < 2; pass++) {
+  m->param_count = 0;
+  for (int group = 0; group < 3; group++) {
     for (int i = 0; i < m->nlayers; i++) {
       clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
-        if (l->params[p].non_trainable != pass) continue;
+        if ((l->frozen ? 2 : l->params[p].non_trainable != 0) != group) continue;
         l->params[p].offset = offset;
         m->param_count += l->params[p].size;
         offset += (l->params[p].size + PARAM_ALIGN_FLOATS - 1) / PARAM_ALIGN_FLOATS *
                   PARAM_ALIGN_FLOATS;
       }
     }
-    if (pass == 0) m->trainable_floats = offset;
+    if (group == 0) m->trainable_floats = offset;
+    if (group == 1) m->grad_floats = offset;
   }
   m->flat_floats = offset;
-  return CLT_OK;
 }
 
 int clt_model_parse(const char *name, clt_shape input, int classes, clt_preprocess preprocess,
@@ -451,4 +460,82 @@ int clt_model_find(const clt_model *m, const char *name) {
     if (strcmp(m->layers[i].name, name) == 0) return i;
   }
   return -1;
+}
+
+/* Edits (insertions, deletions, substitutions) between a and b, at most 64
+ * characters of each. */
+static int edit_distance(const char *a, const char *b) {
+  int row[65];
+  const int la = (int)strnlen(a, 64), lb = (int)strnlen(b, 64);
+  for (int j = 0; j <= lb; j++) row[j] = j;
+  for (int i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = i;
+    for (int j = 1; j <= lb; j++) {
+      const int up = row[j];
+      const int sub = diag + (a[i - 1] != b[j - 1]);
+      row[j] = sub < up + 1 ? sub : up + 1;
+      if (row[j - 1] + 1 < row[j]) row[j] = row[j - 1] + 1;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+/* How close layer name `layer` is to `name`, smaller is closer: edits, then the
+ * longer common prefix first (conv5_block3_1_bn before conv2_block3_add for
+ * conv5_block3_out); -1 when it is not close (more edits than a third of name,
+ * at least 2, and not containing it). */
+static int closeness(const char *name, const char *layer) {
+  const int len = (int)strlen(name), limit = len / 3 > 2 ? len / 3 : 2;
+  const int d = edit_distance(name, layer);
+  if (d > limit && !(len >= 3 && strstr(layer, name))) return -1;
+  int common = 0;
+  while (common < 63 && name[common] && name[common] == layer[common]) common++;
+  return d * 64 + (63 - common);
+}
+
+/* Up to four layer names close to `name`, closest first, as ", "-separated text;
+ * "" when none is. */
+static void close_names(const clt_model *m, const char *name, char *buf, size_t size) {
+  enum { MAX = 4 };
+  int best[MAX], score[MAX], n = 0;
+  for (int i = 0; i < m->nlayers; i++) {
+    const int d = closeness(name, m->layers[i].name);
+    if (d < 0) continue;
+    int at = n < MAX ? n++ : MAX;
+    while (at > 0 && score[at - 1] > d) {
+      if (at < MAX) best[at] = best[at - 1], score[at] = score[at - 1];
+      at--;
+    }
+    if (at < MAX) best[at] = i, score[at] = d;
+  }
+  buf[0] = '\0';
+  for (int k = 0; k < n && strlen(buf) + 1 < size; k++) {
+    const size_t used = strlen(buf);
+    snprintf(buf + used, size - used, "%s%s", k ? ", " : "", m->layers[best[k]].name);
+  }
+}
+
+int clt_model_freeze_until(clt_model *m, const char *name, const char *flag, clt_err *e) {
+  const int last = clt_model_find(m, name);
+  if (last < 0) {
+    char close[160];
+    close_names(m, name, close, sizeof close);
+    return clt_fail(e, CLT_ERR_ARG, "%s %s: model %s has no layer of that name%s%s%s", flag, name,
+                    m->name, close[0] ? " (close: " : "", close, close[0] ? ")" : "");
+  }
+  for (int i = 0; i <= last; i++) m->layers[i].frozen = 1;
+  clt_model_layout(m);
+  return CLT_OK;
+}
+
+void clt_model_grads_needed(const clt_model *m, unsigned char *needed) {
+  for (int i = 0; i < m->nlayers; i++) {
+    const clt_layer *l = &m->layers[i];
+    int need = 0;
+    for (int p = 0; p < l->nparams && !l->frozen; p++) need |= !l->params[p].non_trainable;
+    for (int k = 0; k < l->ninputs; k++) need |= l->inputs[k] >= 0 && needed[l->inputs[k]];
+    needed[i] = (unsigned char)need;
+  }
 }

@@ -25,9 +25,13 @@ typedef struct clt_model {
   clt_preprocess preprocess;
   int nlayers;
   clt_layer layers[CLT_MAX_LAYERS];
-  size_t param_count;      /* every value, moving statistics included (Keras' count) */
-  size_t trainable_floats; /* the trainable parameters fill the flat buffer's [0, this) */
-  size_t flat_floats;      /* length of the flat buffer: parameters, each aligned */
+  size_t param_count; /* every value, moving statistics included (Keras' count) */
+  /* The flat buffer (clt_model_layout), each parameter aligned: the trained
+   * parameters fill [0, trainable_floats) (what the optimizer updates), the moving
+   * statistics of layers not frozen follow up to grad_floats (the gradient buffer
+   * and the all-reduce cover [0, grad_floats)), and every frozen layer's
+   * parameters fill the rest, up to flat_floats. */
+  size_t trainable_floats, grad_floats, flat_floats;
   /* The model file's last layer was a softmax: cltrain trains on the logits before
    * it (the loss is the same), and exports and predicts probabilities after it. */
   int softmax_output;
@@ -51,6 +55,21 @@ int clt_model_is_builtin(const char *name, clt_preprocess *preprocess);
  * must output `classes` logits. name is kept for messages and checkpoints. */
 int clt_model_parse(const char *name, clt_shape input, int classes, clt_preprocess preprocess,
                     const char *description, clt_model *m, clt_err *e);
+
+/* Lays the flat buffer out (offsets, param_count, trainable_floats, grad_floats,
+ * flat_floats) from the layers' frozen flags; clt_model_parse does it with none
+ * frozen. Call it after changing l->frozen. */
+void clt_model_layout(clt_model *m);
+
+/* Freezes every layer up to and including the one named `name`, on top of those
+ * frozen already, and lays the buffer out again. No such layer: an error naming
+ * `flag` ("--freeze-until"), the model and a few layers of close names. */
+int clt_model_freeze_until(clt_model *m, const char *name, const char *flag, clt_err *e);
+
+/* Which layers' output gradients a backward pass needs: needed[i] is 1 when layer
+ * i trains weights or one of its inputs' gradients is needed, so the pass stops
+ * below the lowest trainable layer. */
+void clt_model_grads_needed(const clt_model *m, unsigned char *needed);
 
 /* Keras initialisation from the seed: Glorot-uniform kernels, zero biases.
  * flat has m->flat_floats floats; alignment gaps are zeroed. */

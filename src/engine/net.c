@@ -137,8 +137,9 @@ size_t clt_net_bytes(const clt_model *m, int max_batch, int train) {
   clt_err ignored;
   const size_t in = clt_shape_size(m->input) * max_batch;
   const size_t max_act = clt_model_max_activation(m) * max_batch;
-  size_t floats = (train ? 4 : 1) * m->flat_floats + in + 3 * (size_t)max_batch +
-                  scratch_floats(m, max_batch);
+  /* Parameters; in training, the gradient and the optimizer's two slots. */
+  size_t floats = m->flat_floats + in + 3 * (size_t)max_batch + scratch_floats(m, max_batch);
+  if (train) floats += m->grad_floats + CLT_OPT_SLOTS * m->trainable_floats;
   if (!train) {
     if (plan_activations(m, act, &nbuf, &ignored)) nbuf = CLT_MAX_ACT_BUFFERS;
     return (floats + (size_t)nbuf * max_act) * sizeof(float);
@@ -159,15 +160,16 @@ static void release(clt_net *net);
 
 /* The moving statistics (BatchNormalization's) in runs of one momentum each: the
  * update runs one kernel per run, so layers may differ (Keras allows it) while the
- * usual model, all at one momentum, takes one launch. They are laid out layer by
- * layer in the flat buffer's tail, in offset order. */
+ * usual model, all at one momentum, takes one launch. Those of layers not frozen
+ * are laid out layer by layer before grad_floats, in offset order; a frozen
+ * layer's are never updated. */
 static void moving_runs(const clt_model *m, clt_net *net) {
   net->stat_runs = 0;
   for (int i = 0; i < m->nlayers; i++) {
     for (int p = 0; p < m->layers[i].nparams; p++) {
       const clt_param *prm = &m->layers[i].params[p];
       const float momentum = (float)prm->moving_momentum;
-      if (!prm->non_trainable) continue;
+      if (!prm->non_trainable || m->layers[i].frozen) continue;
       if (net->stat_runs && net->stat_momentum[net->stat_runs - 1] == momentum) continue;
       if (net->stat_runs == CLT_MAX_LAYERS) continue; /* cannot happen: one per layer at most */
       net->stat_first[net->stat_runs] = (int)prm->offset;
@@ -244,6 +246,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   if (train && (status = plan_gradients(m, net->grad_plan, &net->grad_buffers, e))) goto cleanup;
   if (!train && (status = plan_activations(m, act_buf, &net->act_buffers, e))) goto cleanup;
   moving_runs(m, net);
+  clt_model_grads_needed(m, net->grads_needed);
   /* Fail before allocating when the device cannot hold it all: on CPU devices an
    * allocation past the RAM may only fail when touched, taking the host down. */
   const size_t need = clt_net_bytes(m, max_batch, train);
@@ -264,10 +267,11 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   if ((status = alloc_floats(net, (n), (what), (dst), e))) goto cleanup
   ALLOC(m->flat_floats, "parameters", &net->params);
   if (train) {
-    ALLOC(m->flat_floats, "gradients", &net->grads);
-    /* Whatever the optimizer: Adam's two moments are the most any keeps. */
+    /* Frozen layers have neither gradient nor slots. Whatever the optimizer:
+     * Adam's two moments are the most any keeps. */
+    ALLOC(m->grad_floats ? m->grad_floats : 1, "gradients", &net->grads);
     for (int k = 0; k < CLT_OPT_SLOTS; k++) {
-      ALLOC(m->flat_floats, "optimizer state", &net->opt_state[k]);
+      ALLOC(m->trainable_floats ? m->trainable_floats : 1, "optimizer state", &net->opt_state[k]);
     }
   }
   ALLOC(in_floats, "input batch", &net->input);
@@ -281,7 +285,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   ALLOC(2 * (size_t)metric_slots, "metrics", &net->metrics);
   if (train) {
     ALLOC((size_t)metric_slots, "gradient checks", &net->grad_checks);
-    ALLOC((m->flat_floats + CHECK_BLOCK - 1) / CHECK_BLOCK, "gradient check partials",
+    ALLOC((m->grad_floats + CHECK_BLOCK) / CHECK_BLOCK, "gradient check partials",
           &net->check_partial);
   }
   for (int b = 0; b < net->act_buffers; b++) {
@@ -388,7 +392,7 @@ int clt_net_read_params(clt_net *net, float *flat, clt_err *e) {
 
 int clt_net_read_grads(clt_net *net, float *flat, clt_err *e) {
   if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "no gradients in an inference-only net");
-  return read_buffer(net, net->grads, flat, net->model->flat_floats * sizeof(float),
+  return read_buffer(net, net->grads, flat, net->model->grad_floats * sizeof(float),
                      "reading gradients", e);
 }
 
@@ -427,17 +431,17 @@ void clt_net_set_position(clt_net *net, uint64_t seed, long step, long example0)
 }
 
 int clt_net_buckets(const clt_model *m, size_t min_floats, clt_bucket *out) {
-  const clt_bucket whole = {0, m->flat_floats, 0};
+  const clt_bucket whole = {0, m->grad_floats, 0};
   for (;;) {
     int n = 0, lowest = 0;
-    size_t top = m->flat_floats; /* the open bucket ends here */
+    size_t top = m->grad_floats; /* the open bucket ends here */
     for (int i = m->nlayers - 1; i >= 0; i--) {
       const clt_layer *l = &m->layers[i];
-      size_t lo = m->flat_floats;
-      for (int p = 0; p < l->nparams; p++) {
+      size_t lo = m->grad_floats;
+      for (int p = 0; p < l->nparams && !l->frozen; p++) {
         if (!l->params[p].non_trainable && l->params[p].offset < lo) lo = l->params[p].offset;
       }
-      if (lo == m->flat_floats) continue; /* nothing to train */
+      if (lo == m->grad_floats) continue; /* nothing to train */
       if (lo >= top) {                    /* not laid out in model order: one bucket */
         out[0] = whole;
         return 1;
@@ -514,7 +518,7 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
     status = clt_replica_fill(net->replica, net->metrics, 2 * (size_t)metric_slot, 2, 0.0f,
                               "the metrics of an empty slice", e);
     if (!status && train) {
-      status = clt_replica_fill(net->replica, net->grads, 0, m->flat_floats, 0.0f,
+      status = clt_replica_fill(net->replica, net->grads, 0, m->grad_floats, 0.0f,
                                 "the gradients of an empty slice", e);
     }
     if (!status && nbuckets) status = mark_buckets(net, &marked, nbuckets, done, e);
@@ -558,24 +562,30 @@ static int forward_backward(clt_net *net, int count, float loss_scale, int metri
     const int i = s->layer;
     const clt_layer *l = &m->layers[i];
     const clt_grad_plan *p = &net->grad_plan[i];
-    const int in_place = adds_in_place(l, p);
+    /* Input j's gradient, where some layer below trains (frozen layers below the
+     * lowest trainable one need none: the pass stops there). */
+    int wanted[2];
+    for (int j = 0; j < 2; j++)
+      wanted[j] = j < l->ninputs && l->inputs[j] >= 0 && net->grads_needed[l->inputs[j]] &&
+                  p->in[j] >= 0;
+    const int in_place = wanted[0] && adds_in_place(l, p);
     clt_replica_scope(net->replica, l->name, "backward");
-    if (s->backward && l->ops->backward) {
+    if (net->grads_needed[i] && s->backward && l->ops->backward) {
       io.fusion = s->fusion;
       io.x = l->inputs[0] >= 0 ? net->act[l->inputs[0]] : net->input;
       io.x2 = l->ninputs > 1 ? net->act[l->inputs[1]] : NULL;
       io.y = net->act[s->backward_out];
       io.state = net->state[i];
       io.dy = net->grad_pool[net->grad_plan[s->backward_out].out];
-      io.dx = p->in[0] >= 0 ? net->grad_pool[p->in[0]] : NULL;
-      io.dx2 = p->in[1] >= 0 ? net->grad_pool[p->in[1]] : NULL;
+      io.dx = wanted[0] ? net->grad_pool[p->in[0]] : NULL;
+      io.dx2 = wanted[1] ? net->grad_pool[p->in[1]] : NULL;
       io.dx_accumulate = in_place;
       if (in_place) io.dx = net->grad_pool[p->add_to[0]];
       status = l->ops->backward(l, &io, e);
       io.dx_accumulate = 0;
     }
-    for (int j = 0; j < l->ninputs && !status; j++) {
-      if (p->add_to[j] < 0 || (j == 0 && in_place)) continue;
+    for (int j = 0; j < 2 && !status; j++) {
+      if (!wanted[j] || p->add_to[j] < 0 || (j == 0 && in_place)) continue;
       const size_t n = clt_shape_size(m->layers[l->inputs[j]].out) * (size_t)count;
       status = accumulate(net, net->grad_pool[p->add_to[j]], net->grad_pool[p->in[j]], n, e);
     }
@@ -608,7 +618,7 @@ int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e
   cl_mem p = net->params, g = net->grads;
   for (int k = 0; k < net->stat_runs && !status; k++) {
     int first = net->stat_first[k];
-    int total = k + 1 < net->stat_runs ? net->stat_first[k + 1] : (int)net->model->flat_floats;
+    int total = k + 1 < net->stat_runs ? net->stat_first[k + 1] : (int)net->model->grad_floats;
     float momentum = net->stat_momentum[k];
     clt_karg margs[] = {CLT_ARG(p), CLT_ARG(g), CLT_ARG(first), CLT_ARG(total), CLT_ARG(momentum)};
     status = launch_update(net, "moving_average", margs, 5, total - first, e);
@@ -645,7 +655,7 @@ int clt_net_check_grads(clt_net *net, int slot, clt_err *e) {
   if (slot < 0 || slot >= net->metric_slots)
     return clt_fail(e, CLT_ERR_INTERNAL, "check slot %d", slot);
   clt_replica_scope(net->replica, "gradient", "check");
-  int n = (int)net->model->flat_floats, block = CHECK_BLOCK, nblocks = (n + block - 1) / block;
+  int n = (int)net->model->grad_floats, block = CHECK_BLOCK, nblocks = (n + block - 1) / block;
   clt_karg pargs[] = {CLT_ARG(net->grads), CLT_ARG(n), CLT_ARG(block), CLT_ARG(net->check_partial)};
   status = clt_launch_groups(net->replica, kp, "gradient check", pargs, 4, (size_t)nblocks, e);
   if (status) return status;

@@ -27,11 +27,14 @@ typedef struct clt_net {
   const clt_model *model;
   clt_replica *replica;
   int max_batch;
-  int train;            /* 0: inference only (no gradients, optimizer, state) */
-  size_t device_bytes;  /* everything this net allocated on the device */
-  cl_mem params, grads; /* flat, model->flat_floats each; grads NULL when inference only */
+  int train;                       /* 0: inference only (no gradients, optimizer, state) */
+  size_t device_bytes;             /* everything this net allocated on the device */
+  cl_mem params;                   /* flat, model->flat_floats */
+  cl_mem grads;                    /* model->grad_floats (frozen layers have none); NULL when
+                                      inference only */
   cl_mem opt_state[CLT_OPT_SLOTS]; /* the optimizer's slot variables (Adam m and v, ...: see
-                                      optimizer.h), flat like params; NULL when inference only */
+                                      optimizer.h) of the trained parameters,
+                                      model->trainable_floats; NULL when inference only */
   cl_mem input;                    /* (max_batch, input) floats, filled by a batch source */
   cl_mem labels;                   /* max_batch ints, filled by a batch source */
   cl_mem act[CLT_MAX_LAYERS];      /* outputs; aliases of the input for flatten; in an
@@ -43,6 +46,9 @@ typedef struct clt_net {
   int grad_buffers;
   clt_grad_plan grad_plan[CLT_MAX_LAYERS];
   clt_plan plan; /* the steps a pass runs, fused as the replica's backend allows */
+  /* Whether the backward pass needs each layer's output gradient
+   * (clt_model_grads_needed): layers that need none run no backward. */
+  unsigned char grads_needed[CLT_MAX_LAYERS];
   /* The moving statistics (BatchNormalization's) as runs of the flat buffer's tail
    * sharing a momentum: stat_first[k] up to the next run's start (or the end). */
   int stat_runs;
@@ -72,7 +78,7 @@ void clt_net_destroy(clt_net *net);
 /* Copies between host and the flat buffers (blocking). */
 int clt_net_write_params(clt_net *net, const float *flat, clt_err *e);
 int clt_net_read_params(clt_net *net, float *flat, clt_err *e);
-int clt_net_read_grads(clt_net *net, float *flat, clt_err *e);
+int clt_net_read_grads(clt_net *net, float *flat, clt_err *e); /* grad_floats floats */
 
 /* Device bytes a net for max_batch examples allocates, without the batch source's
  * (train 0: an inference-only net). */
@@ -90,21 +96,22 @@ void clt_net_set_position(clt_net *net, uint64_t seed, long step, long example0)
 int clt_net_forward_backward(clt_net *net, int count, float loss_scale, int metric_slot, int train,
                              clt_err *e);
 
-/* The all-reduce's buckets, as PyTorch DDP's: the flat gradient buffer cut at
- * layer boundaries into contiguous ranges, from the highest offsets down, which
- * is the order the backward pass completes them in (layers are laid out in model
- * order and their backward runs in reverse). The first bucket also holds the
- * buffer's tail of moving statistics, written by the forward pass. */
+/* The all-reduce's buckets, as PyTorch DDP's: the gradient buffer ([0,
+ * grad_floats) of the flat layout) cut at layer boundaries into contiguous
+ * ranges, from the highest offsets down, which is the order the backward pass
+ * completes them in (layers are laid out in model order and their backward runs
+ * in reverse). The first bucket also holds the buffer's tail of moving
+ * statistics, written by the forward pass. */
 typedef struct clt_bucket {
   size_t offset, count; /* floats [offset, offset + count) of the flat buffers */
   int layer;            /* complete once this layer's backward has run: the lowest in it */
 } clt_bucket;
 #define CLT_MAX_BUCKETS 64
 
-/* Cuts m's flat buffer into buckets of whole layers, each closed once it holds
- * at least min_floats (the last, the first layers', may hold fewer), at most
- * CLT_MAX_BUCKETS (min_floats doubles until they fit). The buckets tile
- * [0, flat_floats). Returns how many (at least 1). */
+/* Cuts m's gradient buffer into buckets of whole layers, each closed once it
+ * holds at least min_floats (the last, the first layers', may hold fewer), at
+ * most CLT_MAX_BUCKETS (min_floats doubles until they fit). The buckets tile
+ * [0, grad_floats). Returns how many (at least 1). */
 int clt_net_buckets(const clt_model *m, size_t min_floats, clt_bucket *out);
 
 /* clt_net_forward_backward in training, which also enqueues a marker on the

@@ -344,7 +344,8 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
     for (int i = 0; i < m->nlayers; i++) {
       const clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
-        if (slot && l->params[p].non_trainable) continue; /* the optimizer has no slots for them */
+        /* The optimizer has no slots for the moving statistics, nor for a frozen layer. */
+        if (slot && (l->params[p].non_trainable || l->frozen)) continue;
         char name[128];
         member_name(l, p, slot, name, sizeof name);
         set_param_array(&arrays[a++], name, &l->params[p], flat);
@@ -632,6 +633,12 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
                       path, m->name, meta.architecture, arch);
     goto cleanup;
   }
+  /* The layers the checkpoint's run froze have no slots there. */
+  unsigned char was_frozen[CLT_MAX_LAYERS];
+  if ((status = clt_checkpoint_meta_frozen(&meta, m, was_frozen, e))) {
+    clt_wrap(e, "%s", path);
+    goto cleanup;
+  }
   if (with_optimizer) {
     st->optimizer = meta.optimizer;
     st->plateau = meta.plateau;
@@ -648,7 +655,9 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
     goto cleanup;
   }
   /* The weights, then the slot variables: with the optimizer those it keeps, all
-   * required; without it (evaluation) those of any optimizer, optional and not
+   * required but for the layers the checkpoint froze, and loaded where m trains
+   * (a layer m freezes keeps none; one m trains and the checkpoint froze starts
+   * at zero); without it (evaluation) those of any optimizer, optional and not
    * loaded, but checked when present, so a damaged checkpoint is never taken. */
   const char *slots[8] = {0};
   const int nslots = with_optimizer ? CLT_OPT_SLOTS : all_slot_names(slots, 8);
@@ -661,11 +670,12 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
     for (int i = 0; i < m->nlayers; i++) {
       const clt_layer *l = &m->layers[i];
       for (int p = 0; p < l->nparams; p++) {
-        if (slot && l->params[p].non_trainable) continue;
+        if (slot && (l->params[p].non_trainable || (with_optimizer && was_frozen[i]))) continue;
         char name[160];
         member_name(l, p, slot, name, sizeof name);
         const int required = !pass || with_optimizer;
-        if ((status = load_array(path, z, used, name, &l->params[p], flat, required, e)))
+        float *into = slot && l->frozen ? NULL : flat;
+        if ((status = load_array(path, z, used, name, &l->params[p], into, required, e)))
           goto cleanup;
       }
     }

@@ -16,10 +16,12 @@
  * current rate), the data the run trained on ({"path": "/abs/dir",
  * "train_limit": 640, "test_limit": 0, "validation_split": 0, "global_batch": 64}:
  * --data resolved, the flags that select examples and how many make a step; with
- * data/seed and the input size, what --resume and eval default to) and cltrain
- * version (checkpoint_meta.c writes and
+ * data/seed and the input size, what --resume and eval default to), the frozen
+ * layers ("frozen": their names, when any: their weights have no slot
+ * variables) and cltrain version (checkpoint_meta.c writes and
  * reads it). Checkpoints without an optimizer in their metadata (older cltrain)
- * hold Adam's state; without data, their data flags are unknown.
+ * hold Adam's state; without data, their data flags are unknown; without
+ * frozen layers, every layer trained.
  *
  * A save in the middle of an epoch also records how far into epoch `epoch + 1`
  * it is: "data/epoch_step" (int64 scalar, optimizer steps already taken in that
@@ -118,7 +120,9 @@ int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e);
  * every member's presence, dtype and shape, that every value is finite and that
  * there is no member the model does not expect. with_optimizer = 0 skips the
  * optimizer and its state (evaluation): its slot variables are then optional,
- * but checked when present. */
+ * but checked when present. m's frozen layers may differ from the checkpoint's
+ * (--resume --freeze-until): slots are loaded for the layers m trains, zeros
+ * where the checkpoint froze the layer. */
 int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer,
                         clt_checkpoint *st, clt_err *e);
 void clt_checkpoint_free(clt_checkpoint *st);

@@ -81,6 +81,18 @@ static int add_data(cJSON *root, const clt_checkpoint_data *d) {
          add(o, "global_batch", cJSON_CreateNumber(d->global_batch));
 }
 
+/* "frozen": the names of the frozen layers, in model order; left out when none
+ * is (as older checkpoints, which trained every layer). */
+static int add_frozen(cJSON *root, const clt_model *m) {
+  cJSON *list = NULL;
+  for (int i = 0; i < m->nlayers; i++) {
+    if (!m->layers[i].frozen) continue;
+    if (!list && !add(root, "frozen", list = cJSON_CreateArray())) return 0;
+    if (!cJSON_AddItemToArray(list, cJSON_CreateString(m->layers[i].name))) return 0;
+  }
+  return 1;
+}
+
 /* Writes the JSON escape of code point cp (a backslash, 'u' and 4 hex digits; a
  * surrogate pair of them above U+FFFF) at out + n (when out is not NULL);
  * returns its length. */
@@ -142,6 +154,7 @@ char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
          (!m->softmax_output || add(root, "output", cJSON_CreateString("softmax")));
   }
   ok = ok && add(root, "architecture", cJSON_CreateString(arch));
+  if (ok) ok = add_frozen(root, m);
   if (ok && opt->lr > 0) ok = add_optimizer(root, opt);
   if (ok && opt->lr > 0 && plateau && plateau->active) ok = add_plateau(root, plateau);
   if (ok && data && data->known) ok = add_data(root, data);
@@ -401,6 +414,30 @@ static int get_plateau(const char *path, const cJSON *entry, clt_plateau *p, clt
   return CLT_OK;
 }
 
+/* "frozen" (optional): an array of layer names; clt_checkpoint_meta_model checks
+ * that each names a layer. */
+static int get_frozen(place at, const cJSON *root, clt_checkpoint_meta *meta, clt_err *e) {
+  const cJSON *list, *name;
+  int status = lookup(at, root, "frozen", cJSON_Array, "an array", 0, &list, e);
+  if (status || !list) return status;
+  cJSON_ArrayForEach(name, list) {
+    if (meta->nfrozen == CLT_MAX_LAYERS) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key frozen names more than %d layers",
+                      at.path, CLT_MAX_LAYERS);
+    }
+    char *dst = meta->frozen[meta->nfrozen++];
+    if (!cJSON_IsString(name) || strlen(name->valuestring) >= sizeof meta->frozen[0]) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: metadata key frozen holds %s, not a layer name (a string of at most "
+                      "%zu characters)",
+                      at.path, cJSON_IsString(name) ? "a longer string" : type_name(name),
+                      sizeof meta->frozen[0] - 1);
+    }
+    memcpy(dst, name->valuestring, strlen(name->valuestring) + 1);
+  }
+  return CLT_OK;
+}
+
 static int parse(const char *path, const cJSON *root, int with_optimizer, clt_checkpoint_meta *meta,
                  clt_err *e) {
   const place at = {path, ""};
@@ -417,6 +454,7 @@ static int parse(const char *path, const cJSON *root, int with_optimizer, clt_ch
                            sizeof meta->architecture, e)) ||
       (status = get_string(at, root, "preprocess", 0, meta->preprocess, sizeof meta->preprocess,
                            e)) ||
+      (status = get_frozen(at, root, meta, e)) ||
       (status = lookup(at, root, "output", cJSON_String, "a string", 0, &output, e)) ||
       (status = lookup(at, root, "optimizer", cJSON_Object, "an object", 0, &optimizer, e)) ||
       (status = lookup(at, root, "data", cJSON_Object, "an object", 0, &data, e)) ||
@@ -474,7 +512,24 @@ cleanup:
 /* A built-in model is built as this cltrain defines it (clt_checkpoint_load then
  * refuses a checkpoint whose architecture differs); any other model is rebuilt
  * from the architecture the checkpoint stores. */
-int clt_checkpoint_meta_model(const clt_checkpoint_meta *meta, clt_model *m, clt_err *e) {
+int clt_checkpoint_meta_frozen(const clt_checkpoint_meta *meta, const clt_model *m,
+                               unsigned char *frozen, clt_err *e) {
+  memset(frozen, 0, (size_t)m->nlayers);
+  for (int k = 0; k < meta->nfrozen; k++) {
+    const int i = clt_model_find(m, meta->frozen[k]);
+    if (i < 0) {
+      char shown[80];
+      clt_npz_printable(shown, sizeof shown, meta->frozen[k]);
+      return clt_fail(e, CLT_ERR_FORMAT, "metadata key frozen names no layer of model %s: \"%s\"",
+                      m->name, shown);
+    }
+    frozen[i] = 1;
+  }
+  return CLT_OK;
+}
+
+/* The model as built, then its frozen layers. */
+static int build(const clt_checkpoint_meta *meta, clt_model *m, clt_err *e) {
   if (clt_model_is_builtin(meta->model, NULL) || !meta->preprocess[0]) {
     return clt_model_build(meta->model, meta->input, meta->classes, m, e);
   }
@@ -489,4 +544,14 @@ int clt_checkpoint_meta_model(const clt_checkpoint_meta *meta, clt_model *m, clt
   char shown[80];
   clt_npz_printable(shown, sizeof shown, meta->preprocess);
   return clt_fail(e, CLT_ERR_FORMAT, "unknown preprocessing '%s' of model %s", shown, meta->model);
+}
+
+int clt_checkpoint_meta_model(const clt_checkpoint_meta *meta, clt_model *m, clt_err *e) {
+  unsigned char frozen[CLT_MAX_LAYERS];
+  int status = build(meta, m, e);
+  if (!status) status = clt_checkpoint_meta_frozen(meta, m, frozen, e);
+  if (status || !meta->nfrozen) return status;
+  for (int i = 0; i < m->nlayers; i++) m->layers[i].frozen = frozen[i];
+  clt_model_layout(m);
+  return CLT_OK;
 }

@@ -1,6 +1,7 @@
 /* A checkpoint's member "metadata" (checkpoint.h): a JSON object with the format
  * version, the model (name, input shape, classes, architecture, and for a model
- * known by no name its preprocessing and softmax output), the optimizer as Keras'
+ * known by no name its preprocessing and softmax output; its frozen layers, when
+ * any), the optimizer as Keras'
  * get_config names it, the data trained on and the cltrain version. Internal to
  * src/formats. */
 #ifndef CLT_CHECKPOINT_META_H
@@ -19,6 +20,10 @@ typedef struct clt_checkpoint_meta {
   char preprocess[64]; /* "" for built-in models */
   int softmax_output;  /* "output": "softmax": the model file ended in a softmax */
   char architecture[CLT_DESCRIBE_MAX];
+  /* "frozen": the layers whose weights the run did not train (none in an older
+   * cltrain's checkpoint), by name. */
+  int nfrozen;
+  char frozen[CLT_MAX_LAYERS][32];
   /* Read only when asked for: the optimizer's kind and hyper-parameters; lr 0 when
    * the metadata records none (an older cltrain's checkpoint, Adam's state). */
   clt_optimizer optimizer;
@@ -40,7 +45,12 @@ char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
 int clt_checkpoint_meta_read(const char *path, const clt_npz *z, int with_optimizer,
                              clt_checkpoint_meta *meta, clt_err *e);
 
-/* Builds the model meta describes. */
+/* Which of m's layers meta records frozen (frozen[i], m->nlayers of them); a name
+ * that is no layer of m is an error. */
+int clt_checkpoint_meta_frozen(const clt_checkpoint_meta *meta, const clt_model *m,
+                               unsigned char *frozen, clt_err *e);
+
+/* Builds the model meta describes, its frozen layers frozen (laid out so). */
 int clt_checkpoint_meta_model(const clt_checkpoint_meta *meta, clt_model *m, clt_err *e);
 
 #endif

@@ -13,6 +13,11 @@
  *           into the example-weighted average of the replicas' batch statistics,
  *           which the trainer folds into the moving averages.
  * inference: the same with moving_mean, moving_variance; no gradient written.
+ * frozen:   (l->frozen) inference mode in training too, as Keras 3 runs a
+ *           BatchNormalization whose trainable is false: the moving statistics
+ *           normalise and are not updated; mean and inv_std of them are kept in
+ *           io->state, and backward computes dx = g*gamma*inv_std alone (the
+ *           coefficients of bn_grad_final over no blocks, then bn_dx).
  * backward: g = dy masked by (y > 0) if relu (fused into the two kernels that read
  *           dy: a separate scalar ReLU-backward pass cost PoCL about as much as those
  *           two together); dbeta = sum g;
@@ -31,6 +36,8 @@
 #include "layer.h"
 
 #ifdef CLT_REFERENCE
+#include <math.h>
+
 #include "ref_resnet.h"
 #endif
 
@@ -216,14 +223,15 @@ static int bn_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int gamma_off = bn_offset(l, bn_gamma(l)), beta_off = bn_offset(l, bn_beta(l));
   cl_mem stats = io->state;
   int status;
-  if (io->train) {
-    if (!io->state) return clt_fail(e, CLT_ERR_INTERNAL, "%s: no state buffer", l->name);
+  if (io->train && !io->state) return clt_fail(e, CLT_ERR_INTERNAL, "%s: no state buffer", l->name);
+  if (io->train && !l->frozen) {
     status = bn_batch_stats(l, io, e);
   } else {
-    /* The moving statistics in the training state's layout, so one bn_apply serves. */
+    /* The moving statistics in the training state's layout, so one bn_apply serves
+     * (and a frozen layer's backward finds them there). */
     int mean_off = bn_offset(l, bn_mean(l)), var_off = bn_offset(l, bn_var(l));
     float eps = (float)hp(l)->epsilon;
-    stats = io->scratch;
+    if (!io->train) stats = io->scratch;
     clt_karg args[] = {CLT_ARG(io->params), CLT_ARG(mean_off), CLT_ARG(var_off), CLT_ARG(C),
                        CLT_ARG(eps),        CLT_ARG(stats),    CLT_ARG(off)};
     status = bn_run(io, "bn_infer_stats", args, 7, BN_CHANNELS, C, 0, e);
@@ -242,21 +250,27 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int rows = bn_rows(l, io->batch), C = l->in.c;
   int per_block = bn_rows_per_block(l, io->replica, rows);
   int nblocks = bn_blocks(rows, per_block), part = 0, part2 = nblocks * C, coef = 2 * nblocks * C;
-  int gamma_off = bn_offset(l, bn_gamma(l)), beta_off = bn_offset(l, bn_beta(l));
-  int relu = hp(l)->relu, status;
-  {
+  const int gamma_off = bn_offset(l, bn_gamma(l));
+  int gamma_slot = gamma_off, beta_slot = bn_offset(l, bn_beta(l));
+  int relu = hp(l)->relu, status = CLT_OK;
+  if (l->frozen) {
+    /* No gradient of gamma and beta, and the statistics are constants: the sums
+     * over no blocks leave dx = g * gamma * inv_std. */
+    nblocks = 0;
+    gamma_slot = beta_slot = -1;
+  } else {
     clt_karg args[] = {CLT_ARG(io->dy),      CLT_ARG(io->x), CLT_ARG(io->y),     CLT_ARG(relu),
                        CLT_ARG(rows),        CLT_ARG(C),     CLT_ARG(per_block), CLT_ARG(io->state),
                        CLT_ARG(io->scratch), CLT_ARG(part),  CLT_ARG(part2)};
     status = bn_run(io, "bn_partial_grad", args, 11, BN_BLOCKS, C, nblocks, e);
   }
   if (!status) {
-    /* Gamma and beta share the layout of the gradient buffer: same offsets (-1: absent,
-     * no gradient). */
+    /* Gamma and beta share the layout of the gradient buffer: same offsets (-1: absent
+     * or frozen, no gradient). */
     clt_karg args[] = {CLT_ARG(io->scratch), CLT_ARG(part),       CLT_ARG(part2),
                        CLT_ARG(nblocks),     CLT_ARG(rows),       CLT_ARG(C),
                        CLT_ARG(io->state),   CLT_ARG(io->params), CLT_ARG(gamma_off),
-                       CLT_ARG(io->grads),   CLT_ARG(gamma_off),  CLT_ARG(beta_off),
+                       CLT_ARG(io->grads),   CLT_ARG(gamma_slot), CLT_ARG(beta_slot),
                        CLT_ARG(io->scratch), CLT_ARG(coef)};
     status = bn_run(io, "bn_grad_final", args, 14, BN_FINAL, C, 0, e);
   }
@@ -280,7 +294,7 @@ static void bn_ref_forward(const clt_layer *l, const clt_ref_io *io) {
   const double *gamma = ref_param(l, io->params, bn_gamma(l));
   const double *beta = ref_param(l, io->params, bn_beta(l));
   const int rows = bn_rows(l, io->batch), C = l->in.c;
-  if (!io->train) {
+  if (!io->train || l->frozen) {
     ref_batchnorm_forward_infer(io->x, rows, C, gamma, beta,
                                 io->params + l->params[bn_mean(l)].offset,
                                 io->params + l->params[bn_var(l)].offset, hp(l)->epsilon,
@@ -301,6 +315,19 @@ static void bn_ref_forward(const clt_layer *l, const clt_ref_io *io) {
 }
 
 static void bn_ref_backward(const clt_layer *l, const clt_ref_io *io) {
+  if (l->frozen) {
+    /* Inference mode: y = gamma * (x - mean) / sqrt(var + eps) + beta, constants
+     * but x; no gradient of the parameters. */
+    const double *gamma = ref_param(l, io->params, bn_gamma(l));
+    const double *var = io->params + l->params[bn_var(l)].offset;
+    const int rows = bn_rows(l, io->batch), C = l->in.c;
+    for (size_t at = 0; io->dx && at < (size_t)rows * C; at++) {
+      const int c = (int)(at % (size_t)C);
+      const double g = hp(l)->relu && !(io->y[at] > 0) ? 0.0 : io->dy[at];
+      io->dx[at] = g * (gamma ? gamma[c] : 1.0) / sqrt(var[c] + hp(l)->epsilon);
+    }
+    return;
+  }
   ref_batchnorm_backward(io->x, bn_rows(l, io->batch), l->in.c,
                          ref_param(l, io->params, bn_gamma(l)),
                          ref_param(l, io->params, bn_beta(l)), hp(l)->epsilon, hp(l)->relu, io->dy,

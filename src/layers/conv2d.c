@@ -125,7 +125,8 @@ static int conv_can_pool_output(const clt_layer *l) {
 static size_t conv_scratch(const clt_layer *l, int batch) {
   size_t rows = conv_rows(l, batch);
   size_t col = conv_pointwise(l) ? 0 : rows * conv_k(l);
-  size_t unfused = col + clt_bias_relu_scratch((int)rows, hp(l)->filters, conv_bias(l));
+  size_t unfused = col + clt_bias_relu_scratch((int)rows, hp(l)->filters,
+                                               clt_layer_trained(l, conv_bias(l)));
   size_t fused = conv_can_pool_output(l) ? cp_partials(l, batch) : 0;
   return unfused > fused ? unfused : fused;
 }
@@ -295,7 +296,8 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
 }
 
 static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  if (io->fusion.pools) return conv_pool_backward(l, io, e);
+  /* A pooling pair reads the model's input: frozen, it has nothing to compute. */
+  if (io->fusion.pools) return l->frozen ? CLT_OK : conv_pool_backward(l, io, e);
   const size_t rows = conv_rows(l, io->batch);
   const int pointwise = conv_pointwise(l);
   const clt_conv_geom g = conv_geom(l, io->batch);
@@ -303,13 +305,15 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
   const size_t col_floats = pointwise ? 0 : rows * conv_k(l);
   cl_mem col = pointwise ? io->x : io->scratch;
   /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass,
-   * or was done by the next layer (fusion.relu_masked). */
-  int status = clt_bias_relu_grad(io, hp(l)->relu && !io->fusion.relu_masked, conv_bias(l),
-                                  col_floats, (int)rows, hp(l)->filters, e);
-  if (!status && a.weight_grad) {
+   * or was done by the next layer (fusion.relu_masked). A frozen layer computes
+   * no weight gradient. */
+  int status = clt_bias_relu_grad(io, hp(l)->relu && !io->fusion.relu_masked,
+                                  clt_layer_trained(l, conv_bias(l)), col_floats, (int)rows,
+                                  hp(l)->filters, e);
+  if (!status && !l->frozen && a.weight_grad) {
     status = clt_conv_dw(io->replica, &g, hp(l)->filters, io->x, io->dy, io->grads,
                          l->params[0].offset, e);
-  } else if (!status) {
+  } else if (!status && !l->frozen) {
     if (!pointwise) status = conv_im2col(l, io, e);
     const clt_gemm_shape dw = dw_shape(l, io->batch);
     if (!status)

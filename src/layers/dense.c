@@ -74,7 +74,7 @@ static const clt_param *dense_bias(const clt_layer *l) {
 }
 
 static size_t dense_scratch(const clt_layer *l, int batch) {
-  return clt_bias_relu_scratch(batch, hp(l)->units, dense_bias(l));
+  return clt_bias_relu_scratch(batch, hp(l)->units, clt_layer_trained(l, dense_bias(l)));
 }
 
 static clt_gemm_shape fwd_shape(const clt_layer *l, int batch) {
@@ -108,9 +108,11 @@ static int dense_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
 }
 
 static int dense_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
-  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass. */
-  int status = clt_bias_relu_grad(io, hp(l)->relu, dense_bias(l), 0, io->batch, hp(l)->units, e);
-  if (!status) {
+  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass; a
+   * frozen layer computes no weight gradient. */
+  int status = clt_bias_relu_grad(io, hp(l)->relu, clt_layer_trained(l, dense_bias(l)), 0,
+                                  io->batch, hp(l)->units, e);
+  if (!status && !l->frozen) {
     const clt_gemm_shape dw = dw_shape(l, io->batch);
     status = clt_gemm(io->replica, &dw, 1.0f, io->x, 0, io->dy, 0, 0.0f, io->grads,
                       l->params[0].offset, e);

@@ -76,7 +76,7 @@ size_t clt_depthwise_partials(const clt_layer *l, const clt_depthwise *d, int ba
 static size_t dw_scratch(const clt_layer *l, int batch) {
   const clt_depthwise d = dw_kernel(l);
   return clt_depthwise_partials(l, &d, batch) +
-         clt_bias_relu_scratch(dw_positions(l, batch), l->out.c, dw_bias(l));
+         clt_bias_relu_scratch(dw_positions(l, batch), l->out.c, clt_layer_trained(l, dw_bias(l)));
 }
 
 static int dw_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
@@ -164,9 +164,11 @@ static int dw_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const clt_depthwise d = dw_kernel(l);
   const int rows = dw_positions(l, io->batch), co = l->out.c;
   const size_t bias_part = clt_depthwise_partials(l, &d, io->batch);
-  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass, first. */
-  int status = clt_bias_relu_grad(io, h->relu, dw_bias(l), bias_part, rows, co, e);
-  if (!status) status = clt_depthwise_kernel_grad(l, io, &d, io->dy, 0, e);
+  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass, first;
+   * a frozen layer computes no weight gradient. */
+  int status = clt_bias_relu_grad(io, h->relu, clt_layer_trained(l, dw_bias(l)), bias_part, rows,
+                                  co, e);
+  if (!status && !l->frozen) status = clt_depthwise_kernel_grad(l, io, &d, io->dy, 0, e);
   if (!status && io->dx) status = clt_depthwise_input_grad(l, io, &d, io->dy, e);
   return status;
 }

@@ -207,6 +207,7 @@ struct clt_layer {
   /* The graph: layers are stored in an order where inputs come first. */
   int ninputs;
   int inputs[2];     /* index of the producing layer, or -1 for the model's input */
+  int frozen;        /* 1: its weights are not trained (BatchNormalization: inference mode) */
   clt_pad pad;       /* a ZeroPadding2D folded in front (all 0: none) */
   char pad_name[32]; /* its Keras name, for descriptions */
   /* The kind's hyper-parameters, as its own struct (see clt_layer_hp). */
@@ -217,6 +218,12 @@ struct clt_layer {
   int nparams;
   clt_param params[CLT_MAX_LAYER_PARAMS];
 };
+
+/* The parameter p of l as its backward pass sees it: p, or NULL when l is frozen
+ * (its weights get no gradient; its backward computes the input's alone). */
+static inline const clt_param *clt_layer_trained(const clt_layer *l, const clt_param *p) {
+  return l->frozen ? NULL : p;
+}
 
 /* A kind's view of l->hp: `clt_layer_hp(l, conv_hp)`; the size is checked at build time. */
 #define clt_layer_hp(l, type) \

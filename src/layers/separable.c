@@ -89,8 +89,8 @@ static size_t sep_bias_at(const clt_layer *l, int batch) {
 }
 
 static size_t sep_scratch(const clt_layer *l, int batch) {
-  return sep_bias_at(l, batch) +
-         clt_bias_relu_scratch(sep_rows(l, batch), hp(l)->filters, sep_bias(l));
+  return sep_bias_at(l, batch) + clt_bias_relu_scratch(sep_rows(l, batch), hp(l)->filters,
+                                                       clt_layer_trained(l, sep_bias(l)));
 }
 
 /* The pointwise GEMMs (t, dt at scratch offset 0). */
@@ -139,10 +139,12 @@ static int sep_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   const clt_conv_hp *h = hp(l);
   const int rows = sep_rows(l, io->batch), f = h->filters;
   const size_t bias_at = sep_bias_at(l, io->batch);
-  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass. */
-  int status = clt_bias_relu_grad(io, h->relu, sep_bias(l), bias_at, rows, f, e);
-  if (!status) status = sep_depthwise(l, io, e);
-  if (!status) {
+  /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass; a
+   * frozen layer computes no weight gradient (nor t, which only dWp reads). */
+  int status = clt_bias_relu_grad(io, h->relu, clt_layer_trained(l, sep_bias(l)), bias_at, rows, f,
+                                  e);
+  if (!status && !l->frozen) status = sep_depthwise(l, io, e);
+  if (!status && !l->frozen) {
     const clt_gemm_shape dwp = dw_shape(l, io->batch);
     status = clt_gemm(io->replica, &dwp, 1.0f, io->scratch, 0, io->dy, 0, 0.0f, io->grads,
                       l->params[SEP_POINTWISE].offset, e);
@@ -155,7 +157,7 @@ static int sep_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   }
   /* The depthwise kernel's gradient from (x, dt), its partial sums after dt; dx from dt. */
   const clt_depthwise d = sep_kernel(l);
-  if (!status) {
+  if (!status && !l->frozen) {
     status = clt_depthwise_kernel_grad(l, io, &d, io->scratch, (int)sep_partials_at(l, io->batch),
                                        e);
   }

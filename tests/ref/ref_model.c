@@ -16,10 +16,19 @@ static int backward_layer(const clt_model *m, int i, clt_ref_io *io, double *con
   const clt_layer *l = &m->layers[i];
   const size_t nin = clt_shape_size(l->in) * (size_t)io->batch;
   double *dx = malloc(nin * 2 * sizeof *dx);
-  if (!dx) return -1;
+  /* A frozen layer's weights get no gradient: its kind's reference writes them
+   * to a buffer thrown away. */
+  double *unused = l->frozen ? calloc(m->flat_floats, sizeof *unused) : NULL;
+  if (!dx || (l->frozen && !unused)) {
+    free(dx);
+    free(unused);
+    return -1;
+  }
   io->dx = dx;
   io->dx2 = l->ninputs > 1 ? dx + nin : NULL;
+  if (unused) io->grads = unused;
   l->ops->ref_backward(l, io);
+  free(unused);
   for (int k = 0; k < l->ninputs && k < 2; k++) { /* 2: dx and dx2 */
     const double *d = k ? io->dx2 : io->dx;
     for (size_t j = 0; gin[k] && j < nin; j++) gin[k][j] += d[j];

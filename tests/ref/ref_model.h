@@ -14,7 +14,10 @@
  * is not NULL (train only), it receives, in the flat layout, the gradient of that
  * value for every trainable parameter and, in the slots of the moving statistics,
  * what a device writes there: stat_weight * batch mean and stat_weight * unbiased
- * batch variance. Alignment gaps are left untouched. correct, if not NULL, gets
+ * batch variance. Alignment gaps are left untouched, and so are the slots of
+ * frozen layers (l->frozen), which train nothing: a frozen BatchNormalization
+ * normalises with its moving statistics in training too and writes no batch
+ * statistics. correct, if not NULL, gets
  * the number of examples classified correctly. Returns NAN when out of memory. */
 double ref_model_loss_grad(const clt_model *m, const double *flat, const double *x,
                            const int *labels, int B, double scale, int train, double stat_weight,
