@@ -216,6 +216,7 @@ struct clt_layer {
   int pad_top, pad_left; /* zero padding before the first row and column of a window */
   int nparams;
   clt_param params[CLT_MAX_LAYER_PARAMS];
+  int frozen;
 };
 
 /* A kind's view of l->hp: `clt_layer_hp(l, conv_hp)`; the size is checked at build time. */
