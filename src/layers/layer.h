@@ -217,6 +217,10 @@ struct clt_layer {
   int nparams;
   clt_param params[CLT_MAX_LAYER_PARAMS];
   int frozen;
+  /* Runs as at inference in training steps too (a tf.keras 2.x call with
+   * training=False): BatchNormalization on its moving statistics, Dropout as the
+   * identity. A frozen BatchNormalization runs so as well (Keras 3's rule). */
+  int inference;
 };
 
 /* A kind's view of l->hp: `clt_layer_hp(l, conv_hp)`; the size is checked at build time. */
