@@ -207,6 +207,7 @@ struct clt_layer {
   /* The graph: layers are stored in an order where inputs come first. */
   int ninputs;
   int inputs[2];     /* index of the producing layer, or -1 for the model's input */
+  int frozen;        /* 1: its weights are not trained (BatchNormalization: inference mode) */
   clt_pad pad;       /* a ZeroPadding2D folded in front (all 0: none) */
   char pad_name[32]; /* its Keras name, for descriptions */
   /* The kind's hyper-parameters, as its own struct (see clt_layer_hp). */
@@ -216,7 +217,6 @@ struct clt_layer {
   int pad_top, pad_left; /* zero padding before the first row and column of a window */
   int nparams;
   clt_param params[CLT_MAX_LAYER_PARAMS];
-  int frozen;
   /* Runs as at inference in training steps too (a tf.keras 2.x call with
    * training=False): BatchNormalization on its moving statistics, Dropout as the
    * identity. A frozen BatchNormalization runs so as well (Keras 3's rule). */
