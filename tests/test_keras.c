@@ -64,8 +64,7 @@ static int listed(const clt_npz_array *names, const char *layer) {
     }
     name[n] = '\0';
     const size_t len = strlen(name);
-    if (strcmp(layer, name) == 0 || (strncmp(layer, name, len) == 0 && layer[len] == '/'))
-      return 1;
+    if (strcmp(layer, name) == 0 || (strncmp(layer, name, len) == 0 && layer[len] == '/')) return 1;
   }
   return 0;
 }
@@ -90,13 +89,12 @@ static int without_dropout(clt_model *m) {
   }
   out[used] = '\0';
   const int softmax = m->softmax_output;
-  clt_model *copy = hnew(sizeof *copy);
-  *copy = *m;
-  int status = clt_model_parse(copy->name, copy->input, copy->classes, copy->preprocess, out, m, &E);
+  clt_model copy = *m;
+  int status = clt_model_parse(copy.name, copy.input, copy.classes, copy.preprocess, out, m, &E);
   m->softmax_output = softmax;
   for (int i = 0; i < m->nlayers && !status; i++) {
-    m->layers[i].frozen = copy->layers[i].frozen;
-    m->layers[i].inference = copy->layers[i].inference;
+    m->layers[i].frozen = copy.layers[i].frozen;
+    m->layers[i].inference = copy.layers[i].inference;
   }
   return status;
 }

@@ -223,6 +223,22 @@ for k in "" _k2; do
     fi
   done
 done
+# Hand edits: a tf.keras 2.x call with training=True; a clash whose <model>/<layer>
+# name is too long.
+"$PY" -c "import json
+d = json.load(open('$MODELS/transfer_bn_k2/model.json'))
+base = [l for l in d['config']['layers'] if l['name'] == 'base'][0]
+base['inbound_nodes'][0][0][3]['training'] = True
+json.dump(d, open('$tmp/training_true.json', 'w'))
+d = json.load(open('$MODELS/nested_seq/model.json'))
+f = [l for l in d['config']['layers'] if l['config']['name'] == 'features'][0]
+b = [l for l in f['config']['layers'] if l['config']['name'] == 'block'][0]
+b['config']['name'] = 'a_block_of_a_long_name'
+json.dump(d, open('$tmp/long_clash.json', 'w'))"
+refuse "$tmp/training_true.json" "layer base: called with training=True"
+refuse "$tmp/long_clash.json" \
+  "layer mix of nested model a_block_of_a_long_name is named as another layer of the file, and \
+features/a_block_of_a_long_name/mix, its name where names clash, is longer than 31 characters"
 expect_ok "a frozen base called with training=False trains and evaluates on photos" \
   "^Epoch 1, .*Accuracy" "$CLT" train --model "$MODELS/transfer_bn_k2/model.json" --data "$tmp/ph" \
   --weights "$MODELS/transfer_bn_k2/weights.npz" --epochs 1 --checkpoint-dir "$tmp/ck_transfer"

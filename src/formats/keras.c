@@ -55,7 +55,7 @@ typedef struct knode {
   /* A ZeroPadding2D folded into this node: sides and the padding layer's name. */
   int pad[4];
   const char *pad_name;
-  int skip; /* a ZeroPadding2D folded into its consumer, or the final softmax */
+  int skip;         /* a ZeroPadding2D folded into its consumer, or the final softmax */
   char renamed[64]; /* a nested model's layer named as another: "<model>/<layer>" */
 } knode;
 
@@ -261,7 +261,8 @@ static int endpoint(loader *ld, const cJSON *config, int scope, int parent, cons
   *out = name ? find_node(ld, scope, name) : -1;
   if (*out < 0) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: the %s %s%s is not one of its layers", ld->origin, what,
-                    name ? name : "(unnamed)", parent < 0 ? "" : scope_text(ld, parent, in, sizeof in));
+                    name ? name : "(unnamed)",
+                    parent < 0 ? "" : scope_text(ld, parent, in, sizeof in));
   }
   return CLT_OK;
 }
@@ -286,9 +287,9 @@ static int new_node(loader *ld, int scope, int parent, const char *name, int *ou
 
 /* Reads the layers of a model's config into nodes of model `scope` (0: the file's;
  * else the nested model at node `parent`): names, classes, configs, frozen and
- * inference (the model's, passed down to its layers), and the inputs, resolved to node indices among the
- * scope's layers. Nested models are read recursively. *in, *out: the model's
- * input and output nodes. */
+ * inference (the model's, passed down to its layers), and the inputs, resolved to
+ * node indices among the scope's layers. Nested models are read recursively.
+ * *in, *out: the model's input and output nodes. */
 static int read_scope(loader *ld, const cJSON *config, int sequential, int scope, int parent,
                       int depth, int frozen, int inference, int *in, int *out, clt_err *e) {
   char where[96];
@@ -375,9 +376,9 @@ static int read_scope(loader *ld, const cJSON *config, int sequential, int scope
       for (int t = 0; t < k->ninputs; t++) {
         const int p = find_node(ld, scope, k->input_names[t]);
         if (p < 0) {
-          return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s%s takes input %s, which is not a layer "
-                          "of %s",
-                          ld->origin, k->name, of, k->input_names[t], of[0] ? of + 4 : "the model");
+          return clt_fail(e, CLT_ERR_FORMAT,
+                          "%s: layer %s%s takes input %s, which is not a layer of %s", ld->origin,
+                          k->name, of, k->input_names[t], of[0] ? of + 4 : "the model");
         }
         const int call = ld->nodes[p].model ? ld->nodes[p].first_call : 0;
         if (k->input_calls[t] != call) {
@@ -403,8 +404,8 @@ static int read_scope(loader *ld, const cJSON *config, int sequential, int scope
     }
     knode *mi = &ld->nodes[k->model_input];
     if (strcmp(mi->cls, "InputLayer") != 0) {
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s (a nested model): its input %s is a %s, "
-                      "not an InputLayer",
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: layer %s (a nested model): its input %s is a %s, not an InputLayer",
                       ld->origin, k->name, mi->name, mi->cls);
     }
     mi->alias = 1;
@@ -437,7 +438,8 @@ static int rename_clashes(loader *ld, clt_err *e) {
     }
     if (!clash) continue;
     int path[MAX_DEPTH + 1], depth = 0;
-    for (int p = k->parent; p >= 0 && depth <= MAX_DEPTH; p = ld->nodes[p].parent) path[depth++] = p;
+    for (int p = k->parent; p >= 0 && depth <= MAX_DEPTH; p = ld->nodes[p].parent)
+      path[depth++] = p;
     char full[MAX_DEPTH * 64 + 64] = "";
     size_t used = 0;
     for (int d = depth - 1; d >= 0; d--)
@@ -498,8 +500,8 @@ static int read_layers(loader *ld, const cJSON *root, clt_err *e) {
     for (int t = 0; t < k->ninputs && !k->alias; t++) {
       const int to = resolve_alias(ld, k->inputs[t]);
       if (to < 0) {
-        return clt_fail(e, CLT_ERR_FORMAT, "%s: the graph has a cycle through layer %s",
-                        ld->origin, ld->nodes[k->inputs[t]].name);
+        return clt_fail(e, CLT_ERR_FORMAT, "%s: the graph has a cycle through layer %s", ld->origin,
+                        ld->nodes[k->inputs[t]].name);
       }
       k->inputs[t] = to;
     }
