@@ -36,6 +36,12 @@ for k in "" _k2; do
   refuse "$MODELS/bad/unknown_inbound$k.json" "is not a layer of the model"
   refuse "$MODELS/bad/cycle$k.json" "cycle"
   refuse "$MODELS/bad/add_shape_mismatch$k.json" "add"
+  refuse "$MODELS/bad/nested_shared$k.json" "layer base is a nested model called 2 times"
+  refuse "$MODELS/bad/nested_two_outputs$k.json" "layer base \(a nested model\) has 2 outputs"
+  refuse "$MODELS/bad/nested_two_inputs$k.json" "layer base \(a nested model\) has 2 inputs"
+  refuse "$MODELS/bad/nested_no_layers$k.json" "layer base \(a nested model\) has no layers"
+  refuse "$MODELS/bad/nested_outer_inbound$k.json" \
+    "layer conv2d of nested model base takes input rescaling, which is not a layer of nested"
 done
 refuse "$MODELS/bad/not_a_model.json" "not a Keras model"
 refuse "$tmp/missing.json" "cannot open"
@@ -56,13 +62,13 @@ variant() {
 }
 variant unknown_option "c['foo'] = 1"
 variant he_normal "c['kernel_initializer'] = {'class_name': 'HeNormal', 'config': {'seed': None}}"
-variant frozen "c['trainable'] = False"
+variant trainable "c['trainable'] = 'no'"
 variant half "c['dtype'] = 'mixed_float16'"
 variant l2 "c['kernel_regularizer'] = {'class_name': 'L2', 'config': {'l2': 0.01}}"
 variant groups "c['groups'] = 2"
 for v in "unknown_option:option foo=1 is not supported" \
   "he_normal:kernel_initializer HeNormal is not supported.*--weights" \
-  "frozen:trainable false" "half:dtype mixed_float16" "l2:kernel_regularizer L2" "groups:groups"; do
+  "trainable:trainable is not true or false" "half:dtype mixed_float16" "l2:kernel_regularizer L2" "groups:groups"; do
   expect_fail "${v%%:*}: refused" "${v%%:*}.json: layer conv2d \(Conv2D\): ${v#*:}" \
     "$CLT" train --model "$tmp/${v%%:*}.json" --data "$FMNIST" --epochs 1 --checkpoint-dir "$tmp/ck_bad"
 done
@@ -196,6 +202,48 @@ expect_fail "--weights of another model" "weights.npz.*(shape|arrays)" \
   --train-limit 64 --test-limit 64 --checkpoint-dir "$tmp/ck_w2"
 expect_fail "--weights missing" "nothere.npz" \
   "$CLT" train --model "$seq" --weights "$tmp/nothere.npz" --epochs 1 --checkpoint-dir "$tmp/ck_w3"
+
+# ---- nested models: flattened, Keras' weights in get_weights order and by name --------
+# Every named weight (nested models' layers under their own names, a clashing one as
+# <model>/<layer>) is where training starts, from either file.
+"$MAKE" "$tmp/ph10" 10 2 5 >/dev/null || bad "make_photos (10 classes)"
+for k in "" _k2; do
+  nest=$MODELS/nested_seq$k
+  for w in weights weights_named; do
+    rm -rf "$tmp/ck_nest"
+    "$CLT" train --model "$nest/model.json" --data "$tmp/ph10" --weights "$nest/$w.npz" \
+      --lr 1e-12 --epochs 1 --checkpoint-dir "$tmp/ck_nest" >/dev/null 2>&1 ||
+      bad "nested_seq$k trains from $w.npz"
+    if numpy_check "a = np.load('$tmp/ck_nest/ckpt-1.npz'); w = np.load('$nest/weights_named.npz'); \
+      d = max(float(np.abs(a[n] - w[n]).max()) for n in w.files); print(d); sys.exit(not d < 1e-6)"
+    then
+      ok "nested_seq$k: $w.npz starts every flattened layer"
+    else
+      bad "nested_seq$k: $w.npz starts every flattened layer"
+    fi
+  done
+done
+# Hand edits: a tf.keras 2.x call with training=True; a clash whose <model>/<layer>
+# name is too long.
+"$PY" -c "import json
+d = json.load(open('$MODELS/transfer_bn_k2/model.json'))
+base = [l for l in d['config']['layers'] if l['name'] == 'base'][0]
+base['inbound_nodes'][0][0][3]['training'] = True
+json.dump(d, open('$tmp/training_true.json', 'w'))
+d = json.load(open('$MODELS/nested_seq/model.json'))
+f = [l for l in d['config']['layers'] if l['config']['name'] == 'features'][0]
+b = [l for l in f['config']['layers'] if l['config']['name'] == 'block'][0]
+b['config']['name'] = 'a_block_of_a_long_name'
+json.dump(d, open('$tmp/long_clash.json', 'w'))"
+refuse "$tmp/training_true.json" "layer base: called with training=True"
+refuse "$tmp/long_clash.json" \
+  "layer mix of nested model a_block_of_a_long_name is named as another layer of the file, and \
+features/a_block_of_a_long_name/mix, its name where names clash, is longer than 31 characters"
+expect_ok "a frozen base called with training=False trains and evaluates on photos" \
+  "^Epoch 1, .*Accuracy" "$CLT" train --model "$MODELS/transfer_bn_k2/model.json" --data "$tmp/ph" \
+  --weights "$MODELS/transfer_bn_k2/weights.npz" --epochs 1 --checkpoint-dir "$tmp/ck_transfer"
+expect_ok "... and eval rebuilds it from the checkpoint" "Accuracy" \
+  "$CLT" eval --checkpoint "$tmp/ck_transfer" --data "$tmp/ph"
 
 # ---- photos to ONNX: ONNX Runtime scores the exported model as `cltrain eval` does ----
 # PNGs already of the model's size, so ONNX Runtime can be fed the very pixels.

@@ -6,6 +6,10 @@
  *                 "kwargs": {...}}] with <tensor> = {"class_name":
  *                 "__keras_tensor__", "config": {"keras_history": [name, 0, 0]}},
  *                 InputLayer's "batch_shape", the model's "build_config".
+ * A nested model (a Sequential or functional model among the layers) is read into
+ * the same node list, its layers in its own scope (names are unique per model, not
+ * across them); its InputLayer and its own node become aliases, which pass their
+ * one input through, and are resolved away before the graph is checked.
  * Nothing here knows a layer kind beyond the graph-level rules keras.h lists. */
 #define _POSIX_C_SOURCE 200809L
 #include "keras.h"
@@ -22,33 +26,58 @@
 
 #define MAX_NODES 1024
 #define MAX_INBOUND 16
+#define MAX_DEPTH 16    /* nested models within nested models */
 #define NAME_MAX_LEN 31 /* clt_layer's name[32] */
+/* Description entries a Keras layer may become: its own, a chain of pairs (Add or
+ * Concatenate of up to MAX_INBOUND tensors) and an Activation. */
+#define MAX_ENTRIES (MAX_NODES + 2 * MAX_INBOUND + CLT_MAX_LAYERS)
 
 typedef struct knode {
   const char *name, *cls;
   const cJSON *config;
+  int scope;  /* the model it is a layer of: 0 the file's, else a nested model's */
+  int parent; /* that nested model's node, or -1 */
   int ninputs;
   int inputs[MAX_INBOUND]; /* node indices */
   char input_names[MAX_INBOUND][64];
+  int input_calls[MAX_INBOUND]; /* which call of the producer each input takes */
   int consumers;
   int emitted;
+  /* A nested model: its input and output nodes and the index of its first call in
+   * its consumers' inbound nodes (tf.keras 2.x counts the model's own graph as call
+   * 0 when its first layer is an InputLayer). */
+  int model, model_input, model_output, first_call;
+  int listed_call; /* the inbound node is tf.keras 2.x's list form */
+  int alias;       /* passes its one input through (a nested model, its InputLayer) */
+  int frozen;      /* trainable false, its own or a nested model's */
+  int inference;   /* a tf.keras 2.x call with training=False, its own or a nested model's */
   char tensor[64]; /* the cltrain layer (or "input") holding this node's output */
   /* A ZeroPadding2D folded into this node: sides and the padding layer's name. */
   int pad[4];
   const char *pad_name;
-  int skip; /* a ZeroPadding2D folded into its consumer, or the final softmax */
+  int skip;         /* a ZeroPadding2D folded into its consumer, or the final softmax */
+  char renamed[64]; /* a nested model's layer named as another: "<model>/<layer>" */
 } knode;
+
+/* A description entry and the node it came from (for frozen and inference). */
+typedef struct kentry {
+  char name[64];
+  int node;
+} kentry;
 
 typedef struct loader {
   const char *origin;
   const clt_keras_opts *o;
   knode nodes[MAX_NODES];
   int n;
+  int scopes;        /* scopes handed out */
   int input, output; /* node indices */
   clt_shape shape;   /* from the file, 0 where open */
   int softmax_output;
   char *text; /* the description being written */
   size_t size, used;
+  kentry entries[MAX_ENTRIES];
+  int nentries;
 } loader;
 
 static const char *str(const cJSON *obj, const char *key) {
@@ -66,13 +95,26 @@ int clt_keras_is_file(const char *model) {
   return strchr(model, '/') != NULL || (n > 5 && strcmp(model + n - 5, ".json") == 0);
 }
 
+static int is_model_class(const char *cls) {
+  return strcmp(cls, "Sequential") == 0 || strcmp(cls, "Functional") == 0 ||
+         strcmp(cls, "Model") == 0;
+}
+
 /* ---- the graph -------------------------------------------------------------- */
 
-static int find_node(const loader *ld, const char *name) {
+/* The node named `name` among the layers of model `scope`, or -1. */
+static int find_node(const loader *ld, int scope, const char *name) {
   for (int i = 0; i < ld->n; i++) {
-    if (strcmp(ld->nodes[i].name, name) == 0) return i;
+    if (ld->nodes[i].scope == scope && strcmp(ld->nodes[i].name, name) == 0) return i;
   }
   return -1;
+}
+
+/* " of nested model NAME" for the layers of a nested model, "" for the file's. */
+static const char *scope_text(const loader *ld, int parent, char *buf, size_t size) {
+  if (parent < 0) return "";
+  snprintf(buf, size, " of nested model %s", ld->nodes[parent].name);
+  return buf;
 }
 
 /* Records an inbound tensor [name, node_index, tensor_index] of node k. */
@@ -82,7 +124,7 @@ static int add_inbound(loader *ld, knode *k, const cJSON *history, clt_err *e) {
   if (!cJSON_IsString(name) || !cJSON_IsNumber(node) || !cJSON_IsNumber(tensor)) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: malformed inbound node", ld->origin, k->name);
   }
-  if (node->valueint != 0 || tensor->valueint != 0) {
+  if (tensor->valueint != 0) {
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: layer %s: takes output %d of call %d of layer %s; cltrain supports "
                     "layers called once with one output (no shared layers)",
@@ -92,6 +134,7 @@ static int add_inbound(loader *ld, knode *k, const cJSON *history, clt_err *e) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: more than %d inputs", ld->origin, k->name,
                     MAX_INBOUND);
   }
+  k->input_calls[k->ninputs] = node->valueint; /* checked once the producer is known */
   snprintf(k->input_names[k->ninputs++], sizeof k->input_names[0], "%s", name->valuestring);
   return CLT_OK;
 }
@@ -120,6 +163,43 @@ static int collect_tensors(loader *ld, knode *k, const cJSON *v, clt_err *e) {
   return add_inbound(ld, k, h, e);
 }
 
+/* null, or a list of nulls. */
+static int all_null(const cJSON *v) {
+  if (!cJSON_IsArray(v)) return cJSON_IsNull(v);
+  for (const cJSON *it = v->child; it; it = it->next) {
+    if (!cJSON_IsNull(it)) return 0;
+  }
+  return 1;
+}
+
+/* A call's keyword arguments: tensors and masks are refused. `training` is
+ * tf.keras 2.x's to keep (listed: false runs the layer as at inference in training
+ * too; true, training at inference too, is refused); Keras 3 records it but
+ * replaces it by the outer call's in fit, evaluate and predict, so it is moot. */
+static int read_kwargs(loader *ld, knode *k, const cJSON *kwargs, int listed, clt_err *e) {
+  for (const cJSON *it = kwargs ? kwargs->child : NULL; it; it = it->next) {
+    if (all_null(it)) continue; /* Keras 3 writes "mask": null, one per input */
+    if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: layer %s: call argument %s is not supported (a tensor or mask)",
+                      ld->origin, k->name, it->string);
+    }
+    if (!listed || strcmp(it->string, "training") != 0 || cJSON_IsNull(it)) continue;
+    if (!cJSON_IsBool(it)) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: call argument training is not a boolean",
+                      ld->origin, k->name);
+    }
+    if (cJSON_IsTrue(it)) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: layer %s: called with training=True (training mode at inference "
+                      "too) is not supported",
+                      ld->origin, k->name);
+    }
+    k->inference = 1;
+  }
+  return CLT_OK;
+}
+
 static int read_inbound(loader *ld, knode *k, const cJSON *inbound, clt_err *e) {
   if (!inbound || (cJSON_IsArray(inbound) && cJSON_GetArraySize(inbound) == 0)) return CLT_OK;
   if (!cJSON_IsArray(inbound)) {
@@ -127,6 +207,12 @@ static int read_inbound(loader *ld, knode *k, const cJSON *inbound, clt_err *e) 
                     k->name);
   }
   if (cJSON_GetArraySize(inbound) > 1) {
+    if (k->model) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: layer %s is a nested model called %d times; cltrain flattens nested "
+                      "models called once (no shared models)",
+                      ld->origin, k->name, cJSON_GetArraySize(inbound));
+    }
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: layer %s is called %d times; cltrain supports layers called once (no "
                     "shared layers)",
@@ -134,27 +220,18 @@ static int read_inbound(loader *ld, knode *k, const cJSON *inbound, clt_err *e) 
   }
   const cJSON *node = inbound->child;
   if (cJSON_IsObject(node)) { /* Keras 3 */
-    const cJSON *kwargs = cJSON_GetObjectItemCaseSensitive(node, "kwargs");
-    for (const cJSON *it = kwargs ? kwargs->child : NULL; it; it = it->next) {
-      if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
-        return clt_fail(e, CLT_ERR_FORMAT,
-                        "%s: layer %s: call argument %s is not supported (a tensor or mask)",
-                        ld->origin, k->name, it->string);
-      }
-    }
-    return collect_tensors(ld, k, cJSON_GetObjectItemCaseSensitive(node, "args"), e);
+    int status = read_kwargs(ld, k, cJSON_GetObjectItemCaseSensitive(node, "kwargs"), 0, e);
+    return status ? status
+                  : collect_tensors(ld, k, cJSON_GetObjectItemCaseSensitive(node, "args"), e);
   }
   if (!cJSON_IsArray(node)) goto bad;
+  k->listed_call = 1;
   for (const cJSON *t = node->child; t; t = t->next) { /* tf.keras 2.x */
     if (!cJSON_IsArray(t)) goto bad;
     const cJSON *kwargs = cJSON_GetArrayItem(t, 3);
-    for (const cJSON *it = kwargs ? kwargs->child : NULL; it; it = it->next) {
-      if (cJSON_IsObject(it) || cJSON_IsArray(it)) {
-        return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: call argument %s is not supported",
-                        ld->origin, k->name, it->string);
-      }
-    }
-    int status = add_inbound(ld, k, t, e);
+    if (kwargs && !cJSON_IsObject(kwargs)) goto bad;
+    int status = read_kwargs(ld, k, kwargs, 1, e);
+    if (!status) status = add_inbound(ld, k, t, e);
     if (status) return status;
   }
   return CLT_OK;
@@ -162,29 +239,242 @@ bad:
   return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: malformed inbound_nodes", ld->origin, k->name);
 }
 
-/* [name, 0, 0] or [[name, 0, 0], ...] → the one layer named, refusing several. */
-static int endpoint(loader *ld, const cJSON *config, const char *key, const char *what, int *out,
-                    clt_err *e) {
+/* [name, 0, 0] or [[name, 0, 0], ...] → the one layer named among model scope's,
+ * refusing several. */
+static int endpoint(loader *ld, const cJSON *config, int scope, int parent, const char *key,
+                    const char *what, int *out, clt_err *e) {
+  char where[96], in[96];
+  if (parent < 0) snprintf(where, sizeof where, "the model");
+  else snprintf(where, sizeof where, "layer %s (a nested model)", ld->nodes[parent].name);
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
   if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no %s", ld->origin, key);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: %s has no %s", ld->origin, where, key);
   if (cJSON_IsArray(v->child)) {
     if (cJSON_GetArraySize(v) > 1) {
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has %d %ss; cltrain trains models with one",
-                      ld->origin, cJSON_GetArraySize(v), what);
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: %s has %d %ss; cltrain %s with one", ld->origin,
+                      where, cJSON_GetArraySize(v), what,
+                      parent < 0 ? "trains models" : "flattens nested models");
     }
     v = v->child;
   }
   const char *name = cJSON_IsString(v->child) ? v->child->valuestring : NULL;
-  *out = name ? find_node(ld, name) : -1;
+  *out = name ? find_node(ld, scope, name) : -1;
   if (*out < 0) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model's %s %s is not one of its layers", ld->origin,
-                    what, name ? name : "(unnamed)");
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the %s %s%s is not one of its layers", ld->origin, what,
+                    name ? name : "(unnamed)",
+                    parent < 0 ? "" : scope_text(ld, parent, in, sizeof in));
   }
   return CLT_OK;
 }
 
-/* Reads the layer list: names, classes, configs and (functional) inbound nodes. */
+/* A new node of model `scope`, its name checked to be unique there. */
+static int new_node(loader *ld, int scope, int parent, const char *name, int *out, clt_err *e) {
+  if (ld->n == MAX_NODES)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: more than %d layers", ld->origin, MAX_NODES);
+  if (find_node(ld, scope, name) >= 0) {
+    char in[96];
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: two layers%s are named %s", ld->origin,
+                    scope_text(ld, parent, in, sizeof in), name);
+  }
+  knode *k = &ld->nodes[ld->n];
+  memset(k, 0, sizeof *k);
+  k->name = name;
+  k->scope = scope;
+  k->parent = parent;
+  *out = ld->n++;
+  return CLT_OK;
+}
+
+/* Reads the layers of a model's config into nodes of model `scope` (0: the file's;
+ * else the nested model at node `parent`): names, classes, configs, frozen and
+ * inference (the model's, passed down to its layers), and the inputs, resolved to
+ * node indices among the scope's layers. Nested models are read recursively.
+ * *in, *out: the model's input and output nodes. */
+static int read_scope(loader *ld, const cJSON *config, int sequential, int scope, int parent,
+                      int depth, int frozen, int inference, int *in, int *out, clt_err *e) {
+  char where[96];
+  const char *of = scope_text(ld, parent, where, sizeof where);
+  const cJSON *layers = cJSON_GetObjectItemCaseSensitive(config, "layers");
+  if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0) {
+    if (parent >= 0) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s (a nested model) has no layers", ld->origin,
+                      ld->nodes[parent].name);
+    }
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no layers", ld->origin);
+  }
+  const int first = ld->n;
+  int status = CLT_OK, i;
+  /* A Sequential without InputLayer: an implicit input node (no config) in front. */
+  const char *first_cls = str(layers->child, "class_name");
+  if (sequential && (!first_cls || strcmp(first_cls, "InputLayer") != 0)) {
+    if ((status = new_node(ld, scope, parent, "input", &i, e))) return status;
+    ld->nodes[i].cls = "InputLayer";
+  }
+  for (const cJSON *it = layers->child; it; it = it->next) {
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(it, "config");
+    const char *cls = str(it, "class_name"), *name = str(cfg, "name");
+    if (!name) name = str(it, "name");
+    if (!cls || !cJSON_IsObject(cfg) || !name) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %d%s has no class_name, config or name",
+                      ld->origin, ld->n - first + 1, of);
+    }
+    if ((status = new_node(ld, scope, parent, name, &i, e))) return status;
+    knode *k = &ld->nodes[i];
+    k->cls = cls;
+    k->config = cfg;
+    k->model = is_model_class(cls);
+    const cJSON *trainable = cJSON_GetObjectItemCaseSensitive(cfg, "trainable");
+    k->frozen = frozen || cJSON_IsFalse(trainable);
+    k->inference = inference;
+    if (!sequential &&
+        (status = read_inbound(ld, k, cJSON_GetObjectItemCaseSensitive(it, "inbound_nodes"), e)))
+      return status;
+    if (!k->model) continue;
+    if (depth == MAX_DEPTH) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: nested models more than %d deep",
+                      ld->origin, name, MAX_DEPTH);
+    }
+    int model_in, model_out;
+    status = read_scope(ld, cfg, strcmp(cls, "Sequential") == 0, ++ld->scopes, i, depth + 1,
+                        k->frozen, k->inference, &model_in, &model_out, e);
+    if (status) return status;
+    k = &ld->nodes[i];
+    k->alias = 1;
+    k->model_input = model_in;
+    k->model_output = model_out;
+    const knode *mi = &ld->nodes[model_in];
+    k->first_call = k->listed_call && mi->config && strcmp(mi->cls, "InputLayer") == 0;
+  }
+  if (sequential) {
+    /* A chain: each layer of the scope takes the one before. */
+    int prev = -1;
+    for (int j = first; j < ld->n; j++) {
+      knode *k = &ld->nodes[j];
+      if (k->scope != scope) continue;
+      if (prev >= 0) {
+        k->ninputs = 1;
+        k->inputs[0] = prev;
+      }
+      prev = j;
+    }
+    *in = first;
+    *out = prev;
+    if (*out == *in) {
+      if (parent >= 0) {
+        return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s (a nested model) has no layers",
+                        ld->origin, ld->nodes[parent].name);
+      }
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no layers", ld->origin);
+    }
+  } else {
+    if ((status = endpoint(ld, config, scope, parent, "input_layers", "input", in, e)) ||
+        (status = endpoint(ld, config, scope, parent, "output_layers", "output", out, e)))
+      return status;
+    for (int j = first; j < ld->n; j++) {
+      knode *k = &ld->nodes[j];
+      if (k->scope != scope) continue;
+      for (int t = 0; t < k->ninputs; t++) {
+        const int p = find_node(ld, scope, k->input_names[t]);
+        if (p < 0) {
+          return clt_fail(e, CLT_ERR_FORMAT,
+                          "%s: layer %s%s takes input %s, which is not a layer of %s", ld->origin,
+                          k->name, of, k->input_names[t], of[0] ? of + 4 : "the model");
+        }
+        const int call = ld->nodes[p].model ? ld->nodes[p].first_call : 0;
+        if (k->input_calls[t] != call) {
+          return clt_fail(e, CLT_ERR_FORMAT,
+                          "%s: layer %s: takes output 0 of call %d of layer %s; cltrain supports "
+                          "layers called once with one output (no shared layers)",
+                          ld->origin, k->name, k->input_calls[t] - call, ld->nodes[p].name);
+        }
+        k->inputs[t] = p;
+      }
+    }
+  }
+  /* Each nested model of the scope: its input takes the model's input, and the
+   * model's node passes its output on. */
+  for (int j = first; j < ld->n; j++) {
+    knode *k = &ld->nodes[j];
+    if (k->scope != scope || !k->model) continue;
+    if (k->ninputs != 1) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: layer %s (a nested model) takes %d inputs; cltrain flattens nested "
+                      "models of one input",
+                      ld->origin, k->name, k->ninputs);
+    }
+    knode *mi = &ld->nodes[k->model_input];
+    if (strcmp(mi->cls, "InputLayer") != 0) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: layer %s (a nested model): its input %s is a %s, not an InputLayer",
+                      ld->origin, k->name, mi->name, mi->cls);
+    }
+    mi->alias = 1;
+    mi->ninputs = 1;
+    mi->inputs[0] = k->inputs[0];
+    k->inputs[0] = k->model_output;
+  }
+  return CLT_OK;
+}
+
+/* The node an alias stands for, following aliases; -1 for a loop of aliases. */
+static int resolve_alias(const loader *ld, int i) {
+  for (int steps = 0; ld->nodes[i].alias; steps++) {
+    if (steps > ld->n) return -1;
+    i = ld->nodes[i].inputs[0];
+  }
+  return i;
+}
+
+/* A nested model's layer named as another layer of the file becomes
+ * "<model>/<layer>" (every nested model on the way, outermost first). */
+static int rename_clashes(loader *ld, clt_err *e) {
+  for (int i = 0; i < ld->n; i++) {
+    knode *k = &ld->nodes[i];
+    if (k->alias || i == ld->input || k->parent < 0) continue;
+    int clash = 0;
+    for (int j = 0; j < ld->n && !clash; j++) {
+      const knode *o = &ld->nodes[j];
+      clash = j != i && !o->alias && j != ld->input && strcmp(o->name, k->name) == 0;
+    }
+    if (!clash) continue;
+    int path[MAX_DEPTH + 1], depth = 0;
+    for (int p = k->parent; p >= 0 && depth <= MAX_DEPTH; p = ld->nodes[p].parent)
+      path[depth++] = p;
+    char full[MAX_DEPTH * 64 + 64] = "";
+    size_t used = 0;
+    for (int d = depth - 1; d >= 0; d--)
+      used += (size_t)snprintf(full + used, sizeof full - used, "%.62s/", ld->nodes[path[d]].name);
+    snprintf(full + used, sizeof full - used, "%.62s", k->name);
+    if (strlen(full) > NAME_MAX_LEN) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: layer %s of nested model %s is named as another layer of the file, and "
+                      "%s, its name where names clash, is longer than %d characters; rename one "
+                      "of them",
+                      ld->origin, k->name, ld->nodes[k->parent].name, full, NAME_MAX_LEN);
+    }
+    snprintf(k->renamed, sizeof k->renamed, "%s", full);
+  }
+  for (int i = 0; i < ld->n; i++) {
+    if (ld->nodes[i].renamed[0]) ld->nodes[i].name = ld->nodes[i].renamed;
+  }
+  for (int i = 0; i < ld->n; i++) {
+    const knode *k = &ld->nodes[i];
+    if (k->alias || i == ld->input) continue;
+    for (int j = i + 1; j < ld->n; j++) {
+      const knode *o = &ld->nodes[j];
+      if (!o->alias && j != ld->input && strcmp(o->name, k->name) == 0) {
+        return clt_fail(e, CLT_ERR_FORMAT,
+                        "%s: two layers are named %s, also after naming nested models' layers "
+                        "<model>/<layer> where names clash",
+                        ld->origin, k->name);
+      }
+    }
+  }
+  return CLT_OK;
+}
+
+/* Reads the layer list: names, classes, configs, (functional) inbound nodes and
+ * nested models, whose aliases are then resolved away. */
 static int read_layers(loader *ld, const cJSON *root, clt_err *e) {
   const char *cls = str(root, "class_name");
   const cJSON *config = cJSON_GetObjectItemCaseSensitive(root, "config");
@@ -194,102 +484,64 @@ static int read_layers(loader *ld, const cJSON *root, clt_err *e) {
                     "model.to_json()'s output)",
                     ld->origin);
   }
-  const int sequential = strcmp(cls, "Sequential") == 0;
-  if (!sequential && strcmp(cls, "Functional") != 0 && strcmp(cls, "Model") != 0) {
+  if (!is_model_class(cls)) {
     return clt_fail(e, CLT_ERR_FORMAT,
                     "%s: a model of class %s; cltrain reads Sequential and functional models",
                     ld->origin, cls);
   }
-  const cJSON *layers = cJSON_GetObjectItemCaseSensitive(config, "layers");
-  if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) == 0)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no layers", ld->origin);
-  for (const cJSON *it = layers->child; it; it = it->next) {
-    if (ld->n == MAX_NODES)
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: more than %d layers", ld->origin, MAX_NODES);
-    knode *k = &ld->nodes[ld->n];
-    memset(k, 0, sizeof *k);
-    k->cls = str(it, "class_name");
-    k->config = cJSON_GetObjectItemCaseSensitive(it, "config");
-    k->name = str(k->config, "name");
-    if (!k->name) k->name = str(it, "name");
-    if (!k->cls || !cJSON_IsObject(k->config) || !k->name) {
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %d has no class_name, config or name",
-                      ld->origin, ld->n + 1);
-    }
-    if (find_node(ld, k->name) >= 0) {
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: two layers are named %s", ld->origin, k->name);
-    }
-    if (strcmp(k->cls, "Sequential") == 0 || strcmp(k->cls, "Functional") == 0 ||
-        strcmp(k->cls, "Model") == 0) {
-      return clt_fail(e, CLT_ERR_FORMAT,
-                      "%s: layer %s is a nested model (%s); flatten it into one model", ld->origin,
-                      k->name, k->cls);
-    }
-    if (!sequential) {
-      int status = read_inbound(ld, k, cJSON_GetObjectItemCaseSensitive(it, "inbound_nodes"), e);
-      if (status) return status;
-    }
-    ld->n++;
-  }
-  if (sequential) {
-    /* A chain from the InputLayer; without one, from an implicit input node (no
-     * config) put in front. */
-    if (!ld->nodes[0].cls || strcmp(ld->nodes[0].cls, "InputLayer") != 0) {
-      if (ld->n == MAX_NODES)
-        return clt_fail(e, CLT_ERR_FORMAT, "%s: more than %d layers", ld->origin, MAX_NODES);
-      memmove(&ld->nodes[1], &ld->nodes[0], (size_t)ld->n * sizeof ld->nodes[0]);
-      memset(&ld->nodes[0], 0, sizeof ld->nodes[0]);
-      ld->nodes[0].name = "input";
-      ld->nodes[0].cls = "InputLayer";
-      ld->n++;
-    }
-    ld->input = 0;
-    for (int i = 1; i < ld->n; i++) {
-      knode *k = &ld->nodes[i];
-      k->ninputs = 1;
-      snprintf(k->input_names[0], sizeof k->input_names[0], "%s", ld->nodes[i - 1].name);
-    }
-    ld->output = ld->n - 1;
-    if (ld->output < 1)
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no layers", ld->origin);
-    return CLT_OK;
-  }
-  int status = endpoint(ld, config, "input_layers", "input", &ld->input, e);
-  if (!status) status = endpoint(ld, config, "output_layers", "output", &ld->output, e);
-  return status;
-}
-
-/* Resolves input names to nodes, counts consumers, and checks the graph: no
- * dangling input, no cycle, every layer feeding the output. Orders the nodes so
- * inputs come first (files Keras writes are in that order already). */
-static int check_graph(loader *ld, int *order, clt_err *e) {
+  /* The file's model may be frozen too: its trainable passes down as a nested model's. */
+  const int frozen = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(config, "trainable"));
+  int status = read_scope(ld, config, strcmp(cls, "Sequential") == 0, 0, -1, 0, frozen, 0,
+                          &ld->input, &ld->output, e);
+  if (status) return status;
+  /* Every reference to an alias goes to what it stands for. */
   for (int i = 0; i < ld->n; i++) {
     knode *k = &ld->nodes[i];
-    for (int j = 0; j < k->ninputs; j++) {
-      k->inputs[j] = find_node(ld, k->input_names[j]);
-      if (k->inputs[j] < 0) {
-        return clt_fail(e, CLT_ERR_FORMAT,
-                        "%s: layer %s takes input %s, which is not a layer "
-                        "of the model",
-                        ld->origin, k->name, k->input_names[j]);
+    for (int t = 0; t < k->ninputs && !k->alias; t++) {
+      const int to = resolve_alias(ld, k->inputs[t]);
+      if (to < 0) {
+        return clt_fail(e, CLT_ERR_FORMAT, "%s: the graph has a cycle through layer %s", ld->origin,
+                        ld->nodes[k->inputs[t]].name);
       }
-      ld->nodes[k->inputs[j]].consumers++;
+      k->inputs[t] = to;
     }
+  }
+  if ((ld->output = resolve_alias(ld, ld->output)) < 0)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the graph has a cycle through its output", ld->origin);
+  if (ld->output == ld->input)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no layers", ld->origin);
+  return rename_clashes(ld, e);
+}
+
+/* Counts consumers and checks the graph: no cycle, every layer feeding the
+ * output, one input. Orders the layers so inputs come first (files Keras writes
+ * are in that order already; nested models' layers sit where the model does):
+ * order[0 .. *placed). */
+static int check_graph(loader *ld, int *order, int *placed_out, clt_err *e) {
+  int real = 0;
+  for (int i = 0; i < ld->n; i++) {
+    knode *k = &ld->nodes[i];
+    if (k->alias) continue;
+    real++;
+    for (int j = 0; j < k->ninputs; j++) ld->nodes[k->inputs[j]].consumers++;
     if (strcmp(k->cls, "InputLayer") == 0 && i != ld->input) {
       return clt_fail(e, CLT_ERR_FORMAT,
                       "%s: a second input %s; cltrain trains models with one image input",
                       ld->origin, k->name);
     }
-    if (strcmp(k->cls, "InputLayer") != 0 && k->ninputs == 0 && ld->input >= 0) {
+    if (strcmp(k->cls, "InputLayer") != 0 && k->ninputs == 0) {
       return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s has no input", ld->origin, k->name);
     }
   }
   /* Kahn's algorithm, taking the earliest ready node each time: the file's order
    * when it is already a topological one. */
   int placed = 0, pending[MAX_NODES];
-  for (int i = 0; i < ld->n; i++) pending[i] = ld->nodes[i].ninputs;
   int done[MAX_NODES] = {0};
-  while (placed < ld->n) {
+  for (int i = 0; i < ld->n; i++) {
+    pending[i] = ld->nodes[i].ninputs;
+    done[i] = ld->nodes[i].alias;
+  }
+  while (placed < real) {
     int next = -1;
     for (int i = 0; i < ld->n && next < 0; i++) {
       if (!done[i] && pending[i] == 0) next = i;
@@ -306,21 +558,23 @@ static int check_graph(loader *ld, int *order, clt_err *e) {
     done[next] = 1;
     order[placed++] = next;
     for (int i = 0; i < ld->n; i++) {
+      if (ld->nodes[i].alias) continue;
       for (int j = 0; j < ld->nodes[i].ninputs; j++) {
         if (ld->nodes[i].inputs[j] == next) pending[i]--;
       }
     }
   }
+  *placed_out = placed;
   /* Every layer must lead to the output. */
   int reach[MAX_NODES] = {0};
   reach[ld->output] = 1;
-  for (int p = ld->n - 1; p >= 0; p--) {
+  for (int p = placed - 1; p >= 0; p--) {
     const knode *k = &ld->nodes[order[p]];
     if (!reach[order[p]]) continue;
     for (int j = 0; j < k->ninputs; j++) reach[k->inputs[j]] = 1;
   }
   for (int i = 0; i < ld->n; i++) {
-    if (!reach[i] && i != ld->input) {
+    if (!reach[i] && i != ld->input && !ld->nodes[i].alias) {
       return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s does not lead to the output %s", ld->origin,
                       ld->nodes[i].name, ld->nodes[ld->output].name);
     }
@@ -364,8 +618,8 @@ static int check_common(const loader *ld, clt_keras_config *c, clt_err *e) {
     if (strcmp(key, "name") == 0 || strcmp(key, "batch_input_shape") == 0) {
       /* the latter: a Sequential's input shape on its first layer (read_input) */
     } else if (strcmp(key, "trainable") == 0) {
-      if (!cJSON_IsTrue(it))
-        return clt_kc_fail(c, e, "trainable false (a frozen layer) is not supported");
+      /* read_scope took it: false freezes the layer */
+      if (!cJSON_IsBool(it)) return clt_kc_fail(c, e, "trainable is not true or false");
     } else if (strcmp(key, "dtype") == 0) {
       const char *d = dtype_name(it);
       if (!cJSON_IsNull(it) && (!d || strcmp(d, "float32") != 0))
@@ -432,6 +686,16 @@ static int append(loader *ld, clt_err *e, const char *fmt, ...) {
   return CLT_OK;
 }
 
+/* Notes that description entry `name` comes from node i (its frozen and inference). */
+static int remember(loader *ld, const char *name, int i, clt_err *e) {
+  if (ld->nentries == MAX_ENTRIES)
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model is too large to describe", ld->origin);
+  kentry *k = &ld->entries[ld->nentries++];
+  snprintf(k->name, sizeof k->name, "%s", name);
+  k->node = i;
+  return CLT_OK;
+}
+
 static int check_name(const loader *ld, const char *name, clt_err *e) {
   if (strlen(name) > NAME_MAX_LEN || strpbrk(name, " =<,()") || !name[0] ||
       strcmp(name, "input") == 0) {
@@ -471,6 +735,43 @@ static int read_shape(loader *ld, const cJSON *shape, const char *where, clt_err
   return CLT_OK;
 }
 
+/* An InputLayer's config: the file's input (its shape read), or a nested model's
+ * (its shape follows from the layers before). */
+static int check_input_layer(loader *ld, const knode *k, int shape, clt_err *e) {
+  clt_keras_config c = {.obj = k->config, .layer = k->name, .cls = k->cls};
+  int status = check_common(ld, &c, e);
+  int sparse = 0, ragged = 0;
+  if (!status) status = clt_kc_bool(&c, "sparse", 0, &sparse, e);
+  if (!status) status = clt_kc_bool(&c, "ragged", 0, &ragged, e);
+  if (!status && (sparse || ragged)) status = clt_kc_fail(&c, e, "sparse or ragged input");
+  const char *key = clt_kc_has(&c, "batch_shape") ? "batch_shape" : "batch_input_shape";
+  if (!status && shape)
+    status = read_shape(ld, cJSON_GetObjectItemCaseSensitive(k->config, key), k->name, e);
+  static const char *const ignored[] = {"input_tensor", "optional", NULL};
+  static const char *const nested[] = {"batch_shape", "batch_input_shape", NULL};
+  if (!status) clt_kc_ignore(&c, ignored);
+  if (!status && !shape) clt_kc_ignore(&c, nested);
+  if (!status) status = check_all_read(&c, e);
+  return status;
+}
+
+/* The input shape layer i declares: its batch_input_shape (tf.keras 2.x puts a
+ * Sequential's there), or, for a nested model, its InputLayer's or first layer's. */
+static const cJSON *declared_shape(const loader *ld, int i) {
+  for (int depth = 0; depth <= MAX_DEPTH; depth++) {
+    const knode *k = &ld->nodes[i];
+    const cJSON *config = k->config;
+    if (k->model) {
+      config = ld->nodes[k->model_input].config;
+      i = k->model_input + 1; /* without an InputLayer: the model's first layer */
+    }
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(config, "batch_input_shape");
+    if (!shape) shape = cJSON_GetObjectItemCaseSensitive(config, "batch_shape");
+    if (shape || !k->model || i >= ld->n) return shape;
+  }
+  return NULL;
+}
+
 static int read_input(loader *ld, const cJSON *root, clt_err *e) {
   knode *k = &ld->nodes[ld->input];
   snprintf(k->tensor, sizeof k->tensor, "input");
@@ -479,24 +780,11 @@ static int read_input(loader *ld, const cJSON *root, clt_err *e) {
       return clt_fail(e, CLT_ERR_FORMAT, "%s: the model's input %s is a %s, not an InputLayer",
                       ld->origin, k->name, k->cls);
     }
-    clt_keras_config c = {.obj = k->config, .layer = k->name, .cls = k->cls};
-    int status = check_common(ld, &c, e);
-    int sparse = 0, ragged = 0;
-    if (!status) status = clt_kc_bool(&c, "sparse", 0, &sparse, e);
-    if (!status) status = clt_kc_bool(&c, "ragged", 0, &ragged, e);
-    if (!status && (sparse || ragged)) status = clt_kc_fail(&c, e, "sparse or ragged input");
-    const char *key = clt_kc_has(&c, "batch_shape") ? "batch_shape" : "batch_input_shape";
-    if (!status)
-      status = read_shape(ld, cJSON_GetObjectItemCaseSensitive(k->config, key), k->name, e);
-    static const char *const ignored[] = {"input_tensor", "optional", NULL};
-    if (!status) clt_kc_ignore(&c, ignored);
-    if (!status) status = check_all_read(&c, e);
-    return status;
+    return check_input_layer(ld, k, 1, e);
   }
   /* A Sequential without InputLayer: the first layer's batch_input_shape (tf.keras
    * 2.x) or the model's build_config (Keras 3), else the data's shape. */
-  const cJSON *first = ld->nodes[1].config;
-  const cJSON *shape = cJSON_GetObjectItemCaseSensitive(first, "batch_input_shape");
+  const cJSON *shape = ld->input + 1 < ld->n ? declared_shape(ld, ld->input + 1) : NULL;
   if (!shape) {
     const cJSON *build = cJSON_GetObjectItemCaseSensitive(root, "build_config");
     shape = cJSON_GetObjectItemCaseSensitive(build, "input_shape");
@@ -511,7 +799,7 @@ static int fold_padding(loader *ld, int i, clt_err *e) {
   knode *k = &ld->nodes[i];
   int consumer = -1;
   for (int j = 0; j < ld->n && k->consumers == 1; j++) {
-    for (int t = 0; t < ld->nodes[j].ninputs; t++) {
+    for (int t = 0; t < ld->nodes[j].ninputs && !ld->nodes[j].alias; t++) {
       if (ld->nodes[j].inputs[t] == i) consumer = j;
     }
   }
@@ -616,7 +904,8 @@ static int emit_node(loader *ld, int i, clt_err *e) {
     char part[64];
     snprintf(part, sizeof part, "%s/%d", k->name, j);
     if ((status = check_name(ld, part, e))) return status;
-    if ((status = append(ld, e, "%s=%s<%s,%s ", part, kind, prev, input_tensor(ld, k, j))))
+    if ((status = append(ld, e, "%s=%s<%s,%s ", part, kind, prev, input_tensor(ld, k, j))) ||
+        (status = remember(ld, part, i, e)))
       return status;
     snprintf(prev, sizeof prev, "%s", part);
   }
@@ -624,6 +913,7 @@ static int emit_node(loader *ld, int i, clt_err *e) {
     status = append(ld, e, "%s=%s<%s,%s ", k->name, kind, prev,
                     input_tensor(ld, k, k->ninputs - 1));
   else status = append(ld, e, "%s=%s<%s ", k->name, kind, prev);
+  if (!status) status = remember(ld, k->name, i, e);
   if (status) return status;
   snprintf(k->tensor, sizeof k->tensor, "%s", k->name);
   if (act[0] && strcmp(act, "linear") != 0) {
@@ -634,10 +924,25 @@ static int emit_node(loader *ld, int i, clt_err *e) {
     char name[64];
     snprintf(name, sizeof name, "%s/%s", k->name, act);
     if ((status = check_name(ld, name, e))) return status;
-    if ((status = append(ld, e, "%s=Activation(%s)<%s ", name, act, k->name))) return status;
+    if ((status = append(ld, e, "%s=Activation(%s)<%s ", name, act, k->name)) ||
+        (status = remember(ld, name, i, e)))
+      return status;
     snprintf(k->tensor, sizeof k->tensor, "%s", name);
   }
   return CLT_OK;
+}
+
+/* Each layer's frozen and inference, from the Keras layer it came from. */
+static void set_flags(const loader *ld, clt_model *m) {
+  for (int i = 0; i < m->nlayers; i++) {
+    clt_layer *l = &m->layers[i];
+    for (int j = 0; j < ld->nentries; j++) {
+      if (strcmp(ld->entries[j].name, l->name) != 0) continue;
+      l->frozen = ld->nodes[ld->entries[j].node].frozen;
+      l->inference = ld->nodes[ld->entries[j].node].inference;
+      break;
+    }
+  }
 }
 
 static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
@@ -648,16 +953,21 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: not valid JSON (error near byte %ld)", ld->origin,
                     offset);
   }
-  int order[MAX_NODES] = {0};
+  int order[MAX_NODES] = {0}, placed = 0;
   int status = read_layers(ld, root, e);
-  if (!status) status = check_graph(ld, order, e);
+  if (!status) status = check_graph(ld, order, &placed, e);
   if (!status) snprintf(ld->nodes[ld->input].tensor, sizeof ld->nodes[0].tensor, "input");
-  for (int p = 0; p < ld->n && !status; p++) {
+  for (int i = 0; i < ld->n && !status; i++) {
+    const knode *k = &ld->nodes[i];
+    if (k->alias && k->config && strcmp(k->cls, "InputLayer") == 0)
+      status = check_input_layer(ld, k, 0, e); /* a nested model's */
+  }
+  for (int p = 0; p < placed && !status; p++) {
     const int i = order[p];
     if (strcmp(ld->nodes[i].cls, "ZeroPadding2D") == 0 && i != ld->output)
       status = fold_padding(ld, i, e);
   }
-  for (int p = 0; p < ld->n && !status; p++) {
+  for (int p = 0; p < placed && !status; p++) {
     const int i = order[p];
     if (i == ld->input || ld->nodes[i].skip) continue;
     status = emit_node(ld, i, e);
@@ -680,8 +990,12 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
       if (!isalnum((unsigned char)*c) && !strchr("._-", *c)) *c = '_';
     }
     status = clt_model_parse(name, data, ld->o->classes, ld->o->preprocess, ld->text, m, e);
-    if (!status) m->softmax_output = ld->softmax_output;
-    else clt_wrap(e, "%s", ld->origin);
+    if (!status) {
+      m->softmax_output = ld->softmax_output;
+      set_flags(ld, m);
+    } else {
+      clt_wrap(e, "%s", ld->origin);
+    }
   }
   /* Kinds' refusals name the layer; the file goes in front. */
   if (status && strncmp(e->msg, ld->origin, strlen(ld->origin)) != 0) clt_wrap(e, "%s", ld->origin);

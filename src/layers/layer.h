@@ -217,6 +217,10 @@ struct clt_layer {
   int pad_top, pad_left; /* zero padding before the first row and column of a window */
   int nparams;
   clt_param params[CLT_MAX_LAYER_PARAMS];
+  /* Runs as at inference in training steps too (a tf.keras 2.x call with
+   * training=False): BatchNormalization on its moving statistics, Dropout as the
+   * identity. A frozen BatchNormalization runs so as well (Keras 3's rule). */
+  int inference;
 };
 
 /* The parameter p of l as its backward pass sees it: p, or NULL when l is frozen

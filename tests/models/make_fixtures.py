@@ -55,7 +55,8 @@ def run_children():
 # Everything below runs in a child, with one Keras imported as `keras`.
 
 def main(fmt):
-    global np, tf, keras, L
+    global np, tf, keras, L, keras_format
+    keras_format = fmt
     import numpy as np
     import tensorflow as tf
     if fmt == "k2":
@@ -89,12 +90,39 @@ def short_name(v):
     return v.name.split("/")[-1].split(":")[0]
 
 
+def is_model(layer):
+    return isinstance(layer, keras.Model)
+
+
+def flat_layers(model):
+    """[(name, layer)] of every layer that is not a model, nested models' layers
+    where the model sits: the layers cltrain flattens the model into, named as
+    cltrain names them (a nested model's layer named as another layer of the file
+    becomes '<model>/<layer>', every nested model on the way, outermost first)."""
+    out = []
+
+    def walk(m, path):
+        for layer in m.layers:
+            if isinstance(layer, L.InputLayer):
+                continue
+            if is_model(layer):
+                walk(layer, path + [layer.name])
+            else:
+                out.append((path, layer))
+    walk(model, [])
+    count = {}
+    for _, layer in out:
+        count[layer.name] = count.get(layer.name, 0) + 1
+    return [("/".join(path + [l.name]) if path and count[l.name] > 1 else l.name, l)
+            for path, l in out]
+
+
 def weight_names(model):
     """{id(variable): '<layer>/<weight>'} over every layer of the model."""
     names = {}
-    for layer in model.layers:
+    for name, layer in flat_layers(model):
         for v in layer.weights:
-            key = layer.name + "/" + short_name(v)
+            key = name + "/" + short_name(v)
             assert key not in names.values(), key
             names[id(v)] = key
     return names
@@ -116,7 +144,7 @@ def savez(path, arrays):
 
 def perturb(model, rng):
     """Small random values for biases and BatchNormalization's parameters."""
-    for layer in model.layers:
+    for _, layer in flat_layers(model):
         for v in layer.weights:
             n = short_name(v)
             shape = tuple(v.shape)
@@ -167,11 +195,15 @@ def write_fixture(model, out, classes, batch, pixels, text):
     y = rng.integers(0, classes, size=(batch,)).astype(INT)
 
     head = softmax_head(model)
-    dropouts = [l for l in model.layers if isinstance(l, L.Dropout)]
+    dropouts = [l for _, l in flat_layers(model) if isinstance(l, L.Dropout)]
     saved = [np.array(w) for w in model.get_weights()]
+
+    bn_updated = []
 
     def restore():
         # A training call updates BatchNormalization's moving statistics: undo it.
+        now = model.get_weights()
+        bn_updated.append(any(not np.array_equal(a, b) for a, b in zip(now, saved)))
         model.set_weights(saved)
 
     def call(training, logits):
@@ -208,6 +240,17 @@ def write_fixture(model, out, classes, batch, pixels, text):
         assert np.array_equal(np.asarray(v.numpy()), w), "weights changed"
     assert np.array_equal(np.asarray(out_train), np.asarray(out_train2)), "not deterministic"
 
+    # Frozen layers (trainable false, their own or a nested model's) and the layers
+    # that run as at inference in a training call (a tf.keras 2.x call with
+    # training=False; Keras 3 replaces that by fit's training=True). Keras shows
+    # the rule: a training call updates some BatchNormalization's moving statistics
+    # iff one is neither frozen nor under training=False.
+    flat = flat_layers(model)
+    frozen = [n for n, l in flat if not l.trainable]
+    inference = INFERENCE.get(model.name, []) if keras_format == "k2" else []
+    batch_mode = [n for n, l in flat if isinstance(l, L.BatchNormalization)
+                  and n not in frozen and n not in inference]
+    assert bn_updated[0] == bool(batch_mode), (bn_updated, batch_mode)
     tnames = [names[id(v)] for v in trainable]
     b = {
         "x": x,
@@ -227,6 +270,10 @@ def write_fixture(model, out, classes, batch, pixels, text):
         assert np.allclose(p, b["probabilities"], atol=1e-5)
     if dropouts:
         b["dropout_disabled"] = np.array(1, dtype=INT)
+    if frozen:
+        b["frozen_layers"] = np.array(frozen)
+    if inference:
+        b["inference_layers"] = np.array(inference)
     for i, (n, g) in enumerate(zip(tnames, grads)):
         g = np.asarray(g, dtype="float32")
         b["grad_%d" % i] = g
@@ -238,7 +285,8 @@ def write_fixture(model, out, classes, batch, pixels, text):
     assert abs(ref - float(b["loss"])) < 1e-4 * max(1.0, abs(ref)), (ref, b["loss"])
     savez(os.path.join(out, "batch.npz"), list(b.items()))
 
-    classes_ = sorted({type(l).__name__ for l in model.layers})
+    classes_ = sorted({type(l).__name__ for l in model.layers}
+                      | {type(l).__name__ for _, l in flat_layers(model)})
     print("  %-28s %6d params  %s" % (os.path.basename(out), model.count_params(),
                                        " ".join(classes_)))
 
@@ -340,12 +388,83 @@ def mobilenet_small():
     return keras.Model(inp, out, name="mobilenet_small")
 
 
+def nested_seq():
+    # A functional model (block) within a Sequential (features) within a
+    # Sequential, some layers frozen: a Conv2D by its own trainable, block and
+    # everything in it by the model's, the top's Dense by its own. block's 1x1
+    # Conv2D is named as the top's Dense: cltrain calls it features/block/mix.
+    inp = keras.Input(shape=(7, 7, 6))
+    x = L.Conv2D(8, 3, padding="same", activation="relu")(inp)                # 7x7x8
+    block = keras.Model(inp, L.Conv2D(8, 1, name="mix")(x), name="block")
+    features = keras.Sequential([
+        L.Conv2D(6, 3, activation="relu"),                                    # 14x14x6
+        L.MaxPooling2D(),                                                     # 7x7x6
+        block,
+        L.Conv2D(8, 3, activation="relu"),                                    # 5x5x8
+    ], name="features")
+    model = keras.Sequential([
+        L.Input(shape=(16, 16, 3)),
+        L.Rescaling(1.0 / 255),
+        features,
+        L.Flatten(),
+        L.Dense(16, activation="relu", name="mix"),
+        L.Dense(10),
+    ], name="nested_seq")
+    features.layers[0].trainable = False
+    block.trainable = False
+    model.get_layer("mix").trainable = False
+    return model
+
+
+def small_base():
+    # A small functional CNN with BatchNormalization and a residual Add, as
+    # keras.applications' models are without their top: feature maps out.
+    inp = keras.Input(shape=(16, 16, 3))
+    x = L.Conv2D(8, 3, strides=2, padding="same", use_bias=False)(inp)       # 8x8x8
+    x = L.BatchNormalization()(x)
+    x = L.ReLU()(x)
+    y = L.DepthwiseConv2D(3, padding="same", use_bias=False)(x)
+    y = L.BatchNormalization()(y)
+    y = L.ReLU(6.0)(y)
+    y = L.Conv2D(8, 1, use_bias=False)(y)
+    y = L.BatchNormalization()(y)
+    x = L.Add()([x, y])
+    x = L.Conv2D(16, 1, use_bias=False)(x)                                    # 8x8x16
+    x = L.BatchNormalization()(x)
+    x = L.ReLU(6.0)(x)
+    return keras.Model(inp, x, name="base")
+
+
+def transfer(name, trainable_base):
+    # Keras' transfer-learning guide: the base frozen (trainable_base False), or
+    # unfrozen to fine-tune (True), called with training=False either way. The
+    # fine-tuned one has its head in a nested Sequential, which is its output.
+    base = small_base()
+    base.trainable = trainable_base
+    inputs = keras.Input(shape=(16, 16, 3))
+    x = L.Rescaling(1.0 / 127.5, offset=-1.0)(inputs)
+    x = base(x, training=False)
+    x = L.GlobalAveragePooling2D()(x)
+    if trainable_base:
+        outputs = keras.Sequential([L.Dropout(0.2), L.Dense(5)], name="head")(x)
+    else:
+        outputs = L.Dense(5)(L.Dropout(0.2)(x))
+    INFERENCE[name] = [l.name for l in base.layers if not isinstance(l, L.InputLayer)]
+    return keras.Model(inputs, outputs, name=name)
+
+
+# The layers each model calls with training=False (through a nested model).
+INFERENCE = {}
+
 # name, builder, classes, batch size, integer pixels (for the rescaling models)
 MODELS = [
     ("seq_cnn", lambda: seq_cnn(), 10, 8, True),
     ("functional_add_concat", lambda: functional_add_concat(), 5, 6, False),
     ("dw_bn_dropout", lambda: dw_bn_dropout(), 10, 4, False),
     ("mobilenet_small", lambda: mobilenet_small(), 5, 4, True),
+    ("nested_seq", lambda: nested_seq(), 10, 4, True),
+    ("transfer_bn", lambda: transfer("transfer_bn", False), 5, 4, True),
+    ("finetune_bn", lambda: transfer("finetune_bn", True), 5, 4, True),
 ]
 
 
@@ -488,6 +607,49 @@ def write_bad(fmt, suffix, texts):
     assert layer["config"]["filters"] == 8
     layer["config"]["filters"] = 16
     save("add_shape_mismatch", json.dumps(cfg, indent=1) + "\n")
+
+    # Nested models cltrain does not flatten. A shared one: called twice.
+    def conv_base(name, inputs=1, outputs=1):
+        ins = [keras.Input(shape=(16, 16, 3)) for _ in range(inputs)]
+        x = ins[0] if inputs == 1 else L.Add()(ins)
+        x = L.Conv2D(3, 3, padding="same")(x)
+        outs = [x] if outputs == 1 else [x, L.Conv2D(3, 1)(x)]
+        return keras.Model(ins if inputs > 1 else ins[0], outs if outputs > 1 else outs[0],
+                           name=name)
+
+    def head(x):
+        return L.Dense(5)(L.GlobalAveragePooling2D()(x))
+
+    reset()
+    base = conv_base("base")
+    inp = small_input()
+    save_model("nested_shared", keras.Model(inp, head(base(base(inp)))))
+
+    reset()
+    base = conv_base("base", outputs=2)
+    inp = small_input()
+    a, b = base(inp)
+    save_model("nested_two_outputs", keras.Model(inp, head(L.Add()([a, b]))))
+
+    reset()
+    base = conv_base("base", inputs=2)
+    inp = small_input()
+    x = L.Conv2D(3, 1)(inp)
+    save_model("nested_two_inputs", keras.Model(inp, head(base([inp, x]))))
+
+    # Hand edits of a valid model with a nested one (transfer_bn).
+    nested = texts["transfer_bn"]
+
+    # The nested model's layers are not a list.
+    cfg = json.loads(nested)
+    find_layer(cfg, "base")["config"]["layers"] = {"a": 1}
+    save("nested_no_layers", json.dumps(cfg, indent=1) + "\n")
+
+    # A layer of the nested model takes a layer of the outer one as input.
+    cfg = json.loads(nested)
+    inner = find_layer(find_layer(cfg, "base"), "conv2d")
+    rename_inbound(inner, inbound_names(inner)[0], "rescaling")
+    save("nested_outer_inbound", json.dumps(cfg, indent=1) + "\n")
 
     if fmt == "k3":
         save("not_a_model", '{"a": 1}\n')
