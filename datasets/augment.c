@@ -392,6 +392,13 @@ void clt_augment_format(const clt_augment *a, char *buf, size_t size) {
   }
 }
 
+void clt_augment_only_crops(clt_augment *a) {
+  int kept = 0;
+  for (int i = 0; i < a->n; i++)
+    if (a->stage[i].kind == CLT_AUG_CROP) a->stage[kept++] = a->stage[i];
+  a->n = kept;
+}
+
 int clt_augment_has(const clt_augment *a, clt_aug_kind kind) {
   for (int i = 0; a && i < a->n; i++)
     if (a->stage[i].kind == kind) return 1;

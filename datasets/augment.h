@@ -100,6 +100,9 @@ int clt_augment_parse(const char *text, clt_augment *a, clt_err *e);
 /* The canonical text of a (what clt_augment_parse reads back as a); "" for none. */
 void clt_augment_format(const clt_augment *a, char *buf, size_t size);
 
+/* Keeps only a's crops: what acts outside training. */
+void clt_augment_only_crops(clt_augment *a);
+
 /* Whether a has a stage of this kind. */
 int clt_augment_has(const clt_augment *a, clt_aug_kind kind);
 

@@ -187,9 +187,10 @@ int clt_photos_source_augmented(clt_photos *p, int count, const clt_augment *aug
  * not end the pass: it is fed as black pixels and skip(ctx, i, e) is told (from a
  * decoding thread, before the batch holding it is loaded). channels 1 feeds grey
  * images: each resized RGB pixel becomes (19595 R + 38470 G + 7471 B + 32768) >> 16,
- * ITU-R BT.601's luma as Pillow's convert("L") computes it; 3 feeds RGB. Takes p
- * over, even on failure. */
-int clt_photos_predict_source(clt_photos *p, int channels, clt_photos_skip_fn skip, void *ctx,
-                              clt_source **out, clt_err *e);
+ * ITU-R BT.601's luma as Pillow's convert("L") computes it; 3 feeds RGB. crops (NULL:
+ * none) are the training's augmentation as it acts outside training (augment.h):
+ * each image is resized to their size after its decode. Takes p over, even on failure. */
+int clt_photos_predict_source(clt_photos *p, int channels, const clt_augment *crops,
+                              clt_photos_skip_fn skip, void *ctx, clt_source **out, clt_err *e);
 
 #endif

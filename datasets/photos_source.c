@@ -220,12 +220,12 @@ int clt_photos_source_augmented(clt_photos *p, int count, const clt_augment *aug
   return make_source(p, count, 3, SOURCE_CACHE_BYTES, aug, seed, NULL, NULL, out, e);
 }
 
-int clt_photos_predict_source(clt_photos *p, int channels, clt_photos_skip_fn skip, void *ctx,
-                              clt_source **out, clt_err *e) {
+int clt_photos_predict_source(clt_photos *p, int channels, const clt_augment *crops,
+                              clt_photos_skip_fn skip, void *ctx, clt_source **out, clt_err *e) {
   if (channels != 1 && channels != 3) {
     clt_photos_free(p);
     *out = NULL;
     return clt_fail(e, CLT_ERR_ARG, "photo source: %d channels (1 or 3)", channels);
   }
-  return make_source(p, p->count, channels, 0, NULL, 0, skip, ctx, out, e);
+  return make_source(p, p->count, channels, 0, crops, 0, skip, ctx, out, e);
 }
