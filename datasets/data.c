@@ -29,12 +29,14 @@ static int open_photos(clt_data *d, clt_err *e) {
   d->photos = 1;
   d->ntrain = train ? limited(clt_photos_count(train), sp->train_limit) : 0;
   d->ntest = test ? limited(clt_photos_count(test), sp->test_limit) : 0;
-  d->height = d->width = sp->image_size;
+  clt_augment_out_size(&sp->augment, sp->image_size, sp->image_size, &d->height, &d->width);
   d->channels = 3;
   d->classes = clt_photos_classes(train ? train : test);
-  if (train) status = clt_photos_source(train, d->ntrain, &d->train, e);
+  if (train)
+    status = clt_photos_source_augmented(train, d->ntrain, &sp->augment, sp->seed, &d->train, e);
   if (test && status) clt_photos_free(test);
-  else if (test) status = clt_photos_source(test, d->ntest, &d->test, e);
+  else if (test)
+    status = clt_photos_source_augmented(test, d->ntest, &sp->augment, sp->seed, &d->test, e);
   if (status) return status;
   d->class_names = clt_source_get_info(d->train ? d->train : d->test)->class_names;
   return CLT_OK;
@@ -82,13 +84,15 @@ int clt_data_open(const clt_data_spec *spec, clt_data *d, clt_err *e) {
   d->spec = *spec;
   int status = clt_photos_is_folder(spec->dir) ? open_photos(d, e) : open_idx(d, e);
   if (!status && !d->photos &&
-      (spec->image_size_given || spec->validation_split_given || spec->max_image_pixels)) {
+      (spec->image_size_given || spec->validation_split_given || spec->max_image_pixels ||
+       spec->augment.n)) {
     /* IDX files come split and sized: a photo-folder option would be silently ignored. */
     status = clt_fail(e, CLT_ERR_ARG, "%s holds IDX files: --%s applies to photo folders only",
                       spec->dir,
                       spec->image_size_given         ? "image-size"
                       : spec->validation_split_given ? "validation-split"
-                                                     : "max-image-pixels");
+                      : spec->max_image_pixels       ? "max-image-pixels"
+                                                     : "augment");
   }
   if (status) clt_data_close(d);
   return status;
@@ -99,6 +103,13 @@ int clt_data_reopen(clt_data *d, int image_size, uint64_t seed, clt_err *e) {
   clt_data_spec spec = d->spec;
   spec.image_size = image_size;
   spec.seed = seed;
+  clt_data_close(d);
+  return clt_data_open(&spec, d, e);
+}
+
+int clt_data_set_augment(clt_data *d, const clt_augment *aug, clt_err *e) {
+  clt_data_spec spec = d->spec;
+  spec.augment = *aug;
   clt_data_close(d);
   return clt_data_open(&spec, d, e);
 }
@@ -114,7 +125,8 @@ int clt_data_check_input(const clt_data *d, const char *model, int height, int w
                          int classes, clt_err *e) {
   if (d->height != height || d->width != width || d->channels != channels) {
     /* Only the size of photos can be changed, and only by a flag not already set. */
-    const int resizable = d->photos && d->channels == channels && height == width;
+    const int resizable = d->photos && d->channels == channels && height == width &&
+                          !clt_augment_has(&d->spec.augment, CLT_AUG_CROP);
     char hint[64] = "";
     if (resizable && !d->spec.image_size_given)
       snprintf(hint, sizeof hint, " (set --image-size %d)", height);

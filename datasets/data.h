@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "augment.h"
 #include "source.h"
 
 typedef struct clt_data_spec {
@@ -18,14 +19,16 @@ typedef struct clt_data_spec {
   int image_size_given, validation_split_given; /* set by the user: refused for IDX files */
   long max_image_pixels; /* photo folders: refuse bigger images (0: the default limit); set: refused
                             for IDX files */
+  clt_augment augment;   /* photo folders: the training images' augmentation (n 0: none; the
+                            test images' only where it crops); set: refused for IDX files */
 } clt_data_spec;
 
 typedef struct clt_data {
-  clt_data_spec spec;       /* as opened */
-  int photos;               /* a photo folder (its test set is a validation split), else IDX */
-  clt_source *train, *test; /* NULL where there is none */
-  int ntrain, ntest;        /* examples, after the limits */
-  int height, width, channels;
+  clt_data_spec spec;          /* as opened */
+  int photos;                  /* a photo folder (its test set is a validation split), else IDX */
+  clt_source *train, *test;    /* NULL where there is none */
+  int ntrain, ntest;           /* examples, after the limits */
+  int height, width, channels; /* the sources' images: after augment's crops */
   int classes;
   const char *const *class_names; /* classes names (photo folders), or NULL */
 } clt_data;
@@ -36,6 +39,8 @@ int clt_data_open(const clt_data_spec *spec, clt_data *d, clt_err *e);
 /* Opens a photo folder again for another image size or split seed (a resumed
  * checkpoint's); IDX data depends on neither and is kept. */
 int clt_data_reopen(clt_data *d, int image_size, uint64_t seed, clt_err *e);
+/* Opens the folder again with another augmentation (a model file's layers). */
+int clt_data_set_augment(clt_data *d, const clt_augment *aug, clt_err *e);
 void clt_data_close(clt_data *d);
 
 /* The images must have the shape a model was built for, and the labels its

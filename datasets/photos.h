@@ -49,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "augment.h"
 #include "source.h"
 #include "status.h"
 
@@ -138,10 +139,20 @@ typedef struct clt_photo_batch {
  * freed after it (see Memory above). */
 int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int depth, int threads,
                       size_t cache_bytes, clt_loader **out, clt_err *e);
+/* The same, each image augmented by aug (copied; NULL or n 0: none) after its decode,
+ * with the draws of (seed, the pass's epoch, the image's index in p): the batches
+ * hold clt_augment_out_size's images. The cache keeps the decoded images. */
+int clt_loader_create_augmented(const clt_photos *p, const clt_augment *aug, uint64_t seed,
+                                int consumers, int max_batch, int depth, int threads,
+                                size_t cache_bytes, clt_loader **out, clt_err *e);
 /* Begins a pass: batch s holds examples order[s*batch .. min(count, (s+1)*batch)).
  * The previous pass must have been fully consumed (every step put by every consumer),
  * cancelled or failed. The order array is copied. 1 <= batch <= max_batch. */
 int clt_loader_start(clt_loader *l, const int *order, int count, int batch, clt_err *e);
+/* The same for a training pass of epoch `epoch` (the augmentations' draws); epoch
+ * < 0, as clt_loader_start: not training, augmentations as at inference. */
+int clt_loader_start_epoch(clt_loader *l, const int *order, int count, int batch, int epoch,
+                           clt_err *e);
 /* Blocks until batch `step` of the current pass is decoded; *wait_seconds (if not
  * NULL) gets the time spent blocked. Steps are got in increasing order by each
  * consumer; the batch stays valid until this consumer puts it. A decode failure
@@ -165,15 +176,21 @@ size_t clt_loader_decoded(const clt_loader *l);
  * replica; each load waits for its step's batch, uploads its slice and converts
  * it on the device. Takes p over, even on failure. */
 int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e);
+/* The same, its images augmented by aug (copied; NULL: none) with seed's draws in
+ * training passes (clt_source_begin_epoch) and as at inference in the others: the
+ * source's images have clt_augment_out_size's size. */
+int clt_photos_source_augmented(clt_photos *p, int count, const clt_augment *aug, uint64_t seed,
+                                clt_source **out, clt_err *e);
 
 /* A batch source for one pass over every example of p for cltrain predict: as
  * clt_photos_source, without the cache, and an image that cannot be decoded does
  * not end the pass: it is fed as black pixels and skip(ctx, i, e) is told (from a
  * decoding thread, before the batch holding it is loaded). channels 1 feeds grey
  * images: each resized RGB pixel becomes (19595 R + 38470 G + 7471 B + 32768) >> 16,
- * ITU-R BT.601's luma as Pillow's convert("L") computes it; 3 feeds RGB. Takes p
- * over, even on failure. */
-int clt_photos_predict_source(clt_photos *p, int channels, clt_photos_skip_fn skip, void *ctx,
-                              clt_source **out, clt_err *e);
+ * ITU-R BT.601's luma as Pillow's convert("L") computes it; 3 feeds RGB. crops (NULL:
+ * none) are the training's augmentation as it acts outside training (augment.h):
+ * each image is resized to their size after its decode. Takes p over, even on failure. */
+int clt_photos_predict_source(clt_photos *p, int channels, const clt_augment *crops,
+                              clt_photos_skip_fn skip, void *ctx, clt_source **out, clt_err *e);
 
 #endif

@@ -1,5 +1,5 @@
 /* The decoding threads: batches decoded ahead into a ring of slots, decoded images
- * cached across passes. See photos.h. */
+ * cached across passes, each image augmented after its decode. See photos.h. */
 #define _POSIX_C_SOURCE 200809L /* pthreads, sysconf */
 
 #include <limits.h>
@@ -26,6 +26,8 @@ typedef struct worker {
   clt_loader *l;
   pthread_t tid;
   scratch s;
+  unsigned char *decoded; /* augmenting: the image before its augmentation */
+  float *work;            /* augmenting: clt_augment_image's workspace */
   clt_err err;
 } worker;
 
@@ -34,7 +36,10 @@ enum { CACHE_EMPTY = 0, CACHE_FILLING = 1, CACHE_READY = 2 };
 struct clt_loader {
   const clt_photos *p;
   int consumers, max_batch, depth, nthreads, started;
-  size_t img_bytes;
+  size_t img_bytes;     /* an image in a slot: augmented, if so */
+  size_t decoded_bytes; /* an image decoded (image_size square), as the cache keeps it */
+  clt_augment aug;      /* n 0: none */
+  uint64_t seed;        /* the draws' */
   slot *slots;
   worker *workers;
   pthread_mutex_t mu;
@@ -45,6 +50,7 @@ struct clt_loader {
   /* current pass */
   int *order, order_cap;
   int count, batch, nsteps;
+  int epoch; /* the draws' epoch; -1: not training (augmentations as at inference) */
   int active, next, released, busy, cancelled, failed, quit;
   int fail_step; /* earliest step with a failed image; steps before it still complete */
   clt_err fail_err;
@@ -80,7 +86,8 @@ static void *worker_main(void *arg) {
       sl->filled = 0;
       sl->puts = 0;
     }
-    int idx = l->order[k], from_cache = 0, to_cache = 0;
+    const int idx = l->order[k], epoch = l->epoch;
+    int from_cache = 0, to_cache = 0;
     if (idx < l->cache_n) {
       if (l->cache_state[idx] == CACHE_READY) {
         from_cache = 1;
@@ -95,16 +102,32 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&l->mu);
 
     unsigned char *dst = sl->pixels + (size_t)j * l->img_bytes;
-    unsigned char *cached = l->cache ? l->cache + (size_t)idx * l->img_bytes : NULL;
+    unsigned char *cached = l->cache ? l->cache + (size_t)idx * l->decoded_bytes : NULL;
+    /* Augmented (training, or a crop's inference resize) from the decoded image. */
+    const int augment = l->aug.n && (epoch >= 0 || clt_augment_has(&l->aug, CLT_AUG_CROP));
+    const unsigned char *decoded = augment && from_cache && cached ? cached : dst;
     int rc = CLT_OK;
     const double t0 = trace ? clt_now_seconds() : 0;
-    if (from_cache && cached) memcpy(dst, cached, l->img_bytes);
-    else rc = clt_photos_decode_with(l->p, idx, &w->s, dst, &w->err);
-    if (trace) {
-      clt_trace_span(trace, CLT_TRACE_DATA_PID, (int)(w - l->workers) + 1,
-                     from_cache ? "copy from cache" : "decode", NULL, t0, clt_now_seconds(), step);
+    if (!(from_cache && cached)) {
+      decoded = augment ? w->decoded : dst;
+      rc = clt_photos_decode_with(l->p, idx, &w->s, augment ? w->decoded : dst, &w->err);
+    } else if (!augment) {
+      memcpy(dst, cached, l->img_bytes);
     }
-    if (rc == CLT_OK && to_cache && cached) memcpy(cached, dst, l->img_bytes);
+    const double t1 = trace ? clt_now_seconds() : 0;
+    if (trace && !(augment && from_cache)) {
+      clt_trace_span(trace, CLT_TRACE_DATA_PID, (int)(w - l->workers) + 1,
+                     from_cache ? "copy from cache" : "decode", NULL, t0, t1, step);
+    }
+    if (rc == CLT_OK && to_cache && cached) memcpy(cached, decoded, l->decoded_bytes);
+    if (rc == CLT_OK && augment) {
+      const int size = l->p->image_size;
+      clt_augment_image(&l->aug, l->seed, epoch, idx, decoded, size, size, 3, dst, w->work);
+      if (trace) {
+        clt_trace_span(trace, CLT_TRACE_DATA_PID, (int)(w - l->workers) + 1, "augment", NULL, t1,
+                       clt_now_seconds(), step);
+      }
+    }
     sl->labels[j] = l->p->labels[idx];
     /* A skipped image is fed black; the pass goes on. */
     const int failed = rc != CLT_OK && !skip;
@@ -152,8 +175,13 @@ void clt_loader_destroy(clt_loader *l) {
     pthread_cond_destroy(&l->idle_cv);
     pthread_mutex_destroy(&l->mu);
   }
-  if (l->workers)
-    for (int t = 0; t < l->nthreads; t++) clt_photos_scratch_free(&l->workers[t].s);
+  if (l->workers) {
+    for (int t = 0; t < l->nthreads; t++) {
+      clt_photos_scratch_free(&l->workers[t].s);
+      free(l->workers[t].decoded);
+      free(l->workers[t].work);
+    }
+  }
   free(l->workers);
   if (l->slots)
     for (int d = 0; d < l->depth; d++) {
@@ -169,6 +197,13 @@ void clt_loader_destroy(clt_loader *l) {
 
 int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int depth, int threads,
                       size_t cache_bytes, clt_loader **out, clt_err *e) {
+  return clt_loader_create_augmented(p, NULL, 0, consumers, max_batch, depth, threads, cache_bytes,
+                                     out, e);
+}
+
+int clt_loader_create_augmented(const clt_photos *p, const clt_augment *aug, uint64_t seed,
+                                int consumers, int max_batch, int depth, int threads,
+                                size_t cache_bytes, clt_loader **out, clt_err *e) {
   int rc = CLT_OK;
   clt_loader *l = NULL;
   *out = NULL;
@@ -184,7 +219,13 @@ int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int dep
   l->consumers = consumers;
   l->max_batch = max_batch;
   l->depth = depth;
-  l->img_bytes = (size_t)p->image_size * p->image_size * 3;
+  l->decoded_bytes = (size_t)p->image_size * p->image_size * 3;
+  if (aug) l->aug = *aug;
+  l->seed = seed;
+  l->epoch = -1;
+  int out_h, out_w;
+  clt_augment_out_size(&l->aug, p->image_size, p->image_size, &out_h, &out_w);
+  l->img_bytes = (size_t)out_h * out_w * 3;
   if ((size_t)max_batch > SIZE_MAX / 2 / l->img_bytes) {
     rc = clt_fail(e, CLT_ERR_ARG, "photo loader: max batch %d too large", max_batch);
     goto cleanup;
@@ -207,15 +248,15 @@ int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int dep
   l->order_cap = p->count > 0 ? p->count : 1;
   l->order = malloc((size_t)l->order_cap * sizeof *l->order);
   if (!l->order) goto nomem;
-  size_t fit = cache_bytes / l->img_bytes;
+  size_t fit = cache_bytes / l->decoded_bytes;
   l->cache_n = fit < (size_t)p->count ? (int)fit : p->count;
   if (l->cache_n > 0) {
-    l->cache = malloc((size_t)l->cache_n * l->img_bytes);
+    l->cache = malloc((size_t)l->cache_n * l->decoded_bytes);
     l->cache_state = calloc((size_t)l->cache_n, 1);
     if (!l->cache || !l->cache_state) {
       rc = clt_fail(e, CLT_ERR_NOMEM,
                     "photo loader: cannot allocate a %.1f MiB image cache (lower it)",
-                    (double)l->cache_n * l->img_bytes / 1048576.0);
+                    (double)l->cache_n * l->decoded_bytes / 1048576.0);
       goto cleanup;
     }
   }
@@ -225,6 +266,12 @@ int clt_loader_create(const clt_photos *p, int consumers, int max_batch, int dep
   for (int t = 0; t < threads; t++) {
     l->workers[t].l = l;
     if (clt_photos_scratch_init(&l->workers[t].s, p->image_size) != CLT_OK) goto nomem;
+    if (l->aug.n) {
+      l->workers[t].decoded = malloc(l->decoded_bytes);
+      l->workers[t].work = malloc(
+          clt_augment_work_floats(&l->aug, p->image_size, p->image_size, 3) * sizeof(float));
+      if (!l->workers[t].decoded || !l->workers[t].work) goto nomem;
+    }
   }
   if (pthread_mutex_init(&l->mu, NULL) != 0) goto nomem;
   if (pthread_cond_init(&l->work_cv, NULL) != 0) {
@@ -264,6 +311,11 @@ cleanup:
 }
 
 int clt_loader_start(clt_loader *l, const int *order, int count, int batch, clt_err *e) {
+  return clt_loader_start_epoch(l, order, count, batch, -1, e);
+}
+
+int clt_loader_start_epoch(clt_loader *l, const int *order, int count, int batch, int epoch,
+                           clt_err *e) {
   int rc = CLT_OK;
   if (count < 0 || batch < 1 || batch > l->max_batch)
     return clt_fail(e, CLT_ERR_ARG, "photo loader: bad pass (count %d, batch %d, max batch %d)",
@@ -294,6 +346,7 @@ int clt_loader_start(clt_loader *l, const int *order, int count, int batch, clt_
   if (count) memcpy(l->order, order, (size_t)count * sizeof *order);
   l->count = count;
   l->batch = batch;
+  l->epoch = epoch < 0 ? -1 : epoch;
   l->nsteps = (count + batch - 1) / batch;
   l->next = l->released = 0;
   l->cancelled = l->failed = 0;

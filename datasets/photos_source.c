@@ -30,6 +30,10 @@ typedef struct photos_source {
   size_t cache_bytes;      /* decoded images kept across passes */
   clt_photos_skip_fn skip; /* predict: undecodable images are skipped (NULL: fail) */
   void *skip_ctx;
+  clt_augment aug;
+  uint64_t seed;
+  int epoch;     /* the next pass's (set_epoch): -1, not training */
+  size_t pixels; /* of an image as the loader gives it: augmented, if so */
 } photos_source;
 
 /* Names each decoder's track; the decoders then record every image. */
@@ -54,9 +58,9 @@ static void photos_detach(void *ctx) {
 static int photos_attach(void *ctx, clt_replica *const *replicas, int n, int global_batch,
                          const int *max_slice, clt_preprocess pre, clt_err *e) {
   photos_source *s = ctx;
-  const size_t image_bytes = (size_t)s->p->image_size * s->p->image_size * s->channels;
-  int status = clt_loader_create(s->p, n, global_batch, SOURCE_BATCHES_AHEAD, 0, s->cache_bytes,
-                                 &s->loader, e);
+  const size_t image_bytes = s->pixels * s->channels;
+  int status = clt_loader_create_augmented(s->p, &s->aug, s->seed, n, global_batch,
+                                           SOURCE_BATCHES_AHEAD, 0, s->cache_bytes, &s->loader, e);
   if (status) return status;
   if (s->skip) clt_loader_skip(s->loader, s->skip, s->skip_ctx);
   s->reps = calloc((size_t)n, sizeof *s->reps);
@@ -81,9 +85,16 @@ static int photos_attach(void *ctx, clt_replica *const *replicas, int n, int glo
   return status;
 }
 
+static void photos_set_epoch(void *ctx, int epoch) {
+  photos_source *s = ctx;
+  s->epoch = epoch;
+}
+
 static int photos_begin(void *ctx, const int *order, clt_err *e) {
   photos_source *s = ctx;
-  return clt_loader_start(s->loader, order, s->count, s->global, e);
+  const int epoch = s->epoch;
+  s->epoch = -1; /* a pass is a training one only when said so */
+  return clt_loader_start_epoch(s->loader, order, s->count, s->global, epoch, e);
 }
 
 /* rgb's n pixels as BT.601 luma, rounded as Pillow's convert("L") does. */
@@ -100,7 +111,7 @@ static int upload_slice(photos_source *s, photo_replica *pr, const clt_photo_bat
                         int len, cl_mem x, cl_mem y, clt_err *e) {
   if (len == 0) return CLT_OK;
   clt_replica_scope(pr->replica, "input", "batch");
-  const size_t pixels = (size_t)s->p->image_size * s->p->image_size;
+  const size_t pixels = s->pixels;
   const size_t bytes = (size_t)len * pixels * s->channels;
   const unsigned char *from = b->pixels + (size_t)first * pixels * 3;
   if (s->channels == 1) {
@@ -149,10 +160,13 @@ static void photos_free(void *ctx) {
   free(s);
 }
 
-/* A source over examples [0, count) of p feeding `channels`; see photos.h. */
+/* A source over examples [0, count) of p feeding `channels`, augmented by aug
+ * (NULL: none) with seed's draws; see photos.h. */
 static int make_source(clt_photos *p, int count, int channels, size_t cache_bytes,
-                       clt_photos_skip_fn skip, void *ctx, clt_source **out, clt_err *e) {
+                       const clt_augment *aug, uint64_t seed, clt_photos_skip_fn skip, void *ctx,
+                       clt_source **out, clt_err *e) {
   static const clt_source_i iface = {.attach = photos_attach,
+                                     .set_epoch = photos_set_epoch,
                                      .begin = photos_begin,
                                      .load = photos_load,
                                      .cancel = photos_cancel,
@@ -182,9 +196,15 @@ static int make_source(clt_photos *p, int count, int channels, size_t cache_byte
   s->cache_bytes = cache_bytes;
   s->skip = skip;
   s->skip_ctx = ctx;
+  if (aug) s->aug = *aug;
+  s->seed = seed;
+  s->epoch = -1;
+  int h, w;
+  clt_augment_out_size(&s->aug, p->image_size, p->image_size, &h, &w);
+  s->pixels = (size_t)h * w;
   const clt_source_info info = {.count = count,
-                                .height = p->image_size,
-                                .width = p->image_size,
+                                .height = h,
+                                .width = w,
                                 .channels = channels,
                                 .classes = p->classes,
                                 .class_names = names};
@@ -192,15 +212,20 @@ static int make_source(clt_photos *p, int count, int channels, size_t cache_byte
 }
 
 int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e) {
-  return make_source(p, count, 3, SOURCE_CACHE_BYTES, NULL, NULL, out, e);
+  return clt_photos_source_augmented(p, count, NULL, 0, out, e);
 }
 
-int clt_photos_predict_source(clt_photos *p, int channels, clt_photos_skip_fn skip, void *ctx,
-                              clt_source **out, clt_err *e) {
+int clt_photos_source_augmented(clt_photos *p, int count, const clt_augment *aug, uint64_t seed,
+                                clt_source **out, clt_err *e) {
+  return make_source(p, count, 3, SOURCE_CACHE_BYTES, aug, seed, NULL, NULL, out, e);
+}
+
+int clt_photos_predict_source(clt_photos *p, int channels, const clt_augment *crops,
+                              clt_photos_skip_fn skip, void *ctx, clt_source **out, clt_err *e) {
   if (channels != 1 && channels != 3) {
     clt_photos_free(p);
     *out = NULL;
     return clt_fail(e, CLT_ERR_ARG, "photo source: %d channels (1 or 3)", channels);
   }
-  return make_source(p, p->count, channels, 0, skip, ctx, out, e);
+  return make_source(p, p->count, channels, 0, crops, 0, skip, ctx, out, e);
 }

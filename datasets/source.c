@@ -93,6 +93,10 @@ void clt_source_detach(clt_source *s) {
 }
 
 int clt_source_begin(clt_source *s, const int *order, clt_err *e) {
+  return clt_source_begin_epoch(s, order, -1, e);
+}
+
+int clt_source_begin_epoch(clt_source *s, const int *order, int epoch, clt_err *e) {
   if (!s->n) return clt_fail(e, CLT_ERR_ARG, "batch source: a pass begun before attaching");
   s->steps = -1; /* whatever follows, the last pass is over */
   for (int i = 0; i < s->info.count; i++) {
@@ -101,6 +105,7 @@ int clt_source_begin(clt_source *s, const int *order, clt_err *e) {
                       s->info.count);
     }
   }
+  if (s->iface.set_epoch) s->iface.set_epoch(s->ctx, epoch < 0 ? -1 : epoch);
   int status = s->iface.begin(s->ctx, order, e);
   if (!status) s->steps = (s->info.count + s->global - 1) / s->global;
   return status;

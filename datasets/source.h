@@ -36,6 +36,10 @@ typedef struct clt_source_i {
    * max_slice[r]; images become floats by `pre`. */
   int (*attach)(void *ctx, clt_replica *const *replicas, int n, int global_batch,
                 const int *max_slice, clt_preprocess pre, clt_err *e);
+  /* The pass begun next trains epoch `epoch` (-1: a pass that does not train), for
+   * a kind whose images depend on it (augmentation); called before every begin
+   * (may be NULL). */
+  void (*set_epoch)(void *ctx, int epoch);
   /* Begins a pass over every example, in `order` (info.count indices). */
   int (*begin)(void *ctx, const int *order, clt_err *e);
   /* Enqueues on replica `rank`: examples [first, first + len) of step `step`'s
@@ -77,8 +81,11 @@ int clt_source_attach(clt_source *s, clt_replica *const *replicas, int n, int gl
 void clt_source_detach(clt_source *s);
 
 /* Begins a pass: order holds clt_source_count() indices into the examples. The
- * pass has ceil(count / global_batch) steps. Blocking. */
+ * pass has ceil(count / global_batch) steps. Blocking. A pass that does not train:
+ * augmentations (photos.h) as at inference. */
 int clt_source_begin(clt_source *s, const int *order, clt_err *e);
+/* The same for a training pass of epoch `epoch` (>= 0): augmentations draw for it. */
+int clt_source_begin_epoch(clt_source *s, const int *order, int epoch, clt_err *e);
 
 /* Loads the slice [first, first + len) of step `step`'s batch into replica
  * rank's x (at least len images of floats) and y (len ints); see

@@ -25,27 +25,33 @@
 /* The test data: the training run's as the checkpoint records it (state->data;
  * the model fixes the image size), each flag given overriding its record. A
  * checkpoint without records (an older cltrain) takes the flags and their
- * defaults, with a note; its seed is known all the same. */
+ * defaults, with a note; its seed is known all the same. Of the training's
+ * augmentation only its crops act outside training (resizing the photos decoded
+ * at the recorded size to the model's input). */
 static clt_data_spec eval_data(const clt_eval_opts *o, const char *path, const clt_model *model,
                                const clt_checkpoint *state) {
   const clt_checkpoint_data *rec = &state->data;
   const int recorded = rec->known;
+  clt_augment crops = {0};
+  clt_err ignored;
+  if (recorded && rec->augment[0] && clt_augment_parse(rec->augment, &crops, &ignored) == CLT_OK)
+    clt_augment_only_crops(&crops);
   if (!recorded && clt_cluster_rank(o->cluster) == 0 &&
       !(o->data_given && o->test_limit_given && o->validation_split_given))
     fprintf(stderr,
             "cltrain: note: %s does not record its run's data flags (an older cltrain): --data, "
             "--test-limit and --validation-split are as given or their defaults\n",
             path);
-  return (clt_data_spec){.dir = o->data_given || !recorded ? o->data_dir : rec->path,
-                         .test_limit = o->test_limit_given || !recorded ? o->test_limit
-                                                                        : rec->test_limit,
-                         .image_size = model->input.h,
-                         .validation_split = o->validation_split_given || !recorded
-                                                 ? o->validation_split
-                                                 : rec->validation_split,
-                         .seed = o->seed_given ? o->seed : state->seed,
-                         .validation_split_given = o->validation_split_given,
-                         .max_image_pixels = o->max_image_pixels};
+  return (clt_data_spec){
+      .dir = o->data_given || !recorded ? o->data_dir : rec->path,
+      .test_limit = o->test_limit_given || !recorded ? o->test_limit : rec->test_limit,
+      .image_size = crops.n && rec->image_size ? rec->image_size : model->input.h,
+      .validation_split = o->validation_split_given || !recorded ? o->validation_split
+                                                                 : rec->validation_split,
+      .seed = o->seed_given ? o->seed : state->seed,
+      .validation_split_given = o->validation_split_given,
+      .max_image_pixels = o->max_image_pixels,
+      .augment = crops};
 }
 
 /* cltrain eval's set-up in each process: the checkpoint, data and devices. */

@@ -55,6 +55,17 @@ static const clt_flag train_flags[] = {
      .shown = MAX_PIXELS_SHOWN,
      .help = "photo folders: refuse an image of more pixels (width x height), a decompression "
              "bomb's defence"},
+    {.name = "augment",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(augment),
+     .seen = CLT_SEEN(clt_train_opts, augment_given),
+     .meta = "LIST",
+     .help = "photo folders: augment the training images as Keras' RandomFlip, RandomRotation, "
+             "RandomZoom, RandomTranslation, RandomCrop, RandomContrast and RandomBrightness do, "
+             "e.g. flip=horizontal,rotate=0.1,zoom=0.1,translate=0.1,contrast=0.2 (also "
+             "brightness=F, crop=HxW; fill=, fill_value=, interpolation=, value_range= set the "
+             "items after them); each image's draw depends on --seed, the epoch and the image "
+             "only; evaluation only crops (docs/photos.md)"},
     {.name = "model",
      .type = CLT_FLAG_STRING,
      .offset = TR(model),
@@ -230,9 +241,9 @@ static const clt_flag train_flags[] = {
      .offset = TR(resume),
      .help = "continue from the newest checkpoint in --checkpoint-dir (weights, optimizer and its "
              "state, epoch, data order) up to --epochs, on the data it records (--data, "
-             "--train-limit, --test-limit, --validation-split, --seed and the global batch, "
-             "divided among the replicas: one given with another value is used, with a note); "
-             "optimizer flags given must match it, --lr may change the learning rate"},
+             "--train-limit, --test-limit, --validation-split, --augment, --seed and the global "
+             "batch, divided among the replicas: one given with another value is used, with a "
+             "note); optimizer flags given must match it, --lr may change the learning rate"},
     {.name = "check-replicas",
      .type = CLT_FLAG_BOOL,
      .offset = TR(check_replicas),

@@ -99,7 +99,9 @@ static int cmd_export(int argc, char **argv) {
   if (!status) status = clt_checkpoint_model(path, &model, &e);
   if (!status) status = clt_checkpoint_load(path, &model, 0, &state, &e);
   if (!status) {
-    const clt_onnx_info info = clt_class_names(&model, &state);
+    clt_onnx_info info = clt_class_names(&model, &state);
+    info.augment = state.data.augment; /* the training's, and the size it cropped from */
+    info.decoded_size = state.data.image_size;
     status = clt_onnx_export_log(&model, state.params, &info, o.onnx, o.verbose ? stdout : NULL,
                                  &bytes, &e);
   }

@@ -21,16 +21,18 @@
 
 clt_onnx_info clt_class_names(const clt_model *m, const clt_checkpoint *state) {
   if (state->class_names) {
-    return (clt_onnx_info){state->class_names,
-                           "the photo folder's class subfolders, sorted by byte value"};
+    return (clt_onnx_info){.class_names = state->class_names,
+                           .class_names_source =
+                               "the photo folder's class subfolders, sorted by byte value"};
   }
   if (m->input.c == 1 && m->classes == 10) {
-    return (clt_onnx_info){"T-shirt/top\nTrouser\nPullover\nDress\nCoat\nSandal\nShirt\nSneaker\n"
-                           "Bag\nAnkle boot\n",
-                           "Fashion-MNIST's names of the IDX labels 0 to 9 (IDX files carry no "
-                           "names; for MNIST, label k is the digit k)"};
+    return (clt_onnx_info){
+        .class_names = "T-shirt/top\nTrouser\nPullover\nDress\nCoat\nSandal\nShirt\nSneaker\n"
+                       "Bag\nAnkle boot\n",
+        .class_names_source = "Fashion-MNIST's names of the IDX labels 0 to 9 (IDX files carry no "
+                              "names; for MNIST, label k is the digit k)"};
   }
-  return (clt_onnx_info){NULL, NULL};
+  return (clt_onnx_info){.class_names = NULL};
 }
 
 enum { FORMAT_TABLE, FORMAT_CSV, FORMAT_JSONL };
@@ -319,8 +321,15 @@ int clt_predict(const clt_predict_opts *o, int *skipped, clt_err *e) {
   if (!status) status = class_list(&model, &state, path, &names_text, &names, e);
   if (status) goto cleanup;
   clt_photos_set_max_pixels(o->max_image_pixels);
-  if ((status = clt_photos_open_files((const char *const *)o->paths, o->npaths, model.input.h,
-                                      skip_path, &run, &photos, e)))
+  /* A training that cropped: photos decoded at its size, then resized to the crop as
+   * Keras' RandomCrop outside training. */
+  clt_augment crops = {0};
+  clt_err ignored;
+  if (state.data.augment[0] && clt_augment_parse(state.data.augment, &crops, &ignored) == CLT_OK)
+    clt_augment_only_crops(&crops);
+  const int size = crops.n && state.data.image_size ? state.data.image_size : model.input.h;
+  if ((status = clt_photos_open_files((const char *const *)o->paths, o->npaths, size, skip_path,
+                                      &run, &photos, e)))
     goto cleanup;
   run.count = clt_photos_count(photos);
   if (run.count == 0) {
@@ -334,7 +343,7 @@ int clt_predict(const clt_predict_opts *o, int *skipped, clt_err *e) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory for %d images' predictions", run.count);
     goto cleanup;
   }
-  status = clt_photos_predict_source(photos, model.input.c, skip_example, &run, &src, e);
+  status = clt_photos_predict_source(photos, model.input.c, &crops, skip_example, &run, &src, e);
   photos = NULL; /* the source's now */
   if (!status) status = clt_select_process_devices(o->devices, NULL, &devices, chosen, &nchosen, e);
   if (!status)

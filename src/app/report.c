@@ -55,6 +55,18 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
     for (int c = 1; c < d->classes; c++) fprintf(r->out, ", %s", d->class_names[c]);
     fprintf(r->out, ")\n");
   }
+  if (d->spec.augment.n) {
+    char text[CLT_AUG_TEXT_MAX];
+    clt_augment_format(&d->spec.augment, text, sizeof text);
+    fprintf(
+        r->out,
+        "Augmentation of the training images (each drawn from --seed, the epoch and the image): %s\n",
+        text);
+    if (clt_augment_has(&d->spec.augment, CLT_AUG_CROP))
+      fprintf(r->out,
+              "Photos decoded at %dx%d, cropped to %dx%d (the validation images resized to it)\n",
+              d->spec.image_size, d->spec.image_size, d->height, d->width);
+  }
   fputs(plan->replica_lines, r->out);
   if (plan->processes > 1) {
     fprintf(r->out,

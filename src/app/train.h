@@ -16,6 +16,7 @@ typedef struct clt_train_opts {
   double validation_split; /* photo folders: fraction held out for evaluation */
   long max_image_pixels;   /* photo folders: refuse bigger images (width * height); 0: the
                               default, CLT_PHOTOS_MAX_PIXELS */
+  const char *augment;     /* photo folders: --augment's text (augment.h), or NULL */
   const char *model;       /* a built-in model's name or a Keras model file (.json) */
   const char *weights;     /* starting weights (.npz), or NULL */
   const char *preprocess;  /* model files: raw, unit or caffe; NULL: raw */
@@ -47,6 +48,7 @@ typedef struct clt_train_opts {
   /* Set explicitly: with --resume they override the checkpoint's records. */
   int data_given, train_limit_given, test_limit_given, batch_per_replica_given;
   int image_size_given, validation_split_given; /* set explicitly (photo folders only) */
+  int augment_given;                            /* set explicitly (with --resume: overrides) */
   int check_replicas;                           /* verify identical parameters after every step */
   int progress;                                 /* draw a progress bar (stdout is a terminal) */
   int profile;                                  /* print device time per kernel after each epoch */

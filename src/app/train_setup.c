@@ -128,6 +128,8 @@ int train_same_config(clt_cluster *c, const run_config *mine, int *replicas, clt
       snprintf(what, sizeof what, "--split (%s vs %s)", b->split, a->split);
     else if (strcmp(a->lr_control, b->lr_control) != 0)
       snprintf(what, sizeof what, "--lr-schedule or --reduce-lr-on-plateau");
+    else if (a->augment_hash != b->augment_hash)
+      snprintf(what, sizeof what, "the augmentation (--augment, or the model file's layers)");
     if (what[0]) {
       status = clt_fail(e, CLT_ERR_ARG,
                         "rank %d differs from rank 0 in %s: every process of a run must be "
@@ -146,6 +148,11 @@ run_config train_config_of(const clt_model *m, const clt_data *d, int batch_per_
   run_config rc;
   memset(&rc, 0, sizeof rc);
   rc.model_hash = model_hash(m);
+  char augment[CLT_AUG_TEXT_MAX];
+  clt_augment_format(&d->spec.augment, augment, sizeof augment);
+  rc.augment_hash = 1469598103934665603ull;
+  for (const char *c = augment; *c; c++)
+    rc.augment_hash = (rc.augment_hash ^ (unsigned char)*c) * 1099511628211ull;
   snprintf(rc.model, sizeof rc.model, "%s", m->name);
   rc.ntrain = d->ntrain;
   rc.ntest = d->ntest;
@@ -192,8 +199,9 @@ int train_replica_lines(clt_cluster *c, const clt_device *const *devices, int n,
   return status;
 }
 
-/* Opens --data for training: the photo-folder options and limits apply. */
-static int open_train_data(const clt_train_opts *o, clt_data *d, clt_err *e) {
+/* Opens --data for training: the photo-folder options, limits and augmentation apply. */
+static int open_train_data(const clt_train_opts *o, const clt_augment *aug, clt_data *d,
+                           clt_err *e) {
   const clt_data_spec spec = {.dir = o->data_dir,
                               .with_train = 1,
                               .train_limit = o->train_limit,
@@ -203,7 +211,8 @@ static int open_train_data(const clt_train_opts *o, clt_data *d, clt_err *e) {
                               .seed = o->seed,
                               .image_size_given = o->image_size_given,
                               .validation_split_given = o->validation_split_given,
-                              .max_image_pixels = o->max_image_pixels};
+                              .max_image_pixels = o->max_image_pixels,
+                              .augment = *aug};
   return clt_data_open(&spec, d, e);
 }
 
@@ -221,10 +230,17 @@ static int parse_preprocess(const clt_train_opts *o, clt_preprocess *pre, clt_er
   return clt_fail(e, CLT_ERR_ARG, "--preprocess %s: expected raw, unit or caffe", o->preprocess);
 }
 
-/* --model FILE.json for data of this shape; photo folders are first resized to the
- * model's input when it fixes one and --image-size does not. */
+/* The images a model file's input takes: photos as decoded, before any crop. */
+static clt_shape decoded_shape(const clt_data *d) {
+  if (!d->photos) return (clt_shape){d->height, d->width, d->channels};
+  return (clt_shape){d->spec.image_size, d->spec.image_size, d->channels};
+}
+
+/* --model FILE.json for data of this shape (NULL: the data's images as decoded);
+ * photo folders are first resized to the model's input when it fixes one and
+ * --image-size does not. *aug (may be NULL) gets the file's augmentation layers. */
 static int keras_model(const clt_train_opts *o, clt_data *data, const clt_shape *forced,
-                       clt_model *model, char **json, clt_err *e) {
+                       clt_model *model, char **json, clt_augment *aug, clt_err *e) {
   clt_preprocess pre;
   int status = parse_preprocess(o, &pre, e);
   if (status) return status;
@@ -234,14 +250,14 @@ static int keras_model(const clt_train_opts *o, clt_data *data, const clt_shape 
     clt_err ignored = {0};
     clt_shape s;
     if (clt_keras_input_shape(o->model, &s, &ignored) == CLT_OK && s.h && s.h == s.w &&
-        s.h != data->height && (status = clt_data_reopen(data, s.h, o->seed, e)))
+        s.h != data->spec.image_size && (status = clt_data_reopen(data, s.h, o->seed, e)))
       return status;
   }
-  clt_keras_opts ko = {.data = forced ? *forced
-                                      : (clt_shape){data->height, data->width, data->channels},
+  clt_keras_opts ko = {.data = forced ? *forced : decoded_shape(data),
                        .classes = data->classes,
                        .preprocess = pre,
-                       .weights_given = o->weights != NULL};
+                       .weights_given = o->weights != NULL,
+                       .augment = aug};
   return clt_keras_load(o->model, &ko, model, json, e);
 }
 
@@ -251,9 +267,10 @@ static int same_keras_model(const clt_train_opts *o, clt_data *data, const char 
   clt_model *fresh = malloc(sizeof *fresh);
   char *a = malloc(CLT_DESCRIBE_MAX), *b = malloc(CLT_DESCRIBE_MAX);
   int status = CLT_OK;
+  const clt_shape trained = decoded_shape(data); /* as the checkpoint records it */
   if (!fresh || !a || !b) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
-  } else if ((status = keras_model(o, data, &model->input, fresh, NULL, e))) {
+  } else if ((status = keras_model(o, data, &trained, fresh, NULL, NULL, e))) {
     clt_wrap(e, "--resume: %s holds model %s, not the model of", path, model->name);
   } else {
     clt_model_describe(model, a, CLT_DESCRIBE_MAX);
@@ -394,10 +411,10 @@ static void show_limit(long n, char *buf, size_t size) {
  * a note. A checkpoint without records (an older cltrain) leaves the flags as they
  * are, with a note; its seed and image size are known all the same. */
 static void resume_data_flags(const clt_train_opts *o, const char *path, const clt_model *model,
-                              clt_checkpoint *state, clt_train_opts *eff) {
+                              clt_checkpoint *state, clt_train_opts *eff, clt_augment *aug) {
   const clt_checkpoint_data *rec = &state->data;
   char given[4096], recorded[64];
-  if (!o->image_size_given) eff->image_size = model->input.h;
+  if (!o->image_size_given) eff->image_size = rec->image_size ? rec->image_size : model->input.h;
   if (o->seed_given && o->seed != state->seed) {
     snprintf(given, sizeof given, "%llu", (unsigned long long)o->seed);
     snprintf(recorded, sizeof recorded, "%llu", (unsigned long long)state->seed);
@@ -447,6 +464,15 @@ static void resume_data_flags(const clt_train_opts *o, const char *path, const c
     snprintf(recorded, sizeof recorded, "%g", rec->validation_split);
     note_differs(o, "validation-split", given, recorded);
   }
+  /* The augmentation (the metadata's text was checked when read). */
+  clt_augment_format(aug, given, sizeof given);
+  if (!o->augment_given) {
+    clt_err ignored;
+    if (!rec->augment[0] || clt_augment_parse(rec->augment, aug, &ignored))
+      memset(aug, 0, sizeof *aug);
+  } else if (strcmp(given, rec->augment) != 0) {
+    note_differs(o, "augment", given, rec->augment[0] ? rec->augment : "(none)");
+  }
 }
 
 /* Whether text is one line of UTF-8, as the metadata's strings are. */
@@ -484,14 +510,30 @@ static int setup_model(const clt_train_opts *o, clt_data *data, clt_model *model
     if (o->model_given && clt_keras_is_file(o->model) &&
         (status = same_keras_model(o, data, ckpt_path, model, e)))
       return status;
-    if (data->photos && o->image_size_given && o->image_size != model->input.h) {
+    const int trained = state->data.image_size ? state->data.image_size : model->input.h;
+    if (data->photos && o->image_size_given && o->image_size != trained) {
       return clt_fail(e, CLT_ERR_ARG,
                       "--resume: %s was trained on %dx%d images, not --image-size %d (leave the "
                       "flag out to continue at %d)",
-                      ckpt_path, model->input.h, model->input.w, o->image_size, model->input.h);
+                      ckpt_path, trained, trained, o->image_size, trained);
     }
   } else if (clt_keras_is_file(o->model)) {
-    if ((status = keras_model(o, data, NULL, model, &state->keras_json, e))) return status;
+    clt_augment layers = {0};
+    if ((status = keras_model(o, data, NULL, model, &state->keras_json, &layers, e))) return status;
+    /* The file's augmentation layers run where --augment's would. */
+    if (layers.n && o->augment) {
+      return clt_fail(e, CLT_ERR_ARG,
+                      "--augment: model file %s has augmentation layers of its own; give one or "
+                      "the other",
+                      o->model);
+    }
+    if (layers.n && !data->photos) {
+      return clt_fail(e, CLT_ERR_ARG,
+                      "%s: its augmentation layers (RandomFlip, ...) need a photo folder; %s holds "
+                      "IDX files",
+                      o->model, o->data_dir);
+    }
+    if (layers.n && (status = clt_data_set_augment(data, &layers, e))) return status;
   } else {
     /* Photo folders default to the second reference workload's model. */
     const char *name = data->photos && !o->model_given ? "resnet50" : o->model;
@@ -729,6 +771,8 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
     return clt_fail(e, CLT_ERR_ARG, "%d processes: cltrain handles up to %d", clt_cluster_size(c),
                     CLT_MAX_REPLICAS);
   }
+  clt_augment aug = {0};
+  if (o->augment && clt_augment_parse(o->augment, &aug, e)) return clt_wrap(e, "--augment");
   if (!o->resume && (status = choose_optimizer(o, NULL, NULL, opt, e))) return status;
   /* With --resume the flags in effect are partly the checkpoint's. */
   clt_train_opts eff = *o;
@@ -736,9 +780,9 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
   if (o->resume) {
     status = resume_checkpoint(o, ckpt_path, path_size, model, state, was_frozen, e);
     if (status) return status;
-    resume_data_flags(o, ckpt_path, model, state, &eff);
+    resume_data_flags(o, ckpt_path, model, state, &eff, &aug);
   }
-  if ((status = open_train_data(&eff, data, e))) return status;
+  if ((status = open_train_data(&eff, &aug, data, e))) return status;
   if ((status = setup_model(&eff, data, model, state, ckpt_path, e))) return status;
   if (!o->resume && (status = freeze_until(o, model, e))) return status;
   if (o->resume && (status = choose_optimizer(o, &state->optimizer, ckpt_path, opt, e)))
@@ -756,6 +800,10 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
     state->data.test_limit = eff.test_limit;
     state->data.validation_split = eff.validation_split;
   }
+  clt_augment_format(&data->spec.augment, state->data.augment, sizeof state->data.augment);
+  state->data.image_size = clt_augment_has(&data->spec.augment, CLT_AUG_CROP)
+                               ? data->spec.image_size
+                               : 0;
   if ((status = clt_select_process_devices(o->devices, c, devices, chosen, nchosen, e)))
     return status;
   if ((status = skip_small_devices(o, model, chosen, nchosen, e))) return status;

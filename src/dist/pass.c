@@ -543,7 +543,8 @@ int trainer_run_pass(pass *p, clt_err *e) {
   }
   p->source = t->source[p->train ? 0 : 1];
   if (!p->source) return clt_fail(e, CLT_ERR_ARG, "no %s set", p->train ? "training" : "test");
-  if ((status = clt_source_begin(p->source, t->order, e))) return status;
+  if ((status = clt_source_begin_epoch(p->source, t->order, p->train ? p->epoch : -1, e)))
+    return status;
   t->progress.last_draw = 0;
   p->t0 = clt_now_seconds();
   p->mismatch_step = -1;

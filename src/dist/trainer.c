@@ -438,6 +438,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
   if (!p) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   p->t = t;
   p->train = 1;
+  p->epoch = epoch;
   p->count = count;
   p->steps = (count + global - 1) / global;
   p->opt = opt;

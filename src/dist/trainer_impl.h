@@ -120,6 +120,7 @@ typedef struct pass {
   clt_trainer *t;
   clt_source *source;
   int train; /* 1: training epoch, 0: evaluation */
+  int epoch; /* training: the epoch (its augmentations' draws) */
   int count; /* examples in the pass */
   int steps;
   const clt_optimizer *opt;

@@ -49,6 +49,7 @@
 
 #include <stdint.h>
 
+#include "augment.h"
 #include "model.h"
 #include "optimizer.h"
 
@@ -61,6 +62,11 @@ typedef struct clt_checkpoint_data {
   long train_limit, test_limit; /* 0: all */
   double validation_split;      /* photo folders: the held-out fraction; 0: none */
   int global_batch;             /* examples per step, over all replicas */
+  /* Photo folders: the training's augmentation (augment.h's canonical text; "" none,
+   * also for older checkpoints) and, where it crops, the size photos are decoded to
+   * before it (0: the model's input size). */
+  char augment[CLT_AUG_TEXT_MAX];
+  int image_size;
 } clt_checkpoint_data;
 
 /* What a checkpoint holds besides the model description. Arrays are flat in the

@@ -71,14 +71,16 @@ static int add_plateau(cJSON *root, const clt_plateau *p) {
 }
 
 /* The data's entry: where the examples come from and the limits and split that
- * select them. */
+ * select them; the augmentation and the size it crops from where there are any. */
 static int add_data(cJSON *root, const clt_checkpoint_data *d) {
   cJSON *o = cJSON_CreateObject();
   return add(root, "data", o) && add(o, "path", cJSON_CreateString(d->path)) &&
          add(o, "train_limit", cJSON_CreateNumber((double)d->train_limit)) &&
          add(o, "test_limit", cJSON_CreateNumber((double)d->test_limit)) &&
          add(o, "validation_split", number(d->validation_split)) &&
-         add(o, "global_batch", cJSON_CreateNumber(d->global_batch));
+         add(o, "global_batch", cJSON_CreateNumber(d->global_batch)) &&
+         (!d->augment[0] || add(o, "augment", cJSON_CreateString(d->augment))) &&
+         (!d->image_size || add(o, "image_size", cJSON_CreateNumber(d->image_size)));
 }
 
 /* "frozen": the names of the frozen layers, in model order; left out when none
@@ -349,18 +351,33 @@ static int get_count(place at, const cJSON *obj, const char *key, int min, long 
   return CLT_OK;
 }
 
-/* The data's entry into d: every key required, as one cltrain writes them all. */
+/* The data's entry into d: every key required, as one cltrain writes them all,
+ * but augment and image_size (an older cltrain's, or a run without augmentation). */
 static int get_data(const char *path, const cJSON *entry, clt_checkpoint_data *d, clt_err *e) {
   const place at = {path, "data."};
-  const cJSON *split;
+  const cJSON *split, *size;
   long batch = 0;
   int status;
   if ((status = get_string(at, entry, "path", 1, d->path, sizeof d->path, e)) ||
       (status = get_count(at, entry, "train_limit", 0, &d->train_limit, e)) ||
       (status = get_count(at, entry, "test_limit", 0, &d->test_limit, e)) ||
       (status = lookup(at, entry, "validation_split", cJSON_Number, "a number", 1, &split, e)) ||
-      (status = get_count(at, entry, "global_batch", 1, &batch, e)))
+      (status = get_count(at, entry, "global_batch", 1, &batch, e)) ||
+      (status = get_string(at, entry, "augment", 0, d->augment, sizeof d->augment, e)) ||
+      (status = lookup(at, entry, "image_size", cJSON_Number, "a number", 0, &size, e)))
     return status;
+  clt_augment aug;
+  if (d->augment[0] && clt_augment_parse(d->augment, &aug, e)) {
+    clt_wrap(e, "%s: metadata key data.augment", path);
+    if (e) e->code = CLT_ERR_FORMAT;
+    return CLT_ERR_FORMAT;
+  }
+  if (size && (!is_int(size) || size->valueint < 1 || size->valueint > CLT_AUG_MAX_SIDE)) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: metadata key data.image_size is not an integer from 1 to %d", path,
+                    CLT_AUG_MAX_SIDE);
+  }
+  d->image_size = size ? size->valueint : 0;
   if (!d->path[0]) return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key data.path is empty", path);
   /* The range --validation-split takes. */
   if (!(split->valuedouble >= 0 && split->valuedouble <= 0.99)) {

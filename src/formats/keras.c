@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "kconfig_impl.h"
+#include "keras_augment.h"
 
 #define MAX_NODES 1024
 #define MAX_INBOUND 16
@@ -74,7 +75,8 @@ typedef struct loader {
   int input, output; /* node indices */
   clt_shape shape;   /* from the file, 0 where open */
   int softmax_output;
-  char *text; /* the description being written */
+  clt_augment aug; /* the augmentation layers taken out (take_augmentation) */
+  char *text;      /* the description being written */
   size_t size, used;
   kentry entries[MAX_ENTRIES];
   int nentries;
@@ -825,6 +827,40 @@ static int fold_padding(loader *ld, int i, clt_err *e) {
   return CLT_OK;
 }
 
+/* Keras' augmentation layers in a chain from the input (each the only consumer of
+ * the one before) leave the model for the photo loader: skipped, their output is
+ * the input. Anywhere else they are refused. */
+static int take_augmentation(loader *ld, clt_err *e) {
+  int at = ld->input;
+  while (at != ld->output && ld->nodes[at].consumers == 1) {
+    int next = -1;
+    for (int j = 0; j < ld->n && next < 0; j++) {
+      for (int t = 0; t < ld->nodes[j].ninputs; t++)
+        if (ld->nodes[j].inputs[t] == at) next = j;
+    }
+    knode *k = next >= 0 ? &ld->nodes[next] : NULL;
+    if (!k || next == ld->output || k->ninputs != 1 || !clt_keras_is_augmentation(k->cls)) break;
+    clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls};
+    int status = check_common(ld, &cfg, e);
+    if (!status) status = clt_keras_augment_stage(&cfg, &ld->aug, e);
+    if (!status) status = check_all_read(&cfg, e);
+    if (status) return status;
+    k->skip = 1;
+    snprintf(k->tensor, sizeof k->tensor, "input");
+    at = next;
+  }
+  for (int i = 0; i < ld->n; i++) {
+    const knode *k = &ld->nodes[i];
+    if (!k->skip && clt_keras_is_augmentation(k->cls)) {
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: layer %s (%s): cltrain runs augmentation layers only in a chain right "
+                      "after the input (it augments the decoded photos)",
+                      ld->origin, k->name, k->cls);
+    }
+  }
+  return CLT_OK;
+}
+
 /* The tensor a node reads as input j. */
 static const char *input_tensor(const loader *ld, const knode *k, int j) {
   return ld->nodes[k->inputs[j]].tensor;
@@ -962,6 +998,7 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
     if (k->alias && k->config && strcmp(k->cls, "InputLayer") == 0)
       status = check_input_layer(ld, k, 0, e); /* a nested model's */
   }
+  if (!status) status = take_augmentation(ld, e);
   for (int p = 0; p < placed && !status; p++) {
     const int i = order[p];
     if (strcmp(ld->nodes[i].cls, "ZeroPadding2D") == 0 && i != ld->output)
@@ -989,10 +1026,14 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
     for (char *c = name; *c; c++) {
       if (!isalnum((unsigned char)*c) && !strchr("._-", *c)) *c = '_';
     }
-    status = clt_model_parse(name, data, ld->o->classes, ld->o->preprocess, ld->text, m, e);
+    /* The layers take the images the augmentation makes (a crop's size). */
+    clt_shape layers_in = data;
+    clt_augment_out_size(&ld->aug, data.h, data.w, &layers_in.h, &layers_in.w);
+    status = clt_model_parse(name, layers_in, ld->o->classes, ld->o->preprocess, ld->text, m, e);
     if (!status) {
       m->softmax_output = ld->softmax_output;
       set_flags(ld, m);
+      if (ld->o->augment) *ld->o->augment = ld->aug;
     } else {
       clt_wrap(e, "%s", ld->origin);
     }
@@ -1071,7 +1112,7 @@ int clt_keras_input_shape(const char *path, clt_shape *shape, clt_err *e) {
     status = !ld ? clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", path)
                  : clt_fail(e, CLT_ERR_FORMAT, "%s: not valid JSON", path);
   } else {
-    static const clt_keras_opts any = {{0, 0, 0}, 0, CLT_PRE_RAW, 1};
+    static const clt_keras_opts any = {{0, 0, 0}, 0, CLT_PRE_RAW, 1, NULL};
     ld->origin = path;
     ld->o = &any;
     ld->input = -1;

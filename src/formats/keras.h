@@ -10,6 +10,7 @@
 #ifndef CLT_KERAS_H
 #define CLT_KERAS_H
 
+#include "augment.h"
 #include "model.h"
 
 typedef struct clt_keras_opts {
@@ -17,6 +18,12 @@ typedef struct clt_keras_opts {
   int classes;    /* the data's classes: the model must output as many */
   clt_preprocess preprocess;
   int weights_given; /* --weights: initializers other than Keras' defaults do not matter */
+  /* Keras' augmentation layers (RandomFlip, RandomRotation, RandomZoom, RandomTranslation,
+   * RandomCrop, RandomContrast, RandomBrightness) in a chain right after the input leave
+   * the model: they go here (NULL: dropped), for the photo loader to run (augment.h), and
+   * the model's layers take the images they make (a RandomCrop's size); elsewhere they
+   * are refused. */
+  clt_augment *augment;
 } clt_keras_opts;
 
 /* Largest model file read (ResNet50's to_json() is about 100 KB). */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "augment.h"
 #include "files.h"
 #include "model.h"
 #include "pb.h"
@@ -510,7 +511,7 @@ static char *class_names_json(const char *names) {
 
 /* The keys that say what the input is: its shape and layout, and, for a model
  * trained on photos (3 channels; IDX data is grey), how a photo becomes it. */
-static void input_metadata(clt_pb *b, const clt_model *m) {
+static void input_metadata(clt_pb *b, const clt_model *m, const clt_onnx_info *info) {
   char text[1024];
   const int h = m->input.h, w = m->input.w, c = m->input.c;
   metadata(b, "input_layout", "NHWC");
@@ -533,11 +534,32 @@ static void input_metadata(clt_pb *b, const clt_model *m) {
            "to 8-bit RGB: grey and palette expanded, 16-bit PNG rounded to 8 bits (v / 257), alpha "
            "dropped without compositing, no gamma or ICC handling; JPEG by libjpeg (ISLOW DCT, "
            "CMYK and YCCK converted)");
-  snprintf(text, sizeof text,
-           "bilinear, half_pixel coordinates, no antialiasing, to %dx%d whatever the aspect ratio, "
-           "rounded to uint8 (tf.image.resize(method='bilinear') rounded)",
-           h, w);
+  const int d = info ? info->decoded_size : 0;
+  if (d > 0) {
+    /* The training cropped: the photo is decoded to d x d, then resized as Keras'
+     * RandomCrop does outside training. */
+    int y0, x0, wh, ww;
+    clt_augment_crop_window(d, d, h, w, &y0, &x0, &wh, &ww);
+    snprintf(text, sizeof text,
+             "bilinear, half_pixel coordinates, no antialiasing, to %dx%d whatever the aspect "
+             "ratio, rounded to uint8 (tf.image.resize(method='bilinear') rounded); then, as "
+             "Keras' RandomCrop(%d, %d) outside training (smart_resize), rows %d to %d and "
+             "columns %d to %d of it resized the same way to %dx%d, rounded to uint8",
+             d, d, h, w, y0, y0 + wh - 1, x0, x0 + ww - 1, h, w);
+  } else {
+    snprintf(text, sizeof text,
+             "bilinear, half_pixel coordinates, no antialiasing, to %dx%d whatever the aspect "
+             "ratio, rounded to uint8 (tf.image.resize(method='bilinear') rounded)",
+             h, w);
+  }
   metadata(b, "resize", text);
+  if (info && info->augment && info->augment[0]) {
+    snprintf(text, sizeof text,
+             "%s: in training only; outside it each is the identity but a crop, part of the "
+             "resize above (docs/photos.md)",
+             info->augment);
+    metadata(b, "augmentation", text);
+  }
   snprintf(text, sizeof text,
            "all in float32; for output index i along an axis of n input pixels (out = %d rows, %d "
            "columns): f = (i + 0.5) * (n / out) - 0.5, lo = max(floor(f), 0), hi = min(ceil(f), "
@@ -595,7 +617,7 @@ static int encode(const clt_onnx *g, const clt_model *m, const clt_onnx_info *in
     metadata(b, "class_names", names);
     if (info->class_names_source) metadata(b, "class_names_source", info->class_names_source);
   }
-  input_metadata(b, m);
+  input_metadata(b, m, info);
   metadata(b, "preprocessing", preprocess_name(m->preprocess));
   metadata(b, "preprocessing_arithmetic", preprocess_arithmetic(m->preprocess));
   snprintf(text, sizeof text, "logits: float32 (N, %d), before softmax%s", m->classes,

@@ -76,6 +76,9 @@ typedef struct clt_onnx_info {
   const char *class_names;        /* one per line in label order (as checkpoints keep them);
                                      NULL: none known */
   const char *class_names_source; /* where the names come from (NULL: not said) */
+  const char *augment;            /* the training's augmentation (augment.h's text; NULL: none) */
+  int decoded_size; /* where it crops: photos are decoded to this square, then resized to the
+                       input as Keras' RandomCrop does at inference (0: no crop) */
 } clt_onnx_info;
 
 /* Writes model m with the trained parameters flat_params (m->flat_floats floats) as
