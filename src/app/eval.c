@@ -74,8 +74,9 @@ static void paths_name(const char *logits_path, char *out, size_t size) {
 }
 
 /* The text of --logits' list, one line per logits row: the image's path relative
- * to --data for a photo folder, the example's index in the t10k files for IDX
- * data. A file name holding a line break cannot be listed so and is refused. */
+ * to --data for a photo folder, the example's index in its IDX files for IDX
+ * data (the t10k ones, or the training ones for a validation split). A file name holding a line
+ * break cannot be listed so and is refused. */
 static int paths_text(const clt_data *data, const char *list, char **text, size_t *len,
                       clt_err *e) {
   size_t size = 0;
@@ -96,7 +97,7 @@ static int paths_text(const clt_data *data, const char *list, char **text, size_
   for (int i = 0; i < data->ntest; i++) {
     const char *p = clt_source_path(data->test, i);
     at += p ? (size_t)snprintf(t + at, size + 1 - at, "%s\n", p)
-            : (size_t)snprintf(t + at, size + 1 - at, "%d\n", i);
+            : (size_t)snprintf(t + at, size + 1 - at, "%d\n", data->test_first + i);
   }
   *text = t;
   *len = at;
