@@ -29,7 +29,8 @@ typedef struct run_config {
   /* --lr-schedule's and --reduce-lr-on-plateau's arguments. */
   char lr_control[1536];
   char split[64];
-  int replicas; /* this process's: summed, not compared */
+  char early_stop[256]; /* --early-stopping's arguments in effect ("" without) */
+  int replicas;         /* this process's: summed, not compared */
 } run_config;
 
 /* This process's run_config (the optimizer and epoch fields are the caller's). */

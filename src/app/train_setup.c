@@ -127,6 +127,9 @@ int train_same_config(clt_cluster *c, const run_config *mine, int *replicas, clt
       snprintf(what, sizeof what, "--split (%s vs %s)", b->split, a->split);
     else if (strcmp(a->lr_control, b->lr_control) != 0)
       snprintf(what, sizeof what, "--lr-schedule or --reduce-lr-on-plateau");
+    else if (strcmp(a->early_stop, b->early_stop) != 0)
+      snprintf(what, sizeof what, "--early-stopping (%.100s vs %.100s)", b->early_stop,
+               a->early_stop);
     if (what[0]) {
       status = clt_fail(e, CLT_ERR_ARG,
                         "rank %d differs from rank 0 in %s: every process of a run must be "
@@ -584,11 +587,27 @@ int train_fresh_state(const clt_model *model, uint64_t seed, clt_checkpoint *sta
   return CLT_OK;
 }
 
+/* --resume: early stopping continues as the checkpoint records it (es); the
+ * flag may start it where the run had none, but not change it. */
+static int resume_early_stop(const clt_train_opts *o, const char *path, const clt_early_stop *given,
+                             clt_early_stop *es, clt_err *e) {
+  if (!given->enabled) return CLT_OK;
+  if (!es->enabled) {
+    *es = *given;
+    return CLT_OK;
+  }
+  if (clt_early_stop_same_args(es, given)) return CLT_OK;
+  char had[512];
+  clt_early_stop_describe(es, had, sizeof had);
+  return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --early-stopping %s, not %s", path,
+                  had, o->early_stopping);
+}
+
 /* Every output path, before anything is created: a bad --log must not leave a
  * new checkpoint folder behind. */
 static int check_outputs(const clt_train_opts *o, clt_err *e) {
   int status = CLT_OK;
-  if (o->checkpoint_every > 0)
+  if (o->checkpoint_every > 0 || o->early_stopping)
     status = clt_check_output_dir(o->checkpoint_dir, "--checkpoint-dir", e);
   if (!status && o->log_path) status = clt_check_output_file(o->log_path, "--log", e);
   if (!status && o->trace_path) status = clt_check_output_file(o->trace_path, "--trace", e);
@@ -649,6 +668,10 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
   clt_plateau plateau;
   int status = parse_lr_flags(o, &schedule, &plateau, e);
   if (status) return status;
+  clt_early_stop given = {0};
+  if (o->early_stopping &&
+      (status = clt_early_stop_parse("--early-stopping", o->early_stopping, &given, e)))
+    return status;
   if (clt_cluster_rank(c) == 0 && (status = check_outputs(o, e))) return status;
   if (clt_cluster_size(c) > CLT_MAX_REPLICAS) {
     return clt_fail(e, CLT_ERR_ARG, "%d processes: cltrain handles up to %d", clt_cluster_size(c),
@@ -660,6 +683,17 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
   if (o->resume) {
     if ((status = resume_checkpoint(o, ckpt_path, path_size, model, state, e))) return status;
     resume_data_flags(o, ckpt_path, model, state, &eff);
+    if ((status = resume_early_stop(o, ckpt_path, &given, &state->early_stop, e))) return status;
+  } else {
+    state->early_stop = given;
+  }
+  /* Early stopping watches data held out of training, never the test set. */
+  const clt_early_stop *es = &state->early_stop;
+  if (es->enabled && clt_monitor_is_validation(es->monitor) && !(eff.validation_split > 0)) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--early-stopping monitor=%s needs validation data: give --validation-split F "
+                    "(the test set is never monitored)",
+                    clt_monitor_name(es->monitor));
   }
   if ((status = open_train_data(&eff, data, e))) return status;
   if ((status = setup_model(&eff, data, model, state, ckpt_path, e))) return status;
@@ -681,10 +715,12 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
     return status;
   if ((status = skip_small_devices(o, model, chosen, nchosen, e))) return status;
   if (clt_cluster_rank(c) != 0) return CLT_OK;
-  if (o->checkpoint_every > 0 && (status = clt_checkpoint_prepare_dir(o->checkpoint_dir, e)))
-    return status;
+  const int saves = o->checkpoint_every > 0 || es->enabled;
+  if (saves && (status = clt_checkpoint_prepare_dir(o->checkpoint_dir, e))) return status;
   /* One writer per folder: another trainer's saves and --keep would undo this one's. */
-  if (o->checkpoint_every > 0 && (status = clt_checkpoint_lock(o->checkpoint_dir, lock_fd, e)))
+  if (saves && (status = clt_checkpoint_lock(o->checkpoint_dir, lock_fd, e))) return status;
+  /* A best that an earlier run recorded is not this run's. */
+  if (saves && !o->resume && (status = clt_checkpoint_best_forget(o->checkpoint_dir, e)))
     return status;
   rep->log_path = o->log_path;
   if (o->log_path && !(rep->log = fopen(o->log_path, o->resume ? "a" : "w"))) {
