@@ -521,10 +521,10 @@ static int parse_lr_flags(const clt_train_opts *o, clt_schedule *schedule, clt_p
   return CLT_OK;
 }
 
-/* Whether the run evaluates validation data after each epoch: a photo folder's
- * --validation-split (the epoch line's Validation figures). The t10k files of an
- * IDX folder are a test set, not validation data. */
-static int has_validation(const clt_data *d) { return d->photos && d->ntest > 0; }
+/* Whether the run evaluates validation data after each epoch: --validation-split
+ * (the epoch line's Validation figures). The t10k files of an IDX folder are a
+ * test set, not validation data. */
+static int has_validation(const clt_data *d) { return d->validation && d->ntest > 0; }
 
 /* The rate's schedule into opt and the plateau into *plateau: the flags', or
  * with --resume those the checkpoint records (in opt and *plateau already) when
@@ -566,9 +566,8 @@ static int choose_lr_control(const clt_train_opts *o, const clt_schedule *schedu
   if (plateau->active && clt_cb_monitor_needs_validation(&plateau->monitor) &&
       !has_validation(data)) {
     return clt_fail(e, CLT_ERR_ARG,
-                    "--reduce-lr-on-plateau: monitor=%s needs validation data: a photo folder "
-                    "with --validation-split (an IDX folder's t10k files are a test set); or "
-                    "monitor=loss",
+                    "--reduce-lr-on-plateau: monitor=%s needs validation data: give "
+                    "--validation-split F (the test set is never monitored), or monitor=loss",
                     clt_cb_quantity_name(plateau->monitor.quantity));
   }
   return CLT_OK;
