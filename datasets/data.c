@@ -27,6 +27,7 @@ static int open_photos(clt_data *d, clt_err *e) {
     if (b) clt_photos_free(a);
   }
   d->photos = 1;
+  d->validation = b != NULL;
   d->ntrain = train ? limited(clt_photos_count(train), sp->train_limit) : 0;
   d->ntest = test ? limited(clt_photos_count(test), sp->test_limit) : 0;
   clt_augment_out_size(&sp->augment, sp->image_size, sp->image_size, &d->height, &d->width);
@@ -42,24 +43,32 @@ static int open_photos(clt_data *d, clt_err *e) {
   return CLT_OK;
 }
 
+/* The IDX files: the training ones (when training, or evaluating a validation
+ * split of them) and the test ones (unless the validation split stands in). */
 static int open_idx(clt_data *d, clt_err *e) {
   const clt_data_spec *sp = &d->spec;
   clt_dataset train = {0}, test = {0};
+  const int split = sp->validation_split > 0;
   int status = CLT_OK;
-  if (sp->with_train && (status = clt_idx_load_dir_async(sp->dir, "train", &train, e))) {
+  if ((sp->with_train || split) && (status = clt_idx_load_dir_async(sp->dir, "train", &train, e))) {
     /* Say what else the folder could have been. */
     if (strstr(e->msg, "no such file")) {
       clt_wrap(e, "%s has no class subfolders of photos, nor IDX files", sp->dir);
     }
     goto cleanup;
   }
-  train.count = d->ntrain = limited(train.count, sp->train_limit);
-  if ((status = clt_idx_load_dir_async(sp->dir, "t10k", &test, e))) {
+  if (split) {
+    if ((status = clt_dataset_split(&train, sp->validation_split, sp->dir, &test, e))) goto cleanup;
+    d->validation = 1;
+    d->test_first = train.count;
+    if (!sp->with_train) clt_dataset_free(&train);
+  } else if ((status = clt_idx_load_dir_async(sp->dir, "t10k", &test, e))) {
     if (!sp->with_train && strstr(e->msg, "no such file")) {
       clt_wrap(e, "%s has no class subfolders of photos, nor IDX files", sp->dir);
     }
     goto cleanup;
   }
+  train.count = d->ntrain = limited(train.count, sp->train_limit);
   test.count = d->ntest = limited(test.count, sp->test_limit);
   if (sp->with_train && (test.height != train.height || test.width != train.width)) {
     status = clt_fail(e, CLT_ERR_FORMAT, "%s: test images are %dx%d but training images are %dx%d",
@@ -84,15 +93,13 @@ int clt_data_open(const clt_data_spec *spec, clt_data *d, clt_err *e) {
   d->spec = *spec;
   int status = clt_photos_is_folder(spec->dir) ? open_photos(d, e) : open_idx(d, e);
   if (!status && !d->photos &&
-      (spec->image_size_given || spec->validation_split_given || spec->max_image_pixels ||
-       spec->augment.n)) {
-    /* IDX files come split and sized: a photo-folder option would be silently ignored. */
+      (spec->image_size_given || spec->max_image_pixels || spec->augment.n)) {
+    /* IDX files come sized: a photo-folder option would be silently ignored. */
     status = clt_fail(e, CLT_ERR_ARG, "%s holds IDX files: --%s applies to photo folders only",
                       spec->dir,
-                      spec->image_size_given         ? "image-size"
-                      : spec->validation_split_given ? "validation-split"
-                      : spec->max_image_pixels       ? "max-image-pixels"
-                                                     : "augment");
+                      spec->image_size_given   ? "image-size"
+                      : spec->max_image_pixels ? "max-image-pixels"
+                                               : "augment");
   }
   if (status) clt_data_close(d);
   return status;

@@ -10,13 +10,17 @@
 
 typedef struct clt_data_spec {
   const char *dir;              /* kept by the clt_data: must outlive it */
-  int with_train;               /* 0 (evaluation): a test set only; for a photo folder the
-                                   validation subset if validation_split > 0, else all of it */
+  int with_train;               /* 0 (evaluation): a test set only: the validation subset if
+                                   validation_split > 0, else a photo folder's whole or the IDX
+                                   test files */
   long train_limit, test_limit; /* use the first N examples; 0: all */
   int image_size;               /* photo folders: images resized to this square */
-  double validation_split;      /* photo folders: fraction held out as the test set */
+  double validation_split;      /* fraction of the training examples held out as the test set
+                                   (a photo folder's before the limits; IDX files' the last,
+                                   as Keras' validation_split) */
   uint64_t seed;                /* photo folders: chooses that fraction */
-  int image_size_given, validation_split_given; /* set by the user: refused for IDX files */
+  int image_size_given, validation_split_given; /* set by the user (image size: refused for IDX
+                                                   files) */
   long max_image_pixels; /* photo folders: refuse bigger images (0: the default limit); set: refused
                             for IDX files */
   clt_augment augment;   /* photo folders: the training images' augmentation (n 0: none; the
@@ -25,7 +29,9 @@ typedef struct clt_data_spec {
 
 typedef struct clt_data {
   clt_data_spec spec;          /* as opened */
-  int photos;                  /* a photo folder (its test set is a validation split), else IDX */
+  int photos;                  /* a photo folder, else IDX */
+  int validation;              /* the test set is a validation split of the training examples */
+  int test_first;              /* IDX: the test set's first example's index in its files */
   clt_source *train, *test;    /* NULL where there is none */
   int ntrain, ntest;           /* examples, after the limits */
   int height, width, channels; /* the sources' images: after augment's crops */
@@ -33,8 +39,8 @@ typedef struct clt_data {
   const char *const *class_names; /* classes names (photo folders), or NULL */
 } clt_data;
 
-/* Opens spec->dir. IDX files come split and sized, so asking to resize or split
- * them is refused rather than ignored. On failure *d is closed. */
+/* Opens spec->dir. IDX files come sized, so asking to resize them is refused
+ * rather than ignored. On failure *d is closed. */
 int clt_data_open(const clt_data_spec *spec, clt_data *d, clt_err *e);
 /* Opens a photo folder again for another image size or split seed (a resumed
  * checkpoint's); IDX data depends on neither and is kept. */

@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -429,6 +430,32 @@ int clt_idx_load_dir(const char *dir, const char *split, clt_dataset *out, clt_e
 
 int clt_idx_load_dir_async(const char *dir, const char *split, clt_dataset *out, clt_err *e) {
   return load_dir(dir, split, 1, out, e);
+}
+
+int clt_dataset_split(clt_dataset *all, double fraction, const char *dir, clt_dataset *tail,
+                      clt_err *e) {
+  memset(tail, 0, sizeof *tail);
+  const int n = all->count, at = (int)floor(n * (1.0 - fraction));
+  if (at <= 0 || at >= n) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: validation split %g of %d training image%s leaves %s", dir,
+                    fraction, n, n == 1 ? "" : "s",
+                    at <= 0 ? "no training image" : "no validation image");
+  }
+  int status = clt_dataset_wait(all, e);
+  if (status) return status;
+  const size_t image = (size_t)all->height * all->width * all->channels;
+  *tail = *all;
+  tail->count = n - at;
+  tail->pixels = malloc(image * (size_t)tail->count);
+  tail->labels = malloc((size_t)tail->count);
+  if (!tail->pixels || !tail->labels) {
+    clt_dataset_free(tail);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for %s's validation split", dir);
+  }
+  memcpy(tail->pixels, all->pixels + image * at, image * (size_t)tail->count);
+  memcpy(tail->labels, all->labels + at, (size_t)tail->count);
+  all->count = at;
+  return CLT_OK;
 }
 
 void clt_dataset_free(clt_dataset *d) {

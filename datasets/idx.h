@@ -38,6 +38,13 @@ int clt_idx_load_dir_async(const char *dir, const char *split, clt_dataset *out,
  * the reader's error naming the file; d->pixels then stays NULL. */
 int clt_dataset_wait(clt_dataset *d, clt_err *e);
 
+/* Splits `all` as Keras' validation_split does: its last examples, from
+ * floor(count * (1 - fraction)) on, move to *tail (new arrays; all keeps the
+ * others). Waits for all's pixels. Fails, naming `dir`, when either part would
+ * be empty. */
+int clt_dataset_split(clt_dataset *all, double fraction, const char *dir, clt_dataset *tail,
+                      clt_err *e);
+
 /* Frees d's arrays (waiting for its reader first). */
 void clt_dataset_free(clt_dataset *d);
 

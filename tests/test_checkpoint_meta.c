@@ -398,6 +398,100 @@ static void test_lr_control(void) {
   clt_checkpoint_free(&st);
 }
 
+/* --early-stopping's entry: written with Keras' names and epochs from 1, read
+ * back exactly (a best of 17 digits, no baseline), absent in a checkpoint
+ * without it, and refused naming the key when malformed. */
+static void test_early_stopping(void) {
+  clt_model m;
+  clt_err e = {0};
+  if (clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &m, &e)) {
+    check(0, "building fmnist-cnn: %s", e.msg);
+    return;
+  }
+  clt_checkpoint st = {.optimizer = clt_optimizer_defaults(CLT_OPT_ADAM),
+                       .seed = 42,
+                       .data = some_data,
+                       .early_stop = {.enabled = 1,
+                                      .monitor = CLT_MONITOR_VAL_ACCURACY,
+                                      .min_delta = 0.001,
+                                      .patience = 5,
+                                      .mode = CLT_ES_MAX,
+                                      .restore_best_weights = 1,
+                                      .start_from_epoch = 2,
+                                      .wait = 3,
+                                      .has_best = 1,
+                                      .best = 0.1 + 0.2,
+                                      .best_epoch = 6,
+                                      .stopped_epoch = 9}};
+  char dir[4200], path[4300], bad[4300];
+  snprintf(dir, sizeof dir, "%s/early", root);
+  snprintf(bad, sizeof bad, "%s/early-bad.npz", root);
+  st.params = calloc(m.flat_floats, sizeof(float));
+  for (int k = 0; k < CLT_OPT_SLOTS; k++) st.opt_state[k] = calloc(m.flat_floats, sizeof(float));
+  const int status = clt_checkpoint_save(dir, 0, &m, &st, path, sizeof path, &e);
+  const clt_early_stop want = st.early_stop;
+  clt_checkpoint_free(&st);
+  if (status) {
+    check(0, "saving with early stopping: %s", e.msg);
+    return;
+  }
+  char *text = metadata_of(path);
+  check(text && strstr(text, "\"early_stopping\": {\"monitor\": \"val_accuracy\", \"min_delta\": "
+                             "0.001, \"patience\": 5, \"mode\": \"max\", \"baseline\": null, "
+                             "\"restore_best_weights\": true, \"start_from_epoch\": 2, \"wait\": "
+                             "3, \"best\": 0.30000000000000004, \"best_epoch\": 7, "
+                             "\"stopped_epoch\": 10}, \"cltrain_version\""),
+        "early stopping's entry: Keras' names, epochs from 1, 17 digits: %s",
+        text ? text : "(unreadable)");
+  if (!clt_checkpoint_load(path, &m, 0, &st, &e)) {
+    const clt_early_stop *g = &st.early_stop;
+    check(g->enabled && clt_early_stop_same_args(g, &want) && g->wait == 3 && g->has_best &&
+              g->best == want.best && g->best_epoch == 6 && g->stopped_epoch == 9,
+          "early stopping's arguments and state come back exactly");
+    clt_checkpoint_free(&st);
+  } else {
+    check(0, "loading it back: %s", e.msg);
+  }
+  const struct {
+    const char *from, *to, *want; /* want NULL: it loads */
+  } cases[] = {
+      {"\"monitor\": \"val_accuracy\"", "\"monitor\": \"val_acc\"",
+       "metadata key early_stopping.monitor is \"val_acc\", which cltrain does not know"},
+      {"\"mode\": \"max\"", "\"mode\": 1",
+       "metadata key early_stopping.mode is a number, not a string"},
+      {"\"patience\": 5", "\"patience\": -1",
+       "metadata key early_stopping.patience is -1, not an integer in [0, 1000000]"},
+      {"\"baseline\": null", "\"baseline\": \"x\"",
+       "metadata key early_stopping.baseline is a string, not a number or null"},
+      {"\"restore_best_weights\": true", "\"restore_best_weights\": 1",
+       "metadata key early_stopping.restore_best_weights is a number, not true or false"},
+      {", \"wait\": 3", "", "metadata lacks key early_stopping.wait"},
+      {"\"stopped_epoch\": 10", "\"stopped_epoch\": 1",
+       "metadata key early_stopping.stopped_epoch is 1, impossible"},
+      {"\"best\": 0.30000000000000004, \"best_epoch\": 7", "\"best\": null, \"best_epoch\": 7",
+       "metadata key early_stopping.best_epoch is 7, impossible"},
+      {"\"best\": 0.30000000000000004, \"best_epoch\": 7", "\"best\": 0.3, \"best_epoch\": 0",
+       "metadata key early_stopping.best_epoch is 0, not an integer in [1, 2147483647]"},
+      {"\"early_stopping\": {", "\"early_stopping\": [], \"x\": {",
+       "metadata key early_stopping is an array, not an object"},
+      {"\"baseline\": null", "\"baseline\": 0.5", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *at = text ? strstr(text, cases[i].from) : NULL;
+    char edited[8192], what[300];
+    snprintf(what, sizeof what, "%s -> %s", cases[i].from, cases[i].to);
+    if (!at) {
+      check(0, "%s: editing", what);
+      continue;
+    }
+    snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - text), text, cases[i].to,
+             at + strlen(cases[i].from));
+    if (with_metadata(path, bad, edited)) check(0, "%s: editing", what);
+    else expect_load(what, bad, &m, 0, cases[i].want);
+  }
+  free(text);
+}
+
 /* Members a and b (of checkpoints pa, pb) hold the same: byte for byte, but for
  * the metadata, equal once parsed up to the cltrain version that wrote it. */
 static int same_member(const clt_npz_array *a, const clt_npz_array *b, const char *pa,
@@ -488,6 +582,7 @@ int main(int argc, char **argv) {
   test_round_trip();
   test_malformed();
   test_lr_control();
+  test_early_stopping();
   test_fixtures(argv[1]);
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

@@ -135,7 +135,7 @@ bad_flags "an unknown monitor" "--reduce-lr-on-plateau: monitor=val_acc: expecte
   --reduce-lr-on-plateau monitor=val_acc
 bad_flags "a plateau with a schedule" "--reduce-lr-on-plateau: the learning rate follows --lr-schedule and cannot be set" \
   --lr-schedule cosine:decay_steps=10 --reduce-lr-on-plateau monitor=loss
-bad_flags "val_loss on IDX files" "--reduce-lr-on-plateau: monitor=val_loss needs validation data: a photo folder with --validation-split" \
+bad_flags "val_loss on IDX files" "--reduce-lr-on-plateau: monitor=val_loss needs validation data: give --validation-split F" \
   --reduce-lr-on-plateau patience=3
 expect_fail "val_accuracy without --validation-split" "monitor=val_accuracy needs validation data" \
   "$CLT" train "${photos[@]}" --epochs 1 --checkpoint-dir "$tmp/none" --reduce-lr-on-plateau monitor=val_accuracy

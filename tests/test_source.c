@@ -265,10 +265,45 @@ static void test_idx(const char *dir) {
   check_err(clt_data_open(&sized, &d, &E),
             "holds IDX files: --image-size applies to photo folders only",
             "--image-size on IDX files");
-  const clt_data_spec split = {.dir = dir, .validation_split = 0.2, .validation_split_given = 1};
-  check_err(clt_data_open(&split, &d, &E),
-            "holds IDX files: --validation-split applies to photo folders only",
-            "--validation-split on IDX files");
+}
+
+/* --validation-split on IDX files: the last examples of the training files, as
+ * Keras' validation_split takes them (floor(11 * 0.7) = 7 train, 4 held out),
+ * in training and in evaluation; a split that leaves no training image is refused. */
+static void test_idx_split(const char *dir) {
+  clt_data d;
+  for (int train = 1; train >= 0; train--) {
+    const clt_data_spec spec = {.dir = dir,
+                                .with_train = train,
+                                .validation_split = 0.3,
+                                .validation_split_given = 1};
+    const char *what = train ? "IDX validation split" : "IDX validation split (evaluation)";
+    int status = clt_data_open(&spec, &d, &E);
+    check(status == CLT_OK, "%s opens: %s", what, E.msg);
+    if (status) return;
+    check(d.validation && d.test_first == 7 && d.ntrain == (train ? 7 : 0) && d.ntest == 4 &&
+              (d.train != NULL) == train,
+          "%s: %d training and %d validation examples from index %d", what, d.ntrain, d.ntest,
+          d.test_first);
+    for (int s = !train; s < 2; s++) {
+      const host_data h = {.get = idx_get,
+                           .pixels = idx_pixels[0] + (s ? 7 * IDX_H * IDX_W : 0),
+                           .labels = idx_labels[0] + (s ? 7 : 0),
+                           .pixels_per_image = IDX_H * IDX_W,
+                           .pre = CLT_PRE_UNIT};
+      clt_source *src = s ? d.test : d.train;
+      if (attach(src, CLT_PRE_UNIT)) {
+        check(0, "%s: attach: %s", what, E.msg);
+        continue;
+      }
+      check_pass(src, &h, 5, s ? what : "IDX training part of the split");
+    }
+    clt_data_close(&d);
+  }
+  const clt_data_spec most = {.dir = dir, .with_train = 1, .validation_split = 0.95};
+  check_err(clt_data_open(&most, &d, &E),
+            "validation split 0.95 of 11 training images leaves no training image",
+            "an IDX split leaving no training image");
 }
 
 static void test_photos(const char *dir) {
@@ -388,6 +423,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   test_idx(idx_dir);
+  test_idx_split(idx_dir);
   test_photos(photo_dir);
   for (int r = 0; r < REPLICAS; r++) {
     clReleaseMemObject(xs[r]);

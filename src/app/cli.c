@@ -11,6 +11,9 @@
 #include "checkpoint.h"
 #include "interrupt.h"
 
+/* This process's rank in its run (clt_cli_join): notes are process 0's. */
+static int cli_rank;
+
 /* --help's layout: lines up to WIDTH columns, each flag's text from COLUMN. */
 enum { WIDTH = 80, COLUMN = 26 };
 
@@ -289,16 +292,25 @@ int clt_cli_join(clt_cluster **c, clt_err *e) {
     return status;
   }
   if (*clt_cluster_note(*c)) fprintf(stderr, "cltrain: note: %s\n", clt_cluster_note(*c));
+  cli_rank = clt_cluster_rank(*c);
   return CLT_OK;
 }
 
-int clt_cli_checkpoint(const char *checkpoint, int given, char *path, size_t size, clt_err *e) {
-  const int status = clt_checkpoint_resolve(checkpoint, path, size, e);
+int clt_cli_checkpoint(const char *checkpoint, int given, int best, char *path, size_t size,
+                       clt_err *e) {
+  int chosen_best = 0;
+  const int status = clt_checkpoint_resolve_model(checkpoint, best, path, size, &chosen_best, e);
   if (status && !given && access(checkpoint, F_OK) != 0) {
     return clt_fail(e, CLT_ERR_IO,
                     "%s: no such checkpoint folder (the default --checkpoint, where cltrain "
                     "train saves; give --checkpoint DIR|FILE)",
                     checkpoint);
+  }
+  if (!status && chosen_best && !best && cli_rank == 0) {
+    fprintf(stderr,
+            "cltrain: note: %s: its run ended restoring its best epoch's weights "
+            "(--early-stopping restore_best_weights=true): using the best checkpoint, %s\n",
+            checkpoint, path);
   }
   return status;
 }

@@ -85,10 +85,14 @@ int clt_cli_start(const clt_command *c, int argc, char **argv, void *opts);
  * --checkpoint DIR|FILE and --onnx FILE are required". */
 int clt_cli_check_required(const clt_command *c, const void *opts, clt_err *e);
 
-/* The checkpoint file a --checkpoint DIR|FILE names, into path; given says
- * whether the user gave it, so a missing default folder is named as the default
- * (where cltrain train saves) rather than as a bad argument. */
-int clt_cli_checkpoint(const char *checkpoint, int given, char *path, size_t size, clt_err *e);
+/* The checkpoint file a --checkpoint DIR|FILE names, into path
+ * (clt_checkpoint_resolve_model: with best, --best, the folder's best; without,
+ * the newest, or the best where the run ended restoring its weights, with a
+ * note); given says whether the user gave it, so a missing default folder is
+ * named as the default (where cltrain train saves) rather than as a bad
+ * argument. */
+int clt_cli_checkpoint(const char *checkpoint, int given, int best, char *path, size_t size,
+                       clt_err *e);
 
 /* `cltrain <command> --help`: usage, description, the options. */
 void clt_cli_help(FILE *f, const clt_command *c);

@@ -58,7 +58,7 @@ static clt_data_spec eval_data(const clt_eval_opts *o, const char *path, const c
 static int eval_set_up(const clt_eval_opts *o, clt_data *data, clt_model *model,
                        clt_checkpoint *state, char *path, size_t size, clt_device_list *devices,
                        const clt_device **chosen, int *nchosen, clt_err *e) {
-  int status = clt_cli_checkpoint(o->checkpoint, o->checkpoint_given, path, size, e);
+  int status = clt_cli_checkpoint(o->checkpoint, o->checkpoint_given, o->best, path, size, e);
   if (!status) status = clt_checkpoint_model(path, model, e);
   if (!status) status = clt_checkpoint_load(path, model, 0, state, e);
   if (status) return status;
@@ -80,8 +80,9 @@ static void paths_name(const char *logits_path, char *out, size_t size) {
 }
 
 /* The text of --logits' list, one line per logits row: the image's path relative
- * to --data for a photo folder, the example's index in the t10k files for IDX
- * data. A file name holding a line break cannot be listed so and is refused. */
+ * to --data for a photo folder, the example's index in its IDX files for IDX
+ * data (the t10k ones, or the training ones for a validation split). A file name holding a line
+ * break cannot be listed so and is refused. */
 static int paths_text(const clt_data *data, const char *list, char **text, size_t *len,
                       clt_err *e) {
   size_t size = 0;
@@ -102,7 +103,7 @@ static int paths_text(const clt_data *data, const char *list, char **text, size_
   for (int i = 0; i < data->ntest; i++) {
     const char *p = clt_source_path(data->test, i);
     at += p ? (size_t)snprintf(t + at, size + 1 - at, "%s\n", p)
-            : (size_t)snprintf(t + at, size + 1 - at, "%d\n", i);
+            : (size_t)snprintf(t + at, size + 1 - at, "%d\n", data->test_first + i);
   }
   *text = t;
   *len = at;

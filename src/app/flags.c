@@ -44,8 +44,9 @@ static const clt_flag train_flags[] = {
      .min = 0,
      .max = 0.99,
      .meta = "F",
-     .help = "photo folders: hold out this fraction (chosen by --seed) and evaluate it after "
-             "each epoch"},
+     .help = "hold out this fraction of the training examples and evaluate it after each epoch "
+             "instead of the test set: a photo folder's chosen by --seed, IDX files' the last "
+             "fraction of the training files, as Keras' validation_split takes it"},
     {.name = "max-image-pixels",
      .type = CLT_FLAG_LONG,
      .offset = TR(max_image_pixels),
@@ -120,6 +121,16 @@ static const clt_flag train_flags[] = {
      .def = 10,
      .meta = "N",
      .help = "total epochs (with --resume, the epoch to stop after)"},
+    {.name = "early-stopping",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(early_stopping),
+     .meta = "KEY=VALUE,...",
+     .help = "stop when the monitored quantity stops improving, by the rules of Keras' "
+             "EarlyStopping with these of its arguments (the others at Keras' defaults): "
+             "monitor (val_loss, val_accuracy: these need --validation-split; loss, accuracy), "
+             "min_delta, patience, mode (auto, min, max), baseline, restore_best_weights (true: "
+             "eval, export and predict then use the best epoch's checkpoint), start_from_epoch; "
+             "the best epoch's checkpoint is saved when found and kept"},
     {.name = "optimizer",
      .type = CLT_FLAG_STRING,
      .offset = TR(optimizer),
@@ -227,7 +238,8 @@ static const clt_flag train_flags[] = {
      .max = 1000000,
      .def = 2,
      .meta = "N",
-     .help = "save every N epochs and after the last; 0: never"},
+     .help = "save every N epochs and after the last; 0: never (--early-stopping still saves "
+             "the best epoch)"},
     {.name = "keep",
      .type = CLT_FLAG_INT,
      .offset = TR(keep),
@@ -235,7 +247,7 @@ static const clt_flag train_flags[] = {
      .max = 1000000,
      .def = 5,
      .meta = "N",
-     .help = "keep the newest N checkpoints; 0: all"},
+     .help = "keep the newest N checkpoints, and the best with --early-stopping; 0: all"},
     {.name = "resume",
      .type = CLT_FLAG_BOOL,
      .offset = TR(resume),
@@ -320,6 +332,11 @@ static const clt_flag eval_flags[] = {
      .meta = "DIR|FILE",
      .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's "
              "--checkpoint-dir"},
+    {.name = "best",
+     .type = CLT_FLAG_BOOL,
+     .offset = EV(best),
+     .help = "the folder's best checkpoint, as cltrain train --early-stopping records it, rather "
+             "than the newest"},
     {.name = "data",
      .type = CLT_FLAG_STRING,
      .offset = EV(data_dir),
@@ -337,8 +354,9 @@ static const clt_flag eval_flags[] = {
      .max = 0.99,
      .meta = "F",
      .shown = "the checkpoint's; 0, the whole folder, where it records none",
-     .help = "photo folders: evaluate only the fraction held out in training with this value and "
-             "--seed"},
+     .help = "evaluate only the fraction held out in training with this value (a photo folder's "
+             "chosen with --seed, IDX files' the last of the training files); 0: the test set "
+             "(IDX: the t10k files; a photo folder: all of it)"},
     {.name = "seed",
      .type = CLT_FLAG_U64,
      .offset = EV(seed),
@@ -387,7 +405,8 @@ static const clt_flag eval_flags[] = {
      .help = "also write every example's logits, float32 (examples, classes), as a NumPy .npy "
              "file, and FILE.paths.txt naming each row's example, one a line: a photo folder's "
              "image path relative to --data (rows by class, then path; a validation split in its "
-             "shuffled order), IDX data's index in the t10k files"},
+             "shuffled order), IDX data's index in the t10k files (with a validation split: in "
+             "the training files)"},
     {.name = "verbose",
      .type = CLT_FLAG_BOOL,
      .offset = EV(verbose),
@@ -397,7 +416,7 @@ static const clt_flag eval_flags[] = {
 const clt_command clt_cmd_eval = {
     .name = "eval",
     .summary = "evaluate a checkpoint on the test set",
-    .usage = "cltrain eval [--checkpoint DIR|FILE] [options]",
+    .usage = "cltrain eval [--checkpoint DIR|FILE] [--best] [options]",
     .text = "Restores a checkpoint into a fresh model on the selected devices and prints the "
             "test-set accuracy (percent) and mean loss:\n"
             "  Accuracy: 90.12\n"
@@ -406,7 +425,8 @@ const clt_command clt_cmd_eval = {
             "The test data is by default the training run's, as its checkpoint records it "
             "(--data, --test-limit, --validation-split, --seed, the global batch; the image size "
             "and preprocessing are the model's), so the figures are those training printed for "
-            "that epoch; flags given override it.\n",
+            "that epoch (a run with --validation-split: its validation split's; --validation-split "
+            "0 scores the test set); flags given override it.\n",
     .flags = eval_flags,
     .nflags = COUNT(eval_flags),
 };
@@ -421,6 +441,11 @@ static const clt_flag predict_flags[] = {
      .meta = "DIR|FILE",
      .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's "
              "--checkpoint-dir"},
+    {.name = "best",
+     .type = CLT_FLAG_BOOL,
+     .offset = PR(best),
+     .help = "the folder's best checkpoint, as cltrain train --early-stopping records it, rather "
+             "than the newest"},
     {.name = "top-k",
      .type = CLT_FLAG_INT,
      .offset = PR(top_k),
@@ -472,7 +497,7 @@ static const clt_flag predict_flags[] = {
 const clt_command clt_cmd_predict = {
     .name = "predict",
     .summary = "say what new images are: a checkpoint's most likely classes",
-    .usage = "cltrain predict [--checkpoint DIR|FILE] FILE|FOLDER... [options]",
+    .usage = "cltrain predict [--checkpoint DIR|FILE] [--best] FILE|FOLDER... [options]",
     .text =
         "Runs a checkpoint's model on images and prints each one's path and most likely classes "
         "with their probabilities (the softmax of the logits that `cltrain eval --logits` "
@@ -513,6 +538,11 @@ static const clt_flag export_flags[] = {
      .meta = "DIR|FILE",
      .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's "
              "--checkpoint-dir"},
+    {.name = "best",
+     .type = CLT_FLAG_BOOL,
+     .offset = EX(best),
+     .help = "the folder's best checkpoint, as cltrain train --early-stopping records it, rather "
+             "than the newest"},
     {.name = "onnx",
      .type = CLT_FLAG_STRING,
      .offset = EX(onnx),
@@ -528,7 +558,7 @@ static const clt_flag export_flags[] = {
 const clt_command clt_cmd_export = {
     .name = "export",
     .summary = "write a checkpoint's model as an ONNX file",
-    .usage = "cltrain export [--checkpoint DIR|FILE] --onnx FILE [--verbose]",
+    .usage = "cltrain export [--checkpoint DIR|FILE] [--best] --onnx FILE [--verbose]",
     .text = "Writes the checkpoint's model as an ONNX model (opset 13) of its inference graph, "
             "which ONNX Runtime runs to the predictions of `cltrain eval`. Input 'input': float32 "
             "(N, H, W, C), NHWC, of the model's own size: pixel values 0..255 (grey or RGB), a "

@@ -12,6 +12,7 @@ typedef struct clt_export_opts {
   const char *onnx;       /* the file to write */
   int verbose;            /* list the graph's nodes */
   int checkpoint_given;   /* --checkpoint was given (not the default) */
+  int best;               /* --best: the folder's best checkpoint */
 } clt_export_opts;
 
 typedef struct clt_plot_opts {

@@ -95,7 +95,7 @@ static int cmd_export(int argc, char **argv) {
   clt_checkpoint state = {0};
   char path[4096];
   size_t bytes = 0;
-  int status = clt_cli_checkpoint(o.checkpoint, o.checkpoint_given, path, sizeof path, &e);
+  int status = clt_cli_checkpoint(o.checkpoint, o.checkpoint_given, o.best, path, sizeof path, &e);
   if (!status) status = clt_checkpoint_model(path, &model, &e);
   if (!status) status = clt_checkpoint_load(path, &model, 0, &state, &e);
   if (!status) {

@@ -8,6 +8,7 @@
 
 typedef struct clt_predict_opts {
   const char *checkpoint; /* folder (its index names the newest) or .npz */
+  int best;               /* --best: the folder's best checkpoint */
   char **paths;           /* the images: files and folders (clt_cli_parse's list) */
   int npaths;
   int top_k;          /* classes shown per image; more than the model has: all */

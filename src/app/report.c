@@ -36,7 +36,7 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
   fprintf(r->out,
           "Model %s: %zu parameters, %d layer%s; %d training and %d %s image%s of %dx%dx%d\n",
           m->name, m->param_count, m->nlayers, m->nlayers == 1 ? "" : "s", d->ntrain, d->ntest,
-          d->photos ? "validation" : "test", d->ntest == 1 ? "" : "s", m->input.h, m->input.w,
+          d->validation ? "validation" : "test", d->ntest == 1 ? "" : "s", m->input.h, m->input.w,
           m->input.c);
   int frozen = 0;
   size_t frozen_params = 0;
@@ -363,7 +363,7 @@ int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e) {
   fprintf(r->out, "Epoch %d, Loss: %.4f, Accuracy: %.2f", rec->epoch, res->train_loss,
           res->train_acc * 100);
   if (d->ntest) {
-    const char *set = d->photos ? "Validation" : "Test";
+    const char *set = d->validation ? "Validation" : "Test";
     fprintf(r->out, ", %s Loss: %.4f, %s Accuracy: %.2f", set, rec->test_loss, set,
             rec->test_acc * 100);
   }

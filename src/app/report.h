@@ -19,8 +19,8 @@ typedef struct clt_report {
   int verbose;          /* --verbose: the build logs of the replicas' programs, on stderr */
   double launch;        /* clt_now_seconds() at launch: start-up counts from it */
   const clt_model *model;
-  const clt_data *data;                /* a photo folder's test set is its validation split,
-                                          and waits for decoded images are reported */
+  const clt_data *data;                /* a validation split is named so, and a photo
+                                          folder's waits for decoded images are reported */
   const clt_trainer *trainer;          /* once created */
   int excluded_said[CLT_MAX_REPLICAS]; /* the balancer's exclusion note is said once */
   /* --tensorboard: event files of the training and validation (test) runs, and the

@@ -71,15 +71,71 @@ static int save_now(const clt_train_opts *o, clt_trainer *t, const clt_model *mo
   return status;
 }
 
-/* Saves every --checkpoint-every epochs and after the last; written gets the
- * file ("" when not saved). */
+/* Saves every --checkpoint-every epochs and after the last (the run's last, or
+ * the epoch early stopping stopped at), and the best epoch so far of early
+ * stopping whatever the period; written gets the file ("" when not saved). */
 static int save(const clt_train_opts *o, clt_trainer *t, const clt_model *model, int epoch,
-                long step, uint64_t seed, clt_checkpoint *state, const clt_report *rep,
-                char *written, size_t size, clt_err *e) {
-  const int last = epoch + 1 == o->epochs;
+                int last, int best, long step, uint64_t seed, clt_checkpoint *state,
+                const clt_report *rep, char *written, size_t size, clt_err *e) {
   written[0] = '\0';
-  if (o->checkpoint_every <= 0 || ((epoch + 1) % o->checkpoint_every != 0 && !last)) return CLT_OK;
-  return save_now(o, t, model, epoch + 1, NULL, step, seed, state, rep, written, size, e);
+  const int every = o->checkpoint_every;
+  if (!best && (every <= 0 || ((epoch + 1) % every != 0 && !last))) return CLT_OK;
+  state->best = best;
+  const int status = save_now(o, t, model, epoch + 1, NULL, step, seed, state, rep, written, size,
+                              e);
+  state->best = 0;
+  return status;
+}
+
+/* The quantity early stopping monitors in epoch rec: accuracy as a fraction, as
+ * Keras logs it. */
+static double monitored(const clt_early_stop *es, const clt_epoch_record *rec) {
+  switch (es->monitor) {
+    case CLT_MONITOR_VAL_LOSS:
+      return rec->test_loss;
+    case CLT_MONITOR_VAL_ACCURACY:
+      return rec->test_acc;
+    case CLT_MONITOR_LOSS:
+      return rec->train.train_loss;
+    default:
+      return rec->train.train_acc;
+  }
+}
+
+/* Process 0 after the run's last epoch (stopped early or not): one line saying
+ * why it stopped and which checkpoint is the best; with restore_best_weights the
+ * best record then says that the run's model is the best's (eval, export and
+ * predict take it), as Keras restores them into the model at the end of fit. */
+static int early_stop_end(const clt_train_opts *o, const clt_early_stop *es, long last_saved,
+                          FILE *out, clt_err *e) {
+  const char *name = clt_monitor_name(es->monitor);
+  char best_path[4200] = "", base[64] = "";
+  clt_checkpoint_best b;
+  int found = 0;
+  int status = clt_checkpoint_best_read(o->checkpoint_dir, &b, &found, e);
+  if (status) return status;
+  if (found) snprintf(best_path, sizeof best_path, "%s/ckpt-%ld.npz", o->checkpoint_dir, b.k);
+  if (!es->has_best) {
+    fprintf(out, "Early stopping: no epoch was monitored (start_from_epoch=%d): no best\n",
+            es->start_from_epoch);
+    return CLT_OK;
+  }
+  if (es->stopped_epoch) {
+    if (es->has_baseline) snprintf(base, sizeof base, ", baseline %g", es->baseline);
+    fprintf(out,
+            "Early stopping at epoch %d: %s did not improve (min_delta %g%s) for %d epoch%s; best "
+            "%.4f at epoch %d",
+            es->stopped_epoch + 1, name, fabs(es->min_delta), base, es->wait,
+            es->wait == 1 ? "" : "s", es->best, es->best_epoch + 1);
+  } else {
+    fprintf(out, "Best epoch %d: %s %.4f", es->best_epoch + 1, name, es->best);
+  }
+  if (es->restore_best_weights) fprintf(out, "; restored its weights");
+  fprintf(out, "%s%s%s\n", found ? ": " : "", best_path,
+          found && !es->restore_best_weights ? " (--best)" : "");
+  fflush(out);
+  if (!es->restore_best_weights || !found || !last_saved || last_saved == b.k) return CLT_OK;
+  return clt_checkpoint_best_restored(o->checkpoint_dir, last_saved, e);
 }
 
 /* Whether a signal asked the run to stop (in any process: every one answers the same). */
@@ -184,6 +240,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   config.weight_decay = opt.weight_decay;
   snprintf(config.split, sizeof config.split, "%s", o->split);
   lr_control_text(&opt, &state.plateau, config.lr_control, sizeof config.lr_control);
+  if (state.early_stop.enabled)
+    clt_early_stop_describe(&state.early_stop, config.early_stop, sizeof config.early_stop);
   if ((status = train_same_config(c, &config, &replicas, e))) goto cleanup;
   /* --resume: the recorded global batch over this run's replicas (0 recorded
    * for a fresh run, or a checkpoint without records). */
@@ -225,11 +283,29 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                              .steps_done = step,
                              .optimizer = &opt,
                              .plateau = &state.plateau};
+  clt_early_stop *es = &state.early_stop;
+  if (es->enabled && es->stopped_epoch) {
+    if (leader)
+      fprintf(rep.out,
+              "%s: training stopped early at epoch %d (--early-stopping); nothing to do (a new "
+              "run can start from its weights: --weights FILE)\n",
+              ckpt_path, es->stopped_epoch + 1);
+    goto cleanup;
+  }
   if (first_epoch >= o->epochs) {
     if (leader) clt_report_nothing_to_do(&rep, ckpt_path, first_epoch, o->epochs);
     goto cleanup;
   }
   if (leader) clt_report_plan(&rep, &plan);
+  if (leader && es->enabled) {
+    char args[512];
+    clt_early_stop_describe(es, args, sizeof args);
+    fprintf(rep.out, "Early stopping: %s", args);
+    if (es->has_best)
+      fprintf(rep.out, "; best so far %.4f at epoch %d, %d epoch%s since", es->best,
+              es->best_epoch + 1, es->wait, es->wait == 1 ? "" : "s");
+    fprintf(rep.out, "\n");
+  }
 
   const double t_setup = clt_now_seconds();
   clt_ring_set_default_timeout(o->allreduce_timeout);
@@ -268,7 +344,9 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   if (o->resume && state.epoch_step > 0)
     clt_trainer_resume_epoch(t, (int)state.epoch_step, state.epoch_sums);
 
-  for (int epoch = first_epoch; epoch < o->epochs; epoch++) {
+  long last_saved = 0; /* this run's newest checkpoint: ckpt-K */
+  int stop = 0;
+  for (int epoch = first_epoch; epoch < o->epochs && !stop; epoch++) {
     clt_epoch_record rec = {.epoch = epoch + 1, .first = epoch == first_epoch};
     const long epoch_first_step = step;
     if ((status = run_epoch(t, &data, seed, &opt, &step, &rec, c, e))) goto cleanup;
@@ -291,13 +369,19 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
         rec.reduced_to = opt.lr;
       state.optimizer.lr = opt.lr;
     }
+    /* Every process decides alike: the figures are the same in each. */
+    int best = 0;
+    if (es->enabled) stop = clt_early_stop_update(es, epoch, monitored(es, &rec), &best);
     if (leader) {
       /* A log or event file that cannot be written stops the run, but only after
        * this epoch's checkpoint is saved: its work is kept. */
       clt_err out_err = {0};
       int out_status = clt_report_epoch(&rep, &rec, &out_err);
       if (!out_status) out_status = clt_report_tensorboard(&rep, &rec, epoch_first_step, &out_err);
-      status = save(o, t, &model, epoch, step, seed, &state, &rep, written, sizeof written, e);
+      const int last = epoch + 1 == o->epochs || stop;
+      status = save(o, t, &model, epoch, last, best, step, seed, &state, &rep, written,
+                    sizeof written, e);
+      if (!status && written[0]) last_saved = (long)state.save_counter;
       if (!status && out_status) {
         *e = out_err;
         status = out_status;
@@ -306,7 +390,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     /* Process 0's save (a full disk...) stops every process. */
     if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
     /* A signal during the evaluation or the save: stop at this epoch's end. */
-    if (epoch + 1 < o->epochs && (stop_asked(c, e, &status) || status)) {
+    if (epoch + 1 < o->epochs && !stop && (stop_asked(c, e, &status) || status)) {
       if (!status)
         status = leader
                      ? stop_run(o, t, &model, epoch + 1, NULL, written, step, seed, &state, &rep, e)
@@ -314,6 +398,11 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
       clt_cluster_agree(c, status, e);
       goto cleanup;
     }
+  }
+
+  if (es->enabled) {
+    status = leader ? early_stop_end(o, es, last_saved, rep.out, e) : CLT_OK;
+    status = clt_cluster_agree(c, status, e);
   }
 
 cleanup:

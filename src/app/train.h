@@ -13,7 +13,7 @@
 typedef struct clt_train_opts {
   const char *data_dir;    /* IDX files or a photo folder (one subfolder per class) */
   int image_size;          /* photo folders: images are resized to this square */
-  double validation_split; /* photo folders: fraction held out for evaluation */
+  double validation_split; /* fraction of the training examples held out for evaluation */
   long max_image_pixels;   /* photo folders: refuse bigger images (width * height); 0: the
                               default, CLT_PHOTOS_MAX_PIXELS */
   const char *augment;     /* photo folders: --augment's text (augment.h), or NULL */
@@ -24,11 +24,12 @@ typedef struct clt_train_opts {
                               per rank; $CLTRAIN_DEVICES overrides it for its process */
   const char *split;       /* auto, equal or weights "3,1" (one per replica of the run) */
   int epochs;
-  const char *optimizer; /* adam, sgd or rmsprop (optimizer.h) */
-  double lr;             /* 0: the optimizer's Keras default */
-  double momentum;       /* sgd, rmsprop */
-  int nesterov;          /* sgd with momentum */
-  double weight_decay;   /* decoupled, all optimizers */
+  const char *early_stopping; /* --early-stopping KEY=VALUE,... (Keras' arguments), or NULL */
+  const char *optimizer;      /* adam, sgd or rmsprop (optimizer.h) */
+  double lr;                  /* 0: the optimizer's Keras default */
+  double momentum;            /* sgd, rmsprop */
+  int nesterov;               /* sgd with momentum */
+  double weight_decay;        /* decoupled, all optimizers */
   /* Set explicitly (checked against a resumed checkpoint). */
   int optimizer_given, momentum_given, weight_decay_given;
   /* --lr-schedule NAME:ARGS (from lr) and --reduce-lr-on-plateau ARGS (schedule.h); NULL: none. */
@@ -71,8 +72,9 @@ int clt_train(const clt_train_opts *o, clt_err *e);
  * run's test data). */
 typedef struct clt_eval_opts {
   const char *checkpoint; /* folder (its index names the newest) or .npz file */
+  int best;               /* --best: the folder's best checkpoint */
   const char *data_dir;
-  double validation_split; /* photo folders: evaluate this held-out fraction (0: all) */
+  double validation_split; /* evaluate this held-out fraction (0: the test set) */
   long max_image_pixels;   /* as in clt_train_opts */
   uint64_t seed;           /* ... chosen with this seed, as in training */
   const char *devices;

@@ -30,6 +30,7 @@ typedef struct run_config {
   char lr_control[1536];
   char split[64];
   uint64_t augment_hash; /* of the augmentation's text */
+  char early_stop[256];  /* --early-stopping's arguments in effect ("" without) */
   int replicas;          /* this process's: summed, not compared */
 } run_config;
 

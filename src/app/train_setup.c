@@ -130,6 +130,9 @@ int train_same_config(clt_cluster *c, const run_config *mine, int *replicas, clt
       snprintf(what, sizeof what, "--lr-schedule or --reduce-lr-on-plateau");
     else if (a->augment_hash != b->augment_hash)
       snprintf(what, sizeof what, "the augmentation (--augment, or the model file's layers)");
+    else if (strcmp(a->early_stop, b->early_stop) != 0)
+      snprintf(what, sizeof what, "--early-stopping (%.100s vs %.100s)", b->early_stop,
+               a->early_stop);
     if (what[0]) {
       status = clt_fail(e, CLT_ERR_ARG,
                         "rank %d differs from rank 0 in %s: every process of a run must be "
@@ -635,10 +638,10 @@ static int parse_lr_flags(const clt_train_opts *o, clt_schedule *schedule, clt_p
   return CLT_OK;
 }
 
-/* Whether the run evaluates validation data after each epoch: a photo folder's
- * --validation-split (the epoch line's Validation figures). The t10k files of an
- * IDX folder are a test set, not validation data. */
-static int has_validation(const clt_data *d) { return d->photos && d->ntest > 0; }
+/* Whether the run evaluates validation data after each epoch: --validation-split
+ * (the epoch line's Validation figures). The t10k files of an IDX folder are a
+ * test set, not validation data. */
+static int has_validation(const clt_data *d) { return d->validation && d->ntest > 0; }
 
 /* The rate's schedule into opt and the plateau into *plateau: the flags', or
  * with --resume those the checkpoint records (in opt and *plateau already) when
@@ -680,9 +683,8 @@ static int choose_lr_control(const clt_train_opts *o, const clt_schedule *schedu
   if (plateau->active && clt_cb_monitor_needs_validation(&plateau->monitor) &&
       !has_validation(data)) {
     return clt_fail(e, CLT_ERR_ARG,
-                    "--reduce-lr-on-plateau: monitor=%s needs validation data: a photo folder "
-                    "with --validation-split (an IDX folder's t10k files are a test set); or "
-                    "monitor=loss",
+                    "--reduce-lr-on-plateau: monitor=%s needs validation data: give "
+                    "--validation-split F (the test set is never monitored), or monitor=loss",
                     clt_cb_quantity_name(plateau->monitor.quantity));
   }
   return CLT_OK;
@@ -701,11 +703,27 @@ int train_fresh_state(const clt_model *model, uint64_t seed, clt_checkpoint *sta
   return CLT_OK;
 }
 
+/* --resume: early stopping continues as the checkpoint records it (es); the
+ * flag may start it where the run had none, but not change it. */
+static int resume_early_stop(const clt_train_opts *o, const char *path, const clt_early_stop *given,
+                             clt_early_stop *es, clt_err *e) {
+  if (!given->enabled) return CLT_OK;
+  if (!es->enabled) {
+    *es = *given;
+    return CLT_OK;
+  }
+  if (clt_early_stop_same_args(es, given)) return CLT_OK;
+  char had[512];
+  clt_early_stop_describe(es, had, sizeof had);
+  return clt_fail(e, CLT_ERR_ARG, "--resume: %s was trained with --early-stopping %s, not %s", path,
+                  had, o->early_stopping);
+}
+
 /* Every output path, before anything is created: a bad --log must not leave a
  * new checkpoint folder behind. */
 static int check_outputs(const clt_train_opts *o, clt_err *e) {
   int status = CLT_OK;
-  if (o->checkpoint_every > 0)
+  if (o->checkpoint_every > 0 || o->early_stopping)
     status = clt_check_output_dir(o->checkpoint_dir, "--checkpoint-dir", e);
   if (!status && o->log_path) status = clt_check_output_file(o->log_path, "--log", e);
   if (!status && o->trace_path) status = clt_check_output_file(o->trace_path, "--trace", e);
@@ -766,6 +784,10 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
   clt_plateau plateau;
   int status = parse_lr_flags(o, &schedule, &plateau, e);
   if (status) return status;
+  clt_early_stop given = {0};
+  if (o->early_stopping &&
+      (status = clt_early_stop_parse("--early-stopping", o->early_stopping, &given, e)))
+    return status;
   if (clt_cluster_rank(c) == 0 && (status = check_outputs(o, e))) return status;
   if (clt_cluster_size(c) > CLT_MAX_REPLICAS) {
     return clt_fail(e, CLT_ERR_ARG, "%d processes: cltrain handles up to %d", clt_cluster_size(c),
@@ -781,6 +803,17 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
     status = resume_checkpoint(o, ckpt_path, path_size, model, state, was_frozen, e);
     if (status) return status;
     resume_data_flags(o, ckpt_path, model, state, &eff, &aug);
+    if ((status = resume_early_stop(o, ckpt_path, &given, &state->early_stop, e))) return status;
+  } else {
+    state->early_stop = given;
+  }
+  /* Early stopping watches data held out of training, never the test set. */
+  const clt_early_stop *es = &state->early_stop;
+  if (es->enabled && clt_monitor_is_validation(es->monitor) && !(eff.validation_split > 0)) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--early-stopping monitor=%s needs validation data: give --validation-split F "
+                    "(the test set is never monitored)",
+                    clt_monitor_name(es->monitor));
   }
   if ((status = open_train_data(&eff, &aug, data, e))) return status;
   if ((status = setup_model(&eff, data, model, state, ckpt_path, e))) return status;
@@ -808,10 +841,12 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
     return status;
   if ((status = skip_small_devices(o, model, chosen, nchosen, e))) return status;
   if (clt_cluster_rank(c) != 0) return CLT_OK;
-  if (o->checkpoint_every > 0 && (status = clt_checkpoint_prepare_dir(o->checkpoint_dir, e)))
-    return status;
+  const int saves = o->checkpoint_every > 0 || es->enabled;
+  if (saves && (status = clt_checkpoint_prepare_dir(o->checkpoint_dir, e))) return status;
   /* One writer per folder: another trainer's saves and --keep would undo this one's. */
-  if (o->checkpoint_every > 0 && (status = clt_checkpoint_lock(o->checkpoint_dir, lock_fd, e)))
+  if (saves && (status = clt_checkpoint_lock(o->checkpoint_dir, lock_fd, e))) return status;
+  /* A best that an earlier run recorded is not this run's. */
+  if (saves && !o->resume && (status = clt_checkpoint_best_forget(o->checkpoint_dir, e)))
     return status;
   rep->log_path = o->log_path;
   if (o->log_path && !(rep->log = fopen(o->log_path, o->resume ? "a" : "w"))) {

@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 int clt_checkpoint_fail_before_step;
 
 #define INDEX_NAME "checkpoint"
+#define BEST_NAME "best_checkpoint"
 #define LOCK_NAME ".cltrain.lock"
 
 /* The folder this process holds the lock of (clt_checkpoint_lock), by identity so
@@ -99,7 +102,8 @@ static int holds_lock(const char *dir) {
   return held.fd >= 0 && stat(dir, &st) == 0 && st.st_dev == held.dev && st.st_ino == held.ino;
 }
 
-/* Temp files of saves that crashed (".ckpt-K.npz.tmp-PID", ".checkpoint.tmp-PID"),
+/* Temp files of saves that crashed (".ckpt-K.npz.tmp-PID", ".checkpoint.tmp-PID",
+ * ".best_checkpoint.tmp-PID"),
  * never named by the index. This process's own are always safe to remove. Another
  * process's may be a save in flight (a second writer on the folder): removing it
  * would make that save fail, so they are removed only while this process holds
@@ -115,7 +119,8 @@ static void remove_stale_temps(const char *dir) {
     const char *n = ent->d_name;
     const char *tmp = strstr(n, ".tmp-");
     if (!tmp || (strncmp(n, ".ckpt-", 6) != 0 &&
-                 strncmp(n, "." INDEX_NAME ".tmp-", strlen(INDEX_NAME) + 6) != 0))
+                 strncmp(n, "." INDEX_NAME ".tmp-", strlen(INDEX_NAME) + 6) != 0 &&
+                 strncmp(n, "." BEST_NAME ".tmp-", strlen(BEST_NAME) + 6) != 0))
       continue;
     char *end = NULL;
     const long pid = strtol(tmp + 5, &end, 10);
@@ -238,17 +243,19 @@ static int list_checkpoints(const char *dir, long **out, int *n, clt_err *e) {
   return CLT_OK;
 }
 
-static int write_index(const char *dir, const long *ks, int n, clt_err *e) {
+/* Writes text as dir/name atomically (temp file, fsync, rename, fsync of the
+ * folder); `what` names it in errors; step is the test hook's first of its three
+ * steps (0: none). */
+static int write_text(const char *dir, const char *name, const char *text, const char *what,
+                      int step, clt_err *e) {
   char tmp[4096], final[4096];
-  snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, INDEX_NAME, (long)getpid());
-  snprintf(final, sizeof final, "%s/%s", dir, INDEX_NAME);
-  int status = injected(4, tmp, e);
+  snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, name, (long)getpid());
+  snprintf(final, sizeof final, "%s/%s", dir, name);
+  int status = step ? injected(step, tmp, e) : CLT_OK;
   if (status) return status;
   FILE *f = fopen(tmp, "w");
-  if (!f) return clt_fail(e, CLT_ERR_IO, "%s: cannot write index: %s", tmp, strerror(errno));
-  /* TensorFlow's CheckpointState text format: newest first, then all in order. */
-  fprintf(f, "model_checkpoint_path: \"ckpt-%ld\"\n", ks[n - 1]);
-  for (int i = 0; i < n; i++) fprintf(f, "all_model_checkpoint_paths: \"ckpt-%ld\"\n", ks[i]);
+  if (!f) return clt_fail(e, CLT_ERR_IO, "%s: cannot write %s: %s", tmp, what, strerror(errno));
+  fputs(text, f);
   int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
   int err = errno;
   if (fclose(f) != 0 && !bad) {
@@ -257,19 +264,132 @@ static int write_index(const char *dir, const long *ks, int n, clt_err *e) {
   }
   if (bad) {
     unlink(tmp);
-    return clt_fail(e, CLT_ERR_IO, "%s: cannot write index: %s", tmp, strerror(err));
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot write %s: %s", tmp, what, strerror(err));
   }
-  if ((status = injected(5, final, e))) {
+  if (step && (status = injected(step + 1, final, e))) {
     unlink(tmp);
     return status;
   }
   if (rename(tmp, final) != 0) {
     err = errno;
     unlink(tmp);
-    return clt_fail(e, CLT_ERR_IO, "%s: cannot rename index into place: %s", final, strerror(err));
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot rename %s into place: %s", final, what,
+                    strerror(err));
   }
-  if ((status = injected(6, dir, e))) return status;
+  if (step && (status = injected(step + 2, dir, e))) return status;
   return sync_dir(dir, e);
+}
+
+static int write_index(const char *dir, const long *ks, int n, clt_err *e) {
+  /* TensorFlow's CheckpointState text format: newest first, then all in order. */
+  const size_t size = (size_t)(n + 1) * 64; /* a line is under 64 characters */
+  char *text = malloc(size);
+  if (!text) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory writing %s's index", dir);
+  size_t len = (size_t)snprintf(text, size, "model_checkpoint_path: \"ckpt-%ld\"\n", ks[n - 1]);
+  for (int i = 0; i < n; i++) {
+    len += (size_t)snprintf(text + len, size - len, "all_model_checkpoint_paths: \"ckpt-%ld\"\n",
+                            ks[i]);
+  }
+  const int status = write_text(dir, INDEX_NAME, text, "index", 4, e);
+  free(text);
+  return status;
+}
+
+static int write_best(const char *dir, const clt_checkpoint_best *b, clt_err *e) {
+  char text[512];
+  int len = snprintf(text, sizeof text,
+                     "best_checkpoint_path: \"ckpt-%ld\"\nmonitor: \"%s\"\nvalue: %.17g\n"
+                     "epoch: %d\n",
+                     b->k, b->monitor, b->value, b->epoch);
+  if (b->restored_in)
+    snprintf(text + len, sizeof text - (size_t)len, "restored_in: \"ckpt-%ld\"\n", b->restored_in);
+  return write_text(dir, BEST_NAME, text, "best-checkpoint record", 0, e);
+}
+
+/* K of a quoted "ckpt-K" value, or 0. */
+static long quoted_ckpt(const char *value) {
+  char name[64], file[80];
+  int end = 0;
+  if (sscanf(value, "\"%58[^\"]\"%n", name, &end) != 1 || value[end]) return 0;
+  snprintf(file, sizeof file, "%s.npz", name);
+  return ckpt_number(file);
+}
+
+int clt_checkpoint_best_read(const char *dir, clt_checkpoint_best *b, int *found, clt_err *e) {
+  char path[4096], line[512];
+  memset(b, 0, sizeof *b);
+  *found = 0;
+  snprintf(path, sizeof path, "%s/%s", dir, BEST_NAME);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT) return CLT_OK;
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+  }
+  int n = 0, bad = 0, have = 0; /* have: a bit per key read */
+  while (!bad && fgets(line, sizeof line, f)) {
+    n++;
+    line[strcspn(line, "\n")] = '\0';
+    char key[32];
+    int at = 0;
+    if (sscanf(line, "%31[a-z_]: %n", key, &at) != 1 || !at) key[0] = '\0'; /* bad below */
+    if (!strcmp(key, "best_checkpoint_path")) {
+      bad = !(b->k = quoted_ckpt(line + at));
+      have |= 1;
+    } else if (!strcmp(key, "monitor")) {
+      int end = 0;
+      bad = sscanf(line + at, "\"%31[a-z_]\"%n", b->monitor, &end) != 1 || line[at + end];
+      have |= 2;
+    } else if (!strcmp(key, "value")) {
+      char *end = NULL;
+      b->value = strtod(line + at, &end);
+      bad = end == line + at || *end || !isfinite(b->value);
+      have |= 4;
+    } else if (!strcmp(key, "epoch")) {
+      char *end = NULL;
+      const long v = strtol(line + at, &end, 10);
+      bad = end == line + at || *end || v < 1 || v > INT_MAX;
+      b->epoch = (int)v;
+      have |= 8;
+    } else if (!strcmp(key, "restored_in")) {
+      bad = !(b->restored_in = quoted_ckpt(line + at));
+    } else {
+      bad = 1;
+    }
+  }
+  const int read_error = ferror(f);
+  fclose(f);
+  if (read_error) return clt_fail(e, CLT_ERR_IO, "%s: cannot read", path);
+  static const char *const required[] = {"best_checkpoint_path", "monitor", "value", "epoch"};
+  for (int i = 0; i < 4 && !bad; i++) {
+    if (!(have & 1 << i))
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: not a best-checkpoint record (no %s line)", path,
+                      required[i]);
+  }
+  if (bad) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: not a best-checkpoint record (line %d; cltrain writes "
+                    "best_checkpoint_path: \"ckpt-K\", monitor, value, epoch and restored_in)",
+                    path, n);
+  }
+  *found = 1;
+  return CLT_OK;
+}
+
+int clt_checkpoint_best_restored(const char *dir, long k, clt_err *e) {
+  clt_checkpoint_best b;
+  int found = 0;
+  int status = clt_checkpoint_best_read(dir, &b, &found, e);
+  if (status || !found) return status;
+  b.restored_in = k;
+  return write_best(dir, &b, e);
+}
+
+int clt_checkpoint_best_forget(const char *dir, clt_err *e) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, BEST_NAME);
+  if (unlink(path) != 0 && errno != ENOENT)
+    return clt_fail(e, CLT_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
+  return CLT_OK;
 }
 
 /* Member name of parameter p of layer l: the weight ("conv2d/kernel") for slot NULL,
@@ -301,7 +421,7 @@ static void set_scalar(clt_npz_array *a, const char *name, const char *dtype, co
 int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_checkpoint *st,
                         char *path_out, size_t path_size, clt_err *e) {
   int status = CLT_OK;
-  long *ks = NULL;
+  long *ks = NULL, *kept = NULL;
   int nk = 0;
   clt_npz_array *arrays = NULL;
   uint32_t *meta_text = NULL, *names_text = NULL, *json_text = NULL;
@@ -312,6 +432,21 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   if ((status = list_checkpoints(dir, &ks, &nk, e))) goto cleanup;
   const long k = nk ? ks[nk - 1] + 1 : 1;
   st->save_counter = k;
+  /* The best checkpoint stays whatever --keep says: this one, or the one recorded. */
+  clt_checkpoint_best best = {0};
+  int has_best = 0;
+  if (st->best) {
+    const clt_early_stop *es = &st->early_stop;
+    best = (clt_checkpoint_best){.k = k, .value = es->best, .epoch = es->best_epoch + 1};
+    snprintf(best.monitor, sizeof best.monitor, "%s", clt_monitor_name(es->monitor));
+    has_best = es->enabled && es->has_best;
+    if (!has_best) {
+      status = clt_fail(e, CLT_ERR_INTERNAL, "a best checkpoint without early stopping's best");
+      goto cleanup;
+    }
+  } else if ((status = clt_checkpoint_best_read(dir, &best, &has_best, e))) {
+    goto cleanup;
+  }
 
   int nparams = 0;
   for (int i = 0; i < m->nlayers; i++) nparams += m->layers[i].nparams;
@@ -322,7 +457,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
     goto cleanup;
   }
   arrays = calloc((size_t)narrays, sizeof *arrays);
-  meta = clt_checkpoint_meta_json(m, &st->optimizer, &st->plateau, &st->data);
+  meta = clt_checkpoint_meta_json(m, &st->optimizer, &st->plateau, &st->data, &st->early_stop);
   if (meta) meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
   if (st->class_names) names_text = calloc(strlen(st->class_names) + 1, sizeof *names_text);
   if (st->keras_json) json_text = calloc(strlen(st->keras_json) + 1, sizeof *json_text);
@@ -387,18 +522,26 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   if ((status = injected(3, dir, e))) goto cleanup;
   if ((status = sync_dir(dir, e))) goto cleanup;
 
-  /* The index lists what remains after pruning, newest last. */
+  if (st->best && (status = write_best(dir, &best, e))) goto cleanup;
+
+  /* The index lists what remains after pruning, newest last: the newest `keep`
+   * and the best. */
   long *all = realloc(ks, (size_t)(nk + 1) * sizeof *ks);
-  if (!all) {
+  if (!all || !(kept = malloc((size_t)(nk + 1) * sizeof *kept))) {
+    if (all) ks = all;
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory saving a checkpoint");
     goto cleanup;
   }
   ks = all;
   ks[nk++] = k;
   const int first_kept = keep > 0 && nk > keep ? nk - keep : 0;
-  if ((status = write_index(dir, ks + first_kept, nk - first_kept, e))) goto cleanup;
+  int nkept = 0;
+  for (int i = 0; i < nk; i++)
+    if (i >= first_kept || (has_best && ks[i] == best.k)) kept[nkept++] = ks[i];
+  if ((status = write_index(dir, kept, nkept, e))) goto cleanup;
   if ((status = injected(7, dir, e))) goto cleanup;
   for (int i = 0; i < first_kept; i++) {
+    if (has_best && ks[i] == best.k) continue;
     char old[4096];
     snprintf(old, sizeof old, "%s/ckpt-%ld.npz", dir, ks[i]);
     if (unlink(old) != 0 && errno != ENOENT) {
@@ -412,6 +555,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
 cleanup:
   if (tmp[0]) unlink(tmp); /* a failed save leaves no temp file behind */
   free(ks);
+  free(kept);
   free(arrays);
   free(meta);
   free(meta_text);
@@ -462,6 +606,42 @@ int clt_checkpoint_resolve(const char *dir_or_file, char *path, size_t size, clt
   if (stat(path, &st) != 0) {
     return clt_fail(e, CLT_ERR_IO, "%s: the index names %s, which does not exist", index, path);
   }
+  return CLT_OK;
+}
+
+int clt_checkpoint_resolve_model(const char *dir_or_file, int best, char *path, size_t size,
+                                 int *is_best, clt_err *e) {
+  struct stat st;
+  clt_checkpoint_best b;
+  int found = 0, status;
+  if (is_best) *is_best = 0;
+  if (!best && (status = clt_checkpoint_resolve(dir_or_file, path, size, e))) return status;
+  if (stat(dir_or_file, &st) != 0) {
+    return clt_fail(e, CLT_ERR_IO, "%s: no such checkpoint folder", dir_or_file);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    if (!best) return CLT_OK;
+    return clt_fail(e, CLT_ERR_ARG, "--best: %s is a file; --best takes a checkpoint folder",
+                    dir_or_file);
+  }
+  if ((status = clt_checkpoint_best_read(dir_or_file, &b, &found, e))) return status;
+  if (best && !found) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--best: %s records no best checkpoint (cltrain train --early-stopping "
+                    "records one, in %s)",
+                    dir_or_file, BEST_NAME);
+  }
+  char newest[4200];
+  snprintf(newest, sizeof newest, "%s/ckpt-%ld.npz", dir_or_file, b.restored_in);
+  /* Without --best the best only where the run ended restoring its weights into
+   * the newest checkpoint, which the index still names. */
+  if (!best && !(found && b.restored_in && strcmp(newest, path) == 0)) return CLT_OK;
+  snprintf(path, size, "%s/ckpt-%ld.npz", dir_or_file, b.k);
+  if (stat(path, &st) != 0) {
+    return clt_fail(e, CLT_ERR_IO, "%s/%s names ckpt-%ld, which does not exist", dir_or_file,
+                    BEST_NAME, b.k);
+  }
+  if (is_best) *is_best = 1;
   return CLT_OK;
 }
 
@@ -644,6 +824,7 @@ int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer
     st->plateau = meta.plateau;
   }
   st->data = meta.data;
+  st->early_stop = meta.early_stop;
   st->params = calloc(m->flat_floats, sizeof(float));
   int nomem = !st->params;
   for (int k = 0; k < CLT_OPT_SLOTS && with_optimizer; k++) {

@@ -18,7 +18,11 @@
  * --data resolved, the flags that select examples and how many make a step; with
  * data/seed and the input size, what --resume and eval default to), the frozen
  * layers ("frozen": their names, when any: their weights have no slot
- * variables) and cltrain version (checkpoint_meta.c writes and
+ * variables), with --early-stopping its arguments and state ("early_stopping":
+ * {"monitor": "val_loss", "min_delta": 0, "patience": 5, "mode": "auto",
+ * "baseline": null, "restore_best_weights": true, "start_from_epoch": 0, "wait":
+ * 2, "best": 0.3012, "best_epoch": 7, "stopped_epoch": 0}, Keras' names, epochs
+ * numbered from 1, 0 for none) and cltrain version (checkpoint_meta.c writes and
  * reads it). Checkpoints without an optimizer in their metadata (older cltrain)
  * hold Adam's state; without data, their data flags are unknown; without
  * frozen layers, every layer trained.
@@ -40,16 +44,28 @@
  * type or out of range, naming the key. The index may name only a file of its own
  * folder.
  *
+ * Beside the index, DIR/best_checkpoint names the best checkpoint of a run with
+ * --early-stopping, in the index's text format:
+ *   best_checkpoint_path: "ckpt-4"
+ *   monitor: "val_loss"
+ *   value: 0.30119999999999997
+ *   epoch: 7
+ *   restored_in: "ckpt-6"
+ * (restored_in only once the run ended restoring the best's weights: its last
+ * checkpoint, for which eval, export and predict take the best). --keep never
+ * removes the checkpoint it names. A folder without it has no best.
+ *
  * Saves are atomic: temp file, fsync, rename, fsync of the folder; then the
- * index the same way; old checkpoints are removed only after the index names
- * the new one. A crash at any instant leaves the previous index and the file
- * it names intact. */
+ * best record and the index the same way; old checkpoints are removed only after
+ * the index names the new one. A crash at any instant leaves the previous index
+ * and best record and the files they name intact. */
 #ifndef CLT_CHECKPOINT_H
 #define CLT_CHECKPOINT_H
 
 #include <stdint.h>
 
 #include "augment.h"
+#include "early_stop.h"
 #include "model.h"
 #include "optimizer.h"
 
@@ -98,11 +114,26 @@ typedef struct clt_checkpoint {
    * it for a save; a load allocates it (NULL when epoch_step is 0), and
    * clt_checkpoint_free frees it. */
   double *epoch_sums;
-  clt_checkpoint_data data; /* with seed: the examples and their order */
+  clt_checkpoint_data data;  /* with seed: the examples and their order */
+  clt_early_stop early_stop; /* --early-stopping's arguments and state (enabled 0: none) */
+  /* For a save: this is the run's best checkpoint so far (early_stop's best),
+   * which the folder's best record then names. Not read by a load. */
+  int best;
 } clt_checkpoint;
 
+/* A folder's best record (DIR/best_checkpoint). */
+typedef struct clt_checkpoint_best {
+  long k;           /* the best checkpoint: ckpt-K.npz */
+  char monitor[32]; /* the quantity, its value then and the epoch (from 1) */
+  double value;
+  int epoch;
+  long restored_in; /* the run's last checkpoint when it ended restoring the best's weights; 0:
+                       none */
+} clt_checkpoint_best;
+
 /* Saves st as the next checkpoint in dir (created if missing): K is one more than
- * the largest ckpt-K.npz already there. Keeps the newest `keep` (0: all).
+ * the largest ckpt-K.npz already there. Keeps the newest `keep` (0: all) and the
+ * one the best record names; with st->best the record names this one.
  * st->save_counter is set to K. path_out (may be NULL) receives the file written.
  * Temp files left by crashed saves are removed: this process's own, and others'
  * only while this process holds the folder's lock (clt_checkpoint_lock), since
@@ -116,6 +147,22 @@ int clt_checkpoint_prepare_dir(const char *dir, clt_err *e);
 
 /* DIR (through its index) or a .npz file → the checkpoint file's path. */
 int clt_checkpoint_resolve(const char *dir_or_file, char *path, size_t size, clt_err *e);
+
+/* A folder's best record into *b; *found 0 (and CLT_OK) when it has none. */
+int clt_checkpoint_best_read(const char *dir, clt_checkpoint_best *b, int *found, clt_err *e);
+/* Records in the best record that the run ended restoring the best's weights,
+ * its last checkpoint being ckpt-K. */
+int clt_checkpoint_best_restored(const char *dir, long k, clt_err *e);
+/* Removes the best record that an earlier run left (a fresh run's first save). */
+int clt_checkpoint_best_forget(const char *dir, clt_err *e);
+
+/* The checkpoint eval, export and predict use for DIR or FILE: a file is itself;
+ * for a folder, with best its best record's (an error naming the folder where
+ * none is recorded), else the index's newest, unless the run that saved it ended
+ * restoring its best weights (restore_best_weights), which are then the model:
+ * the best's. *is_best (may be NULL) says whether the best was chosen. */
+int clt_checkpoint_resolve_model(const char *dir_or_file, int best, char *path, size_t size,
+                                 int *is_best, clt_err *e);
 
 /* Reads the model description of a checkpoint (name, input shape, classes) and
  * builds that model. */

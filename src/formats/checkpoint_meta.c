@@ -95,6 +95,25 @@ static int add_frozen(cJSON *root, const clt_model *m) {
   return 1;
 }
 
+/* Early stopping's entry: Keras' arguments, then its state, epochs numbered from 1
+ * as the epoch lines number them (best_epoch 0 while there is no best,
+ * stopped_epoch 0 while not stopped). */
+static int add_early_stop(cJSON *root, const clt_early_stop *es) {
+  cJSON *o = cJSON_CreateObject();
+  return add(root, "early_stopping", o) &&
+         add(o, "monitor", cJSON_CreateString(clt_monitor_name(es->monitor))) &&
+         add(o, "min_delta", number(es->min_delta)) &&
+         add(o, "patience", cJSON_CreateNumber(es->patience)) &&
+         add(o, "mode", cJSON_CreateString(clt_es_mode_name(es->mode))) &&
+         add(o, "baseline", es->has_baseline ? number(es->baseline) : cJSON_CreateNull()) &&
+         add(o, "restore_best_weights", cJSON_CreateBool(es->restore_best_weights)) &&
+         add(o, "start_from_epoch", cJSON_CreateNumber(es->start_from_epoch)) &&
+         add(o, "wait", cJSON_CreateNumber(es->wait)) &&
+         add(o, "best", es->has_best ? number(es->best) : cJSON_CreateNull()) &&
+         add(o, "best_epoch", cJSON_CreateNumber(es->has_best ? es->best_epoch + 1 : 0)) &&
+         add(o, "stopped_epoch", cJSON_CreateNumber(es->stopped_epoch ? es->stopped_epoch + 1 : 0));
+}
+
 /* Writes the JSON escape of code point cp (a backslash, 'u' and 4 hex digits; a
  * surrogate pair of them above U+FFFF) at out + n (when out is not NULL);
  * returns its length. */
@@ -141,7 +160,8 @@ static size_t spaced(const char *compact, char *out) {
  * other model is rebuilt from its architecture and carries it. The layout is
  * Python json.dumps' (", " and ": ", ASCII). */
 char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
-                               const clt_plateau *plateau, const clt_checkpoint_data *data) {
+                               const clt_plateau *plateau, const clt_checkpoint_data *data,
+                               const clt_early_stop *es) {
   static _Thread_local char arch[CLT_DESCRIBE_MAX];
   const int input[3] = {m->input.h, m->input.w, m->input.c};
   char *compact = NULL, *text = NULL;
@@ -160,6 +180,7 @@ char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
   if (ok && opt->lr > 0) ok = add_optimizer(root, opt);
   if (ok && opt->lr > 0 && plateau && plateau->active) ok = add_plateau(root, plateau);
   if (ok && data && data->known) ok = add_data(root, data);
+  if (ok && es && es->enabled) ok = add_early_stop(root, es);
   ok = ok && add(root, "cltrain_version", cJSON_CreateString(CLT_VERSION));
   if (ok && (compact = cJSON_PrintUnformatted(root)) && (text = malloc(spaced(compact, NULL) + 1)))
     spaced(compact, text);
@@ -455,10 +476,94 @@ static int get_frozen(place at, const cJSON *root, clt_checkpoint_meta *meta, cl
   return CLT_OK;
 }
 
+/* An entry's member that is an integer from min to max (a count or an epoch). */
+static int get_int(place at, const cJSON *obj, const char *key, int min, int max, int *out,
+                   clt_err *e) {
+  const cJSON *v;
+  int status = lookup(at, obj, key, cJSON_Number, "a number", 1, &v, e);
+  if (status) return status;
+  if (!is_int(v) || v->valueint < min || v->valueint > max) {
+    char shown[40];
+    show_number(v->valuedouble, shown, sizeof shown);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key %s%s is %s, not an integer in [%d, %d]",
+                    at.path, at.prefix, key, shown, min, max);
+  }
+  *out = v->valueint;
+  return CLT_OK;
+}
+
+/* An entry's member that is a number or null (*has 0). */
+static int get_optional_number(place at, const cJSON *obj, const char *key, int *has, double *out,
+                               clt_err *e) {
+  const cJSON *v;
+  int status = lookup(at, obj, key, cJSON_Number | cJSON_NULL, "a number or null", 1, &v, e);
+  if (status) return status;
+  *has = cJSON_IsNumber(v);
+  *out = *has ? v->valuedouble : 0;
+  return CLT_OK;
+}
+
+/* A string member that must be one of names[0..n): its index into *out. */
+static int get_choice(place at, const cJSON *obj, const char *key, const char *const *names, int n,
+                      int *out, clt_err *e) {
+  char text[64];
+  int status = get_string(at, obj, key, 1, text, sizeof text, e);
+  for (int i = 0; i < n && !status; i++) {
+    if (strcmp(text, names[i]) == 0) {
+      *out = i;
+      return CLT_OK;
+    }
+  }
+  if (status) return status;
+  char shown[80];
+  clt_npz_printable(shown, sizeof shown, text);
+  return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key %s%s is \"%s\", which cltrain does not know",
+                  at.path, at.prefix, key, shown);
+}
+
+/* Early stopping's entry into es: every key required, as one cltrain writes them all. */
+static int get_early_stop(const char *path, const cJSON *entry, clt_early_stop *es, clt_err *e) {
+  const char *monitors[CLT_MONITOR_COUNT], *modes[CLT_ES_MODE_COUNT];
+  for (int i = 0; i < CLT_MONITOR_COUNT; i++) monitors[i] = clt_monitor_name((clt_monitor)i);
+  for (int i = 0; i < CLT_ES_MODE_COUNT; i++) modes[i] = clt_es_mode_name((clt_es_mode)i);
+  const place at = {path, "early_stopping."};
+  const cJSON *delta, *restore;
+  int monitor = 0, mode = 0, best_epoch = 0, stopped_epoch = 0, status;
+  memset(es, 0, sizeof *es);
+  if ((status = get_choice(at, entry, "monitor", monitors, CLT_MONITOR_COUNT, &monitor, e)) ||
+      (status = lookup(at, entry, "min_delta", cJSON_Number, "a number", 1, &delta, e)) ||
+      (status = get_int(at, entry, "patience", 0, 1000000, &es->patience, e)) ||
+      (status = get_choice(at, entry, "mode", modes, CLT_ES_MODE_COUNT, &mode, e)) ||
+      (status = get_optional_number(at, entry, "baseline", &es->has_baseline, &es->baseline, e)))
+    return status;
+  es->min_delta = delta->valuedouble;
+  if ((status = lookup(at, entry, "restore_best_weights", cJSON_True | cJSON_False, "true or false",
+                       1, &restore, e)) ||
+      (status = get_int(at, entry, "start_from_epoch", 0, 1000000, &es->start_from_epoch, e)) ||
+      (status = get_int(at, entry, "wait", 0, INT_MAX, &es->wait, e)) ||
+      (status = get_optional_number(at, entry, "best", &es->has_best, &es->best, e)) ||
+      (status = get_int(at, entry, "best_epoch", es->has_best, INT_MAX, &best_epoch, e)) ||
+      (status = get_int(at, entry, "stopped_epoch", 0, INT_MAX, &stopped_epoch, e)))
+    return status;
+  /* Epoch 1 never stops (Keras' rule); no best, no best epoch. */
+  if (stopped_epoch == 1 || (!es->has_best && best_epoch != 0)) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key early_stopping.%s is %d, impossible", path,
+                    stopped_epoch == 1 ? "stopped_epoch" : "best_epoch",
+                    stopped_epoch == 1 ? stopped_epoch : best_epoch);
+  }
+  es->monitor = (clt_monitor)monitor;
+  es->mode = (clt_es_mode)mode;
+  es->restore_best_weights = cJSON_IsTrue(restore);
+  es->best_epoch = best_epoch ? best_epoch - 1 : 0;
+  es->stopped_epoch = stopped_epoch ? stopped_epoch - 1 : 0;
+  es->enabled = 1;
+  return CLT_OK;
+}
+
 static int parse(const char *path, const cJSON *root, int with_optimizer, clt_checkpoint_meta *meta,
                  clt_err *e) {
   const place at = {path, ""};
-  const cJSON *output, *optimizer, *data, *plateau;
+  const cJSON *output, *optimizer, *data, *plateau, *early;
   int status;
   if (!cJSON_IsObject(root)) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata is %s, not a JSON object", path,
@@ -477,7 +582,9 @@ static int parse(const char *path, const cJSON *root, int with_optimizer, clt_ch
       (status = lookup(at, root, "data", cJSON_Object, "an object", 0, &data, e)) ||
       (status = lookup(at, root, "reduce_lr_on_plateau", cJSON_Object, "an object", 0, &plateau,
                        e)) ||
-      (data && (status = get_data(path, data, &meta->data, e))))
+      (data && (status = get_data(path, data, &meta->data, e))) ||
+      (status = lookup(at, root, "early_stopping", cJSON_Object, "an object", 0, &early, e)) ||
+      (early && (status = get_early_stop(path, early, &meta->early_stop, e))))
     return status;
   meta->softmax_output = output && strcmp(output->valuestring, "softmax") == 0;
   /* No optimizer recorded: an older cltrain's checkpoint, holding Adam's state. */

@@ -8,6 +8,7 @@
 #define CLT_CHECKPOINT_META_H
 
 #include "checkpoint.h"
+#include "early_stop.h"
 #include "model.h"
 #include "npz.h"
 #include "optimizer.h"
@@ -27,21 +28,25 @@ typedef struct clt_checkpoint_meta {
   /* Read only when asked for: the optimizer's kind and hyper-parameters; lr 0 when
    * the metadata records none (an older cltrain's checkpoint, Adam's state). */
   clt_optimizer optimizer;
-  clt_plateau plateau;      /* read with the optimizer; active 0 when none is recorded */
-  clt_checkpoint_data data; /* known 0 when the metadata records none */
+  clt_plateau plateau;       /* read with the optimizer; active 0 when none is recorded */
+  clt_checkpoint_data data;  /* known 0 when the metadata records none */
+  clt_early_stop early_stop; /* enabled 0 when the metadata records none */
 } clt_checkpoint_meta;
 
 /* The metadata of model m trained with opt (none recorded when opt->lr is 0; its
  * learning-rate schedule as "optimizer.learning_rate_schedule", --lr-schedule's
  * text) and plateau (may be NULL; recorded with the optimizer when active, as
  * "reduce_lr_on_plateau": {"config": --reduce-lr-on-plateau's text, "wait",
- * "cooldown_counter", "best"}) on data (none recorded unless data->known), in the
+ * "cooldown_counter", "best"}) on data (none recorded unless data->known) with
+ * early stopping es (may be NULL; none recorded unless es->enabled), in the
  * layout of Python's json.dumps; a new string, NULL when out of memory. */
 char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
-                               const clt_plateau *plateau, const clt_checkpoint_data *data);
+                               const clt_plateau *plateau, const clt_checkpoint_data *data,
+                               const clt_early_stop *es);
 
 /* Reads member "metadata" of z (the checkpoint at path) into meta, the optimizer
- * too when with_optimizer (the data always). Errors name the file and the key. */
+ * too when with_optimizer (the data and early stopping always). Errors name the
+ * file and the key. */
 int clt_checkpoint_meta_read(const char *path, const clt_npz *z, int with_optimizer,
                              clt_checkpoint_meta *meta, clt_err *e);
 
