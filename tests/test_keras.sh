@@ -244,6 +244,14 @@ expect_ok "a frozen base called with training=False trains and evaluates on phot
   --weights "$MODELS/transfer_bn_k2/weights.npz" --epochs 1 --checkpoint-dir "$tmp/ck_transfer"
 expect_ok "... and eval rebuilds it from the checkpoint" "Accuracy" \
   "$CLT" eval --checkpoint "$tmp/ck_transfer" --data "$tmp/ph"
+"$CLT" train --model "$MODELS/transfer_bn_k2/model.json" --data "$tmp/ph" \
+  --weights "$MODELS/transfer_bn_k2/weights.npz" --epochs 1 --checkpoint-dir "$tmp/ck_all" \
+  --freeze-until none >"$tmp/all.txt" 2>&1
+if ! grep -q "^Frozen:" "$tmp/all.txt" && grep -q "^Epoch 1, " "$tmp/all.txt"; then
+  ok "--freeze-until none trains the model file's frozen base too"
+else
+  bad "--freeze-until none trains the model file's frozen base too ($(grep -m1 -E '^Frozen|error' "$tmp/all.txt"))"
+fi
 
 # ---- photos to ONNX: ONNX Runtime scores the exported model as `cltrain eval` does ----
 # PNGs already of the model's size, so ONNX Runtime can be fed the very pixels.

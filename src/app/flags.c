@@ -90,7 +90,8 @@ static const clt_flag train_flags[] = {
      .help = "freeze every layer up to and including LAYER (in model order), on top of the "
              "model file's frozen layers: their weights are not trained, a frozen "
              "BatchNormalization normalises with its moving statistics; with --resume it "
-             "replaces the checkpoint's freezing (none: every layer trains)"},
+             "replaces the checkpoint's freezing; none: every layer trains, the model file's "
+             "frozen layers too"},
     {.name = "preprocess",
      .type = CLT_FLAG_STRING,
      .offset = TR(preprocess),

@@ -294,10 +294,13 @@ static int same_keras_model(const clt_train_opts *o, clt_data *data, const char 
  * file's frozen layers, or with --resume instead of the checkpoint's; laid out. */
 static int freeze_until(const clt_train_opts *o, clt_model *model, clt_err *e) {
   int status = CLT_OK;
-  for (int i = 0; i < model->nlayers && o->resume && o->freeze_until; i++)
+  const int none = o->freeze_until && strcmp(o->freeze_until, FREEZE_NONE) == 0 &&
+                   clt_model_find(model, FREEZE_NONE) < 0;
+  /* With --resume the flag replaces the checkpoint's freezing; `none` also
+   * unfreezes a model file's frozen layers (a second stage that fine-tunes all). */
+  for (int i = 0; i < model->nlayers && ((o->resume && o->freeze_until) || none); i++)
     model->layers[i].frozen = 0;
-  if (o->freeze_until &&
-      (strcmp(o->freeze_until, FREEZE_NONE) != 0 || clt_model_find(model, FREEZE_NONE) >= 0))
+  if (o->freeze_until && !none)
     status = clt_model_freeze_until(model, o->freeze_until, "--freeze-until", e);
   clt_model_layout(model);
   if (!status && model->trainable_floats == 0) {
