@@ -72,7 +72,8 @@ static void ref_update(const clt_optimizer *o, long t, double *p, const double *
 static clt_net *new_net(void) {
   clt_net *net = NULL;
   if (clt_net_create(&model, R, 2, 1, &net, &E)) fatal("creating a net");
-  for (int k = 0; k < CLT_OPT_SLOTS; k++) dev_fill(net->opt_state[k], 0, model.flat_floats, 0.0f);
+  for (int k = 0; k < CLT_OPT_SLOTS; k++)
+    dev_fill(net->opt_state[k], 0, model.trainable_floats, 0.0f);
   return net;
 }
 
