@@ -840,6 +840,10 @@ static int take_augmentation(loader *ld, clt_err *e) {
     }
     knode *k = next >= 0 ? &ld->nodes[next] : NULL;
     if (!k || next == ld->output || k->ninputs != 1 || !clt_keras_is_augmentation(k->cls)) break;
+    if (!k->config) {
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s (%s) has no config", ld->origin, k->name,
+                      k->cls);
+    }
     clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls};
     int status = check_common(ld, &cfg, e);
     if (!status) status = clt_keras_augment_stage(&cfg, &ld->aug, e);
