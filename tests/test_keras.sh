@@ -242,8 +242,28 @@ features/a_block_of_a_long_name/mix, its name where names clash, is longer than 
 expect_ok "a frozen base called with training=False trains and evaluates on photos" \
   "^Epoch 1, .*Accuracy" "$CLT" train --model "$MODELS/transfer_bn_k2/model.json" --data "$tmp/ph" \
   --weights "$MODELS/transfer_bn_k2/weights.npz" --epochs 1 --checkpoint-dir "$tmp/ck_transfer"
+cp "$tmp/err" "$tmp/transfer_err.txt"
 expect_ok "... and eval rebuilds it from the checkpoint" "Accuracy" \
   "$CLT" eval --checkpoint "$tmp/ck_transfer" --data "$tmp/ph"
+# A tf.keras 2.x training=False on layers not frozen: noted, as cltrain trains them
+# as Keras 3 does (batch statistics); none where they are frozen (transfer_bn_k2).
+"$CLT" train --model "$MODELS/finetune_bn_k2/model.json" --data "$tmp/ph" --epochs 1 \
+  --checkpoint-every 0 >/dev/null 2>"$tmp/ft.txt" || bad "finetune_bn_k2 trains"
+if grep -q "^cltrain: note: .*finetune_bn_k2/model.json: layer batch_normalization and others, \
+called with training=False, train as in Keras 3 (BatchNormalization on batch statistics" "$tmp/ft.txt" &&
+  ! grep -q "training=False" "$tmp/transfer_err.txt"; then
+  ok "training=False on layers not frozen is noted (tf.keras 2.x), on frozen ones not"
+else
+  bad "training=False on layers not frozen is noted (tf.keras 2.x), on frozen ones not ($(cat "$tmp/ft.txt"))"
+fi
+# Augmentation in a nested Sequential (Keras' guide: x = data_augmentation(inputs)) is
+# the chain after the input that the photo loader runs.
+for k in "" _k2; do
+  expect_ok "nested_augment/model$k.json: a nested Sequential's augmentation layers augment the photos" \
+    "^Augmentation of the training images .*: flip=horizontal,rotate=0.1\$" \
+    "$CLT" train --model "$MODELS/nested_augment/model$k.json" --data "$tmp/ph" --epochs 1 \
+    --checkpoint-every 0
+done
 "$CLT" train --model "$MODELS/transfer_bn_k2/model.json" --data "$tmp/ph" \
   --weights "$MODELS/transfer_bn_k2/weights.npz" --epochs 1 --checkpoint-dir "$tmp/ck_all" \
   --freeze-until none >"$tmp/all.txt" 2>&1

@@ -509,6 +509,26 @@ static void record_data(const clt_train_opts *o, clt_checkpoint_data *rec) {
 /* The model: the checkpoint's with --resume (read already, the data opened as it
  * records), else built for the data; either way checked against the data, and the
  * class names kept. */
+/* Process 0's note on a model file's layers that tf.keras 2.x runs as at inference
+ * in training (a call with training=False) and cltrain's training step does not:
+ * BatchNormalization layers not frozen, and Dropout. */
+static void note_inference(const clt_train_opts *o, const clt_model *m) {
+  int n = 0, first = -1;
+  for (int i = 0; i < m->nlayers; i++) {
+    const clt_layer *l = &m->layers[i];
+    const int bn = strcmp(l->ops->kind, "BatchNormalization") == 0;
+    if (!l->inference || !((bn && !l->frozen) || strcmp(l->ops->kind, "Dropout") == 0)) continue;
+    if (first < 0) first = i;
+    n++;
+  }
+  if (!n || clt_cluster_rank(o->cluster) != 0) return;
+  fprintf(stderr,
+          "cltrain: note: %s: layer %s%s, called with training=False, train%s as in Keras 3 "
+          "(BatchNormalization on batch statistics, Dropout on), not as at inference as in "
+          "tf.keras 2\n",
+          o->model, m->layers[first].name, n > 1 ? " and others" : "", n > 1 ? "" : "s");
+}
+
 static int setup_model(const clt_train_opts *o, clt_data *data, clt_model *model,
                        clt_checkpoint *state, const char *ckpt_path, clt_err *e) {
   int status = CLT_OK;
@@ -540,6 +560,7 @@ static int setup_model(const clt_train_opts *o, clt_data *data, clt_model *model
                       o->model, o->data_dir);
     }
     if (layers.n && (status = clt_data_set_augment(data, &layers, e))) return status;
+    note_inference(o, model);
   } else {
     /* Photo folders default to the second reference workload's model. */
     const char *name = data->photos && !o->model_given ? "resnet50" : o->model;

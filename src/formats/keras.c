@@ -835,7 +835,7 @@ static int take_augmentation(loader *ld, clt_err *e) {
   while (at != ld->output && ld->nodes[at].consumers == 1) {
     int next = -1;
     for (int j = 0; j < ld->n && next < 0; j++) {
-      for (int t = 0; t < ld->nodes[j].ninputs; t++)
+      for (int t = 0; t < ld->nodes[j].ninputs && !ld->nodes[j].alias; t++)
         if (ld->nodes[j].inputs[t] == at) next = j;
     }
     knode *k = next >= 0 ? &ld->nodes[next] : NULL;
@@ -972,7 +972,8 @@ static int emit_node(loader *ld, int i, clt_err *e) {
   return CLT_OK;
 }
 
-/* Each layer's frozen and inference, from the Keras layer it came from. */
+/* Each layer's frozen and inference, from the Keras layer it came from; the flat
+ * buffer laid out for them. */
 static void set_flags(const loader *ld, clt_model *m) {
   for (int i = 0; i < m->nlayers; i++) {
     clt_layer *l = &m->layers[i];
@@ -983,6 +984,7 @@ static void set_flags(const loader *ld, clt_model *m) {
       break;
     }
   }
+  clt_model_layout(m); /* frozen layers' weights last */
 }
 
 static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {

@@ -217,9 +217,11 @@ struct clt_layer {
   int pad_top, pad_left; /* zero padding before the first row and column of a window */
   int nparams;
   clt_param params[CLT_MAX_LAYER_PARAMS];
-  /* Runs as at inference in training steps too (a tf.keras 2.x call with
-   * training=False): BatchNormalization on its moving statistics, Dropout as the
-   * identity. A frozen BatchNormalization runs so as well (Keras 3's rule). */
+  /* A tf.keras 2.x call with training=False reaches it: tf.keras 2 runs it as at
+   * inference in training too (BatchNormalization on its moving statistics,
+   * Dropout as the identity). The training step runs it as any layer (frozen, a
+   * BatchNormalization is on its moving statistics already); train notes where
+   * that differs. */
   int inference;
 };
 

@@ -78,6 +78,7 @@ def main(fmt):
         write_fixture(model, os.path.join(HERE, name + suffix), classes, batch, pixels,
                       texts[name])
     write_bad(fmt, suffix, texts)
+    write_nested_augment(suffix)
 
 
 def reset():
@@ -466,6 +467,31 @@ MODELS = [
     ("transfer_bn", lambda: transfer("transfer_bn", False), 5, 4, True),
     ("finetune_bn", lambda: transfer("finetune_bn", True), 5, 4, True),
 ]
+
+
+# ----------------------------------------------------------------------------
+# A model file without batch: the augmentation in a nested Sequential, as Keras'
+# transfer-learning guide writes it (data_augmentation(inputs)), before a frozen
+# base called with training=False.
+
+def write_nested_augment(suffix):
+    reset()
+    augmentation = keras.Sequential([L.RandomFlip("horizontal"), L.RandomRotation(0.1)],
+                                    name="data_augmentation")
+    base = small_base()
+    base.trainable = False
+    inputs = keras.Input(shape=(16, 16, 3))
+    x = augmentation(inputs)
+    x = L.Rescaling(1.0 / 127.5, offset=-1.0)(x)
+    x = base(x, training=False)
+    x = L.GlobalAveragePooling2D()(x)
+    outputs = L.Dense(5)(L.Dropout(0.2)(x))
+    model = keras.Model(inputs, outputs, name="nested_augment")
+    out = os.path.join(HERE, "nested_augment")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "model%s.json" % suffix), "w") as f:
+        f.write(model.to_json(indent=1) + "\n")
+    print("  nested_augment/model%s.json" % suffix)
 
 
 # ----------------------------------------------------------------------------
