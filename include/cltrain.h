@@ -161,7 +161,7 @@ CLTRAIN_API const char *cltrain_dataset_class_name(const cltrain_dataset *d, int
 
 typedef struct cltrain_model cltrain_model;
 
-/* Builds a model: model is a built-in name ("cnn", "resnet50", ...), a Keras model
+/* Builds a model: model is a built-in name ("fmnist-cnn", "resnet50", ...), a Keras model
  * file (.json) or a model description (docs/design.md). Its input shape and
  * classes come from data when given, else from options input=HxWxC classes=N.
  * options: weights=FILE.npz (starting weights, else initialised from seed=N),
@@ -197,6 +197,9 @@ typedef struct cltrain_trainer cltrain_trainer;
  *   seed=N                 the example order, Dropout's masks (default 42)
  *   allreduce-timeout=S    seconds a replica may hold up the all-reduce (0: none)
  *   check-replicas=1       verify identical parameters after every update
+ *   local=1                this process's devices only, even under MPI (e.g. process 0
+ *                          evaluating a restored checkpoint alone); otherwise creating a
+ *                          trainer is collective: every process of the run must call it
  * The model's weights are copied: m may be freed after the call. */
 CLTRAIN_API int cltrain_trainer_create(cltrain_ctx *ctx, const cltrain_model *m,
                                        const char *options, cltrain_trainer **out);
