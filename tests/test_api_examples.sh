@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The C library's examples, built in the tree: the custom loop of the first
+# reference workload computes what `cltrain train` computes (the same parameters,
+# bit for bit, after 2 steps on 2 devices with --split equal), saves checkpoints
+# the command reads, and restores on one device; the in-memory example learns its
+# task with gradient accumulation; bad input gives one line naming the call.
+#   test_api_examples.sh CLTRAIN CKPT_TOOL CUSTOM_LOOP FROM_MEMORY
+set -u
+CLT=$1
+TOOL=$2
+LOOP=$3
+MEM=$4
+. "$(dirname "$0")/lib.sh"
+export POCL_DEVICES="pthread pthread"
+
+# 2 steps of a global batch of 64 (2 replicas x 32).
+common=(--devices 0,1 --split equal --batch-per-replica 32 --train-limit 128 --test-limit 200
+  --seed 5 --epochs 1)
+(cd "$tmp" && "$CLT" train "${common[@]}" --checkpoint-dir cmd --checkpoint-every 1 >cmd.txt 2>&1) ||
+  bad "cltrain train ($(tail -2 "$tmp/cmd.txt"))"
+(cd "$tmp" && "$LOOP" "${common[@]}" --checkpoint-dir api >api.txt 2>&1) ||
+  bad "custom_loop ($(tail -2 "$tmp/api.txt"))"
+d=$(max_rel_diff "$tmp/cmd/ckpt-1.npz" "$tmp/api/ckpt-1.npz")
+if [ "$d" = 0 ]; then ok "custom loop = cltrain train after 2 steps, bit for bit"; else
+  bad "custom loop vs cltrain train after 2 steps: max_rel_diff '$d'"
+fi
+grep -q "^Number of devices: 2$" "$tmp/api.txt" && ok "custom loop: 2 replicas" ||
+  bad "custom loop: replicas line ($(head -3 "$tmp/api.txt"))"
+grep -Eq "^Epoch 1, Loss: [0-9.]+, Accuracy: [0-9.]+, Test Loss: [0-9.]+, Test Accuracy: [0-9.]+" \
+  "$tmp/api.txt" && ok "custom loop: the tutorial's epoch line" || bad "custom loop: epoch line"
+# The restore on one device evaluates what the command's eval evaluates.
+acc=$(sed -n 's/^Accuracy after restoring the saved model without strategy: \([0-9.]*\)$/\1/p' "$tmp/api.txt")
+eacc=$("$CLT" eval --checkpoint "$tmp/api" --devices 0 --test-limit 200 2>&1 |
+  sed -n 's/^Accuracy: \([0-9.]*\)$/\1/p')
+if [ -n "$acc" ] && [ "$acc" = "$eacc" ]; then ok "restore without the strategy: $acc% = cltrain eval's"; else
+  bad "restore without the strategy: '$acc' vs cltrain eval '$eacc'"
+fi
+expect_ok "cltrain export reads the custom loop's checkpoint" "Exported" \
+  "$CLT" export --checkpoint "$tmp/api" --onnx "$tmp/api.onnx"
+
+# Two devices, procedural images, accumulation over 2 batches: it learns.
+out=$("$MEM" --steps 60 --batch 32 2>&1)
+got=$(sed -n 's|^test accuracy on a fresh batch: \([0-9]*\)/32$|\1|p' <<<"$out")
+if [ -n "$got" ] && [ "$got" -ge 24 ]; then ok "from_memory learns its task ($got/32)"; else
+  bad "from_memory: '$got'/32 ($(tail -3 <<<"$out"))"
+fi
+
+# Bad input: one line on stderr naming the call and the cause, exit 1.
+expect_fail "custom loop: a missing data folder" "custom_loop: cltrain_dataset_open: .*$tmp/nothing" \
+  "$LOOP" --data "$tmp/nothing" --epochs 1
+expect_fail "custom loop: an unknown device" "custom_loop: cltrain_trainer_create: .*device" \
+  "$LOOP" --devices 7 --epochs 1 --train-limit 64 --test-limit 64 --checkpoint-dir "$tmp/x"
+finish
