@@ -99,7 +99,8 @@ static void test_context(void) {
 
   /* Bad options to open, and a good one. */
   check(cltrain_open("colour=1", &ctx) == CLTRAIN_ERR_ARG && !ctx &&
-            says(cltrain_errmsg(NULL), "cltrain_open: ", "unknown option 'colour' (known: verbose)"),
+            says(cltrain_errmsg(NULL),
+                 "cltrain_open: ", "unknown option 'colour' (known: verbose)"),
         "cltrain_open: an unknown option (%s)", cltrain_errmsg(NULL));
   check(cltrain_open("verbose=2", &ctx) == CLTRAIN_ERR_ARG && !ctx &&
             says(cltrain_errmsg(NULL), "cltrain_open: ", "option verbose=2: expected an integer"),
@@ -140,8 +141,7 @@ static void test_options(void) {
   check(cltrain_options_set(o, "resume", "yes") == CLTRAIN_ERR_ARG &&
             says(cltrain_errmsg(o), "cltrain_options_set: ", "--resume is a switch"),
         "set: a switch with a value (%s)", cltrain_errmsg(o));
-  check(cltrain_options_set(o, "path", "a.jpg") == CLTRAIN_ERR_ARG,
-        "set: path is predict's alone");
+  check(cltrain_options_set(o, "path", "a.jpg") == CLTRAIN_ERR_ARG, "set: path is predict's alone");
   check(cltrain_options_set(NULL, "epochs", "3") == CLTRAIN_ERR_ARG &&
             says(cltrain_errmsg(NULL), "cltrain_options_set: ", "the options is NULL"),
         "set on NULL options (%s)", cltrain_errmsg(NULL));
@@ -192,8 +192,8 @@ static void test_options(void) {
   cltrain_options_create("devices", &d);
   char *extra[] = {"x"};
   check(d && cltrain_options_parse(d, 1, extra, NULL) == CLTRAIN_ERR_ARG &&
-            says(cltrain_errmsg(d), "cltrain_options_parse: ",
-                 "cltrain devices: unexpected argument 'x'"),
+            says(cltrain_errmsg(d),
+                 "cltrain_options_parse: ", "cltrain devices: unexpected argument 'x'"),
         "devices takes no argument (%s)", cltrain_errmsg(d));
   cltrain_options_free(&d);
 }
@@ -263,8 +263,7 @@ static void test_checkpoint_calls(cltrain_ctx *ctx, const char *ckpt, const char
     fclose(f);
   }
   text[strcspn(text, "\n")] = '\0';
-  check(rc == CLTRAIN_OK && found,
-        "cltrain_evaluate prints the checkpoint's accuracy to out (%s)",
+  check(rc == CLTRAIN_OK && found, "cltrain_evaluate prints the checkpoint's accuracy to out (%s)",
         rc ? cltrain_errmsg(NULL) : text);
 
   rc = cltrain_options_create("export", &x);
@@ -312,10 +311,10 @@ static void test_fit_stop(void) {
   int rc = cltrain_open(NULL, &ctx);
   if (!rc) rc = cltrain_options_create("train", &o);
   /* Far more epochs than run: only the stop ends it; checkpoints only from it. */
-  const char *const set[][2] = {{"train-limit", "256"},    {"test-limit", "64"},
-                                {"batch-per-replica", "32"}, {"epochs", "100000"},
+  const char *const set[][2] = {{"train-limit", "256"},         {"test-limit", "64"},
+                                {"batch-per-replica", "32"},    {"epochs", "100000"},
                                 {"checkpoint-every", "100000"}, {"seed", "3"},
-                                {"checkpoint-dir", ckpt},   {"log", w.log}};
+                                {"checkpoint-dir", ckpt},       {"log", w.log}};
   for (size_t i = 0; i < sizeof set / sizeof set[0] && !rc; i++)
     rc = cltrain_options_set(o, set[i][0], set[i][1]);
   check(rc == CLTRAIN_OK, "a context and train's options (%s)", rc ? cltrain_errmsg(NULL) : "ok");

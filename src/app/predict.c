@@ -315,7 +315,8 @@ int clt_predict(const clt_predict_opts *o, int *skipped, clt_err *e) {
                       "cltrain predict --help)");
   if (!status && o->output) status = clt_check_output_file(o->output, "--output", e);
   if (!status)
-    status = clt_cli_checkpoint(o->checkpoint, o->checkpoint_given, o->best, 0, path, sizeof path, e);
+    status = clt_cli_checkpoint(o->checkpoint, o->checkpoint_given, o->best, 0, path, sizeof path,
+                                e);
   if (!status) status = clt_checkpoint_model(path, &model, e);
   if (!status) status = clt_checkpoint_load(path, &model, 0, &state, e);
   if (!status) status = check_input(&model, path, e);

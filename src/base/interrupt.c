@@ -14,8 +14,8 @@
  * installs its own handler that deletes the compiler's temporary files and so
  * fails the build in flight. Blocked everywhere, the signal reaches only the
  * waiting thread. */
-static volatile sig_atomic_t received; /* clt_interrupt_signal's answer */
-static long test_step = -1; /* CLTRAIN_TEST_SIGNAL */
+static volatile sig_atomic_t received; /* what clt_interrupt_signal answers */
+static long test_step = -1;            /* CLTRAIN_TEST_SIGNAL */
 static int test_signal = SIGINT;
 
 static void *wait_signals(void *arg) {

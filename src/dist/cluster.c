@@ -17,7 +17,7 @@ struct clt_cluster {
   int rank, size;
   int mpi;      /* MPI is in use */
   int finalize; /* ... and was initialised here: leaving finalises it */
-  int agreed; /* a failure every process knows of */
+  int agreed;   /* a failure every process knows of */
   char host[256];
   char note[256]; /* a word on how the launcher placed this process, or "" */
   float *scratch; /* clt_cluster_sum's receive buffer */
