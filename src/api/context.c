@@ -42,12 +42,11 @@ CLTRAIN_API int cltrain_open(const char *options, cltrain_ctx **out) {
   cltrain_ctx *c = ctx_new((int)verbose);
   if (!c) return api_fail(NULL, __func__, CLTRAIN_ERR_NOMEM, "out of host memory");
   clt_err e = {0};
-  if ((status = clt_cluster_join(&c->cluster, &e))) {
+  if (clt_cluster_join(&c->cluster, &e)) {
     free(c);
     return api_fail_err(NULL, __func__, &e);
   }
-  status = clt_devices_enumerate(&c->devices, &e);
-  if ((status = clt_cluster_agree(c->cluster, status, &e))) {
+  if (clt_cluster_agree(c->cluster, clt_devices_enumerate(&c->devices, &e), &e)) {
     ctx_free(&c, 1);
     return api_fail_err(NULL, __func__, &e);
   }
