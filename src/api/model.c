@@ -119,6 +119,18 @@ static int keras_model(const char *path, const model_opts *mo, const clt_data *d
   clt_preprocess pre;
   int status = parse_preprocess(mo->preprocess, &pre, e);
   if (status) return status;
+  clt_shape fixed;
+  clt_err ignored = {0};
+  /* The command resizes a photo folder to the file's input; a dataset opened
+   * already says how to. (A file that does not say: the load below tells.) */
+  if (data && data->photos && !data->spec.image_size_given &&
+      clt_keras_input_shape(path, &fixed, &ignored) == CLT_OK && fixed.h && fixed.h == fixed.w &&
+      fixed.h != data->spec.image_size && (!fixed.c || fixed.c == data->channels)) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "%s takes %dx%d images: open the photo folder with image-size=%d (it is at "
+                    "%d)",
+                    path, fixed.h, fixed.w, fixed.h, data->spec.image_size);
+  }
   clt_augment layers = {0};
   const clt_keras_opts ko = {.data = shape,
                              .classes = classes,
@@ -179,7 +191,7 @@ static int build_model(const char *model, const model_opts *mo, const clt_data *
     /* A model description: "name=Kind(args) ..." (a file name has no '='). */
     clt_preprocess pre;
     if (!(status = parse_preprocess(mo->preprocess, &pre, e)))
-      status = clt_model_parse("model", input, classes, pre, model, m, e);
+      status = clt_model_parse("custom", input, classes, pre, model, m, e);
   } else if (clt_keras_is_file(model)) {
     status = keras_model(model, mo, data, data ? decoded_shape(data) : input, classes, m,
                          &out->keras_json, e);
