@@ -219,11 +219,11 @@ static void load_memory_source(cltrain_dataset *d, const uint8_t *images, const 
 }
 
 static void test_memory(void) {
-  uint8_t images[MEM_N * MEM_H * MEM_W * MEM_C], kept[sizeof images];
+  enum { BYTES = MEM_N * MEM_H * MEM_W * MEM_C };
+  uint8_t images[BYTES], kept[BYTES];
   int32_t labels[MEM_N];
-  for (size_t i = 0; i < sizeof images; i++) images[i] = (uint8_t)(i * 37 + 11);
+  for (int i = 0; i < BYTES; i++) kept[i] = images[i] = (uint8_t)(i * 37 + 11);
   for (int i = 0; i < MEM_N; i++) labels[i] = (i * 3) % MEM_CLASSES;
-  memcpy(kept, images, sizeof images);
   cltrain_dataset *d = NULL;
   const char *fn = "cltrain_dataset_from_memory";
   int status = cltrain_dataset_from_memory(ctx, images, labels, MEM_N, MEM_H, MEM_W, MEM_C,
@@ -231,7 +231,7 @@ static void test_memory(void) {
   check(status == CLTRAIN_OK && d, "memory: a dataset of %d images: %s", MEM_N,
         cltrain_errmsg(ctx));
   if (status) return;
-  memset(images, 0, sizeof images); /* copied: the caller's buffer may change */
+  memset(images, 0, BYTES); /* copied: the caller's buffer may change */
   int h = 0, w = 0, c = 0;
   check(cltrain_dataset_count(d, CLTRAIN_TRAIN) == MEM_N &&
             cltrain_dataset_count(d, CLTRAIN_TEST) == 0 && !api_dataset_source(d, CLTRAIN_TEST),
