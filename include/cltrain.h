@@ -145,9 +145,9 @@ typedef enum cltrain_part { CLTRAIN_TRAIN = 0, CLTRAIN_TEST = 1 } cltrain_part;
  * augment=TEXT max-image-pixels=N (as the train command's flags). */
 CLTRAIN_API int cltrain_dataset_open(cltrain_ctx *ctx, const char *dir, const char *options,
                                      cltrain_dataset **out);
-/* A dataset held in the caller's memory: count uint8 NHWC images and their labels,
- * copied (the caller's buffers may be freed after the call); it has a training
- * part only. */
+/* A dataset held in the caller's memory: count uint8 NHWC images and their labels
+ * (in [0, classes), classes at most 256), copied (the caller's buffers may be freed
+ * after the call); it has a training part only. */
 CLTRAIN_API int cltrain_dataset_from_memory(cltrain_ctx *ctx, const uint8_t *images,
                                             const int32_t *labels, int count, int height, int width,
                                             int channels, int classes, cltrain_dataset **out);
