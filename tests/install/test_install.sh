@@ -68,6 +68,7 @@ run_example() {
 }
 
 # pkg-config, with the shared library and (Libs.private) the static one.
+command -v pkg-config >/dev/null || bad "pkg-config not found (bash .ci/setup installs it)"
 export PKG_CONFIG_PATH=$lib/pkgconfig
 if [ "$(pkg-config --modversion cltrain 2>&1)" = "$VERSION" ]; then ok "pkg-config finds cltrain $VERSION"
 else bad "pkg-config --modversion cltrain: $(pkg-config --modversion cltrain 2>&1)"; fi
