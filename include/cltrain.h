@@ -83,8 +83,11 @@ typedef struct cltrain_ctx cltrain_ctx;
 
 /* Enumerates every OpenCL device of the host, and under mpirun joins the run's
  * processes: if the program has not initialised MPI, cltrain_open does
- * (MPI_THREAD_MULTIPLE) and cltrain_close finalises it; if it has, cltrain uses
- * MPI_COMM_WORLD and leaves finalising to it. One context per process.
+ * (MPI_THREAD_SERIALIZED: cltrain's threads call MPI one at a time) and
+ * cltrain_close finalises it; if it has (at that thread level or above),
+ * cltrain uses MPI_COMM_WORLD, with errors returned rather than fatal, and
+ * leaves finalising to it. One context per process. A note on how mpirun placed
+ * this process (fewer cores than its share of the host) goes to stderr.
  * options: verbose=1 (print the OpenCL compilers' build logs). */
 CLTRAIN_API int cltrain_open(const char *options, cltrain_ctx **out);
 /* Frees the context (after every handle made from it). Under MPI a process
@@ -142,9 +145,9 @@ typedef enum cltrain_part { CLTRAIN_TRAIN = 0, CLTRAIN_TEST = 1 } cltrain_part;
  * augment=TEXT max-image-pixels=N (as the train command's flags). */
 CLTRAIN_API int cltrain_dataset_open(cltrain_ctx *ctx, const char *dir, const char *options,
                                      cltrain_dataset **out);
-/* A dataset held in the caller's memory: count uint8 NHWC images and their labels,
- * copied (the caller's buffers may be freed after the call); it has a training
- * part only. */
+/* A dataset held in the caller's memory: count uint8 NHWC images and their labels
+ * (in [0, classes), classes at most 256), copied (the caller's buffers may be freed
+ * after the call); it has a training part only. */
 CLTRAIN_API int cltrain_dataset_from_memory(cltrain_ctx *ctx, const uint8_t *images,
                                             const int32_t *labels, int count, int height, int width,
                                             int channels, int classes, cltrain_dataset **out);
@@ -302,14 +305,18 @@ CLTRAIN_API int cltrain_trainer_export_onnx(cltrain_trainer *t, const char *path
 
 typedef struct cltrain_options cltrain_options;
 
-/* Options for command "train", "eval", "predict" or "export". */
+/* Options for command "train", "eval", "predict" or "export" (or "devices",
+ * which has no flags: parsing gives its --help and refuses arguments). */
 CLTRAIN_API int cltrain_options_create(const char *command, cltrain_options **out);
 CLTRAIN_API void cltrain_options_free(cltrain_options **o);
-/* Sets flag `name` (without "--") to value (NULL for a switch such as "resume"),
- * checked as the command checks it. */
+/* Sets flag `name` (without "--") to value, checked as the command checks it. A
+ * switch such as "resume" takes NULL, "1" or "true" to set it, "0" or "false" to
+ * clear it. For predict, name "path" adds one image file or folder (the
+ * command's FILE|FOLDER... arguments). value is copied. */
 CLTRAIN_API int cltrain_options_set(cltrain_options *o, const char *name, const char *value);
-/* Parses command-line arguments (the flags after the command's name). Returns
- * CLTRAIN_OK, an error, or -1 when they asked for --help (printed to out). */
+/* Parses command-line arguments (the flags after the command's name) over the
+ * values set so far; predict's paths are added to those set. Returns CLTRAIN_OK,
+ * an error, or -1 when they asked for --help (printed to out). argv is copied. */
 CLTRAIN_API int cltrain_options_parse(cltrain_options *o, int argc, char **argv, FILE *out);
 
 /* model.fit: trains as `cltrain train` does (epochs, evaluation, checkpoints,

@@ -48,16 +48,23 @@ struct cltrain_dataset {
   cltrain_ctx *ctx;
   int memory;      /* from the caller's memory (the fields below), else a folder (data) */
   clt_data data;   /* a folder's sources; for memory, its train source and fields */
-  uint8_t *images; /* memory: the copied images and labels */
-  int32_t *labels;
+  char *dir;       /* a folder: its path as given (data.spec.dir points here) */
+  uint8_t *images; /* memory: the copied images (owned by data.train, an IDX set's source) */
+  int32_t *labels; /* memory: the copied labels (owned here) */
 };
+
+/* A dataset part's batch source, or NULL where it has none (a memory dataset's
+ * test part). */
+clt_source *api_dataset_source(cltrain_dataset *d, cltrain_part part);
 
 struct cltrain_model {
   api_handle h;
   cltrain_ctx *ctx;
-  clt_model *model; /* heap: the struct is large */
-  float *weights;   /* model->flat_floats starting parameters */
-  uint64_t seed;    /* the seed the weights were drawn from (no weights file) */
+  clt_model *model;  /* heap: the struct is large; laid out with its frozen layers */
+  float *weights;    /* model->flat_floats starting parameters */
+  uint64_t seed;     /* the seed the weights were drawn from (no weights file) */
+  char *keras_json;  /* a model file's text, which checkpoints keep (or NULL) */
+  char *class_names; /* the data's class names one per line, which checkpoints keep (or NULL) */
 };
 
 /* Checks that h is a live handle of `kind` for function fn; if not, records why

@@ -2,17 +2,12 @@
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <unistd.h>
 #include "checkpoint.h"
-#include "interrupt.h"
-
-/* This process's rank in its run (clt_cli_join): notes are process 0's. */
-static int cli_rank;
 
 /* --help's layout: lines up to WIDTH columns, each flag's text from COLUMN. */
 enum { WIDTH = 80, COLUMN = 26 };
@@ -179,18 +174,6 @@ int clt_cli_parse(const clt_command *c, int argc, char **argv, void *opts, int *
   return CLT_OK;
 }
 
-int clt_cli_start(const clt_command *c, int argc, char **argv, void *opts) {
-  clt_err e = {0};
-  int help = 0;
-  clt_cli_defaults(c, opts);
-  if (clt_cli_parse(c, argc, argv, opts, &help, &e)) {
-    fprintf(stderr, "cltrain: error: %s\n", e.msg);
-    return 1;
-  }
-  if (help) clt_cli_help(stdout, c);
-  return help ? 0 : -1;
-}
-
 int clt_cli_check_required(const clt_command *c, const void *opts, clt_err *e) {
   char names[512] = "";
   int missing = 0, count = 0, total = 0;
@@ -265,39 +248,8 @@ void clt_cli_help(FILE *f, const clt_command *c) {
   }
 }
 
-int clt_cli_finish(clt_cluster *c, int status, const clt_err *e) {
-  if (status == CLT_ERR_STOPPED) {
-    /* Every process stopped at the same step (agreed) and process 0 saved: a
-     * clean end, with the shell's code for the signal (130 for SIGINT). */
-    if (clt_cluster_rank(c) == 0) fprintf(stderr, "cltrain: %s\n", e->msg);
-    fflush(stderr);
-    clt_cluster_leave(c, 0);
-    return 128 + (clt_interrupt_signal() ? clt_interrupt_signal() : SIGINT);
-  }
-  if (status && clt_cluster_size(c) > 1) {
-    fprintf(stderr, "cltrain: error: rank %d of %d (%s): %s\n", clt_cluster_rank(c),
-            clt_cluster_size(c), clt_cluster_host(c), e->msg);
-  } else if (status) {
-    fprintf(stderr, "cltrain: error: %s\n", e->msg);
-  }
-  fflush(stderr);
-  clt_cluster_leave(c, status != 0);
-  return status ? 1 : 0;
-}
-
-int clt_cli_join(clt_cluster **c, clt_err *e) {
-  int status = clt_cluster_join(c, e);
-  if (status) {
-    fprintf(stderr, "cltrain: error: %s\n", e->msg);
-    return status;
-  }
-  if (*clt_cluster_note(*c)) fprintf(stderr, "cltrain: note: %s\n", clt_cluster_note(*c));
-  cli_rank = clt_cluster_rank(*c);
-  return CLT_OK;
-}
-
-int clt_cli_checkpoint(const char *checkpoint, int given, int best, char *path, size_t size,
-                       clt_err *e) {
+int clt_cli_checkpoint(const char *checkpoint, int given, int best, int rank, char *path,
+                       size_t size, clt_err *e) {
   int chosen_best = 0;
   const int status = clt_checkpoint_resolve_model(checkpoint, best, path, size, &chosen_best, e);
   if (status && !given && access(checkpoint, F_OK) != 0) {
@@ -306,7 +258,7 @@ int clt_cli_checkpoint(const char *checkpoint, int given, int best, char *path, 
                     "train saves; give --checkpoint DIR|FILE)",
                     checkpoint);
   }
-  if (!status && chosen_best && !best && cli_rank == 0) {
+  if (!status && chosen_best && !best && rank == 0) {
     fprintf(stderr,
             "cltrain: note: %s: its run ended restoring its best epoch's weights "
             "(--early-stopping restore_best_weights=true): using the best checkpoint, %s\n",

@@ -76,11 +76,6 @@ void clt_cli_defaults(const clt_command *c, void *opts);
  * expected an integer in [1, 1000000], got 'x'". */
 int clt_cli_parse(const clt_command *c, int argc, char **argv, void *opts, int *help, clt_err *e);
 
-/* A command's start: sets opts' defaults, parses argv into it and prints --help
- * when asked. Returns -1 when the command goes on, else its exit status: 0 after
- * --help, 1 after an error (printed). */
-int clt_cli_start(const clt_command *c, int argc, char **argv, void *opts);
-
 /* Fails, naming them all, when a required flag was not given: "cltrain export:
  * --checkpoint DIR|FILE and --onnx FILE are required". */
 int clt_cli_check_required(const clt_command *c, const void *opts, clt_err *e);
@@ -90,9 +85,9 @@ int clt_cli_check_required(const clt_command *c, const void *opts, clt_err *e);
  * the newest, or the best where the run ended restoring its weights, with a
  * note); given says whether the user gave it, so a missing default folder is
  * named as the default (where cltrain train saves) rather than as a bad
- * argument. */
-int clt_cli_checkpoint(const char *checkpoint, int given, int best, char *path, size_t size,
-                       clt_err *e);
+ * argument. The note is process 0's (rank: this process's). */
+int clt_cli_checkpoint(const char *checkpoint, int given, int best, int rank, char *path,
+                       size_t size, clt_err *e);
 
 /* `cltrain <command> --help`: usage, description, the options. */
 void clt_cli_help(FILE *f, const clt_command *c);
@@ -109,16 +104,5 @@ void clt_cli_default(const clt_flag *f, char *buf, size_t size);
 
 /* f's help with its insert. */
 void clt_cli_flag_help(const clt_flag *f, char *buf, size_t size);
-
-/* Joins the run this process was started in (clt_cluster_join), printing the
- * error, or the cluster's note on stderr. */
-int clt_cli_join(clt_cluster **c, clt_err *e);
-
-/* A command's end: prints e's message when status fails (under MPI naming this
- * process), then leaves the cluster (c may be NULL), which ends the whole run on a
- * failure the other processes have not agreed on. Returns the exit status: 1 on
- * failure; 128 + the signal after a stop by a signal (CLT_ERR_STOPPED, whose
- * message says where progress was saved). */
-int clt_cli_finish(clt_cluster *c, int status, const clt_err *e);
 
 #endif

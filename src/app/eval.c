@@ -58,7 +58,8 @@ static clt_data_spec eval_data(const clt_eval_opts *o, const char *path, const c
 static int eval_set_up(const clt_eval_opts *o, clt_data *data, clt_model *model,
                        clt_checkpoint *state, char *path, size_t size, clt_device_list *devices,
                        const clt_device **chosen, int *nchosen, clt_err *e) {
-  int status = clt_cli_checkpoint(o->checkpoint, o->checkpoint_given, o->best, path, size, e);
+  int status = clt_cli_checkpoint(o->checkpoint, o->checkpoint_given, o->best,
+                                  clt_cluster_rank(o->cluster), path, size, e);
   if (!status) status = clt_checkpoint_model(path, model, e);
   if (!status) status = clt_checkpoint_load(path, model, 0, state, e);
   if (status) return status;

@@ -268,7 +268,7 @@ static int write_file(const char *path, const char *text, size_t len, clt_err *e
 }
 
 /* The output, built in memory (a failure leaves nothing half-written), then
- * written to --output atomically or to standard output. */
+ * written to --output atomically or to o->out. */
 static int write_output(const clt_predict_opts *o, int format, const predictions *r, clt_err *e) {
   char *text = NULL;
   size_t len = 0;
@@ -284,7 +284,8 @@ static int write_output(const clt_predict_opts *o, int format, const predictions
       status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory for the predictions");
   }
   if (!status && o->output) status = write_file(o->output, text, len, e);
-  else if (!status) fwrite(text, 1, len, stdout); /* main checks the flush */
+  else if (!status && fwrite(text, 1, len, o->out) != len)
+    status = clt_fail(e, CLT_ERR_IO, "cannot write the predictions: %s", strerror(errno));
   free(text);
   free(p);
   free(top);
@@ -314,7 +315,8 @@ int clt_predict(const clt_predict_opts *o, int *skipped, clt_err *e) {
                       "cltrain predict --help)");
   if (!status && o->output) status = clt_check_output_file(o->output, "--output", e);
   if (!status)
-    status = clt_cli_checkpoint(o->checkpoint, o->checkpoint_given, o->best, path, sizeof path, e);
+    status = clt_cli_checkpoint(o->checkpoint, o->checkpoint_given, o->best, 0, path, sizeof path,
+                                e);
   if (!status) status = clt_checkpoint_model(path, &model, e);
   if (!status) status = clt_checkpoint_load(path, &model, 0, &state, e);
   if (!status) status = check_input(&model, path, e);

@@ -2,6 +2,8 @@
 #ifndef CLT_PREDICT_H
 #define CLT_PREDICT_H
 
+#include <stdio.h>
+
 #include "checkpoint.h"
 #include "model.h"
 #include "onnx.h"
@@ -18,6 +20,7 @@ typedef struct clt_predict_opts {
   int batch_per_replica;
   long max_image_pixels; /* as in clt_train_opts */
   int checkpoint_given;  /* --checkpoint was given (not the default) */
+  FILE *out;             /* the predictions without --output */
 } clt_predict_opts;
 
 /* Predicts every image and writes the lines. An image that cannot be used (a

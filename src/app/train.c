@@ -138,6 +138,13 @@ static int early_stop_end(const clt_train_opts *o, const clt_early_stop *es, lon
   return clt_checkpoint_best_restored(o->checkpoint_dir, last_saved, e);
 }
 
+/* What asked the run to stop, for its message: a signal, or a program's
+ * cltrain_request_stop. */
+static const char *stop_cause(void) {
+  const int sig = clt_interrupt_signal();
+  return sig == SIGTERM ? "SIGTERM" : sig == CLT_STOP_REQUESTED ? "a stop request" : "SIGINT";
+}
+
 /* Whether a signal asked the run to stop (in any process: every one answers the same). */
 static int stop_asked(clt_cluster *c, clt_err *e, int *status) {
   int asked = clt_interrupt_signal() != 0;
@@ -152,8 +159,7 @@ static int stop_asked(clt_cluster *c, clt_err *e, int *status) {
 static int stop_run(const clt_train_opts *o, clt_trainer *t, const clt_model *model,
                     int epochs_done, const clt_epoch_record *rec, const char *saved, long step,
                     uint64_t seed, clt_checkpoint *state, const clt_report *rep, clt_err *e) {
-  const int sig = clt_interrupt_signal() ? clt_interrupt_signal() : SIGINT;
-  const char *name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+  const char *name = stop_cause();
   char where[96];
   if (rec && rec->train.steps_done < rec->train.steps)
     snprintf(where, sizeof where, "epoch %d, step %d of %d", epochs_done + 1, rec->train.steps_done,
@@ -337,7 +343,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   if (stop_asked(c, e, &status) || status) {
     if (!status)
       status = clt_fail(e, CLT_ERR_STOPPED, "stopped by %s before the first step; nothing changed",
-                        clt_interrupt_signal() == SIGTERM ? "SIGTERM" : "SIGINT");
+                        stop_cause());
     goto cleanup;
   }
   /* A checkpoint saved mid-epoch (by a signal) continues that epoch where it stopped. */

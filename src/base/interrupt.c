@@ -14,8 +14,8 @@
  * installs its own handler that deletes the compiler's temporary files and so
  * fails the build in flight. Blocked everywhere, the signal reaches only the
  * waiting thread. */
-static volatile sig_atomic_t received;
-static long test_step = -1; /* CLTRAIN_TEST_SIGNAL */
+static volatile sig_atomic_t received; /* what clt_interrupt_signal answers */
+static long test_step = -1;            /* CLTRAIN_TEST_SIGNAL */
 static int test_signal = SIGINT;
 
 static void *wait_signals(void *arg) {
@@ -23,7 +23,7 @@ static void *wait_signals(void *arg) {
   for (;;) {
     int sig = 0;
     if (sigwait(set, &sig) != 0) continue;
-    if (received) {
+    if (received > 0) {
       /* The second: the signal's default action, now (the process ends by it). */
       signal(sig, SIG_DFL);
       sigset_t one;
@@ -65,6 +65,12 @@ void clt_interrupt_install(void) {
 }
 
 int clt_interrupt_signal(void) { return received; }
+
+void clt_interrupt_request(void) {
+  if (!received) received = CLT_STOP_REQUESTED;
+}
+
+void clt_interrupt_clear(void) { received = 0; }
 
 void clt_interrupt_step(long step) {
   if (step != test_step) return;

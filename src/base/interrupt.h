@@ -9,8 +9,18 @@
  * started: threads inherit the blocked signal mask). */
 void clt_interrupt_install(void);
 
-/* The first signal received (SIGINT or SIGTERM), or 0. */
+/* What asked the run to stop: the first signal received (SIGINT or SIGTERM),
+ * CLT_STOP_REQUESTED after clt_interrupt_request alone, or 0. */
+#define CLT_STOP_REQUESTED (-1)
 int clt_interrupt_signal(void);
+
+/* Asks the run to stop as a first signal does, without one (async-signal-safe:
+ * the public cltrain_request_stop). A signal received later is still a first
+ * one. */
+void clt_interrupt_request(void);
+
+/* Forgets the stop asked (by a signal or a request): the next signal is a first. */
+void clt_interrupt_clear(void);
 
 /* Test facility: with CLTRAIN_TEST_SIGNAL=N (or N:TERM) in the environment when
  * clt_interrupt_install runs, the trainer sends SIGINT (SIGTERM) at optimizer

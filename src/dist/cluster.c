@@ -15,8 +15,9 @@
 
 struct clt_cluster {
   int rank, size;
-  int mpi;    /* MPI was initialised (and must be finalised) */
-  int agreed; /* a failure every process knows of */
+  int mpi;      /* MPI is in use */
+  int finalize; /* ... and was initialised here: leaving finalises it */
+  int agreed;   /* a failure every process knows of */
   char host[256];
   char note[256]; /* a word on how the launcher placed this process, or "" */
   float *scratch; /* clt_cluster_sum's receive buffer */
@@ -79,15 +80,33 @@ int clt_cluster_join(clt_cluster **out, clt_err *e) {
   c->size = 1;
   if (gethostname(c->host, sizeof c->host - 1) != 0) snprintf(c->host, sizeof c->host, "?");
 #ifdef CLT_HAVE_MPI
-  if (launched > 1) {
+  /* A program that initialised MPI itself (libcltrain's caller) keeps it: its
+   * world is the run, and finalising is the program's. */
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised) MPI_Finalized(&finalised);
+  if (finalised) {
+    free(c);
+    return clt_fail(e, CLT_ERR_PEER, "MPI was finalised: it cannot be used again");
+  }
+  if (launched > 1 || initialised) {
     int provided = 0;
     /* Replica threads call MPI one at a time (the ring's first thread, between
      * barriers), so SERIALIZED suffices. */
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    if (initialised) {
+      MPI_Query_thread(&provided);
+    } else if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
       free(c);
       return clt_fail(e, CLT_ERR_PEER, "MPI_Init_thread failed");
     }
     c->mpi = 1;
+    c->finalize = !initialised;
+    if (provided < MPI_THREAD_SERIALIZED && initialised) {
+      clt_cluster_leave(c, 0);
+      return clt_fail(e, CLT_ERR_PEER,
+                      "the program initialised MPI below MPI_THREAD_SERIALIZED, which cltrain's "
+                      "threads need: use MPI_Init_thread");
+    }
     if (provided < MPI_THREAD_SERIALIZED) {
       clt_cluster_leave(c, 0);
       return clt_fail(e, CLT_ERR_PEER,
@@ -126,7 +145,7 @@ void clt_cluster_leave(clt_cluster *c, int failed) {
       nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 300000000L}, NULL);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    MPI_Finalize();
+    if (c->finalize) MPI_Finalize();
   }
 #else
   (void)failed;

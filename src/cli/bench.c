@@ -1,14 +1,18 @@
+/* `cltrain bench allreduce`: times the all-reduce training uses (device buffers of
+ * every replica of every process summed: each host's ring, then the ring across
+ * processes) against MPI_Allreduce of the same floats alone. On cltrain's
+ * internals (the ring and the cluster themselves), not the public API. */
 #define _POSIX_C_SOURCE 200809L
-#include "bench.h"
+#include "commands.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "cluster.h"
 #include "flags.h"
+#include "internals.h"
 #include "model.h"
 #include "ring.h"
 #include "timing.h"
