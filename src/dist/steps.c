@@ -209,6 +209,14 @@ int clt_trainer_set_grads(clt_trainer *t, const float *grads, clt_err *e) {
   return CLT_OK;
 }
 
+int clt_trainer_set_params(clt_trainer *t, const float *params, clt_err *e) {
+  for (int r = 0; r < t->n; r++) {
+    int status = clt_net_write_params(t->local[r].net, params, e);
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
 int clt_trainer_get_grads(clt_trainer *t, float *grads, clt_err *e) {
   return clt_net_read_grads(t->local[0].net, grads, e);
 }

@@ -268,6 +268,8 @@ int clt_trainer_end_steps(clt_trainer *t, clt_err *e);
 /* Writes the gradient buffer (grad_floats) of every replica, or reads the first's. */
 int clt_trainer_set_grads(clt_trainer *t, const float *grads, clt_err *e);
 int clt_trainer_get_grads(clt_trainer *t, float *grads, clt_err *e);
+/* Writes the parameters (flat_floats) of every replica, leaving the optimizer's state. */
+int clt_trainer_set_params(clt_trainer *t, const float *params, clt_err *e);
 
 /* The logits of the caller's batch b (any count; labels may be NULL) into
  * logits (count x classes floats), in inference mode, its batches sliced across
