@@ -44,8 +44,10 @@ static cltrain_dataset *open_data(cltrain_ctx *ctx, long train_limit, long test_
   clt_err e = {0};
   d->h.kind = API_DATASET;
   d->ctx = ctx;
-  const clt_data_spec spec = {
-      .dir = data_dir, .with_train = 1, .train_limit = train_limit, .test_limit = test_limit};
+  const clt_data_spec spec = {.dir = data_dir,
+                              .with_train = 1,
+                              .train_limit = train_limit,
+                              .test_limit = test_limit};
   if (clt_data_open(&spec, &d->data, &e)) {
     fprintf(stderr, "%s: %s\n", data_dir, e.msg);
     exit(1);
@@ -184,10 +186,11 @@ static void same_as_command(cltrain_ctx *ctx, cltrain_model *m) {
           "metrics: 128 examples, loss %.4f the batches' mean, accuracy %.3f, %.0f images/s", loss,
           acc, ips);
     check(losses[0] > 1.5 && losses[0] < 3.5, "the first batch's loss %.4f near ln 10", losses[0]);
-    status = parts ? cltrain_trainer_forward_backward(t, NULL, NULL) : cltrain_trainer_step(t, NULL, NULL);
+    status = parts ? cltrain_trainer_forward_backward(t, NULL, NULL)
+                   : cltrain_trainer_step(t, NULL, NULL);
     check(status == CLTRAIN_ERR_STATE && strstr(cltrain_errmsg(t), "no batch left") &&
-              starts(cltrain_errmsg(t), parts ? "cltrain_trainer_forward_backward"
-                                              : "cltrain_trainer_step"),
+              starts(cltrain_errmsg(t),
+                     parts ? "cltrain_trainer_forward_backward" : "cltrain_trainer_step"),
           "a step past the epoch's end: CLTRAIN_ERR_STATE (%s)", cltrain_errmsg(t));
     cltrain_trainer_free(&t);
     check(t == NULL, "free sets the handle to NULL");
@@ -239,7 +242,8 @@ static void memory_batch(cltrain_ctx *ctx, cltrain_model *m) {
         "the caller's copy of the epoch's first batch: the same loss (%.6f), correct count and "
         "summed gradient, bit for bit",
         l_mem);
-  status = cltrain_trainer_forward_backward_batch(t, floats, CLTRAIN_F32, labels, 64, &l_float, NULL);
+  status = cltrain_trainer_forward_backward_batch(t, floats, CLTRAIN_F32, labels, 64, &l_float,
+                                                  NULL);
   if (!status) status = cltrain_trainer_allreduce(t);
   if (!status) status = cltrain_trainer_get_gradients(t, g_mem, n);
   check(status == CLTRAIN_OK && l_float == l_epoch && same_bits(g_mem, g_epoch, n),
@@ -278,15 +282,22 @@ static void memory_batch(cltrain_ctx *ctx, cltrain_model *m) {
 static void bad_use(cltrain_ctx *ctx, cltrain_model *m) {
   cltrain_trainer *t = NULL;
   int status = cltrain_trainer_create(ctx, m, "devices=all bogus=1", &t);
-  check(status == CLTRAIN_ERR_ARG && t == NULL && starts(cltrain_errmsg(ctx), "cltrain_trainer_create") &&
+  check(status == CLTRAIN_ERR_ARG && t == NULL &&
+            starts(cltrain_errmsg(ctx), "cltrain_trainer_create") &&
             strstr(cltrain_errmsg(ctx), "bogus"),
         "an unknown option: %s", cltrain_errmsg(ctx));
-  const char *bad[] = {"batch-per-replica=0", "split=nonsense", "optimizer=lbfgs",
-                       "optimizer=adam momentum=0.9", "optimizer=sgd nesterov=1",
-                       "devices=99",          "lr=-1",          "seed=x"};
+  const char *bad[] = {"batch-per-replica=0",
+                       "split=nonsense",
+                       "optimizer=lbfgs",
+                       "optimizer=adam momentum=0.9",
+                       "optimizer=sgd nesterov=1",
+                       "devices=99",
+                       "lr=-1",
+                       "seed=x"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     status = cltrain_trainer_create(ctx, m, bad[i], &t);
-    check(status != CLTRAIN_OK && t == NULL && starts(cltrain_errmsg(ctx), "cltrain_trainer_create"),
+    check(status != CLTRAIN_OK && t == NULL &&
+              starts(cltrain_errmsg(ctx), "cltrain_trainer_create"),
           "refused: %s (%s)", bad[i], cltrain_errmsg(ctx));
   }
   check(cltrain_trainer_create(NULL, m, NULL, &t) == CLTRAIN_ERR_ARG &&
@@ -295,7 +306,8 @@ static void bad_use(cltrain_ctx *ctx, cltrain_model *m) {
   check(cltrain_trainer_step(NULL, NULL, NULL) == CLTRAIN_ERR_ARG &&
             strstr(cltrain_errmsg(NULL), "cltrain_trainer_step: the trainer is NULL"),
         "a NULL trainer: %s", cltrain_errmsg(NULL));
-  status = cltrain_trainer_create(ctx, m, "split=equal batch-per-replica=8 optimizer=sgd lr=0.05", &t);
+  status = cltrain_trainer_create(ctx, m, "split=equal batch-per-replica=8 optimizer=sgd lr=0.05",
+                                  &t);
   check(status == CLTRAIN_OK, "trainer created (%s)", cltrain_errmsg(ctx));
   if (status) return;
   check(cltrain_trainer_learning_rate(t) == 0.05, "learning rate 0.05");
@@ -315,7 +327,8 @@ static void bad_use(cltrain_ctx *ctx, cltrain_model *m) {
   uint8_t images[17 * 784] = {0};
   int32_t labels[17] = {0};
   status = cltrain_trainer_forward_backward_batch(t, images, CLTRAIN_U8, labels, 17, NULL, NULL);
-  check(status == CLTRAIN_ERR_ARG && starts(cltrain_errmsg(t), "cltrain_trainer_forward_backward_batch") &&
+  check(status == CLTRAIN_ERR_ARG &&
+            starts(cltrain_errmsg(t), "cltrain_trainer_forward_backward_batch") &&
             strstr(cltrain_errmsg(t), "global batch, 16"),
         "a batch over the global batch: %s", cltrain_errmsg(t));
   status = cltrain_trainer_forward_backward_batch(t, images, CLTRAIN_U8, labels, 0, NULL, NULL);
@@ -325,7 +338,8 @@ static void bad_use(cltrain_ctx *ctx, cltrain_model *m) {
   check(status == CLTRAIN_ERR_ARG && strstr(cltrain_errmsg(t), "labels[3] = 10"),
         "a label out of range: %s", cltrain_errmsg(t));
   labels[3] = 0;
-  status = cltrain_trainer_forward_backward_batch(t, images, (cltrain_format)7, labels, 4, NULL, NULL);
+  status = cltrain_trainer_forward_backward_batch(t, images, (cltrain_format)7, labels, 4, NULL,
+                                                  NULL);
   check(status == CLTRAIN_ERR_ARG, "an unknown format refused");
   status = cltrain_trainer_forward_backward_batch(t, images, CLTRAIN_U8, labels, 4, NULL, NULL);
   check(status == CLTRAIN_OK, "a batch of 4 (%s)", cltrain_errmsg(t));
@@ -374,8 +388,8 @@ static void checkpoints(cltrain_ctx *ctx, cltrain_model *m) {
   check(cltrain_trainer_steps_done(t) == 2, "an epoch of 2 steps");
   status = cltrain_trainer_save(t, dir, 1, 2);
   check(status == CLTRAIN_OK, "saved (%s)", cltrain_errmsg(t));
-  snprintf(cmd, sizeof cmd, "%s eval --checkpoint %s --data %s --test-limit 96 >%s/eval.txt", cltrain,
-           dir, data_dir, scratch);
+  snprintf(cmd, sizeof cmd, "%s eval --checkpoint %s --data %s --test-limit 96 >%s/eval.txt",
+           cltrain, dir, data_dir, scratch);
   check(run(cmd) == 0, "cltrain eval reads the API's checkpoint");
   snprintf(onnx, sizeof onnx, "%s/model.onnx", scratch);
   snprintf(cmd, sizeof cmd, "%s export --checkpoint %s --onnx %s/cmd.onnx >/dev/null", cltrain, dir,
@@ -453,8 +467,8 @@ static void checkpoints(cltrain_ctx *ctx, cltrain_model *m) {
   status = cltrain_trainer_restore(u, dir);
   check(status != CLTRAIN_OK && starts(cltrain_errmsg(u), "cltrain_trainer_restore"),
         "restoring another model's checkpoint refused: %s", cltrain_errmsg(u));
-  check(cltrain_trainer_restore(u, "/nonexistent/ckpt") == CLTRAIN_ERR_IO, "a missing checkpoint: %s",
-        cltrain_errmsg(u));
+  check(cltrain_trainer_restore(u, "/nonexistent/ckpt") == CLTRAIN_ERR_IO,
+        "a missing checkpoint: %s", cltrain_errmsg(u));
   cltrain_trainer_free(&u);
   free_model(other);
   cltrain_trainer_free(&t);
@@ -470,7 +484,8 @@ static void stop(cltrain_ctx *ctx, cltrain_model *m) {
   if (!status) status = cltrain_trainer_begin_epoch(t, d, CLTRAIN_TRAIN, 0, NULL);
   if (!status) status = cltrain_trainer_step(t, NULL, NULL);
   kill(getpid(), SIGINT);
-  for (int i = 0; i < 2000 && !clt_interrupt_signal(); i++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  for (int i = 0; i < 2000 && !clt_interrupt_signal(); i++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
   status = cltrain_trainer_step(t, NULL, NULL);
   check(status == CLTRAIN_ERR_STOPPED && starts(cltrain_errmsg(t), "cltrain_trainer_step") &&
             cltrain_trainer_steps_done(t) == 1,

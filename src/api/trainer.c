@@ -50,8 +50,9 @@ struct cltrain_trainer {
 /* ---- options ------------------------------------------------------------------- */
 
 static const char *const create_options[] = {
-    "devices", "batch-per-replica", "split", "optimizer", "lr", "momentum", "nesterov",
-    "weight-decay", "lr-schedule", "seed", "allreduce-timeout", "check-replicas", "local", NULL};
+    "devices",           "batch-per-replica", "split",        "optimizer",   "lr",
+    "momentum",          "nesterov",          "weight-decay", "lr-schedule", "seed",
+    "allreduce-timeout", "check-replicas",    "local",        NULL};
 
 typedef struct trainer_opts {
   char devices[1024], split[256];
@@ -266,8 +267,8 @@ static int step_failed(cltrain_trainer *t, const char *fn, const clt_err *e) {
  * was asked (in any process: every one answers alike). */
 static int may_step(cltrain_trainer *t, const char *fn) {
   if (t->broken)
-    return api_fail(t, fn, CLTRAIN_ERR_STATE, "the trainer cannot step after an earlier failure (%s)",
-                    t->broken_msg);
+    return api_fail(t, fn, CLTRAIN_ERR_STATE,
+                    "the trainer cannot step after an earlier failure (%s)", t->broken_msg);
   int asked = clt_interrupt_signal() != 0;
   clt_err e = {0};
   if (clt_cluster_any(t->cluster, &asked, &e)) return step_failed(t, fn, &e);
@@ -335,7 +336,7 @@ static void record_data(cltrain_trainer *t, const cltrain_dataset *d) {
   rec->validation_split = d->data.spec.validation_split;
   clt_augment_format(&d->data.spec.augment, rec->augment, sizeof rec->augment);
   rec->image_size = clt_augment_has(&d->data.spec.augment, CLT_AUG_CROP) ? d->data.spec.image_size
-                                                                        : 0;
+                                                                         : 0;
 }
 
 CLTRAIN_API int cltrain_trainer_begin_epoch(cltrain_trainer *t, cltrain_dataset *d,
@@ -343,7 +344,8 @@ CLTRAIN_API int cltrain_trainer_begin_epoch(cltrain_trainer *t, cltrain_dataset 
   int status = api_check(t, API_TRAINER, __func__);
   if (!status) status = api_check(d, API_DATASET, __func__);
   if (status) return status;
-  if (epoch < 0) return api_fail(t, __func__, CLTRAIN_ERR_ARG, "epoch %d: expected 0 or more", epoch);
+  if (epoch < 0)
+    return api_fail(t, __func__, CLTRAIN_ERR_ARG, "epoch %d: expected 0 or more", epoch);
   if (t->broken)
     return api_fail(t, __func__, CLTRAIN_ERR_STATE,
                     "the trainer cannot step after an earlier failure (%s)", t->broken_msg);
@@ -410,8 +412,8 @@ CLTRAIN_API int cltrain_trainer_forward_backward_batch(cltrain_trainer *t, const
   if (!images || !labels)
     return api_fail(t, __func__, CLTRAIN_ERR_ARG, "the %s are NULL", images ? "labels" : "images");
   if (format != CLTRAIN_U8 && format != CLTRAIN_F32)
-    return api_fail(t, __func__, CLTRAIN_ERR_ARG,
-                    "format %d: expected CLTRAIN_U8 or CLTRAIN_F32", (int)format);
+    return api_fail(t, __func__, CLTRAIN_ERR_ARG, "format %d: expected CLTRAIN_U8 or CLTRAIN_F32",
+                    (int)format);
   if (count < 1 || count > global)
     return api_fail(t, __func__, CLTRAIN_ERR_ARG,
                     "a batch of %d examples: expected 1 to the global batch, %d", count, global);
@@ -632,7 +634,8 @@ CLTRAIN_API int cltrain_trainer_evaluate(cltrain_trainer *t, cltrain_dataset *d,
   if (!status) status = clt_trainer_evaluate(t->t, &l, &acc, &e);
   clt_err ignored;
   clt_trainer_use_source(t->t, 1, NULL, &ignored);
-  if (status) return e.code == CLT_ERR_ARG ? api_fail_err(t, __func__, &e) : step_failed(t, __func__, &e);
+  if (status)
+    return e.code == CLT_ERR_ARG ? api_fail_err(t, __func__, &e) : step_failed(t, __func__, &e);
   if (loss) *loss = l;
   if (accuracy) *accuracy = acc;
   return CLTRAIN_OK;
@@ -645,9 +648,10 @@ CLTRAIN_API int cltrain_trainer_predict(cltrain_trainer *t, const void *images,
   if (!images || !logits)
     return api_fail(t, __func__, CLTRAIN_ERR_ARG, "the %s are NULL", images ? "logits" : "images");
   if (format != CLTRAIN_U8 && format != CLTRAIN_F32)
-    return api_fail(t, __func__, CLTRAIN_ERR_ARG,
-                    "format %d: expected CLTRAIN_U8 or CLTRAIN_F32", (int)format);
-  if (count < 1) return api_fail(t, __func__, CLTRAIN_ERR_ARG, "count %d: expected 1 or more", count);
+    return api_fail(t, __func__, CLTRAIN_ERR_ARG, "format %d: expected CLTRAIN_U8 or CLTRAIN_F32",
+                    (int)format);
+  if (count < 1)
+    return api_fail(t, __func__, CLTRAIN_ERR_ARG, "count %d: expected 1 or more", count);
   const clt_host_batch b = {images, format == CLTRAIN_F32, NULL, count};
   clt_err e = {0};
   if (clt_trainer_predict_host(t->t, &b, logits, &e)) return step_failed(t, __func__, &e);
@@ -691,7 +695,8 @@ CLTRAIN_API int cltrain_trainer_save(cltrain_trainer *t, const char *dir, int ep
     /* One writer per folder, as the train command's. */
     status = clt_checkpoint_prepare_dir(dir, &e);
     if (!status) status = clt_checkpoint_lock(dir, &fd, &e);
-    if (!status) status = clt_checkpoint_save(dir, keep, t->model, &st, written, sizeof written, &e);
+    if (!status)
+      status = clt_checkpoint_save(dir, keep, t->model, &st, written, sizeof written, &e);
     clt_checkpoint_unlock(fd);
   }
   clt_checkpoint_free(&st);
@@ -719,13 +724,15 @@ CLTRAIN_API int cltrain_trainer_restore(cltrain_trainer *t, const char *checkpoi
   if (!status) status = clt_cluster_bcast(t->cluster, st.params, bytes, &e);
   for (int k = 0; k < CLT_OPT_SLOTS && !status; k++)
     status = clt_cluster_bcast(t->cluster, st.opt_state[k], bytes, &e);
-  if (!status) status = clt_trainer_set_state(t->t, st.params, st.opt_state[0], st.opt_state[1], &e);
+  if (!status)
+    status = clt_trainer_set_state(t->t, st.params, st.opt_state[0], st.opt_state[1], &e);
   if (!status) {
     t->steps_done = (long)st.iterations;
     t->phase = PHASE_NONE;
   }
   clt_checkpoint_free(&st);
-  if (status) return e.code == CLT_ERR_DEVICE ? step_failed(t, __func__, &e) : api_fail_err(t, __func__, &e);
+  if (status)
+    return e.code == CLT_ERR_DEVICE ? step_failed(t, __func__, &e) : api_fail_err(t, __func__, &e);
   return CLTRAIN_OK;
 }
 

@@ -567,7 +567,8 @@ int trainer_begin_pass(pass *p, clt_err *e) {
   if (!p->host && !p->source) p->source = t->source[p->train ? 0 : 1];
   if (!p->host && !p->source)
     return clt_fail(e, CLT_ERR_ARG, "no %s set", p->train ? "training" : "test");
-  if (p->source && (status = clt_source_begin_epoch(p->source, t->order, p->train ? p->epoch : -1, e)))
+  if (p->source &&
+      (status = clt_source_begin_epoch(p->source, t->order, p->train ? p->epoch : -1, e)))
     return status;
   t->progress.last_draw = 0;
   p->t0 = clt_now_seconds();
@@ -604,8 +605,8 @@ int trainer_join_pass(pass *p, const pthread_t *threads, int started, clt_err *e
   return p->ranks[chosen].status;
 }
 
-int trainer_start_threads(pass *p, void *(*fn)(void *), trainer_thread_arg *args, pthread_t *threads,
-                          int *started) {
+int trainer_start_threads(pass *p, void *(*fn)(void *), trainer_thread_arg *args,
+                          pthread_t *threads, int *started) {
   clt_trainer *t = p->t;
   *started = 0;
   for (int r = 0; r < t->n; r++) {

@@ -33,8 +33,8 @@ static int process_spec(const char *spec, clt_cluster *c, char *out, size_t size
   return CLT_OK;
 }
 
-int clt_select_devices(const char *spec, clt_cluster *c, clt_device_list *list,
-                       const clt_model *m, const clt_device **chosen, int *n, clt_err *e) {
+int clt_select_devices(const char *spec, clt_cluster *c, clt_device_list *list, const clt_model *m,
+                       const clt_device **chosen, int *n, clt_err *e) {
   char mine[1024];
   int idx[CLT_MAX_SELECTED];
   *n = 0;

@@ -15,7 +15,7 @@
  * hold CLT_MAX_REPLICAS. Under a selection by type (all, cpu, gpu, accelerator)
  * a device too small to train m on one example (m NULL: no check) is left out;
  * one named by index stays, to fail when its replica is made. */
-int clt_select_devices(const char *spec, clt_cluster *c, clt_device_list *list,
-                       const clt_model *m, const clt_device **chosen, int *n, clt_err *e);
+int clt_select_devices(const char *spec, clt_cluster *c, clt_device_list *list, const clt_model *m,
+                       const clt_device **chosen, int *n, clt_err *e);
 
 #endif

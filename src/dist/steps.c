@@ -128,8 +128,8 @@ static int read_step(clt_trainer *t, pass *p, int s, clt_step_result *res, clt_e
   return CLT_OK;
 }
 
-int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step,
-                        clt_step_result *r, clt_err *e) {
+int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step, clt_step_result *r,
+                        clt_err *e) {
   pass *p = t->steps;
   int s = 0, status = CLT_OK;
   if (batch) {
@@ -242,7 +242,8 @@ int trainer_load_host(pass *p, int rank, int first, int len, clt_err *e) {
   if (len == 0) return CLT_OK;
   clt_replica_scope(rep, "input", "batch");
   if (b->floats) {
-    status = clt_source_upload(rep, l->net->input, (const float *)b->images + (size_t)first * pixels,
+    status = clt_source_upload(rep, l->net->input,
+                               (const float *)b->images + (size_t)first * pixels,
                                (size_t)len * pixels * sizeof(float), "uploading a batch", e);
   } else {
     /* Staged as bytes (made once, for the largest slice), then preprocessed. */
@@ -258,8 +259,7 @@ int trainer_load_host(pass *p, int rank, int first, int len, clt_err *e) {
     int n = len * pixels, channels = m->input.c, mode = (int)m->preprocess;
     clt_karg args[] = {CLT_ARG(l->host_images), CLT_ARG(n), CLT_ARG(channels), CLT_ARG(mode),
                        CLT_ARG(l->net->input)};
-    if (!status)
-      status = clt_launch1d(rep, l->convert, "convert_batch", args, 5, (size_t)n, e);
+    if (!status) status = clt_launch1d(rep, l->convert, "convert_batch", args, 5, (size_t)n, e);
   }
   if (status) return status;
   if (b->labels)

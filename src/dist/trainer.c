@@ -441,7 +441,8 @@ static void reverse(int *a, int from, int to) {
 int trainer_prepare_training(clt_trainer *t, clt_err *e) {
   if (t->check_replicas && !t->check_params) {
     t->check_params = malloc((size_t)t->n * t->model->flat_floats * sizeof(float));
-    if (!t->check_params) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for --check-replicas");
+    if (!t->check_params)
+      return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for --check-replicas");
   }
   /* The profile's sums are the pass's: what ran before it (set-up, the last
    * evaluation) is collected and dropped first. */

@@ -255,8 +255,8 @@ typedef struct clt_step_result {
  * pass): the parts and the whole give the same bits. reduce and update act on
  * the batch of the latest forward, in that order; the caller keeps the order.
  * After a failure other than CLT_ERR_NUMERIC the trainer cannot step again. */
-int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step,
-                        clt_step_result *r, clt_err *e);
+int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step, clt_step_result *r,
+                        clt_err *e);
 int clt_trainer_reduce(clt_trainer *t, clt_err *e);
 int clt_trainer_update(clt_trainer *t, const clt_optimizer *opt, long step, clt_step_result *r,
                        clt_err *e);

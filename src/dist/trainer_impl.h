@@ -132,11 +132,11 @@ typedef struct pass_rank {
 
 typedef struct pass {
   clt_trainer *t;
-  clt_source *source;           /* set by the caller, or the trainer's (trainer_begin_pass) */
-  const clt_host_batch *host;   /* or a batch in the caller's memory */
-  int train; /* 1: training epoch, 0: evaluation */
-  int epoch; /* training: the epoch (its augmentations' draws) */
-  int count; /* examples in the pass */
+  clt_source *source;         /* set by the caller, or the trainer's (trainer_begin_pass) */
+  const clt_host_batch *host; /* or a batch in the caller's memory */
+  int train;                  /* 1: training epoch, 0: evaluation */
+  int epoch;                  /* training: the epoch (its augmentations' draws) */
+  int count;                  /* examples in the pass */
   int steps;
   const clt_optimizer *opt;
   long first_step; /* optimizer steps taken before the pass's step 0 */
@@ -223,8 +223,8 @@ typedef struct trainer_thread_arg {
   int s;             /* the step (steps.c) */
   trainer_part part; /* ... and what of it */
 } trainer_thread_arg;
-int trainer_start_threads(pass *p, void *(*fn)(void *), trainer_thread_arg *args, pthread_t *threads,
-                          int *started);
+int trainer_start_threads(pass *p, void *(*fn)(void *), trainer_thread_arg *args,
+                          pthread_t *threads, int *started);
 int trainer_join_pass(pass *p, const pthread_t *threads, int started, clt_err *e);
 int trainer_end_pass(pass *p, int rank, int status, clt_err *e);
 /* Rank's part `part` of step s of a training pass (as the pass's own threads run

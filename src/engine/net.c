@@ -656,8 +656,9 @@ int clt_net_read_slot(clt_net *net, int slot, float *metrics, float *check, clt_
   clt_replica *r = net->replica;
   if (clt_fault_hit(r->index, r->step, CLT_FAULT_READ))
     return clt_replica_fail_injected(r, e, CL_OUT_OF_RESOURCES, "reading metrics");
-  cl_int rc = clEnqueueReadBuffer(r->queue, net->metrics, CL_FALSE, 2 * (size_t)slot * sizeof(float),
-                                  2 * sizeof(float), metrics, 0, NULL, NULL);
+  cl_int rc = clEnqueueReadBuffer(r->queue, net->metrics, CL_FALSE,
+                                  2 * (size_t)slot * sizeof(float), 2 * sizeof(float), metrics, 0,
+                                  NULL, NULL);
   if (!rc && check && net->train)
     rc = clEnqueueReadBuffer(r->queue, net->grad_checks, CL_FALSE, (size_t)slot * sizeof(float),
                              sizeof(float), check, 0, NULL, NULL);
