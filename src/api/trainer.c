@@ -220,7 +220,11 @@ CLTRAIN_API int cltrain_trainer_create(cltrain_ctx *ctx, const cltrain_model *m,
     t->grads = malloc((m->model->grad_floats ? m->model->grad_floats : 1) * sizeof *t->grads);
   }
   if (!t || !t->model || !t->flat || !t->grads) {
-    if (t) free(t->model), free(t->flat), free(t->grads);
+    if (t) {
+      free(t->model);
+      free(t->flat);
+      free(t->grads);
+    }
     free(t);
     return api_fail(ctx, __func__, CLTRAIN_ERR_NOMEM, "out of host memory");
   }
