@@ -116,7 +116,9 @@ static float *checkpoint_params(const cltrain_model *m, const char *path, size_t
     }
   }
   clt_checkpoint_free(&st);
-  return at == n ? out : NULL;
+  if (at == n) return out;
+  free(out);
+  return NULL;
 }
 
 static float *params_of(cltrain_trainer *t) {
@@ -443,7 +445,7 @@ static void checkpoints(cltrain_ctx *ctx, cltrain_model *m) {
   status = cltrain_trainer_create(ctx, m, equal_opts, &u);
   if (!status) status = cltrain_trainer_restore(u, dir);
   /* A dataset feeds one trainer at a time: u's epoch holds d until it ends. */
-  status = cltrain_trainer_begin_epoch(u, d, CLTRAIN_TRAIN, 1, NULL);
+  if (!status) status = cltrain_trainer_begin_epoch(u, d, CLTRAIN_TRAIN, 1, NULL);
   if (!status) status = cltrain_trainer_step(u, NULL, NULL);
   if (!status) {
     status = cltrain_trainer_begin_epoch(t, d, CLTRAIN_TRAIN, 1, NULL);
@@ -483,6 +485,7 @@ static void stop(cltrain_ctx *ctx, cltrain_model *m) {
   int status = cltrain_trainer_create(ctx, m, equal_opts, &t);
   if (!status) status = cltrain_trainer_begin_epoch(t, d, CLTRAIN_TRAIN, 0, NULL);
   if (!status) status = cltrain_trainer_step(t, NULL, NULL);
+  check(status == CLTRAIN_OK, "a step before the stop (%s)", cltrain_errmsg(t));
   kill(getpid(), SIGINT);
   for (int i = 0; i < 2000 && !clt_interrupt_signal(); i++)
     nanosleep(&(struct timespec){0, 1000000}, NULL);
@@ -538,6 +541,9 @@ int main(int argc, char **argv) {
   cltrain_model *m = make_model(ctx, "fmnist-cnn", NULL, 42);
   if (argc > 5 && strcmp(argv[4], "--bench") == 0) {
     bench(ctx, m, atoi(argv[5]));
+    free_model(m);
+    clt_devices_free(&ctx->devices);
+    free(ctx);
     return 0;
   }
   const double t0 = clt_now_seconds();

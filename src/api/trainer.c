@@ -119,9 +119,9 @@ static int read_optimizer(cltrain_ctx *ctx, const char *fn, const api_opts *o, t
 }
 
 static int read_options(cltrain_ctx *ctx, const char *fn, const char *text, trainer_opts *to) {
+  memset(to, 0, sizeof *to);
   api_opts *o = malloc(sizeof *o);
   if (!o) return api_fail(ctx, fn, CLTRAIN_ERR_NOMEM, "out of host memory");
-  memset(to, 0, sizeof *to);
   to->batch = 64;
   to->timeout = CLT_RING_DEFAULT_TIMEOUT;
   to->seed = 42;
@@ -360,9 +360,8 @@ CLTRAIN_API int cltrain_trainer_begin_epoch(cltrain_trainer *t, cltrain_dataset 
   int n = 0;
   t->epoch_active = 0;
   t->phase = PHASE_NONE;
-  if ((status = clt_trainer_end_steps(t->t, &e)) ||
-      (status = clt_trainer_use_source(t->t, 0, src, &e)) ||
-      (status = clt_trainer_begin_steps(t->t, t->seed, epoch, &n, &e)))
+  if (clt_trainer_end_steps(t->t, &e) || clt_trainer_use_source(t->t, 0, src, &e) ||
+      clt_trainer_begin_steps(t->t, t->seed, epoch, &n, &e))
     return e.code == CLT_ERR_ARG ? api_fail_err(t, __func__, &e) : step_failed(t, __func__, &e);
   record_data(t, d);
   t->data.global_batch = clt_trainer_global_batch(t->t);
@@ -704,7 +703,7 @@ CLTRAIN_API int cltrain_trainer_save(cltrain_trainer *t, const char *dir, int ep
     clt_checkpoint_unlock(fd);
   }
   clt_checkpoint_free(&st);
-  if ((status = clt_cluster_agree(t->cluster, status, &e))) return api_fail_err(t, __func__, &e);
+  if (clt_cluster_agree(t->cluster, status, &e)) return api_fail_err(t, __func__, &e);
   return CLTRAIN_OK;
 }
 

@@ -85,9 +85,9 @@ struct clt_trainer {
    * a batch in the caller's memory (made at its first use). */
   struct pass *steps;
   struct pass *host_pass;
-  int next_step;    /* the epoch's next step (steps) */
   struct pass *cur; /* the pass of the latest forward part, and its step */
   int cur_step;
+  int next_step; /* the epoch's next step (steps) */
 };
 
 /* ---- a pass over a dataset -------------------------------------------------- */
