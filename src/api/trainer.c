@@ -235,7 +235,7 @@ CLTRAIN_API int cltrain_trainer_create(cltrain_ctx *ctx, const cltrain_model *m,
   t->opt = to.opt;
   t->seed = to.seed;
   clt_err e = {0};
-  if ((status = set_up(t, m, &to, &e))) {
+  if (set_up(t, m, &to, &e)) {
     status = api_fail_err(ctx, __func__, &e);
     cltrain_trainer_free(&t);
     return status;
