@@ -316,6 +316,12 @@ static int rebalance(pass *p, int rank, const step *st, clt_err *e) {
 static int update(pass *p, int rank, int s, clt_err *e) {
   clt_net *net = p->t->local[rank].net;
   int status = clt_net_check_grads(net, s, e);
+  /* Step-wise: the step's figures are read as soon as they are final, so the
+   * caller need not wait for the update (steps.c). */
+  if (!status && p->read_back)
+    status = clt_net_read_slot(net, s, p->t->metrics + ((size_t)rank * p->t->slots + s) * 2,
+                               p->t->checks + (size_t)rank * p->t->slots + s,
+                               &p->ranks[rank].read_done, e);
   if (!status) status = clt_net_update(net, p->opt, p->first_step + s + 1, e);
   if (status) return status;
   cl_int rc = clFlush(net->replica->queue);

@@ -43,6 +43,10 @@ static int end_pass(clt_trainer *t, pass *p, clt_err *e) {
   if (t->cur == p) t->cur = NULL;
   int status = CLT_OK;
   for (int r = 0; r < t->n; r++) {
+    if (p->ranks[r].read_done) clReleaseEvent(p->ranks[r].read_done); /* a failed step's */
+    p->ranks[r].read_done = NULL;
+  }
+  for (int r = 0; r < t->n; r++) {
     if (t->local[r].replica->hung) return CLT_OK; /* nothing may touch it (watchdog.h) */
   }
   for (int r = 0; r < t->n; r++) {
@@ -81,6 +85,7 @@ static int fresh_pass(clt_trainer *t, pass **slot, clt_err *e) {
   memset(*slot, 0, sizeof **slot);
   (*slot)->t = t;
   (*slot)->train = 1;
+  (*slot)->read_back = 1;
   atomic_init(&(*slot)->stop_after, -1);
   return CLT_OK;
 }
@@ -112,9 +117,18 @@ int clt_trainer_begin_steps(clt_trainer *t, uint64_t seed, int epoch, int *steps
  * replica, summed over the run. */
 static int read_step(clt_trainer *t, pass *p, int s, clt_step_result *res, clt_err *e) {
   int status = CLT_OK;
-  for (int r = 0; r < t->n && !status; r++) {
-    status = clt_net_read_slot(t->local[r].net, s, t->metrics + ((size_t)r * t->slots + s) * 2,
-                               t->checks + (size_t)r * t->slots + s, e);
+  for (int r = 0; r < t->n; r++) {
+    /* After an update: read back already (enqueued before it), else now. */
+    cl_event *done = &p->ranks[r].read_done;
+    if (*done) {
+      const cl_int rc = clWaitForEvents(1, done);
+      clReleaseEvent(*done);
+      *done = NULL;
+      if (rc && !status) status = clt_replica_fail(t->local[r].replica, e, rc, "reading metrics");
+    } else if (!status) {
+      status = clt_net_read_slot(t->local[r].net, s, t->metrics + ((size_t)r * t->slots + s) * 2,
+                                 t->checks + (size_t)r * t->slots + s, NULL, e);
+    }
   }
   if (!status) status = trainer_step_sums(t, s, s + 1, NULL, t->train_sums, e);
   if (status) return status;

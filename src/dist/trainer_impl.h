@@ -121,6 +121,7 @@ typedef struct pass_rank {
   double ring_seconds, ring_hidden;
   long ring_calls;
   double clock_offset; /* host seconds - device seconds (overlapped steps) */
+  cl_event read_done;  /* steps.c: the step's figures read back (pass.read_back), or NULL */
   /* Leaving and rejoining, under the pass's mu: */
   int rejoin_at; /* the step at which it rejoins, or -1 */
   speed_probe probe;
@@ -161,9 +162,10 @@ typedef struct pass {
    * ends its re-balance. Ranks out of the step wait on this bench, under mu: */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int over;   /* the pass has ended (or failed): ranks out return */
-  int handed; /* the state after this step is in t->handoff (-1: none) */
-  int begun;  /* steps.c: begun (trainer_begin_pass), not yet ended */
+  int over;      /* the pass has ended (or failed): ranks out return */
+  int handed;    /* the state after this step is in t->handoff (-1: none) */
+  int begun;     /* steps.c: begun (trainer_begin_pass), not yet ended */
+  int read_back; /* steps.c: the update reads the step's figures back (ranks' read_done) */
 } pass;
 
 static inline unsigned long long all_ranks(const clt_trainer *t) {

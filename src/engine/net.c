@@ -650,19 +650,22 @@ int clt_net_set_metric_slots(clt_net *net, int slots, clt_err *e) {
   return status;
 }
 
-int clt_net_read_slot(clt_net *net, int slot, float *metrics, float *check, clt_err *e) {
+int clt_net_read_slot(clt_net *net, int slot, float *metrics, float *check, cl_event *done,
+                      clt_err *e) {
   if (slot < 0 || slot >= net->metric_slots)
     return clt_fail(e, CLT_ERR_INTERNAL, "metric slot %d of %d", slot, net->metric_slots);
   clt_replica *r = net->replica;
   if (clt_fault_hit(r->index, r->step, CLT_FAULT_READ))
     return clt_replica_fail_injected(r, e, CL_OUT_OF_RESOURCES, "reading metrics");
+  const int checks = check && net->train;
   cl_int rc = clEnqueueReadBuffer(r->queue, net->metrics, CL_FALSE,
                                   2 * (size_t)slot * sizeof(float), 2 * sizeof(float), metrics, 0,
-                                  NULL, NULL);
-  if (!rc && check && net->train)
+                                  NULL, done && !checks ? done : NULL);
+  if (!rc && checks)
     rc = clEnqueueReadBuffer(r->queue, net->grad_checks, CL_FALSE, (size_t)slot * sizeof(float),
-                             sizeof(float), check, 0, NULL, NULL);
-  if (!rc) rc = clFinish(r->queue);
+                             sizeof(float), check, 0, NULL, done);
+  if (!rc && done) rc = clFlush(r->queue);
+  else if (!rc) rc = clFinish(r->queue);
   return rc ? clt_replica_fail(r, e, rc, "reading metrics") : CLT_OK;
 }
 

@@ -135,8 +135,11 @@ int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e
 int clt_net_set_metric_slots(clt_net *net, int slots, clt_err *e);
 
 /* Reads metric slot `slot` (loss sum and correct count: 2 floats) and, when check
- * is not NULL in a training net, its gradient check (blocking: the queue is finished). */
-int clt_net_read_slot(clt_net *net, int slot, float *metrics, float *check, clt_err *e);
+ * is not NULL in a training net, its gradient check: blocking (the queue is
+ * finished) with done NULL, else enqueued, *done completing once both are read
+ * (the caller releases it). */
+int clt_net_read_slot(clt_net *net, int slot, float *metrics, float *check, cl_event *done,
+                      clt_err *e);
 
 /* Reads metrics slots [0, n) as 2n floats (blocking). */
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e);
