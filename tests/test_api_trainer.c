@@ -5,8 +5,9 @@
  * checkpoints load in `cltrain eval` and `cltrain export` and restore, predict
  * agrees with evaluate, and a stop request stops the stepping calls.
  * argv: the cltrain binary, the Fashion-MNIST folder, a scratch folder. With
- * --bench N (after them): images/s of N epochs of 2048 examples through
- * cltrain_trainer_step beside `cltrain train`'s. */
+ * --bench N [B] (after them): images/s of N epochs of 2048 examples through
+ * cltrain_trainer_step beside `cltrain train`'s, at B examples per replica
+ * (default 64). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <signal.h>
@@ -501,10 +502,12 @@ static void stop(cltrain_ctx *ctx, cltrain_model *m) {
 }
 
 /* images/s of cltrain_trainer_step and of `cltrain train`, alternately. */
-static void bench(cltrain_ctx *ctx, cltrain_model *m, int epochs) {
+static void bench(cltrain_ctx *ctx, cltrain_model *m, int epochs, int batch) {
   cltrain_dataset *d = open_data(ctx, 2048, 64);
   cltrain_trainer *t = NULL;
-  if (cltrain_trainer_create(ctx, m, "split=equal batch-per-replica=64", &t)) {
+  char opts[128];
+  snprintf(opts, sizeof opts, "split=equal batch-per-replica=%d", batch);
+  if (cltrain_trainer_create(ctx, m, opts, &t)) {
     fprintf(stderr, "%s\n", cltrain_errmsg(ctx));
     return;
   }
@@ -518,9 +521,9 @@ static void bench(cltrain_ctx *ctx, cltrain_model *m, int epochs) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "%s train --data %s --epochs 1 --train-limit 2048 --test-limit 64 --split equal "
-             "--batch-per-replica 64 --log %s/bench.jsonl >/dev/null && grep -o "
+             "--batch-per-replica %d --log %s/bench.jsonl >/dev/null && grep -o "
              "'\"images_per_second\": *[0-9.]*' %s/bench.jsonl",
-             cltrain, data_dir, scratch, scratch);
+             cltrain, data_dir, batch, scratch, scratch);
     run(cmd);
   }
   cltrain_trainer_free(&t);
@@ -529,7 +532,7 @@ static void bench(cltrain_ctx *ctx, cltrain_model *m, int epochs) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: test_api_trainer CLTRAIN DATA_DIR SCRATCH [--bench N]\n");
+    fprintf(stderr, "usage: test_api_trainer CLTRAIN DATA_DIR SCRATCH [--bench N [B]]\n");
     return 2;
   }
   /* Before any thread starts (interrupt.h): the stop check's signal. */
@@ -540,7 +543,7 @@ int main(int argc, char **argv) {
   cltrain_ctx *ctx = open_ctx();
   cltrain_model *m = make_model(ctx, "fmnist-cnn", NULL, 42);
   if (argc > 5 && strcmp(argv[4], "--bench") == 0) {
-    bench(ctx, m, atoi(argv[5]));
+    bench(ctx, m, atoi(argv[5]), argc > 6 ? atoi(argv[6]) : 64);
     free_model(m);
     clt_devices_free(&ctx->devices);
     free(ctx);
