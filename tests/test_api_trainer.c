@@ -21,72 +21,49 @@
 #include "check.h"
 #include "checkpoint.h"
 #include "idx.h"
-#include "interrupt.h"
 #include "rng.h"
 #include "timing.h"
 
 static const char *cltrain, *data_dir, *scratch;
 
-/* ---- the handles the other API files make (context.c, dataset.c, model.c) ---------- */
+/* ---- the handles ------------------------------------------------------------------ */
 
 static cltrain_ctx *open_ctx(void) {
-  cltrain_ctx *c = calloc(1, sizeof *c);
-  clt_err e = {0};
-  c->h.kind = API_CTX;
-  if (clt_devices_enumerate(&c->devices, &e)) {
-    fprintf(stderr, "devices: %s\n", e.msg);
+  cltrain_ctx *c = NULL;
+  if (cltrain_open(NULL, &c)) {
+    fprintf(stderr, "%s\n", cltrain_errmsg(NULL));
     exit(1);
   }
   return c;
 }
 
 static cltrain_dataset *open_data(cltrain_ctx *ctx, long train_limit, long test_limit) {
-  cltrain_dataset *d = calloc(1, sizeof *d);
-  clt_err e = {0};
-  d->h.kind = API_DATASET;
-  d->ctx = ctx;
-  const clt_data_spec spec = {.dir = data_dir,
-                              .with_train = 1,
-                              .train_limit = train_limit,
-                              .test_limit = test_limit};
-  if (clt_data_open(&spec, &d->data, &e)) {
-    fprintf(stderr, "%s: %s\n", data_dir, e.msg);
+  cltrain_dataset *d = NULL;
+  char opts[128];
+  snprintf(opts, sizeof opts, "train-limit=%ld test-limit=%ld", train_limit, test_limit);
+  if (cltrain_dataset_open(ctx, data_dir, opts, &d)) {
+    fprintf(stderr, "%s\n", cltrain_errmsg(ctx));
     exit(1);
   }
   return d;
 }
 
-static void free_data(cltrain_dataset *d) {
-  clt_data_close(&d->data);
-  free(d);
-}
+static void free_data(cltrain_dataset *d) { cltrain_dataset_free(&d); }
 
-/* The train command's default model with its starting weights of `seed`. */
-static cltrain_model *make_model(cltrain_ctx *ctx, const char *name, const char *desc,
-                                 uint64_t seed) {
-  cltrain_model *m = calloc(1, sizeof *m);
-  clt_err e = {0};
-  m->h.kind = API_MODEL;
-  m->ctx = ctx;
-  m->model = malloc(sizeof *m->model);
-  const clt_shape in = {28, 28, 1};
-  const int status = desc ? clt_model_parse(name, in, 10, CLT_PRE_UNIT, desc, m->model, &e)
-                          : clt_model_build(name, in, 10, m->model, &e);
-  if (status) {
-    fprintf(stderr, "model %s: %s\n", name, e.msg);
+/* A model for 28x28x1 images of 10 classes with its starting weights of `seed`:
+ * built-in name, or a description. */
+static cltrain_model *make_model(cltrain_ctx *ctx, const char *name, uint64_t seed) {
+  cltrain_model *m = NULL;
+  char opts[128];
+  snprintf(opts, sizeof opts, "input=28x28x1 classes=10 seed=%llu", (unsigned long long)seed);
+  if (cltrain_model_create(ctx, name, NULL, opts, &m)) {
+    fprintf(stderr, "%s\n", cltrain_errmsg(ctx));
     exit(1);
   }
-  m->weights = malloc(m->model->flat_floats * sizeof(float));
-  m->seed = seed;
-  clt_model_init_params(m->model, seed, m->weights);
   return m;
 }
 
-static void free_model(cltrain_model *m) {
-  free(m->model);
-  free(m->weights);
-  free(m);
-}
+static void free_model(cltrain_model *m) { cltrain_model_free(&m); }
 
 /* ---- helpers ---------------------------------------------------------------------- */
 
@@ -464,7 +441,7 @@ static void checkpoints(cltrain_ctx *ctx, cltrain_model *m) {
   free(saved);
   free(restored);
   cltrain_trainer_free(&u);
-  cltrain_model *other = make_model(ctx, "tiny", "flatten=Flatten() dense=Dense(10)", 1);
+  cltrain_model *other = make_model(ctx, "flatten=Flatten() dense=Dense(10)", 1);
   status = cltrain_trainer_create(ctx, other, "split=equal batch-per-replica=8", &u);
   check(status == CLTRAIN_OK, "a trainer of another model (%s)", cltrain_errmsg(ctx));
   status = cltrain_trainer_restore(u, dir);
@@ -478,7 +455,7 @@ static void checkpoints(cltrain_ctx *ctx, cltrain_model *m) {
   free_data(d);
 }
 
-/* A stop asked (a signal here): the step in flight completes, then the stepping
+/* A stop asked (cltrain_request_stop, a signal): the step in flight completes, then the stepping
  * calls return CLTRAIN_ERR_STOPPED. */
 static void stop(cltrain_ctx *ctx, cltrain_model *m) {
   cltrain_dataset *d = open_data(ctx, 256, 64);
@@ -487,15 +464,23 @@ static void stop(cltrain_ctx *ctx, cltrain_model *m) {
   if (!status) status = cltrain_trainer_begin_epoch(t, d, CLTRAIN_TRAIN, 0, NULL);
   if (!status) status = cltrain_trainer_step(t, NULL, NULL);
   check(status == CLTRAIN_OK, "a step before the stop (%s)", cltrain_errmsg(t));
-  kill(getpid(), SIGINT);
-  for (int i = 0; i < 2000 && !clt_interrupt_signal(); i++)
-    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  cltrain_request_stop();
   status = cltrain_trainer_step(t, NULL, NULL);
   check(status == CLTRAIN_ERR_STOPPED && starts(cltrain_errmsg(t), "cltrain_trainer_step") &&
             cltrain_trainer_steps_done(t) == 1,
-        "after a stop request: %s", cltrain_errmsg(t));
+        "after cltrain_request_stop: %s", cltrain_errmsg(t));
   check(cltrain_trainer_forward_backward(t, NULL, NULL) == CLTRAIN_ERR_STOPPED,
         "forward_backward stopped too");
+  cltrain_clear_stop();
+  status = cltrain_trainer_step(t, NULL, NULL);
+  check(status == CLTRAIN_OK && cltrain_trainer_steps_done(t) == 2,
+        "after cltrain_clear_stop the steps go on (%s)", cltrain_errmsg(t));
+  kill(getpid(), SIGINT);
+  for (int i = 0; i < 2000 && !cltrain_stop_requested(); i++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  status = cltrain_trainer_step(t, NULL, NULL);
+  check(status == CLTRAIN_ERR_STOPPED && cltrain_trainer_steps_done(t) == 2,
+        "after a signal (cltrain_handle_signals): %s", cltrain_errmsg(t));
   check(cltrain_trainer_save(t, scratch, 0, 0) == CLTRAIN_OK, "a checkpoint saved after the stop");
   cltrain_trainer_free(&t);
   free_data(d);
@@ -535,18 +520,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_api_trainer CLTRAIN DATA_DIR SCRATCH [--bench N [B]]\n");
     return 2;
   }
-  /* Before any thread starts (interrupt.h): the stop check's signal. */
-  clt_interrupt_install();
+  /* Before any thread starts: the stop check's signal. */
+  cltrain_handle_signals();
   cltrain = argv[1];
   data_dir = argv[2];
   scratch = argv[3];
   cltrain_ctx *ctx = open_ctx();
-  cltrain_model *m = make_model(ctx, "fmnist-cnn", NULL, 42);
+  cltrain_model *m = make_model(ctx, "fmnist-cnn", 42);
   if (argc > 5 && strcmp(argv[4], "--bench") == 0) {
     bench(ctx, m, atoi(argv[5]), argc > 6 ? atoi(argv[6]) : 64);
     free_model(m);
-    clt_devices_free(&ctx->devices);
-    free(ctx);
+    cltrain_close(&ctx);
     return 0;
   }
   const double t0 = clt_now_seconds();
@@ -557,7 +541,6 @@ int main(int argc, char **argv) {
   stop(ctx, m);
   printf("%.1f s\n", clt_now_seconds() - t0);
   free_model(m);
-  clt_devices_free(&ctx->devices);
-  free(ctx);
+  cltrain_close(&ctx);
   return check_summary();
 }

@@ -42,9 +42,10 @@ struct cltrain_trainer {
   int batches;
   /* What checkpoints record of the data last begun (unknown for memory datasets). */
   clt_checkpoint_data data;
-  char *class_names;
-  float *flat;  /* model->flat_floats: packing and unpacking */
-  float *grads; /* model->grad_floats */
+  char *class_names; /* the data's, else the model's (or NULL) */
+  char *keras_json;  /* the model file's text (or NULL) */
+  float *flat;       /* model->flat_floats: packing and unpacking */
+  float *grads;      /* model->grad_floats */
 };
 
 /* ---- options ------------------------------------------------------------------- */
@@ -158,6 +159,7 @@ CLTRAIN_API void cltrain_trainer_free(cltrain_trainer **tp) {
   clt_trainer_destroy(t->t);
   free(t->model);
   free(t->class_names);
+  free(t->keras_json);
   free(t->flat);
   free(t->grads);
   free(t);
@@ -232,6 +234,11 @@ CLTRAIN_API int cltrain_trainer_create(cltrain_ctx *ctx, const cltrain_model *m,
   t->ctx = ctx;
   t->cluster = to.local ? NULL : ctx->cluster;
   *t->model = *m->model;
+  if ((m->keras_json && !(t->keras_json = strdup(m->keras_json))) ||
+      (m->class_names && !(t->class_names = strdup(m->class_names)))) {
+    cltrain_trainer_free(&t);
+    return api_fail(ctx, __func__, CLTRAIN_ERR_NOMEM, "out of host memory");
+  }
   t->opt = to.opt;
   t->seed = to.seed;
   clt_err e = {0};
@@ -303,7 +310,7 @@ static clt_source *part_source(cltrain_trainer *t, const char *fn, cltrain_datas
     api_fail(t, fn, CLTRAIN_ERR_ARG, "part %d: expected CLTRAIN_TRAIN or CLTRAIN_TEST", (int)part);
     return NULL;
   }
-  clt_source *s = part == CLTRAIN_TRAIN ? d->data.train : d->data.test;
+  clt_source *s = api_dataset_source(d, part);
   if (!s)
     api_fail(t, fn, CLTRAIN_ERR_ARG, "the dataset has no %s part",
              part == CLTRAIN_TRAIN ? "training" : "test");
@@ -325,13 +332,15 @@ static int not_elsewhere(cltrain_trainer *t, const char *fn, clt_source *src, cl
 static void record_data(cltrain_trainer *t, const cltrain_dataset *d) {
   clt_checkpoint_data *rec = &t->data;
   memset(rec, 0, sizeof *rec);
-  free(t->class_names);
-  t->class_names = NULL;
   if (d->memory || !d->data.spec.dir) return;
   char resolved[PATH_MAX];
   const char *dir = realpath(d->data.spec.dir, resolved) ? resolved : d->data.spec.dir;
+  char *names = NULL;
   clt_err ignored;
-  if (clt_data_class_names(&d->data, &t->class_names, &ignored)) t->class_names = NULL;
+  if (!clt_data_class_names(&d->data, &names, &ignored) && names) {
+    free(t->class_names);
+    t->class_names = names;
+  }
   if (strlen(dir) >= sizeof rec->path || strpbrk(dir, "\n\r")) return;
   rec->known = 1;
   snprintf(rec->path, sizeof rec->path, "%s", dir);
@@ -677,7 +686,8 @@ static int fill_state(cltrain_trainer *t, int epoch, clt_checkpoint *st, clt_err
   st->seed = t->seed;
   st->data = t->data;
   st->data.global_batch = clt_trainer_global_batch(t->t);
-  if (t->class_names && !(st->class_names = strdup(t->class_names)))
+  if ((t->class_names && !(st->class_names = strdup(t->class_names))) ||
+      (t->keras_json && !(st->keras_json = strdup(t->keras_json))))
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   return clt_trainer_get_state(t->t, st->params, st->opt_state[0], st->opt_state[1], e);
 }
