@@ -83,6 +83,8 @@ int clt_source_attach(clt_source *s, clt_replica *const *replicas, int n, int gl
   return CLT_OK;
 }
 
+int clt_source_attached(const clt_source *s) { return s->n; }
+
 void clt_source_detach(clt_source *s) {
   if (!s || !s->n) return;
   s->iface.detach(s->ctx);

@@ -77,6 +77,8 @@ const char *clt_source_path(const clt_source *s, int i);
  * replicas at a time; images with other than 3 channels refuse CLT_PRE_CAFFE. */
 int clt_source_attach(clt_source *s, clt_replica *const *replicas, int n, int global_batch,
                       const int *max_slice, clt_preprocess pre, clt_err *e);
+/* The replicas s is attached to (0: none). */
+int clt_source_attached(const clt_source *s);
 /* Releases the device buffers and decoders; the replicas must still exist. */
 void clt_source_detach(clt_source *s);
 

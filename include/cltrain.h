@@ -223,7 +223,11 @@ CLTRAIN_API int cltrain_trainer_global_batch(const cltrain_trainer *t);
 
 /* Begins epoch `epoch` (0-based) of d's part: its examples in the order of (seed,
  * epoch), as the command's epochs, cut into global batches. *steps gets the
- * number of batches (the last may be short). */
+ * number of batches (the last may be short). The part's images are held on t's
+ * devices until the epoch's last step has run (or t begins another epoch or is
+ * freed): meanwhile d must not be freed, and another trainer cannot use that
+ * part (CLTRAIN_ERR_STATE). forward_backward and step, when a stop was asked,
+ * return CLTRAIN_ERR_STOPPED without starting the step. */
 CLTRAIN_API int cltrain_trainer_begin_epoch(cltrain_trainer *t, cltrain_dataset *d,
                                             cltrain_part part, int epoch, int *steps);
 /* Runs the forward and backward passes of the epoch's next global batch, each
@@ -252,9 +256,13 @@ CLTRAIN_API int cltrain_trainer_step(cltrain_trainer *t, double *loss, int *corr
 
 /* The gradient (after allreduce: the summed one) and the parameters, as one flat
  * array of cltrain_trainer_floats floats (the layers' in order, as a checkpoint
- * lists them). get reads the first replica's; set writes every replica's (set
- * gradients between allreduce and apply: clipping, accumulation). n must be the
- * count. Under MPI every process must set the same values. */
+ * lists them; that is cltrain_model_param_count). get reads the first replica's;
+ * set writes every replica's (set gradients between allreduce and apply, else
+ * CLTRAIN_ERR_STATE: clipping, accumulation). n must be the count. The entries
+ * of BatchNormalization's moving statistics hold, in the gradient, the batch
+ * statistics that apply folds into them (the all-reduce's average); a frozen
+ * layer's gradient reads as zeros and is not set. set_params leaves the
+ * optimizer's state. Under MPI every process must set the same values. */
 CLTRAIN_API size_t cltrain_trainer_floats(const cltrain_trainer *t);
 CLTRAIN_API int cltrain_trainer_get_gradients(cltrain_trainer *t, float *out, size_t n);
 CLTRAIN_API int cltrain_trainer_set_gradients(cltrain_trainer *t, const float *in, size_t n);
@@ -274,7 +282,8 @@ CLTRAIN_API int cltrain_trainer_metrics(const cltrain_trainer *t, double *loss, 
                                         long *examples, double *images_per_second);
 
 /* Loss (mean per example) and accuracy on d's part, its batches sliced across the
- * replicas (TensorFlow's distributed test step). */
+ * replicas (TensorFlow's distributed test step); d's part is held on the devices
+ * during the call only. Not the part of an epoch still being stepped through. */
 CLTRAIN_API int cltrain_trainer_evaluate(cltrain_trainer *t, cltrain_dataset *d, cltrain_part part,
                                          double *loss, double *accuracy);
 /* The logits of count caller-supplied images (as in forward_backward_batch, any

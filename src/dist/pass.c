@@ -11,11 +11,6 @@
 #include "trainer_impl.h"
 #include "watchdog.h"
 
-typedef struct worker_arg {
-  pass *p;
-  int rank;
-} worker_arg;
-
 /* One replica's part of one step. */
 typedef struct step {
   int s;           /* the step's index in the pass */
@@ -64,6 +59,7 @@ static int load_slice(pass *p, int rank, const step *st, clt_err *e) {
   clt_trainer *t = p->t;
   clt_net *net = t->local[rank].net;
   double waited = 0;
+  if (p->host) return trainer_load_host(p, rank, st->batch_first + st->first, st->len, e);
   /* A resumed epoch's source was begun at its first remaining example (see
    * clt_trainer_epoch): its steps count from there. */
   int status = clt_source_load(p->source, rank, st->s - p->skip, st->first, st->len, net->input,
@@ -320,6 +316,12 @@ static int rebalance(pass *p, int rank, const step *st, clt_err *e) {
 static int update(pass *p, int rank, int s, clt_err *e) {
   clt_net *net = p->t->local[rank].net;
   int status = clt_net_check_grads(net, s, e);
+  /* Step-wise: the step's figures are read as soon as they are final, so the
+   * caller need not wait for the update (steps.c). */
+  if (!status && p->read_back)
+    status = clt_net_read_slot(net, s, p->t->metrics + ((size_t)rank * p->t->slots + s) * 2,
+                               p->t->checks + (size_t)rank * p->t->slots + s,
+                               &p->ranks[rank].read_done, e);
   if (!status) status = clt_net_update(net, p->opt, p->first_step + s + 1, e);
   if (status) return status;
   cl_int rc = clFlush(net->replica->queue);
@@ -410,9 +412,7 @@ static int show_progress(pass *p, const step *st, clt_err *e) {
   return CLT_OK;
 }
 
-/* Waits for the replica's work and collects its profile; on failure wakes the
- * other replicas wherever they wait. */
-static int end_pass(pass *p, int rank, int status, clt_err *e) {
+int trainer_end_pass(pass *p, int rank, int status, clt_err *e) {
   clt_replica *rep = p->t->local[rank].replica;
   trainer_close_bench(p);
   if (!status) status = trainer_finish_queue(rep, e);
@@ -449,72 +449,99 @@ static int stop_vote(pass *p, int s, clt_err *e) {
 /* Whether training steps overlap the all-reduce with the backward pass. */
 static int overlapped(const pass *p) { return p->train && p->t->nbuckets > 0; }
 
-/* A member's step s; *stop: the pass stops after it. */
-static int run_step(pass *p, int rank, int s, int *stop, clt_err *e) {
-  clt_trainer *t = p->t;
-  clt_replica *rep = t->local[rank].replica;
-  const step st = slice_step(p, rank, s);
-  if (p->train) rep->step = p->first_step + s + 1; /* for CLTRAIN_FAULT */
-  double t0 = rep->trace ? clt_now_seconds() : 0;
-  overlap marks = {0};
-  overlap *ov = overlapped(p) ? &marks : NULL;
+/* A step's first part: its slice loaded, the forward and backward passes (with
+ * ov, the buckets' all-reduce beside the backward pass). *t0: --trace's clock. */
+static int step_forward(pass *p, int rank, const step *st, overlap *ov, double *t0, clt_err *e) {
+  clt_replica *rep = p->t->local[rank].replica;
+  if (p->train) rep->step = p->first_step + st->s + 1; /* for CLTRAIN_FAULT */
   int status = collect_profile(&p->ranks[rank], rep, e);
   /* --trace: the step's launches from here on carry its number. */
-  clt_replica_trace_step(rep, p->train ? p->first_step + s + 1 : 0);
-  if (!status) status = load_slice(p, rank, &st, e);
-  mark(p, rank, s, "load", &t0);
-  if (!status) status = forward_backward(p, rank, &st, ov, e);
-  if (!status && ov) status = hidden_buckets(p, rank, &st, ov, e);
-  mark(p, rank, s, "forward and backward", &t0);
+  clt_replica_trace_step(rep, p->train ? p->first_step + st->s + 1 : 0);
+  if (!status) status = load_slice(p, rank, st, e);
+  mark(p, rank, st->s, "load", t0);
+  if (!status) status = forward_backward(p, rank, st, ov, e);
+  if (!status && ov) status = hidden_buckets(p, rank, st, ov, e);
+  mark(p, rank, st->s, "forward and backward", t0);
+  return status;
+}
+
+/* Its second: the stop vote, the all-reduce (releasing ov's markers) and the
+ * re-balance. */
+static int step_reduce(pass *p, int rank, const step *st, overlap *ov, double *t0, clt_err *e) {
+  int status = rank == st->lead ? stop_vote(p, st->s, e) : CLT_OK;
+  if (!status) status = all_reduce(p, rank, st, ov, t0, e);
+  release_marks(p->t, ov);
+  mark(p, rank, st->s, "all-reduce", t0);
+  if (!status && p->dynamic) status = rebalance(p, rank, st, e);
+  if (p->dynamic) mark(p, rank, st->s, "re-balance", t0);
+  return status;
+}
+
+/* Its last: the update, the checks, the progress bar and the members' change. */
+static int step_update(pass *p, int rank, const step *st, double *t0, clt_err *e) {
+  int status = update(p, rank, st->s, e);
+  if (!status) status = check_step(p, rank, st, e);
+  mark(p, rank, st->s, "update and checks", t0);
+  if (!status && rank == st->lead) status = show_progress(p, st, e);
+  if (!status && p->t->leave) status = trainer_change_members(p, rank, st->s, e);
+  return status;
+}
+
+/* A member's step s; *stop: the pass stops after it. */
+static int run_step(pass *p, int rank, int s, int *stop, clt_err *e) {
+  const step st = slice_step(p, rank, s);
+  double t0 = p->t->local[rank].replica->trace ? clt_now_seconds() : 0;
+  overlap marks = {0};
+  overlap *ov = overlapped(p) ? &marks : NULL;
+  int status = step_forward(p, rank, &st, ov, &t0, e);
   if (status || !p->train) {
-    release_marks(t, ov);
+    release_marks(p->t, ov);
     return status;
   }
-  if (rank == st.lead) status = stop_vote(p, s, e);
-  if (!status) status = all_reduce(p, rank, &st, ov, &t0, e);
-  release_marks(t, ov);
-  mark(p, rank, s, "all-reduce", &t0);
-  if (!status && p->dynamic) status = rebalance(p, rank, &st, e);
-  if (p->dynamic) mark(p, rank, s, "re-balance", &t0);
-  if (!status) status = update(p, rank, s, e);
-  if (!status) status = check_step(p, rank, &st, e);
-  mark(p, rank, s, "update and checks", &t0);
-  if (!status && rank == st.lead) status = show_progress(p, &st, e);
-  if (!status && t->leave) status = trainer_change_members(p, rank, s, e);
+  status = step_reduce(p, rank, &st, ov, &t0, e);
+  if (!status) status = step_update(p, rank, &st, &t0, e);
   *stop = atomic_load(&p->stop_after) == s;
   return status;
 }
 
+int trainer_step_part(pass *p, int rank, int s, trainer_part part, clt_err *e) {
+  const step st = slice_step(p, rank, s);
+  double t0 = p->t->local[rank].replica->trace ? clt_now_seconds() : 0;
+  int stop = 0;
+  switch (part) {
+    case TRAINER_FORWARD:
+      return step_forward(p, rank, &st, NULL, &t0, e);
+    case TRAINER_REDUCE:
+      return step_reduce(p, rank, &st, NULL, &t0, e);
+    case TRAINER_UPDATE:
+      return step_update(p, rank, &st, &t0, e);
+    default:
+      return run_step(p, rank, s, &stop, e);
+  }
+}
+
 static int run_worker(pass *p, int rank, clt_err *e) {
   int status = CLT_OK, stop = 0;
-  clt_replica *rep = p->t->local[rank].replica;
-  if (overlapped(p)) p->ranks[rank].clock_offset = clock_offset(rep);
-  clt_replica_profile_kind(rep, uncounted(p));
   for (int s = p->skip; s < p->steps && !status && !stop;) {
     if (!is_member(p, rank, s)) {
-      clt_replica_trace_step(rep, 0); /* a speed probe is no step's */
+      clt_replica_trace_step(p->t->local[rank].replica, 0); /* a speed probe is no step's */
       status = trainer_sit_out(p, rank, &s, e);
       continue;
     }
     status = run_step(p, rank, s, &stop, e);
     atomic_store(&p->done, ++s);
   }
-  return end_pass(p, rank, status, e);
+  return trainer_end_pass(p, rank, status, e);
 }
 
 static void *worker(void *arg) {
-  worker_arg *w = arg;
+  trainer_thread_arg *w = arg;
   w->p->ranks[w->rank].status = run_worker(w->p, w->rank, &w->p->ranks[w->rank].err);
   return NULL;
 }
 
-/* Runs a pass on every replica; on failure reports the first error that is not
- * merely another rank's abort. */
-int trainer_run_pass(pass *p, clt_err *e) {
+int trainer_begin_pass(pass *p, clt_err *e) {
   clt_trainer *t = p->t;
-  pthread_t threads[CLT_MAX_REPLICAS];
-  worker_arg args[CLT_MAX_REPLICAS];
-  int started = 0;
   const int global = clt_trainer_global_batch(t);
   const int last = p->count % global ? p->count % global : global;
   p->dynamic = p->train && t->total > 1 && t->balancer.mode == CLT_SPLIT_AUTO;
@@ -541,37 +568,36 @@ int trainer_run_pass(pass *p, clt_err *e) {
     for (int s = p->skip; s < p->steps; s++) t->members[s] = members;
     if ((status = clt_ring_set_members(t->ring, members, e))) return status;
   }
-  p->source = t->source[p->train ? 0 : 1];
-  if (!p->source) return clt_fail(e, CLT_ERR_ARG, "no %s set", p->train ? "training" : "test");
-  if ((status = clt_source_begin_epoch(p->source, t->order, p->train ? p->epoch : -1, e)))
+  /* A pass over the caller's memory (p->host) has no source; else the one
+   * given, or the trainer's training or test source. */
+  if (!p->host && !p->source) p->source = t->source[p->train ? 0 : 1];
+  if (!p->host && !p->source)
+    return clt_fail(e, CLT_ERR_ARG, "no %s set", p->train ? "training" : "test");
+  if (p->source &&
+      (status = clt_source_begin_epoch(p->source, t->order, p->train ? p->epoch : -1, e)))
     return status;
   t->progress.last_draw = 0;
   p->t0 = clt_now_seconds();
   p->mismatch_step = -1;
   p->handed = -1;
   atomic_init(&p->done, p->skip);
-  for (int r = 0; r < t->n; r++) p->ranks[r].rejoin_at = -1;
+  for (int r = 0; r < t->n; r++) {
+    p->ranks[r].rejoin_at = -1;
+    clt_replica *rep = t->local[r].replica;
+    if (overlapped(p)) p->ranks[r].clock_offset = clock_offset(rep);
+    clt_replica_profile_kind(rep, uncounted(p));
+  }
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
-  for (int r = 0; r < t->n; r++) {
-    args[r] = (worker_arg){p, r};
-    if (pthread_create(&threads[r], NULL, worker, &args[r]) != 0) {
-      clt_ring_abort(t->ring);
-      trainer_close_bench(p);
-      p->ranks[r].status = clt_fail(&p->ranks[r].err, CLT_ERR_NOMEM,
-                                    "cannot start a host thread for replica %d", r);
-      break;
-    }
-    started++;
-  }
+  return CLT_OK;
+}
+
+int trainer_join_pass(pass *p, const pthread_t *threads, int started, clt_err *e) {
+  clt_trainer *t = p->t;
   /* Joined under the all-reduce's watchdog, which leaves a hung replica's thread
    * behind (watchdog.h); so one replica has a thread of its own too. */
-  status = clt_ring_join(t->ring, threads, started, e);
-  if (status) return status; /* a thread may be left behind: the bench stays */
-  /* A probe that ended after the last step's re-balance counts all the same. */
-  if (p->train && t->leave) trainer_weigh_probes(p);
-  pthread_mutex_destroy(&p->mu);
-  pthread_cond_destroy(&p->cv);
+  int status = clt_ring_join(t->ring, threads, started, e);
+  if (status) return status; /* a thread may be left behind */
   int chosen = -1;
   for (int r = 0; r < t->n; r++) {
     if (!p->ranks[r].status) continue;
@@ -583,4 +609,42 @@ int trainer_run_pass(pass *p, clt_err *e) {
   if (chosen < 0) return CLT_OK;
   *e = p->ranks[chosen].err;
   return p->ranks[chosen].status;
+}
+
+int trainer_start_threads(pass *p, void *(*fn)(void *), trainer_thread_arg *args,
+                          pthread_t *threads, int *started) {
+  clt_trainer *t = p->t;
+  *started = 0;
+  for (int r = 0; r < t->n; r++) {
+    p->ranks[r].status = CLT_OK;
+    if (pthread_create(&threads[r], NULL, fn, &args[r]) != 0) {
+      clt_ring_abort(t->ring);
+      trainer_close_bench(p);
+      p->ranks[r].status = clt_fail(&p->ranks[r].err, CLT_ERR_NOMEM,
+                                    "cannot start a host thread for replica %d", r);
+      return p->ranks[r].status;
+    }
+    (*started)++;
+  }
+  return CLT_OK;
+}
+
+/* Runs a pass on every replica; on failure reports the first error that is not
+ * merely another rank's abort. */
+int trainer_run_pass(pass *p, clt_err *e) {
+  clt_trainer *t = p->t;
+  pthread_t threads[CLT_MAX_REPLICAS];
+  trainer_thread_arg args[CLT_MAX_REPLICAS];
+  int started = 0;
+  int status = trainer_begin_pass(p, e);
+  if (status) return status;
+  for (int r = 0; r < t->n; r++) args[r] = (trainer_thread_arg){p, r, 0, TRAINER_STEP};
+  trainer_start_threads(p, worker, args, threads, &started);
+  status = trainer_join_pass(p, threads, started, e);
+  if (status) return status; /* a thread may be left behind: the bench stays */
+  /* A probe that ended after the last step's re-balance counts all the same. */
+  if (p->train && t->leave) trainer_weigh_probes(p);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  return CLT_OK;
 }

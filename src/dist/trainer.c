@@ -9,24 +9,36 @@
 #include "timing.h"
 #include "trainer_impl.h"
 
+/* What create makes: a trainer for training (else evaluation only), one that
+ * lets replicas leave the step where the split allows it. */
+enum { CREATE_TRAIN = 1, CREATE_LEAVE = 2 };
+
 static int create(const clt_model *m, const clt_device *const *devices, int n,
                   int batch_per_replica, clt_split_mode split, const double *weights,
-                  clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
-                  clt_err *e);
+                  clt_source *train, clt_source *test, clt_cluster *cluster, int how,
+                  clt_trainer **out, clt_err *e);
 
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
                        int batch_per_replica, clt_split_mode split, const double *weights,
                        clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
                        clt_err *e) {
   if (!train) return clt_fail(e, CLT_ERR_ARG, "training needs a training set");
-  return create(m, devices, n, batch_per_replica, split, weights, train, test, cluster, out, e);
+  return create(m, devices, n, batch_per_replica, split, weights, train, test, cluster,
+                CREATE_TRAIN | CREATE_LEAVE, out, e);
+}
+
+int clt_trainer_create_steps(const clt_model *m, const clt_device *const *devices, int n,
+                             int batch_per_replica, clt_split_mode split, const double *weights,
+                             clt_cluster *cluster, clt_trainer **out, clt_err *e) {
+  return create(m, devices, n, batch_per_replica, split, weights, NULL, NULL, cluster, CREATE_TRAIN,
+                out, e);
 }
 
 int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
                             int batch_per_replica, clt_source *test, clt_cluster *cluster,
                             clt_trainer **out, clt_err *e) {
-  return create(m, devices, n, batch_per_replica, CLT_SPLIT_EQUAL, NULL, NULL, test, cluster, out,
-                e);
+  return create(m, devices, n, batch_per_replica, CLT_SPLIT_EQUAL, NULL, NULL, test, cluster, 0,
+                out, e);
 }
 
 /* Examples in the training (which 0) or test (1) set. */
@@ -201,10 +213,10 @@ static int create_replicas(clt_trainer *t, const clt_device *const *devices, int
  * or none: each is preceded by clt_cluster_agree over what came before. */
 static int create(const clt_model *m, const clt_device *const *devices, int n,
                   int batch_per_replica, clt_split_mode split, const double *weights,
-                  clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
-                  clt_err *e) {
+                  clt_source *train, clt_source *test, clt_cluster *cluster, int how,
+                  clt_trainer **out, clt_err *e) {
   int status = CLT_OK;
-  const int training = train != NULL;
+  const int training = (how & CREATE_TRAIN) != 0;
   clt_source *sources[2] = {train, test};
   clt_trainer *t = NULL;
   *out = NULL;
@@ -230,7 +242,8 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   const int max_examples = ntrain > ntest ? ntrain : ntest;
   t->slots = (max_examples + global - 1) / global;
   if (t->slots < 1) t->slots = 1;
-  t->order = malloc((size_t)(max_examples ? max_examples : 1) * sizeof *t->order);
+  t->order_cap = (size_t)(max_examples ? max_examples : 1);
+  t->order = malloc(t->order_cap * sizeof *t->order);
   t->metrics = malloc((size_t)n * 2 * t->slots * sizeof *t->metrics);
   t->checks = malloc((size_t)n * t->slots * sizeof *t->checks);
   t->eval_sums = malloc((size_t)2 * t->slots * sizeof *t->eval_sums);
@@ -254,7 +267,8 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   for (int i = 0; i < n; i++) t->local[i].cap = caps[i];
   /* A replica too slow to help leaves the step: decided within one process (the
    * ring across processes keeps every replica). */
-  t->leave = training && t->balancer.mode == CLT_SPLIT_AUTO && clt_cluster_size(cluster) == 1;
+  t->leave = (how & CREATE_LEAVE) && training && t->balancer.mode == CLT_SPLIT_AUTO &&
+             clt_cluster_size(cluster) == 1;
   if (t->leave) {
     clt_balancer_leave(&t->balancer);
     t->handoff = malloc((size_t)(1 + CLT_OPT_SLOTS) * m->flat_floats * sizeof *t->handoff);
@@ -290,6 +304,11 @@ cleanup:
 
 void clt_trainer_destroy(clt_trainer *t) {
   if (!t) return;
+  clt_err ignored;
+  clt_trainer_end_steps(t, &ignored);
+  free(t->steps);
+  free(t->host_pass);
+  trainer_release_host(t);
   for (int k = 0; k < 2; k++) clt_source_detach(t->source[k]);
   /* The transfer queues may still copy into the ring's staging memory. */
   for (int i = 0; i < t->n; i++) {
@@ -419,6 +438,91 @@ static void reverse(int *a, int from, int to) {
   }
 }
 
+int trainer_prepare_training(clt_trainer *t, clt_err *e) {
+  if (t->check_replicas && !t->check_params) {
+    t->check_params = malloc((size_t)t->n * t->model->flat_floats * sizeof(float));
+    if (!t->check_params)
+      return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for --check-replicas");
+  }
+  /* The profile's sums are the pass's: what ran before it (set-up, the last
+   * evaluation) is collected and dropped first. */
+  int status = CLT_OK;
+  for (int r = 0; r < t->n && !status; r++) {
+    clt_replica *rep = t->local[r].replica;
+    status = clt_replica_profile_collect(rep, e);
+    clt_profile *prof = rep->profile;
+    for (int i = 0; i < prof->nnames; i++) prof->seconds[i] = 0, prof->calls[i] = 0;
+    prof->compute_seconds = 0;
+  }
+  return status;
+}
+
+/* Grows *a to n elements of `size` bytes, zeroed (the old content is dropped). */
+static int regrow(void **a, size_t n, size_t size) {
+  void *fresh = calloc(n, size);
+  if (!fresh) return 0;
+  free(*a);
+  *a = fresh;
+  return 1;
+}
+
+int trainer_reserve(clt_trainer *t, int examples, clt_err *e) {
+  if (examples < 0) return clt_fail(e, CLT_ERR_INTERNAL, "%d examples", examples);
+  const int global = clt_trainer_global_batch(t);
+  const int slots = (examples + global - 1) / global;
+  if ((size_t)examples > t->order_cap) {
+    if (!regrow((void **)&t->order, (size_t)examples, sizeof *t->order))
+      return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for an example order");
+    t->order_cap = (size_t)examples;
+  }
+  if (slots <= t->slots) return CLT_OK;
+  const size_t n = (size_t)t->n, k = (size_t)slots;
+  if (!regrow((void **)&t->metrics, n * 2 * k, sizeof *t->metrics) ||
+      !regrow((void **)&t->checks, n * k, sizeof *t->checks) ||
+      !regrow((void **)&t->eval_sums, 2 * k, sizeof *t->eval_sums) ||
+      !regrow((void **)&t->step_time, k, sizeof *t->step_time) ||
+      !regrow((void **)&t->train_sums, 2 * k, sizeof *t->train_sums) ||
+      !regrow((void **)&t->members, k, sizeof *t->members))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for %d steps' metrics", slots);
+  /* The arrays above are the trainer's now; the replicas' slots follow (one
+   * more: the speed probes'). */
+  t->slots = slots;
+  for (int r = 0; r < t->n; r++) {
+    int status = clt_net_set_metric_slots(t->local[r].net, slots + 1, e);
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
+int clt_trainer_use_source(clt_trainer *t, int which, clt_source *s, clt_err *e) {
+  if (which < 0 || which > 1) return clt_fail(e, CLT_ERR_INTERNAL, "source %d", which);
+  if (t->source[which] == s) return CLT_OK;
+  if (s && s == t->source[1 - which]) {
+    /* Attached already, in the other place. */
+    t->source[1 - which] = NULL;
+    t->source[which] = s;
+    return CLT_OK;
+  }
+  clt_source_detach(t->source[which]);
+  t->source[which] = NULL;
+  if (!s) return CLT_OK;
+  int status = check_source(t->model, s, e);
+  if (!status) status = trainer_reserve(t, clt_source_count(s), e);
+  clt_replica *replicas[CLT_MAX_REPLICAS] = {0};
+  int caps[CLT_MAX_REPLICAS] = {0};
+  for (int i = 0; i < t->n; i++) {
+    replicas[i] = t->local[i].replica;
+    caps[i] = t->local[i].cap;
+  }
+  if (!status)
+    status = clt_source_attach(s, replicas, t->n, clt_trainer_global_batch(t), caps,
+                               t->model->preprocess, e);
+  if (!status) t->source[which] = s;
+  return status;
+}
+
+clt_source *clt_trainer_source(const clt_trainer *t, int which) { return t->source[which]; }
+
 void clt_trainer_resume_epoch(clt_trainer *t, int steps_done, const double *sums) {
   t->resume_skip = steps_done;
   t->resume_sums = (double *)sums;
@@ -452,12 +556,10 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
   }
   p->skip = skip;
   p->first_step = *step - skip; /* the optimizer step of the epoch's step 0 */
-  if (t->check_replicas && !t->check_params) {
-    t->check_params = malloc((size_t)t->n * t->model->flat_floats * sizeof(float));
-    if (!t->check_params) {
-      free(p);
-      return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for --check-replicas");
-    }
+  int status = trainer_prepare_training(t, e);
+  if (status) {
+    free(p);
+    return status;
   }
   clt_epoch_order(seed, epoch, t->order, count);
   if (skip) {
@@ -470,17 +572,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
     reverse(t->order, 0, count);
     memcpy(t->train_sums, skipped_sums, (size_t)2 * skip * sizeof *t->train_sums);
   }
-  /* The profile's sums are the pass's: what ran before it (set-up, the last
-   * evaluation) is collected and dropped first. */
-  int status = CLT_OK;
-  for (int r = 0; r < t->n && !status; r++) {
-    clt_replica *rep = t->local[r].replica;
-    status = clt_replica_profile_collect(rep, e);
-    clt_profile *prof = rep->profile;
-    for (int i = 0; i < prof->nnames; i++) prof->seconds[i] = 0, prof->calls[i] = 0;
-    prof->compute_seconds = 0;
-  }
-  if (!status) status = trainer_run_pass(p, e);
+  status = trainer_run_pass(p, e);
   res->seconds = clt_now_seconds() - p->t0;
   /* A pass that did not run to the source's end leaves it mid-pass. */
   const int done = atomic_load(&p->done);
@@ -516,18 +608,22 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
   return status;
 }
 
-int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e) {
-  const int count = set_count(t, 1);
+/* An evaluation of the test source, or of the caller's batch `host`. */
+static int evaluate(clt_trainer *t, const clt_host_batch *host, double *loss, double *acc,
+                    clt_err *e) {
+  const int count = host ? host->count : set_count(t, 1);
   const int global = clt_trainer_global_batch(t);
+  int status = trainer_reserve(t, count, e);
+  if (status) return status;
   pass *p = calloc(1, sizeof *p);
   if (!p) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   p->t = t;
+  p->host = host;
   p->count = count;
   p->steps = (count + global - 1) / global;
   for (int i = 0; i < count; i++) t->order[i] = i;
   const int cluster = clt_cluster_size(t->cluster) > 1;
   const size_t logit_floats = (size_t)count * t->model->classes;
-  int status = CLT_OK;
   if (t->logits && cluster) {
     /* Each process fills in its replicas' examples; the sum gives everyone all. */
     memset(t->logits, 0, logit_floats * sizeof *t->logits);
@@ -543,5 +639,18 @@ int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e) 
     trainer_sum_metrics(t, t->eval_sums, p->steps, count, &mean_batch_loss, loss, acc);
   }
   free(p);
+  return status;
+}
+
+int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e) {
+  return evaluate(t, NULL, loss, acc, e);
+}
+
+int clt_trainer_predict_host(clt_trainer *t, const clt_host_batch *b, float *logits, clt_err *e) {
+  double loss, acc;
+  float *kept = t->logits;
+  t->logits = logits;
+  int status = evaluate(t, b, &loss, &acc, e);
+  t->logits = kept;
   return status;
 }

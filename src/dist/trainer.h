@@ -205,4 +205,75 @@ int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e);
  * order, count x classes floats; NULL: don't); under MPI every process gets all. */
 void clt_trainer_capture_logits(clt_trainer *t, float *out);
 
+/* ---- training a step at a time (the public API's custom loop; steps.c) -------- */
+
+/* A batch in the caller's memory: count examples of the model's input shape,
+ * NHWC, uint8 (made into the input by the model's preprocessing) or floats
+ * already made into it, and their labels (NULL: zeros, for logits alone). */
+typedef struct clt_host_batch {
+  const void *images;
+  int floats; /* 1: float images, 0: uint8 */
+  const int32_t *labels;
+  int count;
+} clt_host_batch;
+
+/* A trainer as clt_trainer_create makes one, but without sources (attached later
+ * by clt_trainer_use_source) and in which no replica leaves the step (--split
+ * auto re-balances the slices every step all the same). */
+int clt_trainer_create_steps(const clt_model *m, const clt_device *const *devices, int n,
+                             int batch_per_replica, clt_split_mode split, const double *weights,
+                             clt_cluster *cluster, clt_trainer **out, clt_err *e);
+
+/* Attaches s as the training (which 0) or test (1) source, in place of the one
+ * there (detached); NULL detaches. s must be attached to no other trainer. */
+int clt_trainer_use_source(clt_trainer *t, int which, clt_source *s, clt_err *e);
+clt_source *clt_trainer_source(const clt_trainer *t, int which);
+
+/* Begins epoch `epoch` of the training source, its examples in the order of
+ * (seed, epoch) as clt_trainer_epoch's, to be run a step at a time; *steps gets
+ * its global batches. Ends a step-wise pass in progress (clt_trainer_end_steps). */
+int clt_trainer_begin_steps(clt_trainer *t, uint64_t seed, int epoch, int *steps, clt_err *e);
+/* The epoch's steps whose forward pass has not run yet. */
+int clt_trainer_steps_left(const clt_trainer *t);
+
+/* What a step (or its forward pass) gives: its batch's loss summed over its
+ * examples (unscaled), the correctly classified ones, the examples, and (after
+ * the update) whether its loss or reduced gradient had a non-finite value. */
+typedef struct clt_step_result {
+  double loss_sum, correct;
+  int examples;
+  int bad;
+} clt_step_result;
+
+/* A training step in three parts, each run by one host thread per replica as a
+ * pass's steps are: the forward and backward passes of the epoch's next batch
+ * (batch NULL) or of the caller's batch (at most the global batch; read during
+ * the call only); the all-reduce; the update by opt. `step` counts the optimizer
+ * steps taken before this one (the update is step + 1; Dropout's masks use it).
+ * clt_trainer_one_step runs the three on the epoch's next batch as
+ * clt_trainer_epoch's steps are run (the all-reduce overlapping the backward
+ * pass): the parts and the whole give the same bits. reduce and update act on
+ * the batch of the latest forward, in that order; the caller keeps the order.
+ * After a failure other than CLT_ERR_NUMERIC the trainer cannot step again. */
+int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step, clt_step_result *r,
+                        clt_err *e);
+int clt_trainer_reduce(clt_trainer *t, clt_err *e);
+int clt_trainer_update(clt_trainer *t, const clt_optimizer *opt, long step, clt_step_result *r,
+                       clt_err *e);
+int clt_trainer_one_step(clt_trainer *t, const clt_optimizer *opt, long step, clt_step_result *r,
+                         clt_err *e);
+/* Ends the step-wise passes (waits for the replicas' work). */
+int clt_trainer_end_steps(clt_trainer *t, clt_err *e);
+
+/* Writes the gradient buffer (grad_floats) of every replica, or reads the first's. */
+int clt_trainer_set_grads(clt_trainer *t, const float *grads, clt_err *e);
+int clt_trainer_get_grads(clt_trainer *t, float *grads, clt_err *e);
+/* Writes the parameters (flat_floats) of every replica, leaving the optimizer's state. */
+int clt_trainer_set_params(clt_trainer *t, const float *params, clt_err *e);
+
+/* The logits of the caller's batch b (any count; labels may be NULL) into
+ * logits (count x classes floats), in inference mode, its batches sliced across
+ * the replicas as an evaluation's. */
+int clt_trainer_predict_host(clt_trainer *t, const clt_host_batch *b, float *logits, clt_err *e);
+
 #endif

@@ -5,6 +5,8 @@
  *   stats.c    the metrics' sums and each replica's statistics
  *   probe.c    timing the devices (before the first step, and for replicas out of
  *              the step), and the CLTRAIN_TEST_SLOW test knob that slows one
+ *   steps.c    a training epoch driven a step, or a part of one, at a time (the
+ *              public API's custom loop), and batches in the caller's memory
  * trainer.h describes what the trainer does. */
 #ifndef CLT_TRAINER_IMPL_H
 #define CLT_TRAINER_IMPL_H
@@ -21,6 +23,10 @@ typedef struct trainer_replica {
   clt_net *net;              /* the model on it */
   cl_command_queue transfer; /* the overlapped all-reduce's second queue (trainer.h), or NULL */
   int cap;                   /* the largest slice it holds */
+  /* Batches in the caller's memory (steps.c), made at their first use: uint8
+   * images staged for the preprocessing kernel. */
+  cl_mem host_images;
+  cl_kernel convert;
 } trainer_replica;
 
 struct clt_trainer {
@@ -74,6 +80,14 @@ struct clt_trainer {
    * buckets (none: the whole buffer after the backward pass). */
   int nbuckets;
   clt_bucket buckets[CLT_MAX_BUCKETS];
+  size_t order_cap; /* ints that order holds */
+  /* A training pass driven a step at a time (steps.c), or NULL, and the pass of
+   * a batch in the caller's memory (made at its first use). */
+  struct pass *steps;
+  struct pass *host_pass;
+  struct pass *cur; /* the pass of the latest forward part, and its step */
+  int cur_step;
+  int next_step; /* the epoch's next step (steps) */
 };
 
 /* ---- a pass over a dataset -------------------------------------------------- */
@@ -107,6 +121,7 @@ typedef struct pass_rank {
   double ring_seconds, ring_hidden;
   long ring_calls;
   double clock_offset; /* host seconds - device seconds (overlapped steps) */
+  cl_event read_done;  /* steps.c: the step's figures read back (pass.read_back), or NULL */
   /* Leaving and rejoining, under the pass's mu: */
   int rejoin_at; /* the step at which it rejoins, or -1 */
   speed_probe probe;
@@ -118,10 +133,11 @@ typedef struct pass_rank {
 
 typedef struct pass {
   clt_trainer *t;
-  clt_source *source;
-  int train; /* 1: training epoch, 0: evaluation */
-  int epoch; /* training: the epoch (its augmentations' draws) */
-  int count; /* examples in the pass */
+  clt_source *source;         /* set by the caller, or the trainer's (trainer_begin_pass) */
+  const clt_host_batch *host; /* or a batch in the caller's memory */
+  int train;                  /* 1: training epoch, 0: evaluation */
+  int epoch;                  /* training: the epoch (its augmentations' draws) */
+  int count;                  /* examples in the pass */
   int steps;
   const clt_optimizer *opt;
   long first_step; /* optimizer steps taken before the pass's step 0 */
@@ -146,8 +162,10 @@ typedef struct pass {
    * ends its re-balance. Ranks out of the step wait on this bench, under mu: */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int over;   /* the pass has ended (or failed): ranks out return */
-  int handed; /* the state after this step is in t->handoff (-1: none) */
+  int over;      /* the pass has ended (or failed): ranks out return */
+  int handed;    /* the state after this step is in t->handoff (-1: none) */
+  int begun;     /* steps.c: begun (trainer_begin_pass), not yet ended */
+  int read_back; /* steps.c: the update reads the step's figures back (ranks' read_done) */
 } pass;
 
 static inline unsigned long long all_ranks(const clt_trainer *t) {
@@ -188,6 +206,32 @@ int trainer_gather(clt_trainer *t, const void *mine, size_t bytes, void *all, cl
 /* pass.c: runs a pass on every replica; on failure reports the first error that
  * is not merely another rank's abort. */
 int trainer_run_pass(pass *p, clt_err *e);
+/* Its pieces, for steps.c: what comes before the threads start (the slices, the
+ * source begun, the members); starting one thread per rank (on failure the
+ * ring is aborted and the rank's status says why); joining them under the
+ * watchdog, with the first error that is not merely another rank's abort; and
+ * each rank's end of the pass (its queues finished and profile collected; on
+ * failure, wakes the others wherever they wait). */
+int trainer_begin_pass(pass *p, clt_err *e);
+typedef enum trainer_part {
+  TRAINER_FORWARD, /* loading the slice, the forward and backward passes */
+  TRAINER_REDUCE,  /* the stop vote, the all-reduce, the re-balance */
+  TRAINER_UPDATE,  /* the update and the checks */
+  TRAINER_STEP     /* the three, the all-reduce overlapping the backward pass */
+} trainer_part;
+typedef struct trainer_thread_arg {
+  pass *p;
+  int rank;
+  int s;             /* the step (steps.c) */
+  trainer_part part; /* ... and what of it */
+} trainer_thread_arg;
+int trainer_start_threads(pass *p, void *(*fn)(void *), trainer_thread_arg *args,
+                          pthread_t *threads, int *started);
+int trainer_join_pass(pass *p, const pthread_t *threads, int started, clt_err *e);
+int trainer_end_pass(pass *p, int rank, int status, clt_err *e);
+/* Rank's part `part` of step s of a training pass (as the pass's own threads run
+ * the steps; TRAINER_STEP: the whole of it). */
+int trainer_step_part(pass *p, int rank, int s, trainer_part part, clt_err *e);
 /* Waits for the replica's queue. */
 int trainer_finish_queue(clt_replica *rep, clt_err *e);
 
@@ -204,6 +248,17 @@ int trainer_change_members(pass *p, int rank, int s, clt_err *e);
 int trainer_sit_out(pass *p, int rank, int *s, clt_err *e);
 /* Ends the bench: ranks out of the step return once their probe is done. */
 void trainer_close_bench(pass *p);
+
+/* trainer.c: makes room for passes over `examples` examples: the example order
+ * and every step's metric slots (growing the replicas' buffers: not within a pass). */
+int trainer_reserve(clt_trainer *t, int examples, clt_err *e);
+/* Before a training pass: --check-replicas' buffer, and the profile's sums reset. */
+int trainer_prepare_training(clt_trainer *t, clt_err *e);
+
+/* steps.c: loads examples [first, first + len) of the caller's batch p->host into
+ * rank's input; releases what the caller's batches took on the replicas. */
+int trainer_load_host(pass *p, int rank, int first, int len, clt_err *e);
+void trainer_release_host(clt_trainer *t);
 
 /* stats.c: the metrics read back from the replicas, and what is made of them. */
 int trainer_read_metrics(clt_trainer *t, unsigned long long ranks, int steps, clt_err *e);

@@ -396,6 +396,12 @@ int clt_net_read_grads(clt_net *net, float *flat, clt_err *e) {
                      "reading gradients", e);
 }
 
+int clt_net_write_grads(clt_net *net, const float *flat, clt_err *e) {
+  if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "no gradients in an inference-only net");
+  return write_buffer(net, net->grads, flat, net->model->grad_floats * sizeof(float),
+                      "uploading gradients", e);
+}
+
 /* dst[0..n) += src[0..n) */
 static int accumulate(clt_net *net, cl_mem dst, cl_mem src, size_t n, clt_err *e) {
   cl_kernel k;
@@ -624,6 +630,43 @@ int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e
     status = launch_update(net, "moving_average", margs, 5, total - first, e);
   }
   return status;
+}
+
+int clt_net_set_metric_slots(clt_net *net, int slots, clt_err *e) {
+  if (slots < 1) return clt_fail(e, CLT_ERR_INTERNAL, "%d metric slots", slots);
+  if (slots == net->metric_slots) return CLT_OK;
+  cl_int rc = clFinish(net->replica->queue); /* no kernel may still write the old ones */
+  if (rc) return clt_replica_fail(net->replica, e, rc, "clFinish");
+  cl_mem *old[] = {&net->metrics, &net->grad_checks};
+  for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) {
+    if (*old[i]) clReleaseMemObject(*old[i]);
+    *old[i] = NULL;
+  }
+  net->metric_slots = 0;
+  int status = alloc_floats(net, 2 * (size_t)slots, "metrics", &net->metrics, e);
+  if (!status && net->train)
+    status = alloc_floats(net, (size_t)slots, "gradient checks", &net->grad_checks, e);
+  if (!status) net->metric_slots = slots;
+  return status;
+}
+
+int clt_net_read_slot(clt_net *net, int slot, float *metrics, float *check, cl_event *done,
+                      clt_err *e) {
+  if (slot < 0 || slot >= net->metric_slots)
+    return clt_fail(e, CLT_ERR_INTERNAL, "metric slot %d of %d", slot, net->metric_slots);
+  clt_replica *r = net->replica;
+  if (clt_fault_hit(r->index, r->step, CLT_FAULT_READ))
+    return clt_replica_fail_injected(r, e, CL_OUT_OF_RESOURCES, "reading metrics");
+  const int checks = check && net->train;
+  cl_int rc = clEnqueueReadBuffer(r->queue, net->metrics, CL_FALSE,
+                                  2 * (size_t)slot * sizeof(float), 2 * sizeof(float), metrics, 0,
+                                  NULL, done && !checks ? done : NULL);
+  if (!rc && checks)
+    rc = clEnqueueReadBuffer(r->queue, net->grad_checks, CL_FALSE, (size_t)slot * sizeof(float),
+                             sizeof(float), check, 0, NULL, done);
+  if (!rc && done) rc = clFlush(r->queue);
+  else if (!rc) rc = clFinish(r->queue);
+  return rc ? clt_replica_fail(r, e, rc, "reading metrics") : CLT_OK;
 }
 
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e) {

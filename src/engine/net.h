@@ -79,6 +79,7 @@ void clt_net_destroy(clt_net *net);
 int clt_net_write_params(clt_net *net, const float *flat, clt_err *e);
 int clt_net_read_params(clt_net *net, float *flat, clt_err *e);
 int clt_net_read_grads(clt_net *net, float *flat, clt_err *e); /* grad_floats floats */
+int clt_net_write_grads(clt_net *net, const float *flat, clt_err *e);
 
 /* Device bytes a net for max_batch examples allocates, without the batch source's
  * (train 0: an inference-only net). */
@@ -128,6 +129,17 @@ int clt_net_forward_backward_marked(clt_net *net, int count, float loss_scale, i
  * into their gradient slots. Every replica runs the same float operations (built with
  * replica->exact_options), so replicas on different devices stay bit-identical. */
 int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e);
+
+/* Makes the net hold `slots` metric and gradient-check slots (their values are
+ * lost): a trainer whose passes grew longer. Waits for the replica's queue. */
+int clt_net_set_metric_slots(clt_net *net, int slots, clt_err *e);
+
+/* Reads metric slot `slot` (loss sum and correct count: 2 floats) and, when check
+ * is not NULL in a training net, its gradient check: blocking (the queue is
+ * finished) with done NULL, else enqueued, *done completing once both are read
+ * (the caller releases it). */
+int clt_net_read_slot(clt_net *net, int slot, float *metrics, float *check, cl_event *done,
+                      clt_err *e);
 
 /* Reads metrics slots [0, n) as 2n floats (blocking). */
 int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e);

@@ -1,0 +1,283 @@
+/* Training a step, or a part of one, at a time (the public API's custom loop;
+ * trainer.h): the pass of an epoch (or of a batch in the caller's memory) is
+ * begun as clt_trainer_epoch begins its own, then each call runs one part of a
+ * step (pass.c's, trainer_step_part) on one host thread per replica, joined
+ * under the all-reduce's watchdog; the step's figures are read back at once. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+#include "trainer_impl.h"
+
+static void *part_thread(void *arg) {
+  trainer_thread_arg *a = arg;
+  pass *p = a->p;
+  pass_rank *me = &p->ranks[a->rank];
+  me->status = trainer_step_part(p, a->rank, a->s, a->part, &me->err);
+  if (me->status) {
+    /* The others may wait for this rank in a barrier or the all-reduce. */
+    clt_ring_abort(p->t->ring);
+    clt_source_cancel(p->source);
+  }
+  return NULL;
+}
+
+/* Part `part` of step s of pass p on every replica. */
+static int run_part(pass *p, int s, trainer_part part, clt_err *e) {
+  clt_trainer *t = p->t;
+  pthread_t threads[CLT_MAX_REPLICAS];
+  trainer_thread_arg args[CLT_MAX_REPLICAS];
+  int started = 0;
+  for (int r = 0; r < t->n; r++) args[r] = (trainer_thread_arg){p, r, s, part};
+  trainer_start_threads(p, part_thread, args, threads, &started);
+  return trainer_join_pass(p, threads, started, e);
+}
+
+/* Ends pass p if it was begun: every replica's work waited for, the source
+ * (mid-pass, if not all its steps were loaded) cancelled. */
+static int end_pass(clt_trainer *t, pass *p, clt_err *e) {
+  if (!p || !p->begun) return CLT_OK;
+  p->begun = 0;
+  if (t->cur == p) t->cur = NULL;
+  int status = CLT_OK;
+  for (int r = 0; r < t->n; r++) {
+    if (p->ranks[r].read_done) clReleaseEvent(p->ranks[r].read_done); /* a failed step's */
+    p->ranks[r].read_done = NULL;
+  }
+  for (int r = 0; r < t->n; r++) {
+    if (t->local[r].replica->hung) return CLT_OK; /* nothing may touch it (watchdog.h) */
+  }
+  for (int r = 0; r < t->n; r++) {
+    clt_err err;
+    const int st = trainer_end_pass(p, r, CLT_OK, &err);
+    if (st && !status) {
+      *e = err;
+      status = st;
+    }
+  }
+  if (p->source && p == t->steps && t->next_step < p->steps) clt_source_cancel(p->source);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  return status;
+}
+
+int clt_trainer_end_steps(clt_trainer *t, clt_err *e) {
+  int status = end_pass(t, t->steps, e);
+  clt_err err;
+  const int host = end_pass(t, t->host_pass, &err);
+  if (host && !status) {
+    *e = err;
+    status = host;
+  }
+  return status;
+}
+
+int clt_trainer_steps_left(const clt_trainer *t) {
+  return t->steps && t->steps->begun ? t->steps->steps - t->next_step : 0;
+}
+
+/* A pass for step-wise driving, reused: *slot is allocated at its first use. */
+static int fresh_pass(clt_trainer *t, pass **slot, clt_err *e) {
+  if (!*slot && !(*slot = malloc(sizeof **slot)))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  memset(*slot, 0, sizeof **slot);
+  (*slot)->t = t;
+  (*slot)->train = 1;
+  (*slot)->read_back = 1;
+  atomic_init(&(*slot)->stop_after, -1);
+  return CLT_OK;
+}
+
+int clt_trainer_begin_steps(clt_trainer *t, uint64_t seed, int epoch, int *steps, clt_err *e) {
+  int status = clt_trainer_end_steps(t, e);
+  if (status) return status;
+  clt_source *src = t->source[0];
+  if (!src) return clt_fail(e, CLT_ERR_ARG, "no training set");
+  const int count = clt_source_count(src), global = clt_trainer_global_batch(t);
+  if ((status = trainer_reserve(t, count, e)) || (status = fresh_pass(t, &t->steps, e)))
+    return status;
+  pass *p = t->steps;
+  p->source = src;
+  p->epoch = epoch;
+  p->count = count;
+  p->steps = (count + global - 1) / global;
+  p->seed = seed;
+  clt_epoch_order(seed, epoch, t->order, count);
+  if ((status = trainer_prepare_training(t, e))) return status;
+  if ((status = trainer_begin_pass(p, e))) return status;
+  p->begun = 1;
+  t->next_step = 0;
+  *steps = p->steps;
+  return CLT_OK;
+}
+
+/* Step s's figures: its metric slot (and gradient check) read back from every
+ * replica, summed over the run. */
+static int read_step(clt_trainer *t, pass *p, int s, clt_step_result *res, clt_err *e) {
+  int status = CLT_OK;
+  for (int r = 0; r < t->n; r++) {
+    /* After an update: read back already (enqueued before it), else now. */
+    cl_event *done = &p->ranks[r].read_done;
+    if (*done) {
+      const cl_int rc = clWaitForEvents(1, done);
+      clReleaseEvent(*done);
+      *done = NULL;
+      if (rc && !status) status = clt_replica_fail(t->local[r].replica, e, rc, "reading metrics");
+    } else if (!status) {
+      status = clt_net_read_slot(t->local[r].net, s, t->metrics + ((size_t)r * t->slots + s) * 2,
+                                 t->checks + (size_t)r * t->slots + s, NULL, e);
+    }
+  }
+  if (!status) status = trainer_step_sums(t, s, s + 1, NULL, t->train_sums, e);
+  if (status) return status;
+  const int global = clt_trainer_global_batch(t);
+  const int rest = p->count - s * global;
+  res->loss_sum = t->train_sums[(size_t)2 * s];
+  res->correct = t->train_sums[(size_t)2 * s + 1];
+  res->examples = rest < global ? rest : global;
+  /* The reduced gradient's check is the same on every replica (and process). */
+  res->bad = !isfinite(res->loss_sum) || t->checks[s] != 0;
+  return CLT_OK;
+}
+
+int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step, clt_step_result *r,
+                        clt_err *e) {
+  pass *p = t->steps;
+  int s = 0, status = CLT_OK;
+  if (batch) {
+    const int global = clt_trainer_global_batch(t);
+    if (batch->count < 1 || batch->count > global)
+      return clt_fail(e, CLT_ERR_ARG, "a batch of %d examples; the global batch is %d",
+                      batch->count, global);
+    if ((status = end_pass(t, t->host_pass, e)) || (status = fresh_pass(t, &t->host_pass, e)))
+      return status;
+    p = t->host_pass;
+    p->host = batch;
+    p->count = batch->count;
+    p->steps = 1;
+    p->seed = 0;
+    if ((status = trainer_begin_pass(p, e))) return status;
+    p->begun = 1;
+  } else {
+    if (!p || !p->begun || t->next_step >= p->steps)
+      return clt_fail(e, CLT_ERR_ARG, "no step left in the epoch");
+    s = t->next_step++;
+  }
+  p->first_step = step - s;
+  t->cur = NULL;
+  status = run_part(p, s, TRAINER_FORWARD, e);
+  if (!status) status = read_step(t, p, s, r, e);
+  if (status) return status;
+  t->cur = p;
+  t->cur_step = s;
+  return CLT_OK;
+}
+
+int clt_trainer_reduce(clt_trainer *t, clt_err *e) {
+  if (!t->cur) return clt_fail(e, CLT_ERR_INTERNAL, "an all-reduce without a forward pass");
+  return run_part(t->cur, t->cur_step, TRAINER_REDUCE, e);
+}
+
+/* After a step's update: the epoch's last step, or a caller's batch, ends its pass. */
+static int after_update(clt_trainer *t, pass *p, clt_err *e) {
+  if (p == t->host_pass || t->next_step >= p->steps) return end_pass(t, p, e);
+  return CLT_OK;
+}
+
+int clt_trainer_update(clt_trainer *t, const clt_optimizer *opt, long step, clt_step_result *r,
+                       clt_err *e) {
+  pass *p = t->cur;
+  if (!p) return clt_fail(e, CLT_ERR_INTERNAL, "an update without a forward pass");
+  const int s = t->cur_step;
+  p->opt = opt;
+  p->first_step = step - s;
+  int status = run_part(p, s, TRAINER_UPDATE, e);
+  if (!status) status = read_step(t, p, s, r, e);
+  t->cur = NULL;
+  if (!status) status = after_update(t, p, e);
+  return status;
+}
+
+int clt_trainer_one_step(clt_trainer *t, const clt_optimizer *opt, long step, clt_step_result *r,
+                         clt_err *e) {
+  pass *p = t->steps;
+  if (!p || !p->begun || t->next_step >= p->steps)
+    return clt_fail(e, CLT_ERR_ARG, "no step left in the epoch");
+  const int s = t->next_step++;
+  p->opt = opt;
+  p->first_step = step - s;
+  t->cur = NULL;
+  int status = run_part(p, s, TRAINER_STEP, e);
+  if (!status) status = read_step(t, p, s, r, e);
+  if (!status) status = after_update(t, p, e);
+  return status;
+}
+
+int clt_trainer_set_grads(clt_trainer *t, const float *grads, clt_err *e) {
+  for (int r = 0; r < t->n; r++) {
+    int status = clt_net_write_grads(t->local[r].net, grads, e);
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
+int clt_trainer_set_params(clt_trainer *t, const float *params, clt_err *e) {
+  for (int r = 0; r < t->n; r++) {
+    int status = clt_net_write_params(t->local[r].net, params, e);
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
+int clt_trainer_get_grads(clt_trainer *t, float *grads, clt_err *e) {
+  return clt_net_read_grads(t->local[0].net, grads, e);
+}
+
+/* ---- batches in the caller's memory ------------------------------------------- */
+
+void trainer_release_host(clt_trainer *t) {
+  for (int r = 0; r < t->n; r++) {
+    trainer_replica *l = &t->local[r];
+    if (l->host_images && !l->replica->hung) clReleaseMemObject(l->host_images);
+    l->host_images = NULL;
+  }
+}
+
+int trainer_load_host(pass *p, int rank, int first, int len, clt_err *e) {
+  clt_trainer *t = p->t;
+  trainer_replica *l = &t->local[rank];
+  clt_replica *rep = l->replica;
+  const clt_host_batch *b = p->host;
+  const clt_model *m = t->model;
+  int pixels = m->input.h * m->input.w * m->input.c;
+  int status = CLT_OK;
+  if (len == 0) return CLT_OK;
+  clt_replica_scope(rep, "input", "batch");
+  if (b->floats) {
+    status = clt_source_upload(rep, l->net->input,
+                               (const float *)b->images + (size_t)first * pixels,
+                               (size_t)len * pixels * sizeof(float), "uploading a batch", e);
+  } else {
+    /* Staged as bytes (made once, for the largest slice), then preprocessed. */
+    if (!l->host_images)
+      status = clt_replica_alloc(rep, (size_t)l->cap * pixels, "a caller's batch", &l->host_images,
+                                 e);
+    if (!status && !l->convert)
+      status = clt_replica_kernel(rep, "data.cl", "", "convert_batch", &l->convert, e);
+    if (!status)
+      status = clt_source_upload(rep, l->host_images,
+                                 (const uint8_t *)b->images + (size_t)first * pixels,
+                                 (size_t)len * pixels, "uploading a batch", e);
+    int n = len * pixels, channels = m->input.c, mode = (int)m->preprocess;
+    clt_karg args[] = {CLT_ARG(l->host_images), CLT_ARG(n), CLT_ARG(channels), CLT_ARG(mode),
+                       CLT_ARG(l->net->input)};
+    if (!status) status = clt_launch1d(rep, l->convert, "convert_batch", args, 5, (size_t)n, e);
+  }
+  if (status) return status;
+  if (b->labels)
+    return clt_source_upload(rep, l->net->labels, b->labels + first, (size_t)len * sizeof(int32_t),
+                             "uploading labels", e);
+  return clt_replica_fill(rep, l->net->labels, 0, (size_t)len, 0.0f, "labels", e);
+}
