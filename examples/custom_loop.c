@@ -3,15 +3,18 @@
  *
  *   custom_loop [--data DIR] [--epochs N] [--devices SPEC] [--split auto|equal]
  *               [--batch-per-replica N] [--train-limit N] [--test-limit N]
- *               [--checkpoint-dir DIR] [--seed N]
+ *               [--checkpoint-dir DIR] [--seed N] [--parts 1]
  *
  * The model, the optimizer and the checkpoints live "under the strategy" (a
  * trainer over every chosen device); the loop is the program's own: each step
  * runs every replica's forward and backward pass on its slice of the global
  * batch with the loss divided by the global batch, sums the gradients, applies
- * them; after each epoch it evaluates, saves a checkpoint every 2 epochs and
- * prints the tutorial's line. Then it restores the newest checkpoint on one
- * device, "without the strategy", and evaluates it. docs/api.md walks through it. */
+ * them (the tutorial's distributed_train_step: one call, cltrain_trainer_step,
+ * whose all-reduce overlaps the backward pass; with --parts 1 the three calls
+ * one by one, as a loop that works between them makes them); after each epoch it evaluates, saves a
+ * checkpoint every 2 epochs and prints the tutorial's line. Then it restores the newest checkpoint
+ * on one device, "without the strategy", and evaluates it. docs/api.md walks through it. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +25,7 @@
 /* The flags, with the tutorial's values as defaults. */
 typedef struct args {
   const char *data, *devices, *split, *checkpoint_dir;
-  int epochs, batch_per_replica;
+  int epochs, batch_per_replica, parts;
   long train_limit, test_limit, seed;
 } args;
 
@@ -43,6 +46,7 @@ static int parse(int argc, char **argv, args *a) {
     else if (strcmp(flag, "--train-limit") == 0) a->train_limit = atol(value);
     else if (strcmp(flag, "--test-limit") == 0) a->test_limit = atol(value);
     else if (strcmp(flag, "--seed") == 0) a->seed = atol(value);
+    else if (strcmp(flag, "--parts") == 0) a->parts = atoi(value);
     else {
       fprintf(stderr, "custom_loop: unknown flag %s\n", flag);
       return 1;
@@ -86,14 +90,13 @@ static int train(cltrain_ctx *ctx, const args *a, int *trained) {
     goto done;
   }
   snprintf(options, sizeof options,
-           "devices=%s split=%s batch-per-replica=%d optimizer=adam seed=%ld", a->devices,
-           a->split, a->batch_per_replica, a->seed);
+           "devices=%s split=%s batch-per-replica=%d optimizer=adam seed=%ld", a->devices, a->split,
+           a->batch_per_replica, a->seed);
   if ((st = cltrain_trainer_create(ctx, model, options, &strategy))) {
     fail(ctx, st);
     goto done;
   }
-  if (cltrain_rank(ctx) == 0)
-    printf("Number of devices: %d\n", cltrain_trainer_replicas(strategy));
+  if (cltrain_rank(ctx) == 0) printf("Number of devices: %d\n", cltrain_trainer_replicas(strategy));
 
   for (int epoch = 0; epoch < a->epochs; epoch++) {
     /* TRAIN LOOP: distributed_train_step over the distributed dataset. */
@@ -107,14 +110,19 @@ static int train(cltrain_ctx *ctx, const args *a, int *trained) {
     const double t0 = now();
     for (int s = 0; s < steps; s++) {
       double loss = 0;
-      /* strategy.run(train_step): each replica's loss divided by the global batch,
-       * its gradient by the tape ... */
-      if ((st = cltrain_trainer_forward_backward(strategy, &loss, NULL)) ||
-          /* ... summed over the replicas (strategy.reduce) ... */
-          (st = cltrain_trainer_allreduce(strategy)) ||
-          /* ... and optimizer.apply_gradients on every replica. */
-          (st = cltrain_trainer_apply(strategy))) {
-        fail(strategy, st);
+      if (a->parts) {
+        /* strategy.run(train_step): each replica's loss divided by the global
+         * batch, its gradient by the tape ... */
+        if ((st = cltrain_trainer_forward_backward(strategy, &loss, NULL)) ||
+            /* ... summed over the replicas (strategy.reduce) ... */
+            (st = cltrain_trainer_allreduce(strategy)) ||
+            /* ... and optimizer.apply_gradients on every replica. */
+            (st = cltrain_trainer_apply(strategy))) {
+          fail(strategy, st);
+          goto done;
+        }
+      } else if ((st = cltrain_trainer_step(strategy, &loss, NULL))) {
+        fail(strategy, st); /* distributed_train_step: the three above in one call */
         goto done;
       }
       total_loss += loss;
@@ -140,8 +148,7 @@ static int train(cltrain_ctx *ctx, const args *a, int *trained) {
     if (cltrain_rank(ctx) == 0) {
       printf("Epoch %d, Loss: %.4f, Accuracy: %.2f, Test Loss: %.4f, Test Accuracy: %.2f "
              "(%.0f images/s)\n",
-             epoch + 1, train_loss, train_acc * 100, test_loss, test_acc * 100,
-             examples / seconds);
+             epoch + 1, train_loss, train_acc * 100, test_loss, test_acc * 100, examples / seconds);
       fflush(stdout);
     }
     *trained = epoch + 1;

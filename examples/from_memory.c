@@ -37,8 +37,8 @@ static void make_batch(uint8_t *images, int32_t *labels, int n) {
     for (int k = 0; k < 12; k++) {
       for (int w = 0; w < 2; w++) {
         int x = x0, y = y0;
-        if (label == 0) x += k, y += w;         /* horizontal bar */
-        else if (label == 1) x += w, y += k;    /* vertical bar */
+        if (label == 0) x += k, y += w;          /* horizontal bar */
+        else if (label == 1) x += w, y += k;     /* vertical bar */
         else if (label == 2) x += k, y += k + w; /* diagonal */
         else x += k % 6 + w * 6, y += k / 6 * 5; /* a square's corners and edges */
         if (x < SIDE && y < SIDE) img[y * SIDE + x] = 255;
@@ -90,8 +90,8 @@ int main(int argc, char **argv) {
     goto done;
   }
   /* A small network written as a model description; x / 255 on the way in. */
-  snprintf(options, sizeof options, "input=%dx%dx1 classes=%d preprocess=unit seed=%ld", SIDE,
-           SIDE, CLASSES, seed);
+  snprintf(options, sizeof options, "input=%dx%dx1 classes=%d preprocess=unit seed=%ld", SIDE, SIDE,
+           CLASSES, seed);
   st = cltrain_model_create(ctx,
                             "c1=Conv2D(16,3x3,s1,same,relu) p1=MaxPooling2D(2,s2) "
                             "c2=Conv2D(32,3x3,s1,same,relu) p2=MaxPooling2D(2,s2) "
