@@ -11,9 +11,12 @@
  * batch with the loss divided by the global batch, sums the gradients, applies
  * them (the tutorial's distributed_train_step: one call, cltrain_trainer_step,
  * whose all-reduce overlaps the backward pass; with --parts 1 the three calls
- * one by one, as a loop that works between them makes them); after each epoch it evaluates, saves a
- * checkpoint every 2 epochs and prints the tutorial's line. Then it restores the newest checkpoint
- * on one device, "without the strategy", and evaluates it. docs/api.md walks through it. */
+ * one by one, as a loop that works between them makes them); after each epoch
+ * it evaluates, saves a checkpoint every 2 epochs and prints the tutorial's line.
+ * Then it restores the newest checkpoint on one device, "without the strategy",
+ * and evaluates it. docs/api.md walks through it.
+ *
+ * test-args: --epochs 1 --train-limit 256 --test-limit 128 --checkpoint-dir ck */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +165,7 @@ done:
 }
 
 /* "Restore the checkpoints": the newest checkpoint's model on one device, without
- * the strategy, evaluated on the test set. */
+ * the strategy, evaluated on the test set (under MPI by process 0 alone: local=1). */
 static int restore(cltrain_ctx *ctx, const args *a) {
   cltrain_dataset *data = NULL;
   cltrain_model *new_model = NULL;
@@ -176,7 +179,7 @@ static int restore(cltrain_ctx *ctx, const args *a) {
     fail(ctx, st);
     goto done;
   }
-  if ((st = cltrain_trainer_create(ctx, new_model, "devices=0", &one))) {
+  if ((st = cltrain_trainer_create(ctx, new_model, "devices=0 local=1", &one))) {
     fail(ctx, st);
     goto done;
   }

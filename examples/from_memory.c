@@ -8,7 +8,9 @@
  * bar, a diagonal, a square) at a random place, in noise. Each update
  * accumulates the summed gradients of two batches made on the fly, averages
  * them, and applies the mean: the update of one batch twice the size, which the
- * devices' memory might not hold. A fresh test batch is then predicted. */
+ * devices' memory might not hold. A fresh test batch is then predicted.
+ *
+ * test-args: --steps 10 --batch 16 */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +59,11 @@ int main(int argc, char **argv) {
   int steps = 150, batch = 32;
   long seed = 7;
   const char *devices = "all";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (i + 1 == argc) {
+      fprintf(stderr, "from_memory: %s needs a value\n", argv[i]);
+      return 2;
+    }
     if (strcmp(argv[i], "--steps") == 0) steps = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--batch") == 0) batch = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--devices") == 0) devices = argv[i + 1];

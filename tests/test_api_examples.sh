@@ -44,6 +44,31 @@ fi
 expect_ok "cltrain export reads the custom loop's checkpoint" "Exported" \
   "$CLT" export --checkpoint "$tmp/api" --onnx "$tmp/api.onnx"
 
+# Under mpirun: 2 processes of one device each compute what one process with 2
+# devices computes, bit for bit; process 0 prints and restores alone (local=1).
+if command -v mpirun >/dev/null && "$CLT" --version | grep -q "with MPI"; then
+  MPI=(mpirun --oversubscribe --bind-to none)
+  [ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
+  (cd "$tmp" && timeout 120 "${MPI[@]}" -np 2 "$LOOP" "${common[@]/0,1/0}" --checkpoint-dir mpi >mpi.txt 2>&1) ||
+    bad "custom_loop under mpirun -np 2 ($(tail -3 "$tmp/mpi.txt"))"
+  d=$(max_rel_diff "$tmp/cmd/ckpt-1.npz" "$tmp/mpi/ckpt-1.npz")
+  if [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d == 0) }'; then
+    ok "custom loop, 2 processes x 1 device = 1 process x 2 devices, bit for bit"
+  else
+    bad "custom loop under mpirun vs one process: max_rel_diff '$d'"
+  fi
+  if [ "$(grep -c '^Number of devices: 2$' "$tmp/mpi.txt")" = 1 ] &&
+    [ "$(grep -c '^Accuracy after restoring' "$tmp/mpi.txt")" = 1 ]; then
+    ok "custom loop under mpirun: process 0 prints and restores"
+  else
+    bad "custom loop under mpirun: output ($(head -c 400 "$tmp/mpi.txt"))"
+  fi
+elif [ -n "${CI:-}" ]; then
+  bad "mpirun and an MPI build (CI installs them)"
+else
+  echo "skipped the mpirun checks: mpirun or an MPI build of cltrain missing"
+fi
+
 # Two devices, procedural images, accumulation over 2 batches: it learns.
 out=$("$MEM" --steps 60 --batch 32 2>&1)
 got=$(sed -n 's|^test accuracy on a fresh batch: \([0-9]*\)/32$|\1|p' <<<"$out")

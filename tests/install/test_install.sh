@@ -11,6 +11,9 @@
 # DOCDIR (GNUInstallDirs' relative ones) and VERSION (the project's).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
+# has PATTERN...: grep -q that reads all its input (under pipefail, grep -q's
+# early exit can fail the command writing into it with SIGPIPE).
+has() { grep "$@" >/dev/null; }
 build=$1 src=$2 cc=$3
 p=$tmp/prefix
 lib=$p/$LIBDIR
@@ -40,7 +43,7 @@ if grep -q "^\.TH CLTRAIN 1 .*cltrain $VERSION" "$p/$MANDIR/man1/cltrain.1"; the
 else bad "the man page: $(head -c 200 "$p/$MANDIR/man1/cltrain.1")"; fi
 expect_ok "the installed cltrain --version" "^cltrain $VERSION " "$p/$BINDIR/cltrain" --version
 # Nothing installed may point into the build folder.
-if ! readelf -d "$p/$BINDIR/cltrain" "$lib/libcltrain.so" | grep -E 'R(UN)?PATH' | grep -qF "$build"
+if ! readelf -d "$p/$BINDIR/cltrain" "$lib/libcltrain.so" | grep -E 'R(UN)?PATH' | has -F "$build"
 then ok "no RPATH into the build folder"; else bad "an installed file's RPATH names $build"; fi
 
 mapfile -t examples < <(find "$src/examples" -maxdepth 1 -name '*.c' | sort)
@@ -53,7 +56,8 @@ run_example() {
   local what=$1 prog=$2 name args out rc
   shift 2
   name=$(basename "$prog")
-  args=$(sed -nE 's/^[ /*]*test-args:(.*)$/\1/p' "$src/examples/$name.c" | head -n 1)
+  args=$(sed -nE 's/^[ /*]*test-args:(.*)$/\1/p' "$src/examples/$name.c" | head -n 1 |
+    sed -E 's@[[:space:]]*\*/[[:space:]]*$@@')
   read -ra args <<<"$args"
   mkdir -p "$tmp/run-$what-$name"
   out=$(cd "$tmp/run-$what-$name" && env "$@" timeout 240 "$prog" "${args[@]}" 2>"$tmp/err")
@@ -81,14 +85,14 @@ for ex in "${examples[@]}"; do
   if "$cc" -Wall -Wextra -Werror "${cflags[@]}" "$ex" -o "$tmp/pc/$name" "${libs[@]}" -lm \
     2>"$tmp/err"; then
     ok "pkg-config: $name built on libcltrain.so"
-    if readelf -d "$tmp/pc/$name" | grep -q 'NEEDED.*\[libcltrain\.so\.0\]' &&
-      LD_LIBRARY_PATH=$lib ldd "$tmp/pc/$name" | grep -qF "libcltrain.so.0 => $lib/"; then
+    if readelf -d "$tmp/pc/$name" | has 'NEEDED.*\[libcltrain\.so\.0\]' &&
+      LD_LIBRARY_PATH=$lib ldd "$tmp/pc/$name" | has -F "libcltrain.so.0 => $lib/"; then
       ok "pkg-config: $name loads the installed libcltrain.so.0"
     else bad "pkg-config: $name does not load $lib/libcltrain.so.0"; fi
     run_example pkg-config "$tmp/pc/$name" LD_LIBRARY_PATH="$lib"
   else bad "pkg-config: $name does not build: $(grep -E 'error|undefined' "$tmp/err" | head -n 5)"; fi
   if "$cc" -Wall -Wextra -Werror "${cflags[@]}" "$ex" -o "$tmp/pc-static/$name" \
-    "${static_libs[@]}" -lm 2>"$tmp/err" && ! readelf -d "$tmp/pc-static/$name" | grep -q libcltrain
+    "${static_libs[@]}" -lm 2>"$tmp/err" && ! readelf -d "$tmp/pc-static/$name" | has libcltrain
   then ok "pkg-config --static: $name built on libcltrain.a"
   else bad "pkg-config --static: $name: $(grep -E 'error|undefined' "$tmp/err" | head -n 5)"; fi
 done
@@ -108,11 +112,11 @@ for kind in shared static; do
   for ex in "${examples[@]}"; do
     name=$(basename "$ex" .c)
     if [ $kind = static ]; then
-      if readelf -d "$tmp/cmake-$kind/$name" | grep -q libcltrain; then
+      if readelf -d "$tmp/cmake-$kind/$name" | has libcltrain; then
         bad "find_package (static): $name needs libcltrain.so"
       else ok "find_package (static): $name holds libcltrain.a's code"; fi
     else
-      if env -u LD_LIBRARY_PATH ldd "$tmp/cmake-$kind/$name" | grep -qF "libcltrain.so.0 => $lib/"
+      if env -u LD_LIBRARY_PATH ldd "$tmp/cmake-$kind/$name" | has -F "libcltrain.so.0 => $lib/"
       then ok "find_package: $name finds the installed libcltrain.so.0 through its RPATH"
       else bad "find_package: $name does not find $lib/libcltrain.so.0 by itself"; fi
       run_example find_package "$tmp/cmake-$kind/$name" -u LD_LIBRARY_PATH
