@@ -2,7 +2,9 @@
  * trainer.h): the pass of an epoch (or of a batch in the caller's memory) is
  * begun as clt_trainer_epoch begins its own, then each call runs one part of a
  * step (pass.c's, trainer_step_part) on one host thread per replica, joined
- * under the all-reduce's watchdog; the step's figures are read back at once. */
+ * under the all-reduce's watchdog; the step's figures are read back at once, or
+ * (no result asked) left on the devices for clt_trainer_settle, so that the
+ * host enqueues the next step while the devices run this one. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
@@ -90,7 +92,29 @@ static int fresh_pass(clt_trainer *t, pass **slot, clt_err *e) {
   return CLT_OK;
 }
 
+/* Step s of pass p left unread: its forward part's figures, its update's verdict. */
+static void leave_unread(clt_trainer *t, pass *p, int s, int forward, int updated) {
+  if (t->unread != p) {
+    t->unread = p;
+    t->fig_from = t->fig_to = t->chk_from = t->chk_to = s;
+  }
+  if (forward) {
+    if (t->fig_from == t->fig_to) t->fig_from = s;
+    t->fig_to = s + 1;
+  }
+  if (updated) {
+    if (t->chk_from == t->chk_to) t->chk_from = s;
+    t->chk_to = s + 1;
+  }
+}
+
+/* A pass would reuse the metric slots of steps not yet read. */
+static int unread_left(clt_err *e) {
+  return clt_fail(e, CLT_ERR_INTERNAL, "the figures of earlier steps are unread (settle first)");
+}
+
 int clt_trainer_begin_steps(clt_trainer *t, uint64_t seed, int epoch, int *steps, clt_err *e) {
+  if (t->unread) return unread_left(e);
   int status = clt_trainer_end_steps(t, e);
   if (status) return status;
   clt_source *src = t->source[0];
@@ -113,6 +137,17 @@ int clt_trainer_begin_steps(clt_trainer *t, uint64_t seed, int epoch, int *steps
   return CLT_OK;
 }
 
+/* Step s's figures from its sums (trainer_step_sums) and its check. */
+static void step_figures(const clt_trainer *t, const pass *p, int s, clt_step_result *res) {
+  const int global = clt_trainer_global_batch(t);
+  const int rest = p->count - s * global;
+  res->loss_sum = t->train_sums[(size_t)2 * s];
+  res->correct = t->train_sums[(size_t)2 * s + 1];
+  res->examples = rest < global ? rest : global;
+  /* The reduced gradient's check is the same on every replica (and process). */
+  res->bad = !isfinite(res->loss_sum) || t->checks[s] != 0;
+}
+
 /* Step s's figures: its metric slot (and gradient check) read back from every
  * replica, summed over the run. */
 static int read_step(clt_trainer *t, pass *p, int s, clt_step_result *res, clt_err *e) {
@@ -132,13 +167,36 @@ static int read_step(clt_trainer *t, pass *p, int s, clt_step_result *res, clt_e
   }
   if (!status) status = trainer_step_sums(t, s, s + 1, NULL, t->train_sums, e);
   if (status) return status;
-  const int global = clt_trainer_global_batch(t);
-  const int rest = p->count - s * global;
-  res->loss_sum = t->train_sums[(size_t)2 * s];
-  res->correct = t->train_sums[(size_t)2 * s + 1];
-  res->examples = rest < global ? rest : global;
-  /* The reduced gradient's check is the same on every replica (and process). */
-  res->bad = !isfinite(res->loss_sum) || t->checks[s] != 0;
+  step_figures(t, p, s, res);
+  return CLT_OK;
+}
+
+int clt_trainer_settle(clt_trainer *t, clt_step_fn each, void *ctx, clt_err *e) {
+  pass *p = t->unread;
+  if (!p) return CLT_OK;
+  t->unread = NULL;
+  const int fig = t->fig_to > t->fig_from, chk = t->chk_to > t->chk_from;
+  const int from = !chk || (fig && t->fig_from < t->chk_from) ? t->fig_from : t->chk_from;
+  const int to = t->fig_to > t->chk_to ? t->fig_to : t->chk_to;
+  for (int r = 0; r < t->n; r++) {
+    if (t->local[r].replica->hung) return CLT_OK; /* nothing may touch it (watchdog.h) */
+  }
+  int status = CLT_OK;
+  /* Blocking reads: each waits for what its queue holds before it. */
+  for (int r = 0; r < t->n && !status; r++) {
+    clt_net *net = t->local[r].net;
+    status = clt_net_read_metrics(net, t->metrics + (size_t)r * t->slots * 2, to, e);
+    if (!status && chk)
+      status = clt_net_read_grad_checks(net, t->checks + (size_t)r * t->slots, to, e);
+  }
+  if (!status) status = trainer_step_sums(t, from, to, NULL, t->train_sums, e);
+  if (status) return status;
+  for (int s = from; s < to; s++) {
+    clt_step_result res;
+    step_figures(t, p, s, &res);
+    each(ctx, p->first_step + s + 1, s >= t->fig_from && s < t->fig_to,
+         s >= t->chk_from && s < t->chk_to, &res);
+  }
   return CLT_OK;
 }
 
@@ -146,6 +204,7 @@ int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step, 
                         clt_err *e) {
   pass *p = t->steps;
   int s = 0, status = CLT_OK;
+  if (t->unread && (r || batch || t->unread != p)) return unread_left(e);
   if (batch) {
     const int global = clt_trainer_global_batch(t);
     if (batch->count < 1 || batch->count > global)
@@ -168,8 +227,9 @@ int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step, 
   p->first_step = step - s;
   t->cur = NULL;
   status = run_part(p, s, TRAINER_FORWARD, e);
-  if (!status) status = read_step(t, p, s, r, e);
+  if (!status && r) status = read_step(t, p, s, r, e);
   if (status) return status;
+  if (!r) leave_unread(t, p, s, 1, 0);
   t->cur = p;
   t->cur_step = s;
   return CLT_OK;
@@ -191,10 +251,13 @@ int clt_trainer_update(clt_trainer *t, const clt_optimizer *opt, long step, clt_
   pass *p = t->cur;
   if (!p) return clt_fail(e, CLT_ERR_INTERNAL, "an update without a forward pass");
   const int s = t->cur_step;
+  if (t->unread && (r || t->unread != p)) return unread_left(e);
   p->opt = opt;
   p->first_step = step - s;
+  p->read_back = r != NULL;
   int status = run_part(p, s, TRAINER_UPDATE, e);
-  if (!status) status = read_step(t, p, s, r, e);
+  if (!status && r) status = read_step(t, p, s, r, e);
+  if (!status && !r) leave_unread(t, p, s, 0, 1);
   t->cur = NULL;
   if (!status) status = after_update(t, p, e);
   return status;
@@ -205,12 +268,15 @@ int clt_trainer_one_step(clt_trainer *t, const clt_optimizer *opt, long step, cl
   pass *p = t->steps;
   if (!p || !p->begun || t->next_step >= p->steps)
     return clt_fail(e, CLT_ERR_ARG, "no step left in the epoch");
+  if (t->unread && (r || t->unread != p)) return unread_left(e);
   const int s = t->next_step++;
   p->opt = opt;
   p->first_step = step - s;
+  p->read_back = r != NULL;
   t->cur = NULL;
   int status = run_part(p, s, TRAINER_STEP, e);
-  if (!status) status = read_step(t, p, s, r, e);
+  if (!status && r) status = read_step(t, p, s, r, e);
+  if (!status && !r) leave_unread(t, p, s, 1, 1);
   if (!status) status = after_update(t, p, e);
   return status;
 }

@@ -88,6 +88,11 @@ struct clt_trainer {
   struct pass *cur; /* the pass of the latest forward part, and its step */
   int cur_step;
   int next_step; /* the epoch's next step (steps) */
+  /* Steps run without their figures read (clt_trainer_settle): of pass unread,
+   * steps [fig_from, fig_to) ran their forward part, [chk_from, chk_to) their
+   * update (empty ranges: from == to). */
+  struct pass *unread;
+  int fig_from, fig_to, chk_from, chk_to;
 };
 
 /* ---- a pass over a dataset -------------------------------------------------- */
