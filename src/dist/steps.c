@@ -6,15 +6,17 @@
  * (no result asked) left on the devices for clt_trainer_settle, so that the
  * host enqueues the next step while the devices run this one. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rng.h"
 #include "trainer_impl.h"
 
-static void *part_thread(void *arg) {
-  trainer_thread_arg *a = arg;
+/* Rank's part of a step, as its thread runs it. */
+static void run_rank_part(const trainer_thread_arg *a) {
   pass *p = a->p;
   pass_rank *me = &p->ranks[a->rank];
   me->status = trainer_step_part(p, a->rank, a->s, a->part, &me->err);
@@ -23,18 +25,124 @@ static void *part_thread(void *arg) {
     clt_ring_abort(p->t->ring);
     clt_source_cancel(p->source);
   }
+}
+
+/* The parts' threads: one per replica, kept for the trainer's life (a part is
+ * a fraction of a step: a thread made and joined per part would cost more than
+ * handing it over), each running the parts it is handed. */
+typedef struct step_workers {
+  pthread_mutex_t mu;
+  pthread_cond_t work, done; /* a part handed out; a rank's part done */
+  long posted;               /* parts handed out so far */
+  long finished[CLT_MAX_REPLICAS];
+  int quit;
+  trainer_thread_arg args[CLT_MAX_REPLICAS]; /* the latest part, by rank */
+  pthread_t threads[CLT_MAX_REPLICAS];
+  int started;
+  struct worker_self {
+    struct step_workers *w;
+    int rank;
+  } self[CLT_MAX_REPLICAS];
+} step_workers;
+
+static void *worker_loop(void *arg) {
+  const struct worker_self *me = arg;
+  step_workers *w = me->w;
+  long seen = 0;
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    while (!w->quit && w->posted == seen) pthread_cond_wait(&w->work, &w->mu);
+    if (w->quit) break;
+    seen = w->posted;
+    const trainer_thread_arg a = w->args[me->rank];
+    pthread_mutex_unlock(&w->mu);
+    run_rank_part(&a);
+    pthread_mutex_lock(&w->mu);
+    w->finished[me->rank] = seen;
+    pthread_cond_broadcast(&w->done);
+  }
+  pthread_mutex_unlock(&w->mu);
   return NULL;
 }
 
-/* Part `part` of step s of pass p on every replica. */
+/* clt_ring_watch's wait: rank i's latest part done. */
+static int part_done(void *ctx, const pthread_t *threads, int i, double seconds) {
+  (void)threads;
+  step_workers *w = ctx;
+  struct timespec at;
+  clock_gettime(CLOCK_REALTIME, &at); /* the condition variable's clock */
+  if (!isinf(seconds)) {
+    const long long ns = at.tv_nsec + (long long)((seconds > 0 ? seconds : 0) * 1e9);
+    at.tv_sec += (time_t)(ns / 1000000000);
+    at.tv_nsec = (long)(ns % 1000000000);
+  }
+  int rc = 0;
+  pthread_mutex_lock(&w->mu);
+  while (w->finished[i] != w->posted && rc != ETIMEDOUT)
+    rc = isinf(seconds) ? pthread_cond_wait(&w->done, &w->mu)
+                        : pthread_cond_timedwait(&w->done, &w->mu, &at);
+  const int done = w->finished[i] == w->posted;
+  pthread_mutex_unlock(&w->mu);
+  return done ? 0 : ETIMEDOUT;
+}
+
+void trainer_stop_workers(clt_trainer *t) {
+  step_workers *w = t->workers;
+  if (!w) return;
+  pthread_mutex_lock(&w->mu);
+  w->quit = 1;
+  pthread_cond_broadcast(&w->work);
+  pthread_mutex_unlock(&w->mu);
+  int hung = 0;
+  for (int r = 0; r < w->started; r++) {
+    /* A hung replica's thread was detached, and may yet touch w: w stays. */
+    if (t->local[r].replica->hung) hung = 1;
+    else pthread_join(w->threads[r], NULL);
+  }
+  t->workers = NULL;
+  if (hung) return;
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->work);
+  pthread_cond_destroy(&w->done);
+  free(w);
+}
+
+/* The parts' threads, made at the first part. */
+static int start_workers(clt_trainer *t, clt_err *e) {
+  if (t->workers) return CLT_OK;
+  step_workers *w = calloc(1, sizeof *w);
+  if (!w) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->work, NULL);
+  pthread_cond_init(&w->done, NULL);
+  t->workers = w;
+  for (int r = 0; r < t->n; r++) {
+    w->self[r] = (struct worker_self){w, r};
+    if (pthread_create(&w->threads[r], NULL, worker_loop, &w->self[r]) != 0) {
+      trainer_stop_workers(t);
+      return clt_fail(e, CLT_ERR_NOMEM, "cannot start a host thread for replica %d", r);
+    }
+    w->started++;
+  }
+  return CLT_OK;
+}
+
+/* Part `part` of step s of pass p on every replica, by the replicas' threads,
+ * waited for under the all-reduce's watchdog. */
 static int run_part(pass *p, int s, trainer_part part, clt_err *e) {
   clt_trainer *t = p->t;
-  pthread_t threads[CLT_MAX_REPLICAS];
-  trainer_thread_arg args[CLT_MAX_REPLICAS];
-  int started = 0;
-  for (int r = 0; r < t->n; r++) args[r] = (trainer_thread_arg){p, r, s, part};
-  trainer_start_threads(p, part_thread, args, threads, &started);
-  return trainer_join_pass(p, threads, started, e);
+  int status = start_workers(t, e);
+  if (status) return status;
+  step_workers *w = t->workers;
+  pthread_mutex_lock(&w->mu);
+  for (int r = 0; r < t->n; r++) {
+    p->ranks[r].status = CLT_OK;
+    w->args[r] = (trainer_thread_arg){p, r, s, part};
+  }
+  w->posted++;
+  pthread_cond_broadcast(&w->work);
+  pthread_mutex_unlock(&w->mu);
+  return trainer_watch_pass(p, w->threads, t->n, part_done, w, e);
 }
 
 /* Ends pass p if it was begun: every replica's work waited for, the source

@@ -306,6 +306,7 @@ void clt_trainer_destroy(clt_trainer *t) {
   if (!t) return;
   clt_err ignored;
   clt_trainer_end_steps(t, &ignored);
+  trainer_stop_workers(t);
   free(t->steps);
   free(t->host_pass);
   trainer_release_host(t);
