@@ -507,8 +507,8 @@ static void deferred(cltrain_ctx *ctx, cltrain_model *m) {
   }
   for (int parts = 0; parts < 2; parts++) {
     check(memcmp(mid[0][parts], mid[1][parts], sizeof mid[0][parts]) == 0 &&
-              memcmp(end[0][parts], end[1][parts], sizeof end[0][parts]) == 0 && mid[0][parts][2] == 128 &&
-              end[0][parts][2] == 64 * DEFER_STEPS,
+              memcmp(end[0][parts], end[1][parts], sizeof end[0][parts]) == 0 &&
+              mid[0][parts][2] == 128 && end[0][parts][2] == 64 * DEFER_STEPS,
           "%s: deferred figures = asked figures bit for bit (loss %.6f, accuracy %.4f)",
           parts ? "parts" : "step", end[0][parts][0], end[0][parts][1]);
     check(same_bits(params[0][parts], params[1][parts], n), "%s: the same parameters",
@@ -563,7 +563,8 @@ static int stall(cltrain_ctx *ctx, cltrain_model *m) {
   const double took = clt_now_seconds() - t0;
   check(status == CLTRAIN_ERR_DEVICE && starts(cltrain_errmsg(t), "cltrain_trainer_step") &&
             strstr(cltrain_errmsg(t), "replica 0") && took < 10,
-        "a stalled replica reported in %.1f s (%s)", took, cltrain_errmsg(t ? (void *)t : (void *)ctx));
+        "a stalled replica reported in %.1f s (%s)", took,
+        cltrain_errmsg(t ? (void *)t : (void *)ctx));
   cltrain_trainer_free(&t);
   free_data(d);
   return check_summary();

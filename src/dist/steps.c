@@ -1,10 +1,11 @@
 /* Training a step, or a part of one, at a time (the public API's custom loop;
  * trainer.h): the pass of an epoch (or of a batch in the caller's memory) is
  * begun as clt_trainer_epoch begins its own, then each call runs one part of a
- * step (pass.c's, trainer_step_part) on one host thread per replica, joined
- * under the all-reduce's watchdog; the step's figures are read back at once, or
- * (no result asked) left on the devices for clt_trainer_settle, so that the
- * host enqueues the next step while the devices run this one. */
+ * step (pass.c's, trainer_step_part) on one host thread per replica (kept from
+ * call to call), waited for under the all-reduce's watchdog; the step's figures
+ * are read back at once, or (no result asked) left on the devices for
+ * clt_trainer_settle, so that the host enqueues the next step while the devices
+ * run this one. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
