@@ -108,15 +108,15 @@ static int train(cltrain_ctx *ctx, const args *a, int *trained) {
       fail(strategy, st);
       goto done;
     }
-    double total_loss = 0;
-    int num_batches = 0;
     const double t0 = now();
     for (int s = 0; s < steps; s++) {
-      double loss = 0;
+      /* No per-step loss asked (NULL): the calls need not wait for the devices,
+       * which run this step while the next is enqueued; the epoch's figures come
+       * from cltrain_trainer_metrics below. */
       if (a->parts) {
         /* strategy.run(train_step): each replica's loss divided by the global
          * batch, its gradient by the tape ... */
-        if ((st = cltrain_trainer_forward_backward(strategy, &loss, NULL)) ||
+        if ((st = cltrain_trainer_forward_backward(strategy, NULL, NULL)) ||
             /* ... summed over the replicas (strategy.reduce) ... */
             (st = cltrain_trainer_allreduce(strategy)) ||
             /* ... and optimizer.apply_gradients on every replica. */
@@ -124,18 +124,20 @@ static int train(cltrain_ctx *ctx, const args *a, int *trained) {
           fail(strategy, st);
           goto done;
         }
-      } else if ((st = cltrain_trainer_step(strategy, &loss, NULL))) {
+      } else if ((st = cltrain_trainer_step(strategy, NULL, NULL))) {
         fail(strategy, st); /* distributed_train_step: the three above in one call */
         goto done;
       }
-      total_loss += loss;
-      num_batches++;
     }
     const double seconds = now() - t0;
-    const double train_loss = total_loss / num_batches;
-    double train_acc = 0;
+    /* The tutorial's train_loss = total_loss / num_batches: the mean of the
+     * batches' losses, as the metrics give it. */
+    double train_loss = 0, train_acc = 0;
     long examples = 0;
-    cltrain_trainer_metrics(strategy, NULL, &train_acc, &examples, NULL);
+    if ((st = cltrain_trainer_metrics(strategy, &train_loss, &train_acc, &examples, NULL))) {
+      fail(strategy, st);
+      goto done;
+    }
 
     /* TEST LOOP */
     double test_loss = 0, test_acc = 0;

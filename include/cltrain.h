@@ -219,7 +219,20 @@ CLTRAIN_API int cltrain_trainer_global_batch(const cltrain_trainer *t);
  * allreduce, apply an allreduce since the last forward_backward; otherwise they
  * are refused (CLTRAIN_ERR_STATE). forward_backward overwrites the gradient, so a
  * loop that accumulates reads each summed gradient (get_gradients) and sets the
- * total before apply. */
+ * total before apply.
+ *
+ * A step whose forward_backward (or step) asks for neither figure (loss and
+ * correct NULL) does not wait for the devices: the host returns and enqueues the
+ * next step while they run this one, as the command's epochs do (so a loop that
+ * asks for none runs as fast as `cltrain train`). Its figures are read, waiting
+ * for the devices, by the next call that needs them: cltrain_trainer_metrics, a
+ * step that asks for figures, evaluate, predict, save, restore, export_onnx,
+ * get or set of the parameters or gradients, begin_epoch, and the epoch's last
+ * step (or the apply of a caller's batch, which ends its pass). A non-finite
+ * loss or gradient in such a step is reported by that call (CLTRAIN_ERR_NUMERIC,
+ * naming the first such step, once), which then does nothing else. Under MPI
+ * (a trainer over several processes) every step waits, as when figures are
+ * asked: their sum across the processes is collective. */
 
 /* Begins epoch `epoch` (0-based) of d's part: its examples in the order of (seed,
  * epoch), as the command's epochs, cut into global batches. *steps gets the
@@ -234,8 +247,8 @@ CLTRAIN_API int cltrain_trainer_begin_epoch(cltrain_trainer *t, cltrain_dataset 
  * replica on its slice, with every example's loss divided by the global batch
  * (TensorFlow's compute_average_loss): on return each replica holds the gradient
  * of its slice. *loss gets the batch's mean loss and *correct its correctly
- * classified examples (either may be NULL). Returns CLTRAIN_ERR_STATE when the
- * epoch has no batch left. */
+ * classified examples (either may be NULL; both NULL: the figures are read later,
+ * see above). Returns CLTRAIN_ERR_STATE when the epoch has no batch left. */
 CLTRAIN_API int cltrain_trainer_forward_backward(cltrain_trainer *t, double *loss, int *correct);
 /* The same on a batch in the caller's memory: count examples (1 .. the global
  * batch) of the model's input shape, uint8 (format CLTRAIN_U8) or float already
@@ -251,7 +264,7 @@ CLTRAIN_API int cltrain_trainer_allreduce(cltrain_trainer *t);
 /* Applies the optimizer's update with the summed gradients on every replica
  * (optimizer.apply_gradients), advancing the step count and the schedule. */
 CLTRAIN_API int cltrain_trainer_apply(cltrain_trainer *t);
-/* The three for the epoch's next batch. */
+/* The three for the epoch's next batch (loss and correct as forward_backward's). */
 CLTRAIN_API int cltrain_trainer_step(cltrain_trainer *t, double *loss, int *correct);
 
 /* The gradient (after allreduce: the summed one) and the parameters, as one flat
@@ -277,7 +290,8 @@ CLTRAIN_API int cltrain_trainer_set_learning_rate(cltrain_trainer *t, double lr)
 
 /* Polling progress: the current epoch's figures so far (over the steps run since
  * begin_epoch): mean loss per batch, accuracy, examples, and images per second of
- * wall time. Any may be NULL. */
+ * wall time. Any may be NULL. The figures of steps that asked for none are read
+ * first (waiting for the devices; a non-finite one is reported as above). */
 CLTRAIN_API int cltrain_trainer_metrics(const cltrain_trainer *t, double *loss, double *accuracy,
                                         long *examples, double *images_per_second);
 

@@ -3,7 +3,9 @@
  * three parts alike), a batch in the caller's memory equals the epoch's same
  * batch, the parts' order and bad arguments are refused naming the function,
  * checkpoints load in `cltrain eval` and `cltrain export` and restore, predict
- * agrees with evaluate, and a stop request stops the stepping calls.
+ * agrees with evaluate, steps asked for no figures give the same figures when
+ * read later (a non-finite one reported then), and a stop request stops the
+ * stepping calls. With --stall: a stalled replica is reported (CLTRAIN_FAULT).
  * argv: the cltrain binary, the Fashion-MNIST folder, a scratch folder. With
  * --bench N [B] (after them): images/s of N epochs of 2048 examples through
  * cltrain_trainer_step beside `cltrain train`'s, at B examples per replica
@@ -455,6 +457,123 @@ static void checkpoints(cltrain_ctx *ctx, cltrain_model *m) {
   free_data(d);
 }
 
+/* Steps asked for no figures (loss and correct NULL) leave them on the devices:
+ * the epoch's figures, read at the next call needing them, equal those of steps
+ * asked for theirs, bit for bit (the fast path and the parts); a non-finite
+ * loss is reported by that later call, naming the first bad step, once. */
+enum { DEFER_STEPS = 4 };
+
+/* Steps `from` to `to` of the epoch: figures asked (ask), or not; by the parts, or not. */
+static int run_steps(cltrain_trainer *t, int from, int to, int ask, int parts) {
+  int status = CLTRAIN_OK;
+  for (int s = from; s < to && !status; s++) {
+    double loss = 0;
+    int correct = 0;
+    if (parts) {
+      status = cltrain_trainer_forward_backward(t, ask ? &loss : NULL, ask ? &correct : NULL);
+      if (!status) status = cltrain_trainer_allreduce(t);
+      if (!status) status = cltrain_trainer_apply(t);
+    } else {
+      status = cltrain_trainer_step(t, ask ? &loss : NULL, ask ? &correct : NULL);
+    }
+  }
+  return status;
+}
+
+/* The same three figures (finite: equal values are equal bits). */
+static int same3(const double *a, const double *b) {
+  return a[0] == b[0] && a[1] == b[1] && a[2] == b[2];
+}
+
+static void deferred(cltrain_ctx *ctx, cltrain_model *m) {
+  cltrain_dataset *d = open_data(ctx, 64L * DEFER_STEPS, 64);
+  /* [ask][parts]: the metrics after 2 steps and after the epoch, and the parameters. */
+  double mid[2][2][3], end[2][2][3];
+  float *params[2][2] = {{NULL}};
+  const size_t n = m->model->param_count;
+  for (int ask = 0; ask < 2; ask++) {
+    for (int parts = 0; parts < 2; parts++) {
+      cltrain_trainer *t = NULL;
+      int status = cltrain_trainer_create(ctx, m, equal_opts, &t);
+      if (!status) status = cltrain_trainer_begin_epoch(t, d, CLTRAIN_TRAIN, 0, NULL);
+      long ex = 0;
+      double *a = mid[ask][parts], *b = end[ask][parts];
+      if (!status) status = run_steps(t, 0, 2, ask, parts);
+      if (!status) status = cltrain_trainer_metrics(t, &a[0], &a[1], &ex, NULL);
+      a[2] = (double)ex;
+      if (!status) status = run_steps(t, 2, DEFER_STEPS, ask, parts);
+      if (!status) status = cltrain_trainer_metrics(t, &b[0], &b[1], &ex, NULL);
+      b[2] = (double)ex;
+      check(status == CLTRAIN_OK, "figures %s, %s: an epoch (%s)", ask ? "asked" : "deferred",
+            parts ? "parts" : "step", cltrain_errmsg(t ? (void *)t : (void *)ctx));
+      params[ask][parts] = params_of(t);
+      cltrain_trainer_free(&t);
+    }
+  }
+  for (int parts = 0; parts < 2; parts++) {
+    check(same3(mid[0][parts], mid[1][parts]) && same3(end[0][parts], end[1][parts]) &&
+              mid[0][parts][2] == 128 && end[0][parts][2] == 64 * DEFER_STEPS,
+          "%s: deferred figures = asked figures bit for bit (loss %.6f, accuracy %.4f)",
+          parts ? "parts" : "step", end[0][parts][0], end[0][parts][1]);
+    check(same_bits(params[0][parts], params[1][parts], n), "%s: the same parameters",
+          parts ? "parts" : "step");
+  }
+  for (int i = 0; i < 4; i++) free(params[i / 2][i % 2]);
+
+  /* Parameters too large for a finite loss, set after step 1. */
+  float *huge = malloc(n * sizeof *huge);
+  for (size_t i = 0; i < n; i++) huge[i] = 1e30f;
+  const char *const fns[] = {"cltrain_trainer_step", "cltrain_trainer_metrics",
+                             "cltrain_trainer_get_params", "cltrain_trainer_step"};
+  for (int k = 0; k < 4; k++) {
+    /* k: who reports it: 0 the step asking figures, 1 metrics, 2 get_params (deferred
+     * steps, more left in the epoch), 3 the epoch's last step (deferred). */
+    cltrain_trainer *t = NULL;
+    int status = cltrain_trainer_create(ctx, m, equal_opts, &t);
+    if (!status) status = cltrain_trainer_begin_epoch(t, d, CLTRAIN_TRAIN, 0, NULL);
+    if (!status) status = run_steps(t, 0, 1, 0, 0);
+    if (!status) status = cltrain_trainer_set_params(t, huge, n);
+    check(status == CLTRAIN_OK, "a step, then huge parameters (%s)", cltrain_errmsg(t));
+    const int ask = k == 0;
+    int later = CLTRAIN_OK, again = CLTRAIN_OK;
+    status = run_steps(t, 1, k == 3 ? DEFER_STEPS : 2, ask, 0);
+    if (k == 1) later = cltrain_trainer_metrics(t, NULL, NULL, NULL, NULL);
+    if (k == 2) later = params_of(t) ? CLTRAIN_OK : CLTRAIN_ERR_NUMERIC;
+    const int got = k == 1 || k == 2 ? later : status;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", cltrain_errmsg(t));
+    check((k == 1 || k == 2 ? status == CLTRAIN_OK : 1) && got == CLTRAIN_ERR_NUMERIC &&
+              starts(msg, fns[k]) && strstr(msg, "step 2: non-finite"),
+          "a non-finite step 2 reported by %s (%s)", fns[k], msg);
+    if (k == 1) again = cltrain_trainer_metrics(t, NULL, NULL, NULL, NULL);
+    check(again == CLTRAIN_OK && cltrain_trainer_steps_done(t) == (k == 3 ? DEFER_STEPS : 2),
+          "%s: reported once (%s)", fns[k], cltrain_errmsg(t));
+    cltrain_trainer_free(&t);
+  }
+  free(huge);
+  free_data(d);
+}
+
+/* A replica stalled in the all-reduce (CLTRAIN_FAULT, set by the test's command)
+ * during a step: the watchdog reports it, naming the replica, within the timeout;
+ * the trainer frees without waiting for it. */
+static int stall(cltrain_ctx *ctx, cltrain_model *m) {
+  cltrain_dataset *d = open_data(ctx, 256, 64);
+  cltrain_trainer *t = NULL;
+  int status = cltrain_trainer_create(ctx, m, "devices=0 allreduce-timeout=1", &t);
+  if (!status) status = cltrain_trainer_begin_epoch(t, d, CLTRAIN_TRAIN, 0, NULL);
+  const double t0 = clt_now_seconds();
+  for (int s = 0; s < 4 && !status; s++) status = cltrain_trainer_step(t, NULL, NULL);
+  const double took = clt_now_seconds() - t0;
+  check(status == CLTRAIN_ERR_DEVICE && starts(cltrain_errmsg(t), "cltrain_trainer_step") &&
+            strstr(cltrain_errmsg(t), "replica 0") && took < 10,
+        "a stalled replica reported in %.1f s (%s)", took,
+        cltrain_errmsg(t ? (void *)t : (void *)ctx));
+  cltrain_trainer_free(&t);
+  free_data(d);
+  return check_summary();
+}
+
 /* A stop asked (cltrain_request_stop, a signal): the step in flight completes, then the stepping
  * calls return CLTRAIN_ERR_STOPPED. */
 static void stop(cltrain_ctx *ctx, cltrain_model *m) {
@@ -527,6 +646,12 @@ int main(int argc, char **argv) {
   scratch = argv[3];
   cltrain_ctx *ctx = open_ctx();
   cltrain_model *m = make_model(ctx, "fmnist-cnn", 42);
+  if (argc > 4 && strcmp(argv[4], "--stall") == 0) {
+    const int rc = stall(ctx, m);
+    free_model(m);
+    cltrain_close(&ctx);
+    return rc;
+  }
   if (argc > 5 && strcmp(argv[4], "--bench") == 0) {
     bench(ctx, m, atoi(argv[5]), argc > 6 ? atoi(argv[6]) : 64);
     free_model(m);
@@ -538,6 +663,7 @@ int main(int argc, char **argv) {
   memory_batch(ctx, m);
   bad_use(ctx, m);
   checkpoints(ctx, m);
+  deferred(ctx, m);
   stop(ctx, m);
   printf("%.1f s\n", clt_now_seconds() - t0);
   free_model(m);

@@ -31,6 +31,11 @@ struct cltrain_trainer {
   uint64_t seed;
   long steps_done;
   int phase;
+  /* The step in progress leaves its figures on the devices (no loss or correct
+   * asked, one process): settle reads them at the next call that needs them. */
+  int deferred;
+  int batch_step; /* ... and it is of a batch in the caller's memory */
+  long bad_step;  /* settle: the first of them whose update was non-finite (0: none) */
   /* A stepping call failed in a way that leaves the replicas out of step (an
    * aborted all-reduce): the message says so to every later stepping call. */
   int broken;
@@ -303,6 +308,38 @@ static void count_batch(cltrain_trainer *t, const clt_step_result *r, double *lo
   if (correct) *correct = (int)r->correct;
 }
 
+/* A step's non-finite loss or gradient, reported by call fn. */
+static int numeric(cltrain_trainer *t, const char *fn, long step) {
+  return api_fail(t, fn, CLTRAIN_ERR_NUMERIC,
+                  "step %ld: non-finite loss or gradient (the parameters are no longer usable: "
+                  "restore a checkpoint; try a lower learning rate)",
+                  step);
+}
+
+/* settle's: a deferred step's figures into the epoch's, its update's verdict noted. */
+static void settled(void *ctx, long step, int forward, int updated, const clt_step_result *r) {
+  cltrain_trainer *t = ctx;
+  if (forward) count_batch(t, r, NULL, NULL);
+  if (updated && r->bad && !t->bad_step) t->bad_step = step;
+}
+
+/* Reads the figures the steps run without them left on the devices (waiting for
+ * those steps), before call fn goes on: the first non-finite update among them
+ * is fn's error. */
+static int settle(cltrain_trainer *t, const char *fn) {
+  clt_err e = {0};
+  t->bad_step = 0;
+  if (clt_trainer_settle(t->t, settled, t, &e)) return step_failed(t, fn, &e);
+  return t->bad_step ? numeric(t, fn, t->bad_step) : CLTRAIN_OK;
+}
+
+/* A step leaves its figures unread when the caller asks for none, in one process
+ * (across processes the figures are summed by a collective, which every process
+ * runs at the step). */
+static int defers(const cltrain_trainer *t, const double *loss, const int *correct) {
+  return !loss && !correct && clt_cluster_size(t->cluster) <= 1;
+}
+
 /* A dataset part's batch source, NULL (recorded as an error) where it has none. */
 static clt_source *part_source(cltrain_trainer *t, const char *fn, cltrain_dataset *d,
                                cltrain_part part) {
@@ -364,7 +401,8 @@ CLTRAIN_API int cltrain_trainer_begin_epoch(cltrain_trainer *t, cltrain_dataset 
                     "the trainer cannot step after an earlier failure (%s)", t->broken_msg);
   clt_source *src = part_source(t, __func__, d, part);
   if (!src) return CLTRAIN_ERR_ARG;
-  if ((status = not_elsewhere(t, __func__, src, part))) return status;
+  if ((status = not_elsewhere(t, __func__, src, part)) || (status = settle(t, __func__)))
+    return status;
   clt_err e = {0};
   int n = 0;
   t->epoch_active = 0;
@@ -406,12 +444,18 @@ CLTRAIN_API int cltrain_trainer_forward_backward(cltrain_trainer *t, double *los
   if (!status) status = batch_left(t, __func__);
   if (!status) status = may_step(t, __func__);
   if (status) return status;
+  const int defer = defers(t, loss, correct);
+  /* Figures asked (or a caller's batch's left unread): the earlier steps' first. */
+  if ((!defer || t->batch_step) && (status = settle(t, __func__))) return status;
   clt_step_result r = {0};
   clt_err e = {0};
   t->phase = PHASE_NONE;
-  if (clt_trainer_forward(t->t, NULL, t->steps_done, &r, &e)) return step_failed(t, __func__, &e);
+  if (clt_trainer_forward(t->t, NULL, t->steps_done, defer ? NULL : &r, &e))
+    return step_failed(t, __func__, &e);
   t->phase = PHASE_FORWARD;
-  count_batch(t, &r, loss, correct);
+  t->deferred = defer;
+  t->batch_step = 0;
+  if (!defer) count_batch(t, &r, loss, correct);
   return CLTRAIN_OK;
 }
 
@@ -434,14 +478,19 @@ CLTRAIN_API int cltrain_trainer_forward_backward_batch(cltrain_trainer *t, const
       return api_fail(t, __func__, CLTRAIN_ERR_ARG, "labels[%d] = %d: expected 0 to %d", i,
                       (int)labels[i], t->model->classes - 1);
   }
-  if ((status = may_step(t, __func__))) return status;
+  /* The batch's pass reuses the metric slots: every earlier step's figures first. */
+  if ((status = may_step(t, __func__)) || (status = settle(t, __func__))) return status;
+  const int defer = defers(t, loss, correct);
   const clt_host_batch b = {images, format == CLTRAIN_F32, labels, count};
   clt_step_result r = {0};
   clt_err e = {0};
   t->phase = PHASE_NONE;
-  if (clt_trainer_forward(t->t, &b, t->steps_done, &r, &e)) return step_failed(t, __func__, &e);
+  if (clt_trainer_forward(t->t, &b, t->steps_done, defer ? NULL : &r, &e))
+    return step_failed(t, __func__, &e);
   t->phase = PHASE_FORWARD;
-  count_batch(t, &r, loss, correct);
+  t->deferred = defer;
+  t->batch_step = 1;
+  if (!defer) count_batch(t, &r, loss, correct);
   return CLTRAIN_OK;
 }
 
@@ -460,17 +509,15 @@ CLTRAIN_API int cltrain_trainer_allreduce(cltrain_trainer *t) {
   return CLTRAIN_OK;
 }
 
-/* A step's update ran: the count advances; a non-finite loss or gradient is an error. */
+/* A step's update ran: the count advances; a non-finite loss or gradient is an
+ * error, now or (r NULL: a deferred step) when the figures are read, which the
+ * epoch's last step and a caller's batch (whose pass ends) do at once. */
 static int updated(cltrain_trainer *t, const char *fn, const clt_step_result *r) {
   t->steps_done++;
   t->phase = PHASE_NONE;
   after_update(t);
-  if (r->bad)
-    return api_fail(t, fn, CLTRAIN_ERR_NUMERIC,
-                    "step %ld: non-finite loss or gradient (the parameters are no longer usable: "
-                    "restore a checkpoint; try a lower learning rate)",
-                    t->steps_done);
-  return CLTRAIN_OK;
+  if (r) return r->bad ? numeric(t, fn, t->steps_done) : CLTRAIN_OK;
+  return t->batch_step || clt_trainer_steps_left(t->t) == 0 ? settle(t, fn) : CLTRAIN_OK;
 }
 
 CLTRAIN_API int cltrain_trainer_apply(cltrain_trainer *t) {
@@ -484,8 +531,9 @@ CLTRAIN_API int cltrain_trainer_apply(cltrain_trainer *t) {
                     "no cltrain_trainer_allreduce since the last forward_backward");
   clt_step_result r = {0};
   clt_err e = {0};
-  if (clt_trainer_update(t->t, &t->opt, t->steps_done, &r, &e)) return step_failed(t, __func__, &e);
-  return updated(t, __func__, &r);
+  if (clt_trainer_update(t->t, &t->opt, t->steps_done, t->deferred ? NULL : &r, &e))
+    return step_failed(t, __func__, &e);
+  return updated(t, __func__, t->deferred ? NULL : &r);
 }
 
 CLTRAIN_API int cltrain_trainer_step(cltrain_trainer *t, double *loss, int *correct) {
@@ -493,11 +541,16 @@ CLTRAIN_API int cltrain_trainer_step(cltrain_trainer *t, double *loss, int *corr
   if (!status) status = batch_left(t, __func__);
   if (!status) status = may_step(t, __func__);
   if (status) return status;
+  const int defer = defers(t, loss, correct);
+  if ((!defer || t->batch_step) && (status = settle(t, __func__))) return status;
   clt_step_result r = {0};
   clt_err e = {0};
   t->phase = PHASE_NONE;
-  if (clt_trainer_one_step(t->t, &t->opt, t->steps_done, &r, &e))
+  t->deferred = defer;
+  t->batch_step = 0;
+  if (clt_trainer_one_step(t->t, &t->opt, t->steps_done, defer ? NULL : &r, &e))
     return step_failed(t, __func__, &e);
+  if (defer) return updated(t, __func__, NULL);
   count_batch(t, &r, loss, correct);
   return updated(t, __func__, &r);
 }
@@ -550,6 +603,7 @@ static int array_ok(cltrain_trainer *t, const char *fn, const void *a, size_t n)
 
 CLTRAIN_API int cltrain_trainer_get_gradients(cltrain_trainer *t, float *out, size_t n) {
   int status = array_ok(t, __func__, out, n);
+  if (!status) status = settle(t, __func__);
   if (status) return status;
   clt_err e = {0};
   if (clt_trainer_get_grads(t->t, t->grads, &e)) return api_fail_err(t, __func__, &e);
@@ -563,6 +617,7 @@ CLTRAIN_API int cltrain_trainer_set_gradients(cltrain_trainer *t, const float *i
   if (t->phase != PHASE_REDUCED)
     return api_fail(t, __func__, CLTRAIN_ERR_STATE,
                     "gradients are set between cltrain_trainer_allreduce and apply");
+  if ((status = settle(t, __func__))) return status;
   clt_err e = {0};
   memset(t->grads, 0, t->model->grad_floats * sizeof *t->grads);
   unpack(t->model, in, t->model->grad_floats, t->grads);
@@ -572,6 +627,7 @@ CLTRAIN_API int cltrain_trainer_set_gradients(cltrain_trainer *t, const float *i
 
 CLTRAIN_API int cltrain_trainer_get_params(cltrain_trainer *t, float *out, size_t n) {
   int status = array_ok(t, __func__, out, n);
+  if (!status) status = settle(t, __func__);
   if (status) return status;
   clt_err e = {0};
   if (clt_trainer_get_state(t->t, t->flat, NULL, NULL, &e)) return api_fail_err(t, __func__, &e);
@@ -587,6 +643,7 @@ CLTRAIN_API int cltrain_trainer_set_params(cltrain_trainer *t, const float *in, 
       return api_fail(t, __func__, CLTRAIN_ERR_ARG, "in[%zu] = %g: not a finite number", i,
                       (double)in[i]);
   }
+  if ((status = settle(t, __func__))) return status;
   clt_err e = {0};
   memset(t->flat, 0, t->model->flat_floats * sizeof *t->flat);
   unpack(t->model, in, t->model->flat_floats, t->flat);
@@ -619,6 +676,9 @@ CLTRAIN_API int cltrain_trainer_metrics(const cltrain_trainer *t, double *loss, 
                                         long *examples, double *images_per_second) {
   int status = api_check(t, API_TRAINER, __func__);
   if (status) return status;
+  /* The figures of steps run without them are read first: the handle caches
+   * what the devices hold, so reading them leaves it as the caller sees it. */
+  if ((status = settle((cltrain_trainer *)t, __func__))) return status;
   const double wall = t->t1 - t->t0;
   if (loss) *loss = t->batches ? t->batch_losses / t->batches : 0;
   if (accuracy) *accuracy = t->examples ? t->correct / (double)t->examples : 0;
@@ -639,7 +699,8 @@ CLTRAIN_API int cltrain_trainer_evaluate(cltrain_trainer *t, cltrain_dataset *d,
   if (t->epoch_active && src == clt_trainer_source(t->t, 0))
     return api_fail(t, __func__, CLTRAIN_ERR_STATE,
                     "the dataset part of epoch %d, which is still being stepped through", t->epoch);
-  if ((status = not_elsewhere(t, __func__, src, part))) return status;
+  if ((status = not_elsewhere(t, __func__, src, part)) || (status = settle(t, __func__)))
+    return status;
   clt_err e = {0};
   double l = 0, acc = 0;
   status = clt_trainer_use_source(t->t, 1, src, &e);
@@ -664,6 +725,7 @@ CLTRAIN_API int cltrain_trainer_predict(cltrain_trainer *t, const void *images,
                     (int)format);
   if (count < 1)
     return api_fail(t, __func__, CLTRAIN_ERR_ARG, "count %d: expected 1 or more", count);
+  if ((status = settle(t, __func__))) return status;
   const clt_host_batch b = {images, format == CLTRAIN_F32, NULL, count};
   clt_err e = {0};
   if (clt_trainer_predict_host(t->t, &b, logits, &e)) return step_failed(t, __func__, &e);
@@ -699,6 +761,7 @@ CLTRAIN_API int cltrain_trainer_save(cltrain_trainer *t, const char *dir, int ep
   if (epoch < 0 || keep < 0)
     return api_fail(t, __func__, CLTRAIN_ERR_ARG, "%s %d: expected 0 or more",
                     epoch < 0 ? "epoch" : "keep", epoch < 0 ? epoch : keep);
+  if ((status = settle(t, __func__))) return status;
   clt_checkpoint st = {0};
   clt_err e = {0};
   int fd = -1;
@@ -722,6 +785,7 @@ CLTRAIN_API int cltrain_trainer_restore(cltrain_trainer *t, const char *checkpoi
   if (status) return status;
   if (!checkpoint || !*checkpoint)
     return api_fail(t, __func__, CLTRAIN_ERR_ARG, "no checkpoint given");
+  if ((status = settle(t, __func__))) return status;
   char path[4096];
   clt_checkpoint st = {0};
   clt_err e = {0};
@@ -753,6 +817,7 @@ CLTRAIN_API int cltrain_trainer_export_onnx(cltrain_trainer *t, const char *path
   int status = api_check(t, API_TRAINER, __func__);
   if (status) return status;
   if (!path || !*path) return api_fail(t, __func__, CLTRAIN_ERR_ARG, "no path given");
+  if ((status = settle(t, __func__))) return status;
   clt_err e = {0};
   const clt_onnx_info info = {.class_names = t->class_names,
                               .class_names_source = t->class_names

@@ -593,10 +593,16 @@ int trainer_begin_pass(pass *p, clt_err *e) {
 }
 
 int trainer_join_pass(pass *p, const pthread_t *threads, int started, clt_err *e) {
+  return trainer_watch_pass(p, threads, started, NULL, NULL, e);
+}
+
+int trainer_watch_pass(pass *p, const pthread_t *threads, int started, clt_ring_wait_fn wait,
+                       void *ctx, clt_err *e) {
   clt_trainer *t = p->t;
   /* Joined under the all-reduce's watchdog, which leaves a hung replica's thread
    * behind (watchdog.h); so one replica has a thread of its own too. */
-  int status = clt_ring_join(t->ring, threads, started, e);
+  int status = wait ? clt_ring_watch(t->ring, threads, started, wait, ctx, e)
+                    : clt_ring_join(t->ring, threads, started, e);
   if (status) return status; /* a thread may be left behind */
   int chosen = -1;
   for (int r = 0; r < t->n; r++) {

@@ -1,18 +1,23 @@
 /* Training a step, or a part of one, at a time (the public API's custom loop;
  * trainer.h): the pass of an epoch (or of a batch in the caller's memory) is
  * begun as clt_trainer_epoch begins its own, then each call runs one part of a
- * step (pass.c's, trainer_step_part) on one host thread per replica, joined
- * under the all-reduce's watchdog; the step's figures are read back at once. */
+ * step (pass.c's, trainer_step_part) on one host thread per replica (kept from
+ * call to call), waited for under the all-reduce's watchdog; the step's figures
+ * are read back at once, or (no result asked) left on the devices for
+ * clt_trainer_settle, so that the host enqueues the next step while the devices
+ * run this one. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rng.h"
 #include "trainer_impl.h"
 
-static void *part_thread(void *arg) {
-  trainer_thread_arg *a = arg;
+/* Rank's part of a step, as its thread runs it. */
+static void run_rank_part(const trainer_thread_arg *a) {
   pass *p = a->p;
   pass_rank *me = &p->ranks[a->rank];
   me->status = trainer_step_part(p, a->rank, a->s, a->part, &me->err);
@@ -21,18 +26,124 @@ static void *part_thread(void *arg) {
     clt_ring_abort(p->t->ring);
     clt_source_cancel(p->source);
   }
+}
+
+/* The parts' threads: one per replica, kept for the trainer's life (a part is
+ * a fraction of a step: a thread made and joined per part would cost more than
+ * handing it over), each running the parts it is handed. */
+typedef struct step_workers {
+  pthread_mutex_t mu;
+  pthread_cond_t work, done; /* a part handed out; a rank's part done */
+  long posted;               /* parts handed out so far */
+  long finished[CLT_MAX_REPLICAS];
+  int quit;
+  trainer_thread_arg args[CLT_MAX_REPLICAS]; /* the latest part, by rank */
+  pthread_t threads[CLT_MAX_REPLICAS];
+  int started;
+  struct worker_self {
+    struct step_workers *w;
+    int rank;
+  } self[CLT_MAX_REPLICAS];
+} step_workers;
+
+static void *worker_loop(void *arg) {
+  const struct worker_self *me = arg;
+  step_workers *w = me->w;
+  long seen = 0;
+  pthread_mutex_lock(&w->mu);
+  for (;;) {
+    while (!w->quit && w->posted == seen) pthread_cond_wait(&w->work, &w->mu);
+    if (w->quit) break;
+    seen = w->posted;
+    const trainer_thread_arg a = w->args[me->rank];
+    pthread_mutex_unlock(&w->mu);
+    run_rank_part(&a);
+    pthread_mutex_lock(&w->mu);
+    w->finished[me->rank] = seen;
+    pthread_cond_broadcast(&w->done);
+  }
+  pthread_mutex_unlock(&w->mu);
   return NULL;
 }
 
-/* Part `part` of step s of pass p on every replica. */
+/* clt_ring_watch's wait: rank i's latest part done. */
+static int part_done(void *ctx, const pthread_t *threads, int i, double seconds) {
+  (void)threads;
+  step_workers *w = ctx;
+  struct timespec at;
+  clock_gettime(CLOCK_REALTIME, &at); /* the condition variable's clock */
+  if (!isinf(seconds)) {
+    const long long ns = at.tv_nsec + (long long)((seconds > 0 ? seconds : 0) * 1e9);
+    at.tv_sec += (time_t)(ns / 1000000000);
+    at.tv_nsec = (long)(ns % 1000000000);
+  }
+  int rc = 0;
+  pthread_mutex_lock(&w->mu);
+  while (w->finished[i] != w->posted && rc != ETIMEDOUT)
+    rc = isinf(seconds) ? pthread_cond_wait(&w->done, &w->mu)
+                        : pthread_cond_timedwait(&w->done, &w->mu, &at);
+  const int done = w->finished[i] == w->posted;
+  pthread_mutex_unlock(&w->mu);
+  return done ? 0 : ETIMEDOUT;
+}
+
+void trainer_stop_workers(clt_trainer *t) {
+  step_workers *w = t->workers;
+  if (!w) return;
+  pthread_mutex_lock(&w->mu);
+  w->quit = 1;
+  pthread_cond_broadcast(&w->work);
+  pthread_mutex_unlock(&w->mu);
+  int hung = 0;
+  for (int r = 0; r < w->started; r++) {
+    /* A hung replica's thread was detached, and may yet touch w: w stays. */
+    if (t->local[r].replica->hung) hung = 1;
+    else pthread_join(w->threads[r], NULL);
+  }
+  t->workers = NULL;
+  if (hung) return;
+  pthread_mutex_destroy(&w->mu);
+  pthread_cond_destroy(&w->work);
+  pthread_cond_destroy(&w->done);
+  free(w);
+}
+
+/* The parts' threads, made at the first part. */
+static int start_workers(clt_trainer *t, clt_err *e) {
+  if (t->workers) return CLT_OK;
+  step_workers *w = calloc(1, sizeof *w);
+  if (!w) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->work, NULL);
+  pthread_cond_init(&w->done, NULL);
+  t->workers = w;
+  for (int r = 0; r < t->n; r++) {
+    w->self[r] = (struct worker_self){w, r};
+    if (pthread_create(&w->threads[r], NULL, worker_loop, &w->self[r]) != 0) {
+      trainer_stop_workers(t);
+      return clt_fail(e, CLT_ERR_NOMEM, "cannot start a host thread for replica %d", r);
+    }
+    w->started++;
+  }
+  return CLT_OK;
+}
+
+/* Part `part` of step s of pass p on every replica, by the replicas' threads,
+ * waited for under the all-reduce's watchdog. */
 static int run_part(pass *p, int s, trainer_part part, clt_err *e) {
   clt_trainer *t = p->t;
-  pthread_t threads[CLT_MAX_REPLICAS];
-  trainer_thread_arg args[CLT_MAX_REPLICAS];
-  int started = 0;
-  for (int r = 0; r < t->n; r++) args[r] = (trainer_thread_arg){p, r, s, part};
-  trainer_start_threads(p, part_thread, args, threads, &started);
-  return trainer_join_pass(p, threads, started, e);
+  int status = start_workers(t, e);
+  if (status) return status;
+  step_workers *w = t->workers;
+  pthread_mutex_lock(&w->mu);
+  for (int r = 0; r < t->n; r++) {
+    p->ranks[r].status = CLT_OK;
+    w->args[r] = (trainer_thread_arg){p, r, s, part};
+  }
+  w->posted++;
+  pthread_cond_broadcast(&w->work);
+  pthread_mutex_unlock(&w->mu);
+  return trainer_watch_pass(p, w->threads, t->n, part_done, w, e);
 }
 
 /* Ends pass p if it was begun: every replica's work waited for, the source
@@ -90,7 +201,29 @@ static int fresh_pass(clt_trainer *t, pass **slot, clt_err *e) {
   return CLT_OK;
 }
 
+/* Step s of pass p left unread: its forward part's figures, its update's verdict. */
+static void leave_unread(clt_trainer *t, pass *p, int s, int forward, int updated) {
+  if (t->unread != p) {
+    t->unread = p;
+    t->fig_from = t->fig_to = t->chk_from = t->chk_to = s;
+  }
+  if (forward) {
+    if (t->fig_from == t->fig_to) t->fig_from = s;
+    t->fig_to = s + 1;
+  }
+  if (updated) {
+    if (t->chk_from == t->chk_to) t->chk_from = s;
+    t->chk_to = s + 1;
+  }
+}
+
+/* A pass would reuse the metric slots of steps not yet read. */
+static int unread_left(clt_err *e) {
+  return clt_fail(e, CLT_ERR_INTERNAL, "the figures of earlier steps are unread (settle first)");
+}
+
 int clt_trainer_begin_steps(clt_trainer *t, uint64_t seed, int epoch, int *steps, clt_err *e) {
+  if (t->unread) return unread_left(e);
   int status = clt_trainer_end_steps(t, e);
   if (status) return status;
   clt_source *src = t->source[0];
@@ -113,6 +246,17 @@ int clt_trainer_begin_steps(clt_trainer *t, uint64_t seed, int epoch, int *steps
   return CLT_OK;
 }
 
+/* Step s's figures from its sums (trainer_step_sums) and its check. */
+static void step_figures(const clt_trainer *t, const pass *p, int s, clt_step_result *res) {
+  const int global = clt_trainer_global_batch(t);
+  const int rest = p->count - s * global;
+  res->loss_sum = t->train_sums[(size_t)2 * s];
+  res->correct = t->train_sums[(size_t)2 * s + 1];
+  res->examples = rest < global ? rest : global;
+  /* The reduced gradient's check is the same on every replica (and process). */
+  res->bad = !isfinite(res->loss_sum) || t->checks[s] != 0;
+}
+
 /* Step s's figures: its metric slot (and gradient check) read back from every
  * replica, summed over the run. */
 static int read_step(clt_trainer *t, pass *p, int s, clt_step_result *res, clt_err *e) {
@@ -132,13 +276,36 @@ static int read_step(clt_trainer *t, pass *p, int s, clt_step_result *res, clt_e
   }
   if (!status) status = trainer_step_sums(t, s, s + 1, NULL, t->train_sums, e);
   if (status) return status;
-  const int global = clt_trainer_global_batch(t);
-  const int rest = p->count - s * global;
-  res->loss_sum = t->train_sums[(size_t)2 * s];
-  res->correct = t->train_sums[(size_t)2 * s + 1];
-  res->examples = rest < global ? rest : global;
-  /* The reduced gradient's check is the same on every replica (and process). */
-  res->bad = !isfinite(res->loss_sum) || t->checks[s] != 0;
+  step_figures(t, p, s, res);
+  return CLT_OK;
+}
+
+int clt_trainer_settle(clt_trainer *t, clt_step_fn each, void *ctx, clt_err *e) {
+  pass *p = t->unread;
+  if (!p) return CLT_OK;
+  t->unread = NULL;
+  const int fig = t->fig_to > t->fig_from, chk = t->chk_to > t->chk_from;
+  const int from = !chk || (fig && t->fig_from < t->chk_from) ? t->fig_from : t->chk_from;
+  const int to = t->fig_to > t->chk_to ? t->fig_to : t->chk_to;
+  for (int r = 0; r < t->n; r++) {
+    if (t->local[r].replica->hung) return CLT_OK; /* nothing may touch it (watchdog.h) */
+  }
+  int status = CLT_OK;
+  /* Blocking reads: each waits for what its queue holds before it. */
+  for (int r = 0; r < t->n && !status; r++) {
+    clt_net *net = t->local[r].net;
+    status = clt_net_read_metrics(net, t->metrics + (size_t)r * t->slots * 2, to, e);
+    if (!status && chk)
+      status = clt_net_read_grad_checks(net, t->checks + (size_t)r * t->slots, to, e);
+  }
+  if (!status) status = trainer_step_sums(t, from, to, NULL, t->train_sums, e);
+  if (status) return status;
+  for (int s = from; s < to; s++) {
+    clt_step_result res;
+    step_figures(t, p, s, &res);
+    each(ctx, p->first_step + s + 1, s >= t->fig_from && s < t->fig_to,
+         s >= t->chk_from && s < t->chk_to, &res);
+  }
   return CLT_OK;
 }
 
@@ -146,6 +313,7 @@ int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step, 
                         clt_err *e) {
   pass *p = t->steps;
   int s = 0, status = CLT_OK;
+  if (t->unread && (r || batch || t->unread != p)) return unread_left(e);
   if (batch) {
     const int global = clt_trainer_global_batch(t);
     if (batch->count < 1 || batch->count > global)
@@ -168,8 +336,9 @@ int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step, 
   p->first_step = step - s;
   t->cur = NULL;
   status = run_part(p, s, TRAINER_FORWARD, e);
-  if (!status) status = read_step(t, p, s, r, e);
+  if (!status && r) status = read_step(t, p, s, r, e);
   if (status) return status;
+  if (!r) leave_unread(t, p, s, 1, 0);
   t->cur = p;
   t->cur_step = s;
   return CLT_OK;
@@ -191,10 +360,13 @@ int clt_trainer_update(clt_trainer *t, const clt_optimizer *opt, long step, clt_
   pass *p = t->cur;
   if (!p) return clt_fail(e, CLT_ERR_INTERNAL, "an update without a forward pass");
   const int s = t->cur_step;
+  if (t->unread && (r || t->unread != p)) return unread_left(e);
   p->opt = opt;
   p->first_step = step - s;
+  p->read_back = r != NULL;
   int status = run_part(p, s, TRAINER_UPDATE, e);
-  if (!status) status = read_step(t, p, s, r, e);
+  if (!status && r) status = read_step(t, p, s, r, e);
+  if (!status && !r) leave_unread(t, p, s, 0, 1);
   t->cur = NULL;
   if (!status) status = after_update(t, p, e);
   return status;
@@ -205,12 +377,15 @@ int clt_trainer_one_step(clt_trainer *t, const clt_optimizer *opt, long step, cl
   pass *p = t->steps;
   if (!p || !p->begun || t->next_step >= p->steps)
     return clt_fail(e, CLT_ERR_ARG, "no step left in the epoch");
+  if (t->unread && (r || t->unread != p)) return unread_left(e);
   const int s = t->next_step++;
   p->opt = opt;
   p->first_step = step - s;
+  p->read_back = r != NULL;
   t->cur = NULL;
   int status = run_part(p, s, TRAINER_STEP, e);
-  if (!status) status = read_step(t, p, s, r, e);
+  if (!status && r) status = read_step(t, p, s, r, e);
+  if (!status && !r) leave_unread(t, p, s, 1, 1);
   if (!status) status = after_update(t, p, e);
   return status;
 }

@@ -306,6 +306,7 @@ void clt_trainer_destroy(clt_trainer *t) {
   if (!t) return;
   clt_err ignored;
   clt_trainer_end_steps(t, &ignored);
+  trainer_stop_workers(t);
   free(t->steps);
   free(t->host_pass);
   trainer_release_host(t);
@@ -611,6 +612,8 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
 /* An evaluation of the test source, or of the caller's batch `host`. */
 static int evaluate(clt_trainer *t, const clt_host_batch *host, double *loss, double *acc,
                     clt_err *e) {
+  if (t->unread) /* the pass would reuse their metric slots */
+    return clt_fail(e, CLT_ERR_INTERNAL, "the figures of earlier steps are unread (settle first)");
   const int count = host ? host->count : set_count(t, 1);
   const int global = clt_trainer_global_batch(t);
   int status = trainer_reserve(t, count, e);

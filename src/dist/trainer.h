@@ -254,7 +254,11 @@ typedef struct clt_step_result {
  * clt_trainer_epoch's steps are run (the all-reduce overlapping the backward
  * pass): the parts and the whole give the same bits. reduce and update act on
  * the batch of the latest forward, in that order; the caller keeps the order.
- * After a failure other than CLT_ERR_NUMERIC the trainer cannot step again. */
+ * After a failure other than CLT_ERR_NUMERIC the trainer cannot step again.
+ * r NULL (forward, update and one_step alike for a step): the call does not wait
+ * for the devices and the step's figures are left for clt_trainer_settle, which
+ * must run before another pass (an evaluation, a new epoch, another caller's
+ * batch) reuses their slots. */
 int clt_trainer_forward(clt_trainer *t, const clt_host_batch *batch, long step, clt_step_result *r,
                         clt_err *e);
 int clt_trainer_reduce(clt_trainer *t, clt_err *e);
@@ -262,6 +266,14 @@ int clt_trainer_update(clt_trainer *t, const clt_optimizer *opt, long step, clt_
                        clt_err *e);
 int clt_trainer_one_step(clt_trainer *t, const clt_optimizer *opt, long step, clt_step_result *r,
                          clt_err *e);
+/* The figures of the steps run with r NULL, read back (waiting for the devices)
+ * and handed to each(ctx, ...) in step order: `step` is the optimizer step the
+ * update makes (1-based), forward 1 where the step's forward part had run
+ * unread (r's loss and correct are new), updated 1 where its update had (r->bad
+ * is its verdict). Nothing to read: returns at once. */
+typedef void (*clt_step_fn)(void *ctx, long step, int forward, int updated,
+                            const clt_step_result *r);
+int clt_trainer_settle(clt_trainer *t, clt_step_fn each, void *ctx, clt_err *e);
 /* Ends the step-wise passes (waits for the replicas' work). */
 int clt_trainer_end_steps(clt_trainer *t, clt_err *e);
 

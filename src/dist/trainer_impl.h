@@ -16,6 +16,7 @@
 
 #include "progress.h"
 #include "trainer.h"
+#include "watchdog.h"
 
 /* One of this process's replicas and what the trainer keeps beside it. */
 typedef struct trainer_replica {
@@ -88,6 +89,12 @@ struct clt_trainer {
   struct pass *cur; /* the pass of the latest forward part, and its step */
   int cur_step;
   int next_step; /* the epoch's next step (steps) */
+  /* Steps run without their figures read (clt_trainer_settle): of pass unread,
+   * steps [fig_from, fig_to) ran their forward part, [chk_from, chk_to) their
+   * update (empty ranges: from == to). */
+  struct pass *unread;
+  int fig_from, fig_to, chk_from, chk_to;
+  struct step_workers *workers; /* steps.c: the parts' threads, made at the first part */
 };
 
 /* ---- a pass over a dataset -------------------------------------------------- */
@@ -228,6 +235,9 @@ typedef struct trainer_thread_arg {
 int trainer_start_threads(pass *p, void *(*fn)(void *), trainer_thread_arg *args,
                           pthread_t *threads, int *started);
 int trainer_join_pass(pass *p, const pthread_t *threads, int started, clt_err *e);
+/* The same for threads kept between parts (steps.c): wait as clt_ring_watch's. */
+int trainer_watch_pass(pass *p, const pthread_t *threads, int started, clt_ring_wait_fn wait,
+                       void *ctx, clt_err *e);
 int trainer_end_pass(pass *p, int rank, int status, clt_err *e);
 /* Rank's part `part` of step s of a training pass (as the pass's own threads run
  * the steps; TRAINER_STEP: the whole of it). */
@@ -259,6 +269,8 @@ int trainer_prepare_training(clt_trainer *t, clt_err *e);
  * rank's input; releases what the caller's batches took on the replicas. */
 int trainer_load_host(pass *p, int rank, int first, int len, clt_err *e);
 void trainer_release_host(clt_trainer *t);
+/* steps.c: ends the parts' threads (not a hung replica's: watchdog.h). */
+void trainer_stop_workers(clt_trainer *t);
 
 /* stats.c: the metrics read back from the replicas, and what is made of them. */
 int trainer_read_metrics(clt_trainer *t, unsigned long long ranks, int steps, clt_err *e);

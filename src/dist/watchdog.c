@@ -2,6 +2,7 @@
 #include "watchdog.h"
 
 #include <errno.h>
+#include <math.h>
 #include <time.h>
 
 #include "ring_impl.h"
@@ -94,9 +95,20 @@ static int join_within(pthread_t t, double seconds) {
   return rc == ETIMEDOUT ? ETIMEDOUT : 0; /* another error: nothing left to join */
 }
 
+static int join_thread(void *ctx, const pthread_t *threads, int i, double seconds) {
+  (void)ctx;
+  if (isinf(seconds)) return pthread_join(threads[i], NULL), 0;
+  return join_within(threads[i], seconds);
+}
+
 int clt_ring_join(clt_ring *r, const pthread_t *threads, int n, clt_err *e) {
+  return clt_ring_watch(r, threads, n, join_thread, NULL, e);
+}
+
+int clt_ring_watch(clt_ring *r, const pthread_t *threads, int n, clt_ring_wait_fn wait, void *ctx,
+                   clt_err *e) {
   if (!r || !(r->timeout > 0)) {
-    for (int i = 0; i < n; i++) pthread_join(threads[i], NULL);
+    for (int i = 0; i < n; i++) wait(ctx, threads, i, INFINITY);
     return CLT_OK;
   }
   /* Looks a twentieth of the timeout apart: a hang is seen within 5% of it. */
@@ -105,7 +117,7 @@ int clt_ring_join(clt_ring *r, const pthread_t *threads, int n, clt_err *e) {
   int who = WAIT_NONE, status = CLT_OK;
   for (int i = 0; i < n; i++) r->joined[i] = 0;
   for (int i = 0; i < n && who == WAIT_NONE; i++) {
-    while (who == WAIT_NONE && join_within(threads[i], slice) == ETIMEDOUT) {
+    while (who == WAIT_NONE && wait(ctx, threads, i, slice) == ETIMEDOUT) {
       pthread_mutex_lock(&r->mu);
       const double now = clt_now_seconds();
       if (!r->aborted && (who = overdue(r, threads, n, now)) != WAIT_NONE) {
@@ -125,7 +137,7 @@ int clt_ring_join(clt_ring *r, const pthread_t *threads, int n, clt_err *e) {
   const double deadline = clt_now_seconds() + r->timeout;
   for (int i = 0; i < n; i++) {
     if (r->joined[i]) continue;
-    if (i != stuck && join_within(threads[i], deadline - clt_now_seconds()) == 0) continue;
+    if (i != stuck && wait(ctx, threads, i, deadline - clt_now_seconds()) == 0) continue;
     pthread_detach(threads[i]);
     r->replicas[i]->hung = 1;
     r->hung = 1;

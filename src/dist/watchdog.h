@@ -26,4 +26,11 @@
  * not stop after it are left behind all the same). */
 int clt_ring_join(clt_ring *ring, const pthread_t *threads, int n, clt_err *e);
 
+/* The same for threads that outlive their work (kept from step to step): wait
+ * says when thread i's work is done, 0, or ETIMEDOUT after `seconds` (INFINITY:
+ * no limit). A hung one is detached all the same; the others stay, idle. */
+typedef int (*clt_ring_wait_fn)(void *ctx, const pthread_t *threads, int i, double seconds);
+int clt_ring_watch(clt_ring *ring, const pthread_t *threads, int n, clt_ring_wait_fn wait,
+                   void *ctx, clt_err *e);
+
 #endif
