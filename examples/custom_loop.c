@@ -116,16 +116,28 @@ static int train(cltrain_ctx *ctx, const args *a, int *trained) {
       if (a->parts) {
         /* strategy.run(train_step): each replica's loss divided by the global
          * batch, its gradient by the tape ... */
-        if ((st = cltrain_trainer_forward_backward(strategy, NULL, NULL)) ||
+        if (!(st = cltrain_trainer_forward_backward(strategy, NULL, NULL)) &&
             /* ... summed over the replicas (strategy.reduce) ... */
-            (st = cltrain_trainer_allreduce(strategy)) ||
-            /* ... and optimizer.apply_gradients on every replica. */
-            (st = cltrain_trainer_apply(strategy))) {
+            !(st = cltrain_trainer_allreduce(strategy)))
+          /* ... and optimizer.apply_gradients on every replica. */
+          st = cltrain_trainer_apply(strategy);
+      } else {
+        st = cltrain_trainer_step(strategy, NULL, NULL); /* the three in one call */
+      }
+      if (st == CLTRAIN_ERR_STOPPED) {
+        /* Ctrl-C: the step in flight has finished on every replica; keep it. */
+        if ((st = cltrain_trainer_save(strategy, a->checkpoint_dir, epoch, 0))) {
           fail(strategy, st);
           goto done;
         }
-      } else if ((st = cltrain_trainer_step(strategy, NULL, NULL))) {
-        fail(strategy, st); /* distributed_train_step: the three above in one call */
+        if (cltrain_rank(ctx) == 0)
+          fprintf(stderr, "custom_loop: stopped after step %ld, saved in %s\n",
+                  cltrain_trainer_steps_done(strategy), a->checkpoint_dir);
+        rc = 130;
+        goto done;
+      }
+      if (st) {
+        fail(strategy, st);
         goto done;
       }
     }
@@ -217,7 +229,7 @@ int main(int argc, char **argv) {
   /* Restoring needs a checkpoint: one was saved after the first epoch. Under MPI,
    * process 0 evaluates alone (the others have nothing left to do). */
   if (!rc && trained > 0 && cltrain_rank(ctx) == 0) rc = restore(ctx, &a);
-  if (rc) cltrain_abort(&ctx);
+  if (rc == 1) cltrain_abort(&ctx); /* a failure: the other processes must not wait */
   else cltrain_close(&ctx);
   return rc;
 }

@@ -86,6 +86,18 @@ if [ -n "$got" ] && [ "$got" -ge 24 ]; then ok "from_memory learns its task ($go
   bad "from_memory: '$got'/32 ($(tail -3 <<<"$out"))"
 fi
 
+# Ctrl-C (a SIGINT sent at step 3): the step finishes, a checkpoint of it is saved
+# and the loop exits 130; the command's eval reads it.
+(cd "$tmp" && CLTRAIN_TEST_SIGNAL=3 "$LOOP" "${common[@]}" --train-limit 640 \
+  --checkpoint-dir stop >stop.txt 2>stop.err)
+rc=$?
+if [ $rc -eq 130 ] && grep -q "^custom_loop: stopped after step 3, saved in stop$" "$tmp/stop.err" &&
+  "$CLT" eval --checkpoint "$tmp/stop" --devices 0 --test-limit 64 >/dev/null 2>&1; then
+  ok "custom loop: Ctrl-C saves the step it stopped after (exit 130)"
+else
+  bad "custom loop: Ctrl-C (rc=$rc: $(tail -2 "$tmp/stop.err" | tr '\n' ' '))"
+fi
+
 # Bad input: one line on stderr naming the call and the cause, exit 1.
 expect_fail "custom loop: a missing data folder" "custom_loop: cltrain_dataset_open: .*$tmp/nothing" \
   "$LOOP" --data "$tmp/nothing" --epochs 1

@@ -18,60 +18,17 @@
 #include "keras.h"
 #include "npz.h"
 #include "report.h"
+#include "select.h"
 #include "timing.h"
 #include "trainer.h"
 #include "weights.h"
 
-/* The selected devices, in selection order. */
-static int select_devices(const char *spec, clt_device_list *list, const clt_device **chosen,
-                          int *n, clt_err *e) {
-  int status = clt_devices_enumerate(list, e);
-  if (status) return status;
-  int idx[CLT_MAX_SELECTED];
-  if (list->count > (int)(sizeof idx / sizeof idx[0])) {
-    return clt_fail(e, CLT_ERR_DEVICE, "%d OpenCL devices: more than cltrain handles", list->count);
-  }
-  if ((status = clt_devices_select(list, spec, idx, n, e))) return status;
-  if (*n > CLT_MAX_REPLICAS) {
-    return clt_fail(e, CLT_ERR_DEVICE, "--devices %s selects %d devices; cltrain handles up to %d",
-                    spec, *n, CLT_MAX_REPLICAS);
-  }
-  for (int i = 0; i < *n; i++) chosen[i] = &list->devices[idx[i]];
-  return CLT_OK;
-}
-
-/* This process's --devices: $CLTRAIN_DEVICES, else its part of "A;B;..." (one
- * selection per rank), else the whole. */
-static int process_devices(const char *spec, clt_cluster *c, char *out, size_t size, clt_err *e) {
-  const char *env = getenv("CLTRAIN_DEVICES");
-  if (env && *env) spec = env;
-  const int rank = clt_cluster_rank(c), procs = clt_cluster_size(c);
-  if (!strchr(spec, ';')) {
-    snprintf(out, size, "%s", spec);
-    return CLT_OK;
-  }
-  int parts = 1;
-  for (const char *q = spec; *q; q++) parts += *q == ';';
-  if (parts != procs) {
-    return clt_fail(e, CLT_ERR_ARG,
-                    "--devices %s: %d selections (one per process), but the run has %d process%s",
-                    spec, parts, procs, procs == 1 ? "" : "es");
-  }
-  const char *q = spec;
-  for (int r = 0; r < rank; r++) q = strchr(q, ';') + 1;
-  const char *end = strchr(q, ';');
-  const size_t len = end ? (size_t)(end - q) : strlen(q);
-  if (len == 0)
-    return clt_fail(e, CLT_ERR_ARG, "--devices %s: rank %d's selection is empty", spec, rank);
-  snprintf(out, size, "%.*s", (int)len, q);
-  return CLT_OK;
-}
-
 int clt_select_process_devices(const char *spec, clt_cluster *c, clt_device_list *list,
                                const clt_device **chosen, int *n, clt_err *e) {
   char mine[1024];
-  int status = process_devices(spec, c, mine, sizeof mine, e);
-  return status ? status : select_devices(mine, list, chosen, n, e);
+  int status = clt_process_device_spec(spec, c, "--devices", mine, sizeof mine, e);
+  if (!status) status = clt_devices_enumerate(list, e);
+  return status ? status : clt_select_listed(mine, "--devices", list, chosen, n, e);
 }
 
 static uint64_t model_hash(const clt_model *m) {
@@ -763,11 +720,9 @@ static int check_outputs(const clt_train_opts *o, clt_err *e) {
 static int skip_small_devices(const clt_train_opts *o, const clt_model *model,
                               const clt_device **chosen, int *n, clt_err *e) {
   char spec[1024];
-  int status = process_devices(o->devices, o->cluster, spec, sizeof spec, e);
+  int status = clt_process_device_spec(o->devices, o->cluster, "--devices", spec, sizeof spec, e);
   if (status) return status;
-  if (strcmp(spec, "all") != 0 && strcmp(spec, "cpu") != 0 && strcmp(spec, "gpu") != 0 &&
-      strcmp(spec, "accelerator") != 0)
-    return CLT_OK;
+  if (!clt_select_by_type(spec)) return CLT_OK;
   const double need = clt_trainer_device_need(model);
   int kept = 0;
   double largest = 0;
