@@ -56,7 +56,12 @@ expect_ok "cltrain export reads the custom loop's checkpoint" "Exported" \
 
 # Under mpirun: 2 processes of one device each compute what one process with 2
 # devices computes, bit for bit; process 0 prints and restores alone (local=1).
-if command -v mpirun >/dev/null && "$CLT" --version | grep -q "with MPI"; then
+if [ -n "${LSAN_OPTIONS:-}" ]; then
+  # The sanitizer build: OpenMPI's plugins keep memory LeakSanitizer cannot tell
+  # from a leak (their stacks end in modules loaded at run time); mpi_processes
+  # and the build without sanitizers cover this.
+  echo "skipped the mpirun checks under the sanitizer build"
+elif command -v mpirun >/dev/null && "$CLT" --version | grep -q "with MPI"; then
   MPI=(mpirun --oversubscribe --bind-to none)
   [ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
   (cd "$tmp" && timeout 120 "${MPI[@]}" -np 2 "$LOOP" "${common[@]/0,1/0}" --checkpoint-dir mpi >mpi.txt 2>&1) ||
