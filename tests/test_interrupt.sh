@@ -12,22 +12,6 @@ MAKE_PHOTOS=$2
 . "$(dirname "$0")/lib.sh"
 run=(--train-limit 1280 --test-limit 256 --epochs 2 --checkpoint-every 2 --seed 3)
 
-# same_state A.npz B.npz: every member equal (values and strings), save_counter aside.
-same_state() {
-  /usr/bin/python3 - "$1" "$2" <<'EOF'
-import sys
-import numpy as np
-a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
-members = set(a.files) | set(b.files)
-members.discard("save_counter")
-diff = [m for m in sorted(members)
-        if m not in a.files or m not in b.files or a[m].dtype != b[m].dtype
-        or a[m].shape != b[m].shape or a[m].tobytes() != b[m].tobytes()]
-print(" ".join(diff) if diff else "same")
-sys.exit(1 if diff else 0)
-EOF
-}
-
 # epoch_lines FILE: the epoch lines' figures (not the times).
 epoch_lines() { grep -E '^Epoch [0-9]+, Loss' "$1"; }
 

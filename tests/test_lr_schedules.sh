@@ -16,22 +16,6 @@ run=(--train-limit 640 --test-limit 128 --seed 3 --checkpoint-every 1)
 cosine=(--lr-schedule cosine:decay_steps=20,warmup_target=0.003,warmup_steps=5)
 plateau=(--reduce-lr-on-plateau monitor=loss,patience=2,min_delta=10,factor=0.5)
 
-# same_state A.npz B.npz: every member equal (values and strings), save_counter aside.
-same_state() {
-  /usr/bin/python3 - "$1" "$2" <<'EOF'
-import sys
-import numpy as np
-a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
-members = set(a.files) | set(b.files)
-members.discard("save_counter")
-diff = [m for m in sorted(members)
-        if m not in a.files or m not in b.files or a[m].dtype != b[m].dtype
-        or a[m].shape != b[m].shape or a[m].tobytes() != b[m].tobytes()]
-print(" ".join(diff) if diff else "same")
-sys.exit(1 if diff else 0)
-EOF
-}
-
 # near A B: A and B within 1e-6 relative.
 near() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-6 * (b < 0 ? -b : b) + 1e-12) }'; }
 

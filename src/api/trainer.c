@@ -439,24 +439,40 @@ static void after_update(cltrain_trainer *t) {
   clt_trainer_use_source(t->t, 0, NULL, &ignored);
 }
 
-CLTRAIN_API int cltrain_trainer_forward_backward(cltrain_trainer *t, double *loss, int *correct) {
-  int status = api_check(t, API_TRAINER, __func__);
-  if (!status) status = batch_left(t, __func__);
-  if (!status) status = may_step(t, __func__);
+/* What a step of the epoch checks first: a live trainer in step, a batch left,
+ * no stop asked; *defer gets whether its figures stay on the devices. Figures
+ * asked (or a caller's batch's left unread): the earlier steps' are read first. */
+static int epoch_step_start(cltrain_trainer *t, const char *fn, const double *loss,
+                            const int *correct, int *defer) {
+  int status = api_check(t, API_TRAINER, fn);
+  if (!status) status = batch_left(t, fn);
+  if (!status) status = may_step(t, fn);
   if (status) return status;
-  const int defer = defers(t, loss, correct);
-  /* Figures asked (or a caller's batch's left unread): the earlier steps' first. */
-  if ((!defer || t->batch_step) && (status = settle(t, __func__))) return status;
+  *defer = defers(t, loss, correct);
+  return !*defer || t->batch_step ? settle(t, fn) : CLTRAIN_OK;
+}
+
+/* A forward and backward pass has run (of a caller's batch: batch_step): the
+ * all-reduce may follow, and the figures asked are counted. */
+static int forwarded(cltrain_trainer *t, const clt_step_result *r, int defer, int batch_step,
+                     double *loss, int *correct) {
+  t->phase = PHASE_FORWARD;
+  t->deferred = defer;
+  t->batch_step = batch_step;
+  if (!defer) count_batch(t, r, loss, correct);
+  return CLTRAIN_OK;
+}
+
+CLTRAIN_API int cltrain_trainer_forward_backward(cltrain_trainer *t, double *loss, int *correct) {
+  int defer = 0;
+  const int status = epoch_step_start(t, __func__, loss, correct, &defer);
+  if (status) return status;
   clt_step_result r = {0};
   clt_err e = {0};
   t->phase = PHASE_NONE;
   if (clt_trainer_forward(t->t, NULL, t->steps_done, defer ? NULL : &r, &e))
     return step_failed(t, __func__, &e);
-  t->phase = PHASE_FORWARD;
-  t->deferred = defer;
-  t->batch_step = 0;
-  if (!defer) count_batch(t, &r, loss, correct);
-  return CLTRAIN_OK;
+  return forwarded(t, &r, defer, 0, loss, correct);
 }
 
 CLTRAIN_API int cltrain_trainer_forward_backward_batch(cltrain_trainer *t, const void *images,
@@ -487,11 +503,7 @@ CLTRAIN_API int cltrain_trainer_forward_backward_batch(cltrain_trainer *t, const
   t->phase = PHASE_NONE;
   if (clt_trainer_forward(t->t, &b, t->steps_done, defer ? NULL : &r, &e))
     return step_failed(t, __func__, &e);
-  t->phase = PHASE_FORWARD;
-  t->deferred = defer;
-  t->batch_step = 1;
-  if (!defer) count_batch(t, &r, loss, correct);
-  return CLTRAIN_OK;
+  return forwarded(t, &r, defer, 1, loss, correct);
 }
 
 CLTRAIN_API int cltrain_trainer_allreduce(cltrain_trainer *t) {
@@ -537,12 +549,9 @@ CLTRAIN_API int cltrain_trainer_apply(cltrain_trainer *t) {
 }
 
 CLTRAIN_API int cltrain_trainer_step(cltrain_trainer *t, double *loss, int *correct) {
-  int status = api_check(t, API_TRAINER, __func__);
-  if (!status) status = batch_left(t, __func__);
-  if (!status) status = may_step(t, __func__);
+  int defer = 0;
+  const int status = epoch_step_start(t, __func__, loss, correct, &defer);
   if (status) return status;
-  const int defer = defers(t, loss, correct);
-  if ((!defer || t->batch_step) && (status = settle(t, __func__))) return status;
   clt_step_result r = {0};
   clt_err e = {0};
   t->phase = PHASE_NONE;

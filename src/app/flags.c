@@ -18,6 +18,23 @@ _Static_assert(CLT_PHOTOS_MAX_PIXELS == 178956970LL, "MAX_PIXELS_SHOWN: photos.h
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 
+/* --checkpoint and --best, as eval, predict and export read a checkpoint (opts:
+ * their options struct, with fields checkpoint, checkpoint_given and best). */
+#define CHECKPOINT_FLAGS(opts)                                                                   \
+  {.name = "checkpoint",                                                                         \
+   .type = CLT_FLAG_STRING,                                                                      \
+   .offset = offsetof(opts, checkpoint),                                                         \
+   .seen = CLT_SEEN(opts, checkpoint_given),                                                     \
+   .def_str = "./training_checkpoints",                                                          \
+   .meta = "DIR|FILE",                                                                           \
+   .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's " \
+           "--checkpoint-dir"},                                                                  \
+  {                                                                                              \
+    .name = "best", .type = CLT_FLAG_BOOL, .offset = offsetof(opts, best),                       \
+    .help = "the folder's best checkpoint, as cltrain train --early-stopping records it, "       \
+            "rather than the newest"                                                             \
+  }
+
 #define TR(f) offsetof(clt_train_opts, f)
 static const clt_flag train_flags[] = {
     {.name = "data",
@@ -325,19 +342,7 @@ const clt_command clt_cmd_train = {
 
 #define EV(f) offsetof(clt_eval_opts, f)
 static const clt_flag eval_flags[] = {
-    {.name = "checkpoint",
-     .type = CLT_FLAG_STRING,
-     .offset = EV(checkpoint),
-     .seen = CLT_SEEN(clt_eval_opts, checkpoint_given),
-     .def_str = "./training_checkpoints",
-     .meta = "DIR|FILE",
-     .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's "
-             "--checkpoint-dir"},
-    {.name = "best",
-     .type = CLT_FLAG_BOOL,
-     .offset = EV(best),
-     .help = "the folder's best checkpoint, as cltrain train --early-stopping records it, rather "
-             "than the newest"},
+    CHECKPOINT_FLAGS(clt_eval_opts),
     {.name = "data",
      .type = CLT_FLAG_STRING,
      .offset = EV(data_dir),
@@ -434,19 +439,7 @@ const clt_command clt_cmd_eval = {
 
 #define PR(f) offsetof(clt_predict_opts, f)
 static const clt_flag predict_flags[] = {
-    {.name = "checkpoint",
-     .type = CLT_FLAG_STRING,
-     .offset = PR(checkpoint),
-     .seen = CLT_SEEN(clt_predict_opts, checkpoint_given),
-     .def_str = "./training_checkpoints",
-     .meta = "DIR|FILE",
-     .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's "
-             "--checkpoint-dir"},
-    {.name = "best",
-     .type = CLT_FLAG_BOOL,
-     .offset = PR(best),
-     .help = "the folder's best checkpoint, as cltrain train --early-stopping records it, rather "
-             "than the newest"},
+    CHECKPOINT_FLAGS(clt_predict_opts),
     {.name = "top-k",
      .type = CLT_FLAG_INT,
      .offset = PR(top_k),
@@ -531,19 +524,7 @@ const clt_command clt_cmd_predict = {
 
 #define EX(f) offsetof(clt_export_opts, f)
 static const clt_flag export_flags[] = {
-    {.name = "checkpoint",
-     .type = CLT_FLAG_STRING,
-     .offset = EX(checkpoint),
-     .seen = CLT_SEEN(clt_export_opts, checkpoint_given),
-     .def_str = "./training_checkpoints",
-     .meta = "DIR|FILE",
-     .help = "a checkpoint folder (its index names the newest) or a .npz; the default is train's "
-             "--checkpoint-dir"},
-    {.name = "best",
-     .type = CLT_FLAG_BOOL,
-     .offset = EX(best),
-     .help = "the folder's best checkpoint, as cltrain train --early-stopping records it, rather "
-             "than the newest"},
+    CHECKPOINT_FLAGS(clt_export_opts),
     {.name = "onnx",
      .type = CLT_FLAG_STRING,
      .offset = EX(onnx),

@@ -13,8 +13,7 @@
 const char *clt_kc_layer(const clt_keras_config *c) { return c->layer; }
 const char *clt_kc_class(const clt_keras_config *c) { return c->cls; }
 
-/* Marks key read; returns its value, or NULL when absent or null. */
-static const cJSON *get(const clt_keras_config *c, const char *key) {
+const cJSON *clt_kc_take(const clt_keras_config *c, const char *key) {
   clt_keras_config *m = (clt_keras_config *)c; /* the read set is bookkeeping */
   int i = 0;
   for (const cJSON *it = c->obj ? c->obj->child : NULL; it; it = it->next, i++) {
@@ -35,7 +34,7 @@ int clt_kc_fail(const clt_keras_config *c, clt_err *e, const char *fmt, ...) {
   return clt_fail(e, CLT_ERR_FORMAT, "layer %s (%s): %s", c->layer, c->cls, msg);
 }
 
-int clt_kc_has(const clt_keras_config *c, const char *key) { return get(c, key) != NULL; }
+int clt_kc_has(const clt_keras_config *c, const char *key) { return clt_kc_take(c, key) != NULL; }
 
 static int as_int(const clt_keras_config *c, const char *key, const cJSON *v, int *out,
                   clt_err *e) {
@@ -47,7 +46,7 @@ static int as_int(const clt_keras_config *c, const char *key, const cJSON *v, in
 }
 
 int clt_kc_int(const clt_keras_config *c, const char *key, int def, int *out, clt_err *e) {
-  const cJSON *v = get(c, key);
+  const cJSON *v = clt_kc_take(c, key);
   if (!v) {
     *out = def;
     return CLT_OK;
@@ -56,7 +55,7 @@ int clt_kc_int(const clt_keras_config *c, const char *key, int def, int *out, cl
 }
 
 int clt_kc_ints(const clt_keras_config *c, const char *key, int n, int def, int *out, clt_err *e) {
-  const cJSON *v = get(c, key);
+  const cJSON *v = clt_kc_take(c, key);
   if (!v) {
     for (int i = 0; i < n; i++) out[i] = def;
     return CLT_OK;
@@ -77,7 +76,7 @@ int clt_kc_ints(const clt_keras_config *c, const char *key, int n, int def, int 
 }
 
 int clt_kc_double(const clt_keras_config *c, const char *key, double def, double *out, clt_err *e) {
-  const cJSON *v = get(c, key);
+  const cJSON *v = clt_kc_take(c, key);
   if (!v) {
     *out = def;
     return CLT_OK;
@@ -89,7 +88,7 @@ int clt_kc_double(const clt_keras_config *c, const char *key, double def, double
 }
 
 int clt_kc_bool(const clt_keras_config *c, const char *key, int def, int *out, clt_err *e) {
-  const cJSON *v = get(c, key);
+  const cJSON *v = clt_kc_take(c, key);
   if (!v) {
     *out = def;
     return CLT_OK;
@@ -101,7 +100,7 @@ int clt_kc_bool(const clt_keras_config *c, const char *key, int def, int *out, c
 
 int clt_kc_string(const clt_keras_config *c, const char *key, const char *def, char *buf,
                   size_t size, clt_err *e) {
-  const cJSON *v = get(c, key);
+  const cJSON *v = clt_kc_take(c, key);
   if (!v) {
     if (!def) return clt_kc_fail(c, e, "%s: missing", key);
     snprintf(buf, size, "%s", def);
@@ -114,7 +113,7 @@ int clt_kc_string(const clt_keras_config *c, const char *key, const char *def, c
 }
 
 int clt_kc_padding4(const clt_keras_config *c, const char *key, int *out, clt_err *e) {
-  const cJSON *v = get(c, key);
+  const cJSON *v = clt_kc_take(c, key);
   if (!v) {
     for (int i = 0; i < 4; i++) out[i] = 1; /* ZeroPadding2D's default (1, 1) */
     return CLT_OK;
@@ -149,12 +148,12 @@ bad:
 }
 
 void clt_kc_ignore(const clt_keras_config *c, const char *const *keys) {
-  for (int i = 0; keys[i]; i++) (void)get(c, keys[i]);
+  for (int i = 0; keys[i]; i++) (void)clt_kc_take(c, keys[i]);
 }
 
 int clt_kc_activation(const clt_keras_config *c, char *act, size_t size, clt_err *e) {
   static const char *const known[] = {"relu", "relu6", "sigmoid", "tanh", "softmax", "linear"};
-  const cJSON *v = get(c, "activation");
+  const cJSON *v = clt_kc_take(c, "activation");
   const char *name = "linear";
   if (cJSON_IsString(v)) {
     name = v->valuestring;

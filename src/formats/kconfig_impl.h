@@ -14,4 +14,7 @@ struct clt_keras_config {
   unsigned char read[CLT_KC_MAX_KEYS]; /* by position among obj's members */
 };
 
+/* Marks key read; returns its value, or NULL when absent or null. */
+const cJSON *clt_kc_take(const clt_keras_config *c, const char *key);
+
 #endif

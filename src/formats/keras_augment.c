@@ -17,24 +17,11 @@ int clt_keras_is_augmentation(const char *cls) {
   return 0;
 }
 
-/* Marks key read; its value, NULL when absent or null. */
-static const cJSON *take(const clt_keras_config *c, const char *key) {
-  clt_keras_config *m = (clt_keras_config *)c; /* the read set is bookkeeping */
-  int i = 0;
-  for (const cJSON *it = c->obj ? c->obj->child : NULL; it; it = it->next, i++) {
-    if (it->string && strcmp(it->string, key) == 0) {
-      if (i < CLT_KC_MAX_KEYS) m->read[i] = 1;
-      return cJSON_IsNull(it) ? NULL : it;
-    }
-  }
-  return NULL;
-}
-
 /* A factor: a number F, the range [-|F|, |F|] (*single set), or a pair [a, b], sorted
  * as Keras sorts it. Required unless optional (then *given tells). */
 static int factor(const clt_keras_config *c, const char *key, int optional, double *lo, double *hi,
                   int *single, int *given, clt_err *e) {
-  const cJSON *v = take(c, key);
+  const cJSON *v = clt_kc_take(c, key);
   if (given) *given = v != NULL;
   if (!v) return optional ? CLT_OK : clt_kc_fail(c, e, "%s is missing", key);
   if (cJSON_IsNumber(v)) {
@@ -79,7 +66,7 @@ static int sampling(const clt_keras_config *c, clt_aug_stage *s, clt_err *e) {
 /* value_range of the colour layers: [0, 255] when absent. */
 static int value_range(const clt_keras_config *c, clt_aug_stage *s, clt_err *e) {
   double lo = 0, hi = 255;
-  const cJSON *v = take(c, "value_range");
+  const cJSON *v = clt_kc_take(c, "value_range");
   if (v) {
     const cJSON *a = cJSON_GetArrayItem(v, 0), *b = cJSON_GetArrayItem(v, 1);
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b))
@@ -100,12 +87,12 @@ int clt_keras_augment_stage(const clt_keras_config *c, clt_augment *a, clt_err *
   clt_aug_stage s = clt_aug_stage_default((clt_aug_kind)kind);
   char format[32];
   /* The draws are cltrain's own (augment.h): the seed cannot change what is learnt. */
-  take(c, "seed");
-  take(c, "rng_type");
+  clt_kc_take(c, "seed");
+  clt_kc_take(c, "rng_type");
   status = clt_kc_string(c, "data_format", "channels_last", format, sizeof format, e);
   if (!status && strcmp(format, "channels_last") != 0)
     return clt_kc_fail(c, e, "data_format %s is not supported (only channels_last)", format);
-  if (!status && take(c, "bounding_box_format"))
+  if (!status && clt_kc_take(c, "bounding_box_format"))
     return clt_kc_fail(c, e, "bounding_box_format is not supported (images only)");
   int single = 0, given = 0;
   switch ((clt_aug_kind)kind) {
