@@ -1,6 +1,7 @@
 #define _GNU_SOURCE      /* sched_getaffinity */
 #define CLT_CLUSTER_IMPL /* the definitions below, not cluster.h's analyzer macro */
 #include "cluster.h"
+#include "cluster_impl.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -12,17 +13,6 @@
 #ifdef CLT_HAVE_MPI
 #include <mpi.h>
 #endif
-
-struct clt_cluster {
-  int rank, size;
-  int mpi;      /* MPI is in use */
-  int finalize; /* ... and was initialised here: leaving finalises it */
-  int agreed;   /* a failure every process knows of */
-  char host[256];
-  char note[256]; /* a word on how the launcher placed this process, or "" */
-  float *scratch; /* clt_cluster_sum's receive buffer */
-  size_t scratch_floats;
-};
 
 /* The size of the run the launcher started, from its environment: OpenMPI's
  * mpirun, MPICH's Hydra and Slurm (PMI), PMIx launchers. 1 when not launched so. */
@@ -45,8 +35,7 @@ int clt_cluster_built_with_mpi(void) {
 }
 
 #ifdef CLT_HAVE_MPI
-/* An MPI call's failure as a cltrain error. */
-static int mpi_fail(clt_err *e, int rc, const char *what) {
+int clt_cluster_mpi_fail(clt_err *e, int rc, const char *what) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "code %d", rc);
@@ -166,7 +155,7 @@ int clt_cluster_allgather(clt_cluster *c, const void *mine, size_t bytes, void *
   }
 #ifdef CLT_HAVE_MPI
   int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
-  if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "all-gather");
+  if (rc != MPI_SUCCESS) return clt_cluster_mpi_fail(e, rc, "all-gather");
 #endif
   (void)e;
   return CLT_OK;
@@ -176,7 +165,7 @@ int clt_cluster_any(clt_cluster *c, int *flag, clt_err *e) {
   if (clt_cluster_size(c) == 1) return CLT_OK;
 #ifdef CLT_HAVE_MPI
   int rc = MPI_Allreduce(MPI_IN_PLACE, flag, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
-  if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "all-reduce of a flag");
+  if (rc != MPI_SUCCESS) return clt_cluster_mpi_fail(e, rc, "all-reduce of a flag");
 #endif
   (void)flag;
   (void)e;
@@ -191,7 +180,7 @@ int clt_cluster_bcast(clt_cluster *c, void *buf, size_t bytes, clt_err *e) {
   for (size_t off = 0; off < bytes; off += piece) {
     const size_t len = bytes - off < piece ? bytes - off : piece;
     int rc = MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "broadcast");
+    if (rc != MPI_SUCCESS) return clt_cluster_mpi_fail(e, rc, "broadcast");
   }
 #endif
   (void)buf;
@@ -200,11 +189,31 @@ int clt_cluster_bcast(clt_cluster *c, void *buf, size_t bytes, clt_err *e) {
   return CLT_OK;
 }
 
+int clt_cluster_exchange(clt_cluster *c, const void *send, size_t send_bytes, int to, void *recv,
+                         size_t recv_bytes, int from, int tag, clt_err *e) {
+#ifdef CLT_HAVE_MPI
+  if (c->mpi) {
+    int rc = MPI_Sendrecv(send, (int)send_bytes, MPI_BYTE, to, tag, recv, (int)recv_bytes, MPI_BYTE,
+                          from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    return rc == MPI_SUCCESS ? CLT_OK : clt_cluster_mpi_fail(e, rc, "send/receive");
+  }
+#endif
+  (void)send;
+  (void)send_bytes;
+  (void)to;
+  (void)recv;
+  (void)recv_bytes;
+  (void)from;
+  (void)tag;
+  (void)c;
+  return clt_fail(e, CLT_ERR_INTERNAL, "send/receive outside an MPI run");
+}
+
 int clt_cluster_barrier(clt_cluster *c, clt_err *e) {
   if (clt_cluster_size(c) == 1) return CLT_OK;
 #ifdef CLT_HAVE_MPI
   int rc = MPI_Barrier(MPI_COMM_WORLD);
-  if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "barrier");
+  if (rc != MPI_SUCCESS) return clt_cluster_mpi_fail(e, rc, "barrier");
 #endif
   (void)e;
   return CLT_OK;
@@ -249,61 +258,6 @@ void clt_cluster_known(clt_cluster *c) {
   if (c) c->agreed = 1;
 }
 
-int clt_cluster_reserve(clt_cluster *c, size_t floats, clt_err *e) {
-  const int n = clt_cluster_size(c);
-  if (n == 1) return CLT_OK;
-  const size_t need = (floats + (size_t)n - 1) / (size_t)n;
-  if (need <= c->scratch_floats) return CLT_OK;
-  float *s = malloc((need ? need : 1) * sizeof *s);
-  if (!s) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for the cross-process sum");
-  memset(s, 0, need * sizeof *s); /* first touch now, not in the step loop */
-  free(c->scratch);
-  c->scratch = s;
-  c->scratch_floats = need;
-  return CLT_OK;
-}
-
-#ifdef CLT_HAVE_MPI
-/* Chunk k of n floats cut in `parts`: the same cut as the device ring's. */
-static size_t chunk_begin(size_t n, int parts, int k) { return (size_t)k * n / (size_t)parts; }
-#endif
-
-int clt_cluster_sum(clt_cluster *c, float *buf, size_t n, clt_err *e) {
-  const int size = clt_cluster_size(c);
-  if (size == 1) return CLT_OK;
-#ifdef CLT_HAVE_MPI
-  if ((n + (size_t)size - 1) / (size_t)size > c->scratch_floats) {
-    return clt_fail(e, CLT_ERR_INTERNAL, "cross-process sum of %zu floats: %zu reserved", n,
-                    c->scratch_floats * (size_t)size);
-  }
-  const int rank = c->rank, next = (rank + 1) % size, prev = (rank + size - 1) % size;
-  for (int g = 0; g < 2 * (size - 1); g++) {
-    /* Reduce-scatter, then all-gather, in the device ring's order: after step g
-     * of the first phase rank holds chunk rank-1-g summed over g+2 processes. */
-    const int reduce = g < size - 1;
-    const int t = reduce ? g : g - (size - 1);
-    const int send = reduce ? ((rank - g) % size + size) % size
-                            : ((rank + 1 - t) % size + size) % size;
-    const int recv = reduce ? ((rank - 1 - g) % size + 2 * size) % size
-                            : ((rank - t) % size + size) % size;
-    const size_t s0 = chunk_begin(n, size, send), slen = chunk_begin(n, size, send + 1) - s0;
-    const size_t r0 = chunk_begin(n, size, recv), rlen = chunk_begin(n, size, recv + 1) - r0;
-    float *into = reduce ? c->scratch : buf + r0;
-    int rc = MPI_Sendrecv(buf + s0, (int)slen, MPI_FLOAT, next, g, into, (int)rlen, MPI_FLOAT, prev,
-                          g, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "send/receive of the cross-process sum");
-    if (reduce) {
-      float *dst = buf + r0;
-      for (size_t i = 0; i < rlen; i++) dst[i] += c->scratch[i]; /* own + received, as add_into */
-    }
-  }
-#endif
-  (void)buf;
-  (void)n;
-  (void)e;
-  return CLT_OK;
-}
-
 int clt_cluster_sum_doubles(clt_cluster *c, double *buf, size_t n, clt_err *e) {
   const int size = clt_cluster_size(c);
   if (size == 1 || n == 0) return CLT_OK;
@@ -325,7 +279,7 @@ int clt_cluster_mpi_allreduce(clt_cluster *c, float *buf, size_t n, clt_err *e) 
   if (clt_cluster_size(c) == 1) return CLT_OK;
 #ifdef CLT_HAVE_MPI
   int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  if (rc != MPI_SUCCESS) return mpi_fail(e, rc, "MPI_Allreduce");
+  if (rc != MPI_SUCCESS) return clt_cluster_mpi_fail(e, rc, "MPI_Allreduce");
 #endif
   (void)buf;
   (void)n;

@@ -1,0 +1,29 @@
+/* What cluster.c and cluster_sum.c share of a cluster: its fields and the
+ * point-to-point exchange the cross-process sum is built on. */
+#ifndef CLT_CLUSTER_IMPL_H
+#define CLT_CLUSTER_IMPL_H
+
+#include "cluster.h"
+
+struct clt_cluster {
+  int rank, size;
+  int mpi;      /* MPI is in use */
+  int finalize; /* ... and was initialised here: leaving finalises it */
+  int agreed;   /* a failure every process knows of */
+  char host[256];
+  char note[256]; /* a word on how the launcher placed this process, or "" */
+  float *scratch; /* clt_cluster_sum's receive buffer */
+  size_t scratch_floats;
+};
+
+#ifdef CLT_HAVE_MPI
+/* An MPI call's failure as a cltrain error. */
+int clt_cluster_mpi_fail(clt_err *e, int rc, const char *what);
+#endif
+
+/* Sends send_bytes bytes to rank `to` while receiving recv_bytes from rank
+ * `from`, both with `tag` (MPI_Sendrecv). */
+int clt_cluster_exchange(clt_cluster *c, const void *send, size_t send_bytes, int to, void *recv,
+                         size_t recv_bytes, int from, int tag, clt_err *e);
+
+#endif
