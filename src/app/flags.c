@@ -324,6 +324,15 @@ static const clt_flag train_flags[] = {
      .meta = "S",
      .help = "stop, naming it, when a replica keeps the others waiting in a step longer than S "
              "seconds (a hung device); 0: wait for ever"},
+    {.name = "wire",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(wire),
+     .def_str = "fp32",
+     .meta = "fp32|fp16",
+     .help = "under mpirun, how gradients cross between processes: fp32, or fp16 (Horovod's fp16 "
+             "compression: half the bytes, each partial sum rounded to half precision and added "
+             "in float32; every process still holds the same bits, but not those of one process "
+             "on the whole batch); the same in every process"},
     {.name = "verbose",
      .type = CLT_FLAG_BOOL,
      .offset = TR(verbose),

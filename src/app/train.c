@@ -245,6 +245,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   config.momentum = opt.momentum;
   config.weight_decay = opt.weight_decay;
   snprintf(config.split, sizeof config.split, "%s", o->split);
+  clt_wire wire = CLT_WIRE_FP32;
+  clt_err checked; /* by train_set_up */
+  if (clt_wire_parse(o->wire, "--wire", &wire, &checked)) wire = CLT_WIRE_FP32;
+  config.wire = (int)wire;
   lr_control_text(&opt, &state.plateau, config.lr_control, sizeof config.lr_control);
   if (state.early_stop.enabled)
     clt_early_stop_describe(&state.early_stop, config.early_stop, sizeof config.early_stop);
@@ -326,9 +330,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     goto cleanup;
   }
   clt_trainer_check_replicas(t, o->check_replicas);
+  status = clt_trainer_set_wire(t, wire, e);
   clt_trainer_first_step_notice(t, notice);
   if (o->progress && leader) clt_trainer_progress(t, o->out);
-  if (!o->resume) status = train_fresh_state(&model, seed, &state, e);
+  if (!status && !o->resume) status = train_fresh_state(&model, seed, &state, e);
   if (!status && o->weights) status = clt_weights_load(&model, o->weights, state.params, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   if ((status = share_state(c, &model, &state, e))) goto cleanup;

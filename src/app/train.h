@@ -59,6 +59,7 @@ typedef struct clt_train_opts {
   int trace_steps_given, tensorboard_every_given; /* set explicitly (need --trace, --tensorboard) */
   double allreduce_timeout;    /* seconds a replica may hold up the others' all-reduce (ring.h;
                                   0: no limit) */
+  const char *wire;            /* --wire: how gradients cross between processes, fp32 or fp16 */
   const char *trace_path;      /* --trace: Chrome trace-event JSON of the first steps, or NULL */
   const char *tensorboard_dir; /* --tensorboard: event files under DIR/train, DIR/validation */
   FILE *out;                   /* where epoch lines go */

@@ -31,6 +31,7 @@ typedef struct run_config {
   char split[64];
   uint64_t augment_hash; /* of the augmentation's text */
   char early_stop[256];  /* --early-stopping's arguments in effect ("" without) */
+  int wire;              /* --wire (clt_wire) */
   int replicas;          /* this process's: summed, not compared */
 } run_config;
 

@@ -90,6 +90,9 @@ int train_same_config(clt_cluster *c, const run_config *mine, int *replicas, clt
     else if (strcmp(a->early_stop, b->early_stop) != 0)
       snprintf(what, sizeof what, "--early-stopping (%.100s vs %.100s)", b->early_stop,
                a->early_stop);
+    else if (a->wire != b->wire)
+      snprintf(what, sizeof what, "--wire (%s vs %s)", clt_wire_name((clt_wire)b->wire),
+               clt_wire_name((clt_wire)a->wire));
     if (what[0]) {
       status = clt_fail(e, CLT_ERR_ARG,
                         "rank %d differs from rank 0 in %s: every process of a run must be "
@@ -763,6 +766,8 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
   clt_plateau plateau;
   int status = parse_lr_flags(o, &schedule, &plateau, e);
   if (status) return status;
+  clt_wire wire;
+  if ((status = clt_wire_parse(o->wire, "--wire", &wire, e))) return status;
   clt_early_stop given = {0};
   if (o->early_stopping &&
       (status = clt_early_stop_parse("--early-stopping", o->early_stopping, &given, e)))

@@ -140,6 +140,7 @@ void clt_cluster_leave(clt_cluster *c, int failed) {
   (void)failed;
 #endif
   free(c->scratch);
+  free(c->halves);
   free(c);
 }
 
@@ -207,6 +208,47 @@ int clt_cluster_exchange(clt_cluster *c, const void *send, size_t send_bytes, in
   (void)tag;
   (void)c;
   return clt_fail(e, CLT_ERR_INTERNAL, "send/receive outside an MPI run");
+}
+
+int clt_cluster_exchange_start(clt_cluster *c, const void *send, size_t send_bytes, int to,
+                               void *recv, size_t recv_bytes, int from, int tag, clt_exchange *x,
+                               clt_err *e) {
+  x->active = 0;
+#ifdef CLT_HAVE_MPI
+  if (c->mpi) {
+    int rc = MPI_Irecv(recv, (int)recv_bytes, MPI_BYTE, from, tag, MPI_COMM_WORLD, &x->req[0]);
+    if (rc != MPI_SUCCESS) return clt_cluster_mpi_fail(e, rc, "receive");
+    rc = MPI_Isend(send, (int)send_bytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &x->req[1]);
+    if (rc != MPI_SUCCESS) return clt_cluster_mpi_fail(e, rc, "send");
+    x->active = 1;
+    return CLT_OK;
+  }
+#endif
+  (void)send;
+  (void)send_bytes;
+  (void)to;
+  (void)recv;
+  (void)recv_bytes;
+  (void)from;
+  (void)tag;
+  (void)c;
+  return clt_fail(e, CLT_ERR_INTERNAL, "send/receive outside an MPI run");
+}
+
+int clt_cluster_exchange_test(clt_cluster *c, clt_exchange *x, int *done, clt_err *e) {
+  *done = !x->active;
+#ifdef CLT_HAVE_MPI
+  if (x->active) {
+    int flag = 0;
+    int rc = MPI_Testall(2, x->req, &flag, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return clt_cluster_mpi_fail(e, rc, "send/receive");
+    x->active = !flag;
+    *done = flag;
+  }
+#endif
+  (void)c;
+  (void)e;
+  return CLT_OK;
 }
 
 int clt_cluster_barrier(clt_cluster *c, clt_err *e) {

@@ -61,13 +61,38 @@ int clt_cluster_agree(clt_cluster *c, int status, clt_err *e);
  * figures everywhere), so leaving does not abort. */
 void clt_cluster_known(clt_cluster *c);
 
+/* How gradients cross between processes (--wire): as floats, or as halves
+ * (Horovod's fp16 compression: each partial sum is rounded to half precision
+ * before it is sent and added to the receiver's floats in float; each complete
+ * sum is rounded to half precision, in its owner too, before it is passed round,
+ * so every process still ends with the same bits, though not those of one
+ * process on the whole batch). */
+typedef enum clt_wire { CLT_WIRE_FP32, CLT_WIRE_FP16 } clt_wire;
+/* "fp32" or "fp16" (what --wire takes); parse fails naming `what` and the value. */
+const char *clt_wire_name(clt_wire wire);
+int clt_wire_parse(const char *text, const char *what, clt_wire *out, clt_err *e);
+
 /* Reserves the host memory that clt_cluster_sum needs for buffers of up to
- * `floats` floats (once, before the step loop). */
+ * `floats` floats (once, before the step loop); clt_cluster_reserve_wire also
+ * what `wire` needs. */
 int clt_cluster_reserve(clt_cluster *c, size_t floats, clt_err *e);
+int clt_cluster_reserve_wire(clt_cluster *c, size_t floats, clt_wire wire, clt_err *e);
 /* Element-wise sum over the processes, in place: a ring (reduce-scatter, then
  * all-gather) over MPI in chunks like clt_ring's, so every process ends with the
  * same bits and the summation order is fixed by the layout alone. */
 int clt_cluster_sum(clt_cluster *c, float *buf, size_t n, clt_err *e);
+
+/* Called between the polls of a transfer in flight: it may sleep, leaving the
+ * core to other threads; non-zero gives up (the sum fails). */
+typedef int (*clt_cluster_idle_fn)(void *ctx);
+/* clt_cluster_sum over floats [lo, hi) of buf's n only (a bucket of a gradient):
+ * the range is cut where the whole buffer's chunks are, so each element is
+ * summed in the order the whole-buffer call sums it and the bits are the same
+ * whether a buffer is summed whole or in ranges (every process summing the
+ * same ranges in the same order). idle NULL: blocking MPI calls; else
+ * non-blocking ones, polled, with idle(ctx) between polls. */
+int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_t hi,
+                          clt_wire wire, clt_cluster_idle_fn idle, void *ctx, clt_err *e);
 /* The same for doubles (figures, not gradients): gathered, summed in rank order. */
 int clt_cluster_sum_doubles(clt_cluster *c, double *buf, size_t n, clt_err *e);
 /* MPI_Allreduce(MPI_SUM) alone, as `cltrain bench allreduce`'s baseline. */

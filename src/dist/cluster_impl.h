@@ -5,6 +5,12 @@
 
 #include "cluster.h"
 
+#include <stdint.h>
+
+#ifdef CLT_HAVE_MPI
+#include <mpi.h>
+#endif
+
 struct clt_cluster {
   int rank, size;
   int mpi;      /* MPI is in use */
@@ -14,6 +20,8 @@ struct clt_cluster {
   char note[256]; /* a word on how the launcher placed this process, or "" */
   float *scratch; /* clt_cluster_sum's receive buffer */
   size_t scratch_floats;
+  uint16_t *halves; /* --wire fp16: a chunk sent and one received, as halves */
+  size_t halves_chunk;
 };
 
 #ifdef CLT_HAVE_MPI
@@ -25,5 +33,22 @@ int clt_cluster_mpi_fail(clt_err *e, int rc, const char *what);
  * `from`, both with `tag` (MPI_Sendrecv). */
 int clt_cluster_exchange(clt_cluster *c, const void *send, size_t send_bytes, int to, void *recv,
                          size_t recv_bytes, int from, int tag, clt_err *e);
+
+/* An exchange in flight (clt_cluster_exchange_start). */
+typedef struct clt_exchange {
+#ifdef CLT_HAVE_MPI
+  MPI_Request req[2];
+#endif
+  int active;
+} clt_exchange;
+
+/* clt_cluster_exchange begun and not waited for (MPI_Irecv, MPI_Isend): the
+ * buffers stay in use until clt_cluster_exchange_test says it is done. */
+int clt_cluster_exchange_start(clt_cluster *c, const void *send, size_t send_bytes, int to,
+                               void *recv, size_t recv_bytes, int from, int tag, clt_exchange *x,
+                               clt_err *e);
+/* *done = 1 once both halves of x have completed; never blocks (MPI_Testall,
+ * which also moves the transfers on). */
+int clt_cluster_exchange_test(clt_cluster *c, clt_exchange *x, int *done, clt_err *e);
 
 #endif

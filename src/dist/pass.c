@@ -171,7 +171,9 @@ static void mark(pass *p, int rank, int s, const char *what, double *t0) {
 /* An overlapped step (trainer.h), while the replica's queue runs the backward
  * pass: the all-reduce of every bucket but the last on the transfer queue, each
  * as soon as its gradient is final here (the other members' copies of it arrive
- * as theirs are); then the backward pass's end, which times the compute. */
+ * as theirs are), and across processes (clt_ring_overlap) each handed to the
+ * cross-process sum once this process's sum is in, its total copied back as it
+ * is ready; then the backward pass's end, which times the compute. */
 static int hidden_buckets(pass *p, int rank, const step *st, overlap *ov, clt_err *e) {
   clt_trainer *t = p->t;
   const trainer_replica *l = &t->local[rank];
@@ -187,6 +189,7 @@ static int hidden_buckets(pass *p, int rank, const step *st, overlap *ov, clt_er
   if (t->leave && st->s > p->skip && t->members[st->s - 1] != t->members[st->s] &&
       (status = barrier(t, e)))
     return status;
+  if ((status = clt_ring_cross_begin(t->ring, rank, e))) return status;
   clt_replica_scope(rep, "all-reduce", "gradients");
   for (int b = 0; b <= last; b++) {
     cl_int rc = clWaitForEvents(1, &ov->done[b]);
@@ -196,8 +199,13 @@ static int hidden_buckets(pass *p, int rank, const step *st, overlap *ov, clt_er
     }
     if (b == last) break; /* the last bucket goes after the barrier (all_reduce) */
     from[b] = clt_now_seconds();
-    status = clt_ring_allreduce_range(t->ring, rank, l->net->grads, t->buckets[b].offset,
-                                      t->buckets[b].count, l->transfer, ov->done[b], e);
+    const clt_bucket *k = &t->buckets[b];
+    status = clt_ring_allreduce_range(t->ring, rank, l->net->grads, k->offset, k->count,
+                                      l->transfer, ov->done[b], e);
+    if (!status)
+      status = clt_ring_cross_post(t->ring, rank, l->net->grads, k->offset, k->count, l->transfer,
+                                   e);
+    if (!status) status = clt_ring_cross_take(t->ring, rank, l->net->grads, l->transfer, b + 1, e);
     to[b] = clt_now_seconds();
     if (status) return status;
   }
@@ -260,7 +268,15 @@ static int all_reduce(pass *p, int rank, const step *st, overlap *ov, double *t0
     status = join_queues(rep, l->transfer, e);
     if (!status)
       status = clt_ring_allreduce_range(t->ring, rank, grads, b->offset, b->count, NULL, NULL, e);
-    if (!status) status = clt_ring_allreduce_across(t->ring, rank, grads, e);
+    if (clt_ring_overlapping(t->ring)) {
+      /* The other buckets' totals are in, or being summed: the last one's too,
+       * then every total copied in. */
+      if (!status)
+        status = clt_ring_cross_post(t->ring, rank, grads, b->offset, b->count, NULL, e);
+      if (!status) status = clt_ring_cross_finish(t->ring, rank, grads, NULL, t->nbuckets, e);
+    } else if (!status) {
+      status = clt_ring_allreduce_across(t->ring, rank, grads, e);
+    }
     if (status) clt_ring_abort(t->ring);
   } else {
     status = clt_ring_allreduce(t->ring, rank, grads, e);
@@ -460,6 +476,10 @@ static int step_forward(pass *p, int rank, const step *st, overlap *ov, double *
   if (!status) status = load_slice(p, rank, st, e);
   mark(p, rank, st->s, "load", t0);
   if (!status) status = forward_backward(p, rank, st, ov, e);
+  /* Across processes, overlapped: the stop vote goes before the buckets, which
+   * another thread then sums over MPI until the all-reduce's end. */
+  if (!status && ov && rank == st->lead && clt_ring_overlapping(p->t->ring))
+    status = stop_vote(p, st->s, e);
   if (!status && ov) status = hidden_buckets(p, rank, st, ov, e);
   mark(p, rank, st->s, "forward and backward", t0);
   return status;
@@ -468,7 +488,8 @@ static int step_forward(pass *p, int rank, const step *st, overlap *ov, double *
 /* Its second: the stop vote, the all-reduce (releasing ov's markers) and the
  * re-balance. */
 static int step_reduce(pass *p, int rank, const step *st, overlap *ov, double *t0, clt_err *e) {
-  int status = rank == st->lead ? stop_vote(p, st->s, e) : CLT_OK;
+  const int voted = ov && clt_ring_overlapping(p->t->ring); /* in step_forward */
+  int status = rank == st->lead && !voted ? stop_vote(p, st->s, e) : CLT_OK;
   if (!status) status = all_reduce(p, rank, st, ov, t0, e);
   release_marks(p->t, ov);
   mark(p, rank, st->s, "all-reduce", t0);

@@ -30,6 +30,13 @@ void clt_ring_destroy(clt_ring *r) {
   /* A hung replica's thread may still be inside the ring or its driver: keep
    * everything it could touch (the process is ending, clt_ring_join). */
   if (r->hung) return;
+  if (r->overlap) {
+    pthread_mutex_lock(&r->mu);
+    r->comm_quit = 1; /* between steps it is idle; mid-step it gives up at its next poll */
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->comm, NULL);
+  }
   for (int i = 0; i < r->n; i++) {
     /* Transfers may still read staging memory: finish before unmapping. */
     if (r->replicas && r->replicas[i]) clFinish(r->replicas[i]->queue);
@@ -53,6 +60,10 @@ void clt_ring_destroy(clt_ring *r) {
     clReleaseMemObject(r->host_mem);
   }
   free(r->cross_uploaded);
+  free(r->taken);
+  free(r->step_first);
+  free(r->job_lo);
+  free(r->job_hi);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
   free(r->pinned);
@@ -108,13 +119,15 @@ static int create(clt_replica **replicas, int n, size_t floats, size_t segment_f
   r->outside = calloc((size_t)n, sizeof *r->outside);
   r->outside_what = calloc((size_t)n, sizeof *r->outside_what);
   r->cross_uploaded = calloc((size_t)n, sizeof *r->cross_uploaded);
+  r->taken = calloc((size_t)n, sizeof *r->taken);
+  r->step_first = calloc((size_t)n, sizeof *r->step_first);
   r->timeout = default_timeout;
   r->waits = calloc((size_t)n, sizeof *r->waits);
   r->entered = calloc((size_t)n, sizeof *r->entered);
   r->progress = calloc((size_t)n, sizeof *r->progress);
   r->barrier_threads = calloc((size_t)n, sizeof *r->barrier_threads);
   r->joined = calloc((size_t)n, sizeof *r->joined);
-  if (!r->cross_uploaded || !r->replicas || !r->pinned || !r->staging || !r->recv || !r->read_ev ||
+  if (!r->cross_uploaded || !r->taken || !r->step_first || !r->replicas || !r->pinned || !r->staging || !r->recv || !r->read_ev ||
       !r->write_ev || !r->next_base || !r->last_nseg || !r->produced || !r->consumed || !r->waits ||
       !r->entered || !r->progress || !r->barrier_threads || !r->joined || !r->outside ||
       !r->outside_what) {
@@ -494,6 +507,190 @@ double clt_ring_take_cross_seconds(clt_ring *r) {
   return s;
 }
 
+int clt_ring_set_wire(clt_ring *r, clt_wire wire, clt_err *e) {
+  if (!r->cluster) return CLT_OK;
+  r->wire = wire;
+  return clt_cluster_reserve_wire(r->cluster, r->floats, wire, e);
+}
+
+/* How long the overlapped sum's thread sleeps between polls of the network
+ * while the backward pass runs: the receiving socket's buffer holds far more
+ * than arrives in that time, so the transfers keep flowing. */
+#define NAP_NS 200000L
+
+static int comm_idle(void *arg) {
+  clt_ring *r = arg;
+  pthread_mutex_lock(&r->mu);
+  const int stop = r->aborted || r->comm_quit, hurry = r->hurry;
+  pthread_mutex_unlock(&r->mu);
+  if (stop) return 1;
+  if (!hurry) nanosleep(&(struct timespec){.tv_nsec = NAP_NS}, NULL);
+  return 0;
+}
+
+/* The overlapped cross-process sum's thread: each job as it comes. */
+static void *comm_main(void *arg) {
+  clt_ring *r = arg;
+  pthread_mutex_lock(&r->mu);
+  for (;;) {
+    while (!r->comm_quit && !r->aborted && r->summed == r->posted)
+      pthread_cond_wait(&r->cv, &r->mu);
+    if (r->comm_quit || r->aborted) break;
+    const long job = r->summed;
+    const size_t lo = r->job_lo[job % CLT_RING_MAX_JOBS], hi = r->job_hi[job % CLT_RING_MAX_JOBS];
+    pthread_mutex_unlock(&r->mu);
+    clt_err err = {0};
+    const double t0 = clt_now_seconds();
+    const int status =
+        clt_cluster_sum_range(r->cluster, r->host, r->floats, lo, hi, r->wire, comm_idle, r, &err);
+    const double t1 = clt_now_seconds();
+    clt_replica_trace_span(r->replicas[0], CLT_TRACE_CROSS, "across processes (MPI)", t0, t1, -1);
+    pthread_mutex_lock(&r->mu);
+    r->cross_seconds += t1 - t0;
+    if (status) {
+      if (!r->aborted && !r->comm_quit) {
+        r->comm_status = status;
+        r->comm_err = err;
+      }
+      ring_abort_locked(r);
+      break;
+    }
+    r->summed = job + 1;
+    pthread_cond_broadcast(&r->cv);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return NULL;
+}
+
+int clt_ring_overlap(clt_ring *r, clt_err *e) {
+  if (!r->cluster || clt_cluster_size(r->cluster) == 1 || r->overlap) return CLT_OK;
+  r->job_lo = calloc(CLT_RING_MAX_JOBS, sizeof *r->job_lo);
+  r->job_hi = calloc(CLT_RING_MAX_JOBS, sizeof *r->job_hi);
+  if (!r->job_lo || !r->job_hi)
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for the cross-process sum");
+  if (pthread_create(&r->comm, NULL, comm_main, r) != 0)
+    return clt_fail(e, CLT_ERR_NOMEM, "cannot start the cross-process sum's thread");
+  r->overlap = 1;
+  return CLT_OK;
+}
+
+int clt_ring_overlapping(const clt_ring *r) { return r && r->overlap; }
+
+/* The error of a rank whose wait on the thread was aborted: the thread's own
+ * when it failed. */
+static int comm_error(clt_ring *r, clt_err *e) {
+  pthread_mutex_lock(&r->mu);
+  const int status = r->comm_status;
+  if (status) *e = r->comm_err;
+  pthread_mutex_unlock(&r->mu);
+  return status ? status : aborted_error(e);
+}
+
+int clt_ring_cross_begin(clt_ring *r, int rank, clt_err *e) {
+  if (!r->overlap) return CLT_OK;
+  r->step_first[rank] = r->taken[rank]; /* only this rank writes its own */
+  if (rank != 0) return CLT_OK;
+  const long done = r->cross_uploaded[0];
+  for (int i = 1; i < r->n; i++) {
+    if (wait_for(r, 0, i, &r->cross_uploaded[i], done)) return aborted_error(e);
+  }
+  pthread_mutex_lock(&r->mu);
+  r->hurry = 0;
+  pthread_mutex_unlock(&r->mu);
+  return CLT_OK;
+}
+
+int clt_ring_cross_post(clt_ring *r, int rank, cl_mem buffer, size_t offset, size_t count,
+                        cl_command_queue queue, clt_err *e) {
+  if (!r->overlap || rank != 0) return CLT_OK;
+  clt_replica *rep = r->replicas[0];
+  if (offset > r->floats || count > r->floats - offset ||
+      r->posted - r->step_first[0] >= CLT_RING_MAX_JOBS) {
+    clt_ring_abort(r);
+    return clt_fail(e, CLT_ERR_INTERNAL, "cross-process sum of %zu floats at %zu of %zu (job %ld)",
+                    count, offset, r->floats, r->posted - r->step_first[0]);
+  }
+  if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_READ)) {
+    clt_ring_abort(r);
+    return clt_replica_fail_injected(rep, e, CL_OUT_OF_RESOURCES, "downloading the host sum");
+  }
+  cl_int rc = clEnqueueReadBuffer(queue ? queue : rep->queue, buffer, CL_TRUE,
+                                  offset * sizeof(float), count * sizeof(float), r->host + offset,
+                                  0, NULL, NULL);
+  if (rc) return fail_rank(r, 0, e, rc, "downloading the host sum");
+  pthread_mutex_lock(&r->mu);
+  r->job_lo[r->posted % CLT_RING_MAX_JOBS] = offset;
+  r->job_hi[r->posted % CLT_RING_MAX_JOBS] = offset + count;
+  r->posted++;
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  return CLT_OK;
+}
+
+/* Enqueues the copies of jobs [taken, until) into the rank's buffer. */
+static int upload_jobs(clt_ring *r, int rank, cl_mem buffer, cl_command_queue q, long until,
+                       clt_err *e) {
+  clt_replica *rep = r->replicas[rank];
+  for (; r->taken[rank] < until; r->taken[rank]++) {
+    const long j = r->taken[rank] % CLT_RING_MAX_JOBS;
+    const size_t lo = r->job_lo[j], hi = r->job_hi[j]; /* set before the job was summed */
+    if (hi == lo) continue;
+    cl_int rc = clEnqueueWriteBuffer(q ? q : rep->queue, buffer, CL_FALSE, lo * sizeof(float),
+                                     (hi - lo) * sizeof(float), r->host + lo, 0, NULL, NULL);
+    if (rc) return fail_rank(r, rank, e, rc, "uploading the cross-process sum");
+  }
+  cl_int rc = clFlush(q ? q : rep->queue);
+  return rc ? fail_rank(r, rank, e, rc, "uploading the cross-process sum") : CLT_OK;
+}
+
+int clt_ring_cross_take(clt_ring *r, int rank, cl_mem buffer, cl_command_queue queue, int done,
+                        clt_err *e) {
+  if (!r->overlap) return CLT_OK;
+  pthread_mutex_lock(&r->mu);
+  const long summed = r->summed;
+  pthread_mutex_unlock(&r->mu);
+  const long until = r->step_first[rank] + done;
+  if (r->taken[rank] >= (summed < until ? summed : until)) return CLT_OK;
+  mark(r, rank, 1, 0);
+  const int status = upload_jobs(r, rank, buffer, queue, summed < until ? summed : until, e);
+  mark(r, rank, 0, 0);
+  return status;
+}
+
+int clt_ring_cross_finish(clt_ring *r, int rank, cl_mem buffer, cl_command_queue queue, int count,
+                          clt_err *e) {
+  if (!r->overlap) return CLT_OK;
+  clt_replica *rep = r->replicas[rank];
+  const double t0 = clt_now_seconds();
+  mark(r, rank, 1, 0);
+  pthread_mutex_lock(&r->mu);
+  r->hurry = 1; /* the backward pass is over here */
+  pthread_mutex_unlock(&r->mu);
+  const long until = r->step_first[rank] + count;
+  /* Each total as it comes: its copy overlaps the next one's sum. */
+  int status = CLT_OK;
+  while (!status && r->taken[rank] < until) {
+    if (wait_for(r, rank, WAIT_PROCESSES, &r->summed, r->taken[rank] + 1)) {
+      mark(r, rank, 0, 0);
+      return comm_error(r, e);
+    }
+    pthread_mutex_lock(&r->mu);
+    const long summed = r->summed;
+    pthread_mutex_unlock(&r->mu);
+    status = upload_jobs(r, rank, buffer, queue, summed < until ? summed : until, e);
+  }
+  cl_int rc = status ? CL_SUCCESS : clFinish(queue ? queue : rep->queue);
+  if (rc) status = fail_rank(r, rank, e, rc, "uploading the cross-process sum");
+  mark(r, rank, 0, 0);
+  if (status) return status;
+  if (rank == 0) {
+    clt_replica_trace_span(rep, CLT_TRACE_RING, "waiting across processes (MPI)", t0,
+                           clt_now_seconds(), -1);
+  }
+  publish(r, &r->cross_uploaded[rank], r->cross_uploaded[rank] + 1);
+  return CLT_OK;
+}
+
 /* Replica 0's side: downloads its host's sum, sums it with the other processes',
  * uploads the total. The copies are not overlapped with the transfers chunk by
  * chunk: the host's cores run both the copies and MPI, so that would gain
@@ -505,7 +702,8 @@ static int cross_sum(clt_ring *r, cl_mem buffer, clt_err *e) {
     return clt_replica_fail_injected(rep, e, CL_OUT_OF_RESOURCES, "downloading the host sum");
   cl_int rc = clEnqueueReadBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
   if (rc) return clt_replica_fail(rep, e, rc, "downloading the host sum");
-  int status = clt_cluster_sum(r->cluster, r->host, r->floats, e);
+  int status =
+      clt_cluster_sum_range(r->cluster, r->host, r->floats, 0, r->floats, r->wire, NULL, NULL, e);
   if (status) return status;
   rc = clEnqueueWriteBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
   return rc ? clt_replica_fail(rep, e, rc, "uploading the cross-process sum") : CLT_OK;

@@ -52,6 +52,47 @@ void clt_ring_outside(clt_ring *ring, int rank, const char *what);
  * reserves the host buffer and the cluster's scratch memory. */
 int clt_ring_span(clt_ring *ring, clt_cluster *c, clt_err *e);
 
+/* The wire of the cross-process part (cluster.h), the same in every process;
+ * reserves what it needs. Set before training; a no-op without clt_ring_span. */
+int clt_ring_set_wire(clt_ring *ring, clt_wire wire, clt_err *e);
+
+/* Overlapping the cross-process part with the backward pass (after
+ * clt_ring_span; a no-op for one process): starts a thread that sums, with the
+ * other processes, each range of the buffer rank 0 hands it
+ * (clt_ring_cross_post), in the order handed; the ranks copy the totals into
+ * their buffers as they are ready (clt_ring_cross_take, clt_ring_cross_finish).
+ * Every process hands over the same ranges in the same order, so the bits are
+ * those of clt_ring_allreduce. While the backward pass runs, the thread naps
+ * between its polls of the network (the cores are the backward pass's); once a
+ * rank waits in clt_ring_cross_finish, it polls without napping. It is the
+ * process's one caller of MPI from a step's first clt_ring_cross_post to its
+ * clt_ring_cross_finish: other collectives go before or after. */
+int clt_ring_overlap(clt_ring *ring, clt_err *e);
+/* 1 once clt_ring_overlap has started the thread. */
+int clt_ring_overlapping(const clt_ring *ring);
+/* The most ranges a step hands to that thread. */
+#define CLT_RING_MAX_JOBS 64
+
+/* An overlapped step's start, by every rank before its first range: rank 0
+ * first waits for every rank to have copied the previous step's totals (their
+ * host memory is reused). */
+int clt_ring_cross_begin(clt_ring *ring, int rank, clt_err *e);
+/* Rank 0 (the others: nothing): floats [offset, offset + count) of its buffer
+ * hold this process's sum (the range's local part is done, on queue, NULL: the
+ * replica's own): downloads them, in order on that queue, and hands the range
+ * to the thread. */
+int clt_ring_cross_post(clt_ring *ring, int rank, cl_mem buffer, size_t offset, size_t count,
+                        cl_command_queue queue, clt_err *e);
+/* Enqueues on queue (NULL: the replica's own), without waiting, the copies into
+ * buffer of the totals ready among the step's first `done` ranges: those whose
+ * local part this rank has done (a total copied earlier would be overwritten). */
+int clt_ring_cross_take(clt_ring *ring, int rank, cl_mem buffer, cl_command_queue queue, int done,
+                        clt_err *e);
+/* The step's end: waits for the totals of all `count` ranges of the step,
+ * copies them in on queue and waits for that queue. */
+int clt_ring_cross_finish(clt_ring *ring, int rank, cl_mem buffer, cl_command_queue queue,
+                          int count, clt_err *e);
+
 /* Called at the same time by one host thread per member replica (its rank),
  * each with its replica's buffer; returns when that buffer holds the element-wise
  * sum over the members. If any rank fails or the ring is aborted, every rank returns an
@@ -79,6 +120,9 @@ int clt_ring_allreduce_across(clt_ring *ring, int rank, cl_mem buffer, clt_err *
 /* --trace: the track (thread id of the replica's process) of the copies and adds
  * enqueued on a queue other than the replica's own (clt_ring_allreduce_range). */
 #define CLT_TRACE_TRANSFER 5
+/* ... and of the overlapped cross-process sum's thread (clt_ring_overlap), on
+ * the first replica's process track. */
+#define CLT_TRACE_CROSS 6
 
 /* Wakes and fails every rank waiting in (or later entering) the collective:
  * a worker that fails outside it calls this so the others do not wait forever. */

@@ -62,6 +62,20 @@ struct clt_ring {
   long cross_calls;     /* collectives whose total is in host */
   long *cross_uploaded; /* per rank: totals it has uploaded */
   double cross_seconds;
+  clt_wire wire;
+  /* ... overlapped (clt_ring_overlap): a thread of its own sums the ranges rank 0
+   * hands it (jobs, numbered from 0 over the run; the ranges of job j at
+   * j % CLT_RING_MAX_JOBS) as it gets them. */
+  int overlap;             /* the thread runs */
+  pthread_t comm;          /* ... this one */
+  int comm_quit;           /* it is to end */
+  size_t *job_lo, *job_hi; /* the jobs' floats [lo, hi) */
+  long posted, summed;     /* jobs handed to the thread; of those, summed (the totals in host) */
+  long *taken;             /* per rank: jobs whose totals it has enqueued into its buffer */
+  long *step_first;        /* per rank: the first job of its current step */
+  int hurry;               /* the ranks wait for the thread: it polls without napping */
+  int comm_status;         /* the thread's failure, and its message */
+  clt_err comm_err;
 };
 
 /* Under mu: marks the ring aborted and wakes every rank waiting in it. */

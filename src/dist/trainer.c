@@ -104,25 +104,36 @@ static int slice_caps(const clt_model *m, const clt_device *const *devices, int 
 
 /* The all-reduce's buckets (trainer.h): $CLTRAIN_ALLREDUCE_BUCKETS sets their
  * least size in floats, 0 for the whole buffer after the backward pass; unset,
- * buckets unless a replica of this process is a CPU device. One replica in this
- * process exchanges nothing here: no buckets. */
-static int plan_buckets(clt_trainer *t, clt_err *e) {
-  long min_floats = DEFAULT_BUCKET_FLOATS;
+ * buckets under mpirun with several processes, else unless a replica of this
+ * process is a CPU device. Under mpirun process 0's choice holds for all (the
+ * processes must cut the same buckets). One replica in one process exchanges
+ * nothing: no buckets. */
+static int bucket_floats(const clt_trainer *t, long *min_floats, clt_err *e) {
+  *min_floats = DEFAULT_BUCKET_FLOATS;
   const char *v = getenv("CLTRAIN_ALLREDUCE_BUCKETS");
   if (v && *v) {
     char *end = NULL;
-    min_floats = strtol(v, &end, 10);
-    if (*end || min_floats < 0)
+    *min_floats = strtol(v, &end, 10);
+    if (*end || *min_floats < 0)
       return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_ALLREDUCE_BUCKETS=%s: expected floats >= 0", v);
-  } else {
+  } else if (clt_cluster_size(t->cluster) == 1) {
     for (int i = 0; i < t->n; i++) {
-      if (t->local[i].replica->device.type & CL_DEVICE_TYPE_CPU) min_floats = 0;
+      if (t->local[i].replica->device.type & CL_DEVICE_TYPE_CPU) *min_floats = 0;
     }
   }
+  return CLT_OK;
+}
+
+/* Called by every process (collective): min_floats, this process's choice. */
+static int plan_buckets(clt_trainer *t, long min_floats, clt_err *e) {
+  const int procs = clt_cluster_size(t->cluster);
+  int status = clt_cluster_bcast(t->cluster, &min_floats, sizeof min_floats, e);
+  if (status) return status;
   t->nbuckets = 0;
-  if (t->n < 2 || min_floats == 0) return CLT_OK;
+  if ((t->n < 2 && procs == 1) || min_floats == 0) return CLT_OK;
   t->nbuckets = clt_net_buckets(t->model, (size_t)min_floats, t->buckets);
   if (t->nbuckets < 2) t->nbuckets = 0; /* one bucket: nothing to overlap */
+  if (t->nbuckets && (status = clt_ring_overlap(t->ring, e))) return status;
   for (int i = 0; i < t->n && t->nbuckets; i++) {
     clt_replica *rep = t->local[i].replica;
     cl_int rc = CL_SUCCESS;
@@ -284,13 +295,18 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
                       : clt_ring_create(replicas, n, m->grad_floats, 0, &t->ring, e);
   }
   if (!status && training) status = clt_ring_span(t->ring, cluster, e);
-  if (!status && training) status = plan_buckets(t, e);
+  long min_floats = 0;
+  if (!status && training) status = bucket_floats(t, &min_floats, e);
   for (int k = 0; k < 2 && !status; k++) {
     if (!sources[k]) continue;
     status = clt_source_attach(sources[k], replicas, n, global, caps, m->preprocess, e);
     if (!status) t->source[k] = sources[k]; /* attached: detached with the trainer */
   }
   if ((status = clt_cluster_agree(cluster, status, e))) goto cleanup;
+  if (training) {
+    status = plan_buckets(t, min_floats, e);
+    if ((status = clt_cluster_agree(cluster, status, e))) goto cleanup;
+  }
   if (training && t->balancer.mode == CLT_SPLIT_AUTO && (status = trainer_setup_probe(t, e)))
     goto cleanup;
   if ((status = share_info(t, devices, e))) goto cleanup;
@@ -356,6 +372,8 @@ int clt_trainer_trace(clt_trainer *t, clt_trace *trace, int steps, long first_st
     /* The overlapped all-reduce's copies and adds run beside the kernels. */
     if (t->local[i].transfer)
       clt_trace_name(trace, g + 1, CLT_TRACE_TRANSFER, label, "device: all-reduce transfer queue");
+    if (i == 0 && clt_ring_overlapping(t->ring))
+      clt_trace_name(trace, g + 1, CLT_TRACE_CROSS, label, "host: the cross-process sum's thread");
   }
   t->trace = trace;
   t->trace_steps = steps;
@@ -429,6 +447,10 @@ int clt_trainer_get_state(clt_trainer *t, float *params, float *slot0, float *sl
 
 double clt_trainer_probe_seconds(const clt_trainer *t) { return t->probe_seconds; }
 int clt_trainer_buckets(const clt_trainer *t) { return t->nbuckets; }
+
+int clt_trainer_set_wire(clt_trainer *t, clt_wire wire, clt_err *e) {
+  return t->ring ? clt_ring_set_wire(t->ring, wire, e) : CLT_OK;
+}
 
 /* Reverses a[from, to). */
 static void reverse(int *a, int from, int to) {

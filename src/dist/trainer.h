@@ -169,6 +169,9 @@ int clt_trainer_trace(clt_trainer *t, clt_trace *trace, int steps, long first_st
 const double *clt_trainer_step_times(const clt_trainer *t);
 const double *clt_trainer_step_sums(const clt_trainer *t);
 
+/* How gradients cross between processes (cluster.h; CLT_WIRE_FP32 unless set):
+ * the same in every process, set before the first step. */
+int clt_trainer_set_wire(clt_trainer *t, clt_wire wire, clt_err *e);
 /* Verifies after every step that all replicas hold bitwise-identical parameters. */
 void clt_trainer_check_replicas(clt_trainer *t, int on);
 /* Draws a Keras-style progress bar on `out` during training epochs (NULL: none). */
