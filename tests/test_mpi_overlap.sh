@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The cross-process sum overlapping the backward pass (mpirun on this host): the
+# gradient's buckets, summed across processes by a thread of each process as
+# they are ready, give the bits of the whole gradient summed after the backward
+# pass (CLTRAIN_ALLREDUCE_BUCKETS=0), with 2 and 3 processes, several devices in
+# a process, a bucket per layer, and when processes are given different values
+# (process 0's holds); it is on by default under mpirun; Ctrl-C on one process
+# still stops every process at the same step. --wire fp16: every process holds
+# the same bits, close to (and not) the float32 run's, overlapped or not; a
+# process given another --wire, or a bad value, is refused.
+#   test_mpi_overlap.sh CLTRAIN CKPT_TOOL
+set -u
+CLT=$1
+TOOL=$2
+. "$(dirname "$0")/lib.sh"
+
+if ! command -v mpirun >/dev/null || ! "$CLT" --version | grep -q "with MPI"; then
+  if [ -n "${CI:-}" ]; then bad "cltrain built with MPI and mpirun installed"; finish; exit 1; fi
+  echo "skipped: mpirun or an MPI build of cltrain missing (apt-get install libopenmpi-dev openmpi-bin)"
+  exit 77
+fi
+export POCL_DEVICES="pthread pthread pthread"
+MPI=(mpirun --oversubscribe --bind-to none)
+[ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
+
+# train NAME BUCKETS NP DEVICES BATCH [flags]: one epoch of 6 steps (the last of
+# 2 examples) into $tmp/NAME, CLTRAIN_ALLREDUCE_BUCKETS=BUCKETS ("": unset).
+train() {
+  local name=$1 buckets=$2 np=$3 devices=$4 batch=$5
+  shift 5
+  CLTRAIN_ALLREDUCE_BUCKETS=$buckets "${MPI[@]}" -np "$np" -x CLTRAIN_ALLREDUCE_BUCKETS "$CLT" train --epochs 1 \
+    --devices "$devices" --split equal --batch-per-replica "$batch" --train-limit 242 --test-limit 100 --seed 9 \
+    --checkpoint-dir "$tmp/$name" --checkpoint-every 1 --check-replicas --profile "$@" >"$tmp/$name.txt" 2>&1 ||
+    bad "run $name ($(tail -3 "$tmp/$name.txt"))"
+}
+# same NAME A B: runs A and B saved the same checkpoint, byte for byte.
+same() {
+  if [ -s "$tmp/$2/ckpt-1.npz" ] && cmp -s "$tmp/$2/ckpt-1.npz" "$tmp/$3/ckpt-1.npz"; then ok "$1"; else
+    bad "$1 ($("$TOOL" diff "$tmp/$2/ckpt-1.npz" "$tmp/$3/ckpt-1.npz" 2>&1))"
+  fi
+}
+# buckets NAME N: the run's profile names N buckets a step.
+buckets() {
+  grep -q "^  all-reduce: .* collectives ($2 buckets a step" "$tmp/$1.txt" ||
+    bad "$1 overlapped $2 buckets a step ($(grep 'all-reduce' "$tmp/$1.txt" | head -2))"
+}
+
+# --- the same bits, overlapped or not -------------------------------------------------
+train whole2 0 2 0 24
+train b16k2 16384 2 0 24
+train layers2 1 2 0 24
+buckets b16k2 3
+buckets layers2 4
+same "2 processes: buckets summed across processes during the backward pass = the whole gradient after it" whole2 b16k2
+same "2 processes: a bucket per layer = the whole gradient" whole2 layers2
+train whole3 0 3 0 16
+train layers3 1 3 0 16
+buckets layers3 4
+same "3 processes: a bucket per layer = the whole gradient" whole3 layers3
+train mixwhole 0 2 "0,1;2" 16
+train mixlayers 1 2 "0,1;2" 16
+buckets mixlayers 4
+same "2 processes of 2 + 1 devices: buckets = the whole gradient" mixwhole mixlayers
+if grep -q "different parameters" "$tmp"/*.txt; then bad "every replica of every process stays identical"; fi
+
+# Process 0's choice holds: rank 1 asks for the whole gradient, rank 0 for buckets.
+"${MPI[@]}" -np 1 -x CLTRAIN_ALLREDUCE_BUCKETS=1 "$CLT" train --epochs 1 --devices 0 --split equal --batch-per-replica 24 \
+  --train-limit 242 --test-limit 100 --seed 9 --checkpoint-dir "$tmp/mixedenv" --check-replicas : \
+  -np 1 -x CLTRAIN_ALLREDUCE_BUCKETS=0 "$CLT" train --epochs 1 --devices 0 --split equal --batch-per-replica 24 \
+  --train-limit 242 --test-limit 100 --seed 9 --checkpoint-dir "$tmp/mixedenv" --check-replicas \
+  >"$tmp/mixedenv.txt" 2>&1 || bad "run mixedenv ($(tail -3 "$tmp/mixedenv.txt"))"
+same "processes given different CLTRAIN_ALLREDUCE_BUCKETS follow process 0's" whole2 mixedenv
+
+# On by default under mpirun, where the gradient makes two buckets of 1 MiB
+# (a model of two 512-unit layers); off for the reference CNN's one.
+cat >"$tmp/mlp.json" <<'EOF'
+{"class_name": "Sequential", "config": {"name": "mlp", "layers": [
+ {"class_name": "InputLayer", "config": {"batch_shape": [null, 28, 28, 1], "name": "in"}},
+ {"class_name": "Rescaling", "config": {"name": "scale", "scale": 0.00392156862745098, "offset": 0.0}},
+ {"class_name": "Flatten", "config": {"name": "flat"}},
+ {"class_name": "Dense", "config": {"name": "d1", "units": 512, "activation": "relu"}},
+ {"class_name": "Dense", "config": {"name": "d2", "units": 512, "activation": "relu"}},
+ {"class_name": "Dense", "config": {"name": "out", "units": 10, "activation": "softmax"}}]}}
+EOF
+train mlpdefault "" 2 0 24 --model "$tmp/mlp.json"
+train mlpwhole 0 2 0 24 --model "$tmp/mlp.json"
+buckets mlpdefault 2
+same "on by default under mpirun: the same bits as off" mlpwhole mlpdefault
+train cnndefault "" 2 0 24
+if grep -q "^  all-reduce: .* (the whole gradient after the backward pass)" "$tmp/cnndefault.txt"; then
+  ok "the default on a gradient of one bucket: the whole gradient after the backward pass"
+else
+  bad "the default on a gradient of one bucket ($(grep 'all-reduce:' "$tmp/cnndefault.txt" | head -1))"
+fi
+
+# --- Ctrl-C on one process, overlapped: every process stops at the same step ---------
+# Step 9 is epoch 2's third; rank 1 alone gets the signal (CLTRAIN_TEST_SIGNAL).
+R=(train --epochs 2 --devices 0 --split equal --batch-per-replica 24 --train-limit 242 --test-limit 100 --seed 9
+  --checkpoint-every 1 --checkpoint-dir)
+timeout 120 "${MPI[@]}" -np 1 -x CLTRAIN_ALLREDUCE_BUCKETS=1 "$CLT" "${R[@]}" "$tmp/int" : -np 1 \
+  -x CLTRAIN_ALLREDUCE_BUCKETS=1 -x CLTRAIN_TEST_SIGNAL=9 "$CLT" "${R[@]}" "$tmp/int" >"$tmp/int.txt" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "stopped by SIGINT at epoch 2, step 3 of 6; saved" "$tmp/int.txt"; then
+  ok "SIGINT on rank 1 mid-epoch, overlapped: every process stops after that step, saved"
+else
+  bad "SIGINT on rank 1 mid-epoch, overlapped (rc=$rc: $(tail -5 "$tmp/int.txt"))"
+fi
+"${MPI[@]}" -np 2 -x CLTRAIN_ALLREDUCE_BUCKETS=1 "$CLT" "${R[@]}" "$tmp/int" --resume >"$tmp/resumed.txt" 2>&1 ||
+  bad "resume ($(tail -3 "$tmp/resumed.txt"))"
+"${MPI[@]}" -np 2 -x CLTRAIN_ALLREDUCE_BUCKETS=0 "$CLT" "${R[@]}" "$tmp/straight" >"$tmp/straight.txt" 2>&1 ||
+  bad "straight run ($(tail -3 "$tmp/straight.txt"))"
+# (The interrupted run's save is ckpt-2, so the resumed run's epoch end is ckpt-3.)
+d=$("$TOOL" diff "$tmp/int/ckpt-3.npz" "$tmp/straight/ckpt-2.npz" | awk '{ print $2 }')
+if [ "$d" = "0.000e+00" ]; then ok "interrupted + resumed (overlapped) = straight (not), bit for bit"; else
+  bad "interrupted + resumed = straight (max relative difference $d)"
+fi
+
+# --- --wire fp16 ----------------------------------------------------------------------
+train fp16layers 1 2 0 24 --wire fp16
+train fp16whole 0 2 0 24 --wire fp16
+train fp16three 1 3 0 16 --wire fp16
+same "--wire fp16: overlapped = the whole gradient after the backward pass, bit for bit" fp16whole fp16layers
+if grep -q "different parameters" "$tmp"/fp16*.txt; then bad "--wire fp16: every process stays identical"; else
+  ok "--wire fp16: every process stays identical (--check-replicas, 2 and 3 processes)"
+fi
+expect_close "--wire fp16 after 6 steps: close to float32" "$tmp/whole2/ckpt-1.npz" "$tmp/fp16whole/ckpt-1.npz" 2e-2
+if cmp -s "$tmp/whole2/ckpt-1.npz" "$tmp/fp16whole/ckpt-1.npz"; then bad "--wire fp16 rounds (it gave float32's bits)"; else
+  ok "--wire fp16 rounds: not float32's bits"
+fi
+T=(train --epochs 1 --train-limit 96 --test-limit 10 --devices 0 --checkpoint-every 0)
+timeout 60 "${MPI[@]}" -np 1 "$CLT" "${T[@]}" : -np 1 "$CLT" "${T[@]}" --wire fp16 >"$tmp/refused.txt" 2>&1
+if [ $? -ne 0 ] && grep -q "rank 1 differs from rank 0 in --wire (fp16 vs fp32)" "$tmp/refused.txt"; then
+  ok "another --wire on rank 1 is refused"
+else
+  bad "another --wire on rank 1 is refused ($(tail -3 "$tmp/refused.txt"))"
+fi
+expect_fail "--wire fp8: one line naming the flag" "^cltrain: error: --wire fp8: expected fp32 or fp16$" \
+  "$CLT" "${T[@]}" --wire fp8
+
+finish
