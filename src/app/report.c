@@ -183,8 +183,10 @@ static int write_log(const clt_report *r, const clt_epoch_record *rec, clt_err *
   fprintf(log, ", \"learning_rate\": %.9g", rec->learning_rate);
   const int processes = clt_trainer_processes(r->trainer);
   if (processes > 1) {
-    fprintf(log, ", \"processes\": %d, \"allreduce_cross_seconds\": %.3f", processes,
-            res->cross_seconds);
+    fprintf(log,
+            ", \"processes\": %d, \"allreduce_cross_seconds\": %.3f, "
+            "\"allreduce_cross_hidden_seconds\": %.3f",
+            processes, res->cross_seconds, res->cross_hidden_seconds);
   }
   fprintf(log, ", \"allreduce_seconds\": %.3f, \"replicas\": [", res->allreduce_seconds);
   for (int i = 0; i < clt_trainer_total_replicas(r->trainer); i++) {
@@ -254,6 +256,24 @@ static void print_allreduce(FILE *out, const clt_trainer *t, const clt_replica_s
   fprintf(out,
           " (%d bucket%s a step, from the last layers' down), %.3fs of it (%.0f%%) hidden behind "
           "the backward pass, %.3fs after it\n",
+          buckets, buckets == 1 ? "" : "s", hidden, total > 0 ? 100.0 * hidden / total : 0.0,
+          total - hidden);
+}
+
+/* Process 0's time summing across processes, and how much of it the backward
+ * pass hid (the buckets handed to the cross-process sum's thread as they were
+ * ready). */
+static void print_cross(FILE *out, const clt_trainer *t, const clt_epoch_result *res) {
+  const double total = res->cross_seconds, hidden = res->cross_hidden_seconds;
+  const int buckets = clt_trainer_buckets(t);
+  fprintf(out, "  across processes: %.3fs", total);
+  if (!buckets) {
+    fprintf(out, " (the whole gradient after the backward pass), none hidden\n");
+    return;
+  }
+  fprintf(out,
+          " (%d bucket%s a step, each summed as it was ready), %.3fs of it (%.0f%%) hidden "
+          "behind the backward pass, %.3fs after it\n",
           buckets, buckets == 1 ? "" : "s", hidden, total > 0 ? 100.0 * hidden / total : 0.0,
           total - hidden);
 }
@@ -389,6 +409,7 @@ int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e) {
             rec->learning_rate, rec->reduced_to);
   }
   print_devices(r, res);
+  if (r->profile && clt_trainer_processes(r->trainer) > 1) print_cross(r->out, r->trainer, res);
   for (int i = 0; i < clt_trainer_replicas(r->trainer) && r->profile; i++) {
     /* This process's replicas: their events are here. */
     const clt_replica *rep = clt_trainer_replica(r->trainer, i);

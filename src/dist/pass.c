@@ -220,6 +220,7 @@ static int hidden_buckets(pass *p, int rank, const step *st, overlap *ov, clt_er
     end = (double)device_end * 1e-9 + me->clock_offset;
     end = end < ov->c0 ? ov->c0 : end > seen ? seen : end;
   }
+  me->backward_end = end;
   const double slept = st->len ? trainer_slow_down(t, g, p->first_step + st->s + 1) : 0.0;
   me->slowed += slept;
   p->compute[g] = st->len ? end - ov->c0 + slept : 0.0;
@@ -273,7 +274,9 @@ static int all_reduce(pass *p, int rank, const step *st, overlap *ov, double *t0
        * then every total copied in. */
       if (!status)
         status = clt_ring_cross_post(t->ring, rank, grads, b->offset, b->count, NULL, e);
-      if (!status) status = clt_ring_cross_finish(t->ring, rank, grads, NULL, t->nbuckets, e);
+      if (!status)
+        status = clt_ring_cross_finish(t->ring, rank, grads, NULL, t->nbuckets,
+                                       p->ranks[rank].backward_end, e);
     } else if (!status) {
       status = clt_ring_allreduce_across(t->ring, rank, grads, e);
     }

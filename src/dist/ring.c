@@ -64,6 +64,8 @@ void clt_ring_destroy(clt_ring *r) {
   free(r->step_first);
   free(r->job_lo);
   free(r->job_hi);
+  free(r->job_t0);
+  free(r->job_t1);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
   free(r->pinned);
@@ -500,10 +502,14 @@ int clt_ring_span(clt_ring *r, clt_cluster *c, clt_err *e) {
   return clt_cluster_reserve(c, r->floats, e);
 }
 
-double clt_ring_take_cross_seconds(clt_ring *r) {
+double clt_ring_take_cross_seconds(clt_ring *r, double *hidden) {
+  if (hidden) *hidden = 0;
   if (!r) return 0;
+  pthread_mutex_lock(&r->mu);
   const double s = r->cross_seconds;
-  r->cross_seconds = 0;
+  if (hidden) *hidden = r->cross_hidden;
+  r->cross_seconds = r->cross_hidden = 0;
+  pthread_mutex_unlock(&r->mu);
   return s;
 }
 
@@ -547,6 +553,8 @@ static void *comm_main(void *arg) {
     clt_replica_trace_span(r->replicas[0], CLT_TRACE_CROSS, "across processes (MPI)", t0, t1, -1);
     pthread_mutex_lock(&r->mu);
     r->cross_seconds += t1 - t0;
+    r->job_t0[job % CLT_RING_MAX_JOBS] = t0;
+    r->job_t1[job % CLT_RING_MAX_JOBS] = t1;
     if (status) {
       if (!r->aborted && !r->comm_quit) {
         r->comm_status = status;
@@ -566,7 +574,9 @@ int clt_ring_overlap(clt_ring *r, clt_err *e) {
   if (!r->cluster || clt_cluster_size(r->cluster) == 1 || r->overlap) return CLT_OK;
   r->job_lo = calloc(CLT_RING_MAX_JOBS, sizeof *r->job_lo);
   r->job_hi = calloc(CLT_RING_MAX_JOBS, sizeof *r->job_hi);
-  if (!r->job_lo || !r->job_hi)
+  r->job_t0 = calloc(CLT_RING_MAX_JOBS, sizeof *r->job_t0);
+  r->job_t1 = calloc(CLT_RING_MAX_JOBS, sizeof *r->job_t1);
+  if (!r->job_lo || !r->job_hi || !r->job_t0 || !r->job_t1)
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for the cross-process sum");
   if (pthread_create(&r->comm, NULL, comm_main, r) != 0)
     return clt_fail(e, CLT_ERR_NOMEM, "cannot start the cross-process sum's thread");
@@ -658,7 +668,7 @@ int clt_ring_cross_take(clt_ring *r, int rank, cl_mem buffer, cl_command_queue q
 }
 
 int clt_ring_cross_finish(clt_ring *r, int rank, cl_mem buffer, cl_command_queue queue, int count,
-                          clt_err *e) {
+                          double backward_end, clt_err *e) {
   if (!r->overlap) return CLT_OK;
   clt_replica *rep = r->replicas[rank];
   const double t0 = clt_now_seconds();
@@ -686,6 +696,13 @@ int clt_ring_cross_finish(clt_ring *r, int rank, cl_mem buffer, cl_command_queue
   if (rank == 0) {
     clt_replica_trace_span(rep, CLT_TRACE_RING, "waiting across processes (MPI)", t0,
                            clt_now_seconds(), -1);
+    /* The step's jobs are summed: their times are final. */
+    pthread_mutex_lock(&r->mu);
+    for (long j = r->step_first[0]; j < until; j++) {
+      const double a = r->job_t0[j % CLT_RING_MAX_JOBS], b = r->job_t1[j % CLT_RING_MAX_JOBS];
+      if (a < backward_end) r->cross_hidden += (b < backward_end ? b : backward_end) - a;
+    }
+    pthread_mutex_unlock(&r->mu);
   }
   publish(r, &r->cross_uploaded[rank], r->cross_uploaded[rank] + 1);
   return CLT_OK;
@@ -728,7 +745,9 @@ static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
       clt_ring_abort(r);
       return status;
     }
+    pthread_mutex_lock(&r->mu);
     r->cross_seconds += clt_now_seconds() - t0;
+    pthread_mutex_unlock(&r->mu);
     clt_replica_trace_span(rep, CLT_TRACE_RING, "across processes (MPI)", t0, clt_now_seconds(),
                            -1);
     publish(r, &r->cross_calls, call);

@@ -89,9 +89,11 @@ int clt_ring_cross_post(clt_ring *ring, int rank, cl_mem buffer, size_t offset, 
 int clt_ring_cross_take(clt_ring *ring, int rank, cl_mem buffer, cl_command_queue queue, int done,
                         clt_err *e);
 /* The step's end: waits for the totals of all `count` ranges of the step,
- * copies them in on queue and waits for that queue. */
+ * copies them in on queue and waits for that queue. backward_end: when the
+ * rank's backward pass ended (clt_now_seconds), for rank 0 to count the time
+ * the thread summed before it (clt_ring_take_cross_seconds). */
 int clt_ring_cross_finish(clt_ring *ring, int rank, cl_mem buffer, cl_command_queue queue,
-                          int count, clt_err *e);
+                          int count, double backward_end, clt_err *e);
 
 /* Called at the same time by one host thread per member replica (its rank),
  * each with its replica's buffer; returns when that buffer holds the element-wise
@@ -142,7 +144,9 @@ int clt_ring_barrier(clt_ring *ring);
 void clt_ring_set_default_timeout(double seconds);
 
 /* Seconds rank 0 spent in the cross-process part since the last call (0 without
- * clt_ring_span), and resets the count. */
-double clt_ring_take_cross_seconds(clt_ring *ring);
+ * clt_ring_span; overlapped, the thread's time summing), and resets the count;
+ * *hidden (may be NULL) gets the part of it before the backward pass ended
+ * (overlapped steps). */
+double clt_ring_take_cross_seconds(clt_ring *ring, double *hidden);
 
 #endif

@@ -71,6 +71,8 @@ struct clt_ring {
   int comm_quit;           /* it is to end */
   size_t *job_lo, *job_hi; /* the jobs' floats [lo, hi) */
   long posted, summed;     /* jobs handed to the thread; of those, summed (the totals in host) */
+  double *job_t0, *job_t1; /* when the thread summed them (clt_now_seconds) */
+  double cross_hidden;     /* of cross_seconds, before the backward pass ended */
   long *taken;             /* per rank: jobs whose totals it has enqueued into its buffer */
   long *step_first;        /* per rank: the first job of its current step */
   int hurry;               /* the ranks wait for the thread: it polls without napping */

@@ -618,7 +618,7 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
       if (!isfinite(t->train_sums[(size_t)2 * s]) || check != 0) res->bad_step = s;
     }
     res->allreduce_seconds = p->allreduce_seconds;
-    res->cross_seconds = clt_ring_take_cross_seconds(t->ring);
+    res->cross_seconds = clt_ring_take_cross_seconds(t->ring, &res->cross_hidden_seconds);
     res->data_wait_seconds = p->data_wait_seconds;
     res->first_step_done = t->first_step_done;
     res->skipped_steps = skip;

@@ -107,6 +107,7 @@ typedef struct clt_epoch_result {
    * behind the backward pass too), and of that, across processes: */
   double allreduce_seconds;
   double cross_seconds;     /* ... of which across processes (MPI; this process's view) */
+  double cross_hidden_seconds; /* ... of that, hidden behind the backward pass (overlapped) */
   double data_wait_seconds; /* time replica 0 waited for the source (decoded photos) */
   double first_step_done;   /* CLOCK_MONOTONIC seconds when the first step had finished */
   int bad_step;             /* first step (0-based) with a non-finite loss or gradient, or -1 */

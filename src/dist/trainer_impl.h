@@ -128,6 +128,7 @@ typedef struct pass_rank {
   double ring_seconds, ring_hidden;
   long ring_calls;
   double clock_offset; /* host seconds - device seconds (overlapped steps) */
+  double backward_end; /* overlapped steps: when this step's backward pass ended (host clock) */
   cl_event read_done;  /* steps.c: the step's figures read back (pass.read_back), or NULL */
   /* Leaving and rejoining, under the pass's mu: */
   int rejoin_at; /* the step at which it rejoins, or -1 */
