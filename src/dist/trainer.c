@@ -99,13 +99,15 @@ static int slice_caps(const clt_model *m, const clt_device *const *devices, int 
 }
 
 /* Buckets of at least this many floats by default: 1 MiB, the size of PyTorch
- * DDP's first bucket and of a ring segment. */
+ * DDP's first bucket and of a ring segment; across processes 4 MiB, as each
+ * bucket's sum there costs a few of the network's latencies. */
 #define DEFAULT_BUCKET_FLOATS 262144
+#define DEFAULT_CROSS_BUCKET_FLOATS 1048576
 
 /* The all-reduce's buckets (trainer.h): $CLTRAIN_ALLREDUCE_BUCKETS sets their
  * least size in floats, 0 for the whole buffer after the backward pass; unset,
- * buckets under mpirun with several processes, else unless a replica of this
- * process is a CPU device. Under mpirun process 0's choice holds for all (the
+ * buckets of 4 MiB under mpirun with several processes, else of 1 MiB unless a
+ * replica of this process is a CPU device. Under mpirun process 0's choice holds for all (the
  * processes must cut the same buckets). One replica in one process exchanges
  * nothing: no buckets. */
 static int bucket_floats(const clt_trainer *t, long *min_floats, clt_err *e) {
@@ -116,7 +118,9 @@ static int bucket_floats(const clt_trainer *t, long *min_floats, clt_err *e) {
     *min_floats = strtol(v, &end, 10);
     if (*end || *min_floats < 0)
       return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_ALLREDUCE_BUCKETS=%s: expected floats >= 0", v);
-  } else if (clt_cluster_size(t->cluster) == 1) {
+  } else if (clt_cluster_size(t->cluster) > 1) {
+    *min_floats = DEFAULT_CROSS_BUCKET_FLOATS;
+  } else {
     for (int i = 0; i < t->n; i++) {
       if (t->local[i].replica->device.type & CL_DEVICE_TYPE_CPU) *min_floats = 0;
     }

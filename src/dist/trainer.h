@@ -41,15 +41,24 @@
  * buckets in the same order; the ring cuts them where it cuts the whole buffer,
  * so the sums, and so the bits, are those of the whole-buffer all-reduce. The
  * last bucket (the first layers') goes after the barrier that ends the
- * backward passes, on the replica's own queue, then the cross-process sum
- * (MPI) over the whole buffer; the gradient check and the update wait for the
- * second queue. A replica's compute time for the balancer runs to its backward
+ * backward passes, on the replica's own queue; the gradient check and the
+ * update wait for the second queue. A replica's compute time for the balancer runs to its backward
  * pass's end (its last marker's end on the device), not to the end of the
  * buckets' all-reduce. $CLTRAIN_ALLREDUCE_BUCKETS sets the buckets' least size in
  * floats (0: the whole gradient after the backward pass, as with one replica in
  * a process); unset, buckets of at least 1 MiB, except where a replica of the
  * process is a CPU device: there the copies and adds run on the cores that run
  * the backward pass, so overlapping them would only slow it down.
+ *
+ * Across processes (MPI) the buckets are on by default whatever the devices,
+ * of at least 4 MiB (process 0's $CLTRAIN_ALLREDUCE_BUCKETS holds for all),
+ * and the cross-process sum overlaps the backward pass too (clt_ring_overlap):
+ * as each bucket's host sum is in, replica 0's thread hands it to a thread of
+ * the process that sums it with the other processes', and every replica copies
+ * each total back as it is ready; the last bucket's follows the barrier. That thread is the process's
+ * one caller of MPI during the buckets: the leader's stop vote goes before the
+ * first. Without buckets the cross-process sum (MPI) runs over the whole buffer
+ * after the device ring.
  *
  * CLTRAIN_TEST_SLOW="replica=R,from=S,to=T,ms=M" is a test facility: replica R's
  * forward and backward passes (and its speed probes) take M ms longer at

@@ -61,22 +61,25 @@ run() {
   rm -f "$log"
   if [ "$np" = 1 ]; then
     cluster_shape off
-    cluster_exec 1 env "${env[@]}" taskset -c 0 "$cltrain" "${args[@]}" >"$tmp/$name.txt" 2>&1
+    cluster_exec 1 env "${env[@]}" taskset -c 0 "$cltrain" "${args[@]}" </dev/null >"$tmp/$name.txt" 2>&1
   else
     cluster_shape "$link" "$delay" 2>/dev/null
     local buckets=""
     [ "$overlap" = off ] && buckets=0
     env "${env[@]}" CLTRAIN_ALLREDUCE_BUCKETS=$buckets "${CL_MPI[@]}" -np 2 -x POCL_DEVICES \
       -x POCL_MAX_PTHREAD_COUNT -x CLTRAIN_ALLREDUCE_BUCKETS "$CL_PIN" "$cltrain" "${args[@]}" \
-      >"$tmp/$name.txt" 2>&1
+      </dev/null >"$tmp/$name.txt" 2>&1
   fi
   local rate
-  rate=$(sed -n "2,${epochs}p" "$log" 2>/dev/null | grep -Eo '"images_per_second": [0-9.]+' | cut -d' ' -f2 | median)
+  local line
+  rate=$(for ((line = 2; line <= epochs; line++)); do
+    echo "$(field "$log" $line train_examples) $(field "$log" $line train_seconds)"
+  done 2>/dev/null | awk 'NF == 2 && $2 > 0 { printf "%.3f\n", $1 / $2 }')
   if [ -z "$rate" ]; then
     echo "$name: failed ($(tail -3 "$tmp/$name.txt" | tr '\n' ' '))" >&2
     return
   fi
-  echo "$rate" >>"$tmp/$name"
+  median <<<"$rate" >>"$tmp/$name"
 }
 
 for ((r = 1; r <= rounds; r++)); do
@@ -93,6 +96,8 @@ while read -r name link delay overlap wire; do
   m=$(median <"$tmp/$name")
   n=2
   [ "$name" = alone ] && n=1
-  printf '%-16s %-8s %-6s %-8s %-5s %10.2f %9.3f %8.0f%%  %s\n' "$name" "$link" "$delay" "$overlap" "$wire" "$m" \
-    "$(echo "$n * $batch / $m" | bc -l)" "$(echo "100 * $m / (2 * $alone)" | bc -l)" "$(tr '\n' ' ' <"$tmp/$name")"
+  share=-
+  [ "$name" != alone ] && share=$(printf '%.0f%%' "$(echo "100 * $m / (2 * $alone)" | bc -l)")
+  printf '%-16s %-8s %-6s %-8s %-5s %10.2f %9.3f %9s  %s\n' "$name" "$link" "$delay" "$overlap" "$wire" "$m" \
+    "$(echo "$n * $batch / $m" | bc -l)" "$share" "$(tr '\n' ' ' <"$tmp/$name")"
 done <<<"$configs"
