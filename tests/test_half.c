@@ -47,12 +47,24 @@ int main(void) {
   struct {
     float f;
     uint16_t h;
-  } known[] = {{0.0f, 0x0000},       {-0.0f, 0x8000},        {1.0f, 0x3c00},
-               {-2.0f, 0xc000},      {65504.0f, 0x7bff},     {65519.0f, 0x7bff},
-               {65520.0f, 0x7c00},   {1e9f, 0x7c00},         {-INFINITY, 0xfc00},
-               {0x1p-14f, 0x0400},   {0x1p-24f, 0x0001},     {0x1p-25f, 0x0000},
-               {0x1.8p-25f, 0x0001}, {0x1.8p-24f, 0x0002},   {0x1p-26f, 0x0000},
-               {0.1f, 0x2e66},       {1.0f + 0x1p-11f, 0x3c00}, {1.0f + 0x1.8p-10f, 0x3c02}};
+  } known[] = {{0.0f, 0x0000},
+               {-0.0f, 0x8000},
+               {1.0f, 0x3c00},
+               {-2.0f, 0xc000},
+               {65504.0f, 0x7bff},
+               {65519.0f, 0x7bff},
+               {65520.0f, 0x7c00},
+               {1e9f, 0x7c00},
+               {-INFINITY, 0xfc00},
+               {0x1p-14f, 0x0400},
+               {0x1p-24f, 0x0001},
+               {0x1p-25f, 0x0000},
+               {0x1.8p-25f, 0x0001},
+               {0x1.8p-24f, 0x0002},
+               {0x1p-26f, 0x0000},
+               {0.1f, 0x2e66},
+               {1.0f + 0x1p-11f, 0x3c00},
+               {1.0f + 0x1.8p-10f, 0x3c02}};
   int bad = 0;
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
     if (clt_half_from_float(known[i].f) != known[i].h) {
@@ -71,8 +83,7 @@ int main(void) {
   for (uint32_t h = 0; h < 65536; h++) {
     const float f = clt_half_to_float((uint16_t)h);
     const int is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
-    if (is_nan ? !isnan(f) || clt_half_from_float(f) != (h | 0x200)
-               : clt_half_from_float(f) != h)
+    if (is_nan ? !isnan(f) || clt_half_from_float(f) != (h | 0x200) : clt_half_from_float(f) != h)
       bad++;
   }
   check(!bad, "every half narrows back to itself after widening (%d did not)", bad);

@@ -5,7 +5,7 @@
 # pass (CLTRAIN_ALLREDUCE_BUCKETS=0), with 2 and 3 processes, several devices in
 # a process, a bucket per layer, and when processes are given different values
 # (process 0's holds); it is on by default under mpirun; Ctrl-C on one process
-# still stops every process at the same step. --wire fp16: every process holds
+# still stops every process at the same step, and a hung device still ends the run. --wire fp16: every process holds
 # the same bits, close to (and not) the float32 run's, overlapped or not; a
 # process given another --wire, or a bad value, is refused.
 #   test_mpi_overlap.sh CLTRAIN CKPT_TOOL
@@ -71,15 +71,15 @@ if grep -q "different parameters" "$tmp"/*.txt; then bad "every replica of every
   >"$tmp/mixedenv.txt" 2>&1 || bad "run mixedenv ($(tail -3 "$tmp/mixedenv.txt"))"
 same "processes given different CLTRAIN_ALLREDUCE_BUCKETS follow process 0's" whole2 mixedenv
 
-# On by default under mpirun, where the gradient makes two buckets of 1 MiB
-# (a model of two 512-unit layers); off for the reference CNN's one.
+# On by default under mpirun, where the gradient makes two buckets of 4 MiB
+# (a model of two 1024-unit layers); off for the reference CNN's one.
 cat >"$tmp/mlp.json" <<'EOF'
 {"class_name": "Sequential", "config": {"name": "mlp", "layers": [
  {"class_name": "InputLayer", "config": {"batch_shape": [null, 28, 28, 1], "name": "in"}},
  {"class_name": "Rescaling", "config": {"name": "scale", "scale": 0.00392156862745098, "offset": 0.0}},
  {"class_name": "Flatten", "config": {"name": "flat"}},
- {"class_name": "Dense", "config": {"name": "d1", "units": 512, "activation": "relu"}},
- {"class_name": "Dense", "config": {"name": "d2", "units": 512, "activation": "relu"}},
+ {"class_name": "Dense", "config": {"name": "d1", "units": 1024, "activation": "relu"}},
+ {"class_name": "Dense", "config": {"name": "d2", "units": 1024, "activation": "relu"}},
  {"class_name": "Dense", "config": {"name": "out", "units": 10, "activation": "softmax"}}]}}
 EOF
 train mlpdefault "" 2 0 24 --model "$tmp/mlp.json"
@@ -113,6 +113,22 @@ fi
 d=$("$TOOL" diff "$tmp/int/ckpt-3.npz" "$tmp/straight/ckpt-2.npz" | awk '{ print $2 }')
 if [ "$d" = "0.000e+00" ]; then ok "interrupted + resumed (overlapped) = straight (not), bit for bit"; else
   bad "interrupted + resumed = straight (max relative difference $d)"
+fi
+
+# --- a hung device in the overlapped step: the run still ends --------------------------
+# Rank 1's replica stalls entering its step-3 buckets; its watchdog (or rank 0's, which
+# waits for the sum across processes) ends the run within the timeout.
+start=$SECONDS
+timeout 120 "${MPI[@]}" -np 1 -x CLTRAIN_ALLREDUCE_BUCKETS=1 "$CLT" "${R[@]}" "$tmp/stall" --allreduce-timeout 4 : \
+  -np 1 -x CLTRAIN_ALLREDUCE_BUCKETS=1 -x CLTRAIN_FAULT=replica=1,step=3,call=stall "$CLT" "${R[@]}" "$tmp/stall" \
+  --allreduce-timeout 4 >"$tmp/stall.txt" 2>&1
+rc=$?
+took=$((SECONDS - start))
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 60 ] &&
+  grep -Eq "rank [01] of 2 .*(replica 1 .*made no progress in it for 4 s|the other processes did not answer within 4 s)" "$tmp/stall.txt"; then
+  ok "a replica hung in an overlapped step: the run ends in ${took}s, saying so"
+else
+  bad "a replica hung in an overlapped step (rc=$rc, ${took}s: $(tail -5 "$tmp/stall.txt"))"
 fi
 
 # --- --wire fp16 ----------------------------------------------------------------------

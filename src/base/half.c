@@ -49,7 +49,7 @@ float clt_half_to_float(uint16_t h) {
 
 #ifdef HAVE_F16C_CODE
 __attribute__((target("avx,f16c"))) static size_t f16c_from(uint16_t *dst, const float *src,
-                                                             size_t n) {
+                                                            size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
@@ -59,7 +59,7 @@ __attribute__((target("avx,f16c"))) static size_t f16c_from(uint16_t *dst, const
 }
 
 __attribute__((target("avx,f16c"))) static size_t f16c_to(float *dst, const uint16_t *src,
-                                                           size_t n) {
+                                                          size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
@@ -67,7 +67,7 @@ __attribute__((target("avx,f16c"))) static size_t f16c_to(float *dst, const uint
 }
 
 __attribute__((target("avx,f16c"))) static size_t f16c_add(float *dst, const uint16_t *src,
-                                                            size_t n) {
+                                                           size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i)));

@@ -91,8 +91,8 @@ typedef int (*clt_cluster_idle_fn)(void *ctx);
  * whether a buffer is summed whole or in ranges (every process summing the
  * same ranges in the same order). idle NULL: blocking MPI calls; else
  * non-blocking ones, polled, with idle(ctx) between polls. */
-int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_t hi,
-                          clt_wire wire, clt_cluster_idle_fn idle, void *ctx, clt_err *e);
+int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_t hi, clt_wire wire,
+                          clt_cluster_idle_fn idle, void *ctx, clt_err *e);
 /* The same for doubles (figures, not gradients): gathered, summed in rank order. */
 int clt_cluster_sum_doubles(clt_cluster *c, double *buf, size_t n, clt_err *e);
 /* MPI_Allreduce(MPI_SUM) alone, as `cltrain bench allreduce`'s baseline. */

@@ -74,8 +74,8 @@ int clt_cluster_sum(clt_cluster *c, float *buf, size_t n, clt_err *e) {
   return clt_cluster_sum_range(c, buf, n, 0, n, CLT_WIRE_FP32, NULL, NULL, e);
 }
 
-int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_t hi,
-                          clt_wire wire, clt_cluster_idle_fn idle, void *ctx, clt_err *e) {
+int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_t hi, clt_wire wire,
+                          clt_cluster_idle_fn idle, void *ctx, clt_err *e) {
   const int size = clt_cluster_size(c);
   if (size == 1) return CLT_OK;
   const size_t chunk = (n + (size_t)size - 1) / (size_t)size;
@@ -85,7 +85,8 @@ int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_
                     (half ? c->halves_chunk : c->scratch_floats) * (size_t)size);
   }
   if (lo > hi || hi > n)
-    return clt_fail(e, CLT_ERR_INTERNAL, "cross-process sum of floats [%zu, %zu) of %zu", lo, hi, n);
+    return clt_fail(e, CLT_ERR_INTERNAL, "cross-process sum of floats [%zu, %zu) of %zu", lo, hi,
+                    n);
   if (lo == hi) return CLT_OK;
   uint16_t *hsend = c->halves, *hrecv = c->halves + c->halves_chunk;
   const int rank = c->rank, next = (rank + 1) % size, prev = (rank + size - 1) % size;
@@ -98,8 +99,10 @@ int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_
                             : ((rank + 1 - t) % size + size) % size;
     const int recv = reduce ? ((rank - 1 - g) % size + 2 * size) % size
                             : ((rank - t) % size + size) % size;
-    const size_t s0 = clipped(n, size, send, lo, hi), slen = clipped(n, size, send + 1, lo, hi) - s0;
-    const size_t r0 = clipped(n, size, recv, lo, hi), rlen = clipped(n, size, recv + 1, lo, hi) - r0;
+    const size_t s0 = clipped(n, size, send, lo, hi),
+                 slen = clipped(n, size, send + 1, lo, hi) - s0;
+    const size_t r0 = clipped(n, size, recv, lo, hi),
+                 rlen = clipped(n, size, recv + 1, lo, hi) - r0;
     int status;
     if (!half) {
       float *into = reduce ? c->scratch : buf + r0;

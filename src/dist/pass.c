@@ -272,8 +272,7 @@ static int all_reduce(pass *p, int rank, const step *st, overlap *ov, double *t0
     if (clt_ring_overlapping(t->ring)) {
       /* The other buckets' totals are in, or being summed: the last one's too,
        * then every total copied in. */
-      if (!status)
-        status = clt_ring_cross_post(t->ring, rank, grads, b->offset, b->count, NULL, e);
+      if (!status) status = clt_ring_cross_post(t->ring, rank, grads, b->offset, b->count, NULL, e);
       if (!status)
         status = clt_ring_cross_finish(t->ring, rank, grads, NULL, t->nbuckets,
                                        p->ranks[rank].backward_end, e);

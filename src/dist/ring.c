@@ -129,10 +129,10 @@ static int create(clt_replica **replicas, int n, size_t floats, size_t segment_f
   r->progress = calloc((size_t)n, sizeof *r->progress);
   r->barrier_threads = calloc((size_t)n, sizeof *r->barrier_threads);
   r->joined = calloc((size_t)n, sizeof *r->joined);
-  if (!r->cross_uploaded || !r->taken || !r->step_first || !r->replicas || !r->pinned || !r->staging || !r->recv || !r->read_ev ||
-      !r->write_ev || !r->next_base || !r->last_nseg || !r->produced || !r->consumed || !r->waits ||
-      !r->entered || !r->progress || !r->barrier_threads || !r->joined || !r->outside ||
-      !r->outside_what) {
+  if (!r->cross_uploaded || !r->taken || !r->step_first || !r->replicas || !r->pinned ||
+      !r->staging || !r->recv || !r->read_ev || !r->write_ev || !r->next_base || !r->last_nseg ||
+      !r->produced || !r->consumed || !r->waits || !r->entered || !r->progress ||
+      !r->barrier_threads || !r->joined || !r->outside || !r->outside_what) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating the ring");
     goto cleanup;
   }
@@ -302,7 +302,14 @@ static int fail_rank(clt_ring *r, int rank, clt_err *e, cl_int rc, const char *w
   return clt_replica_fail(r->replicas[rank], e, rc, what);
 }
 
-static int aborted_error(clt_err *e) {
+/* The error of a rank whose wait was aborted: the cross-process sum's thread's
+ * own when it failed (clt_ring_overlap), else another replica's failure. */
+static int aborted_error(clt_ring *r, clt_err *e) {
+  pthread_mutex_lock(&r->mu);
+  const int status = r->comm_status;
+  if (status) *e = r->comm_err;
+  pthread_mutex_unlock(&r->mu);
+  if (status) return status;
   return clt_fail(e, CLT_ERR_INTERNAL, "all-reduce aborted (another replica failed)");
 }
 
@@ -418,7 +425,7 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, size_t lo, size
        * steps had `before` segments. */
       const long used = g >= 2 ? unit0 - 2 * nseg + k + 1
                                : base - (2 - g) * before + (k + 1 < before ? k + 1 : before);
-      if (wait_for(r, rank, next, &r->consumed[rank], used)) return aborted_error(e);
+      if (wait_for(r, rank, next, &r->consumed[rank], used)) return aborted_error(r, e);
       size_t len = seg_len(r, bound[send + 1] - bound[send], (size_t)k);
       read_ev[k] = NULL;
       if (!len) continue;
@@ -441,7 +448,7 @@ static int local_allreduce(clt_ring *r, int rank, cl_mem buffer, size_t lo, size
         if (rc) return fail_rank(r, rank, e, rc, "all-reduce download");
       }
       publish(r, &r->produced[rank], unit0 + k + 1);
-      if (wait_for(r, rank, prev, &r->produced[prev], unit0 + k + 1)) return aborted_error(e);
+      if (wait_for(r, rank, prev, &r->produced[prev], unit0 + k + 1)) return aborted_error(r, e);
       size_t len = seg_len(r, bound[recv + 1] - bound[recv], (size_t)k);
       write_ev[k] = NULL;
       if (!len) continue;
@@ -547,8 +554,8 @@ static void *comm_main(void *arg) {
     pthread_mutex_unlock(&r->mu);
     clt_err err = {0};
     const double t0 = clt_now_seconds();
-    const int status =
-        clt_cluster_sum_range(r->cluster, r->host, r->floats, lo, hi, r->wire, comm_idle, r, &err);
+    const int status = clt_cluster_sum_range(r->cluster, r->host, r->floats, lo, hi, r->wire,
+                                             comm_idle, r, &err);
     const double t1 = clt_now_seconds();
     clt_replica_trace_span(r->replicas[0], CLT_TRACE_CROSS, "across processes (MPI)", t0, t1, -1);
     pthread_mutex_lock(&r->mu);
@@ -586,23 +593,13 @@ int clt_ring_overlap(clt_ring *r, clt_err *e) {
 
 int clt_ring_overlapping(const clt_ring *r) { return r && r->overlap; }
 
-/* The error of a rank whose wait on the thread was aborted: the thread's own
- * when it failed. */
-static int comm_error(clt_ring *r, clt_err *e) {
-  pthread_mutex_lock(&r->mu);
-  const int status = r->comm_status;
-  if (status) *e = r->comm_err;
-  pthread_mutex_unlock(&r->mu);
-  return status ? status : aborted_error(e);
-}
-
 int clt_ring_cross_begin(clt_ring *r, int rank, clt_err *e) {
   if (!r->overlap) return CLT_OK;
   r->step_first[rank] = r->taken[rank]; /* only this rank writes its own */
   if (rank != 0) return CLT_OK;
   const long done = r->cross_uploaded[0];
   for (int i = 1; i < r->n; i++) {
-    if (wait_for(r, 0, i, &r->cross_uploaded[i], done)) return aborted_error(e);
+    if (wait_for(r, 0, i, &r->cross_uploaded[i], done)) return aborted_error(r, e);
   }
   pthread_mutex_lock(&r->mu);
   r->hurry = 0;
@@ -682,7 +679,7 @@ int clt_ring_cross_finish(clt_ring *r, int rank, cl_mem buffer, cl_command_queue
   while (!status && r->taken[rank] < until) {
     if (wait_for(r, rank, WAIT_PROCESSES, &r->summed, r->taken[rank] + 1)) {
       mark(r, rank, 0, 0);
-      return comm_error(r, e);
+      return aborted_error(r, e);
     }
     pthread_mutex_lock(&r->mu);
     const long summed = r->summed;
@@ -719,8 +716,8 @@ static int cross_sum(clt_ring *r, cl_mem buffer, clt_err *e) {
     return clt_replica_fail_injected(rep, e, CL_OUT_OF_RESOURCES, "downloading the host sum");
   cl_int rc = clEnqueueReadBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
   if (rc) return clt_replica_fail(rep, e, rc, "downloading the host sum");
-  int status =
-      clt_cluster_sum_range(r->cluster, r->host, r->floats, 0, r->floats, r->wire, NULL, NULL, e);
+  int status = clt_cluster_sum_range(r->cluster, r->host, r->floats, 0, r->floats, r->wire, NULL,
+                                     NULL, e);
   if (status) return status;
   rc = clEnqueueWriteBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
   return rc ? clt_replica_fail(rep, e, rc, "uploading the cross-process sum") : CLT_OK;
@@ -736,7 +733,7 @@ static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
     const double t0 = clt_now_seconds();
     /* The previous total must have been uploaded by every rank before it is overwritten. */
     for (int i = 1; i < r->n; i++) {
-      if (wait_for(r, 0, i, &r->cross_uploaded[i], call - 1)) return aborted_error(e);
+      if (wait_for(r, 0, i, &r->cross_uploaded[i], call - 1)) return aborted_error(r, e);
     }
     mark(r, 0, 1, 1); /* a long wait here is the other processes' */
     int status = cross_sum(r, buffer, e);
@@ -752,7 +749,7 @@ static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
                            -1);
     publish(r, &r->cross_calls, call);
   } else {
-    if (wait_for(r, rank, 0, &r->cross_calls, call)) return aborted_error(e);
+    if (wait_for(r, rank, 0, &r->cross_calls, call)) return aborted_error(r, e);
     cl_int rc = clEnqueueWriteBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
     if (rc) return fail_rank(r, rank, e, rc, "uploading the cross-process sum");
   }

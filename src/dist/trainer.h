@@ -55,10 +55,9 @@
  * and the cross-process sum overlaps the backward pass too (clt_ring_overlap):
  * as each bucket's host sum is in, replica 0's thread hands it to a thread of
  * the process that sums it with the other processes', and every replica copies
- * each total back as it is ready; the last bucket's follows the barrier. That thread is the process's
- * one caller of MPI during the buckets: the leader's stop vote goes before the
- * first. Without buckets the cross-process sum (MPI) runs over the whole buffer
- * after the device ring.
+ * each total back as it is ready; the last bucket's follows the barrier. That thread is the
+ * process's one caller of MPI during the buckets: the leader's stop vote goes before the first.
+ * Without buckets the cross-process sum (MPI) runs over the whole buffer after the device ring.
  *
  * CLTRAIN_TEST_SLOW="replica=R,from=S,to=T,ms=M" is a test facility: replica R's
  * forward and backward passes (and its speed probes) take M ms longer at
@@ -115,11 +114,11 @@ typedef struct clt_epoch_result {
   /* The steps' leaders' time in the all-reduce (with buckets, the part hidden
    * behind the backward pass too), and of that, across processes: */
   double allreduce_seconds;
-  double cross_seconds;     /* ... of which across processes (MPI; this process's view) */
+  double cross_seconds;        /* ... of which across processes (MPI; this process's view) */
   double cross_hidden_seconds; /* ... of that, hidden behind the backward pass (overlapped) */
-  double data_wait_seconds; /* time replica 0 waited for the source (decoded photos) */
-  double first_step_done;   /* CLOCK_MONOTONIC seconds when the first step had finished */
-  int bad_step;             /* first step (0-based) with a non-finite loss or gradient, or -1 */
+  double data_wait_seconds;    /* time replica 0 waited for the source (decoded photos) */
+  double first_step_done;      /* CLOCK_MONOTONIC seconds when the first step had finished */
+  int bad_step;                /* first step (0-based) with a non-finite loss or gradient, or -1 */
   /* The epoch's steps: `steps` in all; this pass ran [skipped_steps, steps_done).
    * steps_done < steps: stopped early (a signal, clt_interrupt_signal). */
   int skipped_steps, steps_done, steps;

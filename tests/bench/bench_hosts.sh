@@ -7,8 +7,10 @@
 # without it (CLTRAIN_ALLREDUCE_BUCKETS=0), and with --wire fp16. Rounds
 # alternate the configurations (the machines drift); each run's figure is the
 # median images/s of its epochs after the first. Prints per configuration the
-# median images/s, the step time, and the share of ideal scaling (ideal: 2 x one
-# rank alone, whose step is the compute-only step). Needs root (namespaces).
+# median images/s, the step time, and the median over rounds of the share of
+# ideal scaling (ideal: 2 x that round's rank alone, whose step is the
+# compute-only step). Needs root (namespaces). CLTRAIN_BUILD: the build folder
+# (default: build).
 #
 #   tests/bench/bench_hosts.sh [--rounds N] [--steps N] [--epochs N] [--model M]
 #                              [--image-size N] [--batch N] [--only REGEX]
@@ -50,7 +52,8 @@ configs="alone - - - fp32
 10g-overlap 10gbit 0.1ms on fp32"
 configs=$(grep -E -- "^alone |$only" <<<"$configs")
 
-# run NAME LINK DELAY OVERLAP WIRE: one run's images/s (median of epochs 2..) into $tmp/NAME.
+# run NAME LINK DELAY OVERLAP WIRE: one run's images/s (median of epochs 2..) into $tmp/NAME,
+# after the round's number.
 run() {
   local name=$1 link=$2 delay=$3 overlap=$4 wire=$5 log=$tmp/$1.jsonl np=2
   [ "$name" = alone ] && np=1
@@ -79,25 +82,30 @@ run() {
     echo "$name: failed ($(tail -3 "$tmp/$name.txt" | tr '\n' ' '))" >&2
     return
   fi
-  median <<<"$rate" >>"$tmp/$name"
+  echo "$round $(median <<<"$rate")" >>"$tmp/$name"
 }
 
-for ((r = 1; r <= rounds; r++)); do
+for ((round = 1; round <= rounds; round++)); do
   while read -r name link delay overlap wire; do run "$name" "$link" "$delay" "$overlap" "$wire"; done <<<"$configs"
 done
 cluster_shape off
 
-alone=$(median <"$tmp/alone" 2>/dev/null)
+# The share of ideal is taken round by round (against that round's run alone, the
+# nearest in time), then its median.
 echo "$model at ${size}x$size, batch $batch a replica, ranks pinned to one core each (POCL_MAX_PTHREAD_COUNT=1);"
 echo "$rounds rounds, each run the median of epochs 2-$epochs of $steps steps; ideal = 2 x one rank alone"
-printf '%-16s %-8s %-6s %-8s %-5s %10s %9s %9s  %s\n' configuration link delay overlap wire images/s "step s" "% ideal" runs
+printf '%-16s %-8s %-6s %-8s %-5s %10s %9s %9s  %s\n' configuration link delay overlap wire images/s "step s" "% ideal" \
+  "runs (images/s)"
 while read -r name link delay overlap wire; do
   [ -s "$tmp/$name" ] || { printf '%-16s (no run succeeded)\n' "$name"; continue; }
-  m=$(median <"$tmp/$name")
-  n=2
+  m=$(cut -d' ' -f2 "$tmp/$name" | median)
+  n=2 share=-
   [ "$name" = alone ] && n=1
-  share=-
-  [ "$name" != alone ] && share=$(printf '%.0f%%' "$(echo "100 * $m / (2 * $alone)" | bc -l)")
+  if [ "$name" != alone ] && [ -s "$tmp/alone" ]; then
+    share=$(awk 'NR == FNR { alone[$1] = $2; next } ($1 in alone) { print 100 * $2 / (2 * alone[$1]) }' \
+      "$tmp/alone" "$tmp/$name" | median)
+    [ -n "$share" ] && share=$(printf '%.0f%%' "$share")
+  fi
   printf '%-16s %-8s %-6s %-8s %-5s %10.2f %9.3f %9s  %s\n' "$name" "$link" "$delay" "$overlap" "$wire" "$m" \
-    "$(echo "$n * $batch / $m" | bc -l)" "$share" "$(tr '\n' ' ' <"$tmp/$name")"
+    "$(echo "$n * $batch / $m" | bc -l)" "$share" "$(cut -d' ' -f2 "$tmp/$name" | tr '\n' ' ')"
 done <<<"$configs"
