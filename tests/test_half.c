@@ -91,7 +91,7 @@ int main(void) {
   /* A sample of all float bit patterns, and every tie between two halves and
    * its two float neighbours. */
   enum { STRIDE = 4099 };
-  const size_t nsample = (size_t)(0x100000000ull / STRIDE) + 1, nties = 3 * 2 * 0x7c00;
+  const size_t nsample = (size_t)(0x100000000ull / STRIDE) + 1, nties = (size_t)3 * 2 * 0x7c00;
   const size_t n = nsample + nties;
   float *f = malloc(n * sizeof *f), *back = malloc(n * sizeof *back);
   float *sum = malloc(n * sizeof *sum), *round = malloc(n * sizeof *round);

@@ -6,6 +6,7 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_F16C_CODE 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -85,11 +86,16 @@ __attribute__((target("avx,f16c"))) static size_t f16c_round(float *x, size_t n)
   return i;
 }
 
+/* CPUID: F16C and AVX, and the OS saving the AVX registers (XGETBV). */
 static int have_f16c(void) {
   static int known = -1;
   if (known < 0) {
-    __builtin_cpu_init();
-    known = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    unsigned a = 0, b = 0, c = 0, d = 0, lo = 0, hi = 0;
+    const int listed = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && (c & bit_AVX) &&
+                       (c & bit_OSXSAVE);
+    if (listed) __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    known = listed && (lo & 6u) == 6u; /* the XMM and YMM state */
   }
   return known;
 }

@@ -7,10 +7,6 @@
 
 #include <stdint.h>
 
-#ifdef CLT_HAVE_MPI
-#include <mpi.h>
-#endif
-
 struct clt_cluster {
   int rank, size;
   int mpi;      /* MPI is in use */
@@ -34,21 +30,13 @@ int clt_cluster_mpi_fail(clt_err *e, int rc, const char *what);
 int clt_cluster_exchange(clt_cluster *c, const void *send, size_t send_bytes, int to, void *recv,
                          size_t recv_bytes, int from, int tag, clt_err *e);
 
-/* An exchange in flight (clt_cluster_exchange_start). */
-typedef struct clt_exchange {
-#ifdef CLT_HAVE_MPI
-  MPI_Request req[2];
-#endif
-  int active;
-} clt_exchange;
-
-/* clt_cluster_exchange begun and not waited for (MPI_Irecv, MPI_Isend): the
- * buffers stay in use until clt_cluster_exchange_test says it is done. */
-int clt_cluster_exchange_start(clt_cluster *c, const void *send, size_t send_bytes, int to,
-                               void *recv, size_t recv_bytes, int from, int tag, clt_exchange *x,
-                               clt_err *e);
-/* *done = 1 once both halves of x have completed; never blocks (MPI_Testall,
- * which also moves the transfers on). */
-int clt_cluster_exchange_test(clt_cluster *c, clt_exchange *x, int *done, clt_err *e);
+/* clt_cluster_exchange without blocking in MPI (whose waits spin): the send and
+ * receive are started (MPI_Isend, MPI_Irecv), then polled (MPI_Testall, which
+ * also moves them on) with idle(ctx) between polls until both are done. idle
+ * returning non-zero gives up (CLT_ERR_INTERNAL), leaving them in flight: the
+ * process is ending. */
+int clt_cluster_exchange_polled(clt_cluster *c, const void *send, size_t send_bytes, int to,
+                                void *recv, size_t recv_bytes, int from, int tag,
+                                clt_cluster_idle_fn idle, void *ctx, clt_err *e);
 
 #endif

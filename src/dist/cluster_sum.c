@@ -60,14 +60,8 @@ static int exchange(clt_cluster *c, const void *send, size_t send_bytes, int to,
                     size_t recv_bytes, int from, int tag, clt_cluster_idle_fn idle, void *ctx,
                     clt_err *e) {
   if (!idle) return clt_cluster_exchange(c, send, send_bytes, to, recv, recv_bytes, from, tag, e);
-  clt_exchange x;
-  int status = clt_cluster_exchange_start(c, send, send_bytes, to, recv, recv_bytes, from, tag, &x,
-                                          e);
-  for (int done = 0; !status;) {
-    if ((status = clt_cluster_exchange_test(c, &x, &done, e)) || done) break;
-    if (idle(ctx)) return clt_fail(e, CLT_ERR_INTERNAL, "the cross-process sum was aborted");
-  }
-  return status;
+  return clt_cluster_exchange_polled(c, send, send_bytes, to, recv, recv_bytes, from, tag, idle,
+                                     ctx, e);
 }
 
 int clt_cluster_sum(clt_cluster *c, float *buf, size_t n, clt_err *e) {
