@@ -62,11 +62,12 @@ int clt_cluster_agree(clt_cluster *c, int status, clt_err *e);
 void clt_cluster_known(clt_cluster *c);
 
 /* How gradients cross between processes (--wire): as floats, or as halves
- * (Horovod's fp16 compression: each partial sum is rounded to half precision
- * before it is sent and added to the receiver's floats in float; each complete
- * sum is rounded to half precision, in its owner too, before it is passed round,
- * so every process still ends with the same bits, though not those of one
- * process on the whole batch). */
+ * (Horovod's fp16 compression: each process's floats are rounded to half
+ * precision first, each partial sum is rounded to half precision before it is
+ * sent and added in float to the receiver's; each complete sum is rounded to
+ * half precision, in its owner too, before it is passed round, so every process
+ * still ends with the same bits, though not those of one process on the whole
+ * batch). */
 typedef enum clt_wire { CLT_WIRE_FP32, CLT_WIRE_FP16 } clt_wire;
 /* "fp32" or "fp16" (what --wire takes); parse fails naming `what` and the value. */
 const char *clt_wire_name(clt_wire wire);
@@ -85,11 +86,14 @@ int clt_cluster_sum(clt_cluster *c, float *buf, size_t n, clt_err *e);
 /* Called between the polls of a transfer in flight: it may sleep, leaving the
  * core to other threads; non-zero gives up (the sum fails). */
 typedef int (*clt_cluster_idle_fn)(void *ctx);
-/* clt_cluster_sum over floats [lo, hi) of buf's n only (a bucket of a gradient):
- * the range is cut where the whole buffer's chunks are, so each element is
- * summed in the order the whole-buffer call sums it and the bits are the same
- * whether a buffer is summed whole or in ranges (every process summing the
- * same ranges in the same order). idle NULL: blocking MPI calls; else
+/* clt_cluster_sum over floats [lo, hi) of buf's n only (a bucket of a gradient),
+ * with the bits of the whole-buffer call (every process summing the same
+ * ranges in the same order): two processes cut the range in halves of its own
+ * (a float is then the sum of the same two floats, and that sum does not
+ * depend on their order), so both directions of the link carry half of it at
+ * each step; more cut it where the whole buffer's chunks are, to sum each float
+ * in the same order (a range inside one chunk then goes one way round at a
+ * time). idle NULL: blocking MPI calls; else
  * non-blocking ones, polled, with idle(ctx) between polls. */
 int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_t hi, clt_wire wire,
                           clt_cluster_idle_fn idle, void *ctx, clt_err *e);

@@ -49,8 +49,16 @@ int clt_cluster_reserve(clt_cluster *c, size_t floats, clt_err *e) {
 /* Chunk k of n floats cut in `parts`: the same cut as the device ring's. */
 static size_t chunk_begin(size_t n, int parts, int k) { return (size_t)k * n / (size_t)parts; }
 
-/* The same, clipped to the range [lo, hi). */
-static size_t clipped(size_t n, int parts, int k, size_t lo, size_t hi) {
+/* Where the sum of floats [lo, hi) of n cuts its chunk k (of parts). Two
+ * processes cut the range in halves of its own: each float is then the sum of
+ * the same two floats as in the whole buffer's call, whichever process adds
+ * them, and the sum of two floats is the same in either order; this way both
+ * send half of the range at each step, as a ring over the whole buffer does.
+ * More processes cut it where the whole buffer's chunks are, the summation
+ * order then depending on the chunk (so a range inside one chunk goes one way
+ * round at a time). */
+static size_t cut(size_t n, int parts, int k, size_t lo, size_t hi) {
+  if (parts == 2) return lo + chunk_begin(hi - lo, parts, k);
   const size_t b = chunk_begin(n, parts, k);
   return b < lo ? lo : b > hi ? hi : b;
 }
@@ -83,6 +91,9 @@ int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_
                     n);
   if (lo == hi) return CLT_OK;
   uint16_t *hsend = c->halves, *hrecv = c->halves + c->halves_chunk;
+  /* Half precision: every process's own floats rounded first (Horovod's
+   * compression), so that the sum of two is the same in either order. */
+  if (half) clt_floats_round_to_half(buf + lo, hi - lo);
   const int rank = c->rank, next = (rank + 1) % size, prev = (rank + size - 1) % size;
   for (int g = 0; g < 2 * (size - 1); g++) {
     /* Reduce-scatter, then all-gather, in the device ring's order: after step g
@@ -93,10 +104,8 @@ int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_
                             : ((rank + 1 - t) % size + size) % size;
     const int recv = reduce ? ((rank - 1 - g) % size + 2 * size) % size
                             : ((rank - t) % size + size) % size;
-    const size_t s0 = clipped(n, size, send, lo, hi),
-                 slen = clipped(n, size, send + 1, lo, hi) - s0;
-    const size_t r0 = clipped(n, size, recv, lo, hi),
-                 rlen = clipped(n, size, recv + 1, lo, hi) - r0;
+    const size_t s0 = cut(n, size, send, lo, hi), slen = cut(n, size, send + 1, lo, hi) - s0;
+    const size_t r0 = cut(n, size, recv, lo, hi), rlen = cut(n, size, recv + 1, lo, hi) - r0;
     int status;
     if (!half) {
       float *into = reduce ? c->scratch : buf + r0;

@@ -99,45 +99,53 @@ static int slice_caps(const clt_model *m, const clt_device *const *devices, int 
 }
 
 /* Buckets of at least this many floats by default: 1 MiB, the size of PyTorch
- * DDP's first bucket and of a ring segment; across processes 4 MiB, as each
- * bucket's sum there costs a few of the network's latencies. */
+ * DDP's first bucket and of a ring segment; overlapped across processes 4 MiB,
+ * as each bucket's sum there costs a few of the network's latencies. */
 #define DEFAULT_BUCKET_FLOATS 262144
 #define DEFAULT_CROSS_BUCKET_FLOATS 1048576
 
-/* The all-reduce's buckets (trainer.h): $CLTRAIN_ALLREDUCE_BUCKETS sets their
- * least size in floats, 0 for the whole buffer after the backward pass; unset,
- * buckets of 4 MiB under mpirun with several processes, else of 1 MiB unless a
- * replica of this process is a CPU device. Under mpirun process 0's choice holds for all (the
- * processes must cut the same buckets). One replica in one process exchanges
- * nothing: no buckets. */
-static int bucket_floats(const clt_trainer *t, long *min_floats, clt_err *e) {
-  *min_floats = DEFAULT_BUCKET_FLOATS;
+/* The all-reduce's buckets (trainer.h) as this process would have them:
+ * plan[0] their least size in floats (0: none), plan[1] 1 where the
+ * cross-process sum overlaps the backward pass too. $CLTRAIN_ALLREDUCE_BUCKETS
+ * sets the size, 0 for the whole buffer after the backward pass, and overlaps
+ * across processes whatever their number; unset, buckets of 4 MiB, overlapped
+ * across processes, under mpirun with two processes (with more, a bucket's sum
+ * goes one way round at a time: cluster.h), else of 1 MiB unless a replica of
+ * this process is a CPU device. */
+static int bucket_plan(const clt_trainer *t, long plan[2], clt_err *e) {
+  const int procs = clt_cluster_size(t->cluster);
+  plan[0] = DEFAULT_BUCKET_FLOATS;
+  plan[1] = 0;
   const char *v = getenv("CLTRAIN_ALLREDUCE_BUCKETS");
   if (v && *v) {
     char *end = NULL;
-    *min_floats = strtol(v, &end, 10);
-    if (*end || *min_floats < 0)
+    plan[0] = strtol(v, &end, 10);
+    if (*end || plan[0] < 0)
       return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_ALLREDUCE_BUCKETS=%s: expected floats >= 0", v);
-  } else if (clt_cluster_size(t->cluster) > 1) {
-    *min_floats = DEFAULT_CROSS_BUCKET_FLOATS;
+    plan[1] = procs > 1;
+  } else if (procs == 2) {
+    plan[0] = DEFAULT_CROSS_BUCKET_FLOATS;
+    plan[1] = 1;
   } else {
     for (int i = 0; i < t->n; i++) {
-      if (t->local[i].replica->device.type & CL_DEVICE_TYPE_CPU) *min_floats = 0;
+      if (t->local[i].replica->device.type & CL_DEVICE_TYPE_CPU) plan[0] = 0;
     }
   }
   return CLT_OK;
 }
 
-/* Called by every process (collective): min_floats, this process's choice. */
-static int plan_buckets(clt_trainer *t, long min_floats, clt_err *e) {
-  const int procs = clt_cluster_size(t->cluster);
-  int status = clt_cluster_bcast(t->cluster, &min_floats, sizeof min_floats, e);
+/* Called by every process (collective) with its own plan (bucket_plan): process
+ * 0's holds for all, as every process must cut the same buckets. One replica in
+ * one process, or in each process without the overlap across them, exchanges
+ * nothing during the backward pass: no buckets. */
+static int plan_buckets(clt_trainer *t, long plan[2], clt_err *e) {
+  int status = clt_cluster_bcast(t->cluster, plan, 2 * sizeof plan[0], e);
   if (status) return status;
   t->nbuckets = 0;
-  if ((t->n < 2 && procs == 1) || min_floats == 0) return CLT_OK;
-  t->nbuckets = clt_net_buckets(t->model, (size_t)min_floats, t->buckets);
+  if ((t->n < 2 && !plan[1]) || plan[0] == 0) return CLT_OK;
+  t->nbuckets = clt_net_buckets(t->model, (size_t)plan[0], t->buckets);
   if (t->nbuckets < 2) t->nbuckets = 0; /* one bucket: nothing to overlap */
-  if (t->nbuckets && (status = clt_ring_overlap(t->ring, e))) return status;
+  if (t->nbuckets && plan[1] && (status = clt_ring_overlap(t->ring, e))) return status;
   for (int i = 0; i < t->n && t->nbuckets; i++) {
     clt_replica *rep = t->local[i].replica;
     cl_int rc = CL_SUCCESS;
@@ -299,8 +307,8 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
                       : clt_ring_create(replicas, n, m->grad_floats, 0, &t->ring, e);
   }
   if (!status && training) status = clt_ring_span(t->ring, cluster, e);
-  long min_floats = 0;
-  if (!status && training) status = bucket_floats(t, &min_floats, e);
+  long plan[2] = {0, 0};
+  if (!status && training) status = bucket_plan(t, plan, e);
   for (int k = 0; k < 2 && !status; k++) {
     if (!sources[k]) continue;
     status = clt_source_attach(sources[k], replicas, n, global, caps, m->preprocess, e);
@@ -308,7 +316,7 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   }
   if ((status = clt_cluster_agree(cluster, status, e))) goto cleanup;
   if (training) {
-    status = plan_buckets(t, min_floats, e);
+    status = plan_buckets(t, plan, e);
     if ((status = clt_cluster_agree(cluster, status, e))) goto cleanup;
   }
   if (training && t->balancer.mode == CLT_SPLIT_AUTO && (status = trainer_setup_probe(t, e)))

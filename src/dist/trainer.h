@@ -50,14 +50,16 @@
  * process is a CPU device: there the copies and adds run on the cores that run
  * the backward pass, so overlapping them would only slow it down.
  *
- * Across processes (MPI) the buckets are on by default whatever the devices,
- * of at least 4 MiB (process 0's $CLTRAIN_ALLREDUCE_BUCKETS holds for all),
- * and the cross-process sum overlaps the backward pass too (clt_ring_overlap):
- * as each bucket's host sum is in, replica 0's thread hands it to a thread of
- * the process that sums it with the other processes', and every replica copies
- * each total back as it is ready; the last bucket's follows the barrier. That thread is the
- * process's one caller of MPI during the buckets: the leader's stop vote goes before the first.
- * Without buckets the cross-process sum (MPI) runs over the whole buffer after the device ring.
+ * Across two processes (MPI) the buckets are on by default whatever the
+ * devices, of at least 4 MiB, and with $CLTRAIN_ALLREDUCE_BUCKETS across any
+ * number (process 0's value holds for all); the cross-process sum then
+ * overlaps the backward pass too (clt_ring_overlap): as each bucket's host sum
+ * is in, replica 0's thread hands it to a thread of the process that sums it
+ * with the other processes', and every replica copies each total back as it is
+ * ready; the last bucket's follows the barrier. That thread is the process's
+ * one caller of MPI during the buckets: the leader's stop vote goes before the
+ * first. Otherwise the cross-process sum (MPI) runs over the whole buffer after
+ * the device ring.
  *
  * CLTRAIN_TEST_SLOW="replica=R,from=S,to=T,ms=M" is a test facility: replica R's
  * forward and backward passes (and its speed probes) take M ms longer at
