@@ -4,7 +4,8 @@
 # they are ready, give the bits of the whole gradient summed after the backward
 # pass (CLTRAIN_ALLREDUCE_BUCKETS=0), with 2 and 3 processes, several devices in
 # a process, a bucket per layer, and when processes are given different values
-# (process 0's holds); it is on by default with 2 processes, off with 3; Ctrl-C on one process
+# (process 0's holds); it is on by default with 2 processes (CPU devices: with
+# --wire fp16), off with 3; Ctrl-C on one process
 # still stops every process at the same step, and a hung device still ends the run. --wire fp16: every process holds
 # the same bits, close to (and not) the float32 run's, overlapped or not; a
 # process given another --wire, or a bad value, is refused.
@@ -71,7 +72,8 @@ if grep -q "different parameters" "$tmp"/*.txt; then bad "every replica of every
   >"$tmp/mixedenv.txt" 2>&1 || bad "run mixedenv ($(tail -3 "$tmp/mixedenv.txt"))"
 same "processes given different CLTRAIN_ALLREDUCE_BUCKETS follow process 0's" whole2 mixedenv
 
-# On by default with two processes, where the gradient makes two buckets of 4 MiB
+# On by default with two processes (CPU devices: with --wire fp16), where the
+# gradient makes two buckets of 4 MiB
 # (a model of two 1024-unit layers); off for the reference CNN's one.
 cat >"$tmp/mlp.json" <<'EOF'
 {"class_name": "Sequential", "config": {"name": "mlp", "layers": [
@@ -82,17 +84,28 @@ cat >"$tmp/mlp.json" <<'EOF'
  {"class_name": "Dense", "config": {"name": "d2", "units": 1024, "activation": "relu"}},
  {"class_name": "Dense", "config": {"name": "out", "units": 10, "activation": "softmax"}}]}}
 EOF
-train mlpdefault "" 2 0 24 --model "$tmp/mlp.json"
-train mlpwhole 0 2 0 24 --model "$tmp/mlp.json"
+train mlpdefault "" 2 0 24 --model "$tmp/mlp.json" --wire fp16
+train mlpwhole 0 2 0 24 --model "$tmp/mlp.json" --wire fp16
 buckets mlpdefault 2
-same "on by default under mpirun: the same bits as off" mlpwhole mlpdefault
-train mlpdefault3 "" 3 0 16 --model "$tmp/mlp.json"
+same "on by default with 2 processes (with CPU devices, with --wire fp16): the same bits as off" mlpwhole mlpdefault
+if grep -q "^  across processes: .* (2 buckets a step, each summed as it was ready)" "$tmp/mlpdefault.txt"; then
+  ok "--profile names the buckets summed across processes as they were ready"
+else
+  bad "--profile's line across processes ($(grep 'across processes:' "$tmp/mlpdefault.txt" | head -1))"
+fi
+train mlpdefault32 "" 2 0 24 --model "$tmp/mlp.json"
+if grep -q "^  all-reduce: .* (the whole gradient after the backward pass)" "$tmp/mlpdefault32.txt"; then
+  ok "off by default on CPU devices with --wire fp32 (it competes with the backward pass for the cores)"
+else
+  bad "off by default on CPU devices with --wire fp32 ($(grep 'all-reduce:' "$tmp/mlpdefault32.txt" | head -1))"
+fi
+train mlpdefault3 "" 3 0 16 --model "$tmp/mlp.json" --wire fp16
 if grep -q "^  all-reduce: .* (the whole gradient after the backward pass)" "$tmp/mlpdefault3.txt"; then
   ok "off by default with 3 processes (a bucket would go one way round at a time)"
 else
   bad "off by default with 3 processes ($(grep 'all-reduce:' "$tmp/mlpdefault3.txt" | head -1))"
 fi
-train cnndefault "" 2 0 24
+train cnndefault "" 2 0 24 --wire fp16
 if grep -q "^  all-reduce: .* (the whole gradient after the backward pass)" "$tmp/cnndefault.txt"; then
   ok "the default on a gradient of one bucket: the whole gradient after the backward pass"
 else

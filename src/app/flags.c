@@ -668,10 +668,10 @@ const clt_doc_item clt_env_vars[] = {
      "of host memory (buffers of 1 MiB and more)"},
     {"CLTRAIN_ALLREDUCE_BUCKETS",
      "N: the least size in floats of the buckets in which the all-reduce overlaps the backward "
-     "pass, and in which the sum across processes does under mpirun; 0: the whole buffer after "
-     "it (unset: buckets of 4 MiB under mpirun with two processes, else of 1 MiB, within a "
-     "process, unless a replica of the process is a CPU device; under mpirun process 0's value "
-     "holds for all)"},
+     "pass, the sum across processes included; 0: the whole buffer after it (unset: under mpirun "
+     "with two processes buckets of 4 MiB, where a process has CPU devices only with --wire "
+     "fp16; otherwise buckets of 1 MiB within a process unless a replica of it is a CPU device; "
+     "under mpirun process 0's value holds for all)"},
     {"POCL_DEVICES",
      "PoCL's devices: \"pthread pthread\" makes two CPU devices of the host (PoCL's own "
      "variable)"},

@@ -104,16 +104,26 @@ static int slice_caps(const clt_model *m, const clt_device *const *devices, int 
 #define DEFAULT_BUCKET_FLOATS 262144
 #define DEFAULT_CROSS_BUCKET_FLOATS 1048576
 
+/* plan[1] of bucket_plan: the cross-process sum overlaps the backward pass
+ * (OVERLAP), or does once the wire is fp16 (OVERLAP_FP16: clt_trainer_set_wire). */
+enum { OVERLAP = 1, OVERLAP_FP16 = 2 };
+
 /* The all-reduce's buckets (trainer.h) as this process would have them:
- * plan[0] their least size in floats (0: none), plan[1] 1 where the
- * cross-process sum overlaps the backward pass too. $CLTRAIN_ALLREDUCE_BUCKETS
- * sets the size, 0 for the whole buffer after the backward pass, and overlaps
- * across processes whatever their number; unset, buckets of 4 MiB, overlapped
- * across processes, under mpirun with two processes (with more, a bucket's sum
- * goes one way round at a time: cluster.h), else of 1 MiB unless a replica of
- * this process is a CPU device. */
+ * plan[0] their least size in floats (0: none), plan[1] whether the
+ * cross-process sum overlaps the backward pass too (0, OVERLAP, OVERLAP_FP16).
+ * $CLTRAIN_ALLREDUCE_BUCKETS sets the size, 0 for the whole buffer after the
+ * backward pass, and overlaps across processes whatever their number. Unset:
+ * under mpirun with two processes buckets of 4 MiB, overlapped across them,
+ * where the process has a CPU device only with --wire fp16 (the overlap's
+ * copies, sums and network stack run on the cores of the backward pass: it pays
+ * where the sum fits in the backward pass); with more processes (where a
+ * bucket's sum goes one way round at a time: cluster.h) and in one, buckets of
+ * 1 MiB within the process unless a replica of it is a CPU device. */
 static int bucket_plan(const clt_trainer *t, long plan[2], clt_err *e) {
   const int procs = clt_cluster_size(t->cluster);
+  int cpu = 0;
+  for (int i = 0; i < t->n; i++)
+    cpu |= (t->local[i].replica->device.type & CL_DEVICE_TYPE_CPU) != 0;
   plan[0] = DEFAULT_BUCKET_FLOATS;
   plan[1] = 0;
   const char *v = getenv("CLTRAIN_ALLREDUCE_BUCKETS");
@@ -122,38 +132,46 @@ static int bucket_plan(const clt_trainer *t, long plan[2], clt_err *e) {
     plan[0] = strtol(v, &end, 10);
     if (*end || plan[0] < 0)
       return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_ALLREDUCE_BUCKETS=%s: expected floats >= 0", v);
-    plan[1] = procs > 1;
+    plan[1] = procs > 1 ? OVERLAP : 0;
   } else if (procs == 2) {
     plan[0] = DEFAULT_CROSS_BUCKET_FLOATS;
-    plan[1] = 1;
-  } else {
-    for (int i = 0; i < t->n; i++) {
-      if (t->local[i].replica->device.type & CL_DEVICE_TYPE_CPU) plan[0] = 0;
-    }
+    plan[1] = cpu ? OVERLAP_FP16 : OVERLAP;
+  } else if (cpu) {
+    plan[0] = 0;
   }
   return CLT_OK;
 }
 
-/* Called by every process (collective) with its own plan (bucket_plan): process
- * 0's holds for all, as every process must cut the same buckets. One replica in
- * one process, or in each process without the overlap across them, exchanges
- * nothing during the backward pass: no buckets. */
-static int plan_buckets(clt_trainer *t, long plan[2], clt_err *e) {
-  int status = clt_cluster_bcast(t->cluster, plan, 2 * sizeof plan[0], e);
-  if (status) return status;
+/* Cuts the buckets (of at least min_floats; 0: none) and makes what they need:
+ * the transfer queues and, with `across`, the cross-process sum's thread. One
+ * replica in one process, or in each without the overlap across them,
+ * exchanges nothing during the backward pass: no buckets. */
+static int cut_buckets(clt_trainer *t, long min_floats, int across, clt_err *e) {
+  int status = CLT_OK;
   t->nbuckets = 0;
-  if ((t->n < 2 && !plan[1]) || plan[0] == 0) return CLT_OK;
-  t->nbuckets = clt_net_buckets(t->model, (size_t)plan[0], t->buckets);
+  if ((t->n < 2 && !across) || min_floats == 0) return CLT_OK;
+  t->nbuckets = clt_net_buckets(t->model, (size_t)min_floats, t->buckets);
   if (t->nbuckets < 2) t->nbuckets = 0; /* one bucket: nothing to overlap */
-  if (t->nbuckets && plan[1] && (status = clt_ring_overlap(t->ring, e))) return status;
+  if (t->nbuckets && across && (status = clt_ring_overlap(t->ring, e))) return status;
   for (int i = 0; i < t->n && t->nbuckets; i++) {
     clt_replica *rep = t->local[i].replica;
     cl_int rc = CL_SUCCESS;
+    if (t->local[i].transfer) continue;
     t->local[i].transfer = clCreateCommandQueue(rep->context, rep->device.id,
                                                 CL_QUEUE_PROFILING_ENABLE, &rc);
     if (rc) return clt_replica_fail(rep, e, rc, "creating the all-reduce's transfer queue");
   }
   return CLT_OK;
+}
+
+/* Called by every process (collective) with its own plan (bucket_plan): process
+ * 0's holds for all, as every process must cut the same buckets. */
+static int plan_buckets(clt_trainer *t, long plan[2], clt_err *e) {
+  int status = clt_cluster_bcast(t->cluster, plan, 2 * sizeof plan[0], e);
+  if (status) return status;
+  /* Overlapped once the wire is fp16: until then, as without buckets. */
+  t->fp16_bucket_floats = plan[1] == OVERLAP_FP16 ? plan[0] : 0;
+  return cut_buckets(t, plan[1] == OVERLAP_FP16 ? 0 : plan[0], plan[1] == OVERLAP, e);
 }
 
 /* Learns how many replicas every process has (the run's layout). */
@@ -461,7 +479,11 @@ double clt_trainer_probe_seconds(const clt_trainer *t) { return t->probe_seconds
 int clt_trainer_buckets(const clt_trainer *t) { return t->nbuckets; }
 
 int clt_trainer_set_wire(clt_trainer *t, clt_wire wire, clt_err *e) {
-  return t->ring ? clt_ring_set_wire(t->ring, wire, e) : CLT_OK;
+  if (!t->ring) return CLT_OK;
+  int status = clt_ring_set_wire(t->ring, wire, e);
+  if (!status && wire == CLT_WIRE_FP16 && t->fp16_bucket_floats && !clt_ring_overlapping(t->ring))
+    status = cut_buckets(t, t->fp16_bucket_floats, 1, e);
+  return status;
 }
 
 /* Reverses a[from, to). */

@@ -50,10 +50,11 @@
  * process is a CPU device: there the copies and adds run on the cores that run
  * the backward pass, so overlapping them would only slow it down.
  *
- * Across two processes (MPI) the buckets are on by default whatever the
- * devices, of at least 4 MiB, and with $CLTRAIN_ALLREDUCE_BUCKETS across any
- * number (process 0's value holds for all); the cross-process sum then
- * overlaps the backward pass too (clt_ring_overlap): as each bucket's host sum
+ * Across two processes (MPI) the buckets are on by default, of at least 4 MiB
+ * (where a process has CPU devices, only with --wire fp16: clt_trainer_set_wire),
+ * and with $CLTRAIN_ALLREDUCE_BUCKETS across any number (process 0's value
+ * holds for all); the cross-process sum then overlaps the backward pass too
+ * (clt_ring_overlap): as each bucket's host sum
  * is in, replica 0's thread hands it to a thread of the process that sums it
  * with the other processes', and every replica copies each total back as it is
  * ready; the last bucket's follows the barrier. That thread is the process's
@@ -181,7 +182,8 @@ const double *clt_trainer_step_times(const clt_trainer *t);
 const double *clt_trainer_step_sums(const clt_trainer *t);
 
 /* How gradients cross between processes (cluster.h; CLT_WIRE_FP32 unless set):
- * the same in every process, set before the first step. */
+ * the same in every process, set before the first step (by every process: with
+ * CPU devices, fp16 turns the overlap across two processes on). */
 int clt_trainer_set_wire(clt_trainer *t, clt_wire wire, clt_err *e);
 /* Verifies after every step that all replicas hold bitwise-identical parameters. */
 void clt_trainer_check_replicas(clt_trainer *t, int on);

@@ -80,6 +80,7 @@ struct clt_trainer {
   /* The all-reduce overlapping the backward pass (trainer.h): the gradient's
    * buckets (none: the whole buffer after the backward pass). */
   int nbuckets;
+  long fp16_bucket_floats; /* buckets, overlapped across processes, once the wire is fp16 */
   clt_bucket buckets[CLT_MAX_BUCKETS];
   size_t order_cap; /* ints that order holds */
   /* A training pass driven a step at a time (steps.c), or NULL, and the pass of
