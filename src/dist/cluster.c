@@ -45,20 +45,11 @@ int clt_cluster_mpi_fail(clt_err *e, int rc, const char *what) {
 }
 #endif
 
-/* Seconds of the liveness round after a call timed out: long enough for every
- * process still running to reach a wait and answer, short beside the timeout. */
-static double round_seconds(const clt_cluster *c) {
-  const double s = c->timeout / 4;
-  return c->timeout <= 0 ? 10 : s < 1 ? 1 : s > 10 ? 10 : s;
-}
-
 void clt_cluster_set_timeout(clt_cluster *c, double seconds) {
   if (c) c->timeout = seconds > 0 ? seconds : 0;
 }
 
-double clt_cluster_bound(const clt_cluster *c) {
-  return c && c->timeout > 0 ? c->timeout + round_seconds(c) : 0;
-}
+double clt_cluster_bound(const clt_cluster *c) { return c ? c->timeout : 0; }
 
 void clt_cluster_set_step(clt_cluster *c, long step) {
   if (c) c->step = step;
@@ -98,6 +89,16 @@ enum { HEARD_ASKED = 1, HEARD_ANSWERED = 2 };
 #define NAP_MAX_NS 1000000L
 /* Seconds between looks for another process's liveness question. */
 #define LOOK_SECONDS 0.01
+
+/* Seconds of the liveness round that ends a call's timeout: long enough for
+ * every process still running to reach a wait and answer (each looks every
+ * LOOK_SECONDS while it waits), short beside the timeout. */
+static double round_seconds(const clt_cluster *c) {
+  if (c->timeout <= 0) return 10;
+  double s = c->timeout / 5;
+  s = s < 0.5 ? 0.5 : s > 10 ? 10 : s;
+  return s > c->timeout / 2 ? c->timeout / 2 : s;
+}
 
 /* The error every call returns once a process was lost. */
 static int lost_error(const clt_cluster *c, clt_err *e) {
@@ -215,10 +216,11 @@ static int liveness_round(clt_cluster *c, const char *what, int rc, clt_err *e) 
   return lost_error(c, e);
 }
 
-/* Waits for n requests, answering to the timeout: past it (or on another
- * process's liveness question, or a failure) the liveness round decides. */
+/* Waits for n requests, within the timeout: when only the liveness round is
+ * left of it (or on another process's question, or a failure), the round
+ * decides. */
 static int wait_for(clt_cluster *c, int n, MPI_Request *reqs, const char *what, clt_err *e) {
-  const double t0 = clt_now_seconds();
+  const double t0 = clt_now_seconds(), patience = c->timeout - round_seconds(c);
   double look = t0 + LOOK_SECONDS;
   long ns = 0;
   for (unsigned tries = 0;; tries++) {
@@ -232,7 +234,7 @@ static int wait_for(clt_cluster *c, int n, MPI_Request *reqs, const char *what, 
       int asked = 0;
       look = now + LOOK_SECONDS;
       MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, c->live, &asked, MPI_STATUS_IGNORE);
-      if (asked || (c->timeout > 0 && now - t0 > c->timeout))
+      if (asked || (c->timeout > 0 && now - t0 > patience))
         return liveness_round(c, what, MPI_SUCCESS, e);
     }
     if (now - t0 > SPIN_SECONDS) {

@@ -12,14 +12,14 @@
  * collective) ends the run with clt_cluster_leave(c, failed), which aborts every
  * process (MPI_Abort) instead of leaving them waiting.
  *
- * A process that stops answering (a paused or frozen process, a cut link): every
- * call below waits at most the cluster's timeout for the others. Then the
- * processes still running ask each other who answers (a short liveness round,
- * answered by every process waiting in a call here), so each of them names the
- * same lost ranks: "step 37: rank 1 (host h2, 10.0.0.2) stopped answering within
- * 20 s; stopping". From then on every call fails at once with that error, and
- * leaving neither aborts nor finalises (either would wait for the lost process):
- * the process just ends. */
+ * A process that stops answering (a paused or frozen process, a cut link): no
+ * call below waits longer than the cluster's timeout. Its last part is a short
+ * liveness round in which the processes still running ask each other who
+ * answers (every process waiting in a call here answers), so each of them names
+ * the same lost ranks: "step 37: rank 1 (host h2, 10.0.0.2) stopped answering
+ * within 20 s; stopping". From then on every call fails at once with that
+ * error, and leaving neither aborts nor finalises (either would wait for the
+ * lost process): the process just ends. */
 #ifndef CLT_CLUSTER_H
 #define CLT_CLUSTER_H
 
@@ -40,8 +40,8 @@ void clt_cluster_leave(clt_cluster *c, int failed);
  * first step's compilation. */
 #define CLT_CLUSTER_DEFAULT_TIMEOUT 300.0
 void clt_cluster_set_timeout(clt_cluster *c, double seconds);
-/* How long a call may take when others stop answering before it fails: the
- * timeout and the liveness round after it (0: unbounded). */
+/* How long a call may wait for processes that stopped answering before it
+ * fails (0: for ever). */
 double clt_cluster_bound(const clt_cluster *c);
 /* The optimizer step under way, which a lost process's message names. */
 void clt_cluster_set_step(clt_cluster *c, long step);
