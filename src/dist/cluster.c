@@ -16,6 +16,12 @@
 
 #include "timing.h"
 
+/* clang-tidy's MPI checker wants every request completed by an MPI_Wait call.
+ * Here every call's requests are polled with MPI_Testall to bound the wait, and
+ * a call that a lost process never completes is abandoned for good (MPI is not
+ * used again): both by design, so that checker is off for this file. */
+// NOLINTBEGIN(clang-analyzer-optin.mpi.MPI-Checker)
+
 /* The size of the run the launcher started, from its environment: OpenMPI's
  * mpirun, MPICH's Hydra and Slurm (PMI), PMIx launchers. 1 when not launched so. */
 static int launched_size(void) {
@@ -245,8 +251,7 @@ static int wait_for(clt_cluster *c, int n, MPI_Request *reqs, const char *what, 
 }
 
 /* A nonblocking call's start: a failure to start is the call's failure. */
-static int started(clt_cluster *c, int rc, MPI_Request *reqs, int n, const char *what,
-                   clt_err *e) {
+static int started(clt_cluster *c, int rc, MPI_Request *reqs, int n, const char *what, clt_err *e) {
   return rc == MPI_SUCCESS ? wait_for(c, n, reqs, what, e) : liveness_round(c, what, rc, e);
 }
 #endif
@@ -278,7 +283,8 @@ static int meet(clt_cluster *c, clt_err *e) {
   c->heard = calloc(n, sizeof *c->heard);
   c->answers = calloc(n, sizeof *c->answers);
   c->round_reqs = calloc(n, sizeof *c->round_reqs);
-  if (!c->heard || !c->answers || !c->round_reqs) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  if (!c->heard || !c->answers || !c->round_reqs)
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
 #endif
   if (!c->peers) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   clt_peer mine;
@@ -552,3 +558,4 @@ int clt_cluster_mpi_allreduce(clt_cluster *c, float *buf, size_t n, clt_err *e) 
   (void)e;
   return CLT_OK;
 }
+// NOLINTEND(clang-analyzer-optin.mpi.MPI-Checker)

@@ -57,9 +57,8 @@ static int overdue_on(const clt_ring *r, const pthread_t *threads, int nthreads,
 /* Under mu: a rank held up on for longer than the timeout, or WAIT_NONE. */
 static int overdue(const clt_ring *r, const pthread_t *threads, int nthreads, double now) {
   for (int x = 0; x < r->n; x++) {
-    const int who = blocked(r, x)
-                        ? overdue_on(r, threads, nthreads, x, now - r->waits[x].since)
-                        : WAIT_NONE;
+    const int who = blocked(r, x) ? overdue_on(r, threads, nthreads, x, now - r->waits[x].since)
+                                  : WAIT_NONE;
     if (who != WAIT_NONE) return who;
   }
   for (int x = 0; x < nthreads && r->barrier_count > 0; x++) {
