@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A host that stops answering, on the test cluster (netns.sh): its link cut, its
-# process paused (SIGSTOP) or killed (SIGKILL) mid-epoch. Within the timeout (and
-# the liveness round after it) every surviving process exits non-zero with one
-# line naming the rank and host that stopped answering and the step; the last
+# process paused (SIGSTOP) or killed (SIGKILL) mid-epoch. Within the timeout every
+# surviving process exits non-zero with one line naming the rank and host that
+# stopped answering and the step (the same in each); the last
 # checkpoint and its index are intact, eval loads them, and the cut run resumes
 # on the host that remains.
 #   test_cluster_lost.sh CLTRAIN
@@ -16,11 +16,13 @@ if ! "$CLT" --version | grep -q "with MPI"; then
   echo "skipped: cltrain was built without MPI (apt-get install libopenmpi-dev)"
   exit 77
 fi
-cluster_check || { finish; exit 77; }
+# Where namespaces cannot be made: skipped, except under CI (cluster_check counted the failure).
+cluster_check || { finish; [ -n "${CI:-}" ] && exit 1; exit 77; }
 cluster_up 3 || { bad "cluster_up 3"; finish; exit 1; }
 
-T=5           # --allreduce-timeout
-LIMIT=$((T + 3)) # seconds from the fault until the survivors have ended: the timeout, a step, an exit
+T=5 # --allreduce-timeout
+# Seconds from the fault until the survivors have ended: the timeout, a step, an exit.
+LIMIT=$((T + 3))
 export POCL_DEVICES=pthread POCL_MAX_PTHREAD_COUNT=1
 TRAIN=(train --epochs 100 --batch-per-replica 8 --train-limit 600 --test-limit 50 --devices 0
   --checkpoint-every 1 --allreduce-timeout "$T")
