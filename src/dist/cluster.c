@@ -82,7 +82,8 @@ static void host_address(char *out, size_t size) {
 
 #ifdef CLT_HAVE_MPI
 /* The liveness round's messages (on their own communicator): a question to
- * every rank and the answers, each carrying its sender's step. */
+ * every rank, carrying the asker's step and the time left of its round, and
+ * the answers, carrying the answerer's step. */
 enum { TAG_PING = 1, TAG_PONG = 2 };
 /* What the round heard from a rank (clt_cluster.heard): it asked, it answered. */
 enum { HEARD_ASKED = 1, HEARD_ANSWERED = 2 };
@@ -115,22 +116,26 @@ static int lost_error(const clt_cluster *c, clt_err *e) {
 static void nap(long ns) { nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = ns}, NULL); }
 
 /* Answers the liveness questions that arrived (in the round): a process that
- * asks has given up its call, so it is alive; *step becomes the lowest step
- * heard of. */
-static void answer_questions(clt_cluster *c, long *step) {
+ * asks has given up its call, so it is alive. *step becomes the lowest step
+ * heard of and *until the earliest end of a round heard of, so that every
+ * process still running ends its round and prints its line at about the same
+ * time (mpirun ends the others once one exits). */
+static void answer_questions(clt_cluster *c, long *step, double *until) {
   for (;;) {
     int asked = 0;
     MPI_Status st;
     if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, c->live, &asked, &st) != MPI_SUCCESS || !asked) return;
     const int from = st.MPI_SOURCE;
-    long theirs = 0;
-    if (MPI_Recv(&theirs, 1, MPI_LONG, from, TAG_PING, c->live, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+    long theirs[2] = {0, 0};
+    if (MPI_Recv(theirs, 2, MPI_LONG, from, TAG_PING, c->live, MPI_STATUS_IGNORE) != MPI_SUCCESS)
       return;
     MPI_Request req;
     if (MPI_Isend(&c->pong, 1, MPI_LONG, from, TAG_PONG, c->live, &req) == MPI_SUCCESS)
       MPI_Request_free(&req); /* not waited for: the asker may be gone */
     c->heard[from] |= HEARD_ASKED;
-    if (theirs < *step) *step = theirs;
+    if (theirs[0] < *step) *step = theirs[0];
+    const double end = clt_now_seconds() + (double)theirs[1] * 1e-6;
+    if (end < *until) *until = end;
   }
 }
 
@@ -159,14 +164,16 @@ static int ranks_heard(const clt_cluster *c, int heard, char *out, size_t size) 
 
 /* A call did not finish: it timed out (rc MPI_SUCCESS), failed (rc), or another
  * process asked. Asks every rank whether it is there and answers the others'
- * questions for round_seconds (less when all answer); the cluster is then lost,
- * and the error names the ranks that neither answered nor asked. Every process
- * still running names the same ranks: each waits in a call, so each asks and
- * answers within the round. */
+ * questions for round_seconds (until the earliest round heard of ends; at once
+ * when all answer); the cluster is then lost, and the error names the ranks
+ * that neither answered nor asked. Every process still running names the same
+ * ranks: each waits in a call, so each asks and answers within the round. */
 static int liveness_round(clt_cluster *c, const char *what, int rc, clt_err *e) {
   const int n = c->size;
   long step = c->step;
-  c->ping = c->pong = c->step;
+  double until = clt_now_seconds() + round_seconds(c);
+  c->ping[0] = c->pong = c->step;
+  c->ping[1] = (long)(round_seconds(c) * 1e6);
   c->heard[c->rank] = HEARD_ANSWERED;
   for (int r = 0; r < n; r++) {
     c->round_reqs[r] = MPI_REQUEST_NULL;
@@ -175,12 +182,11 @@ static int liveness_round(clt_cluster *c, const char *what, int rc, clt_err *e) 
         MPI_SUCCESS)
       c->round_reqs[r] = MPI_REQUEST_NULL;
     MPI_Request req;
-    if (MPI_Isend(&c->ping, 1, MPI_LONG, r, TAG_PING, c->live, &req) == MPI_SUCCESS)
+    if (MPI_Isend(c->ping, 2, MPI_LONG, r, TAG_PING, c->live, &req) == MPI_SUCCESS)
       MPI_Request_free(&req); /* not waited for: the rank may be gone */
   }
-  const double until = clt_now_seconds() + round_seconds(c);
   for (int missing = n - 1; missing > 0 && clt_now_seconds() < until;) {
-    answer_questions(c, &step);
+    answer_questions(c, &step, &until);
     missing = 0;
     for (int r = 0; r < n; r++) {
       int done = 0;
@@ -372,7 +378,13 @@ void clt_cluster_leave(clt_cluster *c, int failed) {
   if (!c) return;
 #ifdef CLT_HAVE_MPI
   /* After a lost process, MPI is left as it is: aborting or finalising would
-   * wait for the lost one. */
+   * wait for the lost one. The others still running print their line about
+   * now, and mpirun ends them all once one exits: a moment for theirs first. */
+  if (c->lost) {
+    fflush(stdout);
+    fflush(stderr);
+    nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 500000000L}, NULL);
+  }
   if (c->mpi && !c->lost) {
     if (c->live != MPI_COMM_NULL) MPI_Comm_free(&c->live);
     if (failed && c->size > 1 && !c->agreed) {

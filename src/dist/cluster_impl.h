@@ -34,7 +34,8 @@ struct clt_cluster {
   unsigned char *heard;    /* per rank: answered or asked in the liveness round */
   long *answers;           /* per rank: the step its answer carries */
   MPI_Request *round_reqs; /* per rank: the receive of its answer */
-  long ping, pong;         /* what the round sends (the step): kept while sends are in flight */
+  long ping[2];            /* the round's question: the step, microseconds left of the round */
+  long pong;               /* its answer: the step (both kept while sends are in flight) */
 #endif
 };
 
