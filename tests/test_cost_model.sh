@@ -101,6 +101,11 @@ else bad "projection table row ($(head -c 600 <<<"$out"))"; fi
 # and a copy of alpha 1e-5, 1e-10 s/B (t = 2 alpha + 2 bytes c).
 expect_value "fit ring: alpha" alpha 2e-4 "${MODEL[@]}" fit --kind ring --procs 2 1000:4.2e-4 1000000:0.0204 10000000:0.2004
 expect_value "fit ring: beta" beta 5e-9 "${MODEL[@]}" fit --kind ring --procs 2 1000:4.2e-4 1000000:0.0204 10000000:0.2004
+# A large size 5% slow: beta is the larger half's slope, (0.21 - 0.0204) / 3.6e7 = 5.266667e-9, and
+# alpha what the smallest size leaves: (4.2e-4 - 4000 x 5.266667e-9) / 2 = 1.994667e-4.
+noisy=(1000:4.2e-4 100000:0.0024 1000000:0.0204 10000000:0.21)
+expect_value "fit ring: beta from the large sizes" beta 5.266667e-9 "${MODEL[@]}" fit --kind ring --procs 2 "${noisy[@]}"
+expect_value "fit ring: alpha from the smallest" alpha 1.994667e-4 "${MODEL[@]}" fit --kind ring --procs 2 "${noisy[@]}"
 expect_value "fit copy: alpha" alpha 1e-5 "${MODEL[@]}" fit --kind copy 1000:2.08e-5 1000000:8.2e-4
 expect_value "fit copy: cost per byte" beta 1e-10 "${MODEL[@]}" fit --kind copy 1000:2.08e-5 1000000:8.2e-4
 
@@ -118,6 +123,8 @@ expect_value "backward share of a trace" backward 0.75 "${MODEL[@]}" backward "$
 
 expect_fail "fit needs two sizes" "at least two sizes" "${MODEL[@]}" fit --kind copy 1000:1e-3
 expect_fail "fit refuses a malformed pair" "expected FLOATS:SECONDS" "${MODEL[@]}" fit --kind copy 1000 2000:1
+expect_fail "fit refuses sizes that do not take longer" "no cost per byte" \
+  "${MODEL[@]}" fit --kind ring 1000:1e-3 2000:1e-3
 expect_fail "backward of a missing trace" "nothing.json" "${MODEL[@]}" backward "$tmp/nothing.json"
 expect_fail "backward of a trace without layers" "no 'device: layers' spans" \
   "${MODEL[@]}" backward <(echo '{"traceEvents": []}')

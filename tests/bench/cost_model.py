@@ -172,10 +172,13 @@ def points(pairs):
 
 
 def cmd_fit(a):
-    """Least squares on relative error (each time weighted by 1/t^2, so the
-    small sizes' latency counts as much as the large sizes' bandwidth) of
-    t = x1 * alpha + x2 * beta: for the ring over P processes x1 = 2(P-1),
-    x2 = 2(P-1)/P * bytes; for a download and an upload x1 = 2, x2 = 2 * bytes."""
+    """t = x1 * alpha + x2 * beta, where for the ring over P processes x1 = 2(P-1)
+    and x2 = 2(P-1)/P * bytes, for a download and an upload x1 = 2 and x2 = 2 *
+    bytes. beta is the least-squares slope over the larger half of the sizes (at
+    least the two largest), where the bytes dominate; alpha what the smallest
+    size's time leaves after its bytes at that beta (at least 0): a joint fit
+    would let the large sizes' noise, milliseconds, swamp a latency of
+    microseconds."""
     data = points(a.pairs)
     if a.kind == "ring":
         if a.procs < 2:
@@ -183,17 +186,18 @@ def cmd_fit(a):
         rows = [(2 * (a.procs - 1), 2 * (a.procs - 1) / a.procs * b, t) for b, t in data]
     else:
         rows = [(2.0, 2.0 * b, t) for b, t in data]
-    s11 = sum(x1 * x1 / t / t for x1, _, t in rows)
-    s12 = sum(x1 * x2 / t / t for x1, x2, t in rows)
-    s22 = sum(x2 * x2 / t / t for _, x2, t in rows)
-    r1 = sum(x1 / t for x1, _, t in rows)
-    r2 = sum(x2 / t for _, x2, t in rows)
-    det = s11 * s22 - s12 * s12
-    alpha = (r1 * s22 - r2 * s12) / det
-    beta = (s11 * r2 - s12 * r1) / det
-    if alpha < 0:  # below the noise: a pure bandwidth fit
-        alpha = 0.0
-        beta = sum(x2 / t for _, x2, t in rows) / s22
+    rows.sort(key=lambda r: r[1])
+    upper = rows[min(len(rows) // 2, len(rows) - 2):]
+    mx = sum(r[1] for r in upper) / len(upper)
+    mt = sum(r[2] for r in upper) / len(upper)
+    sxx = sum((r[1] - mx) ** 2 for r in upper)
+    if sxx <= 0:
+        sys.exit("cost_model.py: fit needs at least two sizes")
+    beta = sum((r[1] - mx) * (r[2] - mt) for r in upper) / sxx
+    if beta <= 0:
+        sys.exit("cost_model.py: fit: the larger sizes do not take longer: no cost per byte")
+    x1, x2, t = rows[0]
+    alpha = max(0.0, (t - x2 * beta) / x1)
     worst = max(abs(x1 * alpha + x2 * beta - t) / t for x1, x2, t in rows)
     print(f"alpha {alpha:.6g}")
     print(f"beta {beta:.6g}")
@@ -233,11 +237,15 @@ def positive(kind):
     return check
 
 
-def non_negative(s):
-    v = float(s)
+def non_negative(s, kind=float):
+    v = kind(s)
     if v < 0:
         raise argparse.ArgumentTypeError(f"{s}: must be >= 0")
     return v
+
+
+def count(s):
+    return non_negative(s, int)
 
 
 def model_args(p, hosts_list):
@@ -268,7 +276,7 @@ def model_args(p, hosts_list):
     p.add_argument("--cpu-devices", action="store_true",
                    help="the devices compute on the host's cores (the all-reduce's copies "
                         "and CPU work cannot hide behind the backward pass)")
-    p.add_argument("--bucket-floats", type=non_negative, default=0,
+    p.add_argument("--bucket-floats", type=count, default=0,
                    help="with overlap: the gradient crosses hosts in buckets of this many "
                         "floats, each paying the latency (0: one buffer)")
     p.add_argument("--algorithm", choices=ALGORITHMS, default="ring",
