@@ -125,6 +125,8 @@ expect_fail "fit needs two sizes" "at least two sizes" "${MODEL[@]}" fit --kind 
 expect_fail "fit refuses a malformed pair" "expected FLOATS:SECONDS" "${MODEL[@]}" fit --kind copy 1000 2000:1
 expect_fail "fit refuses sizes that do not take longer" "no cost per byte" \
   "${MODEL[@]}" fit --kind ring 1000:1e-3 2000:1e-3
+expect_fail "a backward share above 1 is refused" "--backward: 1.5: must be in \[0, 1\]" \
+  "${MODEL[@]}" predict "${base[@]}" --backward 1.5
 expect_fail "backward of a missing trace" "nothing.json" "${MODEL[@]}" backward "$tmp/nothing.json"
 expect_fail "backward of a trace without layers" "no 'device: layers' spans" \
   "${MODEL[@]}" backward <(echo '{"traceEvents": []}')

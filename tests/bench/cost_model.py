@@ -58,6 +58,13 @@ def tree(p, m, alpha, beta):
 CROSS = {"ring": ring, "hd": halving_doubling, "tree": tree}
 
 
+class Parser(argparse.ArgumentParser):
+    """Bad arguments in one line, without the usage text."""
+
+    def error(self, message):
+        sys.exit(f"{self.prog}: error: {message}")
+
+
 def predict(a, algorithm=None, overlap=None, wire=None):
     """One configuration's times (seconds a step) and images/s, as a dict."""
     algorithm = algorithm or a.algorithm
@@ -142,10 +149,9 @@ def cmd_project(a):
                           f"{wire} | {r['allreduce_seconds'] * 1e3:.1f} | "
                           f"{r['step_seconds'] * 1e3:.1f} | {r['images_per_second']:.0f} | "
                           f"{100 * r['scaling']:.0f}% |")
-    for overlap in (False, True):
+    for overlap in (False, True) if a.bucket_floats else (False,):
         c = crossover(a, overlap, "fp32", a.margin)
-        what = "one buffer" if not overlap or not a.bucket_floats else \
-            f"buckets of {a.bucket_floats} floats"
+        what = f"buckets of {a.bucket_floats} floats" if overlap else "one buffer"
         if c is None:
             print(f"crossover ({what}): the ring stays within {100 * a.margin:.0f}% of the "
                   f"others up to {1 << 16} hosts")
@@ -244,6 +250,13 @@ def non_negative(s, kind=float):
     return v
 
 
+def fraction(s):
+    v = float(s)
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"{s}: must be in [0, 1]")
+    return v
+
+
 def count(s):
     return non_negative(s, int)
 
@@ -258,7 +271,7 @@ def model_args(p, hosts_list):
     p.add_argument("--batch", type=positive(int), required=True, help="images per replica")
     p.add_argument("--step", type=positive(float), required=True,
                    help="a device's step time alone (s)")
-    p.add_argument("--backward", type=non_negative, default=0.0,
+    p.add_argument("--backward", type=fraction, default=0.0,
                    help="the backward pass's share of the step")
     p.add_argument("--floats", type=positive(int), required=True, help="gradient floats")
     p.add_argument("--alpha", type=non_negative, required=True,
@@ -287,8 +300,8 @@ def model_args(p, hosts_list):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = Parser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     model_args(sub.add_parser("predict", help="one configuration"), False)
     pr = sub.add_parser("project", help="a table over host counts")
     model_args(pr, True)
