@@ -29,7 +29,7 @@
 # MPI build; takes about 10 minutes with the defaults.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=$here/../../build
+build=$(cd "$here/../.." && pwd)/build
 cltrain=$build/cltrain
 runs=3
 links="1gbit:0.5ms 10gbit:0.1ms"
@@ -58,6 +58,14 @@ for w in $workloads; do
 done
 [ -x "$cltrain" ] || { echo "bench_cost_model.sh: $cltrain not built" >&2; exit 1; }
 "$cltrain" --version | grep -q "with MPI" || { echo "bench_cost_model.sh: $cltrain is built without MPI" >&2; exit 1; }
+# fp16's flags must be ones this cltrain has, before minutes of measuring.
+if [[ " ${configs[*]} " == *fp16* ]]; then
+  for f in $fp16_args; do
+    [[ $f == --* ]] || continue
+    "$cltrain" train --help | grep -q -- "${f%%=*}" ||
+      { echo "bench_cost_model.sh: $cltrain train has no ${f%%=*} (the fp16 configurations' --fp16-args)" >&2; exit 2; }
+  done
+fi
 . "$here/../lib.sh"
 . "$here/../netns.sh"
 . "$here/common.sh"
