@@ -127,6 +127,8 @@ expect_fail "fit refuses sizes that do not take longer" "no cost per byte" \
   "${MODEL[@]}" fit --kind ring 1000:1e-3 2000:1e-3
 expect_fail "a backward share above 1 is refused" "--backward: 1.5: must be in \[0, 1\]" \
   "${MODEL[@]}" predict "${base[@]}" --backward 1.5
+expect_fail "project refuses a bad host list" "expected host counts like 8,64,512" \
+  "${MODEL[@]}" project --hosts 8,x --batch 10 --step 1 --floats 250000 --alpha 1e-3 --beta 1e-8
 expect_fail "backward of a missing trace" "nothing.json" "${MODEL[@]}" backward "$tmp/nothing.json"
 expect_fail "backward of a trace without layers" "no 'device: layers' spans" \
   "${MODEL[@]}" backward <(echo '{"traceEvents": []}')

@@ -134,9 +134,9 @@ def cmd_predict(a):
 
 
 def cmd_project(a):
-    hosts = [int(h) for h in a.host_list.split(",")]
-    print(f"| hosts | GPUs | algorithm | overlap | wire | all-reduce ms | step ms | images/s | "
-          f"of ideal |")
+    hosts = a.host_list
+    print("| hosts | GPUs | algorithm | overlap | wire | all-reduce ms | step ms | images/s | "
+          "of ideal |")
     print("| ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: |")
     for p in hosts:
         b = argparse.Namespace(**vars(a))
@@ -257,13 +257,23 @@ def fraction(s):
     return v
 
 
+def host_counts(s):
+    try:
+        v = [int(h) for h in s.split(",")]
+    except ValueError:
+        v = []
+    if not v or min(v) < 1:
+        raise argparse.ArgumentTypeError(f"{s}: expected host counts like 8,64,512")
+    return v
+
+
 def count(s):
     return non_negative(s, int)
 
 
 def model_args(p, hosts_list):
     if hosts_list:
-        p.add_argument("--hosts", dest="host_list", required=True,
+        p.add_argument("--hosts", dest="host_list", type=host_counts, required=True,
                        help="comma-separated host counts")
     else:
         p.add_argument("--hosts", type=positive(int), required=True, help="P")
