@@ -174,8 +174,8 @@ int clt_loader_get_slice(clt_loader *l, int step, int first, int len, clt_photo_
  * during a pass it applies to its steps from from_step on, those decoded ahead
  * included: positions no longer wanted are not decoded, or not waited for. The
  * share decides what is decoded ahead; a get() outside it still gets its images. */
-int clt_loader_share(clt_loader *l, int from_step, int first, int len, int last_first,
-                     int last_len, clt_err *e);
+int clt_loader_share(clt_loader *l, int from_step, int first, int len, int last_first, int last_len,
+                     clt_err *e);
 /* The consumer is done with batch `step`; when all consumers have put it, its slot is reused. */
 void clt_loader_put(clt_loader *l, int step);
 /* Stops the current pass (after an error elsewhere): wakes blocked get()s, which

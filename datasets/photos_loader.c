@@ -77,8 +77,8 @@ struct clt_loader {
   unsigned char *cache;
   unsigned char *cache_state;
   int cache_n;
-  size_t decoded, images; /* decoded from files; put into slots (decoded or from the cache) */
-  double cpu_seconds;     /* the decoders' CPU time preparing them */
+  size_t decoded, images;  /* decoded from files; put into slots (decoded or from the cache) */
+  double cpu_seconds;      /* the decoders' CPU time preparing them */
   clt_trace *trace;        /* --trace: each decode is a span of its decoder's track */
   clt_photos_skip_fn skip; /* NULL: a decode failure fails the pass */
   void *skip_ctx;
@@ -526,12 +526,12 @@ cleanup:
   return rc;
 }
 
-int clt_loader_share(clt_loader *l, int from_step, int first, int len, int last_first,
-                     int last_len, clt_err *e) {
+int clt_loader_share(clt_loader *l, int from_step, int first, int len, int last_first, int last_len,
+                     clt_err *e) {
   if (from_step < 0 || first < 0 || len < 0 || last_first < 0 || last_len < 0)
     return clt_fail(e, CLT_ERR_ARG,
-                    "photo loader: bad share (from step %d, [%d, +%d), last [%d, +%d))",
-                    from_step, first, len, last_first, last_len);
+                    "photo loader: bad share (from step %d, [%d, +%d), last [%d, +%d))", from_step,
+                    first, len, last_first, last_len);
   pthread_mutex_lock(&l->mu);
   l->share = (range){first, len};
   l->share_last = (range){last_first, last_len};

@@ -89,8 +89,9 @@ int trainer_replica_stats(clt_trainer *t, const pass *p, clt_epoch_result *res, 
   w[0] = (double)p->work.images;
   w[1] = (double)p->work.decoded;
   w[2] = p->work.cpu_seconds;
-  int status = clt_cluster_sum_doubles(
-      t->cluster, v, (size_t)STAT_FIELDS * t->total + (size_t)WORK_FIELDS * procs, e);
+  int status = clt_cluster_sum_doubles(t->cluster, v,
+                                       (size_t)STAT_FIELDS * t->total + (size_t)WORK_FIELDS * procs,
+                                       e);
   for (int g = 0; g < t->total && !status; g++) {
     const double *x = v + (size_t)STAT_FIELDS * g;
     clt_replica_stats *st = &res->replicas[g];

@@ -57,11 +57,11 @@ struct clt_trainer {
   double first_step_done;        /* when the trainer's first step had run (0: not yet) */
   float *logits;                 /* evaluation's logits go here (test-set order), or NULL */
   clt_source_work test_work[CLT_MAX_REPLICAS]; /* per process: the latest evaluation's */
-  double *step_time;             /* slots: when each step of the latest training pass ended */
-  double *train_sums;            /* ... of each step of the latest training pass, over the run */
-  clt_trace *trace;              /* --trace, or NULL */
-  int trace_steps;               /* ... of this many steps */
-  long trace_first;              /* ... from this optimizer step */
+  double *step_time;  /* slots: when each step of the latest training pass ended */
+  double *train_sums; /* ... of each step of the latest training pass, over the run */
+  clt_trace *trace;   /* --trace, or NULL */
+  int trace_steps;    /* ... of this many steps */
+  long trace_first;   /* ... from this optimizer step */
   /* clt_trainer_resume_epoch: the next training pass starts at this step of its
    * epoch, those before it having summed to resume_sums (2 per step). */
   int resume_skip;
