@@ -858,20 +858,20 @@ int train_global_batch(const clt_train_opts *o, int recorded, int replicas, int 
                     o->global_batch, o->batch_per_replica, o->batch_per_replica, replicas,
                     replicas == 1 ? "" : "s", per);
   }
-  long g = o->global_batch_given ? o->global_batch
-           : !o->batch_per_replica_given && o->resume && recorded > 0 ? recorded
-                                                                       : per;
+  long g = per;
+  if (o->global_batch_given) g = o->global_batch;
+  else if (!o->batch_per_replica_given && o->resume && recorded > 0) g = recorded;
+  /* Only a recorded one can exceed --global-batch's range. */
   if (g > 16777216) {
     return clt_fail(e, CLT_ERR_ARG,
-                    "--batch-per-replica %d on %d replicas: a global batch of %ld, above 16777216",
-                    o->batch_per_replica, replicas, g);
+                    "the checkpoint's global batch %ld is above 16777216: give --global-batch", g);
   }
   if (g < replicas) {
     return clt_fail(e, CLT_ERR_ARG,
                     "%s%ld: a global batch smaller than the run's %d replicas (each needs at "
                     "least one example)",
-                    o->global_batch_given ? "--global-batch " : "the checkpoint's global batch ",
-                    g, replicas);
+                    o->global_batch_given ? "--global-batch " : "the checkpoint's global batch ", g,
+                    replicas);
   }
   *global = (int)g;
   return CLT_OK;

@@ -15,8 +15,8 @@ enum { CREATE_TRAIN = 1, CREATE_LEAVE = 2 };
 
 static int create(const clt_model *m, const clt_device *const *devices, int n,
                   int batch_per_replica, int global_batch, clt_split_mode split,
-                  const double *weights, clt_source *train, clt_source *test,
-                  clt_cluster *cluster, int how, clt_trainer **out, clt_err *e);
+                  const double *weights, clt_source *train, clt_source *test, clt_cluster *cluster,
+                  int how, clt_trainer **out, clt_err *e);
 
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
                        int global_batch, clt_split_mode split, const double *weights,
@@ -38,8 +38,8 @@ int clt_trainer_create_steps(const clt_model *m, const clt_device *const *device
 int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
                             int batch_per_replica, clt_source *test, clt_cluster *cluster,
                             clt_trainer **out, clt_err *e) {
-  return create(m, devices, n, batch_per_replica, 0, CLT_SPLIT_EQUAL, NULL, NULL, test, cluster,
-                0, out, e);
+  return create(m, devices, n, batch_per_replica, 0, CLT_SPLIT_EQUAL, NULL, NULL, test, cluster, 0,
+                out, e);
 }
 
 /* Examples in the training (which 0) or test (1) set. */
@@ -77,8 +77,8 @@ double clt_trainer_device_need(const clt_model *m) {
  * as its memory allows (using at most 70% of it for activations, so the
  * parameters, dataset and driver fit beside them). */
 static int slice_caps(const clt_model *m, const clt_device *const *devices, int n, int total,
-                      int batch_per_replica, int global, clt_split_mode split, int train,
-                      int *caps, clt_err *e) {
+                      int batch_per_replica, int global, clt_split_mode split, int train, int *caps,
+                      clt_err *e) {
   for (int i = 0; i < n; i++) {
     if (split == CLT_SPLIT_EQUAL || total == 1) {
       caps[i] = batch_per_replica;
@@ -215,8 +215,8 @@ static int create_replicas(clt_trainer *t, const clt_device *const *devices, int
  * global batch is global_batch, or (0) batch_per_replica on every replica. */
 static int create(const clt_model *m, const clt_device *const *devices, int n,
                   int batch_per_replica, int global_batch, clt_split_mode split,
-                  const double *weights, clt_source *train, clt_source *test,
-                  clt_cluster *cluster, int how, clt_trainer **out, clt_err *e) {
+                  const double *weights, clt_source *train, clt_source *test, clt_cluster *cluster,
+                  int how, clt_trainer **out, clt_err *e) {
   int status = CLT_OK;
   const int training = (how & CREATE_TRAIN) != 0;
   clt_source *sources[2] = {train, test};
