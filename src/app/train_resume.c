@@ -9,10 +9,26 @@
 #include "npz.h"
 #include "train_impl.h"
 
-/* FNV-1a, 64-bit, as --check-replicas hashes parameters across processes. */
+/* A 64-bit hash of the bytes: FNV-1a over 8-byte words in 4 interleaved lanes
+ * (several times faster than bytewise over a checkpoint of hundreds of MB), the
+ * lanes and the tail folded in bytewise. */
 static uint64_t hash_bytes(const unsigned char *b, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  const uint64_t prime = 1099511628211ull;
+  uint64_t lane[4] = {1469598103934665603ull, 1469598103934665603ull ^ 1,
+                      1469598103934665603ull ^ 2, 1469598103934665603ull ^ 3};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; k++) {
+      uint64_t w;
+      memcpy(&w, b + i + 8 * k, sizeof w); /* may be unaligned */
+      lane[k] = (lane[k] ^ w) * prime;
+    }
+  }
+  uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
+  for (int k = 0; k < 4; k++) {
+    for (int byte = 0; byte < 8; byte++) h = (h ^ ((lane[k] >> (8 * byte)) & 0xff)) * prime;
+  }
+  for (; i < n; i++) h = (h ^ b[i]) * prime;
   return h;
 }
 
@@ -67,7 +83,7 @@ int train_fetch_checkpoint(const clt_train_opts *o, train_resume_file *f, clt_er
     if (got != h.hash) {
       status = clt_fail(e, CLT_ERR_IO,
                         "--resume: the checkpoint rank 0 sent (%s, %llu bytes) arrived damaged: "
-                        "FNV-1a hash %016llx, rank 0's %016llx",
+                        "hash %016llx, rank 0's %016llx",
                         h.path, (unsigned long long)h.size, (unsigned long long)got,
                         (unsigned long long)h.hash);
     }
