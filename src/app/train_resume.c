@@ -20,7 +20,7 @@ static uint64_t hash_bytes(const unsigned char *b, size_t n) {
   for (; i + 32 <= n; i += 32) {
     for (int k = 0; k < 4; k++) {
       uint64_t w;
-      memcpy(&w, b + i + 8 * k, sizeof w); /* may be unaligned */
+      memcpy(&w, b + i + (size_t)8 * k, sizeof w); /* may be unaligned */
       lane[k] = (lane[k] ^ w) * prime;
     }
   }
