@@ -190,7 +190,23 @@ static int write_log(const clt_report *r, const clt_epoch_record *rec, clt_err *
     fprintf(log, ", \"processes\": %d, \"allreduce_cross_seconds\": %.3f", processes,
             res->cross_seconds);
   }
-  fprintf(log, ", \"allreduce_seconds\": %.3f, \"replicas\": [", res->allreduce_seconds);
+  fprintf(log, ", \"allreduce_seconds\": %.3f", res->allreduce_seconds);
+  if (r->data->photos) {
+    fprintf(log, ", \"decoding\": [");
+    for (int k = 0; k < processes; k++) {
+      const clt_source_work *w = &res->processes[k];
+      fprintf(log, "%s{\"rank\": %d, \"images\": %ld, \"decoded\": %ld, \"cpu_seconds\": %.3f",
+              k ? ", " : "", k, w->images, w->decoded, w->cpu_seconds);
+      if (!isnan(rec->test_loss)) {
+        const clt_source_work *v = &clt_trainer_test_work(r->trainer)[k];
+        fprintf(log, ", \"test_images\": %ld, \"test_decoded\": %ld, \"test_cpu_seconds\": %.3f",
+                v->images, v->decoded, v->cpu_seconds);
+      }
+      fprintf(log, "}");
+    }
+    fprintf(log, "]");
+  }
+  fprintf(log, ", \"replicas\": [");
   for (int i = 0; i < clt_trainer_total_replicas(r->trainer); i++) {
     const clt_replica_info *info = clt_trainer_replica_info(r->trainer, i);
     fprintf(log, "%s{", i ? ", " : "");
@@ -360,6 +376,20 @@ static void print_devices(clt_report *r, const clt_epoch_result *res) {
   }
 }
 
+/* --profile: each process's photo decoding for its replicas' slices. */
+static void print_decoding(const clt_report *r, const clt_epoch_result *res) {
+  const int processes = clt_trainer_processes(r->trainer);
+  for (int k = 0; k < processes; k++) {
+    const clt_source_work *w = &res->processes[k];
+    char rank[32] = "";
+    if (processes > 1) snprintf(rank, sizeof rank, " of rank %d", k);
+    fprintf(r->out,
+            "  photo decoding%s: %ld image%s (%ld decoded from files, the rest from the cache), "
+            "%.2fs of CPU time\n",
+            rank, w->images, w->images == 1 ? "" : "s", w->decoded, w->cpu_seconds);
+  }
+}
+
 int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e) {
   const clt_epoch_result *res = &rec->train;
   const clt_data *d = r->data;
@@ -393,6 +423,7 @@ int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e) {
             rec->learning_rate, rec->reduced_to);
   }
   print_devices(r, res);
+  if (r->profile && d->photos) print_decoding(r, res);
   for (int i = 0; i < clt_trainer_replicas(r->trainer) && r->profile; i++) {
     /* This process's replicas: their events are here. */
     const clt_replica *rep = clt_trainer_replica(r->trainer, i);

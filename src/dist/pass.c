@@ -20,6 +20,11 @@ typedef struct step {
   int first, len; /* this replica's slice of it: [first, first + len) */
 } step;
 
+/* Examples [first, first + len) of a batch. */
+typedef struct range {
+  int first, len;
+} range;
+
 static int barrier(clt_trainer *t, clt_err *e) {
   return clt_ring_barrier(t->ring) ? clt_fail(e, CLT_ERR_INTERNAL, "aborted") : CLT_OK;
 }
@@ -278,6 +283,25 @@ static int share_slices(clt_trainer *t, int *slices, clt_err *e) {
   return clt_cluster_bcast(t->cluster, slices, (size_t)t->total * sizeof *slices, e);
 }
 
+/* Where this process's replicas' slices lie in a batch split into `slices`: one
+ * after another, from its first replica's. */
+static range own_part(const clt_trainer *t, const int *slices) {
+  range part = {0, 0};
+  for (int g = 0; g < t->base; g++) part.first += slices[g];
+  for (int r = 0; r < t->n; r++) part.len += slices[t->base + r];
+  return part;
+}
+
+/* Tells the pass's source which examples of its batches this process loads, from
+ * step s of the pass on (full: the slices of a full batch; last: of the pass's
+ * last, partial one), so that it decodes photos for this process's slices alone. */
+static int tell_share(const pass *p, int s, const int *full, const int *last, clt_err *e) {
+  if (!p->source) return CLT_OK;
+  const range a = own_part(p->t, full), b = own_part(p->t, last);
+  /* The source counts a resumed epoch's steps from its first remaining one. */
+  return clt_source_share(p->source, s - p->skip, a.first, a.len, b.first, b.len, e);
+}
+
 /* Every replica's time of this step is in: the leader re-balances the next step
  * while the others wait (a short computation beside a step). Across
  * processes, process 0 decides from every replica's time and tells the others. */
@@ -301,6 +325,8 @@ static int rebalance(pass *p, int rank, const step *st, clt_err *e) {
         members = t->members[st->s + 1] = trainer_regroup(p, st->s, next_batch == global);
       clt_balancer_split(&t->balancer, next_batch, p->next);
       status = share_slices(t, p->next, e);
+      /* Decoding ahead goes on with this split until the next one. */
+      if (!status) status = tell_share(p, st->s + 1, p->next, p->next, e);
       if (t->leave && atomic_load(&p->stop_after) < 0) trainer_ask_probes(p, st->s, members);
     }
   }
@@ -573,6 +599,9 @@ int trainer_begin_pass(pass *p, clt_err *e) {
   if (!p->host && !p->source) p->source = t->source[p->train ? 0 : 1];
   if (!p->host && !p->source)
     return clt_fail(e, CLT_ERR_ARG, "no %s set", p->train ? "training" : "test");
+  status = p->dynamic ? tell_share(p, p->skip, p->next, p->next, e)
+                      : tell_share(p, p->skip, p->full, p->tail, e);
+  if (status) return status;
   if (p->source &&
       (status = clt_source_begin_epoch(p->source, t->order, p->train ? p->epoch : -1, e)))
     return status;

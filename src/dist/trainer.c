@@ -577,8 +577,14 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
     reverse(t->order, 0, count);
     memcpy(t->train_sums, skipped_sums, (size_t)2 * skip * sizeof *t->train_sums);
   }
+  clt_source_work w0, w1;
+  clt_source_get_work(t->source[0], &w0);
   status = trainer_run_pass(p, e);
   res->seconds = clt_now_seconds() - p->t0;
+  clt_source_get_work(t->source[0], &w1);
+  p->work = (clt_source_work){.images = w1.images - w0.images,
+                              .decoded = w1.decoded - w0.decoded,
+                              .cpu_seconds = w1.cpu_seconds - w0.cpu_seconds};
   /* A pass that did not run to the source's end leaves it mid-pass. */
   const int done = atomic_load(&p->done);
   if (!status && (skip || done < p->steps)) clt_source_cancel(p->source);
@@ -613,6 +619,26 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
   return status;
 }
 
+/* Every process's test source work between w0 and w1 (its own), into t->test_work. */
+static int share_test_work(clt_trainer *t, const clt_source_work *w0, const clt_source_work *w1,
+                           clt_err *e) {
+  enum { FIELDS = 3 };
+  double v[FIELDS * CLT_MAX_REPLICAS] = {0};
+  const int procs = clt_cluster_size(t->cluster);
+  double *x = v + (size_t)FIELDS * clt_cluster_rank(t->cluster);
+  x[0] = (double)(w1->images - w0->images);
+  x[1] = (double)(w1->decoded - w0->decoded);
+  x[2] = w1->cpu_seconds - w0->cpu_seconds;
+  int status = clt_cluster_sum_doubles(t->cluster, v, (size_t)FIELDS * procs, e);
+  for (int r = 0; r < procs && !status; r++) {
+    const double *y = v + (size_t)FIELDS * r;
+    t->test_work[r] = (clt_source_work){(long)y[0], (long)y[1], y[2]};
+  }
+  return status;
+}
+
+const clt_source_work *clt_trainer_test_work(const clt_trainer *t) { return t->test_work; }
+
 /* An evaluation of the test source, or of the caller's batch `host`. */
 static int evaluate(clt_trainer *t, const clt_host_batch *host, double *loss, double *acc,
                     clt_err *e) {
@@ -636,7 +662,11 @@ static int evaluate(clt_trainer *t, const clt_host_batch *host, double *loss, do
     memset(t->logits, 0, logit_floats * sizeof *t->logits);
     status = clt_cluster_reserve(t->cluster, logit_floats, e);
   }
+  clt_source_work w0, w1;
+  clt_source_get_work(t->source[1], &w0);
   if (!status) status = trainer_run_pass(p, e);
+  clt_source_get_work(t->source[1], &w1);
+  if (!status && !host) status = share_test_work(t, &w0, &w1, e);
   if (!status) status = trainer_read_metrics(t, all_ranks(t), p->steps, e);
   if (!status) status = trainer_step_sums(t, 0, p->steps, NULL, t->eval_sums, e);
   if (!status && t->logits && cluster)

@@ -114,6 +114,9 @@ typedef struct clt_epoch_result {
   int skipped_steps, steps_done, steps;
   long examples; /* trained on in this pass (the epoch's count unless resumed or stopped) */
   clt_replica_stats replicas[CLT_MAX_REPLICAS]; /* every replica of the run (global index) */
+  /* Every process's (by rank) host work preparing the pass's examples (photos: its
+   * replicas' slices decoded and augmented), as its training source reports it. */
+  clt_source_work processes[CLT_MAX_REPLICAS];
 } clt_epoch_result;
 
 typedef struct clt_trainer clt_trainer;
@@ -200,6 +203,9 @@ void clt_trainer_resume_epoch(clt_trainer *t, int steps_done, const double *sums
 /* Loss (mean per example) and accuracy on the test source, its batches sliced
  * across replicas like training batches. */
 int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e);
+/* Every process's (by rank) host work preparing the latest clt_trainer_evaluate's
+ * examples, as its test source reports it (zeros before any). */
+const clt_source_work *clt_trainer_test_work(const clt_trainer *t);
 
 /* Makes later evaluations also store every test example's logits into out (test-set
  * order, count x classes floats; NULL: don't); under MPI every process gets all. */

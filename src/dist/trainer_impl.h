@@ -57,11 +57,12 @@ struct clt_trainer {
   clt_notice *first_step_notice; /* the caller's; done at the first step's end */
   double first_step_done;        /* when the trainer's first step had run (0: not yet) */
   float *logits;                 /* evaluation's logits go here (test-set order), or NULL */
-  double *step_time;             /* slots: when each step of the latest training pass ended */
-  double *train_sums;            /* ... of each step of the latest training pass, over the run */
-  clt_trace *trace;              /* --trace, or NULL */
-  int trace_steps;               /* ... of this many steps */
-  long trace_first;              /* ... from this optimizer step */
+  clt_source_work test_work[CLT_MAX_REPLICAS]; /* per process: the latest evaluation's */
+  double *step_time;  /* slots: when each step of the latest training pass ended */
+  double *train_sums; /* ... of each step of the latest training pass, over the run */
+  clt_trace *trace;   /* --trace, or NULL */
+  int trace_steps;    /* ... of this many steps */
+  long trace_first;   /* ... from this optimizer step */
   /* clt_trainer_resume_epoch: the next training pass starts at this step of its
    * epoch, those before it having summed to resume_sums (2 per step). */
   int resume_skip;
@@ -158,6 +159,7 @@ typedef struct pass {
   double t0;
   double allreduce_seconds; /* the leaders' time inside the all-reduce */
   double data_wait_seconds; /* the leaders' time waiting for the source */
+  clt_source_work work;     /* the source's host work in the pass (clt_trainer_epoch) */
   int mismatch_step;        /* --check-replicas: first step where replicas differed */
   int dynamic;              /* slices re-balanced every step (auto split, training) */
   /* The slices of the run's replicas (global index: a process's base + its rank): */
