@@ -1,12 +1,13 @@
 /* Synchronous data parallelism over replicas (MirroredStrategy without CUDA).
  *
  * Every replica holds the whole model and its own flat parameter/gradient/optimizer
- * buffers, and loads its examples from a batch source. Each global batch
- * (of a size the caller gives, or batch_per_replica x N) is sliced across replicas as evenly as
- * possible; each computes the gradient of its examples' losses divided by the *global* batch size,
- * the gradients are summed by the ring all-reduce, and every replica applies the same optimizer
- * update, so all replicas hold the same bits and N replicas compute what one device computes on the
- * whole batch. One host thread per replica drives it.
+ * buffers, and loads its examples from a batch source. Each global batch (of
+ * a size the caller gives, or batch_per_replica x N) is sliced across replicas
+ * as evenly as possible; each computes the gradient of its examples' losses
+ * divided by the *global* batch size, the gradients are summed by the ring
+ * all-reduce, and every replica applies the same optimizer update, so all
+ * replicas hold the same bits and N replicas compute what one device computes
+ * on the whole batch. One host thread per replica drives it.
  *
  * Under MPI (a cluster of several processes) the replicas of all processes form
  * one run: replica indices are global (process 0's first, then process 1's...),
