@@ -31,7 +31,7 @@ void clt_report_replica_lines(const clt_device *const *devices, int n, int first
 void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
   const clt_model *m = r->model;
   const clt_data *d = r->data;
-  const int global = plan->batch_per_replica * plan->replicas;
+  const int global = plan->global_batch;
   const int steps = (d->ntrain + global - 1) / global;
   fprintf(r->out,
           "Model %s: %zu parameters, %d layer%s; %d training and %d %s image%s of %dx%dx%d\n",
@@ -74,8 +74,12 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
             "across the processes\n",
             plan->processes, plan->replicas);
   }
-  fprintf(r->out, "Global batch %d (%d per replica), %d step%s per epoch, ", global,
-          plan->batch_per_replica, steps, steps == 1 ? "" : "s");
+  /* Equal slices differ by one where the replicas do not divide the batch. */
+  const int least = global / plan->replicas;
+  if (global % plan->replicas)
+    fprintf(r->out, "Global batch %d (%d or %d per replica), ", global, least + 1, least);
+  else fprintf(r->out, "Global batch %d (%d per replica), ", global, least);
+  fprintf(r->out, "%d step%s per epoch, ", steps, steps == 1 ? "" : "s");
   if (plan->epochs == plan->first_epoch + 1) fprintf(r->out, "epoch %d", plan->epochs);
   else fprintf(r->out, "epochs %d to %d", plan->first_epoch + 1, plan->epochs);
   if (plan->replicas > 1) fprintf(r->out, ", --split %s", plan->split);

@@ -14,30 +14,31 @@
 enum { CREATE_TRAIN = 1, CREATE_LEAVE = 2 };
 
 static int create(const clt_model *m, const clt_device *const *devices, int n,
-                  int batch_per_replica, clt_split_mode split, const double *weights,
-                  clt_source *train, clt_source *test, clt_cluster *cluster, int how,
-                  clt_trainer **out, clt_err *e);
+                  int batch_per_replica, int global_batch, clt_split_mode split,
+                  const double *weights, clt_source *train, clt_source *test, clt_cluster *cluster,
+                  int how, clt_trainer **out, clt_err *e);
 
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
-                       int batch_per_replica, clt_split_mode split, const double *weights,
+                       int global_batch, clt_split_mode split, const double *weights,
                        clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
                        clt_err *e) {
   if (!train) return clt_fail(e, CLT_ERR_ARG, "training needs a training set");
-  return create(m, devices, n, batch_per_replica, split, weights, train, test, cluster,
+  if (global_batch < 1) return clt_fail(e, CLT_ERR_ARG, "a global batch of %d", global_batch);
+  return create(m, devices, n, 0, global_batch, split, weights, train, test, cluster,
                 CREATE_TRAIN | CREATE_LEAVE, out, e);
 }
 
 int clt_trainer_create_steps(const clt_model *m, const clt_device *const *devices, int n,
                              int batch_per_replica, clt_split_mode split, const double *weights,
                              clt_cluster *cluster, clt_trainer **out, clt_err *e) {
-  return create(m, devices, n, batch_per_replica, split, weights, NULL, NULL, cluster, CREATE_TRAIN,
-                out, e);
+  return create(m, devices, n, batch_per_replica, 0, split, weights, NULL, NULL, cluster,
+                CREATE_TRAIN, out, e);
 }
 
 int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
                             int batch_per_replica, clt_source *test, clt_cluster *cluster,
                             clt_trainer **out, clt_err *e) {
-  return create(m, devices, n, batch_per_replica, CLT_SPLIT_EQUAL, NULL, NULL, test, cluster, 0,
+  return create(m, devices, n, batch_per_replica, 0, CLT_SPLIT_EQUAL, NULL, NULL, test, cluster, 0,
                 out, e);
 }
 
@@ -71,13 +72,13 @@ double clt_trainer_device_need(const clt_model *m) {
   return (double)clt_net_bytes(m, 1, 1) / NET_SHARE;
 }
 
-/* Equal slices never exceed batch_per_replica; other splits may hand one replica
- * the whole global batch, as far as its memory allows (using at most 70% of it
- * for activations, so the parameters, dataset and driver fit beside them). */
+/* Equal slices never exceed batch_per_replica (the largest equal slice of the
+ * global batch); other splits may hand one replica the whole global batch, as far
+ * as its memory allows (using at most 70% of it for activations, so the
+ * parameters, dataset and driver fit beside them). */
 static int slice_caps(const clt_model *m, const clt_device *const *devices, int n, int total,
-                      int batch_per_replica, clt_split_mode split, int train, int *caps,
+                      int batch_per_replica, int global, clt_split_mode split, int train, int *caps,
                       clt_err *e) {
-  const int global = batch_per_replica * total;
   for (int i = 0; i < n; i++) {
     if (split == CLT_SPLIT_EQUAL || total == 1) {
       caps[i] = batch_per_replica;
@@ -210,11 +211,12 @@ static int create_replicas(clt_trainer *t, const clt_device *const *devices, int
 }
 
 /* Every process must reach each collective (the layout, caps and info exchanges)
- * or none: each is preceded by clt_cluster_agree over what came before. */
+ * or none: each is preceded by clt_cluster_agree over what came before. The
+ * global batch is global_batch, or (0) batch_per_replica on every replica. */
 static int create(const clt_model *m, const clt_device *const *devices, int n,
-                  int batch_per_replica, clt_split_mode split, const double *weights,
-                  clt_source *train, clt_source *test, clt_cluster *cluster, int how,
-                  clt_trainer **out, clt_err *e) {
+                  int batch_per_replica, int global_batch, clt_split_mode split,
+                  const double *weights, clt_source *train, clt_source *test, clt_cluster *cluster,
+                  int how, clt_trainer **out, clt_err *e) {
   int status = CLT_OK;
   const int training = (how & CREATE_TRAIN) != 0;
   clt_source *sources[2] = {train, test};
@@ -235,9 +237,10 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   t->model = m;
   t->n = n;
   t->cluster = cluster;
-  t->batch_per_replica = batch_per_replica;
   if ((status = share_layout(t, e))) goto cleanup;
-  const int global = batch_per_replica * t->total;
+  const int global = global_batch > 0 ? global_batch : batch_per_replica * t->total;
+  t->global = global;
+  t->batch_per_replica = (global + t->total - 1) / t->total;
   const int ntrain = train ? clt_source_count(train) : 0, ntest = test ? clt_source_count(test) : 0;
   const int max_examples = ntrain > ntest ? ntrain : ntest;
   t->slots = (max_examples + global - 1) / global;
@@ -259,7 +262,8 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   if (!status) status = trainer_parse_slow(t, e);
   int caps[CLT_MAX_REPLICAS] = {0}, all_caps[CLT_MAX_REPLICAS] = {0};
   if (!status)
-    status = slice_caps(m, devices, n, t->total, batch_per_replica, split, training, caps, e);
+    status = slice_caps(m, devices, n, t->total, t->batch_per_replica, global, split, training,
+                        caps, e);
   if ((status = clt_cluster_agree(cluster, status, e))) goto cleanup;
   if ((status = trainer_gather(t, caps, sizeof caps[0], all_caps, e))) goto cleanup;
   clt_balancer_init(&t->balancer, t->total, t->total == 1 ? CLT_SPLIT_EQUAL : split, weights,
@@ -368,7 +372,7 @@ int clt_trainer_trace(clt_trainer *t, clt_trace *trace, int steps, long first_st
 }
 const clt_balancer *clt_trainer_balancer(const clt_trainer *t) { return &t->balancer; }
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i) { return t->local[i].replica; }
-int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica * t->total; }
+int clt_trainer_global_batch(const clt_trainer *t) { return t->global; }
 void clt_trainer_check_replicas(clt_trainer *t, int on) { t->check_replicas = on; }
 void clt_trainer_progress(clt_trainer *t, FILE *out) { t->progress.out = out; }
 void clt_trainer_first_step_notice(clt_trainer *t, clt_notice *n) { t->first_step_notice = n; }

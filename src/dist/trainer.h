@@ -1,17 +1,17 @@
 /* Synchronous data parallelism over replicas (MirroredStrategy without CUDA).
  *
  * Every replica holds the whole model and its own flat parameter/gradient/optimizer
- * buffers, and loads its examples from a batch source. Each global batch
- * (batch_per_replica x N) is sliced across replicas as evenly as possible; each
- * computes the gradient of its examples' losses divided by the *global* batch
- * size, the gradients are summed by the ring all-reduce, and every replica
- * applies the same optimizer update, so all replicas hold the same bits and N
- * replicas compute what one device computes on the whole batch. One host thread
- * per replica drives it.
+ * buffers, and loads its examples from a batch source. Each global batch (of
+ * a size the caller gives, or batch_per_replica x N) is sliced across replicas
+ * as evenly as possible; each computes the gradient of its examples' losses
+ * divided by the *global* batch size, the gradients are summed by the ring
+ * all-reduce, and every replica applies the same optimizer update, so all
+ * replicas hold the same bits and N replicas compute what one device computes
+ * on the whole batch. One host thread per replica drives it.
  *
  * Under MPI (a cluster of several processes) the replicas of all processes form
  * one run: replica indices are global (process 0's first, then process 1's...),
- * the global batch is batch_per_replica x all replicas, the split is chosen by
+ * the global batch is over all replicas, the split is chosen by
  * process 0 from every replica's timings, the all-reduce spans the processes
  * (ring.h), and figures and metrics are summed over them, so every process holds
  * the same numbers.
@@ -125,13 +125,14 @@ typedef struct clt_trainer clt_trainer;
 /* Creates a replica and network on each chosen device, builds every kernel,
  * allocates every buffer and attaches the training and test sources (either may
  * be NULL; they must outlive the trainer, which detaches them when destroyed) for
- * global batches of batch_per_replica x n, split by `split` (weights: one per
- * device, for CLT_SPLIT_WEIGHTS). With equal slices each replica holds
- * batch_per_replica examples; otherwise as many as the global batch or its
- * memory allows. cluster: the processes of the run (NULL: this one); weights
- * then has one per replica of the run. */
+ * global batches of global_batch examples over every replica of the run, split by
+ * `split` (weights: one per device, for CLT_SPLIT_WEIGHTS). With equal slices
+ * each replica holds global_batch / replicas examples, rounded up (slices differ
+ * by at most one where it does not divide); otherwise as many as the global batch
+ * or its memory allows. cluster: the processes of the run (NULL: this one);
+ * weights then has one per replica of the run. */
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
-                       int batch_per_replica, clt_split_mode split, const double *weights,
+                       int global_batch, clt_split_mode split, const double *weights,
                        clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
                        clt_err *e);
 /* Device memory a replica of model m needs to train on one example: its network

@@ -32,13 +32,14 @@ typedef struct trainer_replica {
 
 struct clt_trainer {
   const clt_model *model;
-  int n;     /* this process's replicas */
-  int total; /* the run's, in all processes */
-  int base;  /* the global index of this process's first replica */
+  int n;      /* this process's replicas */
+  int total;  /* the run's, in all processes */
+  int base;   /* the global index of this process's first replica */
+  int global; /* examples per step, over every replica of the run */
   clt_cluster *cluster;
   int rank_base[CLT_MAX_REPLICAS], rank_n[CLT_MAX_REPLICAS]; /* per process */
   clt_replica_info info[CLT_MAX_REPLICAS];                   /* per replica of the run */
-  int batch_per_replica;
+  int batch_per_replica;                   /* the largest equal slice of the global batch */
   int slots;                               /* metric slots: steps of the longest pass */
   trainer_replica local[CLT_MAX_REPLICAS]; /* this process's replicas, by rank */
   clt_source *source[2];                   /* training and test examples, or NULL */
