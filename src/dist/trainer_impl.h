@@ -183,8 +183,8 @@ typedef struct pass {
    * ends its re-balance. Ranks out of the step wait on this bench, under mu: */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int over;      /* the pass has ended (or failed): ranks out return */
-  int handed;    /* the state after this step is in t->handoff (-1: none) */
+  int over;   /* the pass has ended (or failed): ranks out return */
+  int handed; /* the state after this step is in t->handoff (-1: none) */
   /* Leaving across processes (leave.c): */
   int settled;    /* this process has taken its part in the collectives of the steps before
                      this one (the stand-in runs it when none of its ranks is in it) */
