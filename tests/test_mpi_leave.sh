@@ -68,42 +68,62 @@ else
 fi
 
 # --- leaving and rejoining --------------------------------------------------------------
-# Replica 1 (process 1's only device) 100 ms slower at steps 3-8: it leaves, is
-# probed 16 steps later, and rejoins with process 0's state; its process takes
-# its part in the collectives meanwhile.
-# leave_run NAME [flags]: such a run; run once more when the timing noise of a
-# busy host kept the device from leaving or from rejoining (as test_split.sh
-# does), then checked: it was out, rejoined after step 9, and the replicas were
-# bitwise identical after every step.
+# Replica 1 (process 1's only device) 50 ms slower at steps 3-8: it leaves, is
+# probed once it has been out 16 steps and 20 times its estimated time for one
+# example (so probing costs a slow device at most 5%), and rejoins with process
+# 0's state; its process takes its part in the collectives meanwhile.
+# leave_run NAME WANT LIMIT [flags]: such a run on LIMIT examples; run once more
+# when the timing noise of a busy host kept the device from leaving, or (WANT
+# rejoin) from rejoining, as test_split.sh does. Sets rec (its record), left
+# and joined (the steps, or "").
 leave_run() {
-  local name=$1 rec joined="" attempt
-  shift
+  local name=$1 want=$2 limit=$3 attempt
+  shift 3
   for attempt in 1 2; do
-    CLTRAIN_TEST_SLOW="replica=1,from=3,to=8,ms=100" train "$name" 2 0 16 1280 --epochs 1 --check-replicas "$@"
+    rm -rf "${tmp:?}/$name"
+    CLTRAIN_TEST_SLOW="replica=1,from=3,to=8,ms=50" train "$name" 2 0 16 "$limit" --epochs 1 --check-replicas "$@"
     rec=$(record "$name" 1)
-    joined=$(num "$rec" joined_at_step)
-    [ -n "$joined" ] && [ "$joined" -gt 9 ] && break
-    [ $attempt = 1 ] && echo "note: $name, run 1: the device did not leave and rejoin ($rec): timing noise, running again"
+    left=$(num "$rec" left_at_step) joined=$(num "$rec" joined_at_step)
+    [ "$(num "$rec" left)" = 0 ] && left=""
+    [ "$(num "$rec" joined)" = 0 ] && joined=""
+    if [ "$want" = rejoin ]; then [ -n "$joined" ] && [ "$joined" -gt 9 ] && break; else [ -n "$left" ] && break; fi
+    [ $attempt = 1 ] && echo "note: $name, run 1: the device did not $want ($rec): timing noise, running again"
   done
-  if [ -n "$joined" ] && [ "$joined" -gt 9 ] &&
-    grep -Eq '^  rank 1 device 0 \(.*\): share [0-9.]+%, [0-9]+ examples, .*; (left the step at step [0-9]+, )?rejoined' "$tmp/$name.txt" &&
-    ! grep -q "different parameters" "$tmp/$name.txt"; then
-    ok "$name: process 1's device slowed at steps 3-8 was out of the step and rejoined at step $joined, the replicas identical"
-  else
-    bad "$name: process 1's device slowed at steps 3-8 leaves and rejoins ($rec; $(tail -4 "$tmp/$name.txt"))"
-  fi
 }
+same_replicas() { ! grep -q "different parameters" "$tmp/$1.txt"; }
 # With Adam, whose moments the device rejoining takes too (a moment amiss would
-# show in the next update's bits).
-leave_run leave_adam
+# show in the next update's bits), over 100 steps: there it rejoined at steps 29
+# to 45 (5 runs). Adam's first steps make rounding differences large (see
+# test_split.sh): the loss is compared, with test_split.sh's limit of 2%
+# (measured 0.05%).
+leave_run leave_adam rejoin 3200
+if [ -n "$joined" ] && [ "$joined" -gt 9 ] &&
+  grep -Eq '^  rank 1 device 0 \(.*\): share [0-9.]+%, [0-9]+ examples, .*; (left the step at step [0-9]+, )?rejoined' "$tmp/leave_adam.txt" &&
+  same_replicas leave_adam; then
+  ok "process 1's device slowed at steps 3-8 left the step at step $left and rejoined at step $joined, the replicas identical"
+else
+  bad "process 1's device slowed at steps 3-8 leaves and rejoins ($rec; $(tail -4 "$tmp/leave_adam.txt"))"
+fi
+train one100 0 0 32 3200 --epochs 1
+l1=$(field "$tmp/one100.jsonl" 1 train_loss) l2=$(field "$tmp/leave_adam.jsonl" 1 train_loss)
+if awk -v a="$l1" -v b="$l2" 'BEGIN { exit !(a != "" && b != "" && (a - b) / a < 0.02 && (b - a) / a < 0.02) }'; then
+  ok "... and trained as one device on the whole batch (loss $l2 vs $l1)"
+else
+  bad "... and trained as one device on the whole batch (loss $l2 vs $l1)"
+fi
 # With SGD, whose updates are small (rounding grows slowly over the steps; see
-# test_split.sh), against one device: the split follows the timings, so within
-# the rounding its 40 steps grow (measured 5e-8 to 2e-7 in 8 runs; over 50
-# steps a rounding difference amplified reached 1.2e-4 in 1 run of 8).
-leave_run leave --optimizer sgd
+# test_split.sh), against one device's parameters: the split follows the
+# timings, so within the rounding its 40 steps grow (measured 5e-8 to 2e-7 in
+# 13 runs, 9 of which rejoined; over 50 steps a rounding difference amplified
+# reached 1.2e-4 in 1 run of 13).
+leave_run leave leave 1280 --optimizer sgd
 train one40 0 0 32 1280 --epochs 1 --optimizer sgd
-expect_close "leaving and rejoining across processes = one device on the whole batch" "$tmp/one40/ckpt-1.npz" \
-  "$tmp/leave/ckpt-1.npz" 1e-4
+if [ -n "$left" ] && same_replicas leave; then
+  ok "with SGD the device left the step at step $left${joined:+ and rejoined at step $joined}, the replicas identical"
+else
+  bad "with SGD the device leaves the step ($rec; $(tail -4 "$tmp/leave.txt"))"
+fi
+expect_close "... = one device on the whole batch" "$tmp/one40/ckpt-1.npz" "$tmp/leave/ckpt-1.npz" 1e-4
 
 # --- a process that keeps a member ------------------------------------------------------
 # Process 1 has two devices; its first (replica 1) is slowed and leaves: the
