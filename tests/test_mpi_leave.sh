@@ -114,7 +114,7 @@ fi
 # With SGD, whose updates are small (rounding grows slowly over the steps; see
 # test_split.sh), against one device's parameters: the split follows the
 # timings, so within the rounding its 40 steps grow (measured 5e-8 to 2e-7 in
-# 13 runs, 9 of which rejoined; over 50 steps a rounding difference amplified
+# 13 runs, 12 of which rejoined; over 50 steps a rounding difference amplified
 # reached 1.2e-4 in 1 run of 13).
 leave_run leave leave 1280 --optimizer sgd
 train one40 0 0 32 1280 --epochs 1 --optimizer sgd
