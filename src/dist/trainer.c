@@ -252,7 +252,8 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   t->eval_sums = malloc((size_t)2 * t->slots * sizeof *t->eval_sums);
   t->step_time = calloc((size_t)t->slots, sizeof *t->step_time);
   t->train_sums = calloc((size_t)2 * t->slots, sizeof *t->train_sums);
-  t->gather_bytes = (size_t)clt_cluster_size(cluster) * CLT_MAX_REPLICAS * sizeof(double);
+  /* The step loop's gathers: a double per replica, or its figures (leave.c). */
+  t->gather_bytes = (size_t)clt_cluster_size(cluster) * CLT_MAX_REPLICAS * sizeof(trainer_figures);
   t->gather = calloc(t->gather_bytes, 1);
   t->members = calloc((size_t)t->slots, sizeof *t->members);
   if (!t->order || !t->metrics || !t->checks || !t->eval_sums || !t->gather || !t->step_time ||
@@ -269,10 +270,8 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   clt_balancer_init(&t->balancer, t->total, t->total == 1 ? CLT_SPLIT_EQUAL : split, weights,
                     all_caps);
   for (int i = 0; i < n; i++) t->local[i].cap = caps[i];
-  /* A replica too slow to help leaves the step: decided within one process (the
-   * ring across processes keeps every replica). */
-  t->leave = (how & CREATE_LEAVE) && training && t->balancer.mode == CLT_SPLIT_AUTO &&
-             clt_cluster_size(cluster) == 1;
+  /* A replica too slow to help leaves the step. */
+  t->leave = (how & CREATE_LEAVE) && training && t->balancer.mode == CLT_SPLIT_AUTO;
   if (t->leave) {
     clt_balancer_leave(&t->balancer);
     t->handoff = malloc((size_t)(1 + CLT_OPT_SLOTS) * m->flat_floats * sizeof *t->handoff);
@@ -288,6 +287,8 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
                       : clt_ring_create(replicas, n, m->grad_floats, 0, &t->ring, e);
   }
   if (!status && training) status = clt_ring_span(t->ring, cluster, e);
+  /* The state handed across processes (leave.c) is summed as gradients are. */
+  if (!status && t->leave) status = clt_cluster_reserve(cluster, m->flat_floats, e);
   if (!status && training) status = plan_buckets(t, e);
   for (int k = 0; k < 2 && !status; k++) {
     if (!sources[k]) continue;
@@ -533,6 +534,27 @@ void clt_trainer_resume_epoch(clt_trainer *t, int steps_done, const double *sums
   t->resume_sums = (double *)sums;
 }
 
+/* The first of steps [from, to) of training pass p whose loss or reduced
+ * gradient had a non-finite value, or -1. The gradient's check is the step's
+ * leader's, the same in every member; under MPI, a process none of whose
+ * replicas was in a step has no check of it, and takes the others'. */
+static int bad_step(clt_trainer *t, const pass *p, int from, int to, int *bad, clt_err *e) {
+  const int across = t->leave && clt_cluster_size(t->cluster) > 1;
+  double *flags = calloc(to > from ? (size_t)(to - from) : 1, sizeof *flags);
+  if (!flags) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  for (int s = from; s < to; s++) {
+    const unsigned long long members = members_of(p, s);
+    if (members) flags[s - from] = t->checks[(size_t)lowest(members) * t->slots + s] != 0;
+  }
+  int status = across ? clt_cluster_sum_doubles(t->cluster, flags, (size_t)(to - from), e) : CLT_OK;
+  *bad = -1;
+  for (int s = from; s < to && *bad < 0 && !status; s++) {
+    if (!isfinite(t->train_sums[(size_t)2 * s]) || flags[s - from] != 0) *bad = s;
+  }
+  free(flags);
+  return status;
+}
+
 int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimizer *opt,
                       long *step, clt_epoch_result *res, clt_err *e) {
   memset(res, 0, sizeof *res);
@@ -599,12 +621,9 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
     double example_loss;
     trainer_sum_metrics(t, t->train_sums, done, count, &res->train_loss, &example_loss,
                         &res->train_acc);
-    for (int s = skip; s < done && res->bad_step < 0; s++) {
-      /* The reduced gradient's check is the step's leader's, the same in every
-       * process (and every member). */
-      const float check = t->checks[(size_t)lowest(members_of(p, s)) * t->slots + s];
-      if (!isfinite(t->train_sums[(size_t)2 * s]) || check != 0) res->bad_step = s;
-    }
+    status = bad_step(t, p, skip, done, &res->bad_step, e);
+  }
+  if (!status) {
     res->allreduce_seconds = p->allreduce_seconds;
     res->cross_seconds = clt_ring_take_cross_seconds(t->ring);
     res->data_wait_seconds = p->data_wait_seconds;

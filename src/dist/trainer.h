@@ -18,18 +18,23 @@
  *
  * With --split auto every replica is timed before the first step (a warm-up run
  * and one example, and a full slice when that is cheap, on all replicas at once)
- * so the first split already follows the devices' speeds. In one process, a
- * replica so slow that any share would lengthen the step leaves it: it gets no
- * examples and takes no part in the all-reduce, the barriers or the update, and
- * the ring runs over the others (the members). Its thread re-times it between
- * the members' steps, off their critical path (clt_balancer_probe_due paces it),
- * on whatever old batch and state it holds; when a probe predicts a shorter step
- * with it, it rejoins: at the end of a step the first member staying reads its
- * parameters (BatchNormalization's statistics among them) and optimizer slots,
- * the replica rejoining writes them into its own and takes part from the next
- * step (whose number gives the optimizer's step count), so every member holds
- * the same bits. Under MPI every replica stays in the step (one with no examples
- * re-timed on one example every 64 steps).
+ * so the first split already follows the devices' speeds. A replica so slow
+ * that any share would lengthen the step leaves it: it gets no examples and
+ * takes no part in the all-reduce, the barriers or the update, and its
+ * process's ring runs over the others (the members). Its thread re-times it
+ * between the members' steps, off their critical path (clt_balancer_probe_due
+ * paces it), on whatever old batch and state it holds; when a probe predicts a
+ * shorter step with it, it rejoins: at the end of a step the first member
+ * staying reads its parameters (BatchNormalization's statistics among them) and
+ * optimizer slots, the replica rejoining writes them into its own and takes
+ * part from the next step (whose number gives the optimizer's step count), so
+ * every member holds the same bits. Under MPI every process decides the same
+ * members from the same figures (every replica's times, gathered each step); a
+ * process none of whose replicas is in a step takes part in its collectives all
+ * the same (a stand-in thread; it adds negative zeros to the cross-process sum),
+ * and a replica rejoining there gets the state from the process of the run's
+ * first member (leave.c). A trainer driven a step at a time keeps every replica
+ * in the step (one with no examples re-timed on one example every 64 steps).
  *
  * The all-reduce overlaps the backward pass, as PyTorch DDP's does: the gradient
  * is cut at layer boundaries into buckets (clt_net_buckets), from the last
