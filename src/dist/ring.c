@@ -182,7 +182,7 @@ int clt_ring_set_members(clt_ring *r, unsigned long long members, clt_err *e) {
   const unsigned long long all = r->n == 64 ? ~0ull : (1ull << r->n) - 1;
   if (!members || (members & ~all))
     return clt_fail(e, CLT_ERR_INTERNAL, "ring members 0x%llx of %d ranks", members, r->n);
-  if (members != all && (!r->subsets || r->cluster)) {
+  if (members != all && !r->subsets) {
     return clt_fail(e, CLT_ERR_INTERNAL, "this ring runs over all of its %d ranks, not a subset",
                     r->n);
   }
@@ -199,7 +199,8 @@ int clt_ring_set_members(clt_ring *r, unsigned long long members, clt_err *e) {
     count++;
     if ((r->members >> i) & 1) continue;
     r->next_base[i] = r->produced[i] = r->consumed[i] = base;
-    r->last_nseg[i] = 0; /* its staging is free */
+    r->last_nseg[i] = 0;                   /* its staging is free */
+    r->cross_uploaded[i] = r->cross_calls; /* every total so far counts as uploaded */
   }
   r->members = members;
   r->nmembers = count;
@@ -494,12 +495,12 @@ double clt_ring_take_cross_seconds(clt_ring *r) {
   return s;
 }
 
-/* Replica 0's side: downloads its host's sum, sums it with the other processes',
- * uploads the total. The copies are not overlapped with the transfers chunk by
- * chunk: the host's cores run both the copies and MPI, so that would gain
- * little. */
-static int cross_sum(clt_ring *r, cl_mem buffer, clt_err *e) {
-  clt_replica *rep = r->replicas[0];
+/* The lead member's side: downloads its host's sum, sums it with the other
+ * processes', uploads the total. The copies are not overlapped with the
+ * transfers chunk by chunk: the host's cores run both the copies and MPI, so
+ * that would gain little. */
+static int cross_sum(clt_ring *r, int lead, cl_mem buffer, clt_err *e) {
+  clt_replica *rep = r->replicas[lead];
   const size_t bytes = r->floats * sizeof(float);
   if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_READ))
     return clt_replica_fail_injected(rep, e, CL_OUT_OF_RESOURCES, "downloading the host sum");
@@ -511,21 +512,29 @@ static int cross_sum(clt_ring *r, cl_mem buffer, clt_err *e) {
   return rc ? clt_replica_fail(rep, e, rc, "uploading the cross-process sum") : CLT_OK;
 }
 
-/* Rank 0 sums the host sums of all processes into r->host (and its buffer);
- * then every other rank uploads the total into its buffer. */
+/* The lead member (the lowest) sums the host sums of all processes into
+ * r->host (and its buffer); then every other member uploads the total into its
+ * buffer. */
 static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
   clt_replica *rep = r->replicas[rank];
   const long call = r->cross_uploaded[rank] + 1; /* only this rank writes its count */
   const size_t bytes = r->floats * sizeof(float);
-  if (rank == 0) {
+  /* The members change only between collectives (clt_ring_set_members). */
+  pthread_mutex_lock(&r->mu);
+  const unsigned long long members = r->members;
+  pthread_mutex_unlock(&r->mu);
+  int lead = 0;
+  while (!((members >> lead) & 1)) lead++;
+  if (rank == lead) {
     const double t0 = clt_now_seconds();
-    /* The previous total must have been uploaded by every rank before it is overwritten. */
-    for (int i = 1; i < r->n; i++) {
-      if (wait_for(r, 0, i, &r->cross_uploaded[i], call - 1)) return aborted_error(e);
+    /* The previous total must have been uploaded by every member before it is overwritten. */
+    for (int i = lead + 1; i < r->n; i++) {
+      if (!((members >> i) & 1)) continue;
+      if (wait_for(r, lead, i, &r->cross_uploaded[i], call - 1)) return aborted_error(e);
     }
-    mark(r, 0, 1, 1); /* a long wait here is the other processes' */
-    int status = cross_sum(r, buffer, e);
-    mark(r, 0, 1, 0);
+    mark(r, lead, 1, 1); /* a long wait here is the other processes' */
+    int status = cross_sum(r, lead, buffer, e);
+    mark(r, lead, 1, 0);
     if (status) {
       clt_ring_abort(r);
       return status;
@@ -535,7 +544,7 @@ static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
                            -1);
     publish(r, &r->cross_calls, call);
   } else {
-    if (wait_for(r, rank, 0, &r->cross_calls, call)) return aborted_error(e);
+    if (wait_for(r, rank, lead, &r->cross_calls, call)) return aborted_error(e);
     cl_int rc = clEnqueueWriteBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
     if (rc) return fail_rank(r, rank, e, rc, "uploading the cross-process sum");
   }
@@ -580,5 +589,16 @@ int clt_ring_allreduce_across(clt_ring *r, int rank, cl_mem buffer, clt_err *e) 
   mark(r, rank, 1, 0);
   int status = cross_allreduce(r, rank, buffer, e);
   mark(r, rank, 0, 0);
+  return status;
+}
+
+int clt_ring_allreduce_absent(clt_ring *r, clt_err *e) {
+  if (!r->cluster) return CLT_OK;
+  const double t0 = clt_now_seconds();
+  /* No member uploads this total: r->host is free. -0 + x is x for every x
+   * (+0 + -0 would be +0), so the others' sum keeps its bits. */
+  for (size_t i = 0; i < r->floats; i++) r->host[i] = -0.0f;
+  const int status = clt_cluster_sum(r->cluster, r->host, r->floats, e);
+  r->cross_seconds += clt_now_seconds() - t0;
   return status;
 }

@@ -14,10 +14,12 @@
  * and adds it up with the other processes' (clt_cluster_sum, itself a ring with
  * a fixed order), and every replica uploads the total.
  *
- * Within one process the ring can run over a subset of its ranks, the members
+ * The ring can run over a subset of its ranks, the members
  * (clt_ring_set_members): the buffer is then cut into as many chunks as there
  * are members, each passing to the next member; ranks out of it take part in
- * neither the collectives nor the barriers. */
+ * neither the collectives nor the barriers. Across processes the lowest member
+ * takes replica 0's part; a process with no member adds nothing to the sum
+ * (clt_ring_allreduce_absent). */
 #ifndef CLT_RING_H
 #define CLT_RING_H
 
@@ -40,7 +42,7 @@ void clt_ring_destroy(clt_ring *ring);
  * by one thread while no collective is in flight: by no rank of the old set
  * that is waiting in a barrier (so the one being filled completes by the new
  * count), and none of a rank leaving after its last barrier. A ring made by
- * clt_ring_create, or spanning processes, takes only every rank. */
+ * clt_ring_create takes only every rank. */
 int clt_ring_set_members(clt_ring *ring, unsigned long long members, clt_err *e);
 
 /* Marks rank as busy outside the collectives (what != NULL: "a speed probe"),
@@ -58,6 +60,13 @@ int clt_ring_span(clt_ring *ring, clt_cluster *c, clt_err *e);
  * error (the others: CLT_ERR_INTERNAL "aborted"). CLTRAIN_FAULT's stall
  * (fault.h) blocks the rank's thread here for good. */
 int clt_ring_allreduce(clt_ring *ring, int rank, cl_mem buffer, clt_err *e);
+
+/* A process none of whose ranks is a member takes its part in the
+ * cross-process sum of a collective that the other processes' members run
+ * (clt_ring_allreduce, or clt_ring_allreduce_across): it adds negative zeros,
+ * which leave the others' sum bit for bit as it is. Called by one thread while
+ * no rank of this process is in a collective; a no-op without clt_ring_span. */
+int clt_ring_allreduce_absent(clt_ring *ring, clt_err *e);
 
 /* The local part of clt_ring_allreduce over floats [offset, offset + count) of
  * the buffer only (a bucket of a gradient, DDP-style): the range is cut where the
@@ -97,7 +106,7 @@ int clt_ring_barrier(clt_ring *ring);
 #define CLT_RING_DEFAULT_TIMEOUT 300.0
 void clt_ring_set_default_timeout(double seconds);
 
-/* Seconds rank 0 spent in the cross-process part since the last call (0 without
+/* Seconds this process spent in the cross-process part since the last call (0 without
  * clt_ring_span), and resets the count. */
 double clt_ring_take_cross_seconds(clt_ring *ring);
 
