@@ -338,7 +338,9 @@ static const clt_flag train_flags[] = {
      .def = CLT_RING_DEFAULT_TIMEOUT,
      .meta = "S",
      .help = "stop, naming it, when a replica keeps the others waiting in a step longer than S "
-             "seconds (a hung device); 0: wait for ever"},
+             "seconds (a hung device), or under mpirun when a process does (a host that stopped "
+             "answering: every other process stops within S seconds naming its rank and host); "
+             "0: wait for ever"},
     {.name = "verbose",
      .type = CLT_FLAG_BOOL,
      .offset = TR(verbose),

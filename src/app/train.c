@@ -325,6 +325,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
 
   const double t_setup = clt_now_seconds();
   clt_ring_set_default_timeout(o->allreduce_timeout);
+  clt_cluster_set_timeout(c, o->allreduce_timeout);
   /* A first run on a device (an empty driver cache) compiles for seconds
    * before the first step: say so on a terminal's standard error if it takes
    * over a second (scripts and logs keep their output). */

@@ -479,6 +479,7 @@ int trainer_end_pass(pass *p, int rank, int status, clt_err *e) {
  * all-reduce's barrier then shows every rank the answer. */
 static int stop_vote(pass *p, int s, clt_err *e) {
   clt_interrupt_step(p->first_step + s + 1);
+  clt_cluster_set_step(p->t->cluster, p->first_step + s + 1); /* named if a process is lost */
   int asked = clt_interrupt_signal() != 0;
   int status = clt_cluster_any(p->t->cluster, &asked, e);
   if (status) {
