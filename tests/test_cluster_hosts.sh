@@ -13,12 +13,8 @@ TOOL=$2
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
-if ! "$CLT" --version | grep -q "with MPI"; then
-  if [ -n "${CI:-}" ]; then bad "cltrain built with MPI"; finish; exit 1; fi
-  echo "skipped: cltrain built without MPI (apt-get install libopenmpi-dev)"
-  exit 77
-fi
-cluster_check || { finish; exit 77; }
+mpi_check "$CLT" || skip_exit
+cluster_check || skip_exit
 cluster_up 3 || { bad "cluster_up 3"; finish; exit 1; }
 export POCL_DEVICES="pthread pthread pthread"
 # One epoch: 6 steps of 48 examples (the last of 2).

@@ -11,13 +11,8 @@ CLT=$1
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/netns.sh"
 
-if ! "$CLT" --version | grep -q "with MPI"; then
-  if [ -n "${CI:-}" ]; then bad "cltrain built with MPI"; finish; exit 1; fi
-  echo "skipped: cltrain was built without MPI (apt-get install libopenmpi-dev)"
-  exit 77
-fi
-# Where namespaces cannot be made: skipped, except under CI (cluster_check counted the failure).
-cluster_check || { finish; [ -n "${CI:-}" ] && exit 1; exit 77; }
+mpi_check "$CLT" || skip_exit
+cluster_check || skip_exit
 cluster_up 3 || { bad "cluster_up 3"; finish; exit 1; }
 
 T=5 # --allreduce-timeout

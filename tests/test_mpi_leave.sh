@@ -13,19 +13,12 @@ CLT=$1
 TOOL=$2
 . "$(dirname "$0")/lib.sh"
 
-if ! command -v mpirun >/dev/null || ! "$CLT" --version | grep -q "with MPI"; then
-  # CI installs OpenMPI (.ci/setup): there a missing MPI build is a failure.
-  if [ -n "${CI:-}" ]; then bad "cltrain built with MPI and mpirun installed"; finish; exit 1; fi
-  echo "skipped: mpirun or an MPI build of cltrain missing (apt-get install libopenmpi-dev openmpi-bin)"
-  exit 77
-fi
+mpi_check "$CLT" || skip_exit
 # One thread per device: two processes on two cores then run side by side, as
 # on hosts of their own (with PoCL's threads on every core a second device would
 # not shorten the step here, and a device that left would have no reason to
 # rejoin).
 export POCL_DEVICES=pthread POCL_MAX_PTHREAD_COUNT=1
-MPI=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
 
 # train NAME NP DEVICES BATCH LIMIT [flags]: into $tmp/NAME; NP 0 runs without mpirun.
 train() {

@@ -9,13 +9,7 @@ set -u
 PROG=$1
 . "$(dirname "$0")/lib.sh"
 
-if ! command -v mpirun >/dev/null; then
-  if [ -n "${CI:-}" ]; then bad "mpirun installed"; finish; exit 1; fi
-  echo "skipped: mpirun missing (apt-get install openmpi-bin)"
-  exit 77
-fi
-MPI=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
+mpi_check "" || skip_exit
 T=1
 host=$(hostname)
 

@@ -11,15 +11,8 @@ TOOL=$2
 MAKE=$3
 . "$(dirname "$0")/lib.sh"
 
-if ! command -v mpirun >/dev/null || ! "$CLT" --version | grep -q "with MPI"; then
-  # CI installs OpenMPI (.ci/setup): there a missing MPI build is a failure.
-  if [ -n "${CI:-}" ]; then bad "cltrain built with MPI and mpirun installed"; finish; exit 1; fi
-  echo "skipped: mpirun or an MPI build of cltrain missing (apt-get install libopenmpi-dev openmpi-bin)"
-  exit 77
-fi
+mpi_check "$CLT" || skip_exit
 export POCL_DEVICES="pthread pthread pthread"
-MPI=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
 
 # 66 photos of 3 classes: 50 to train on (global batches of 12: 4 of 12 and one of
 # 2), 16 to validate; a model without BatchNormalization (the reference CNN's layers

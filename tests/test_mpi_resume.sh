@@ -11,15 +11,8 @@ CLT=$1
 TOOL=$2
 . "$(dirname "$0")/lib.sh"
 
-if ! command -v mpirun >/dev/null || ! "$CLT" --version | grep -q "with MPI"; then
-  # CI installs OpenMPI (.ci/setup): there a missing MPI build is a failure.
-  if [ -n "${CI:-}" ]; then bad "cltrain built with MPI and mpirun installed"; finish; exit 1; fi
-  echo "skipped: mpirun or an MPI build of cltrain missing (apt-get install libopenmpi-dev openmpi-bin)"
-  exit 77
-fi
+mpi_check "$CLT" || skip_exit
 export POCL_DEVICES="pthread pthread pthread"
-MPI=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
 # One epoch is 6 steps of 48 (the last of 2 examples).
 A=(train --split equal --train-limit 242 --test-limit 100 --seed 5 --checkpoint-every 1)
 
