@@ -122,7 +122,9 @@ int clt_photos_decode(const clt_photos *p, int i, unsigned char *rgb, clt_err *e
 
 /* A pool of host threads that decode batches ahead of the consumers. Slots (depth of
  * them, max_batch images each) are filled in step order; batch s lives in slot
- * s % depth until every consumer has put it. */
+ * s % depth until every consumer has put it. Of each batch only this process's
+ * share is decoded (clt_loader_share; by default the whole batch), and whatever
+ * slice a consumer asks for beyond it. */
 typedef struct clt_loader clt_loader;
 typedef struct clt_photo_batch {
   const unsigned char *pixels; /* count * image_size^2 * 3, RGB uint8, in `order` order */
@@ -156,9 +158,24 @@ int clt_loader_start_epoch(clt_loader *l, const int *order, int count, int batch
 /* Blocks until batch `step` of the current pass is decoded; *wait_seconds (if not
  * NULL) gets the time spent blocked. Steps are got in increasing order by each
  * consumer; the batch stays valid until this consumer puts it. A decode failure
- * returns its error (naming the file) to every get() of that step and later ones;
- * a cancelled pass returns CLT_ERR_ARG "photo loader: pass cancelled". */
+ * of a wanted image returns its error (naming the file) to every get() of that
+ * step and later ones; a cancelled pass returns CLT_ERR_ARG "photo loader: pass
+ * cancelled". */
 int clt_loader_get(clt_loader *l, int step, clt_photo_batch *out, double *wait_seconds, clt_err *e);
+/* The same for examples [first, first + len) of the batch alone (len < 0: to its
+ * end): out holds those len images. A consumer with nothing to load gets len 0
+ * (and puts the step all the same). */
+int clt_loader_get_slice(clt_loader *l, int step, int first, int len, clt_photo_batch *out,
+                         double *wait_seconds, clt_err *e);
+/* The examples this process needs of each batch, the others being other
+ * processes' (MPI): [first, first + len) of a full batch, [last_first, last_first
+ * + last_len) of a pass's last batch where it is partial (lengths clipped to the
+ * batch). Kept across passes until changed; at creation the whole batch. Called
+ * during a pass it applies to its steps from from_step on, those decoded ahead
+ * included: positions no longer wanted are not decoded, or not waited for. The
+ * share decides what is decoded ahead; a get() outside it still gets its images. */
+int clt_loader_share(clt_loader *l, int from_step, int first, int len, int last_first, int last_len,
+                     clt_err *e);
 /* The consumer is done with batch `step`; when all consumers have put it, its slot is reused. */
 void clt_loader_put(clt_loader *l, int step);
 /* Stops the current pass (after an error elsewhere): wakes blocked get()s, which
@@ -169,12 +186,19 @@ void clt_loader_cancel(clt_loader *l);
 void clt_loader_destroy(clt_loader *l);
 /* Images decoded from files so far (cache hits not counted). */
 size_t clt_loader_decoded(const clt_loader *l);
+/* The loader's work so far. */
+typedef struct clt_loader_work {
+  size_t images;      /* put into batches: decoded, or copied from the cache (then augmented) */
+  size_t decoded;     /* of those, decoded from files */
+  double cpu_seconds; /* the decoding threads' CPU time preparing them (decoding, augmenting) */
+} clt_loader_work;
+void clt_loader_get_work(const clt_loader *l, clt_loader_work *w);
 
 /* A batch source over examples [0, count) of p (count <= its size): attaching
- * starts a loader for the replicas (whole global batches decoded ahead on host
- * threads, decoded images cached up to 2 GiB) and a uint8 staging buffer per
- * replica; each load waits for its step's batch, uploads its slice and converts
- * it on the device. Takes p over, even on failure. */
+ * starts a loader for the replicas (global batches decoded ahead on host threads,
+ * of each the process's share (clt_source_share), decoded images cached up to 2
+ * GiB) and a uint8 staging buffer per replica; each load waits for its slice,
+ * uploads it and converts it on the device. Takes p over, even on failure. */
 int clt_photos_source(clt_photos *p, int count, clt_source **out, clt_err *e);
 /* The same, its images augmented by aug (copied; NULL: none) with seed's draws in
  * training passes (clt_source_begin_epoch) and as at inference in the others: the

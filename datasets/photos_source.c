@@ -1,5 +1,6 @@
-/* The photo folders' batch source: a loader decodes whole global batches ahead;
- * each replica uploads its slice into a staging buffer and converts it on the device. */
+/* The photo folders' batch source: a loader decodes global batches ahead, of each
+ * the process's share; each replica uploads its slice into a staging buffer and
+ * converts it on the device. */
 
 #include <stdlib.h>
 
@@ -105,22 +106,22 @@ static void to_grey(const unsigned char *rgb, size_t n, unsigned char *grey) {
   }
 }
 
-/* Uploads images [first, first + len) of the decoded batch and converts them. The
- * copies are complete when this returns, so the batch may be put. */
-static int upload_slice(photos_source *s, photo_replica *pr, const clt_photo_batch *b, int first,
-                        int len, cl_mem x, cl_mem y, clt_err *e) {
+/* Uploads the decoded slice's len images and converts them. The copies are
+ * complete when this returns, so the batch may be put. */
+static int upload_slice(photos_source *s, photo_replica *pr, const clt_photo_batch *b, int len,
+                        cl_mem x, cl_mem y, clt_err *e) {
   if (len == 0) return CLT_OK;
   clt_replica_scope(pr->replica, "input", "batch");
   const size_t pixels = s->pixels;
   const size_t bytes = (size_t)len * pixels * s->channels;
-  const unsigned char *from = b->pixels + (size_t)first * pixels * 3;
+  const unsigned char *from = b->pixels;
   if (s->channels == 1) {
     to_grey(from, (size_t)len * pixels, pr->grey);
     from = pr->grey;
   }
   int status = clt_source_upload(pr->replica, pr->staging, from, bytes, "uploading a batch", e);
   if (!status) {
-    status = clt_source_upload(pr->replica, y, b->labels + first, (size_t)len * sizeof(int),
+    status = clt_source_upload(pr->replica, y, b->labels, (size_t)len * sizeof(int),
                                "uploading labels", e);
   }
   if (status) return status;
@@ -134,11 +135,26 @@ static int photos_load(void *ctx, int rank, int step, int first, int len, cl_mem
                        double *waited, clt_err *e) {
   photos_source *s = ctx;
   clt_photo_batch b;
-  int status = clt_loader_get(s->loader, step, &b, waited, e);
+  int status = clt_loader_get_slice(s->loader, step, first, len, &b, waited, e);
   if (status) return status;
-  status = upload_slice(s, &s->reps[rank], &b, first, len, x, y, e);
+  status = upload_slice(s, &s->reps[rank], &b, len, x, y, e);
   clt_loader_put(s->loader, step); /* every replica puts every step, failed or not */
   return status;
+}
+
+static int photos_share(void *ctx, int step, int first, int len, int last_first, int last_len,
+                        clt_err *e) {
+  photos_source *s = ctx;
+  return clt_loader_share(s->loader, step, first, len, last_first, last_len, e);
+}
+
+static void photos_work(void *ctx, clt_source_work *w) {
+  photos_source *s = ctx;
+  clt_loader_work lw;
+  clt_loader_get_work(s->loader, &lw);
+  w->images = (long)lw.images;
+  w->decoded = (long)lw.decoded;
+  w->cpu_seconds = lw.cpu_seconds;
 }
 
 static void photos_cancel(void *ctx) {
@@ -169,6 +185,8 @@ static int make_source(clt_photos *p, int count, int channels, size_t cache_byte
                                      .set_epoch = photos_set_epoch,
                                      .begin = photos_begin,
                                      .load = photos_load,
+                                     .share = photos_share,
+                                     .work = photos_work,
                                      .cancel = photos_cancel,
                                      .detach = photos_detach,
                                      .trace = photos_trace,

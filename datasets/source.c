@@ -140,6 +140,26 @@ int clt_source_load(clt_source *s, int rank, int step, int first, int len, cl_me
   return s->iface.load(s->ctx, rank, step, first, len, x, y, waited, e);
 }
 
+int clt_source_share(clt_source *s, int step, int first, int len, int last_first, int last_len,
+                     clt_err *e) {
+  if (!s->n) return clt_fail(e, CLT_ERR_ARG, "batch source: a share before attaching");
+  if (step < 0 || first < 0 || len < 0 || first > s->global - len || last_first < 0 ||
+      last_len < 0 || last_first > s->global - last_len) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "batch source: share [%d, %d) and [%d, %d) from step %d, global batch %d",
+                    first, first + len, last_first, last_first + last_len, step, s->global);
+  }
+  return s->iface.share ? s->iface.share(s->ctx, step, first, len, last_first, last_len, e)
+                        : CLT_OK;
+}
+
+int clt_source_get_work(const clt_source *s, clt_source_work *w) {
+  memset(w, 0, sizeof *w);
+  if (!s || !s->n || !s->iface.work) return 0;
+  s->iface.work(s->ctx, w);
+  return 1;
+}
+
 void clt_source_cancel(clt_source *s) {
   if (s && s->n && s->iface.cancel) s->iface.cancel(s->ctx);
 }

@@ -22,6 +22,13 @@ typedef enum clt_preprocess {
 
 typedef struct clt_source clt_source;
 
+/* The host work a kind did to prepare its examples (photo decoding). */
+typedef struct clt_source_work {
+  long images;        /* prepared for this process's loads: decoded, or taken from a cache */
+  long decoded;       /* of those, decoded from files */
+  double cpu_seconds; /* host threads' CPU time preparing them (decoding, augmenting) */
+} clt_source_work;
+
 typedef struct clt_source_info {
   int count;                      /* examples */
   int height, width, channels;    /* of every image: uint8, NHWC */
@@ -48,6 +55,12 @@ typedef struct clt_source_i {
    * loads every step, so a host-side kind knows when a batch is consumed. */
   int (*load)(void *ctx, int rank, int step, int first, int len, cl_mem x, cl_mem y, double *waited,
               clt_err *e);
+  /* This process's replicas load examples [first, first + len) of each full
+   * batch and [last_first, last_first + last_len) of the pass's last, partial
+   * one, from step `step` on (may be NULL: a kind that prepares nothing ahead). */
+  int (*share)(void *ctx, int step, int first, int len, int last_first, int last_len, clt_err *e);
+  /* The work so far, since attach (may be NULL: none to report). */
+  void (*work)(void *ctx, clt_source_work *w);
   /* Stops the pass after an error elsewhere, so no replica blocks in load (may be NULL). */
   void (*cancel)(void *ctx);
   /* Releases what attach made. */
@@ -95,6 +108,19 @@ int clt_source_begin_epoch(clt_source *s, const int *order, int epoch, clt_err *
  * each in step order. waited may be NULL. */
 int clt_source_load(clt_source *s, int rank, int step, int first, int len, cl_mem x, cl_mem y,
                     double *waited, clt_err *e);
+
+/* The part of each step's batch this process's replicas load, the rest being
+ * other processes' (MPI; one process loads the whole batch, the default): examples
+ * [first, first + len) of a full batch and [last_first, last_first + last_len) of
+ * the pass's last batch where it is partial. A kind that prepares examples ahead
+ * (photos) prepares only these. Told before a pass begins, it applies to that pass
+ * (and later ones, until told again); told during a pass (--split auto re-splits
+ * every step), to its steps from `step` on. Loads outside it still work: it only
+ * says what to prepare ahead. Attaching resets it to the whole batch. */
+int clt_source_share(clt_source *s, int step, int first, int len, int last_first, int last_len,
+                     clt_err *e);
+/* The kind's host work so far (since attach); 0 if it reports none (*w zeroed). */
+int clt_source_get_work(const clt_source *s, clt_source_work *w);
 
 /* Wakes replicas blocked in load after another one failed (their loads fail). */
 void clt_source_cancel(clt_source *s);

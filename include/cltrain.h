@@ -198,7 +198,8 @@ typedef struct cltrain_trainer cltrain_trainer;
  *   optimizer=adam|sgd|rmsprop lr=F momentum=F nesterov=1 weight-decay=F
  *   lr-schedule=NAME:ARGS  as --lr-schedule
  *   seed=N                 the example order, Dropout's masks (default 42)
- *   allreduce-timeout=S    seconds a replica may hold up the all-reduce (0: none)
+ *   allreduce-timeout=S    seconds a replica, or under MPI a process, may hold up the
+ *                          all-reduce (0: none)
  *   check-replicas=1       verify identical parameters after every update
  *   local=1                this process's devices only, even under MPI (e.g. process 0
  *                          evaluating a restored checkpoint alone); otherwise creating a

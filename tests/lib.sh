@@ -62,6 +62,28 @@ sys.exit(1 if diff else 0)
 EOF
 }
 
+# mpi_check CLTRAIN: 0 when mpirun and an MPI build of CLTRAIN are here (MPI is
+# then mpirun's command for processes on this host); else a skip's line and 1,
+# or a failure under CI, which installs OpenMPI (.ci/setup). CLTRAIN "": mpirun
+# alone.
+mpi_check() {
+  if ! command -v mpirun >/dev/null || { [ -n "$1" ] && ! "$1" --version | grep -q "with MPI"; }; then
+    if [ -n "${CI:-}" ]; then bad "cltrain built with MPI and mpirun installed"; else
+      echo "skipped: mpirun or an MPI build of cltrain missing (apt-get install libopenmpi-dev openmpi-bin)"
+    fi
+    return 1
+  fi
+  MPI=(mpirun --oversubscribe --bind-to none)
+  [ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
+  return 0
+}
+# The exit of a test that cannot run: 1 under CI, else 77 (a skip).
+skip_exit() {
+  finish
+  [ -n "${CI:-}" ] && exit 1
+  exit 77
+}
+
 finish() {
   echo "$pass passed, $fail failed"
   [ "$fail" -eq 0 ]

@@ -1,9 +1,10 @@
 /* Writes a synthetic photo folder for tests and benchmarks:
- *   make_photos DIR CLASSES PER_CLASS [SEED]
+ *   make_photos DIR CLASSES PER_CLASS [SEED [SIDE]]
  * or one black PNG of W x H pixels, 1-bit grey, a few KiB however big (a
  * decompression bomb, or a big image, for the pixel limit's tests):
  *   make_photos --blank FILE.png W H
- * DIR/class_K/img_N.{jpg,png}: odd sizes (between 40 and 150 pixels a side),
+ * DIR/class_K/img_N.{jpg,png}: odd sizes (between 40 and 150 pixels a side; with
+ * SIDE, between 4/15 of it and SIDE, as big as photos get for a benchmark),
  * every other file a PNG (RGB, or RGBA for some), the rest JPEG (a few grey).
  * Classes are learnable: class K's images are stripes at an angle and in a
  * colour of its own, under noise. */
@@ -116,15 +117,22 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc < 4) {
-    fprintf(stderr, "usage: make_photos DIR CLASSES PER_CLASS [SEED] | --blank FILE.png W H\n");
+    fprintf(stderr,
+            "usage: make_photos DIR CLASSES PER_CLASS [SEED [SIDE]] | --blank FILE.png W H\n");
     return 2;
   }
   const char *dir = argv[1];
   const int classes = atoi(argv[2]), per_class = atoi(argv[3]);
   clt_rng rng;
   clt_rng_seed(&rng, argc > 4 ? strtoull(argv[4], NULL, 10) : 1, 0);
+  const int side = argc > 5 ? atoi(argv[5]) : 150;
+  if (side < 15 || side > 8192) {
+    fprintf(stderr, "make_photos: SIDE %s outside [15, 8192]\n", argv[5]);
+    return 2;
+  }
+  const int least = side * 4 / 15, spread = side * 2 / 3; /* 40 and 100 for 150 */
   mkdir(dir, 0755);
-  unsigned char *rgb = malloc((size_t)150 * 150 * 3);
+  unsigned char *rgb = malloc((size_t)(side + 1) * (side + 1) * 3);
   char path[4096];
   for (int k = 0; k < classes; k++) {
     snprintf(path, sizeof path, "%s/class_%d", dir, k);
@@ -136,8 +144,8 @@ int main(int argc, char **argv) {
     const double angle = 3.14159265 * k / classes, period = 6 + 3 * (k % 3);
     const double colour[3] = {k % 2 ? 220 : 40, k % 3 ? 60 : 200, (k / 2) % 2 ? 210 : 70};
     for (int n = 0; n < per_class; n++) {
-      const int w = (40 + (int)(clt_rng_uniform(&rng) * 100)) | 1;
-      const int h = (40 + (int)(clt_rng_uniform(&rng) * 100)) | 1;
+      const int w = (least + (int)(clt_rng_uniform(&rng) * spread)) | 1;
+      const int h = (least + (int)(clt_rng_uniform(&rng) * spread)) | 1;
       const double phase = clt_rng_uniform(&rng) * period;
       for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {

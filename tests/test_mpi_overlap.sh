@@ -15,14 +15,8 @@ CLT=$1
 TOOL=$2
 . "$(dirname "$0")/lib.sh"
 
-if ! command -v mpirun >/dev/null || ! "$CLT" --version | grep -q "with MPI"; then
-  if [ -n "${CI:-}" ]; then bad "cltrain built with MPI and mpirun installed"; finish; exit 1; fi
-  echo "skipped: mpirun or an MPI build of cltrain missing (apt-get install libopenmpi-dev openmpi-bin)"
-  exit 77
-fi
+mpi_check "$CLT" || skip_exit
 export POCL_DEVICES="pthread pthread pthread"
-MPI=(mpirun --oversubscribe --bind-to none)
-[ "$(id -u)" -eq 0 ] && MPI+=(--allow-run-as-root)
 
 # train NAME BUCKETS NP DEVICES BATCH [flags]: one epoch of 6 steps (the last of
 # 2 examples) into $tmp/NAME, CLTRAIN_ALLREDUCE_BUCKETS=BUCKETS ("": unset).

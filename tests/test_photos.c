@@ -646,6 +646,107 @@ static void test_loader(void) {
   clt_photos_free(p);
 }
 
+/* Gets examples [first, first + len) of step s (two consumers each get their own
+ * slice of every step) and checks them against the images decoded one by one. */
+static void get_slice_checked(clt_loader *l, const clt_photos *p, const int *order, int batch,
+                              int s, int first, int len, const unsigned char *expect, size_t img,
+                              const char *what) {
+  clt_err e = {0};
+  clt_photo_batch b;
+  int rc = clt_loader_get_slice(l, s, first, len, &b, NULL, &e);
+  check(rc == CLT_OK && b.count == len, "%s: step %d [%d, +%d): %s (%d images)", what, s, first,
+        len, rc ? e.msg : "ok", b.count);
+  for (int k = 0; rc == CLT_OK && k < len; k++) {
+    const int idx = order[s * batch + first + k];
+    check(b.labels[k] == clt_photos_label(p, idx) &&
+              memcmp(b.pixels + (size_t)k * img, expect + (size_t)idx * img, img) == 0,
+          "%s: step %d position %d (example %d): label or pixels differ", what, s, first + k, idx);
+  }
+}
+
+/* A process's share of each batch (MPI): only its positions are decoded, the
+ * others' never; a slice outside it is decoded when asked; a share changed
+ * during a pass applies to the steps decoded ahead. */
+static void test_loader_share(void) {
+  const int size = 16, n = NSPECS, batch = 4; /* batches of 4, 4, 3 */
+  const size_t img = (size_t)size * size * 3;
+  clt_photos *p = NULL;
+  clt_err e = {0};
+  if (clt_photos_open(tpath("photos"), size, 0.0, 1, &p, NULL, &e) != CLT_OK) {
+    check(0, "share: open: %s", e.msg);
+    return;
+  }
+  unsigned char *expect = malloc(img * n);
+  for (int i = 0; i < n; i++)
+    if (clt_photos_decode(p, i, expect + img * i, &e) != CLT_OK)
+      check(0, "share: decode %d: %s", i, e.msg);
+  int order[NSPECS];
+  clt_epoch_order(5, 0, order, n);
+  clt_loader *l = NULL;
+  int rc = clt_loader_create(p, 2, batch, 2, 2, 0, &l, &e);
+  check(rc == CLT_OK, "share: create: %s", e.msg);
+  if (rc == CLT_OK) {
+    /* Positions 1..2 of a full batch (consumer 0 takes 1, consumer 1 takes 2), 0 of
+     * the last (consumer 1 takes none): 5 images of 11. */
+    rc = clt_loader_share(l, 0, 1, 2, 0, 1, &e);
+    if (rc == CLT_OK) rc = clt_loader_start(l, order, n, batch, &e);
+    check(rc == CLT_OK, "share: start: %s", e.msg);
+    for (int s = 0; s < 3 && rc == CLT_OK; s++) {
+      get_slice_checked(l, p, order, batch, s, s < 2 ? 1 : 0, 1, expect, img, "share");
+      get_slice_checked(l, p, order, batch, s, s < 2 ? 2 : 1, s < 2 ? 1 : 0, expect, img, "share");
+      clt_loader_put(l, s);
+      clt_loader_put(l, s);
+    }
+    clt_loader_work w;
+    clt_loader_get_work(l, &w);
+    check(w.decoded == 5 && w.images == 5 && w.cpu_seconds > 0,
+          "share: decoded %zu, prepared %zu images (%g s), want 5 and 5 (> 0 s)", w.decoded,
+          w.images, w.cpu_seconds);
+
+    /* Outside the share: asked for, decoded, the share kept. */
+    rc = clt_loader_start(l, order, n, batch, &e);
+    check(rc == CLT_OK, "share: start 2: %s", e.msg);
+    for (int s = 0; s < 3 && rc == CLT_OK; s++) {
+      get_slice_checked(l, p, order, batch, s, 0, s < 2 ? 4 : 3, expect, img, "whole batch");
+      get_slice_checked(l, p, order, batch, s, 0, 0, expect, img, "whole batch");
+      clt_loader_put(l, s);
+      clt_loader_put(l, s);
+    }
+    clt_loader_get_work(l, &w);
+    check(w.decoded == 5 + (size_t)n, "whole batches asked: decoded %zu, want %d", w.decoded,
+          5 + n);
+
+    /* The share moves after step 0 (as --split auto's does): the steps ahead
+     * decode the new positions; the old ones are at most decoded ahead. */
+    rc = clt_loader_share(l, 0, 0, 2, 0, 2, &e);
+    if (rc == CLT_OK) rc = clt_loader_start(l, order, n, batch, &e);
+    check(rc == CLT_OK, "share: start 3: %s", e.msg);
+    size_t before = w.decoded;
+    if (rc == CLT_OK) {
+      get_slice_checked(l, p, order, batch, 0, 0, 2, expect, img, "moved");
+      get_slice_checked(l, p, order, batch, 0, 2, 0, expect, img, "moved");
+      clt_loader_put(l, 0);
+      clt_loader_put(l, 0);
+      rc = clt_loader_share(l, 1, 2, 2, 1, 2, &e);
+      check(rc == CLT_OK, "share: move: %s", e.msg);
+    }
+    for (int s = 1; s < 3 && rc == CLT_OK; s++) {
+      get_slice_checked(l, p, order, batch, s, s < 2 ? 2 : 1, 1, expect, img, "moved");
+      get_slice_checked(l, p, order, batch, s, s < 2 ? 3 : 2, 1, expect, img, "moved");
+      clt_loader_put(l, s);
+      clt_loader_put(l, s);
+    }
+    clt_loader_get_work(l, &w);
+    /* 2 + 2 + 2 wanted; at most the 2 old positions of each step ahead besides. */
+    check(w.decoded - before >= 6 && w.decoded - before <= 10,
+          "moved share: decoded %zu, want 6 to 10", w.decoded - before);
+    check(clt_loader_share(l, 0, -1, 2, 0, 0, &e) == CLT_ERR_ARG, "a negative share accepted");
+    clt_loader_destroy(l);
+  }
+  free(expect);
+  clt_photos_free(p);
+}
+
 /* ------------------------------------------------------------------------- */
 
 static void remove_tree(const char *path) {
@@ -687,6 +788,7 @@ int main(void) {
   test_extra_formats();
   test_split();
   test_loader();
+  test_loader_share();
   test_bad();
   test_pixel_limit();
   test_big_images();

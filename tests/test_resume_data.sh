@@ -101,6 +101,38 @@ else
   bad "two replicas keep the global batch ($(grep -E '^Global' "$tmp/n.txt")$(cat "$tmp/n.err"))"
 fi
 expect_close "... and end where the straight run does, up to rounding" "$tmp/straight/ckpt-2.npz" "$tmp/n/ckpt-2.npz" 1e-3
+# On three it is still 32: slices of 11, 11 and 10.
+rm -rf "$tmp/n3" && mkdir -p "$tmp/n3" && cp "$tmp/n/ckpt-1.npz" "$tmp/n/checkpoint" "$tmp/n3/"
+printf 'model_checkpoint_path: "ckpt-1"\n' >"$tmp/n3/checkpoint"
+POCL_DEVICES="pthread pthread pthread" "$CLT" train --resume --epochs 2 --devices 0,1,2 --split equal \
+  --checkpoint-dir "$tmp/n3" >"$tmp/n3.txt" 2>"$tmp/n3.err"
+if grep -q '^Global batch 32 (11 or 10 per replica), 20 steps per epoch' "$tmp/n3.txt" &&
+  [ "$(notes "$tmp/n3.err")" -eq 0 ]; then
+  ok "three replicas: the recorded global batch of 32 as 11, 11 and 10, without a note"
+else
+  bad "three replicas keep the global batch ($(grep -E '^Global' "$tmp/n3.txt")$(cat "$tmp/n3.err"))"
+fi
+expect_close "... and end where the straight run does, up to rounding" "$tmp/straight/ckpt-2.npz" "$tmp/n3/ckpt-2.npz" 1e-3
+note_case "--global-batch of another value: noted" \
+  "^cltrain: note: --global-batch 64 differs from the checkpoint's 32; the run continues but is no longer exact$" \
+  --global-batch 64
+# --global-batch N is --batch-per-replica N/replicas, to the byte; both given must agree.
+POCL_DEVICES="pthread pthread" "$CLT" train --epochs 1 --train-limit 640 --test-limit 256 --seed 5 \
+  --checkpoint-every 1 --devices 0,1 --split equal --global-batch 64 --checkpoint-dir "$tmp/g64" >"$tmp/g64.txt" 2>&1
+POCL_DEVICES="pthread pthread" "$CLT" train --epochs 1 "${run[@]}" --devices 0,1 --split equal \
+  --checkpoint-dir "$tmp/b32" >"$tmp/b32.txt" 2>&1
+if grep -q '^Global batch 64 (32 per replica)' "$tmp/g64.txt" && cmp -s "$tmp/g64/ckpt-1.npz" "$tmp/b32/ckpt-1.npz"; then
+  ok "--global-batch 64 on 2 replicas = --batch-per-replica 32, to the byte"
+else
+  bad "--global-batch 64 on 2 replicas ($(grep -E '^Global|error' "$tmp/g64.txt" "$tmp/b32.txt"))"
+fi
+expect_fail "--global-batch and --batch-per-replica that disagree: refused" \
+  "^cltrain: error: --global-batch 48 and --batch-per-replica 32 disagree: 32 x 1 replica = 32 \(give one of the two\)$" \
+  "$CLT" train --epochs 1 "${run[@]}" --devices 0 --global-batch 48 --checkpoint-dir "$tmp/both"
+expect_fail "a global batch smaller than the replicas: refused" \
+  "^cltrain: error: --global-batch 1: a global batch smaller than the run's 2 replicas" \
+  env POCL_DEVICES="pthread pthread" "$CLT" train --epochs 1 --train-limit 64 --devices 0,1 --global-batch 1 \
+  --checkpoint-dir "$tmp/one"
 mkdir -p "$tmp/fm-copy"
 ln -s "$DATA"/* "$tmp/fm-copy/"
 note_case "--data of another folder: noted" "^cltrain: note: --data $tmp/fm-copy differs from the checkpoint's $rec;" \

@@ -201,6 +201,7 @@ static int set_up(cltrain_trainer *t, const cltrain_model *m, const trainer_opts
     return status;
   }
   clt_ring_set_default_timeout(to->timeout);
+  clt_cluster_set_timeout(t->cluster, to->timeout);
   if ((status = clt_trainer_create_steps(t->model, chosen, n, (int)to->batch, split, weights,
                                          t->cluster, &t->t, e)))
     return status;

@@ -219,7 +219,20 @@ static const clt_flag train_flags[] = {
      .max = 65536,
      .def = 64,
      .meta = "N",
-     .help = "examples per device per step"},
+     .shown = "64; with --resume the checkpoint's global batch over the replicas",
+     .help = "examples per device per step (the global batch is N x the run's replicas)"},
+    {.name = "global-batch",
+     .type = CLT_FLAG_INT,
+     .offset = TR(global_batch),
+     .seen = CLT_SEEN(clt_train_opts, global_batch_given),
+     .min = 1,
+     .max = 16777216,
+     .meta = "N",
+     .shown = "--batch-per-replica x the replicas",
+     .help = "examples per step over every replica of the run, each replica's share derived from "
+             "it (equal slices differ by at most one where N does not divide); with "
+             "--batch-per-replica too, the two must agree. A checkpoint records it, so --resume "
+             "on more or fewer hosts or devices keeps it"},
     {.name = "train-limit",
      .type = CLT_FLAG_LONG,
      .offset = TR(train_limit),
@@ -273,7 +286,9 @@ static const clt_flag train_flags[] = {
              "state, epoch, data order) up to --epochs, on the data it records (--data, "
              "--train-limit, --test-limit, --validation-split, --augment, --seed and the global "
              "batch, divided among the replicas: one given with another value is used, with a "
-             "note); optimizer flags given must match it, --lr may change the learning rate"},
+             "note); optimizer flags given must match it, --lr may change the learning rate. "
+             "Under mpirun process 0 reads the checkpoint and sends it to the others, so only "
+             "its --checkpoint-dir needs to hold it"},
     {.name = "check-replicas",
      .type = CLT_FLAG_BOOL,
      .offset = TR(check_replicas),
@@ -323,7 +338,9 @@ static const clt_flag train_flags[] = {
      .def = CLT_RING_DEFAULT_TIMEOUT,
      .meta = "S",
      .help = "stop, naming it, when a replica keeps the others waiting in a step longer than S "
-             "seconds (a hung device); 0: wait for ever"},
+             "seconds (a hung device), or under mpirun when a process does (a host that stopped "
+             "answering: every other process stops within S seconds naming its rank and host); "
+             "0: wait for ever"},
     {.name = "wire",
      .type = CLT_FLAG_STRING,
      .offset = TR(wire),

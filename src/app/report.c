@@ -31,7 +31,7 @@ void clt_report_replica_lines(const clt_device *const *devices, int n, int first
 void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
   const clt_model *m = r->model;
   const clt_data *d = r->data;
-  const int global = plan->batch_per_replica * plan->replicas;
+  const int global = plan->global_batch;
   const int steps = (d->ntrain + global - 1) / global;
   fprintf(r->out,
           "Model %s: %zu parameters, %d layer%s; %d training and %d %s image%s of %dx%dx%d\n",
@@ -74,8 +74,12 @@ void clt_report_plan(const clt_report *r, const clt_run_plan *plan) {
             "across the processes\n",
             plan->processes, plan->replicas);
   }
-  fprintf(r->out, "Global batch %d (%d per replica), %d step%s per epoch, ", global,
-          plan->batch_per_replica, steps, steps == 1 ? "" : "s");
+  /* Equal slices differ by one where the replicas do not divide the batch. */
+  const int least = global / plan->replicas;
+  if (global % plan->replicas)
+    fprintf(r->out, "Global batch %d (%d or %d per replica), ", global, least + 1, least);
+  else fprintf(r->out, "Global batch %d (%d per replica), ", global, least);
+  fprintf(r->out, "%d step%s per epoch, ", steps, steps == 1 ? "" : "s");
   if (plan->epochs == plan->first_epoch + 1) fprintf(r->out, "epoch %d", plan->epochs);
   else fprintf(r->out, "epochs %d to %d", plan->first_epoch + 1, plan->epochs);
   if (plan->replicas > 1) fprintf(r->out, ", --split %s", plan->split);
@@ -188,7 +192,23 @@ static int write_log(const clt_report *r, const clt_epoch_record *rec, clt_err *
             "\"allreduce_cross_hidden_seconds\": %.3f",
             processes, res->cross_seconds, res->cross_hidden_seconds);
   }
-  fprintf(log, ", \"allreduce_seconds\": %.3f, \"replicas\": [", res->allreduce_seconds);
+  fprintf(log, ", \"allreduce_seconds\": %.3f", res->allreduce_seconds);
+  if (r->data->photos) {
+    fprintf(log, ", \"decoding\": [");
+    for (int k = 0; k < processes; k++) {
+      const clt_source_work *w = &res->processes[k];
+      fprintf(log, "%s{\"rank\": %d, \"images\": %ld, \"decoded\": %ld, \"cpu_seconds\": %.3f",
+              k ? ", " : "", k, w->images, w->decoded, w->cpu_seconds);
+      if (!isnan(rec->test_loss)) {
+        const clt_source_work *v = &clt_trainer_test_work(r->trainer)[k];
+        fprintf(log, ", \"test_images\": %ld, \"test_decoded\": %ld, \"test_cpu_seconds\": %.3f",
+                v->images, v->decoded, v->cpu_seconds);
+      }
+      fprintf(log, "}");
+    }
+    fprintf(log, "]");
+  }
+  fprintf(log, ", \"replicas\": [");
   for (int i = 0; i < clt_trainer_total_replicas(r->trainer); i++) {
     const clt_replica_info *info = clt_trainer_replica_info(r->trainer, i);
     fprintf(log, "%s{", i ? ", " : "");
@@ -376,6 +396,20 @@ static void print_devices(clt_report *r, const clt_epoch_result *res) {
   }
 }
 
+/* --profile: each process's photo decoding for its replicas' slices. */
+static void print_decoding(const clt_report *r, const clt_epoch_result *res) {
+  const int processes = clt_trainer_processes(r->trainer);
+  for (int k = 0; k < processes; k++) {
+    const clt_source_work *w = &res->processes[k];
+    char rank[32] = "";
+    if (processes > 1) snprintf(rank, sizeof rank, " of rank %d", k);
+    fprintf(r->out,
+            "  photo decoding%s: %ld image%s (%ld decoded from files, the rest from the cache), "
+            "%.2fs of CPU time\n",
+            rank, w->images, w->images == 1 ? "" : "s", w->decoded, w->cpu_seconds);
+  }
+}
+
 int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e) {
   const clt_epoch_result *res = &rec->train;
   const clt_data *d = r->data;
@@ -410,6 +444,7 @@ int clt_report_epoch(clt_report *r, const clt_epoch_record *rec, clt_err *e) {
   }
   print_devices(r, res);
   if (r->profile && clt_trainer_processes(r->trainer) > 1) print_cross(r->out, r->trainer, res);
+  if (r->profile && d->photos) print_decoding(r, res);
   for (int i = 0; i < clt_trainer_replicas(r->trainer) && r->profile; i++) {
     /* This process's replicas: their events are here. */
     const clt_replica *rep = clt_trainer_replica(r->trainer, i);

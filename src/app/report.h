@@ -39,7 +39,7 @@ typedef struct clt_run_plan {
   const char *replica_lines; /* clt_report_replica_lines of every process */
   int replicas;              /* in all processes */
   int processes;
-  int batch_per_replica;
+  int global_batch;         /* examples per step over all replicas */
   const char *split;        /* --split, named with several devices */
   int first_epoch, epochs;  /* epochs first_epoch + 1 .. epochs run */
   const char *resumed_from; /* the checkpoint resumed from, or NULL */

@@ -229,13 +229,20 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   int lock_fd = -1; /* the checkpoint folder's lock (process 0) */
   clt_notice *notice = NULL;
 
-  status = train_set_up(o, &data, &model, &state, ckpt_path, sizeof ckpt_path, &opt, &devices,
-                        chosen, &nchosen, &rep, &trace, &lock_fd, e);
+  /* Process 0's checkpoint, sent to every process: only its folder needs it. */
+  train_resume_file resume = {0};
+  if (o->resume && (status = train_fetch_checkpoint(o, &resume, e))) goto cleanup;
+  status = train_set_up(o, &resume, &data, &model, &state, ckpt_path, sizeof ckpt_path, &opt,
+                        &devices, chosen, &nchosen, &rep, &trace, &lock_fd, e);
+  train_resume_file_free(&resume); /* loaded */
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   const uint64_t seed = o->resume ? state.seed : o->seed;
   const int first_epoch = o->resume ? (int)state.epoch : 0;
   long step = o->resume ? (long)state.iterations : 0;
   run_config config = train_config_of(&model, &data, o->batch_per_replica, seed, nchosen);
+  config.global_batch = o->global_batch_given ? o->global_batch : 0;
+  /* With --resume a flag given overrides the checkpoint's batch, one left out does not. */
+  config.batch_given = o->resume && o->batch_per_replica_given;
   config.epochs = o->epochs;
   config.first_epoch = first_epoch;
   config.step = step;
@@ -253,24 +260,27 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   if (state.early_stop.enabled)
     clt_early_stop_describe(&state.early_stop, config.early_stop, sizeof config.early_stop);
   if ((status = train_same_config(c, &config, &replicas, e))) goto cleanup;
-  /* --resume: the recorded global batch over this run's replicas (0 recorded
-   * for a fresh run, or a checkpoint without records). */
-  int same_batch = 1;
-  const int batch = train_batch_per_replica(o->batch_per_replica, o->batch_per_replica_given,
-                                            o->resume ? state.data.global_batch : 0, replicas,
-                                            &same_batch);
-  if (leader && !same_batch && o->batch_per_replica_given) {
+  /* The global batch: the flags', or with --resume the checkpoint's whatever
+   * the replicas (0 recorded for a fresh run, or a checkpoint without records). */
+  const int recorded = o->resume ? state.data.global_batch : 0;
+  int global = 0;
+  status = train_global_batch(o, recorded, replicas, &global, e);
+  if (status) {
+    clt_cluster_known(c); /* the same flags and count everywhere */
+    goto cleanup;
+  }
+  if (leader && recorded > 0 && global != recorded && o->global_batch_given) {
+    fprintf(stderr,
+            "cltrain: note: --global-batch %d differs from the checkpoint's %d; the run "
+            "continues but is no longer exact\n",
+            global, recorded);
+  } else if (leader && recorded > 0 && global != recorded) {
     fprintf(stderr,
             "cltrain: note: --batch-per-replica %d on %d replica%s makes a global batch of %d, "
             "not the checkpoint's %d; the run continues but is no longer exact\n",
-            batch, replicas, replicas == 1 ? "" : "s", batch * replicas, state.data.global_batch);
-  } else if (leader && !same_batch) {
-    fprintf(stderr,
-            "cltrain: note: the checkpoint's global batch %d does not divide among %d replicas: "
-            "%d per replica, %d a step; the run continues but is no longer exact\n",
-            state.data.global_batch, replicas, batch, batch * replicas);
+            o->batch_per_replica, replicas, replicas == 1 ? "" : "s", global, recorded);
   }
-  state.data.global_batch = batch * replicas;
+  state.data.global_batch = global;
   clt_split_mode split;
   double weights[CLT_BALANCE_MAX];
   status = clt_split_parse(o->split, replicas, &split, weights, e);
@@ -285,7 +295,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   const clt_run_plan plan = {.replica_lines = replica_lines,
                              .replicas = replicas,
                              .processes = clt_cluster_size(c),
-                             .batch_per_replica = batch,
+                             .global_batch = global,
                              .split = o->split,
                              .first_epoch = first_epoch,
                              .epochs = o->epochs,
@@ -319,13 +329,14 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
 
   const double t_setup = clt_now_seconds();
   clt_ring_set_default_timeout(o->allreduce_timeout);
+  clt_cluster_set_timeout(c, o->allreduce_timeout);
   /* A first run on a device (an empty driver cache) compiles for seconds
    * before the first step: say so on a terminal's standard error if it takes
    * over a second (scripts and logs keep their output). */
   if (leader && isatty(STDERR_FILENO) &&
       (status = train_compiling_notice(chosen, nchosen, &notice, e)))
     goto cleanup;
-  if ((status = clt_trainer_create(&model, chosen, nchosen, batch, split, weights, data.train,
+  if ((status = clt_trainer_create(&model, chosen, nchosen, global, split, weights, data.train,
                                    data.test, c, &t, e))) {
     goto cleanup;
   }

@@ -36,6 +36,7 @@ typedef struct clt_train_opts {
   const char *lr_schedule, *reduce_lr_on_plateau;
   uint64_t seed;
   int batch_per_replica;
+  int global_batch;             /* examples per step over the run's replicas (when given) */
   long train_limit, test_limit; /* 0: all */
   const char *log_path;         /* JSON Lines, one object per epoch; NULL: none */
   /* Freeze every layer up to this one ("none": no layer); NULL: the model file's
@@ -48,6 +49,7 @@ typedef struct clt_train_opts {
   int model_given, seed_given; /* set explicitly (checked against a resumed checkpoint) */
   /* Set explicitly: with --resume they override the checkpoint's records. */
   int data_given, train_limit_given, test_limit_given, batch_per_replica_given;
+  int global_batch_given;
   int image_size_given, validation_split_given; /* set explicitly (photo folders only) */
   int augment_given;                            /* set explicitly (with --resume: overrides) */
   int check_replicas;                           /* verify identical parameters after every step */

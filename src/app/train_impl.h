@@ -21,6 +21,8 @@ typedef struct run_config {
   char model[80];
   int ntrain, ntest, height, width, channels, classes;
   int batch_per_replica;
+  int global_batch; /* --global-batch (0: not given) */
+  int batch_given;  /* --batch-per-replica given */
   uint64_t seed;
   int epochs, first_epoch;
   long long step;
@@ -46,18 +48,39 @@ int train_replica_lines(clt_cluster *c, const clt_device *const *devices, int n,
                         clt_err *e);
 /* A fresh run's state: weights from the seed, zero optimizer state. */
 int train_fresh_state(const clt_model *model, uint64_t seed, clt_checkpoint *state, clt_err *e);
+/* The checkpoint --resume continues: process 0's newest, in every process. */
+typedef struct train_resume_file {
+  char path[4096];      /* the file in process 0's --checkpoint-dir (for messages) */
+  unsigned char *bytes; /* all of it */
+  size_t size;
+} train_resume_file;
+
+/* --resume (train_resume.c): process 0 finds and reads the newest checkpoint of its
+ * --checkpoint-dir and sends it to every process, which checks its hash; every
+ * process returns the same verdict. */
+int train_fetch_checkpoint(const clt_train_opts *o, train_resume_file *f, clt_err *e);
+void train_resume_file_free(train_resume_file *f);
+
 /* Everything before the first step that each process does by itself: the
- * optimizer, data, model, devices and (process 0) the checkpoint folder and log. */
-int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_checkpoint *state,
-                 char *ckpt_path, size_t path_size, clt_optimizer *opt, clt_device_list *devices,
-                 const clt_device **chosen, int *nchosen, clt_report *rep, clt_trace **trace,
-                 int *lock_fd, clt_err *e);
+ * optimizer, data, model, devices and (process 0) the checkpoint folder and log;
+ * with --resume from the checkpoint in `resume` (its path into ckpt_path). */
+int train_set_up(const clt_train_opts *o, const train_resume_file *resume, clt_data *data,
+                 clt_model *model, clt_checkpoint *state, char *ckpt_path, size_t path_size,
+                 clt_optimizer *opt, clt_device_list *devices, const clt_device **chosen,
+                 int *nchosen, clt_report *rep, clt_trace **trace, int *lock_fd, clt_err *e);
 /* The batch per replica of a run on `replicas` replicas that continues (or
  * evaluates) a checkpoint whose run took `recorded` examples a step (0: not
  * recorded): --batch-per-replica's `flag` when `given` or nothing is recorded,
  * else recorded / replicas (at least 1). *same gets whether the run's global
  * batch is the recorded one (1 when nothing is recorded). */
 int train_batch_per_replica(int flag, int given, int recorded, int replicas, int *same);
+/* The global batch of a train run on `replicas` replicas (recorded: the
+ * checkpoint's with --resume, 0 if none): --global-batch, else
+ * --batch-per-replica x replicas when given, else the recorded one, else
+ * --batch-per-replica's default x replicas. The two flags given must agree, and
+ * every replica needs an example. */
+int train_global_batch(const clt_train_opts *o, int recorded, int replicas, int *global,
+                       clt_err *e);
 /* Starts the line "compiling kernels for device 0 (NAME) ..." due in a second. */
 int train_compiling_notice(const clt_device *const *chosen, int n, clt_notice **out, clt_err *e);
 

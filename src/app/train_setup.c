@@ -65,9 +65,13 @@ int train_same_config(clt_cluster *c, const run_config *mine, int *replicas, clt
       snprintf(what, sizeof what, "the data (%dx%dx%d images of %d classes vs %dx%dx%d of %d)",
                b->height, b->width, b->channels, b->classes, a->height, a->width, a->channels,
                a->classes);
-    else if (a->batch_per_replica != b->batch_per_replica)
-      snprintf(what, sizeof what, "--batch-per-replica (%d vs %d)", b->batch_per_replica,
-               a->batch_per_replica);
+    else if (a->batch_per_replica != b->batch_per_replica || a->batch_given != b->batch_given)
+      snprintf(what, sizeof what, "--batch-per-replica (%d%s vs %d%s)", b->batch_per_replica,
+               b->batch_given ? "" : ", not given", a->batch_per_replica,
+               a->batch_given ? "" : ", not given");
+    else if (a->global_batch != b->global_batch)
+      snprintf(what, sizeof what, "--global-batch (%d vs %d; 0: not given)", b->global_batch,
+               a->global_batch);
     else if (a->seed != b->seed)
       snprintf(what, sizeof what, "--seed (%llu vs %llu)", (unsigned long long)b->seed,
                (unsigned long long)a->seed);
@@ -321,18 +325,16 @@ static void note_freezing(const clt_train_opts *o, const clt_model *m, const uns
   }
 }
 
-/* --resume, before the data is opened: the newest checkpoint's model, weights,
- * optimizer state, counters and data records; flags that contradict its model are
- * refused. The model's frozen layers are the checkpoint's (was_frozen gets them)
- * or, with --freeze-until, the flag's. */
-static int resume_checkpoint(const clt_train_opts *o, char *path, size_t size, clt_model *model,
-                             clt_checkpoint *state, unsigned char *was_frozen, clt_err *e) {
-  int status = clt_checkpoint_resolve(o->checkpoint_dir, path, size, e);
-  if (status) {
-    clt_wrap(e, "--resume");
-    return status;
-  }
-  if ((status = clt_checkpoint_model(path, model, e))) return status;
+/* --resume, before the data is opened: the newest checkpoint's (f, process 0's)
+ * model, weights, optimizer state, counters and data records; flags that
+ * contradict its model are refused. The model's frozen layers are the
+ * checkpoint's (was_frozen gets them) or, with --freeze-until, the flag's. */
+static int resume_checkpoint(const clt_train_opts *o, const train_resume_file *f, char *path,
+                             size_t size, clt_model *model, clt_checkpoint *state,
+                             unsigned char *was_frozen, clt_err *e) {
+  snprintf(path, size, "%s", f->path);
+  int status = clt_checkpoint_model_from(path, f->bytes, f->size, model, e);
+  if (status) return status;
   if (o->weights) return clt_fail(e, CLT_ERR_ARG, "--weights: --resume takes the checkpoint's");
   for (int i = 0; i < model->nlayers; i++) was_frozen[i] = (unsigned char)model->layers[i].frozen;
   if (o->model_given && !clt_keras_is_file(o->model) && strcmp(o->model, model->name) != 0) {
@@ -353,7 +355,7 @@ static int resume_checkpoint(const clt_train_opts *o, char *path, size_t size, c
                     names[model->preprocess], o->preprocess);
   }
   if ((status = freeze_until(o, model, e))) return status;
-  return clt_checkpoint_load(path, model, 1, state, e);
+  return clt_checkpoint_load_from(path, f->bytes, f->size, model, 1, state, e);
 }
 
 /* Process 0's note that a data flag given with --resume differs from what the
@@ -757,10 +759,10 @@ static int skip_small_devices(const clt_train_opts *o, const clt_model *model,
 
 /* Everything before the first step that each process does by itself: the
  * optimizer, data, model, devices and (process 0) the checkpoint folder and log. */
-int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_checkpoint *state,
-                 char *ckpt_path, size_t path_size, clt_optimizer *opt, clt_device_list *devices,
-                 const clt_device **chosen, int *nchosen, clt_report *rep, clt_trace **trace,
-                 int *lock_fd, clt_err *e) {
+int train_set_up(const clt_train_opts *o, const train_resume_file *resume, clt_data *data,
+                 clt_model *model, clt_checkpoint *state, char *ckpt_path, size_t path_size,
+                 clt_optimizer *opt, clt_device_list *devices, const clt_device **chosen,
+                 int *nchosen, clt_report *rep, clt_trace **trace, int *lock_fd, clt_err *e) {
   clt_cluster *c = o->cluster;
   clt_schedule schedule;
   clt_plateau plateau;
@@ -784,7 +786,7 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
   clt_train_opts eff = *o;
   unsigned char was_frozen[CLT_MAX_LAYERS] = {0};
   if (o->resume) {
-    status = resume_checkpoint(o, ckpt_path, path_size, model, state, was_frozen, e);
+    status = resume_checkpoint(o, resume, ckpt_path, path_size, model, state, was_frozen, e);
     if (status) return status;
     resume_data_flags(o, ckpt_path, model, state, &eff, &aug);
     if ((status = resume_early_stop(o, ckpt_path, &given, &state->early_stop, e))) return status;
@@ -849,6 +851,35 @@ int train_set_up(const clt_train_opts *o, clt_data *data, clt_model *model, clt_
     rep->tb_every = o->tensorboard_every;
   }
   return status;
+}
+
+int train_global_batch(const clt_train_opts *o, int recorded, int replicas, int *global,
+                       clt_err *e) {
+  const long per = (long)o->batch_per_replica * replicas;
+  if (o->global_batch_given && o->batch_per_replica_given && per != o->global_batch) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "--global-batch %d and --batch-per-replica %d disagree: %d x %d replica%s = "
+                    "%ld (give one of the two)",
+                    o->global_batch, o->batch_per_replica, o->batch_per_replica, replicas,
+                    replicas == 1 ? "" : "s", per);
+  }
+  long g = per;
+  if (o->global_batch_given) g = o->global_batch;
+  else if (!o->batch_per_replica_given && o->resume && recorded > 0) g = recorded;
+  /* Only a recorded one can exceed --global-batch's range. */
+  if (g > 16777216) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "the checkpoint's global batch %ld is above 16777216: give --global-batch", g);
+  }
+  if (g < replicas) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "%s%ld: a global batch smaller than the run's %d replicas (each needs at "
+                    "least one example)",
+                    o->global_batch_given ? "--global-batch " : "the checkpoint's global batch ", g,
+                    replicas);
+  }
+  *global = (int)g;
+  return CLT_OK;
 }
 
 int train_batch_per_replica(int flag, int given, int recorded, int replicas, int *same) {

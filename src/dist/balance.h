@@ -11,8 +11,8 @@
  * the step). Integer slices come from largest remainders and a local repair.
  *
  * Such a replica is re-timed so that it comes back if it speeds up. By default
- * (several processes) it stays in the step with an empty slice and gets one
- * example every 64 steps. With leaving on (clt_balancer_leave: one process) it
+ * (a trainer driven a step at a time) it stays in the step with an empty slice
+ * and gets one example every 64 steps. With leaving on (clt_balancer_leave) it
  * leaves the step instead (no all-reduce, no update: the trainer re-forms the
  * ring over the members) and is re-timed off the critical path by probes the
  * trainer runs on it between steps (clt_balancer_probe_due, clt_balancer_probed);

@@ -10,7 +10,16 @@
  * any failed and why, so all stop cleanly with the failing rank named. A failure
  * the others cannot hear of (a device error mid-step, while they wait in a
  * collective) ends the run with clt_cluster_leave(c, failed), which aborts every
- * process (MPI_Abort) instead of leaving them waiting. */
+ * process (MPI_Abort) instead of leaving them waiting.
+ *
+ * A process that stops answering (a paused or frozen process, a cut link): no
+ * call below waits longer than the cluster's timeout. Its last part is a short
+ * liveness round in which the processes still running ask each other who
+ * answers (every process waiting in a call here answers), so each of them names
+ * the same lost ranks: "step 37: rank 1 (host h2, 10.0.0.2) stopped answering
+ * within 20 s; stopping". From then on every call fails at once with that
+ * error, and leaving neither aborts nor finalises (either would wait for the
+ * lost process): the process just ends. */
 #ifndef CLT_CLUSTER_H
 #define CLT_CLUSTER_H
 
@@ -25,6 +34,19 @@ int clt_cluster_join(clt_cluster **out, clt_err *e);
 /* Leaves it: failed and not agreed by clt_cluster_agree aborts every process;
  * otherwise finalises. NULL is fine. */
 void clt_cluster_leave(clt_cluster *c, int failed);
+
+/* The longest a call waits for the others, in seconds (0: for ever); the
+ * default is CLT_CLUSTER_DEFAULT_TIMEOUT, the ring's (ring.h): long enough for a
+ * first step's compilation. */
+#define CLT_CLUSTER_DEFAULT_TIMEOUT 300.0
+void clt_cluster_set_timeout(clt_cluster *c, double seconds);
+/* How long a call may wait for processes that stopped answering before it
+ * fails (0: for ever). */
+double clt_cluster_bound(const clt_cluster *c);
+/* The optimizer step under way, which a lost process's message names. */
+void clt_cluster_set_step(clt_cluster *c, long step);
+/* 1 once a process stopped answering (every call fails from then on). */
+int clt_cluster_lost(const clt_cluster *c);
 
 /* 1 when this build can run under mpirun. */
 int clt_cluster_built_with_mpi(void);

@@ -7,6 +7,16 @@
 
 #include <stdint.h>
 
+#ifdef CLT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+/* A process as the others name it: its host's name and network address. */
+typedef struct clt_peer {
+  char host[64];
+  char addr[48];
+} clt_peer;
+
 struct clt_cluster {
   int rank, size;
   int mpi;      /* MPI is in use */
@@ -18,6 +28,19 @@ struct clt_cluster {
   size_t scratch_floats;
   uint16_t *halves; /* --wire fp16: a chunk sent and one received, as halves */
   size_t halves_chunk;
+  double timeout;   /* seconds a call may wait for the others (0: for ever) */
+  long step;        /* the step under way, for messages */
+  clt_peer *peers;  /* every rank's, from join */
+  int lost;         /* a process stopped answering: MPI is not used again */
+  clt_err lost_err; /* ... and what every call then fails with */
+#ifdef CLT_HAVE_MPI
+  MPI_Comm live;           /* the liveness round's messages, apart from the run's */
+  unsigned char *heard;    /* per rank: answered or asked in the liveness round */
+  long *answers;           /* per rank: the step its answer carries */
+  MPI_Request *round_reqs; /* per rank: the receive of its answer */
+  long ping[2];            /* the round's question: the step, microseconds left of the round */
+  long pong;               /* its answer: the step (both kept while sends are in flight) */
+#endif
 };
 
 #ifdef CLT_HAVE_MPI
@@ -26,7 +49,8 @@ int clt_cluster_mpi_fail(clt_err *e, int rc, const char *what);
 #endif
 
 /* Sends send_bytes bytes to rank `to` while receiving recv_bytes from rank
- * `from`, both with `tag` (MPI_Sendrecv). */
+ * `from`, both with `tag` (as MPI_Sendrecv), bounded by the cluster's timeout
+ * as every call here is. */
 int clt_cluster_exchange(clt_cluster *c, const void *send, size_t send_bytes, int to, void *recv,
                          size_t recv_bytes, int from, int tag, clt_err *e);
 

@@ -20,6 +20,11 @@ typedef struct step {
   int first, len; /* this replica's slice of it: [first, first + len) */
 } step;
 
+/* Examples [first, first + len) of a batch. */
+typedef struct range {
+  int first, len;
+} range;
+
 static int barrier(clt_trainer *t, clt_err *e) {
   return clt_ring_barrier(t->ring) ? clt_fail(e, CLT_ERR_INTERNAL, "aborted") : CLT_OK;
 }
@@ -296,32 +301,60 @@ static int share_slices(clt_trainer *t, int *slices, clt_err *e) {
   return clt_cluster_bcast(t->cluster, slices, (size_t)t->total * sizeof *slices, e);
 }
 
-/* Every replica's time of this step is in: the leader re-balances the next step
- * while the others wait (a short computation beside a step). Across
- * processes, process 0 decides from every replica's time and tells the others. */
-static int rebalance(pass *p, int rank, const step *st, clt_err *e) {
+/* Where this process's replicas' slices lie in a batch split into `slices`: one
+ * after another, from its first replica's. */
+static range own_part(const clt_trainer *t, const int *slices) {
+  range part = {0, 0};
+  for (int g = 0; g < t->base; g++) part.first += slices[g];
+  for (int r = 0; r < t->n; r++) part.len += slices[t->base + r];
+  return part;
+}
+
+/* Tells the pass's source which examples of its batches this process loads, from
+ * step s of the pass on (full: the slices of a full batch; last: of the pass's
+ * last, partial one), so that it decodes photos for this process's slices alone. */
+static int tell_share(const pass *p, int s, const int *full, const int *last, clt_err *e) {
+  if (!p->source) return CLT_OK;
+  const range a = own_part(p->t, full), b = own_part(p->t, last);
+  /* The source counts a resumed epoch's steps from its first remaining one. */
+  return clt_source_share(p->source, s - p->skip, a.first, a.len, b.first, b.len, e);
+}
+
+int trainer_plan_next(pass *p, int s, clt_err *e) {
   clt_trainer *t = p->t;
-  int status = barrier(t, e);
-  if (status) return status;
-  if (rank == st->lead && clt_cluster_size(t->cluster) > 1) {
+  int status = CLT_OK;
+  if (t->leave) {
+    status = trainer_take_figures(p, 1, e);
+  } else if (clt_cluster_size(t->cluster) > 1) {
     double mine[CLT_MAX_REPLICAS] = {0};
     memcpy(mine, p->compute + t->base, (size_t)t->n * sizeof *mine);
     status = trainer_gather(t, mine, sizeof mine[0], p->compute, e);
   }
-  if (rank == st->lead && !status) {
-    const int global = clt_trainer_global_batch(t);
-    clt_balancer_observe(&t->balancer, p->next, p->compute);
-    const int next_first = st->batch_first + global;
-    const int next_batch = p->count - next_first < global ? p->count - next_first : global;
-    if (next_batch > 0) {
-      unsigned long long members = all_ranks(t);
-      if (t->leave)
-        members = t->members[st->s + 1] = trainer_regroup(p, st->s, next_batch == global);
-      clt_balancer_split(&t->balancer, next_batch, p->next);
-      status = share_slices(t, p->next, e);
-      if (t->leave && atomic_load(&p->stop_after) < 0) trainer_ask_probes(p, st->s, members);
-    }
-  }
+  if (status) return status;
+  const int global = clt_trainer_global_batch(t);
+  clt_balancer_observe(&t->balancer, p->next, p->compute);
+  const int next_first = (s + 1) * global;
+  const int next_batch = p->count - next_first < global ? p->count - next_first : global;
+  if (next_batch <= 0) return CLT_OK;
+  unsigned long long members = all_ranks(t);
+  if (t->leave) members = t->members[s + 1] = trainer_regroup(p, s, next_batch == global);
+  clt_balancer_split(&t->balancer, next_batch, p->next);
+  status = share_slices(t, p->next, e);
+  /* Decoding ahead goes on with this split until the next one. */
+  if (!status) status = tell_share(p, s + 1, p->next, p->next, e);
+  if (!status && t->leave && atomic_load(&p->stop_after) < 0) trainer_ask_probes(p, s, members);
+  return status;
+}
+
+/* Every replica's time of this step is in: the leader re-balances the next step
+ * while the others wait (a short computation beside a step). Across
+ * processes, every process's leader gets every replica's time; process 0's
+ * split goes to the others. */
+static int rebalance(pass *p, int rank, const step *st, clt_err *e) {
+  clt_trainer *t = p->t;
+  int status = barrier(t, e);
+  if (status) return status;
+  if (rank == st->lead) status = trainer_plan_next(p, st->s, e);
   if (status) {
     clt_ring_abort(t->ring);
     return status;
@@ -346,6 +379,28 @@ static int update(pass *p, int rank, int s, clt_err *e) {
   return rc ? clt_replica_fail(net->replica, e, rc, "clFlush") : CLT_OK;
 }
 
+/* --check-replicas across processes: a hash of the parameters each process's
+ * members hold (params: its leader's; NULL: none of its replicas is in the
+ * step), and each one's own verdict, so every process reaches the same one. */
+static int check_across(pass *p, int s, const float *params, clt_err *e) {
+  clt_trainer *t = p->t;
+  uint64_t mine[3] = {1469598103934665603ull, (uint64_t)(p->mismatch_step >= 0), params != NULL};
+  uint64_t all[3 * CLT_MAX_REPLICAS];
+  const unsigned char *b = (const unsigned char *)params;
+  for (size_t i = 0; params && i < t->model->flat_floats * sizeof(float); i++)
+    mine[0] = (mine[0] ^ b[i]) * 1099511628211ull;
+  int status = clt_cluster_allgather(t->cluster, mine, sizeof mine, all, e);
+  int first = -1;
+  for (int r = 0; r < clt_cluster_size(t->cluster) && !status; r++) {
+    const uint64_t *x = all + (size_t)3 * r;
+    if (x[2] && first < 0) first = r;
+    const int differs = x[2] && x[0] != all[(size_t)3 * first];
+    if ((differs || x[1]) && p->mismatch_step < 0) p->mismatch_step = s;
+  }
+  if (!status && p->mismatch_step >= 0) clt_cluster_known(t->cluster);
+  return status;
+}
+
 /* --check-replicas: every member's parameters must equal the leader's bit for bit. */
 static int check_identical(pass *p, int rank, const step *st, clt_err *e) {
   clt_trainer *t = p->t;
@@ -366,20 +421,8 @@ static int check_identical(pass *p, int rank, const step *st, clt_err *e) {
     }
   }
   if (rank == st->lead && clt_cluster_size(t->cluster) > 1) {
-    /* Across processes: a hash of the parameters each holds, and each one's own
-     * verdict, so every process reaches the same one. */
-    uint64_t mine[2] = {1469598103934665603ull, (uint64_t)(p->mismatch_step >= 0)};
-    uint64_t all[2 * CLT_MAX_REPLICAS];
-    const unsigned char *b = (const unsigned char *)(t->check_params + (size_t)st->lead * floats);
-    for (size_t i = 0; i < floats * sizeof(float); i++)
-      mine[0] = (mine[0] ^ b[i]) * 1099511628211ull;
-    status = clt_cluster_allgather(t->cluster, mine, sizeof mine, all, e);
-    for (int r = 0; r < clt_cluster_size(t->cluster) && !status; r++) {
-      if ((all[(size_t)2 * r] != all[0] || all[(size_t)2 * r + 1]) && p->mismatch_step < 0)
-        p->mismatch_step = s;
-    }
+    status = check_across(p, s, t->check_params + (size_t)st->lead * floats, e);
     if (status) clt_ring_abort(t->ring);
-    else if (p->mismatch_step >= 0) clt_cluster_known(t->cluster);
   }
   if (status || (status = barrier(t, e))) return status;
   if (p->mismatch_step >= 0) {
@@ -454,6 +497,7 @@ int trainer_end_pass(pass *p, int rank, int status, clt_err *e) {
  * all-reduce's barrier then shows every rank the answer. */
 static int stop_vote(pass *p, int s, clt_err *e) {
   clt_interrupt_step(p->first_step + s + 1);
+  clt_cluster_set_step(p->t->cluster, p->first_step + s + 1); /* named if a process is lost */
   int asked = clt_interrupt_signal() != 0;
   int status = clt_cluster_any(p->t->cluster, &asked, e);
   if (status) {
@@ -508,6 +552,36 @@ static int step_update(pass *p, int rank, const step *st, double *t0, clt_err *e
   if (!status && rank == st->lead) status = show_progress(p, st, e);
   if (!status && p->t->leave) status = trainer_change_members(p, rank, st->s, e);
   return status;
+}
+
+int trainer_hollow_step(pass *p, int s, clt_err *e) {
+  clt_trainer *t = p->t;
+  int status = CLT_OK;
+  /* Every rank loads every step (load_slice): here the empty slices of all. */
+  for (int r = 0; r < t->n && !status; r++) {
+    status = clt_source_load(p->source, r, s - p->skip, 0, 0, t->local[r].net->input,
+                             t->local[r].net->labels, NULL, e);
+  }
+  if (!status) status = stop_vote(p, s, e);
+  if (!status) status = clt_ring_allreduce_absent(t->ring, e);
+  if (!status) status = trainer_plan_next(p, s, e);
+  if (!status && t->check_replicas) {
+    status = check_across(p, s, NULL, e);
+    if (!status && p->mismatch_step >= 0) {
+      status = clt_fail(e, CLT_ERR_NUMERIC,
+                        "--check-replicas: replicas hold different parameters after step %d",
+                        p->mismatch_step + 1);
+    }
+  }
+  if (status) return status;
+  const double now = clt_now_seconds();
+  if (t->step_time) t->step_time[s] = now;
+  if (t->first_step_done == 0) {
+    t->first_step_done = now;
+    clt_notice_done(t->first_step_notice);
+  }
+  atomic_store(&p->done, s + 1);
+  return trainer_hollow_change(p, s, e);
 }
 
 /* A member's step s; *stop: the pass stops after it. */
@@ -587,15 +661,19 @@ int trainer_begin_pass(pass *p, clt_err *e) {
     /* The members at the start: the balancer's, and the ring runs over them. */
     unsigned long long members = 0;
     for (int r = 0; r < t->n; r++)
-      members |= (unsigned long long)clt_balancer_member(&t->balancer, r) << r;
+      members |= (unsigned long long)clt_balancer_member(&t->balancer, t->base + r) << r;
     for (int s = p->skip; s < p->steps; s++) t->members[s] = members;
-    if ((status = clt_ring_set_members(t->ring, members, e))) return status;
+    /* None (under MPI): the ring waits for the first to rejoin. */
+    if (members && (status = clt_ring_set_members(t->ring, members, e))) return status;
   }
   /* A pass over the caller's memory (p->host) has no source; else the one
    * given, or the trainer's training or test source. */
   if (!p->host && !p->source) p->source = t->source[p->train ? 0 : 1];
   if (!p->host && !p->source)
     return clt_fail(e, CLT_ERR_ARG, "no %s set", p->train ? "training" : "test");
+  status = p->dynamic ? tell_share(p, p->skip, p->next, p->next, e)
+                      : tell_share(p, p->skip, p->full, p->tail, e);
+  if (status) return status;
   if (p->source &&
       (status = clt_source_begin_epoch(p->source, t->order, p->train ? p->epoch : -1, e)))
     return status;
@@ -603,6 +681,8 @@ int trainer_begin_pass(pass *p, clt_err *e) {
   p->t0 = clt_now_seconds();
   p->mismatch_step = -1;
   p->handed = -1;
+  p->settled = p->skip;
+  p->carry_at = -1;
   atomic_init(&p->done, p->skip);
   for (int r = 0; r < t->n; r++) {
     p->ranks[r].rejoin_at = -1;
@@ -668,11 +748,34 @@ int trainer_run_pass(pass *p, clt_err *e) {
   int status = trainer_begin_pass(p, e);
   if (status) return status;
   for (int r = 0; r < t->n; r++) args[r] = (trainer_thread_arg){p, r, 0, TRAINER_STEP};
-  trainer_start_threads(p, worker, args, threads, &started);
+  /* Under MPI a process none of whose ranks is in a step still takes part in
+   * its collectives: the stand-in does (leave.c). */
+  pthread_t stand_in;
+  int with_stand_in = 0;
+  if (!trainer_start_threads(p, worker, args, threads, &started) && p->train && t->leave &&
+      clt_cluster_size(t->cluster) > 1) {
+    with_stand_in = pthread_create(&stand_in, NULL, trainer_stand_in, p) == 0;
+    if (!with_stand_in) {
+      clt_ring_abort(t->ring);
+      trainer_close_bench(p);
+      p->stand_in_status = clt_fail(&p->stand_in_err, CLT_ERR_NOMEM,
+                                    "cannot start a host thread for the stand-in");
+    }
+  }
   status = trainer_join_pass(p, threads, started, e);
+  int hung = 0;
+  for (int r = 0; r < t->n; r++) hung |= t->local[r].replica->hung;
+  /* The stand-in returns once the bench is closed and its step's collectives
+   * are done; with a thread left behind, hung, it is left too. */
+  if (with_stand_in && hung) pthread_detach(stand_in);
+  else if (with_stand_in) pthread_join(stand_in, NULL);
   if (status) return status; /* a thread may be left behind: the bench stays */
+  if (p->stand_in_status) {
+    *e = p->stand_in_err;
+    return p->stand_in_status;
+  }
   /* A probe that ended after the last step's re-balance counts all the same. */
-  if (p->train && t->leave) trainer_weigh_probes(p);
+  if (p->train && t->leave && (status = trainer_end_leave(p, e))) return status;
   pthread_mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->cv);
   return CLT_OK;

@@ -197,7 +197,7 @@ int clt_ring_set_members(clt_ring *r, unsigned long long members, clt_err *e) {
   const unsigned long long all = r->n == 64 ? ~0ull : (1ull << r->n) - 1;
   if (!members || (members & ~all))
     return clt_fail(e, CLT_ERR_INTERNAL, "ring members 0x%llx of %d ranks", members, r->n);
-  if (members != all && (!r->subsets || r->cluster)) {
+  if (members != all && !r->subsets) {
     return clt_fail(e, CLT_ERR_INTERNAL, "this ring runs over all of its %d ranks, not a subset",
                     r->n);
   }
@@ -214,7 +214,8 @@ int clt_ring_set_members(clt_ring *r, unsigned long long members, clt_err *e) {
     count++;
     if ((r->members >> i) & 1) continue;
     r->next_base[i] = r->produced[i] = r->consumed[i] = base;
-    r->last_nseg[i] = 0; /* its staging is free */
+    r->last_nseg[i] = 0;                   /* its staging is free */
+    r->cross_uploaded[i] = r->cross_calls; /* every total so far counts as uploaded */
   }
   r->members = members;
   r->nmembers = count;
@@ -577,8 +578,16 @@ static void *comm_main(void *arg) {
   return NULL;
 }
 
-int clt_ring_overlap(clt_ring *r, clt_err *e) {
+int clt_ring_overlap(clt_ring *r, const size_t *offsets, const size_t *counts, int jobs,
+                     clt_err *e) {
   if (!r->cluster || clt_cluster_size(r->cluster) == 1 || r->overlap) return CLT_OK;
+  if (jobs < 1 || jobs > CLT_RING_MAX_JOBS)
+    return clt_fail(e, CLT_ERR_INTERNAL, "%d ranges a step to sum across processes", jobs);
+  r->step_jobs = jobs;
+  for (int k = 0; k < jobs; k++) {
+    r->range_lo[k] = offsets[k];
+    r->range_hi[k] = offsets[k] + counts[k];
+  }
   r->job_lo = calloc(CLT_RING_MAX_JOBS, sizeof *r->job_lo);
   r->job_hi = calloc(CLT_RING_MAX_JOBS, sizeof *r->job_hi);
   r->job_t0 = calloc(CLT_RING_MAX_JOBS, sizeof *r->job_t0);
@@ -593,15 +602,34 @@ int clt_ring_overlap(clt_ring *r, clt_err *e) {
 
 int clt_ring_overlapping(const clt_ring *r) { return r && r->overlap; }
 
+/* The lowest member, which takes replica 0's part across processes. The
+ * members change only between collectives (clt_ring_set_members). */
+static int lead_member(clt_ring *r, unsigned long long *members) {
+  pthread_mutex_lock(&r->mu);
+  *members = r->members;
+  pthread_mutex_unlock(&r->mu);
+  int lead = 0;
+  while (!((*members >> lead) & 1)) lead++;
+  return lead;
+}
+
 int clt_ring_cross_begin(clt_ring *r, int rank, clt_err *e) {
   if (!r->overlap) return CLT_OK;
-  r->step_first[rank] = r->taken[rank]; /* only this rank writes its own */
-  if (rank != 0) return CLT_OK;
-  const long done = r->cross_uploaded[0];
-  for (int i = 1; i < r->n; i++) {
-    if (wait_for(r, 0, i, &r->cross_uploaded[i], done)) return aborted_error(r, e);
+  /* The jobs of a rank's k-th collective are numbered from k * step_jobs (k as
+   * its count of totals uploaded, which a rank rejoining the members takes
+   * over): only this rank writes its own. */
+  r->step_first[rank] = r->taken[rank] = r->cross_uploaded[rank] * r->step_jobs;
+  unsigned long long members;
+  const int lead = lead_member(r, &members);
+  if (rank != lead) return CLT_OK;
+  /* Every member must have copied the previous totals before host is reused. */
+  const long done = r->cross_uploaded[lead];
+  for (int i = lead + 1; i < r->n; i++) {
+    if (!((members >> i) & 1)) continue;
+    if (wait_for(r, lead, i, &r->cross_uploaded[i], done)) return aborted_error(r, e);
   }
   pthread_mutex_lock(&r->mu);
+  r->posted = r->summed = r->step_first[lead]; /* the thread is idle between steps */
   r->hurry = 0;
   pthread_mutex_unlock(&r->mu);
   return CLT_OK;
@@ -609,13 +637,14 @@ int clt_ring_cross_begin(clt_ring *r, int rank, clt_err *e) {
 
 int clt_ring_cross_post(clt_ring *r, int rank, cl_mem buffer, size_t offset, size_t count,
                         cl_command_queue queue, clt_err *e) {
-  if (!r->overlap || rank != 0) return CLT_OK;
-  clt_replica *rep = r->replicas[0];
+  unsigned long long members;
+  if (!r->overlap || rank != lead_member(r, &members)) return CLT_OK;
+  clt_replica *rep = r->replicas[rank];
   if (offset > r->floats || count > r->floats - offset ||
-      r->posted - r->step_first[0] >= CLT_RING_MAX_JOBS) {
+      r->posted - r->step_first[rank] >= r->step_jobs) {
     clt_ring_abort(r);
     return clt_fail(e, CLT_ERR_INTERNAL, "cross-process sum of %zu floats at %zu of %zu (job %ld)",
-                    count, offset, r->floats, r->posted - r->step_first[0]);
+                    count, offset, r->floats, r->posted - r->step_first[rank]);
   }
   if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_READ)) {
     clt_ring_abort(r);
@@ -624,7 +653,7 @@ int clt_ring_cross_post(clt_ring *r, int rank, cl_mem buffer, size_t offset, siz
   cl_int rc = clEnqueueReadBuffer(queue ? queue : rep->queue, buffer, CL_TRUE,
                                   offset * sizeof(float), count * sizeof(float), r->host + offset,
                                   0, NULL, NULL);
-  if (rc) return fail_rank(r, 0, e, rc, "downloading the host sum");
+  if (rc) return fail_rank(r, rank, e, rc, "downloading the host sum");
   pthread_mutex_lock(&r->mu);
   r->job_lo[r->posted % CLT_RING_MAX_JOBS] = offset;
   r->job_hi[r->posted % CLT_RING_MAX_JOBS] = offset + count;
@@ -690,27 +719,30 @@ int clt_ring_cross_finish(clt_ring *r, int rank, cl_mem buffer, cl_command_queue
   if (rc) status = fail_rank(r, rank, e, rc, "uploading the cross-process sum");
   mark(r, rank, 0, 0);
   if (status) return status;
-  if (rank == 0) {
+  unsigned long long members;
+  const long call = r->cross_uploaded[rank] + 1;
+  if (rank == lead_member(r, &members)) {
     clt_replica_trace_span(rep, CLT_TRACE_RING, "waiting across processes (MPI)", t0,
                            clt_now_seconds(), -1);
     /* The step's jobs are summed: their times are final. */
     pthread_mutex_lock(&r->mu);
-    for (long j = r->step_first[0]; j < until; j++) {
+    for (long j = r->step_first[rank]; j < until; j++) {
       const double a = r->job_t0[j % CLT_RING_MAX_JOBS], b = r->job_t1[j % CLT_RING_MAX_JOBS];
       if (a < backward_end) r->cross_hidden += (b < backward_end ? b : backward_end) - a;
     }
     pthread_mutex_unlock(&r->mu);
+    publish(r, &r->cross_calls, call); /* the count a rank rejoining takes over */
   }
-  publish(r, &r->cross_uploaded[rank], r->cross_uploaded[rank] + 1);
+  publish(r, &r->cross_uploaded[rank], call);
   return CLT_OK;
 }
 
-/* Replica 0's side: downloads its host's sum, sums it with the other processes',
- * uploads the total. The copies are not overlapped with the transfers chunk by
- * chunk: the host's cores run both the copies and MPI, so that would gain
- * little. */
-static int cross_sum(clt_ring *r, cl_mem buffer, clt_err *e) {
-  clt_replica *rep = r->replicas[0];
+/* The lead member's side: downloads its host's sum, sums it with the other
+ * processes', uploads the total. The copies are not overlapped with the
+ * transfers chunk by chunk: the host's cores run both the copies and MPI, so
+ * that would gain little. */
+static int cross_sum(clt_ring *r, int lead, cl_mem buffer, clt_err *e) {
+  clt_replica *rep = r->replicas[lead];
   const size_t bytes = r->floats * sizeof(float);
   if (clt_fault_hit(rep->index, rep->step, CLT_FAULT_READ))
     return clt_replica_fail_injected(rep, e, CL_OUT_OF_RESOURCES, "downloading the host sum");
@@ -723,21 +755,29 @@ static int cross_sum(clt_ring *r, cl_mem buffer, clt_err *e) {
   return rc ? clt_replica_fail(rep, e, rc, "uploading the cross-process sum") : CLT_OK;
 }
 
-/* Rank 0 sums the host sums of all processes into r->host (and its buffer);
- * then every other rank uploads the total into its buffer. */
+/* The lead member (the lowest) sums the host sums of all processes into
+ * r->host (and its buffer); then every other member uploads the total into its
+ * buffer. */
 static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
   clt_replica *rep = r->replicas[rank];
   const long call = r->cross_uploaded[rank] + 1; /* only this rank writes its count */
   const size_t bytes = r->floats * sizeof(float);
-  if (rank == 0) {
+  /* The members change only between collectives (clt_ring_set_members). */
+  pthread_mutex_lock(&r->mu);
+  const unsigned long long members = r->members;
+  pthread_mutex_unlock(&r->mu);
+  int lead = 0;
+  while (!((members >> lead) & 1)) lead++;
+  if (rank == lead) {
     const double t0 = clt_now_seconds();
-    /* The previous total must have been uploaded by every rank before it is overwritten. */
-    for (int i = 1; i < r->n; i++) {
-      if (wait_for(r, 0, i, &r->cross_uploaded[i], call - 1)) return aborted_error(r, e);
+    /* The previous total must have been uploaded by every member before it is overwritten. */
+    for (int i = lead + 1; i < r->n; i++) {
+      if (!((members >> i) & 1)) continue;
+      if (wait_for(r, lead, i, &r->cross_uploaded[i], call - 1)) return aborted_error(r, e);
     }
-    mark(r, 0, 1, 1); /* a long wait here is the other processes' */
-    int status = cross_sum(r, buffer, e);
-    mark(r, 0, 1, 0);
+    mark(r, lead, 1, 1); /* a long wait here is the other processes' */
+    int status = cross_sum(r, lead, buffer, e);
+    mark(r, lead, 1, 0);
     if (status) {
       clt_ring_abort(r);
       return status;
@@ -749,7 +789,7 @@ static int cross_allreduce(clt_ring *r, int rank, cl_mem buffer, clt_err *e) {
                            -1);
     publish(r, &r->cross_calls, call);
   } else {
-    if (wait_for(r, rank, 0, &r->cross_calls, call)) return aborted_error(r, e);
+    if (wait_for(r, rank, lead, &r->cross_calls, call)) return aborted_error(r, e);
     cl_int rc = clEnqueueWriteBuffer(rep->queue, buffer, CL_TRUE, 0, bytes, r->host, 0, NULL, NULL);
     if (rc) return fail_rank(r, rank, e, rc, "uploading the cross-process sum");
   }
@@ -794,5 +834,28 @@ int clt_ring_allreduce_across(clt_ring *r, int rank, cl_mem buffer, clt_err *e) 
   mark(r, rank, 1, 0);
   int status = cross_allreduce(r, rank, buffer, e);
   mark(r, rank, 0, 0);
+  return status;
+}
+
+int clt_ring_allreduce_absent(clt_ring *r, clt_err *e) {
+  if (!r->cluster) return CLT_OK;
+  const double t0 = clt_now_seconds();
+  /* No member uploads this total: r->host is free. -0 + x is x for every x
+   * (+0 + -0 would be +0), so the others' sum keeps its bits; in half precision
+   * too. */
+  for (size_t i = 0; i < r->floats; i++) r->host[i] = -0.0f;
+  int status = CLT_OK;
+  if (!r->overlap) {
+    status = clt_cluster_sum_range(r->cluster, r->host, r->floats, 0, r->floats, r->wire, NULL,
+                                   NULL, e);
+  }
+  /* Overlapped, the others sum the step's ranges one by one: so does this. */
+  for (int k = 0; k < r->step_jobs && r->overlap && !status; k++) {
+    status = clt_cluster_sum_range(r->cluster, r->host, r->floats, r->range_lo[k], r->range_hi[k],
+                                   r->wire, NULL, NULL, e);
+  }
+  pthread_mutex_lock(&r->mu);
+  r->cross_seconds += clt_now_seconds() - t0;
+  pthread_mutex_unlock(&r->mu);
   return status;
 }

@@ -14,10 +14,12 @@
  * and adds it up with the other processes' (clt_cluster_sum, itself a ring with
  * a fixed order), and every replica uploads the total.
  *
- * Within one process the ring can run over a subset of its ranks, the members
+ * The ring can run over a subset of its ranks, the members
  * (clt_ring_set_members): the buffer is then cut into as many chunks as there
  * are members, each passing to the next member; ranks out of it take part in
- * neither the collectives nor the barriers. */
+ * neither the collectives nor the barriers. Across processes the lowest member
+ * takes replica 0's part; a process with no member adds nothing to the sum
+ * (clt_ring_allreduce_absent). */
 #ifndef CLT_RING_H
 #define CLT_RING_H
 
@@ -25,6 +27,9 @@
 #include "replica.h"
 
 typedef struct clt_ring clt_ring;
+
+/* The most ranges a collective hands to the thread of clt_ring_overlap. */
+#define CLT_RING_MAX_JOBS 64
 
 /* For n replicas and buffers of `floats` floats. segment_floats: 0 = default. */
 int clt_ring_create(clt_replica **replicas, int n, size_t floats, size_t segment_floats,
@@ -40,7 +45,7 @@ void clt_ring_destroy(clt_ring *ring);
  * by one thread while no collective is in flight: by no rank of the old set
  * that is waiting in a barrier (so the one being filled completes by the new
  * count), and none of a rank leaving after its last barrier. A ring made by
- * clt_ring_create, or spanning processes, takes only every rank. */
+ * clt_ring_create takes only every rank. */
 int clt_ring_set_members(clt_ring *ring, unsigned long long members, clt_err *e);
 
 /* Marks rank as busy outside the collectives (what != NULL: "a speed probe"),
@@ -58,29 +63,30 @@ int clt_ring_set_wire(clt_ring *ring, clt_wire wire, clt_err *e);
 
 /* Overlapping the cross-process part with the backward pass (after
  * clt_ring_span; a no-op for one process): starts a thread that sums, with the
- * other processes, each range of the buffer rank 0 hands it
- * (clt_ring_cross_post), in the order handed; the ranks copy the totals into
+ * other processes, each range of the buffer the lowest member hands it
+ * (clt_ring_cross_post), in the order handed; the members copy the totals into
  * their buffers as they are ready (clt_ring_cross_take, clt_ring_cross_finish).
- * Every process hands over the same ranges in the same order, so the bits are
- * those of clt_ring_allreduce. While the backward pass runs, the thread naps
- * between its polls of the network (the cores are the backward pass's); once a
- * rank waits in clt_ring_cross_finish, it polls without napping. It is the
- * process's one caller of MPI from a step's first clt_ring_cross_post to its
+ * Every collective hands over the `jobs` ranges [offsets[k], offsets[k] +
+ * counts[k]) in that order, in every process (a process with no member sums
+ * them so too: clt_ring_allreduce_absent), so the bits are those of
+ * clt_ring_allreduce. While the backward pass runs, the thread naps between its
+ * polls of the network (the cores are the backward pass's); once a member waits
+ * in clt_ring_cross_finish, it polls without napping. It is the process's one
+ * caller of MPI from a collective's first clt_ring_cross_post to its
  * clt_ring_cross_finish: other collectives go before or after. */
-int clt_ring_overlap(clt_ring *ring, clt_err *e);
+int clt_ring_overlap(clt_ring *ring, const size_t *offsets, const size_t *counts, int jobs,
+                     clt_err *e);
 /* 1 once clt_ring_overlap has started the thread. */
 int clt_ring_overlapping(const clt_ring *ring);
-/* The most ranges a step hands to that thread. */
-#define CLT_RING_MAX_JOBS 64
 
-/* An overlapped step's start, by every rank before its first range: rank 0
- * first waits for every rank to have copied the previous step's totals (their
- * host memory is reused). */
+/* An overlapped collective's start, by every member before its first range:
+ * the lowest member first waits for every member to have copied the previous
+ * totals (their host memory is reused). */
 int clt_ring_cross_begin(clt_ring *ring, int rank, clt_err *e);
-/* Rank 0 (the others: nothing): floats [offset, offset + count) of its buffer
- * hold this process's sum (the range's local part is done, on queue, NULL: the
- * replica's own): downloads them, in order on that queue, and hands the range
- * to the thread. */
+/* The lowest member (the others: nothing): floats [offset, offset + count) of
+ * its buffer hold this process's sum (the range's local part is done, on queue,
+ * NULL: the replica's own): downloads them, in order on that queue, and hands
+ * the range to the thread. */
 int clt_ring_cross_post(clt_ring *ring, int rank, cl_mem buffer, size_t offset, size_t count,
                         cl_command_queue queue, clt_err *e);
 /* Enqueues on queue (NULL: the replica's own), without waiting, the copies into
@@ -88,10 +94,10 @@ int clt_ring_cross_post(clt_ring *ring, int rank, cl_mem buffer, size_t offset, 
  * local part this rank has done (a total copied earlier would be overwritten). */
 int clt_ring_cross_take(clt_ring *ring, int rank, cl_mem buffer, cl_command_queue queue, int done,
                         clt_err *e);
-/* The step's end: waits for the totals of all `count` ranges of the step,
- * copies them in on queue and waits for that queue. backward_end: when the
- * rank's backward pass ended (clt_now_seconds), for rank 0 to count the time
- * the thread summed before it (clt_ring_take_cross_seconds). */
+/* The collective's end: waits for the totals of all `count` ranges, copies
+ * them in on queue and waits for that queue. backward_end: when the rank's
+ * backward pass ended (clt_now_seconds), for the lowest member to count the
+ * time the thread summed before it (clt_ring_take_cross_seconds). */
 int clt_ring_cross_finish(clt_ring *ring, int rank, cl_mem buffer, cl_command_queue queue,
                           int count, double backward_end, clt_err *e);
 
@@ -101,6 +107,13 @@ int clt_ring_cross_finish(clt_ring *ring, int rank, cl_mem buffer, cl_command_qu
  * error (the others: CLT_ERR_INTERNAL "aborted"). CLTRAIN_FAULT's stall
  * (fault.h) blocks the rank's thread here for good. */
 int clt_ring_allreduce(clt_ring *ring, int rank, cl_mem buffer, clt_err *e);
+
+/* A process none of whose ranks is a member takes its part in the
+ * cross-process sum of a collective that the other processes' members run
+ * (clt_ring_allreduce, or clt_ring_allreduce_across): it adds negative zeros,
+ * which leave the others' sum bit for bit as it is. Called by one thread while
+ * no rank of this process is in a collective; a no-op without clt_ring_span. */
+int clt_ring_allreduce_absent(clt_ring *ring, clt_err *e);
 
 /* The local part of clt_ring_allreduce over floats [offset, offset + count) of
  * the buffer only (a bucket of a gradient, DDP-style): the range is cut where the
@@ -143,10 +156,10 @@ int clt_ring_barrier(clt_ring *ring);
 #define CLT_RING_DEFAULT_TIMEOUT 300.0
 void clt_ring_set_default_timeout(double seconds);
 
-/* Seconds rank 0 spent in the cross-process part since the last call (0 without
- * clt_ring_span; overlapped, the thread's time summing), and resets the count;
- * *hidden (may be NULL) gets the part of it before the backward pass ended
- * (overlapped steps). */
+/* Seconds this process spent in the cross-process part since the last call (0
+ * without clt_ring_span; overlapped, the thread's time summing), and resets the
+ * count; *hidden (may be NULL) gets the part of it before the backward pass
+ * ended (overlapped steps). */
 double clt_ring_take_cross_seconds(clt_ring *ring, double *hidden);
 
 #endif

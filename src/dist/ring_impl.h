@@ -63,13 +63,15 @@ struct clt_ring {
   long *cross_uploaded; /* per rank: totals it has uploaded */
   double cross_seconds;
   clt_wire wire;
-  /* ... overlapped (clt_ring_overlap): a thread of its own sums the ranges rank 0
-   * hands it (jobs, numbered from 0 over the run; the ranges of job j at
-   * j % CLT_RING_MAX_JOBS) as it gets them. */
-  int overlap;             /* the thread runs */
-  pthread_t comm;          /* ... this one */
-  int comm_quit;           /* it is to end */
-  size_t *job_lo, *job_hi; /* the jobs' floats [lo, hi) */
+  /* ... overlapped (clt_ring_overlap): a thread of its own sums the ranges the
+   * lowest member hands it (jobs, numbered from k * step_jobs in a member's k-th
+   * collective; the ranges of job j at j % CLT_RING_MAX_JOBS) as it gets them. */
+  int overlap;   /* the thread runs */
+  int step_jobs; /* the ranges a collective hands it ... */
+  size_t range_lo[CLT_RING_MAX_JOBS], range_hi[CLT_RING_MAX_JOBS]; /* ... in this order */
+  pthread_t comm;                                                  /* ... this one */
+  int comm_quit;                                                   /* it is to end */
+  size_t *job_lo, *job_hi;                                         /* the jobs' floats [lo, hi) */
   long posted, summed;     /* jobs handed to the thread; of those, summed (the totals in host) */
   double *job_t0, *job_t1; /* when the thread summed them (clt_now_seconds) */
   double cross_hidden;     /* of cross_seconds, before the backward pass ended */

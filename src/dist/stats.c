@@ -54,12 +54,13 @@ int trainer_read_metrics(clt_trainer *t, unsigned long long ranks, int steps, cl
 }
 
 /* Per replica of the run, summed over the processes: examples, compute and busy
- * time, and the leaving and probing figures. */
-enum { STAT_FIELDS = 13 };
+ * time, and the leaving and probing figures; then per process its source's work. */
+enum { STAT_FIELDS = 13, WORK_FIELDS = 3 };
 
-/* Each replica's examples and times in res, over every process. */
+/* Each replica's examples and times in res, and each process's source work,
+ * over every process. */
 int trainer_replica_stats(clt_trainer *t, const pass *p, clt_epoch_result *res, clt_err *e) {
-  double v[STAT_FIELDS * CLT_MAX_REPLICAS] = {0};
+  double v[(STAT_FIELDS + WORK_FIELDS) * CLT_MAX_REPLICAS] = {0};
   for (int r = 0; r < t->n; r++) {
     const int g = t->base + r;
     const clt_profile *prof = t->local[r].replica->profile;
@@ -82,7 +83,15 @@ int trainer_replica_stats(clt_trainer *t, const pass *p, clt_epoch_result *res, 
     x[11] = pr->ring_hidden;
     x[12] = (double)pr->ring_calls;
   }
-  int status = clt_cluster_sum_doubles(t->cluster, v, (size_t)STAT_FIELDS * t->total, e);
+  double *work = v + (size_t)STAT_FIELDS * t->total;
+  const int procs = clt_cluster_size(t->cluster);
+  double *w = work + (size_t)WORK_FIELDS * clt_cluster_rank(t->cluster);
+  w[0] = (double)p->work.images;
+  w[1] = (double)p->work.decoded;
+  w[2] = p->work.cpu_seconds;
+  int status = clt_cluster_sum_doubles(t->cluster, v,
+                                       (size_t)STAT_FIELDS * t->total + (size_t)WORK_FIELDS * procs,
+                                       e);
   for (int g = 0; g < t->total && !status; g++) {
     const double *x = v + (size_t)STAT_FIELDS * g;
     clt_replica_stats *st = &res->replicas[g];
@@ -99,6 +108,10 @@ int trainer_replica_stats(clt_trainer *t, const pass *p, clt_epoch_result *res, 
     st->allreduce_seconds = x[10];
     st->allreduce_hidden_seconds = x[11];
     st->allreduce_calls = (long)x[12];
+  }
+  for (int r = 0; r < procs && !status; r++) {
+    const double *x = work + (size_t)WORK_FIELDS * r;
+    res->processes[r] = (clt_source_work){(long)x[0], (long)x[1], x[2]};
   }
   return status;
 }

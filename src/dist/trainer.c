@@ -14,30 +14,31 @@
 enum { CREATE_TRAIN = 1, CREATE_LEAVE = 2 };
 
 static int create(const clt_model *m, const clt_device *const *devices, int n,
-                  int batch_per_replica, clt_split_mode split, const double *weights,
-                  clt_source *train, clt_source *test, clt_cluster *cluster, int how,
-                  clt_trainer **out, clt_err *e);
+                  int batch_per_replica, int global_batch, clt_split_mode split,
+                  const double *weights, clt_source *train, clt_source *test, clt_cluster *cluster,
+                  int how, clt_trainer **out, clt_err *e);
 
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
-                       int batch_per_replica, clt_split_mode split, const double *weights,
+                       int global_batch, clt_split_mode split, const double *weights,
                        clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
                        clt_err *e) {
   if (!train) return clt_fail(e, CLT_ERR_ARG, "training needs a training set");
-  return create(m, devices, n, batch_per_replica, split, weights, train, test, cluster,
+  if (global_batch < 1) return clt_fail(e, CLT_ERR_ARG, "a global batch of %d", global_batch);
+  return create(m, devices, n, 0, global_batch, split, weights, train, test, cluster,
                 CREATE_TRAIN | CREATE_LEAVE, out, e);
 }
 
 int clt_trainer_create_steps(const clt_model *m, const clt_device *const *devices, int n,
                              int batch_per_replica, clt_split_mode split, const double *weights,
                              clt_cluster *cluster, clt_trainer **out, clt_err *e) {
-  return create(m, devices, n, batch_per_replica, split, weights, NULL, NULL, cluster, CREATE_TRAIN,
-                out, e);
+  return create(m, devices, n, batch_per_replica, 0, split, weights, NULL, NULL, cluster,
+                CREATE_TRAIN, out, e);
 }
 
 int clt_trainer_create_eval(const clt_model *m, const clt_device *const *devices, int n,
                             int batch_per_replica, clt_source *test, clt_cluster *cluster,
                             clt_trainer **out, clt_err *e) {
-  return create(m, devices, n, batch_per_replica, CLT_SPLIT_EQUAL, NULL, NULL, test, cluster, 0,
+  return create(m, devices, n, batch_per_replica, 0, CLT_SPLIT_EQUAL, NULL, NULL, test, cluster, 0,
                 out, e);
 }
 
@@ -71,13 +72,13 @@ double clt_trainer_device_need(const clt_model *m) {
   return (double)clt_net_bytes(m, 1, 1) / NET_SHARE;
 }
 
-/* Equal slices never exceed batch_per_replica; other splits may hand one replica
- * the whole global batch, as far as its memory allows (using at most 70% of it
- * for activations, so the parameters, dataset and driver fit beside them). */
+/* Equal slices never exceed batch_per_replica (the largest equal slice of the
+ * global batch); other splits may hand one replica the whole global batch, as far
+ * as its memory allows (using at most 70% of it for activations, so the
+ * parameters, dataset and driver fit beside them). */
 static int slice_caps(const clt_model *m, const clt_device *const *devices, int n, int total,
-                      int batch_per_replica, clt_split_mode split, int train, int *caps,
+                      int batch_per_replica, int global, clt_split_mode split, int train, int *caps,
                       clt_err *e) {
-  const int global = batch_per_replica * total;
   for (int i = 0; i < n; i++) {
     if (split == CLT_SPLIT_EQUAL || total == 1) {
       caps[i] = batch_per_replica;
@@ -152,7 +153,14 @@ static int cut_buckets(clt_trainer *t, long min_floats, int across, clt_err *e) 
   if ((t->n < 2 && !across) || min_floats == 0) return CLT_OK;
   t->nbuckets = clt_net_buckets(t->model, (size_t)min_floats, t->buckets);
   if (t->nbuckets < 2) t->nbuckets = 0; /* one bucket: nothing to overlap */
-  if (t->nbuckets && across && (status = clt_ring_overlap(t->ring, e))) return status;
+  if (t->nbuckets && across) {
+    size_t offsets[CLT_MAX_BUCKETS], counts[CLT_MAX_BUCKETS];
+    for (int b = 0; b < t->nbuckets; b++) {
+      offsets[b] = t->buckets[b].offset;
+      counts[b] = t->buckets[b].count;
+    }
+    if ((status = clt_ring_overlap(t->ring, offsets, counts, t->nbuckets, e))) return status;
+  }
   for (int i = 0; i < t->n && t->nbuckets; i++) {
     clt_replica *rep = t->local[i].replica;
     cl_int rc = CL_SUCCESS;
@@ -251,11 +259,12 @@ static int create_replicas(clt_trainer *t, const clt_device *const *devices, int
 }
 
 /* Every process must reach each collective (the layout, caps and info exchanges)
- * or none: each is preceded by clt_cluster_agree over what came before. */
+ * or none: each is preceded by clt_cluster_agree over what came before. The
+ * global batch is global_batch, or (0) batch_per_replica on every replica. */
 static int create(const clt_model *m, const clt_device *const *devices, int n,
-                  int batch_per_replica, clt_split_mode split, const double *weights,
-                  clt_source *train, clt_source *test, clt_cluster *cluster, int how,
-                  clt_trainer **out, clt_err *e) {
+                  int batch_per_replica, int global_batch, clt_split_mode split,
+                  const double *weights, clt_source *train, clt_source *test, clt_cluster *cluster,
+                  int how, clt_trainer **out, clt_err *e) {
   int status = CLT_OK;
   const int training = (how & CREATE_TRAIN) != 0;
   clt_source *sources[2] = {train, test};
@@ -276,9 +285,10 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   t->model = m;
   t->n = n;
   t->cluster = cluster;
-  t->batch_per_replica = batch_per_replica;
   if ((status = share_layout(t, e))) goto cleanup;
-  const int global = batch_per_replica * t->total;
+  const int global = global_batch > 0 ? global_batch : batch_per_replica * t->total;
+  t->global = global;
+  t->batch_per_replica = (global + t->total - 1) / t->total;
   const int ntrain = train ? clt_source_count(train) : 0, ntest = test ? clt_source_count(test) : 0;
   const int max_examples = ntrain > ntest ? ntrain : ntest;
   t->slots = (max_examples + global - 1) / global;
@@ -290,7 +300,8 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   t->eval_sums = malloc((size_t)2 * t->slots * sizeof *t->eval_sums);
   t->step_time = calloc((size_t)t->slots, sizeof *t->step_time);
   t->train_sums = calloc((size_t)2 * t->slots, sizeof *t->train_sums);
-  t->gather_bytes = (size_t)clt_cluster_size(cluster) * CLT_MAX_REPLICAS * sizeof(double);
+  /* The step loop's gathers: a double per replica, or its figures (leave.c). */
+  t->gather_bytes = (size_t)clt_cluster_size(cluster) * CLT_MAX_REPLICAS * sizeof(trainer_figures);
   t->gather = calloc(t->gather_bytes, 1);
   t->members = calloc((size_t)t->slots, sizeof *t->members);
   if (!t->order || !t->metrics || !t->checks || !t->eval_sums || !t->gather || !t->step_time ||
@@ -300,16 +311,15 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
   if (!status) status = trainer_parse_slow(t, e);
   int caps[CLT_MAX_REPLICAS] = {0}, all_caps[CLT_MAX_REPLICAS] = {0};
   if (!status)
-    status = slice_caps(m, devices, n, t->total, batch_per_replica, split, training, caps, e);
+    status = slice_caps(m, devices, n, t->total, t->batch_per_replica, global, split, training,
+                        caps, e);
   if ((status = clt_cluster_agree(cluster, status, e))) goto cleanup;
   if ((status = trainer_gather(t, caps, sizeof caps[0], all_caps, e))) goto cleanup;
   clt_balancer_init(&t->balancer, t->total, t->total == 1 ? CLT_SPLIT_EQUAL : split, weights,
                     all_caps);
   for (int i = 0; i < n; i++) t->local[i].cap = caps[i];
-  /* A replica too slow to help leaves the step: decided within one process (the
-   * ring across processes keeps every replica). */
-  t->leave = (how & CREATE_LEAVE) && training && t->balancer.mode == CLT_SPLIT_AUTO &&
-             clt_cluster_size(cluster) == 1;
+  /* A replica too slow to help leaves the step. */
+  t->leave = (how & CREATE_LEAVE) && training && t->balancer.mode == CLT_SPLIT_AUTO;
   if (t->leave) {
     clt_balancer_leave(&t->balancer);
     t->handoff = malloc((size_t)(1 + CLT_OPT_SLOTS) * m->flat_floats * sizeof *t->handoff);
@@ -325,6 +335,8 @@ static int create(const clt_model *m, const clt_device *const *devices, int n,
                       : clt_ring_create(replicas, n, m->grad_floats, 0, &t->ring, e);
   }
   if (!status && training) status = clt_ring_span(t->ring, cluster, e);
+  /* The state handed across processes (leave.c) is summed as gradients are. */
+  if (!status && t->leave) status = clt_cluster_reserve(cluster, m->flat_floats, e);
   long plan[2] = {0, 0};
   if (!status && training) status = bucket_plan(t, plan, e);
   for (int k = 0; k < 2 && !status; k++) {
@@ -416,7 +428,7 @@ int clt_trainer_trace(clt_trainer *t, clt_trace *trace, int steps, long first_st
 }
 const clt_balancer *clt_trainer_balancer(const clt_trainer *t) { return &t->balancer; }
 clt_replica *clt_trainer_replica(const clt_trainer *t, int i) { return t->local[i].replica; }
-int clt_trainer_global_batch(const clt_trainer *t) { return t->batch_per_replica * t->total; }
+int clt_trainer_global_batch(const clt_trainer *t) { return t->global; }
 void clt_trainer_check_replicas(clt_trainer *t, int on) { t->check_replicas = on; }
 void clt_trainer_progress(clt_trainer *t, FILE *out) { t->progress.out = out; }
 void clt_trainer_first_step_notice(clt_trainer *t, clt_notice *n) { t->first_step_notice = n; }
@@ -585,6 +597,27 @@ void clt_trainer_resume_epoch(clt_trainer *t, int steps_done, const double *sums
   t->resume_sums = (double *)sums;
 }
 
+/* The first of steps [from, to) of training pass p whose loss or reduced
+ * gradient had a non-finite value, or -1. The gradient's check is the step's
+ * leader's, the same in every member; under MPI, a process none of whose
+ * replicas was in a step has no check of it, and takes the others'. */
+static int bad_step(clt_trainer *t, const pass *p, int from, int to, int *bad, clt_err *e) {
+  const int across = t->leave && clt_cluster_size(t->cluster) > 1;
+  double *flags = calloc(to > from ? (size_t)(to - from) : 1, sizeof *flags);
+  if (!flags) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  for (int s = from; s < to; s++) {
+    const unsigned long long members = members_of(p, s);
+    if (members) flags[s - from] = t->checks[(size_t)lowest(members) * t->slots + s] != 0;
+  }
+  int status = across ? clt_cluster_sum_doubles(t->cluster, flags, (size_t)(to - from), e) : CLT_OK;
+  *bad = -1;
+  for (int s = from; s < to && *bad < 0 && !status; s++) {
+    if (!isfinite(t->train_sums[(size_t)2 * s]) || flags[s - from] != 0) *bad = s;
+  }
+  free(flags);
+  return status;
+}
+
 int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimizer *opt,
                       long *step, clt_epoch_result *res, clt_err *e) {
   memset(res, 0, sizeof *res);
@@ -629,8 +662,14 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
     reverse(t->order, 0, count);
     memcpy(t->train_sums, skipped_sums, (size_t)2 * skip * sizeof *t->train_sums);
   }
+  clt_source_work w0, w1;
+  clt_source_get_work(t->source[0], &w0);
   status = trainer_run_pass(p, e);
   res->seconds = clt_now_seconds() - p->t0;
+  clt_source_get_work(t->source[0], &w1);
+  p->work = (clt_source_work){.images = w1.images - w0.images,
+                              .decoded = w1.decoded - w0.decoded,
+                              .cpu_seconds = w1.cpu_seconds - w0.cpu_seconds};
   /* A pass that did not run to the source's end leaves it mid-pass. */
   const int done = atomic_load(&p->done);
   if (!status && (skip || done < p->steps)) clt_source_cancel(p->source);
@@ -645,12 +684,9 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
     double example_loss;
     trainer_sum_metrics(t, t->train_sums, done, count, &res->train_loss, &example_loss,
                         &res->train_acc);
-    for (int s = skip; s < done && res->bad_step < 0; s++) {
-      /* The reduced gradient's check is the step's leader's, the same in every
-       * process (and every member). */
-      const float check = t->checks[(size_t)lowest(members_of(p, s)) * t->slots + s];
-      if (!isfinite(t->train_sums[(size_t)2 * s]) || check != 0) res->bad_step = s;
-    }
+    status = bad_step(t, p, skip, done, &res->bad_step, e);
+  }
+  if (!status) {
     res->allreduce_seconds = p->allreduce_seconds;
     res->cross_seconds = clt_ring_take_cross_seconds(t->ring, &res->cross_hidden_seconds);
     res->data_wait_seconds = p->data_wait_seconds;
@@ -664,6 +700,26 @@ int clt_trainer_epoch(clt_trainer *t, uint64_t seed, int epoch, const clt_optimi
   free(p);
   return status;
 }
+
+/* Every process's test source work between w0 and w1 (its own), into t->test_work. */
+static int share_test_work(clt_trainer *t, const clt_source_work *w0, const clt_source_work *w1,
+                           clt_err *e) {
+  enum { FIELDS = 3 };
+  double v[FIELDS * CLT_MAX_REPLICAS] = {0};
+  const int procs = clt_cluster_size(t->cluster);
+  double *x = v + (size_t)FIELDS * clt_cluster_rank(t->cluster);
+  x[0] = (double)(w1->images - w0->images);
+  x[1] = (double)(w1->decoded - w0->decoded);
+  x[2] = w1->cpu_seconds - w0->cpu_seconds;
+  int status = clt_cluster_sum_doubles(t->cluster, v, (size_t)FIELDS * procs, e);
+  for (int r = 0; r < procs && !status; r++) {
+    const double *y = v + (size_t)FIELDS * r;
+    t->test_work[r] = (clt_source_work){(long)y[0], (long)y[1], y[2]};
+  }
+  return status;
+}
+
+const clt_source_work *clt_trainer_test_work(const clt_trainer *t) { return t->test_work; }
 
 /* An evaluation of the test source, or of the caller's batch `host`. */
 static int evaluate(clt_trainer *t, const clt_host_batch *host, double *loss, double *acc,
@@ -688,7 +744,11 @@ static int evaluate(clt_trainer *t, const clt_host_batch *host, double *loss, do
     memset(t->logits, 0, logit_floats * sizeof *t->logits);
     status = clt_cluster_reserve(t->cluster, logit_floats, e);
   }
+  clt_source_work w0, w1;
+  clt_source_get_work(t->source[1], &w0);
   if (!status) status = trainer_run_pass(p, e);
+  clt_source_get_work(t->source[1], &w1);
+  if (!status && !host) status = share_test_work(t, &w0, &w1, e);
   if (!status) status = trainer_read_metrics(t, all_ranks(t), p->steps, e);
   if (!status) status = trainer_step_sums(t, 0, p->steps, NULL, t->eval_sums, e);
   if (!status && t->logits && cluster)

@@ -1,35 +1,40 @@
 /* Synchronous data parallelism over replicas (MirroredStrategy without CUDA).
  *
  * Every replica holds the whole model and its own flat parameter/gradient/optimizer
- * buffers, and loads its examples from a batch source. Each global batch
- * (batch_per_replica x N) is sliced across replicas as evenly as possible; each
- * computes the gradient of its examples' losses divided by the *global* batch
- * size, the gradients are summed by the ring all-reduce, and every replica
- * applies the same optimizer update, so all replicas hold the same bits and N
- * replicas compute what one device computes on the whole batch. One host thread
- * per replica drives it.
+ * buffers, and loads its examples from a batch source. Each global batch (of
+ * a size the caller gives, or batch_per_replica x N) is sliced across replicas
+ * as evenly as possible; each computes the gradient of its examples' losses
+ * divided by the *global* batch size, the gradients are summed by the ring
+ * all-reduce, and every replica applies the same optimizer update, so all
+ * replicas hold the same bits and N replicas compute what one device computes
+ * on the whole batch. One host thread per replica drives it.
  *
  * Under MPI (a cluster of several processes) the replicas of all processes form
  * one run: replica indices are global (process 0's first, then process 1's...),
- * the global batch is batch_per_replica x all replicas, the split is chosen by
+ * the global batch is over all replicas, the split is chosen by
  * process 0 from every replica's timings, the all-reduce spans the processes
  * (ring.h), and figures and metrics are summed over them, so every process holds
  * the same numbers.
  *
  * With --split auto every replica is timed before the first step (a warm-up run
  * and one example, and a full slice when that is cheap, on all replicas at once)
- * so the first split already follows the devices' speeds. In one process, a
- * replica so slow that any share would lengthen the step leaves it: it gets no
- * examples and takes no part in the all-reduce, the barriers or the update, and
- * the ring runs over the others (the members). Its thread re-times it between
- * the members' steps, off their critical path (clt_balancer_probe_due paces it),
- * on whatever old batch and state it holds; when a probe predicts a shorter step
- * with it, it rejoins: at the end of a step the first member staying reads its
- * parameters (BatchNormalization's statistics among them) and optimizer slots,
- * the replica rejoining writes them into its own and takes part from the next
- * step (whose number gives the optimizer's step count), so every member holds
- * the same bits. Under MPI every replica stays in the step (one with no examples
- * re-timed on one example every 64 steps).
+ * so the first split already follows the devices' speeds. A replica so slow
+ * that any share would lengthen the step leaves it: it gets no examples and
+ * takes no part in the all-reduce, the barriers or the update, and its
+ * process's ring runs over the others (the members). Its thread re-times it
+ * between the members' steps, off their critical path (clt_balancer_probe_due
+ * paces it), on whatever old batch and state it holds; when a probe predicts a
+ * shorter step with it, it rejoins: at the end of a step the first member
+ * staying reads its parameters (BatchNormalization's statistics among them) and
+ * optimizer slots, the replica rejoining writes them into its own and takes
+ * part from the next step (whose number gives the optimizer's step count), so
+ * every member holds the same bits. Under MPI every process decides the same
+ * members from the same figures (every replica's times, gathered each step); a
+ * process none of whose replicas is in a step takes part in its collectives all
+ * the same (a stand-in thread; it adds negative zeros to the cross-process sum),
+ * and a replica rejoining there gets the state from the process of the run's
+ * first member (leave.c). A trainer driven a step at a time keeps every replica
+ * in the step (one with no examples re-timed on one example every 64 steps).
  *
  * The all-reduce overlaps the backward pass, as PyTorch DDP's does: the gradient
  * is cut at layer boundaries into buckets (clt_net_buckets), from the last
@@ -127,6 +132,9 @@ typedef struct clt_epoch_result {
   int skipped_steps, steps_done, steps;
   long examples; /* trained on in this pass (the epoch's count unless resumed or stopped) */
   clt_replica_stats replicas[CLT_MAX_REPLICAS]; /* every replica of the run (global index) */
+  /* Every process's (by rank) host work preparing the pass's examples (photos: its
+   * replicas' slices decoded and augmented), as its training source reports it. */
+  clt_source_work processes[CLT_MAX_REPLICAS];
 } clt_epoch_result;
 
 typedef struct clt_trainer clt_trainer;
@@ -134,13 +142,14 @@ typedef struct clt_trainer clt_trainer;
 /* Creates a replica and network on each chosen device, builds every kernel,
  * allocates every buffer and attaches the training and test sources (either may
  * be NULL; they must outlive the trainer, which detaches them when destroyed) for
- * global batches of batch_per_replica x n, split by `split` (weights: one per
- * device, for CLT_SPLIT_WEIGHTS). With equal slices each replica holds
- * batch_per_replica examples; otherwise as many as the global batch or its
- * memory allows. cluster: the processes of the run (NULL: this one); weights
- * then has one per replica of the run. */
+ * global batches of global_batch examples over every replica of the run, split by
+ * `split` (weights: one per device, for CLT_SPLIT_WEIGHTS). With equal slices
+ * each replica holds global_batch / replicas examples, rounded up (slices differ
+ * by at most one where it does not divide); otherwise as many as the global batch
+ * or its memory allows. cluster: the processes of the run (NULL: this one);
+ * weights then has one per replica of the run. */
 int clt_trainer_create(const clt_model *m, const clt_device *const *devices, int n,
-                       int batch_per_replica, clt_split_mode split, const double *weights,
+                       int global_batch, clt_split_mode split, const double *weights,
                        clt_source *train, clt_source *test, clt_cluster *cluster, clt_trainer **out,
                        clt_err *e);
 /* Device memory a replica of model m needs to train on one example: its network
@@ -216,6 +225,9 @@ void clt_trainer_resume_epoch(clt_trainer *t, int steps_done, const double *sums
 /* Loss (mean per example) and accuracy on the test source, its batches sliced
  * across replicas like training batches. */
 int clt_trainer_evaluate(clt_trainer *t, double *loss, double *acc, clt_err *e);
+/* Every process's (by rank) host work preparing the latest clt_trainer_evaluate's
+ * examples, as its test source reports it (zeros before any). */
+const clt_source_work *clt_trainer_test_work(const clt_trainer *t);
 
 /* Makes later evaluations also store every test example's logits into out (test-set
  * order, count x classes floats; NULL: don't); under MPI every process gets all. */

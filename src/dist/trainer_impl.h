@@ -1,7 +1,8 @@
 /* The trainer's insides, shared by the files that make it up:
  *   trainer.c  creating and destroying a trainer, its public API, epochs and evaluation
  *   pass.c     a pass over a dataset: one host thread per replica running the steps
- *   leave.c    leaving and rejoining the step (--split auto in one process)
+ *   leave.c    leaving and rejoining the step (--split auto), and the stand-in
+ *              that takes a process's part in a step none of its replicas is in
  *   stats.c    the metrics' sums and each replica's statistics
  *   probe.c    timing the devices (before the first step, and for replicas out of
  *              the step), and the CLTRAIN_TEST_SLOW test knob that slows one
@@ -32,13 +33,14 @@ typedef struct trainer_replica {
 
 struct clt_trainer {
   const clt_model *model;
-  int n;     /* this process's replicas */
-  int total; /* the run's, in all processes */
-  int base;  /* the global index of this process's first replica */
+  int n;      /* this process's replicas */
+  int total;  /* the run's, in all processes */
+  int base;   /* the global index of this process's first replica */
+  int global; /* examples per step, over every replica of the run */
   clt_cluster *cluster;
   int rank_base[CLT_MAX_REPLICAS], rank_n[CLT_MAX_REPLICAS]; /* per process */
   clt_replica_info info[CLT_MAX_REPLICAS];                   /* per replica of the run */
-  int batch_per_replica;
+  int batch_per_replica;                   /* the largest equal slice of the global batch */
   int slots;                               /* metric slots: steps of the longest pass */
   trainer_replica local[CLT_MAX_REPLICAS]; /* this process's replicas, by rank */
   clt_source *source[2];                   /* training and test examples, or NULL */
@@ -56,21 +58,23 @@ struct clt_trainer {
   clt_notice *first_step_notice; /* the caller's; done at the first step's end */
   double first_step_done;        /* when the trainer's first step had run (0: not yet) */
   float *logits;                 /* evaluation's logits go here (test-set order), or NULL */
-  double *step_time;             /* slots: when each step of the latest training pass ended */
-  double *train_sums;            /* ... of each step of the latest training pass, over the run */
-  clt_trace *trace;              /* --trace, or NULL */
-  int trace_steps;               /* ... of this many steps */
-  long trace_first;              /* ... from this optimizer step */
+  clt_source_work test_work[CLT_MAX_REPLICAS]; /* per process: the latest evaluation's */
+  double *step_time;  /* slots: when each step of the latest training pass ended */
+  double *train_sums; /* ... of each step of the latest training pass, over the run */
+  clt_trace *trace;   /* --trace, or NULL */
+  int trace_steps;    /* ... of this many steps */
+  long trace_first;   /* ... from this optimizer step */
   /* clt_trainer_resume_epoch: the next training pass starts at this step of its
    * epoch, those before it having summed to resume_sums (2 per step). */
   int resume_skip;
   double *resume_sums;
-  /* Leaving the step (--split auto in one process; see trainer.h): */
+  /* Leaving the step (--split auto; see trainer.h): */
   int leave;
   unsigned long long *members; /* slots: the local ranks (bit per rank) taking part in each
-                                  step of the latest training pass */
+                                  step of the latest training pass (0: none of them, under
+                                  MPI) */
   float *handoff;              /* 1 + CLT_OPT_SLOTS flat arrays: the state a member hands a
-                                  replica rejoining */
+                                  replica rejoining (across processes too) */
   double probe_seconds;        /* the set-up speed probe's wall time */
   /* CLTRAIN_TEST_SLOW (trainer.h): replica slow_replica's passes take slow_seconds
    * longer at optimizer steps slow_from to slow_to. */
@@ -114,6 +118,15 @@ typedef struct speed_probe {
   double secs[2];
   double took, end; /* its wall time, and when it ended */
 } speed_probe;
+
+/* What a process tells the others of one of its replicas at a re-balance when
+ * replicas may leave the step (leave.c): its compute time of the step, and a
+ * speed probe that has ended (points 0: none), so every process feeds its
+ * balancer the same figures and decides the same members. */
+typedef struct trainer_figures {
+  double compute;
+  double points, n[2], secs[2], took, end;
+} trainer_figures;
 
 /* What a pass tracks of one of this process's replicas (its rank). */
 typedef struct pass_rank {
@@ -159,6 +172,7 @@ typedef struct pass {
   double t0;
   double allreduce_seconds; /* the leaders' time inside the all-reduce */
   double data_wait_seconds; /* the leaders' time waiting for the source */
+  clt_source_work work;     /* the source's host work in the pass (clt_trainer_epoch) */
   int mismatch_step;        /* --check-replicas: first step where replicas differed */
   int dynamic;              /* slices re-balanced every step (auto split, training) */
   /* The slices of the run's replicas (global index: a process's base + its rank): */
@@ -171,8 +185,16 @@ typedef struct pass {
    * ends its re-balance. Ranks out of the step wait on this bench, under mu: */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int over;      /* the pass has ended (or failed): ranks out return */
-  int handed;    /* the state after this step is in t->handoff (-1: none) */
+  int over;   /* the pass has ended (or failed): ranks out return */
+  int handed; /* the state after this step is in t->handoff (-1: none) */
+  /* Leaving across processes (leave.c): */
+  int settled;    /* this process has taken its part in the collectives of the steps before
+                     this one (the stand-in runs it when none of its ranks is in it) */
+  int carry_at;   /* at the end of this step a process with no member gets the state for
+                     a replica rejoining (-1: none) ... */
+  int carry_from; /* ... from this process */
+  int stand_in_status;
+  clt_err stand_in_err;
   int begun;     /* steps.c: begun (trainer_begin_pass), not yet ended */
   int read_back; /* steps.c: the update reads the step's figures back (ranks' read_done) */
 } pass;
@@ -247,15 +269,34 @@ int trainer_step_part(pass *p, int rank, int s, trainer_part part, clt_err *e);
 /* Waits for the replica's queue. */
 int trainer_finish_queue(clt_replica *rep, clt_err *e);
 
+/* pass.c: the leader's part of the re-balance at the end of step s (the
+ * stand-in's, in a process none of whose ranks is in the step): every
+ * replica's time and the probes in, the members and slices of step s+1, the
+ * probes asked. */
+int trainer_plan_next(pass *p, int s, clt_err *e);
+/* pass.c: step s of a training pass in a process none of whose ranks is in it
+ * (the stand-in's): its part in the step's collectives, with nothing to add. */
+int trainer_hollow_step(pass *p, int s, clt_err *e);
+
 /* leave.c: the leader's part at the end of step s, in the re-balance: the
+ * figures in (trainer_take_figures: every replica's compute time of the step,
+ * with_compute, and the probes that have ended, from every process), the
  * members of step s+1 (trainer_regroup), the probes it asks of the ranks out
  * (trainer_ask_probes). */
+int trainer_take_figures(pass *p, int with_compute, clt_err *e);
 unsigned long long trainer_regroup(pass *p, int s, int full);
 void trainer_ask_probes(pass *p, int s, unsigned long long members);
-/* The probes that have ended, fed to the balancer. */
-void trainer_weigh_probes(pass *p);
-/* Every member's part at the end of step s when the members change. */
+/* The end of step s: every member's part when the members change, and across
+ * processes the state handed to a process with no member (trainer_hollow_change:
+ * the stand-in's part). */
 int trainer_change_members(pass *p, int rank, int s, clt_err *e);
+int trainer_hollow_change(pass *p, int s, clt_err *e);
+/* The stand-in's thread (arg: the pass). */
+void *trainer_stand_in(void *arg);
+/* After a training pass: the probes that ended after the last re-balance
+ * weighed, and under MPI the state given to the first replica of a process
+ * with no member (so that it holds the trained state). */
+int trainer_end_leave(pass *p, clt_err *e);
 /* A rank out of step *s waits here (*s: the step it rejoins at, or p->steps). */
 int trainer_sit_out(pass *p, int rank, int *s, clt_err *e);
 /* Ends the bench: ranks out of the step return once their probe is done. */

@@ -42,15 +42,30 @@ static int culprit(const clt_ring *r, const pthread_t *threads, int nthreads, in
   return x; /* a cycle (a bug): the last one looked at */
 }
 
+/* Under mu: the rank that a wait of `waited` seconds from rank x is overdue on,
+ * or WAIT_NONE. A wait on the other processes is theirs to time out: the
+ * cluster's calls are bounded and name the process that stopped answering
+ * (cluster.h); the ring's timeout then only backs that up. */
+static int overdue_on(const clt_ring *r, const pthread_t *threads, int nthreads, int x,
+                      double waited) {
+  if (waited <= r->timeout) return WAIT_NONE;
+  const int who = culprit(r, threads, nthreads, x);
+  const double bound = clt_cluster_bound(r->cluster);
+  return who == WAIT_PROCESSES && bound > 0 && waited <= r->timeout + bound ? WAIT_NONE : who;
+}
+
 /* Under mu: a rank held up on for longer than the timeout, or WAIT_NONE. */
 static int overdue(const clt_ring *r, const pthread_t *threads, int nthreads, double now) {
   for (int x = 0; x < r->n; x++) {
-    if (blocked(r, x) && now - r->waits[x].since > r->timeout)
-      return culprit(r, threads, nthreads, x);
+    const int who = blocked(r, x) ? overdue_on(r, threads, nthreads, x, now - r->waits[x].since)
+                                  : WAIT_NONE;
+    if (who != WAIT_NONE) return who;
   }
   for (int x = 0; x < nthreads && r->barrier_count > 0; x++) {
-    if (now - r->barrier_since > r->timeout && at_barrier(r, threads, nthreads, x))
-      return culprit(r, threads, nthreads, x);
+    const int who = at_barrier(r, threads, nthreads, x)
+                        ? overdue_on(r, threads, nthreads, x, now - r->barrier_since)
+                        : WAIT_NONE;
+    if (who != WAIT_NONE) return who;
   }
   /* Inside the all-reduce and not waiting, yet no progress: stuck in it. */
   for (int x = 0; x < r->n; x++) {

@@ -645,10 +645,21 @@ int clt_checkpoint_resolve_model(const char *dir_or_file, int best, char *path, 
   return CLT_OK;
 }
 
+/* The archive at path, or in bytes (NULL: read the file). */
+static int open_archive(const char *path, const unsigned char *bytes, size_t size, clt_npz **z,
+                        clt_err *e) {
+  return bytes ? clt_npz_read_memory(path, bytes, size, z, e) : clt_npz_read(path, z, e);
+}
+
 int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
+  return clt_checkpoint_model_from(path, NULL, 0, m, e);
+}
+
+int clt_checkpoint_model_from(const char *path, const unsigned char *bytes, size_t size,
+                              clt_model *m, clt_err *e) {
   clt_npz *z = NULL;
   static _Thread_local clt_checkpoint_meta meta;
-  int status = clt_npz_read(path, &z, e);
+  int status = open_archive(path, bytes, size, &z, e);
   if (!status) status = clt_checkpoint_meta_read(path, z, 0, &meta, e);
   if (!status && (status = clt_checkpoint_meta_model(&meta, m, e))) clt_wrap(e, "%s", path);
   clt_npz_free(z);
@@ -782,13 +793,19 @@ int clt_checkpoint_extra_member(const clt_model *m, const char *name) {
 
 int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer,
                         clt_checkpoint *st, clt_err *e) {
+  return clt_checkpoint_load_from(path, NULL, 0, m, with_optimizer, st, e);
+}
+
+int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_t size,
+                             const clt_model *m, int with_optimizer, clt_checkpoint *st,
+                             clt_err *e) {
   int status = CLT_OK;
   clt_npz *z = NULL;
   char *used = NULL; /* per member: one this checkpoint may hold */
   static _Thread_local clt_checkpoint_meta meta;
   static _Thread_local char arch[CLT_DESCRIBE_MAX];
   memset(st, 0, sizeof *st);
-  if ((status = clt_npz_read(path, &z, e))) goto cleanup;
+  if ((status = open_archive(path, bytes, size, &z, e))) goto cleanup;
   if (!(used = calloc((size_t)clt_npz_count(z) + 1, 1))) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
     goto cleanup;

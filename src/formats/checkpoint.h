@@ -62,6 +62,7 @@
 #ifndef CLT_CHECKPOINT_H
 #define CLT_CHECKPOINT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "augment.h"
@@ -178,6 +179,14 @@ int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e);
  * where the checkpoint froze the layer. */
 int clt_checkpoint_load(const char *path, const clt_model *m, int with_optimizer,
                         clt_checkpoint *st, clt_err *e);
+/* clt_checkpoint_model and clt_checkpoint_load of a checkpoint file already in
+ * memory (size bytes; NULL: read the file), such as one process 0 read and sent
+ * to the others; path names it in errors. */
+int clt_checkpoint_model_from(const char *path, const unsigned char *bytes, size_t size,
+                              clt_model *m, clt_err *e);
+int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_t size,
+                             const clt_model *m, int with_optimizer, clt_checkpoint *st,
+                             clt_err *e);
 void clt_checkpoint_free(clt_checkpoint *st);
 
 /* Takes the checkpoint folder for this process alone: an advisory flock(LOCK_EX |

@@ -40,6 +40,12 @@ typedef struct clt_npz clt_npz; /* an archive read into memory */
  * "..", a leading '/' or a backslash are refused (the writer refuses them too).
  * Errors name the path and the member. */
 int clt_npz_read(const char *path, clt_npz **out, clt_err *e);
+/* The same for an archive already in memory: size bytes, which must outlive the
+ * archive (stored members' data point into them); path names it in errors. */
+int clt_npz_read_memory(const char *path, const unsigned char *bytes, size_t size, clt_npz **out,
+                        clt_err *e);
+/* A regular file's bytes into a new buffer *out (free it), *size of them. */
+int clt_npz_read_bytes(const char *path, unsigned char **out, size_t *size, clt_err *e);
 int clt_npz_count(const clt_npz *z);
 const clt_npz_array *clt_npz_at(const clt_npz *z, int i);
 /* CLT_OK unless float array a ("<f4" or "<f8"; other dtypes pass) holds a NaN or

@@ -44,7 +44,8 @@ enum {
 #define CRC_CHUNK (1u << 30)
 
 struct clt_npz {
-  unsigned char *buf; /* the whole file; stored arrays' data point into it */
+  unsigned char *buf; /* the whole file, or NULL when the caller holds it (clt_npz_read_memory);
+                         stored arrays' data point into it */
   clt_npz_array *arrays;
   unsigned char **inflated; /* per member: its inflated .npy if deflated, else NULL */
   int n;

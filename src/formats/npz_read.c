@@ -34,7 +34,7 @@
  * longest version 1.0 header (65535 bytes after a 10-byte preamble) fits. */
 #define NPY_PEEK (10 + 0xFFFF)
 
-static int read_whole_file(const char *path, unsigned char **out, size_t *out_size, clt_err *e) {
+int clt_npz_read_bytes(const char *path, unsigned char **out, size_t *out_size, clt_err *e) {
   int status = CLT_OK;
   unsigned char *buf = NULL;
   struct stat st;
@@ -378,10 +378,11 @@ static int read_member(const char *path, const unsigned char *b, const zip_dir *
   return clt_npy_parse(path, member, npy, (size_t)usize, a, e);
 }
 
-int clt_npz_read(const char *path, clt_npz **out, clt_err *e) {
+/* Reads the archive at path (bytes NULL) or in bytes (size of them, the caller's). */
+static int read_archive(const char *path, const unsigned char *bytes, size_t size, clt_npz **out,
+                        clt_err *e) {
   int status = CLT_OK;
   clt_npz *z = NULL;
-  size_t size = 0;
   zip_dir dir = {0};
 
   *out = NULL;
@@ -390,8 +391,9 @@ int clt_npz_read(const char *path, clt_npz **out, clt_err *e) {
     status = clt_fail(e, CLT_ERR_NOMEM, "%s: out of memory", path);
     goto cleanup;
   }
-  if ((status = read_whole_file(path, &z->buf, &size, e))) goto cleanup;
-  if ((status = find_directory(path, z->buf, size, &dir, e))) goto cleanup;
+  if (!bytes && (status = clt_npz_read_bytes(path, &z->buf, &size, e))) goto cleanup;
+  const unsigned char *b = bytes ? bytes : z->buf;
+  if ((status = find_directory(path, b, size, &dir, e))) goto cleanup;
   z->arrays = calloc(dir.entries ? (size_t)dir.entries : 1, sizeof *z->arrays);
   z->inflated = calloc(dir.entries ? (size_t)dir.entries : 1, sizeof *z->inflated);
   if (!z->arrays || !z->inflated) {
@@ -402,7 +404,7 @@ int clt_npz_read(const char *path, clt_npz **out, clt_err *e) {
   uint64_t p = dir.offset;
   for (int i = 0; i < (int)dir.entries; i++) {
     z->n = i + 1; /* before reading: z->inflated[i] is freed whatever happens */
-    if ((status = read_member(path, z->buf, &dir, i, &p, &z->arrays[i], &z->inflated[i], e)))
+    if ((status = read_member(path, b, &dir, i, &p, &z->arrays[i], &z->inflated[i], e)))
       goto cleanup;
   }
   if (p != dir.offset + dir.size) {
@@ -425,4 +427,13 @@ int clt_npz_read(const char *path, clt_npz **out, clt_err *e) {
 cleanup:
   clt_npz_free(z);
   return status;
+}
+
+int clt_npz_read(const char *path, clt_npz **out, clt_err *e) {
+  return read_archive(path, NULL, 0, out, e);
+}
+
+int clt_npz_read_memory(const char *path, const unsigned char *bytes, size_t size, clt_npz **out,
+                        clt_err *e) {
+  return read_archive(path, bytes, size, out, e);
 }
