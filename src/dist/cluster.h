@@ -115,8 +115,8 @@ typedef int (*clt_cluster_idle_fn)(void *ctx);
  * depend on their order), so both directions of the link carry half of it at
  * each step; more cut it where the whole buffer's chunks are, to sum each float
  * in the same order (a range inside one chunk then goes one way round at a
- * time). idle NULL: blocking MPI calls; else
- * non-blocking ones, polled, with idle(ctx) between polls. */
+ * time). idle (NULL: none) is called between the polls of each transfer
+ * (clt_cluster_exchange_polled). */
 int clt_cluster_sum_range(clt_cluster *c, float *buf, size_t n, size_t lo, size_t hi, clt_wire wire,
                           clt_cluster_idle_fn idle, void *ctx, clt_err *e);
 /* The same for doubles (figures, not gradients): gathered, summed in rank order. */

@@ -54,11 +54,11 @@ int clt_cluster_mpi_fail(clt_err *e, int rc, const char *what);
 int clt_cluster_exchange(clt_cluster *c, const void *send, size_t send_bytes, int to, void *recv,
                          size_t recv_bytes, int from, int tag, clt_err *e);
 
-/* clt_cluster_exchange without blocking in MPI (whose waits spin): the send and
- * receive are started (MPI_Isend, MPI_Irecv), then polled (MPI_Testall, which
- * also moves them on) with idle(ctx) between polls until both are done. idle
- * returning non-zero gives up (CLT_ERR_INTERNAL), leaving them in flight: the
- * process is ending. */
+/* clt_cluster_exchange (bounded by the cluster's timeout as it is) with
+ * idle(ctx) called between polls of the transfers in place of the wait's own
+ * spinning and napping: idle may sleep, leaving the core to other threads, and
+ * its non-zero gives up (CLT_ERR_INTERNAL), leaving the transfers in flight
+ * (the process is ending). */
 int clt_cluster_exchange_polled(clt_cluster *c, const void *send, size_t send_bytes, int to,
                                 void *recv, size_t recv_bytes, int from, int tag,
                                 clt_cluster_idle_fn idle, void *ctx, clt_err *e);
