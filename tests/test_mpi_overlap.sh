@@ -4,8 +4,9 @@
 # they are ready, give the bits of the whole gradient summed after the backward
 # pass (CLTRAIN_ALLREDUCE_BUCKETS=0), with 2 and 3 processes, several devices in
 # a process, a bucket per layer, and when processes are given different values
-# (process 0's holds); it is on by default with 2 processes (CPU devices: with
-# --wire fp16), off with 3; Ctrl-C on one process
+# (process 0's holds), and with a process none of whose replicas is in the step;
+# it is on by default with 2 processes (CPU devices: with --wire fp16), off with
+# 3; Ctrl-C on one process
 # still stops every process at the same step, and a hung device still ends the run. --wire fp16: every process holds
 # the same bits, close to (and not) the float32 run's, overlapped or not; a
 # process given another --wire, or a bad value, is refused.
@@ -104,6 +105,23 @@ if grep -q "^  all-reduce: .* (the whole gradient after the backward pass)" "$tm
   ok "the default on a gradient of one bucket: the whole gradient after the backward pass"
 else
   bad "the default on a gradient of one bucket ($(grep 'all-reduce:' "$tmp/cnndefault.txt" | head -1))"
+fi
+
+# --- a process with no replica in the step --------------------------------------------
+# Process 0's device takes 200 ms more a pass (CLTRAIN_TEST_SLOW) and stays out of
+# every step (--split auto): process 0 sums the same buckets as process 1, adding
+# -0, so the run is one device's on the whole batch, byte for byte.
+L=(train --devices 0 --split auto --train-limit 640 --test-limit 100 --seed 9 --epochs 2 --checkpoint-dir)
+POCL_MAX_PTHREAD_COUNT=1 CLTRAIN_TEST_SLOW="replica=0,from=0,to=1000000,ms=200" timeout 120 "${MPI[@]}" -np 2 \
+  -x POCL_MAX_PTHREAD_COUNT -x CLTRAIN_TEST_SLOW -x CLTRAIN_ALLREDUCE_BUCKETS=1 "$CLT" "${L[@]}" "$tmp/hollow" \
+  --batch-per-replica 16 --check-replicas --profile >"$tmp/hollow.txt" 2>&1 || bad "run hollow ($(tail -3 "$tmp/hollow.txt"))"
+POCL_MAX_PTHREAD_COUNT=1 "$CLT" "${L[@]}" "$tmp/hollow_one" --batch-per-replica 32 >"$tmp/hollow_one.txt" 2>&1 ||
+  bad "run hollow_one ($(tail -3 "$tmp/hollow_one.txt"))"
+if cmp -s "$tmp/hollow/ckpt-1.npz" "$tmp/hollow_one/ckpt-1.npz" && grep -q "across processes: .* buckets a step" "$tmp/hollow.txt" &&
+  grep -Eq '^  rank 0 device 0 \(.*\): share 0\.0%, 0 examples' "$tmp/hollow.txt"; then
+  ok "overlapped, a process with no replica in the step adds nothing: one device's bits"
+else
+  bad "overlapped, a process with no replica in the step ($("$TOOL" diff "$tmp/hollow_one/ckpt-1.npz" "$tmp/hollow/ckpt-1.npz"); $(grep -E 'across|rank 0 device' "$tmp/hollow.txt" | head -3))"
 fi
 
 # --- Ctrl-C on one process, overlapped: every process stops at the same step ---------
