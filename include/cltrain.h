@@ -201,6 +201,9 @@ typedef struct cltrain_trainer cltrain_trainer;
  *   allreduce-timeout=S    seconds a replica, or under MPI a process, may hold up the
  *                          all-reduce (0: none)
  *   check-replicas=1       verify identical parameters after every update
+ *   wire=fp32|fp16         under MPI, how gradients cross between processes (as
+ *                          --wire: fp16 halves the bytes, rounding each partial sum to
+ *                          half precision; every process must give the same)
  *   local=1                this process's devices only, even under MPI (e.g. process 0
  *                          evaluating a restored checkpoint alone); otherwise creating a
  *                          trainer is collective: every process of the run must call it

@@ -58,13 +58,14 @@ struct cltrain_trainer {
 static const char *const create_options[] = {
     "devices",           "batch-per-replica", "split",        "optimizer",   "lr",
     "momentum",          "nesterov",          "weight-decay", "lr-schedule", "seed",
-    "allreduce-timeout", "check-replicas",    "local",        NULL};
+    "allreduce-timeout", "check-replicas",    "local",        "wire",        NULL};
 
 typedef struct trainer_opts {
   char devices[1024], split[256];
   long batch, nesterov, check_replicas, local;
   double timeout;
   uint64_t seed;
+  clt_wire wire;
   clt_optimizer opt;
 } trainer_opts;
 
@@ -137,6 +138,10 @@ static int read_options(cltrain_ctx *ctx, const char *fn, const char *text, trai
   if (!status) status = read_flag(ctx, fn, o, "check-replicas", &to->check_replicas);
   if (!status) status = read_flag(ctx, fn, o, "local", &to->local);
   if (!status) status = read_optimizer(ctx, fn, o, to);
+  const char *wire = api_opt(o, "wire");
+  clt_err we = {0};
+  if (!status && wire && clt_wire_parse(wire, "option wire", &to->wire, &we))
+    status = api_fail_err(ctx, fn, &we);
   const char *seed = api_opt(o, "seed");
   if (!status && seed) {
     char *end = NULL;
@@ -184,6 +189,22 @@ static int run_replicas(clt_cluster *c, int n, int *total, clt_err *e) {
   return status;
 }
 
+/* Every process must send gradients the same way (collective under MPI). */
+static int same_wire(clt_cluster *c, clt_wire wire, clt_err *e) {
+  int wires[CLT_MAX_REPLICAS] = {0}, mine = (int)wire;
+  if (clt_cluster_size(c) <= 1) return CLT_OK;
+  int status = clt_cluster_allgather(c, &mine, sizeof mine, wires, e);
+  for (int r = 1; r < clt_cluster_size(c) && !status; r++) {
+    if (wires[r] != wires[0]) {
+      status = clt_fail(e, CLT_ERR_ARG,
+                        "option wire: rank %d has %s and rank 0 %s: every process must give the "
+                        "same",
+                        r, clt_wire_name((clt_wire)wires[r]), clt_wire_name((clt_wire)wires[0]));
+    }
+  }
+  return status;
+}
+
 /* Everything after the options: the devices, the internal trainer and its
  * starting state, process 0's broadcast to every process. */
 static int set_up(cltrain_trainer *t, const cltrain_model *m, const trainer_opts *to, clt_err *e) {
@@ -206,6 +227,8 @@ static int set_up(cltrain_trainer *t, const cltrain_model *m, const trainer_opts
                                          t->cluster, &t->t, e)))
     return status;
   clt_trainer_check_replicas(t->t, (int)to->check_replicas);
+  if ((status = same_wire(t->cluster, to->wire, e))) return status;
+  if ((status = clt_trainer_set_wire(t->t, to->wire, e))) return status;
   memcpy(t->flat, m->weights, t->model->flat_floats * sizeof *t->flat);
   status = clt_cluster_bcast(t->cluster, t->flat, t->model->flat_floats * sizeof *t->flat, e);
   if (!status) status = clt_trainer_set_state(t->t, t->flat, NULL, NULL, e);
