@@ -107,8 +107,9 @@ fi
 # With SGD, whose updates are small (rounding grows slowly over the steps; see
 # test_split.sh), against one device's parameters: the split follows the
 # timings, so within the rounding its 40 steps grow (measured 5e-8 to 2e-7 in
-# 13 runs, 12 of which rejoined; over 50 steps a rounding difference amplified
-# reached 1.2e-4 in 1 run of 13).
+# 13 runs, 12 of which rejoined; a rounding difference amplified reached 1.2e-4
+# over 50 steps in 1 run of 13, and 3.1e-4 on a heavily loaded host): 1e-3,
+# where a slice's gradient missed or counted twice differs by far more.
 leave_run leave leave 1280 --optimizer sgd
 train one40 0 0 32 1280 --epochs 1 --optimizer sgd
 if [ -n "$left" ] && same_replicas leave; then
@@ -116,7 +117,7 @@ if [ -n "$left" ] && same_replicas leave; then
 else
   bad "with SGD the device leaves the step ($rec; $(tail -4 "$tmp/leave.txt"))"
 fi
-expect_close "... = one device on the whole batch" "$tmp/one40/ckpt-1.npz" "$tmp/leave/ckpt-1.npz" 1e-4
+expect_close "... = one device on the whole batch" "$tmp/one40/ckpt-1.npz" "$tmp/leave/ckpt-1.npz" 1e-3
 
 # --- a process that keeps a member ------------------------------------------------------
 # Process 1 has two devices; its first (replica 1) is slowed and leaves: the
@@ -133,6 +134,6 @@ if grep -Eq '^  rank 1 device 0 \(.*\): share [0-9.]+%, [0-9]+ examples, .*; lef
 else
   bad "one of process 1's two devices leaves the step ($(tail -5 "$tmp/part.txt"))"
 fi
-expect_close "... = one device on the whole batch" "$tmp/one48/ckpt-1.npz" "$tmp/part/ckpt-1.npz" 1e-4
+expect_close "... = one device on the whole batch" "$tmp/one48/ckpt-1.npz" "$tmp/part/ckpt-1.npz" 1e-3
 
 finish

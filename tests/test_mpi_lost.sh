@@ -15,6 +15,7 @@ host=$(hostname)
 
 for what in sum exchange allgather bcast any barrier agree doubles; do
   out="$tmp/$what.txt"
+  : >"$out" # before the polling below reads it
   "${MPI[@]}" -np 3 "$PROG" "$what" "$T" >"$out" 2>"$tmp/$what.err" &
   job=$!
   for _ in $(seq 1 100); do [ "$(grep -c "after fail" "$out")" -ge 2 ] && break; sleep 0.1; done
