@@ -15,7 +15,11 @@
 #                              (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_,
 #                              MALLOC_TOP_PAD_, as bench_vs_pytorch.sh);
 #   PyTorch X (channels_last, no trim)  the same with the model and images in
-#                              torch.channels_last (CLT_TORCH_CHANNELS_LAST=1).
+#                              torch.channels_last (CLT_TORCH_CHANNELS_LAST=1);
+#   PyTorch X (torch.compile, no trim) and (torch.compile, channels_last, no trim)
+#                              the model compiled by torch.compile
+#                              (CLT_TORCH_COMPILE=1; its compilation falls in
+#                              epoch 1, left out).
 # Each run trains --epochs epochs (3) of the same images and keeps the median of
 # epochs 2 on: epoch 1 holds cltrain's PoCL kernel builds, decoding into its
 # image cache and first-touch page faults, and PyTorch's first allocations.
@@ -98,9 +102,12 @@ else
 fi
 
 tv=$("$torch" -c "import importlib.metadata as m; print(m.version('torch'))" | sed 's/+.*//')
-cols=(cltrain torch torch-notrim torch-cl)
+cols=(cltrain torch torch-notrim torch-cl torch-compile torch-compile-cl)
 declare -A label=([cltrain]="cltrain (1 PoCL device)" [torch]="PyTorch $tv (glibc defaults)"
-  [torch-notrim]="PyTorch $tv (no trim)" [torch-cl]="PyTorch $tv (channels_last, no trim)")
+  [torch-notrim]="PyTorch $tv (no trim)" [torch-cl]="PyTorch $tv (channels_last, no trim)"
+  [torch-compile]="PyTorch $tv (torch.compile, no trim)"
+  [torch-compile-cl]="PyTorch $tv (torch.compile, channels_last, no trim)")
+torch_compiles "$torch" || cols=(cltrain torch torch-notrim torch-cl)
 later() { sed -n "2,\$p"; } # epochs 2 on
 
 # train KEY SIZE R: round R's run of column KEY at SIZE; appends its images/s and
@@ -122,6 +129,12 @@ train() {
     torch-cl)
       env "${notrim[@]}" CLT_TORCH_CHANNELS_LAST=1 "${time[@]}" "$torch" "$here/pytorch_resnet.py" "$data" "$size" \
         "$batch" "$n" "$epochs" 2 $v1 >"$out" ;;
+    torch-compile)
+      env "${notrim[@]}" CLT_TORCH_COMPILE=1 "${time[@]}" "$torch" "$here/pytorch_resnet.py" "$data" "$size" \
+        "$batch" "$n" "$epochs" 2 $v1 >"$out" ;;
+    torch-compile-cl)
+      env "${notrim[@]}" CLT_TORCH_COMPILE=1 CLT_TORCH_CHANNELS_LAST=1 "${time[@]}" "$torch" "$here/pytorch_resnet.py" \
+        "$data" "$size" "$batch" "$n" "$epochs" 2 $v1 >"$out" ;;
   esac
   [ "$key" = cltrain ] || grep '^epoch' "$out" | later | awk '{ print $4 }' | median >>"$tmp/$key-$size.rate"
   echo $(($(cat "$tmp/rss") / 1024)) >>"$tmp/$key-$size.rss"

@@ -15,6 +15,10 @@
 #                              step;
 #   PyTorch X (channels_last, no trim)  the same with the model and batches in
 #                              torch.channels_last (CLT_TORCH_CHANNELS_LAST=1);
+#   PyTorch X (torch.compile, no trim) and (torch.compile, channels_last, no trim)
+#                              the model compiled by torch.compile
+#                              (CLT_TORCH_COMPILE=1; its compilation falls in
+#                              epoch 1, left out);
 #   PyTorch 1.13 (Debian, no trim)  /usr/bin/python3's python3-torch, only when
 #                              it imports torch;
 #   TensorFlow X               tests/bench/tf_fmnist.py (the seed's Keras
@@ -89,9 +93,12 @@ notrim=(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MA
 # The columns: key and label (PyTorch columns start with "PyTorch").
 version() { "$1" -c "import importlib.metadata as m; print(m.version('$2'))" 2>/dev/null | sed 's/+.*//'; }
 tv=$(version "$torch" torch)
-cols=(cltrain torch torch-notrim torch-cl)
+cols=(cltrain torch torch-notrim torch-cl torch-compile torch-compile-cl)
 declare -A label=([cltrain]="cltrain (1 PoCL device)" [torch]="PyTorch $tv (glibc defaults)"
-  [torch-notrim]="PyTorch $tv (no trim)" [torch-cl]="PyTorch $tv (channels_last, no trim)")
+  [torch-notrim]="PyTorch $tv (no trim)" [torch-cl]="PyTorch $tv (channels_last, no trim)"
+  [torch-compile]="PyTorch $tv (torch.compile, no trim)"
+  [torch-compile-cl]="PyTorch $tv (torch.compile, channels_last, no trim)")
+torch_compiles "$torch" || cols=(cltrain torch torch-notrim torch-cl)
 if dv=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null); then
   cols+=(debian)
   label[debian]="PyTorch ${dv%%+*} (Debian, no trim)"
@@ -122,6 +129,10 @@ train() {
     torch-notrim) env "${notrim[@]}" "${time[@]}" "$torch" "$here/pytorch_fmnist.py" "$data" "$images" 3 2 >"$out" ;;
     torch-cl) env "${notrim[@]}" CLT_TORCH_CHANNELS_LAST=1 "${time[@]}" "$torch" "$here/pytorch_fmnist.py" \
       "$data" "$images" 3 2 >"$out" ;;
+    torch-compile) env "${notrim[@]}" CLT_TORCH_COMPILE=1 "${time[@]}" "$torch" "$here/pytorch_fmnist.py" \
+      "$data" "$images" 3 2 >"$out" ;;
+    torch-compile-cl) env "${notrim[@]}" CLT_TORCH_COMPILE=1 CLT_TORCH_CHANNELS_LAST=1 "${time[@]}" "$torch" \
+      "$here/pytorch_fmnist.py" "$data" "$images" 3 2 >"$out" ;;
     debian) env "${notrim[@]}" "${time[@]}" /usr/bin/python3 "$here/pytorch_fmnist.py" "$data" "$images" 3 2 >"$out" ;;
     tf) "${time[@]}" "$tf_venv/bin/python" "$here/tf_fmnist.py" "$data" "$images" 3 2 >"$out" 2>"$tmp/tf.err" ||
       { cat "$tmp/tf.err" >&2; return 1; } ;;

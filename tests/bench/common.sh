@@ -68,6 +68,16 @@ torch_venv() {
   echo "$dir/bin/python"
 }
 
+# torch_compiles PYTHON: whether torch.compile compiles and runs a function there
+# (TorchInductor needs a C++ compiler); notes it on stderr when not.
+torch_compiles() {
+  "$1" -c 'import torch; f = torch.compile(lambda x: x * 2 + 1); assert float(f(torch.ones(4)).sum()) == 12' \
+    >/dev/null 2>&1 && return 0
+  echo "note: torch.compile fails here (TorchInductor needs a C++ compiler: apt-get install g++):" \
+    "no torch.compile columns" >&2
+  return 1
+}
+
 # fma_peak BUILD: prints the CPU's FMA peak in GFLOP/s as BUILD/tests/bench_gemm
 # --peak measures it (its line "FMA peak: <number> GFLOP/s"), or nothing when that
 # binary or option is missing or fails.

@@ -17,7 +17,8 @@ another one, such as cuda or cuda:1 (tests/gpu/run.sh), the images, the labels a
 the network live on it, the clocks stop only once it has finished its work, and a
 line "device D NAME" comes first. With CLT_TORCH_CHANNELS_LAST=1 the network and
 the images are in torch.channels_last (NHWC), the memory format PyTorch's CPU
-guides recommend for convolutions.
+guides recommend for convolutions. With CLT_TORCH_COMPILE=1 the network is compiled
+with torch.compile (TorchInductor's default mode; it needs a C++ compiler).
 """
 import time
 
@@ -55,6 +56,10 @@ def main():
     if os.environ.get("CLT_TORCH_CHANNELS_LAST") == "1":
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
+    if os.environ.get("CLT_TORCH_COMPILE") == "1":
+        # Compiled at the first step (epoch 1, which the benches leave out).
+        model = torch.compile(model)
+        print("torch.compile (inductor)", flush=True)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
     for epoch in range(1, epochs + 1):

@@ -28,7 +28,8 @@ cltrain's network (Keras' convolutions also have biases, torchvision's not).
 torchvision's own v1.5 does about 6% more arithmetic (4.09 against 3.86 GMAC
 forward per 224x224 image). With CLT_TORCH_CHANNELS_LAST=1 the network and the
 images are in torch.channels_last (NHWC), the memory format PyTorch's CPU guides
-recommend for convolutions.
+recommend for convolutions. With CLT_TORCH_COMPILE=1 the network is compiled
+with torch.compile (TorchInductor's default mode; it needs a C++ compiler).
 """
 import time
 
@@ -97,6 +98,10 @@ def main():
     if os.environ.get("CLT_TORCH_CHANNELS_LAST") == "1":
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
+    if os.environ.get("CLT_TORCH_COMPILE") == "1":
+        # Compiled at the first step (epoch 1, which the benches leave out).
+        model = torch.compile(model)
+        print("torch.compile (inductor)", flush=True)
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
     loss_fn = nn.CrossEntropyLoss()
