@@ -125,6 +125,20 @@ int main(void) {
     check(strcmp(intel_path, path_of(NULL, &other)) != 0, "the %s is part of the key", fields[f]);
   }
 
+  /* A real device's identity: OpenCL's strings, the host's CPU model. */
+  clt_device_list list = {0};
+  if (clt_devices_enumerate(&list, &e) == CLT_OK && list.count > 0) {
+    clt_tune_ident real;
+    const int got = clt_tune_ident_of(&list.devices[0], "-DCLT_GPU=0", &real, &e);
+    const int cpu = (list.devices[0].type & CL_DEVICE_TYPE_CPU) != 0;
+    check(got == CLT_OK && real.vendor[0] && real.driver[0] && real.compute_units > 0 &&
+              strcmp(real.sources, hash) == 0 && strcmp(real.options, "-DCLT_GPU=0") == 0 &&
+              (!cpu || real.cpu_model[0]),
+          "device 0's identity: %s, %s, cpu model '%s', driver %s", real.vendor, real.name,
+          real.cpu_model, real.driver);
+  }
+  clt_devices_free(&list);
+
   /* Results survive a reopen; no temporary file stays. */
   FILE *notes = tmpfile();
   clt_tune_cache *c = NULL;
