@@ -71,7 +71,7 @@ def main(fmt):
 
     suffix = "_k2" if fmt == "k2" else ""
     texts = {}
-    for name, build, classes, batch, pixels in MODELS:
+    for name, build, classes, batch, pixels in MODELS + (MODELS_K3 if fmt == "k3" else []):
         reset()
         model = build()
         texts[name] = model.to_json(indent=1)
@@ -466,6 +466,38 @@ MODELS = [
     ("nested_seq", lambda: nested_seq(), 10, 4, True),
     ("transfer_bn", lambda: transfer("transfer_bn", False), 5, 4, True),
     ("finetune_bn", lambda: transfer("finetune_bn", True), 5, 4, True),
+]
+
+
+def se_ops():
+    # Squeeze-and-excitation as MobileNetV3 (GlobalAveragePooling2D with keepdims,
+    # the (1, 1, C) row first) and EfficientNet (Reshape, the row second) write it,
+    # MobileNetV3's hard sigmoid from Keras 3 operations (x + 3.0, x * (1/6)),
+    # ConvNeXt's residual inputs + x (an operation of two tensors), Subtract.
+    inp = keras.Input(shape=(8, 8, 3))
+    x = L.Conv2D(8, 3, padding="same")(inp)                                   # 8x8x8
+    hs = L.ReLU(6.0)(x + 3.0) * (1.0 / 6.0)
+    x = L.Multiply()([x, hs])                                                 # hard swish
+    s = L.GlobalAveragePooling2D(keepdims=True)(x)                            # 1x1x8
+    s = L.Conv2D(4, 1, activation="relu")(s)
+    s = L.Conv2D(8, 1, activation="sigmoid")(s)
+    x = L.Multiply()([s, x])                                                  # 8x8x8
+    t = L.GlobalAveragePooling2D()(x)                                         # 8
+    t = L.Reshape((1, 1, 8))(t)
+    t = L.Conv2D(8, 1, activation="sigmoid")(t)                               # 1x1x8
+    y = L.Multiply()([x, t])
+    y = L.Conv2D(8, 3, padding="same")(y)
+    y = x + y
+    y = L.Subtract()([y, t])
+    y = L.Subtract()([t, y])
+    g = L.GlobalAveragePooling2D()(y)
+    out = L.Dense(3)(g)
+    return keras.Model(inp, out, name="se_ops")
+
+
+# Keras 3 only (tf.keras 2.x writes operations as TFOpLambda layers).
+MODELS_K3 = [
+    ("se_ops", lambda: se_ops(), 3, 4, False),
 ]
 
 
