@@ -97,6 +97,7 @@ static const kind_case cases[] = {
     {"mul=Multiply", 0, 2, 3, 3, 5},
     {"sub=Subtract", 0, 2, 3, 2, 6},
     {"reshape=Reshape(3,-1,2)", 0, 2, 2, 3, 4},
+    {"cscale=CustomScaleLayer(0.17)", 0, 2, 3, 3, 5},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

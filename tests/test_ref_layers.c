@@ -448,6 +448,8 @@ void test_kinds_fd(void) {
   test_kind_fd("m=Multiply", 2, (clt_shape){1, 1, 3}, (clt_shape){2, 3, 3}, -1, 1, 1, 99);
   test_kind_fd("s=Subtract", 2, (clt_shape){2, 2, 3}, (clt_shape){1, 1, 3}, -1, 1, 1, 100);
   test_kind_fd("s=Subtract", 2, (clt_shape){1, 1, 3}, (clt_shape){2, 2, 3}, -1, 1, 1, 101);
+  test_kind_fd("c=CustomScaleLayer(0.17)", 2, (clt_shape){2, 2, 3}, (clt_shape){2, 2, 3}, -1, 1, 1,
+               102);
   test_kind_fd("p=AveragePooling2D(3x3,s2,same)", 2, (clt_shape){7, 5, 3}, none, -1, 1, 1, 93);
   test_kind_fd("p=AveragePooling2D(2x2,s2,valid)", 2, (clt_shape){5, 6, 2}, none, -1, 1, 1, 94);
   test_kind_fd("p=AveragePooling2D(3x2,s2x1,same)", 1, (clt_shape){6, 5, 2}, none, -1, 1, 1, 95);

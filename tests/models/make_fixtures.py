@@ -495,9 +495,23 @@ def se_ops():
     return keras.Model(inp, out, name="se_ops")
 
 
-# Keras 3 only (tf.keras 2.x writes operations as TFOpLambda layers).
+def custom_scale():
+    # InceptionResNetV2's residual: x + scale * branch, by its CustomScaleLayer.
+    from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
+    inp = keras.Input(shape=(6, 6, 4))
+    x = L.Conv2D(6, 3, padding="same", activation="relu")(inp)
+    r = L.Conv2D(6, 3, padding="same")(x)
+    x = CustomScaleLayer(0.17)([x, r])
+    x = L.Activation("relu")(x)
+    out = L.Dense(3)(L.GlobalAveragePooling2D()(x))
+    return keras.Model(inp, out, name="custom_scale")
+
+
+# Keras 3 only (tf.keras 2.x writes operations as TFOpLambda layers; the
+# applications' own layers are Keras 3's).
 MODELS_K3 = [
     ("se_ops", lambda: se_ops(), 3, 4, False),
+    ("custom_scale", lambda: custom_scale(), 3, 4, False),
 ]
 
 
