@@ -98,6 +98,7 @@ static const kind_case cases[] = {
     {"sub=Subtract", 0, 2, 3, 2, 6},
     {"reshape=Reshape(3,-1,2)", 0, 2, 2, 3, 4},
     {"cscale=CustomScaleLayer(0.17)", 0, 2, 3, 3, 5},
+    {"lscale=LayerScale(1e-06,11)", 0, 2, 3, 2, 11},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -507,11 +507,26 @@ def custom_scale():
     return keras.Model(inp, out, name="custom_scale")
 
 
+def layer_scale():
+    # ConvNeXt's residual: inputs + LayerScale(branch), an operation of two tensors.
+    # gamma (Keras' "variable") gets random values: init_values' 1e-6 would hide it.
+    from keras.src.applications.convnext import LayerScale
+    inp = keras.Input(shape=(6, 6, 5))
+    x = L.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    r = L.Conv2D(8, 1)(x)
+    scale = LayerScale(1e-6, 8)
+    x = x + scale(r)
+    out = L.Dense(3)(L.GlobalAveragePooling2D()(x))
+    scale.weights[0].assign(np.random.default_rng(SEED + 1).uniform(0.5, 1.5, (8,)).astype("float32"))
+    return keras.Model(inp, out, name="layer_scale")
+
+
 # Keras 3 only (tf.keras 2.x writes operations as TFOpLambda layers; the
 # applications' own layers are Keras 3's).
 MODELS_K3 = [
     ("se_ops", lambda: se_ops(), 3, 4, False),
     ("custom_scale", lambda: custom_scale(), 3, 4, False),
+    ("layer_scale", lambda: layer_scale(), 3, 4, False),
 ]
 
 
