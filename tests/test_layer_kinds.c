@@ -382,6 +382,8 @@ static void test_more_kinds(void) {
   /* Squeeze-and-excitation's broadcast: (1, 1, C) in either order. */
   run_kind("mul_se=Multiply", 2, (clt_shape){4, 3, 5}, (clt_shape){1, 1, 5}, -1, 1);
   run_kind("mul_se1=Multiply", 3, (clt_shape){1, 1, 9}, (clt_shape){2, 5, 9}, -1, 1);
+  run_kind("add_se=Add", 2, (clt_shape){3, 2, 6}, (clt_shape){1, 1, 6}, -1, 1);
+  run_kind("add_se1=Add", 2, (clt_shape){1, 1, 6}, (clt_shape){2, 3, 6}, -1, 1);
   run_kind("sub_se=Subtract", 2, (clt_shape){3, 3, 4}, (clt_shape){1, 1, 4}, -1, 1);
   run_kind("sub_se1=Subtract", 2, (clt_shape){1, 1, 4}, (clt_shape){3, 2, 4}, -1, 1);
   run_kind("act_relu6_wide=Activation(relu6)", 2, (clt_shape){3, 5, 7}, (clt_shape){0, 0, 0}, -9,

@@ -461,6 +461,8 @@ void test_kinds_fd(void) {
   test_kind_fd("m=Multiply", 2, (clt_shape){1, 1, 3}, (clt_shape){2, 3, 3}, -1, 1, 1, 99);
   test_kind_fd("s=Subtract", 2, (clt_shape){2, 2, 3}, (clt_shape){1, 1, 3}, -1, 1, 1, 100);
   test_kind_fd("s=Subtract", 2, (clt_shape){1, 1, 3}, (clt_shape){2, 2, 3}, -1, 1, 1, 101);
+  test_kind_fd("a=Add", 2, (clt_shape){2, 2, 3}, (clt_shape){1, 1, 3}, -1, 1, 1, 104);
+  test_kind_fd("a=Add", 2, (clt_shape){1, 1, 3}, (clt_shape){3, 2, 3}, -1, 1, 1, 105);
   test_kind_fd("l=LayerScale(0.5,3)", 2, (clt_shape){2, 2, 3}, none, -1, 1, 1, 103);
   test_kind_fd("c=CustomScaleLayer(0.17)", 2, (clt_shape){2, 2, 3}, (clt_shape){2, 2, 3}, -1, 1, 1,
                102);

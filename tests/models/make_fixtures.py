@@ -488,6 +488,7 @@ def se_ops():
     y = L.Multiply()([x, t])
     y = L.Conv2D(8, 3, padding="same")(y)
     y = x + y
+    y = L.Add()([y, t])
     y = L.Subtract()([y, t])
     y = L.Subtract()([t, y])
     g = L.GlobalAveragePooling2D()(y)
@@ -740,6 +741,14 @@ def write_bad(fmt, suffix, texts):
 
     if fmt == "k3":
         save("not_a_model", '{"a": 1}\n')
+        # Keras 3 operations cltrain does not import, and a Reshape to rank 2.
+        inp = keras.Input(shape=(4, 4, 3))
+        x = L.Conv2D(4, 3)(inp)
+        x = keras.ops.maximum(x, 0.5)
+        save("op_maximum", keras.Model(inp, L.Dense(3)(L.Flatten()(x))).to_json(indent=1) + "\n")
+        inp = keras.Input(shape=(4, 4, 3))
+        x = L.Reshape((16, 3))(inp)
+        save("reshape_rank2", keras.Model(inp, L.Dense(3)(L.Flatten()(x))).to_json(indent=1) + "\n")
 
 
 if __name__ == "__main__":
