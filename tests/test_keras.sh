@@ -44,6 +44,8 @@ for k in "" _k2; do
     "layer conv2d of nested model base takes input rescaling, which is not a layer of nested"
 done
 refuse "$MODELS/bad/not_a_model.json" "not a Keras model"
+refuse "$MODELS/bad/op_maximum.json" "layer maximum: operation Maximum \(keras.src.ops.numpy\) of 1 tensor and 1 number is not supported"
+refuse "$MODELS/bad/reshape_rank2.json" "layer reshape \(Reshape\): target_shape must be \(C\) or \(H, W, C\)"
 refuse "$tmp/missing.json" "cannot open"
 printf '{"class_name": "Sequential", "config": {"layers": []}}' >"$tmp/empty.json"
 refuse "$tmp/empty.json" "no layers"

@@ -94,6 +94,11 @@ static const kind_case cases[] = {
     {"avgpool_rect=AveragePooling2D(3x2,s2x1,same)", 0, 1, 6, 5, 9},
     {"avgpool_overlap=AveragePooling2D(3x2,s1x2,valid)", 0, 2, 5, 6, 8},
     {"gmp=GlobalMaxPooling2D", 0, 2, 3, 4, 11},
+    {"mul=Multiply", 0, 2, 3, 3, 5},
+    {"sub=Subtract", 0, 2, 3, 2, 6},
+    {"reshape=Reshape(3,-1,2)", 0, 2, 2, 3, 4},
+    {"cscale=CustomScaleLayer(0.17)", 0, 2, 3, 3, 5},
+    {"lscale=LayerScale(1e-06,11)", 0, 2, 3, 2, 11},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -374,6 +379,13 @@ done:
 static void test_more_kinds(void) {
   run_kind("concat_5_11=Concatenate", 2, (clt_shape){3, 3, 5}, (clt_shape){3, 3, 11}, -1, 1);
   run_kind("concat_8_3=Concatenate", 2, (clt_shape){2, 3, 8}, (clt_shape){2, 3, 3}, -1, 1);
+  /* Squeeze-and-excitation's broadcast: (1, 1, C) in either order. */
+  run_kind("mul_se=Multiply", 2, (clt_shape){4, 3, 5}, (clt_shape){1, 1, 5}, -1, 1);
+  run_kind("mul_se1=Multiply", 3, (clt_shape){1, 1, 9}, (clt_shape){2, 5, 9}, -1, 1);
+  run_kind("add_se=Add", 2, (clt_shape){3, 2, 6}, (clt_shape){1, 1, 6}, -1, 1);
+  run_kind("add_se1=Add", 2, (clt_shape){1, 1, 6}, (clt_shape){2, 3, 6}, -1, 1);
+  run_kind("sub_se=Subtract", 2, (clt_shape){3, 3, 4}, (clt_shape){1, 1, 4}, -1, 1);
+  run_kind("sub_se1=Subtract", 2, (clt_shape){1, 1, 4}, (clt_shape){3, 2, 4}, -1, 1);
   run_kind("act_relu6_wide=Activation(relu6)", 2, (clt_shape){3, 5, 7}, (clt_shape){0, 0, 0}, -9,
            9);
   run_kind("relu6_wide=ReLU(6)", 2, (clt_shape){3, 5, 7}, (clt_shape){0, 0, 0}, -9, 9);

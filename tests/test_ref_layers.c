@@ -370,16 +370,22 @@ static void test_kind_fd(const char *entry, int B, clt_shape in0, clt_shape in1,
   const size_t ny = clt_shape_size(l.out) * B;
   double *x = alloc(nx), *x2 = alloc(nx2), *y = alloc(ny), *dy = alloc(ny), *dy2 = alloc(ny);
   double *dx = alloc(nx), *dx2 = alloc(nx2);
+  /* Parameters (LayerScale's gamma) one after another, and their gradients. */
+  size_t np = 0;
+  for (int p = 0; p < l.nparams; p++) l.params[p].offset = np, np += l.params[p].size;
+  double *params = alloc(np), *grads = alloc(np);
   uint64_t s = seed;
   fill_apart(&s, x, nx, lo, hi);
   fill_apart(&s, x2, nx2, lo, hi);
   fill(&s, dy, ny, -1, 1);
+  fill(&s, params, np, -1, 1);
   kind_fd_ctx ctx = {&l,
                      {.batch = B,
                       .train = train,
                       .seed = 11,
                       .step = 3,
                       .example0 = 5,
+                      .params = params,
                       .x = x,
                       .x2 = two ? x2 : NULL}};
   kind_fwd(&ctx, y);
@@ -387,7 +393,8 @@ static void test_kind_fd(const char *entry, int B, clt_shape in0, clt_shape in1,
   poison(dx2, nx2);
   memcpy(dy2, dy, ny * sizeof *dy); /* backwards may overwrite dy */
   clt_ref_io io = ctx.io;
-  io.y = y, io.dy = dy2, io.dx = dx, io.dx2 = two ? dx2 : NULL;
+  io.y = y, io.dy = dy2, io.dx = dx, io.dx2 = two ? dx2 : NULL, io.grads = grads;
+  poison(grads, np);
   l.ops->ref_backward(&l, &io);
   layer L = {&ctx, kind_fwd, ny, NULL};
   snprintf(what, sizeof what, "%s%s B%d dx", entry, train ? " (train)" : "", B);
@@ -396,6 +403,12 @@ static void test_kind_fd(const char *entry, int B, clt_shape in0, clt_shape in1,
     snprintf(what, sizeof what, "%s B%d dx2", entry, B);
     check_fd(what, &L, x2, nx2, dy, dx2, FD_H, FD_TOL);
   }
+  if (np) {
+    snprintf(what, sizeof what, "%s B%d parameters", entry, B);
+    check_fd(what, &L, params, np, dy, grads, FD_H, FD_TOL);
+  }
+  free(params);
+  free(grads);
   free(x);
   free(x2);
   free(y);
@@ -443,6 +456,16 @@ void test_kinds_fd(void) {
   test_kind_fd("d=Dropout(0.4,s3)", 2, s, none, -1, 1, 1, 90);
   test_kind_fd("d=Dropout(0.4,s3)", 2, s, none, -1, 1, 0, 91);
   test_kind_fd("c=Concatenate", 2, (clt_shape){2, 3, 4}, (clt_shape){2, 3, 7}, -1, 1, 1, 92);
+  test_kind_fd("m=Multiply", 2, (clt_shape){2, 3, 4}, (clt_shape){2, 3, 4}, -1, 1, 1, 97);
+  test_kind_fd("m=Multiply", 2, (clt_shape){3, 2, 4}, (clt_shape){1, 1, 4}, -1, 1, 1, 98);
+  test_kind_fd("m=Multiply", 2, (clt_shape){1, 1, 3}, (clt_shape){2, 3, 3}, -1, 1, 1, 99);
+  test_kind_fd("s=Subtract", 2, (clt_shape){2, 2, 3}, (clt_shape){1, 1, 3}, -1, 1, 1, 100);
+  test_kind_fd("s=Subtract", 2, (clt_shape){1, 1, 3}, (clt_shape){2, 2, 3}, -1, 1, 1, 101);
+  test_kind_fd("a=Add", 2, (clt_shape){2, 2, 3}, (clt_shape){1, 1, 3}, -1, 1, 1, 104);
+  test_kind_fd("a=Add", 2, (clt_shape){1, 1, 3}, (clt_shape){3, 2, 3}, -1, 1, 1, 105);
+  test_kind_fd("l=LayerScale(0.5,3)", 2, (clt_shape){2, 2, 3}, none, -1, 1, 1, 103);
+  test_kind_fd("c=CustomScaleLayer(0.17)", 2, (clt_shape){2, 2, 3}, (clt_shape){2, 2, 3}, -1, 1, 1,
+               102);
   test_kind_fd("p=AveragePooling2D(3x3,s2,same)", 2, (clt_shape){7, 5, 3}, none, -1, 1, 1, 93);
   test_kind_fd("p=AveragePooling2D(2x2,s2,valid)", 2, (clt_shape){5, 6, 2}, none, -1, 1, 1, 94);
   test_kind_fd("p=AveragePooling2D(3x2,s2x1,same)", 1, (clt_shape){6, 5, 2}, none, -1, 1, 1, 95);

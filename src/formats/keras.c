@@ -58,6 +58,12 @@ typedef struct knode {
   const char *pad_name;
   int skip;         /* a ZeroPadding2D folded into its consumer, or the final softmax */
   char renamed[64]; /* a nested model's layer named as another: "<model>/<layer>" */
+  /* A Keras 3 operation node (module keras.src.ops.*: x + 3.0, inputs + x): its
+   * number arguments, how many and the last, and whether one came before a tensor. */
+  const char *op_module;
+  int nconst;
+  double constant;
+  int const_first;
 } knode;
 
 /* A description entry and the node it came from (for frozen and inference). */
@@ -148,6 +154,12 @@ static int collect_tensors(loader *ld, knode *k, const cJSON *v, clt_err *e) {
       int status = collect_tensors(ld, k, it, e);
       if (status) return status;
     }
+    return CLT_OK;
+  }
+  if (cJSON_IsNumber(v)) { /* an operation's constant (x + 3.0) */
+    k->nconst++;
+    k->constant = v->valuedouble;
+    k->const_first = k->ninputs == 0;
     return CLT_OK;
   }
   if (!cJSON_IsObject(v)) return CLT_OK; /* a constant argument */
@@ -325,6 +337,8 @@ static int read_scope(loader *ld, const cJSON *config, int sequential, int scope
     k->cls = cls;
     k->config = cfg;
     k->model = is_model_class(cls);
+    const char *module = str(it, "module");
+    if (module && strncmp(module, "keras.src.ops", 13) == 0) k->op_module = module;
     const cJSON *trainable = cJSON_GetObjectItemCaseSensitive(cfg, "trainable");
     k->frozen = frozen || cJSON_IsFalse(trainable);
     k->inference = inference;
@@ -870,11 +884,59 @@ static const char *input_tensor(const loader *ld, const knode *k, int j) {
   return ld->nodes[k->inputs[j]].tensor;
 }
 
+/* A Keras 3 operation node of a tensor and a number: x + c, x - c, c - x, x * c,
+ * c * x and x / c as Rescaling(scale,offset). Returns 1 when it is not one. */
+static int emit_op_constant(loader *ld, int i, clt_err *e) {
+  knode *k = &ld->nodes[i];
+  const double c = k->constant;
+  double scale = 1.0, offset = 0.0;
+  if (k->nconst != 1 || k->ninputs != 1) return 1;
+  if (strcmp(k->cls, "Add") == 0) offset = c;
+  else if (strcmp(k->cls, "Subtract") == 0)
+    scale = k->const_first ? -1.0 : 1.0, offset = k->const_first ? c : -c;
+  else if (strcmp(k->cls, "Multiply") == 0) scale = c;
+  else if ((strcmp(k->cls, "TrueDivide") == 0 || strcmp(k->cls, "Divide") == 0) &&
+           !k->const_first && c != 0.0)
+    scale = 1.0 / c;
+  else return 1;
+  int status = append(ld, e, "%s=Rescaling(%.17g,%.17g)<%s ", k->name, scale, offset,
+                      input_tensor(ld, k, 0));
+  if (!status) status = remember(ld, k->name, i, e);
+  if (!status) snprintf(k->tensor, sizeof k->tensor, "%s", k->name);
+  return status;
+}
+
+/* Keras 3's operation nodes: a tensor and a number (emit_op_constant), or Add,
+ * Subtract and Multiply of two tensors, which are the layers of those names
+ * (emit_node goes on: *done 0). Others are refused naming the node. */
+static int emit_op(loader *ld, int i, int *done, clt_err *e) {
+  knode *k = &ld->nodes[i];
+  *done = 1;
+  const int status = emit_op_constant(ld, i, e);
+  if (status != 1) return status;
+  const int pair = k->nconst == 0 && k->ninputs == 2;
+  if (pair && (strcmp(k->cls, "Add") == 0 || strcmp(k->cls, "Subtract") == 0 ||
+               strcmp(k->cls, "Multiply") == 0)) {
+    *done = 0;
+    return CLT_OK;
+  }
+  return clt_fail(e, CLT_ERR_FORMAT,
+                  "%s: layer %s: operation %s (%s) of %d tensor%s and %d number%s is not "
+                  "supported (only Add, Subtract, Multiply of two tensors or a tensor and a "
+                  "number, and a tensor divided by a number)",
+                  ld->origin, k->name, k->cls, k->op_module, k->ninputs, k->ninputs == 1 ? "" : "s",
+                  k->nconst, k->nconst == 1 ? "" : "s");
+}
+
 /* Writes one Keras layer as description entries. */
 static int emit_node(loader *ld, int i, clt_err *e) {
   knode *k = &ld->nodes[i];
   int status = check_name(ld, k->name, e);
   if (status) return status;
+  if (k->op_module) {
+    int done;
+    if ((status = emit_op(ld, i, &done, e)) || done) return status;
+  }
   clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls};
   const int is_output = i == ld->output;
   /* A final softmax (Activation('softmax') or Softmax) is the loss's: skipped. */

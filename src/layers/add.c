@@ -1,7 +1,9 @@
 /* Add (Keras) of two inputs of the same shape, with an optional fused ReLU (ResNet's
- * "_out" activation after each block's sum).
+ * "_out" activation after each block's sum), or of (H, W, C) and (1, 1, C) in either
+ * order, without the ReLU (cl/broadcast.cl, see multiply.c).
  * forward:  y = x + x2, then ReLU
- * backward: dx = dx2 = dy masked by (y > 0); either may be NULL. No parameters. */
+ * backward: dx = dx2 = dy masked by (y > 0); either may be NULL; a broadcast input's
+ *           the sum over its example's positions, in order. No parameters. */
 #include <stdio.h>
 
 #include "layer.h"
@@ -11,7 +13,8 @@
 #endif
 
 typedef struct add_hp {
-  int relu; /* fused activation */
+  int relu;  /* fused activation */
+  int bcast; /* setup: 0 equal shapes, 1 input 0 is (1, 1, C), 2 input 1 is */
 } add_hp;
 
 static const add_hp *hp(const clt_layer *l) { return clt_layer_hp(l, add_hp); }
@@ -29,26 +32,32 @@ static void add_describe(const clt_layer *l, char *buf, size_t size) {
 }
 
 static int add_setup(clt_layer *l, const clt_shape *in, clt_err *e) {
-  if (in[0].h != in[1].h || in[0].w != in[1].w || in[0].c != in[1].c) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: inputs of different shapes %dx%dx%d and %dx%dx%d", l->name,
-                    in[0].h, in[0].w, in[0].c, in[1].h, in[1].w, in[1].c);
+  add_hp *h = clt_layer_hp(l, add_hp);
+  int status = clt_bcast_setup(l, in, &h->bcast, e);
+  if (!status && h->bcast && h->relu) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "%s: Add(relu) of inputs %dx%dx%d and %dx%dx%d: the fused ReLU needs equal "
+                    "shapes",
+                    l->name, in[0].h, in[0].w, in[0].c, in[1].h, in[1].w, in[1].c);
   }
-  l->in = in[0];
-  l->out = in[0];
-  l->nparams = 0;
-  return CLT_OK;
+  return status;
 }
 
 static int add_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
                        clt_err *e) {
   (void)f;
-  (void)l;
   (void)max_batch;
+  if (hp(l)->bcast) return clt_bcast_prepare(r, e);
   static const char *const names[] = {"add_forward", "add_backward"};
   return clt_layer_build_kernels(r, "add.cl", names, 2, e);
 }
 
 static int add_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  const int b = hp(l)->bcast;
+  if (b) {
+    return clt_bcast_forward(l, io, io->x, b == 1, io->x2, 0, b == 2, l->out.h * l->out.w, 0, 1.0f,
+                             1.0f, e);
+  }
   cl_kernel k;
   const size_t total = (size_t)io->batch * clt_shape_size(l->out);
   int n = (int)total, relu = hp(l)->relu;
@@ -61,6 +70,17 @@ static int add_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
 
 static int add_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (!io->dx && !io->dx2) return CLT_OK;
+  const int b = hp(l)->bcast, hw = l->out.h * l->out.w;
+  if (b) {
+    cl_mem d[2] = {io->dx, io->dx2};
+    for (int j = 0; j < 2; j++) {
+      if (!d[j]) continue;
+      int status = b == j + 1 ? clt_bcast_grad_sum(l, io, NULL, hw, 0, 1.0f, d[j], 0, e)
+                              : clt_bcast_grad(l, io, NULL, 0, 0, hw, 0, 1.0f, d[j], e);
+      if (status) return status;
+    }
+    return CLT_OK;
+  }
   cl_kernel k;
   const size_t total = (size_t)io->batch * clt_shape_size(l->out);
   int n = (int)total, relu = hp(l)->relu;
@@ -86,6 +106,7 @@ static int add_from_keras(clt_layer *l, const clt_keras_config *c, char *activat
  * meet as (N, C). */
 static int add_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
                        const char *output, clt_err *e) {
+  if (hp(l)->bcast) return clt_bcast_to_onnx(l, g, hp(l)->bcast, "Add", inputs, output, e);
   const char *ins[2];
   int rank, status = clt_onnx_same_rank(l, g, inputs, ins, &rank, e);
   const char *sum = hp(l)->relu ? clt_onnx_name(g, l, "sum") : output;
@@ -100,10 +121,26 @@ static int add_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *input
 
 #ifdef CLT_REFERENCE
 static void add_ref_forward(const clt_layer *l, const clt_ref_io *io) {
+  const int b = hp(l)->bcast;
+  const size_t hw = (size_t)l->out.h * l->out.w;
+  if (b) {
+    clt_bcast_ref_forward(io->x, b == 1, io->x2, b == 2, hw * io->batch, l->out.c, hw, 0, 1, 1,
+                          io->y);
+    return;
+  }
   ref_add(io->x, io->x2, clt_shape_size(l->out) * io->batch, hp(l)->relu, io->y);
 }
 
 static void add_ref_backward(const clt_layer *l, const clt_ref_io *io) {
+  const int b = hp(l)->bcast;
+  const size_t hw = (size_t)l->out.h * l->out.w;
+  double *d[2] = {io->dx, io->dx2};
+  for (int j = 0; b && j < 2; j++) {
+    if (!d[j]) continue;
+    if (b == j + 1) clt_bcast_ref_grad_sum(io->dy, NULL, hw * io->batch, l->out.c, hw, 0, 1, d[j]);
+    else clt_bcast_ref_grad(io->dy, NULL, 0, hw * io->batch, l->out.c, hw, 0, 1, d[j]);
+  }
+  if (b) return;
   ref_add_backward(io->y, io->dy, clt_shape_size(l->out) * io->batch, hp(l)->relu, io->dx, io->dx2);
 }
 #endif
@@ -111,10 +148,11 @@ static void add_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 /* The sum's fused ReLU, for a producer that does this forward (clt_layer.add_fused). */
 /* A sum whose producer of one input can do it in its own forward (fusion.adds). */
 static unsigned add_fusions(const clt_layer *l) {
+  if (hp(l)->bcast) return 0u;
   return CLT_FUSE_SUM | (hp(l)->relu ? CLT_FUSE_SUM_RELU : 0u);
 }
 
-static const char *const add_sources[] = {"add.cl", NULL};
+static const char *const add_sources[] = {"add.cl", "broadcast.cl", NULL};
 
 const clt_layer_ops clt_add_ops = {
     .kind = "Add",

@@ -257,6 +257,15 @@ int clt_onnx_conv(const clt_layer *l, clt_onnx *g, const char *input, int kernel
   const char *names[3] = {input, clt_onnx_name(g, l, name), ""};
   int status = clt_onnx_tensor(g, names[1], 4, dims, oihw, e);
   free(oihw);
+  if (!status && clt_onnx_rank(g, input) == 2) {
+    /* A (N, C) input (a global pooling's, 1x1xC here) as (N, C, 1, 1). */
+    const int64_t one[1] = {4}, shape[4] = {0, l->in.c, 1, 1};
+    const char *rs[2] = {input, clt_onnx_name(g, l, "nc11_shape")};
+    names[0] = clt_onnx_name(g, l, "nc11");
+    status = clt_onnx_tensor_i64(g, rs[1], 1, one, shape, e);
+    if (!status) status = clt_onnx_node(g, "Reshape", rs, 2, names[0], NULL, 0, e);
+    if (!status) clt_onnx_set_rank(g, names[0], 4);
+  }
   if (!status && bias >= 0) {
     names[2] = clt_onnx_name(g, l, "bias");
     status = clt_onnx_tensor(g, names[2], 1, dims, clt_onnx_param(g, l, bias), e);

@@ -373,4 +373,36 @@ int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scrat
                   size_t scratch_offset, int rows, int cols, size_t grad_offset, clt_err *e);
 size_t clt_bias_grad_scratch(int rows, int cols);
 
+/* The elementwise kinds over cl/broadcast.cl (src/layers/multiply.c): Multiply,
+ * Subtract, CustomScaleLayer, LayerScale. Two inputs of one shape, or one of them
+ * (1, 1, C) per example, broadcast over the other's positions (squeeze-and-excitation).
+ * setup: l->in = in[0], l->out the larger shape; *bcast = 0 (equal shapes), 1 (in[0]
+ * is broadcast) or 2 (in[1]); refuses other shapes naming both. */
+int clt_bcast_setup(clt_layer *l, const clt_shape *in, int *bcast, clt_err *e);
+/* Builds cl/broadcast.cl's kernels (for a kind's prepare). */
+int clt_bcast_prepare(clt_replica *r, clt_err *e);
+/* io->y over l->out: x * x2 (mul) or a * x + b * x2, x2 from off2 floats in; bx, bx2:
+ * that input is a per-channel row broadcast over groups of g rows of l->out. */
+int clt_bcast_forward(const clt_layer *l, const clt_layer_io *io, cl_mem x, int bx, cl_mem x2,
+                      int off2, int bx2, int g, int mul, float a, float b, clt_err *e);
+/* A full-shape input's gradient dx = io->dy * other (mul; other broadcast over groups
+ * of g rows when bother, from off floats in) or a * io->dy. */
+int clt_bcast_grad(const clt_layer *l, const clt_layer_io *io, cl_mem other, int off, int bother,
+                   int g, int mul, float a, cl_mem dx, clt_err *e);
+/* A broadcast input's gradient, ds[off + group * C + c] = the sum, in order, over a
+ * group's g rows of io->dy * other (mul; other full-shape) or a * io->dy. */
+int clt_bcast_grad_sum(const clt_layer *l, const clt_layer_io *io, cl_mem other, int g, int mul,
+                       float a, cl_mem ds, int off, clt_err *e);
+/* The same in doubles for the references: y over rows x C. */
+void clt_bcast_ref_forward(const double *x, int bx, const double *x2, int bx2, size_t rows, int c,
+                           size_t g, int mul, double a, double b, double *y);
+void clt_bcast_ref_grad(const double *dy, const double *other, int bother, size_t rows, int c,
+                        size_t g, int mul, double a, double *dx);
+void clt_bcast_ref_grad_sum(const double *dy, const double *other, size_t rows, int c, size_t g,
+                            int mul, double a, double *ds);
+/* to_onnx of a two-input kind: `op` (Mul, Sub, Add) of the inputs; a broadcast one (rank
+ * 2 here when a global pooling made it) reshaped to (N, C, 1, 1) first. */
+int clt_bcast_to_onnx(const clt_layer *l, clt_onnx *g, int bcast, const char *op,
+                      const char *const *inputs, const char *output, clt_err *e);
+
 #endif

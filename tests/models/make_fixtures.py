@@ -71,7 +71,7 @@ def main(fmt):
 
     suffix = "_k2" if fmt == "k2" else ""
     texts = {}
-    for name, build, classes, batch, pixels in MODELS:
+    for name, build, classes, batch, pixels in MODELS + (MODELS_K3 if fmt == "k3" else []):
         reset()
         model = build()
         texts[name] = model.to_json(indent=1)
@@ -469,6 +469,68 @@ MODELS = [
 ]
 
 
+def se_ops():
+    # Squeeze-and-excitation as MobileNetV3 (GlobalAveragePooling2D with keepdims,
+    # the (1, 1, C) row first) and EfficientNet (Reshape, the row second) write it,
+    # MobileNetV3's hard sigmoid from Keras 3 operations (x + 3.0, x * (1/6)),
+    # ConvNeXt's residual inputs + x (an operation of two tensors), Subtract.
+    inp = keras.Input(shape=(8, 8, 3))
+    x = L.Conv2D(8, 3, padding="same")(inp)                                   # 8x8x8
+    hs = L.ReLU(6.0)(x + 3.0) * (1.0 / 6.0)
+    x = L.Multiply()([x, hs])                                                 # hard swish
+    s = L.GlobalAveragePooling2D(keepdims=True)(x)                            # 1x1x8
+    s = L.Conv2D(4, 1, activation="relu")(s)
+    s = L.Conv2D(8, 1, activation="sigmoid")(s)
+    x = L.Multiply()([s, x])                                                  # 8x8x8
+    t = L.GlobalAveragePooling2D()(x)                                         # 8
+    t = L.Reshape((1, 1, 8))(t)
+    t = L.Conv2D(8, 1, activation="sigmoid")(t)                               # 1x1x8
+    y = L.Multiply()([x, t])
+    y = L.Conv2D(8, 3, padding="same")(y)
+    y = x + y
+    y = L.Add()([y, t])
+    y = L.Subtract()([y, t])
+    y = L.Subtract()([t, y])
+    g = L.GlobalAveragePooling2D()(y)
+    out = L.Dense(3)(g)
+    return keras.Model(inp, out, name="se_ops")
+
+
+def custom_scale():
+    # InceptionResNetV2's residual: x + scale * branch, by its CustomScaleLayer.
+    from keras.src.applications.inception_resnet_v2 import CustomScaleLayer
+    inp = keras.Input(shape=(6, 6, 4))
+    x = L.Conv2D(6, 3, padding="same", activation="relu")(inp)
+    r = L.Conv2D(6, 3, padding="same")(x)
+    x = CustomScaleLayer(0.17)([x, r])
+    x = L.Activation("relu")(x)
+    out = L.Dense(3)(L.GlobalAveragePooling2D()(x))
+    return keras.Model(inp, out, name="custom_scale")
+
+
+def layer_scale():
+    # ConvNeXt's residual: inputs + LayerScale(branch), an operation of two tensors.
+    # gamma (Keras' "variable") gets random values: init_values' 1e-6 would hide it.
+    from keras.src.applications.convnext import LayerScale
+    inp = keras.Input(shape=(6, 6, 5))
+    x = L.Conv2D(8, 3, padding="same", activation="relu")(inp)
+    r = L.Conv2D(8, 1)(x)
+    scale = LayerScale(1e-6, 8)
+    x = x + scale(r)
+    out = L.Dense(3)(L.GlobalAveragePooling2D()(x))
+    scale.weights[0].assign(np.random.default_rng(SEED + 1).uniform(0.5, 1.5, (8,)).astype("float32"))
+    return keras.Model(inp, out, name="layer_scale")
+
+
+# Keras 3 only (tf.keras 2.x writes operations as TFOpLambda layers; the
+# applications' own layers are Keras 3's).
+MODELS_K3 = [
+    ("se_ops", lambda: se_ops(), 3, 4, False),
+    ("custom_scale", lambda: custom_scale(), 3, 4, False),
+    ("layer_scale", lambda: layer_scale(), 3, 4, False),
+]
+
+
 # ----------------------------------------------------------------------------
 # A model file without batch: the augmentation in a nested Sequential, as Keras'
 # transfer-learning guide writes it (data_augmentation(inputs)), before a frozen
@@ -679,6 +741,14 @@ def write_bad(fmt, suffix, texts):
 
     if fmt == "k3":
         save("not_a_model", '{"a": 1}\n')
+        # Keras 3 operations cltrain does not import, and a Reshape to rank 2.
+        inp = keras.Input(shape=(4, 4, 3))
+        x = L.Conv2D(4, 3)(inp)
+        x = keras.ops.maximum(x, 0.5)
+        save("op_maximum", keras.Model(inp, L.Dense(3)(L.Flatten()(x))).to_json(indent=1) + "\n")
+        inp = keras.Input(shape=(4, 4, 3))
+        x = L.Reshape((16, 3))(inp)
+        save("reshape_rank2", keras.Model(inp, L.Dense(3)(L.Flatten()(x))).to_json(indent=1) + "\n")
 
 
 if __name__ == "__main__":
