@@ -94,6 +94,16 @@ static const kind_case cases[] = {
     {"avgpool_rect=AveragePooling2D(3x2,s2x1,same)", 0, 1, 6, 5, 9},
     {"avgpool_overlap=AveragePooling2D(3x2,s1x2,valid)", 0, 2, 5, 6, 8},
     {"gmp=GlobalMaxPooling2D", 0, 2, 3, 4, 11},
+    /* Issue 38's normalizations and cropping: LayerNormalization over 96 channels
+     * (GPU groups striding them) and 5, with and without gamma and beta;
+     * Normalization with a float8 tail; Cropping2D on uneven sides. */
+    {"ln=LayerNormalization(eps1e-06)", 0, 2, 3, 2, 96},
+    {"ln5=LayerNormalization(eps0.001)", 0, 2, 3, 3, 5},
+    {"ln_nc=LayerNormalization(eps1e-06,nocenter)", 0, 1, 2, 3, 9},
+    {"ln_none=LayerNormalization(eps1e-06,nocenter,noscale)", 0, 2, 2, 2, 4},
+    {"norm=Normalization", 0, 2, 3, 4, 11},
+    {"crop=Cropping2D(1,2,0,3)", 0, 2, 5, 6, 9},
+    {"crop1=Cropping2D(1)", 0, 1, 4, 4, 3},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -118,7 +128,8 @@ static void test_case(const kind_case *t) {
   const size_t flat = place_params(&l);
   double *params = dnew(flat), *grads_ref = dnew(flat), *grads = dnew(flat);
   for (int p = 0; p < l.nparams; p++) {
-    const int variance = strcmp(l.params[p].name, "moving_variance") == 0;
+    const int variance = strcmp(l.params[p].name, "moving_variance") == 0 ||
+                         strcmp(l.params[p].name, "variance") == 0;
     rand_fill(params + l.params[p].offset, l.params[p].size, variance ? 0.5 : -1.0,
               variance ? 1.5 : 1.0);
   }
