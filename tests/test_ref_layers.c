@@ -509,4 +509,7 @@ void test_kinds_fd(void) {
   test_kind_params_fd("n=LayerNormalization(eps1e-06,nocenter,noscale)", 1, (clt_shape){1, 3, 4},
                       -1, 1, 100);
   test_kind_params_fd("n=Normalization", 2, (clt_shape){2, 3, 5}, -1, 1, 101);
+  test_kind_params_fd("c=Conv2D(4,3x3,s1,same,g4)", 2, (clt_shape){4, 3, 4}, -1, 1, 102);
+  test_kind_params_fd("c=Conv2D(6,3x3,s2,same,g2)", 1, (clt_shape){5, 4, 4}, -1, 1, 103);
+  test_kind_params_fd("c=Conv2D(6,2x2,s1,valid,g3,nobias)", 1, (clt_shape){3, 3, 6}, -1, 1, 104);
 }
