@@ -57,27 +57,29 @@ __kernel void grouped_backward_input(__global const float *dy, __global const fl
   dx[(size_t)pos * C + c] = s;
 }
 
-// The kernel's gradient: g[w + r * F + f], r = (ky * KW + kx) * CPG + ci, the sum over
-// every output position of x * dy. Over (F, KH*KW*CPG).
+// The kernel's gradient, per block of per_block output positions: part[at + (blk * R +
+// r) * F + f] = the block's sum of x * dy, r = (ky * KW + kx) * CPG + ci of R =
+// KH*KW*CPG; conv.cl's bias_grad_final adds the blocks. Over (F, nblocks * R): the
+// rows of a block next to each other, so its positions stay in cache.
 __kernel void grouped_backward_filter(__global const float *x, __global const float *dy,
-                                      __global float *g, const int w, const int B, const int H,
-                                      const int W, const int C, const int KH, const int KW,
-                                      const int S, const int PT, const int PL, const int OH,
-                                      const int OW, const int F, const int G) {
-  const int f = get_global_id(0), r = get_global_id(1);
-  const int CPG = C / G, FPG = F / G;
-  if (f >= F || r >= KH * KW * CPG) return;
+                                      __global float *part, const int at, const int B,
+                                      const int H, const int W, const int C, const int KH,
+                                      const int KW, const int S, const int PT, const int PL,
+                                      const int OH, const int OW, const int F, const int G,
+                                      const int per_block) {
+  const int CPG = C / G, FPG = F / G, R = KH * KW * CPG;
+  const int f = get_global_id(0), row = get_global_id(1);
+  const int npos = B * OH * OW, nblocks = (npos + per_block - 1) / per_block;
+  if (f >= F || row >= nblocks * R) return;
+  const int r = row % R, blk = row / R;
   const int ci = r % CPG, kx = (r / CPG) % KW, ky = r / (CPG * KW), c = (f / FPG) * CPG + ci;
+  const int p1 = min(npos, (blk + 1) * per_block);
   float s = 0.0f;
-  for (int n = 0; n < B; n++)
-    for (int oy = 0; oy < OH; oy++) {
-      const int iy = oy * S - PT + ky;
-      if (iy < 0 || iy >= H) continue;
-      for (int ox = 0; ox < OW; ox++) {
-        const int ix = ox * S - PL + kx;
-        if (ix < 0 || ix >= W) continue;
-        s += x[(((size_t)n * H + iy) * W + ix) * C + c] * dy[(((size_t)n * OH + oy) * OW + ox) * F + f];
-      }
-    }
-  g[w + (size_t)r * F + f] = s;
+  for (int pos = blk * per_block; pos < p1; pos++) {
+    const int ox = pos % OW, oy = (pos / OW) % OH, n = pos / (OW * OH);
+    const int iy = oy * S - PT + ky, ix = ox * S - PL + kx;
+    if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+    s += x[(((size_t)n * H + iy) * W + ix) * C + c] * dy[(size_t)pos * F + f];
+  }
+  part[at + ((size_t)blk * R + r) * F + f] = s;
 }

@@ -105,11 +105,13 @@ static const kind_case cases[] = {
     {"crop=Cropping2D(1,2,0,3)", 0, 2, 5, 6, 9},
     {"crop1=Cropping2D(1)", 0, 1, 4, 4, 3},
     /* Conv2D with groups: groups == channels == filters (the depthwise passes, with a
-     * ReLU and without a bias), and 2 or 3 groups of several channels and filters. */
+     * ReLU and without a bias), and 2 or 3 groups of several channels and filters (338
+     * positions: two blocks of the kernel gradient's partial sums). */
     {"gconv_dw=Conv2D(6,3x3,s1,same,g6,relu)", 0, 2, 5, 6, 6},
     {"gconv_dw7=Conv2D(9,7x7,s1,same,g9,nobias)", 0, 1, 8, 8, 9},
     {"gconv_g2=Conv2D(6,3x3,s2,same,g2,relu)", 0, 2, 7, 6, 4},
     {"gconv_g3=Conv2D(6,2x3,s1,valid,g3,nobias)", 1, 2, 5, 5, 9},
+    {"gconv_blocks=Conv2D(4,3x3,s1,same,g2)", 0, 2, 13, 13, 4},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

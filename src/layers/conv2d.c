@@ -62,8 +62,9 @@ static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   }
   const int groups = conv_groups(l);
   if (in.c % groups || h->filters % groups) {
-    return clt_fail(e, CLT_ERR_ARG, "%s: groups %d must divide the %d input channels and %d filters",
-                    l->name, groups, in.c, h->filters);
+    return clt_fail(e, CLT_ERR_ARG,
+                    "%s: groups %d must divide the %d input channels and %d filters", l->name,
+                    groups, in.c, h->filters);
   }
   const int status = clt_conv_window(l, in, e);
   if (status) return status;
@@ -146,11 +147,24 @@ static clt_depthwise grouped_dw(const clt_layer *l) {
   return (clt_depthwise){h->kernel_h, h->kernel_w, h->stride, 1, l->params[0].offset};
 }
 
-static size_t grouped_scratch(const clt_layer *l, int batch) {
+/* Output positions per partial sum of the general groups' kernel gradient. */
+#define GROUPED_ROWS_PER_BLOCK 256
+
+static int grouped_blocks(const clt_layer *l, int batch) {
+  return (int)((conv_rows(l, batch) + GROUPED_ROWS_PER_BLOCK - 1) / GROUPED_ROWS_PER_BLOCK);
+}
+
+/* The kernel gradient's partial sums (per block of output positions). */
+static size_t grouped_partials(const clt_layer *l, int batch) {
   const clt_depthwise d = grouped_dw(l);
-  const size_t part = conv_depthwise(l) ? clt_depthwise_partials(l, &d, batch) : 0;
-  return part + clt_bias_relu_scratch((int)conv_rows(l, batch), hp(l)->filters,
-                                      clt_layer_trained(l, conv_bias(l)));
+  return conv_depthwise(l) ? clt_depthwise_partials(l, &d, batch)
+                           : (size_t)grouped_blocks(l, batch) * l->params[0].size;
+}
+
+static size_t grouped_scratch(const clt_layer *l, int batch) {
+  return grouped_partials(l, batch) + clt_bias_relu_scratch((int)conv_rows(l, batch),
+                                                            hp(l)->filters,
+                                                            clt_layer_trained(l, conv_bias(l)));
 }
 
 static int grouped_prepare(const clt_layer *l, clt_replica *r, clt_err *e) {
@@ -177,10 +191,10 @@ static int grouped_run(const clt_layer *l, const clt_layer_io *io, const char *k
   clt_karg args[24];
   int n = 0;
   for (int i = 0; i < nhead; i++) args[n++] = head[i];
-  const clt_karg shape[] = {CLT_ARG(io->batch),   CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
-                            CLT_ARG(l->in.c),     CLT_ARG(h->kernel_h), CLT_ARG(h->kernel_w),
-                            CLT_ARG(h->stride),   CLT_ARG(l->pad_top),  CLT_ARG(l->pad_left),
-                            CLT_ARG(l->out.h),    CLT_ARG(l->out.w),    CLT_ARG(h->filters),
+  const clt_karg shape[] = {CLT_ARG(io->batch), CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
+                            CLT_ARG(l->in.c),   CLT_ARG(h->kernel_h), CLT_ARG(h->kernel_w),
+                            CLT_ARG(h->stride), CLT_ARG(l->pad_top),  CLT_ARG(l->pad_left),
+                            CLT_ARG(l->out.h),  CLT_ARG(l->out.w),    CLT_ARG(h->filters),
                             CLT_ARG(groups)};
   for (int i = 0; i < 13; i++) args[n++] = shape[i];
   for (int i = 0; i < ntail; i++) args[n++] = tail[i];
@@ -204,7 +218,7 @@ static int grouped_forward(const clt_layer *l, const clt_layer_io *io, clt_err *
 
 static int grouped_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   const clt_depthwise d = grouped_dw(l);
-  const size_t part = conv_depthwise(l) ? clt_depthwise_partials(l, &d, io->batch) : 0;
+  const size_t part = grouped_partials(l, io->batch);
   int status = clt_bias_relu_grad(io, hp(l)->relu && !io->fusion.relu_masked,
                                   clt_layer_trained(l, conv_bias(l)), part,
                                   (int)conv_rows(l, io->batch), hp(l)->filters, e);
@@ -215,9 +229,20 @@ static int grouped_backward(const clt_layer *l, const clt_layer_io *io, clt_err 
   }
   int w = (int)l->params[0].offset;
   if (!status && !l->frozen) {
-    const clt_karg head[] = {CLT_ARG(io->x), CLT_ARG(io->dy), CLT_ARG(io->grads), CLT_ARG(w)};
-    status = grouped_run(l, io, "grouped_backward_filter", head, 4, NULL, 0,
-                         (size_t)hp(l)->filters, l->params[0].size / hp(l)->filters, e);
+    /* Partial sums per block of positions at the start of scratch, then their sum. */
+    int at = 0, per_block = GROUPED_ROWS_PER_BLOCK, nblocks = grouped_blocks(l, io->batch);
+    int cols = (int)l->params[0].size;
+    const clt_karg head[] = {CLT_ARG(io->x), CLT_ARG(io->dy), CLT_ARG(io->scratch), CLT_ARG(at)};
+    const clt_karg tail[] = {CLT_ARG(per_block)};
+    status = grouped_run(l, io, "grouped_backward_filter", head, 4, tail, 1, (size_t)hp(l)->filters,
+                         (size_t)nblocks * (cols / hp(l)->filters), e);
+    cl_kernel kf;
+    if (!status) status = clt_replica_kernel(io->replica, "bias.cl", "", "bias_grad_final", &kf, e);
+    clt_karg fargs[] = {CLT_ARG(io->scratch), CLT_ARG(at),        CLT_ARG(nblocks),
+                        CLT_ARG(cols),        CLT_ARG(io->grads), CLT_ARG(w)};
+    if (!status)
+      status = clt_launch_columns(io->replica, kf, "grouped kernel gradient", fargs, 6,
+                                  (size_t)cols, e);
   }
   if (!status && io->dx) {
     const clt_karg head[] = {CLT_ARG(io->dy), CLT_ARG(io->params), CLT_ARG(w), CLT_ARG(io->dx)};
@@ -463,7 +488,8 @@ static void grouped_ref_forward(const clt_layer *l, const clt_ref_io *io) {
           double sum = h->nobias ? 0.0 : io->params[l->params[1].offset + f];
           for (int ky = 0; ky < h->kernel_h; ky++)
             for (int kx = 0; kx < h->kernel_w; kx++) {
-              const int iy = oy * h->stride - l->pad_top + ky, ix = ox * h->stride - l->pad_left + kx;
+              const int iy = oy * h->stride - l->pad_top + ky,
+                        ix = ox * h->stride - l->pad_left + kx;
               if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
               for (int c = 0; c < CG; c++)
                 sum += io->x[(((size_t)n * s.h + iy) * s.w + ix) * s.c + (f / FG) * CG + c] *
@@ -492,7 +518,8 @@ static void grouped_ref_backward(const clt_layer *l, const clt_ref_io *io) {
           if (db) db[f] += g;
           for (int ky = 0; ky < h->kernel_h; ky++)
             for (int kx = 0; kx < h->kernel_w; kx++) {
-              const int iy = oy * h->stride - l->pad_top + ky, ix = ox * h->stride - l->pad_left + kx;
+              const int iy = oy * h->stride - l->pad_top + ky,
+                        ix = ox * h->stride - l->pad_left + kx;
               if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
               for (int c = 0; c < CG; c++) {
                 const size_t xi = (((size_t)n * s.h + iy) * s.w + ix) * s.c + (f / FG) * CG + c;
@@ -567,8 +594,9 @@ static unsigned conv_fusions(const clt_layer *l) {
          (conv_can_pool_output(l) ? CLT_FUSE_POOL_OUTPUT : 0u);
 }
 
-static const char *const conv_sources[] = {"conv2d.cl", "bias.cl", "depthwise.cl", "grouped.cl",
-                                           NULL};
+/* A grouped convolution's depthwise.cl or grouped.cl build as programs of their own
+ * (clt_replica_kernel): every other Conv2D's program stays without them. */
+static const char *const conv_sources[] = {"conv2d.cl", "bias.cl", NULL};
 
 const clt_layer_ops clt_conv2d_ops = {
     .kind = "Conv2D",

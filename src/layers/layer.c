@@ -151,9 +151,9 @@ void clt_conv_describe(const clt_layer *l, char *buf, size_t size) {
   if (h->has_filters) snprintf(filters, sizeof filters, "%d,", h->filters);
   if (h->has_mult && h->mult != 1) snprintf(mult, sizeof mult, ",m%d", h->mult);
   if (h->has_groups && h->groups > 1) snprintf(groups, sizeof groups, ",g%d", h->groups);
-  snprintf(buf, size, "%s(%s%dx%d,s%d,%s%s%s%s%s)", l->ops->kind, filters, h->kernel_h,
-           h->kernel_w, h->stride, h->pad_same ? "same" : "valid", mult, groups,
-           h->nobias ? ",nobias" : "", h->relu ? ",relu" : "");
+  snprintf(buf, size, "%s(%s%dx%d,s%d,%s%s%s%s%s)", l->ops->kind, filters, h->kernel_h, h->kernel_w,
+           h->stride, h->pad_same ? "same" : "valid", mult, groups, h->nobias ? ",nobias" : "",
+           h->relu ? ",relu" : "");
 }
 
 int clt_conv_window(clt_layer *l, clt_shape in, clt_err *e) {

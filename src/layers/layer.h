@@ -276,9 +276,9 @@ typedef struct clt_conv_hp {
   int has_filters, has_mult, has_lora; /* the kind's options */
   int filters, mult;                   /* 0 where the kind has none */
   int kernel_h, kernel_w, stride;
-  int pad_same; /* TensorFlow's 'same', else 'valid' */
-  int relu;     /* fused activation */
-  int nobias;   /* use_bias=False */
+  int pad_same;           /* TensorFlow's 'same', else 'valid' */
+  int relu;               /* fused activation */
+  int nobias;             /* use_bias=False */
   int has_groups, groups; /* Conv2D's groups (1: a dense convolution) */
 } clt_conv_hp;
 
