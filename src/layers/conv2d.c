@@ -70,12 +70,13 @@ static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   if (status) return status;
   l->out.c = h->filters;
   clt_param *k = &l->params[0], *b = &l->params[1];
+  const int per_group = in.c / groups; /* exact: groups divides in.c */
   /* Keras' grouped kernel: (KH, KW, C / groups, filters). */
   *k = (clt_param){.name = "kernel",
                    .rank = 4,
-                   .dims = {kh, kw, in.c / groups, h->filters},
-                   .size = (size_t)kh * kw * (in.c / groups) * h->filters,
-                   .glorot_fan_in = (double)kh * kw * (in.c / groups),
+                   .dims = {kh, kw, per_group, h->filters},
+                   .size = (size_t)kh * kw * per_group * h->filters,
+                   .glorot_fan_in = (double)kh * kw * per_group,
                    .glorot_fan_out = (double)kh * kw * h->filters};
   *b = (clt_param){.name = "bias", .rank = 1, .dims = {h->filters}, .size = (size_t)h->filters};
   l->nparams = h->nobias ? 1 : 2;
@@ -492,8 +493,9 @@ static void grouped_ref_forward(const clt_layer *l, const clt_ref_io *io) {
                         ix = ox * h->stride - l->pad_left + kx;
               if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
               for (int c = 0; c < CG; c++)
-                sum += io->x[(((size_t)n * s.h + iy) * s.w + ix) * s.c + (f / FG) * CG + c] *
-                       w[((size_t)(ky * h->kernel_w + kx) * CG + c) * F + f];
+                sum +=
+                    io->x[(((size_t)n * s.h + iy) * s.w + ix) * s.c + (size_t)(f / FG) * CG + c] *
+                    w[((size_t)(ky * h->kernel_w + kx) * CG + c) * F + f];
             }
           io->y[(((size_t)n * o.h + oy) * o.w + ox) * F + f] = h->relu && sum < 0 ? 0.0 : sum;
         }
@@ -522,7 +524,8 @@ static void grouped_ref_backward(const clt_layer *l, const clt_ref_io *io) {
                         ix = ox * h->stride - l->pad_left + kx;
               if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
               for (int c = 0; c < CG; c++) {
-                const size_t xi = (((size_t)n * s.h + iy) * s.w + ix) * s.c + (f / FG) * CG + c;
+                const size_t xi = (((size_t)n * s.h + iy) * s.w + ix) * s.c +
+                                  (size_t)(f / FG) * CG + c;
                 const size_t wi = ((size_t)(ky * h->kernel_w + kx) * CG + c) * F + f;
                 if (dw) dw[wi] += io->x[xi] * g;
                 if (io->dx) io->dx[xi] += w[wi] * g;
