@@ -67,13 +67,36 @@ variant he_normal "c['kernel_initializer'] = {'class_name': 'HeNormal', 'config'
 variant trainable "c['trainable'] = 'no'"
 variant half "c['dtype'] = 'mixed_float16'"
 variant l2 "c['kernel_regularizer'] = {'class_name': 'L2', 'config': {'l2': 0.01}}"
-variant groups "c['groups'] = 2"
+variant groups "c['groups'] = 0"
 for v in "unknown_option:option foo=1 is not supported" \
   "he_normal:kernel_initializer HeNormal is not supported.*--weights" \
-  "trainable:trainable is not true or false" "half:dtype mixed_float16" "l2:kernel_regularizer L2" "groups:groups"; do
+  "trainable:trainable is not true or false" "half:dtype mixed_float16" "l2:kernel_regularizer L2" \
+  "groups:groups 0 is not supported"; do
   expect_fail "${v%%:*}: refused" "${v%%:*}.json: layer conv2d \(Conv2D\): ${v#*:}" \
     "$CLT" train --model "$tmp/${v%%:*}.json" --data "$FMNIST" --epochs 1 --checkpoint-dir "$tmp/ck_bad"
 done
+# norm_variant NAME CLASS PYTHON: norm_convnext's file with the first CLASS's config `c` changed.
+norm_variant() {
+  "$PY" -c "import json; d = json.load(open('$MODELS/norm_convnext/model.json')); \
+    c = [l for l in d['config']['layers'] if l['class_name'] == '$2'][0]['config']; $3; \
+    json.dump(d, open('$tmp/$1.json', 'w'))"
+}
+norm_variant ln_axis LayerNormalization "c['axis'] = 1"
+norm_variant ln_rms LayerNormalization "c['rms_scaling'] = True"
+norm_variant norm_invert Normalization "c['invert'] = True"
+norm_variant norm_axis Normalization "c['axis'] = [1]"
+norm_variant norm_mean Normalization "c['mean'] = [0, 0, 0]; c['variance'] = [1, 1, 1]"
+norm_variant crop_all Cropping2D "c['cropping'] = [[6, 6], [0, 0]]"
+refuse "$tmp/ln_axis.json" "layer layer_normalization \(LayerNormalization\): axis 1 is not supported"
+refuse "$tmp/ln_rms.json" "layer_normalization \(LayerNormalization\): rms_scaling true is not supported"
+refuse "$tmp/norm_invert.json" "layer normalization \(Normalization\): invert true is not supported"
+refuse "$tmp/norm_axis.json" "layer normalization \(Normalization\): axis 1 is not supported"
+refuse "$tmp/norm_mean.json" "normalization \(Normalization\): mean and variance in the config"
+refuse "$tmp/crop_all.json" "cropping2d: cropping \(6,6\) rows and \(0,0\) columns leaves nothing"
+variant groups2 "c['groups'] = 2"
+expect_fail "groups that do not divide the channels: refused" \
+  "groups2.json.*conv2d: groups 2 must divide the 1 input channels and 8 filters" \
+  "$CLT" train --model "$tmp/groups2.json" --data "$FMNIST" --epochs 1 --checkpoint-dir "$tmp/ck_bad"
 expect_ok "another initializer is fine when --weights gives the weights" "^Epoch 1, " \
   "$CLT" train --model "$tmp/he_normal.json" --weights "$MODELS/seq_cnn/weights.npz" --epochs 1 \
   --train-limit 64 --test-limit 64 --checkpoint-every 0
@@ -273,6 +296,27 @@ if ! grep -q "^Frozen:" "$tmp/all.txt" && grep -q "^Epoch 1, " "$tmp/all.txt"; t
   ok "--freeze-until none trains the model file's frozen base too"
 else
   bad "--freeze-until none trains the model file's frozen base too ($(grep -m1 -E '^Frozen|error' "$tmp/all.txt"))"
+fi
+
+# ---- Normalization's statistics: get_weights' int64 count, kept by training -----------
+# np.savez(F, *model.get_weights()) keeps Normalization's count as int64; training
+# (a large rate, two replicas of unequal shares) leaves mean, variance and count as
+# Keras adapted them.
+ncx=$MODELS/norm_convnext
+"$PY" -c "import numpy as np
+w = np.load('$ncx/weights.npz'); a = [w['arr_%d' % i] for i in range(len(w.files))]
+a[2] = np.array(7, dtype=np.int64); np.savez('$tmp/ncx_int.npz', *a)"
+if POCL_DEVICES="pthread pthread" "$CLT" train --model "$ncx/model.json" --data "$tmp/ph" \
+  --weights "$tmp/ncx_int.npz" --lr 0.5 --epochs 1 --split 2,1 --checkpoint-dir "$tmp/ck_ncx" \
+  >"$tmp/ncx.txt" 2>&1 &&
+  numpy_check "c = np.load('$tmp/ck_ncx/ckpt-1.npz'); w = np.load('$ncx/weights.npz'); \
+  sys.exit(not (np.array_equal(c['normalization/mean'], w['arr_0']) and \
+  np.array_equal(c['normalization/variance'], w['arr_1']) and \
+  float(c['normalization/count']) == 7.0 and \
+  not np.array_equal(c['conv2d/kernel'], w['arr_3'])))"; then
+  ok "Normalization: an int64 count loads; training keeps mean, variance and count"
+else
+  bad "Normalization: an int64 count loads; training keeps mean, variance and count ($(tail -2 "$tmp/ncx.txt"))"
 fi
 
 # ---- photos to ONNX: ONNX Runtime scores the exported model as `cltrain eval` does ----

@@ -99,6 +99,24 @@ static const kind_case cases[] = {
     {"reshape=Reshape(3,-1,2)", 0, 2, 2, 3, 4},
     {"cscale=CustomScaleLayer(0.17)", 0, 2, 3, 3, 5},
     {"lscale=LayerScale(1e-06,11)", 0, 2, 3, 2, 11},
+    /* Issue 38's normalizations and cropping: LayerNormalization over 96 channels
+     * (GPU groups striding them) and 5, with and without gamma and beta;
+     * Normalization with a float8 tail; Cropping2D on uneven sides. */
+    {"ln=LayerNormalization(eps1e-06)", 0, 2, 3, 2, 96},
+    {"ln5=LayerNormalization(eps0.001)", 0, 2, 3, 3, 5},
+    {"ln_nc=LayerNormalization(eps1e-06,nocenter)", 0, 1, 2, 3, 9},
+    {"ln_none=LayerNormalization(eps1e-06,nocenter,noscale)", 0, 2, 2, 2, 4},
+    {"norm=Normalization", 0, 2, 3, 4, 11},
+    {"crop=Cropping2D(1,2,0,3)", 0, 2, 5, 6, 9},
+    {"crop1=Cropping2D(1)", 0, 1, 4, 4, 3},
+    /* Conv2D with groups: groups == channels == filters (the depthwise passes, with a
+     * ReLU and without a bias), and 2 or 3 groups of several channels and filters (338
+     * positions: two blocks of the kernel gradient's partial sums). */
+    {"gconv_dw=Conv2D(6,3x3,s1,same,g6,relu)", 0, 2, 5, 6, 6},
+    {"gconv_dw7=Conv2D(9,7x7,s1,same,g9,nobias)", 0, 1, 8, 8, 9},
+    {"gconv_g2=Conv2D(6,3x3,s2,same,g2,relu)", 0, 2, 7, 6, 4},
+    {"gconv_g3=Conv2D(6,2x3,s1,valid,g3,nobias)", 1, 2, 5, 5, 9},
+    {"gconv_blocks=Conv2D(4,3x3,s1,same,g2)", 0, 2, 13, 13, 4},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -123,7 +141,8 @@ static void test_case(const kind_case *t) {
   const size_t flat = place_params(&l);
   double *params = dnew(flat), *grads_ref = dnew(flat), *grads = dnew(flat);
   for (int p = 0; p < l.nparams; p++) {
-    const int variance = strcmp(l.params[p].name, "moving_variance") == 0;
+    const int variance = strcmp(l.params[p].name, "moving_variance") == 0 ||
+                         strcmp(l.params[p].name, "variance") == 0;
     rand_fill(params + l.params[p].offset, l.params[p].size, variance ? 0.5 : -1.0,
               variance ? 1.5 : 1.0);
   }

@@ -218,7 +218,9 @@ static void test_bad_descriptions(void) {
   refused("p=ZeroPadding2D(1) c=Conv2D(4,3x3,s1,same) g=GlobalAveragePooling2D d=Dense(4)",
           "'same' padding and a folded ZeroPadding2D p");
   refused("c=Conv2D(4,3x3,s1,valid,relu,nobias) g=GlobalAveragePooling2D d=Dense(4)",
-          "expected Conv2D(filters,KHxKW,sSTRIDE,same|valid[,nobias][,relu])");
+          "expected Conv2D(filters,KHxKW,sSTRIDE,same|valid[,gGROUPS][,nobias][,relu])");
+  refused("c=Conv2D(6,3x3,s1,same,g4) g=GlobalAveragePooling2D d=Dense(4)",
+          "c: groups 4 must divide the 3 input channels and 6 filters");
   refused("c=DepthwiseConv2D(3x3,s1,same,m0) g=GlobalAveragePooling2D d=Dense(4)",
           "bad kernel 3x3, stride 1 or depth multiplier 0");
   refused("b=BatchNormalization(eps0.001,m0.99,noscale,nocenter) g=GlobalAveragePooling2D "

@@ -418,6 +418,61 @@ static void test_kind_fd(const char *entry, int B, clt_shape in0, clt_shape in1,
   free(dx2);
 }
 
+/* A kind with parameters (`entry`, one input of shape in0): dx and every trained
+ * parameter's gradient of its ref_backward against central differences of its
+ * ref_forward, parameters in [lo, hi) (variances in [0.5, 1.5)), inputs in [-1, 1). */
+static void test_kind_params_fd(const char *entry, int B, clt_shape in0, double lo, double hi,
+                                uint64_t seed) {
+  clt_layer l;
+  clt_err e = {0};
+  char what[160];
+  const clt_shape in[2] = {in0, in0};
+  if (clt_layer_init(&l, entry, &e) || l.ops->setup(&l, in, &e)) {
+    snprintf(what, sizeof what, "%s: %.100s", entry, e.msg);
+    expect(what, 0);
+    return;
+  }
+  size_t flat = 0;
+  for (int p = 0; p < l.nparams; p++) {
+    l.params[p].offset = flat;
+    flat += l.params[p].size;
+  }
+  const size_t nx = clt_shape_size(in0) * B, ny = clt_shape_size(l.out) * B;
+  double *x = alloc(nx), *y = alloc(ny), *dy = alloc(ny), *dy2 = alloc(ny), *dx = alloc(nx);
+  double *params = alloc(flat), *grads = alloc(flat);
+  uint64_t s = seed;
+  fill(&s, x, nx, -1, 1);
+  fill(&s, dy, ny, -1, 1);
+  for (int p = 0; p < l.nparams; p++) {
+    const int var = strstr(l.params[p].name, "variance") != NULL;
+    fill(&s, params + l.params[p].offset, l.params[p].size, var ? 0.5 : lo, var ? 1.5 : hi);
+  }
+  kind_fd_ctx ctx = {&l, {.batch = B, .x = x, .params = params}};
+  kind_fwd(&ctx, y);
+  poison(dx, nx);
+  poison(grads, flat);
+  memcpy(dy2, dy, ny * sizeof *dy);
+  clt_ref_io io = ctx.io;
+  io.y = y, io.dy = dy2, io.dx = dx, io.grads = grads;
+  l.ops->ref_backward(&l, &io);
+  layer L = {&ctx, kind_fwd, ny, NULL};
+  snprintf(what, sizeof what, "%s B%d dx", entry, B);
+  check_fd(what, &L, x, nx, dy, dx, FD_H, FD_TOL);
+  for (int p = 0; p < l.nparams; p++) {
+    if (l.params[p].non_trainable) continue;
+    snprintf(what, sizeof what, "%s B%d d%s", entry, B, l.params[p].name);
+    check_fd(what, &L, params + l.params[p].offset, l.params[p].size, dy,
+             grads + l.params[p].offset, FD_H, FD_TOL);
+  }
+  free(x);
+  free(y);
+  free(dy);
+  free(dy2);
+  free(dx);
+  free(params);
+  free(grads);
+}
+
 /* TensorFlow's 'same' average pooling by hand, x = 1..9 in a 3x3 image: 2x2/2 pads
  * one row and column after (windows of 4, 2, 2 and 1 cells); 3x3/1 pads one on every
  * side (corners average 4 cells, the centre all 9). */
@@ -470,4 +525,14 @@ void test_kinds_fd(void) {
   test_kind_fd("p=AveragePooling2D(2x2,s2,valid)", 2, (clt_shape){5, 6, 2}, none, -1, 1, 1, 94);
   test_kind_fd("p=AveragePooling2D(3x2,s2x1,same)", 1, (clt_shape){6, 5, 2}, none, -1, 1, 1, 95);
   test_kind_fd("g=GlobalMaxPooling2D", 2, (clt_shape){3, 4, 5}, none, -1, 1, 1, 96);
+  test_kind_fd("c=Cropping2D(1,2,0,3)", 2, (clt_shape){5, 6, 3}, none, -1, 1, 1, 97);
+  test_kind_params_fd("n=LayerNormalization(eps1e-06)", 2, (clt_shape){2, 3, 7}, -1, 1, 98);
+  test_kind_params_fd("n=LayerNormalization(eps0.001,nocenter)", 1, (clt_shape){2, 2, 5}, -1, 1,
+                      99);
+  test_kind_params_fd("n=LayerNormalization(eps1e-06,nocenter,noscale)", 1, (clt_shape){1, 3, 4},
+                      -1, 1, 100);
+  test_kind_params_fd("n=Normalization", 2, (clt_shape){2, 3, 5}, -1, 1, 101);
+  test_kind_params_fd("c=Conv2D(4,3x3,s1,same,g4)", 2, (clt_shape){4, 3, 4}, -1, 1, 102);
+  test_kind_params_fd("c=Conv2D(6,3x3,s2,same,g2)", 1, (clt_shape){5, 4, 4}, -1, 1, 103);
+  test_kind_params_fd("c=Conv2D(6,2x2,s1,valid,g3,nobias)", 1, (clt_shape){3, 3, 6}, -1, 1, 104);
 }

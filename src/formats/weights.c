@@ -23,6 +23,14 @@ static int take(const char *path, const clt_npz_array *a, const clt_layer *l, co
   for (int d = 0; d < p->rank; d++) want[d] = p->dims[d];
   int same = a->rank == p->rank;
   for (int d = 0; same && d < p->rank; d++) same = a->dims[d] == want[d];
+  /* A scalar int64 (Normalization's count, as get_weights gives it) is taken as a float. */
+  if (p->rank == 0 && a->rank == 0 && strcmp(a->dtype, "<i8") == 0 && a->bytes == 8) {
+    const unsigned char *d = a->data;
+    uint64_t u = 0;
+    for (int i = 7; i >= 0; i--) u = u << 8 | d[i]; /* little-endian */
+    flat[p->offset] = (float)(int64_t)u;
+    return CLT_OK;
+  }
   if (strcmp(a->dtype, "<f4") != 0) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: member %s (for %s/%s) has dtype %s, expected float32",
                     path, a->name, l->name, p->name, a->dtype);

@@ -23,6 +23,7 @@
  * adds up. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gemm.h"
 #include "layer.h"
@@ -31,14 +32,24 @@
 #include "ref.h"
 #endif
 
-/* Conv2D's options besides the common ones (see clt_conv_hp): filters, lora_rank. */
-static const clt_conv_hp conv_kind = {.has_filters = 1, .has_lora = 1};
+/* Conv2D's options besides the common ones (see clt_conv_hp): filters, lora_rank, groups. */
+static const clt_conv_hp conv_kind = {.has_filters = 1, .has_lora = 1, .has_groups = 1};
 
 static const clt_conv_hp *hp(const clt_layer *l) { return clt_layer_hp(l, clt_conv_hp); }
 
-/* "64,3x3,s1,valid,relu", "64,3x3,s2,same,nobias" */
+/* "64,3x3,s1,valid,relu", "64,3x3,s2,same,nobias", "96,7x7,s1,same,g96" */
 static int conv_parse(clt_layer *l, const char *args, clt_err *e) {
   return clt_conv_parse(l, args, conv_kind, e);
+}
+
+/* groups (1: a dense convolution). */
+static int conv_groups(const clt_layer *l) { return hp(l)->groups > 1 ? hp(l)->groups : 1; }
+
+/* groups == input channels == filters: a depthwise convolution (cl/depthwise.cl's
+ * passes; Keras' kernel (KH, KW, 1, C) has the memory order of DepthwiseConv2D's
+ * (KH, KW, C, 1)). Other groups: cl/grouped.cl's direct passes. */
+static int conv_depthwise(const clt_layer *l) {
+  return conv_groups(l) > 1 && conv_groups(l) == l->in.c && hp(l)->filters == l->in.c;
 }
 
 static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
@@ -49,15 +60,23 @@ static int conv_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
     return clt_fail(e, CLT_ERR_ARG, "%s: bad kernel %dx%d, stride %d or filters %d", l->name, kh,
                     kw, s, h->filters);
   }
+  const int groups = conv_groups(l);
+  if (in.c % groups || h->filters % groups) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "%s: groups %d must divide the %d input channels and %d filters", l->name,
+                    groups, in.c, h->filters);
+  }
   const int status = clt_conv_window(l, in, e);
   if (status) return status;
   l->out.c = h->filters;
   clt_param *k = &l->params[0], *b = &l->params[1];
+  const int per_group = in.c / groups; /* exact: groups divides in.c */
+  /* Keras' grouped kernel: (KH, KW, C / groups, filters). */
   *k = (clt_param){.name = "kernel",
                    .rank = 4,
-                   .dims = {kh, kw, in.c, h->filters},
-                   .size = (size_t)kh * kw * in.c * h->filters,
-                   .glorot_fan_in = (double)kh * kw * in.c,
+                   .dims = {kh, kw, per_group, h->filters},
+                   .size = (size_t)kh * kw * per_group * h->filters,
+                   .glorot_fan_in = (double)kh * kw * per_group,
                    .glorot_fan_out = (double)kh * kw * h->filters};
   *b = (clt_param){.name = "bias", .rank = 1, .dims = {h->filters}, .size = (size_t)h->filters};
   l->nparams = h->nobias ? 1 : 2;
@@ -121,9 +140,123 @@ static int conv_can_pool_output(const clt_layer *l) {
          conv_k(l) <= CP_MAX_K && h->filters % 16 == 0 && l->out.h >= 2 && l->out.w >= 2;
 }
 
+/* ---- groups ------------------------------------------------------------------------
+ * Scratch: [depthwise: the kernel gradient's partial sums][bias-gradient partials]. */
+
+static clt_depthwise grouped_dw(const clt_layer *l) {
+  const clt_conv_hp *h = hp(l);
+  return (clt_depthwise){h->kernel_h, h->kernel_w, h->stride, 1, l->params[0].offset};
+}
+
+/* Output positions per partial sum of the general groups' kernel gradient. */
+#define GROUPED_ROWS_PER_BLOCK 256
+
+static int grouped_blocks(const clt_layer *l, int batch) {
+  return (int)((conv_rows(l, batch) + GROUPED_ROWS_PER_BLOCK - 1) / GROUPED_ROWS_PER_BLOCK);
+}
+
+/* The kernel gradient's partial sums (per block of output positions). */
+static size_t grouped_partials(const clt_layer *l, int batch) {
+  const clt_depthwise d = grouped_dw(l);
+  return conv_depthwise(l) ? clt_depthwise_partials(l, &d, batch)
+                           : (size_t)grouped_blocks(l, batch) * l->params[0].size;
+}
+
+static size_t grouped_scratch(const clt_layer *l, int batch) {
+  return grouped_partials(l, batch) + clt_bias_relu_scratch((int)conv_rows(l, batch),
+                                                            hp(l)->filters,
+                                                            clt_layer_trained(l, conv_bias(l)));
+}
+
+static int grouped_prepare(const clt_layer *l, clt_replica *r, clt_err *e) {
+  static const char *const dw[] = {"depthwise_forward", "depthwise_backward_input",
+                                   "depthwise_backward_filter"};
+  static const char *const gr[] = {"grouped_forward", "grouped_backward_input",
+                                   "grouped_backward_filter"};
+  static const char *const bias[] = {"bias_act", "bias_grad_partial", "bias_grad_final"};
+  int status = conv_depthwise(l) ? clt_layer_build_kernels(r, "depthwise.cl", dw, 3, e)
+                                 : clt_layer_build_kernels(r, "grouped.cl", gr, 3, e);
+  if (!status) status = clt_layer_build_kernels(r, "bias.cl", bias, 3, e);
+  return status;
+}
+
+/* A cl/grouped.cl pass over (cols, rows): its buffers, then the shape. */
+static int grouped_run(const clt_layer *l, const clt_layer_io *io, const char *kname,
+                       const clt_karg *head, int nhead, const clt_karg *tail, int ntail,
+                       size_t cols, size_t rows, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(io->replica, "grouped.cl", "", kname, &k, e);
+  if (status) return status;
+  const clt_conv_hp *h = hp(l);
+  int groups = conv_groups(l);
+  clt_karg args[24];
+  int n = 0;
+  for (int i = 0; i < nhead; i++) args[n++] = head[i];
+  const clt_karg shape[] = {CLT_ARG(io->batch), CLT_ARG(l->in.h),     CLT_ARG(l->in.w),
+                            CLT_ARG(l->in.c),   CLT_ARG(h->kernel_h), CLT_ARG(h->kernel_w),
+                            CLT_ARG(h->stride), CLT_ARG(l->pad_top),  CLT_ARG(l->pad_left),
+                            CLT_ARG(l->out.h),  CLT_ARG(l->out.w),    CLT_ARG(h->filters),
+                            CLT_ARG(groups)};
+  for (int i = 0; i < 13; i++) args[n++] = shape[i];
+  for (int i = 0; i < ntail; i++) args[n++] = tail[i];
+  return clt_launch_elements(io->replica, k, kname, args, n, cols, rows, e);
+}
+
+static int grouped_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  const clt_param *bias = conv_bias(l);
+  int b = bias ? (int)bias->offset : -1, relu = hp(l)->relu;
+  if (conv_depthwise(l)) {
+    const clt_depthwise d = grouped_dw(l);
+    return clt_depthwise_forward(l, io, &d, b, relu, io->y, e);
+  }
+  int w = (int)l->params[0].offset;
+  const clt_karg head[] = {CLT_ARG(io->x), CLT_ARG(io->params), CLT_ARG(w), CLT_ARG(b),
+                           CLT_ARG(io->y)};
+  const clt_karg tail[] = {CLT_ARG(relu)};
+  return grouped_run(l, io, "grouped_forward", head, 5, tail, 1, (size_t)hp(l)->filters,
+                     conv_rows(l, io->batch), e);
+}
+
+static int grouped_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  const clt_depthwise d = grouped_dw(l);
+  const size_t part = grouped_partials(l, io->batch);
+  int status = clt_bias_relu_grad(io, hp(l)->relu && !io->fusion.relu_masked,
+                                  clt_layer_trained(l, conv_bias(l)), part,
+                                  (int)conv_rows(l, io->batch), hp(l)->filters, e);
+  if (conv_depthwise(l)) {
+    if (!status && !l->frozen) status = clt_depthwise_kernel_grad(l, io, &d, io->dy, 0, e);
+    if (!status && io->dx) status = clt_depthwise_input_grad(l, io, &d, io->dy, e);
+    return status;
+  }
+  int w = (int)l->params[0].offset;
+  if (!status && !l->frozen) {
+    /* Partial sums per block of positions at the start of scratch, then their sum. */
+    int at = 0, per_block = GROUPED_ROWS_PER_BLOCK, nblocks = grouped_blocks(l, io->batch);
+    int cols = (int)l->params[0].size;
+    const clt_karg head[] = {CLT_ARG(io->x), CLT_ARG(io->dy), CLT_ARG(io->scratch), CLT_ARG(at)};
+    const clt_karg tail[] = {CLT_ARG(per_block)};
+    status = grouped_run(l, io, "grouped_backward_filter", head, 4, tail, 1, (size_t)hp(l)->filters,
+                         (size_t)nblocks * (cols / hp(l)->filters), e);
+    cl_kernel kf;
+    if (!status) status = clt_replica_kernel(io->replica, "bias.cl", "", "bias_grad_final", &kf, e);
+    clt_karg fargs[] = {CLT_ARG(io->scratch), CLT_ARG(at),        CLT_ARG(nblocks),
+                        CLT_ARG(cols),        CLT_ARG(io->grads), CLT_ARG(w)};
+    if (!status)
+      status = clt_launch_columns(io->replica, kf, "grouped kernel gradient", fargs, 6,
+                                  (size_t)cols, e);
+  }
+  if (!status && io->dx) {
+    const clt_karg head[] = {CLT_ARG(io->dy), CLT_ARG(io->params), CLT_ARG(w), CLT_ARG(io->dx)};
+    status = grouped_run(l, io, "grouped_backward_input", head, 4, NULL, 0, (size_t)l->in.c,
+                         (size_t)io->batch * l->in.h * l->in.w, e);
+  }
+  return status;
+}
+
 /* Room for either way of running (the plan, per replica, picks one). */
 static size_t conv_scratch(const clt_layer *l, int batch) {
   size_t rows = conv_rows(l, batch);
+  if (conv_groups(l) > 1) return grouped_scratch(l, batch);
   size_t col = conv_pointwise(l) ? 0 : rows * conv_k(l);
   size_t unfused = col + clt_bias_relu_scratch((int)rows, hp(l)->filters,
                                                clt_layer_trained(l, conv_bias(l)));
@@ -159,6 +292,7 @@ static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, const
   static const char *const cols[] = {"im2col", "im2col_rows", "col2im"};
   static const char *const bias[] = {"bias_act", "bias_grad_partial", "bias_grad_final"};
   const char *const fused[] = {cp_kernel(l, 0), cp_kernel(l, 1)};
+  if (conv_groups(l) > 1) return grouped_prepare(l, r, e);
   if (f->pools) {
     int status = clt_layer_build_kernels(r, "conv2d.cl", fused, 2, e);
     return status ? status : clt_layer_build_kernels(r, "bias.cl", bias + 2, 1, e);
@@ -280,6 +414,7 @@ static int conv_pool_backward(const clt_layer *l, const clt_layer_io *io, clt_er
 }
 
 static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  if (conv_groups(l) > 1) return grouped_forward(l, io, e);
   if (io->fusion.pools) return conv_pool_forward(l, io, e);
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
   const int pointwise = conv_pointwise(l);
@@ -296,6 +431,7 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
 }
 
 static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
+  if (conv_groups(l) > 1) return grouped_backward(l, io, e);
   /* A pooling pair reads the model's input: frozen, it has nothing to compute. */
   if (io->fusion.pools) return l->frozen ? CLT_OK : conv_pool_backward(l, io, e);
   const size_t rows = conv_rows(l, io->batch);
@@ -339,8 +475,71 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
 }
 
 #ifdef CLT_REFERENCE
+/* With groups: the convolution of each group's channels by its filters, in double
+ * precision, from the definition (the kernel (KH, KW, C / groups, F)). */
+static void grouped_ref_forward(const clt_layer *l, const clt_ref_io *io) {
+  const clt_conv_hp *h = hp(l);
+  const clt_shape s = l->in, o = l->out;
+  const int F = h->filters, CG = s.c / conv_groups(l), FG = F / conv_groups(l);
+  const double *w = io->params + l->params[0].offset;
+  for (int n = 0; n < io->batch; n++)
+    for (int oy = 0; oy < o.h; oy++)
+      for (int ox = 0; ox < o.w; ox++)
+        for (int f = 0; f < F; f++) {
+          double sum = h->nobias ? 0.0 : io->params[l->params[1].offset + f];
+          for (int ky = 0; ky < h->kernel_h; ky++)
+            for (int kx = 0; kx < h->kernel_w; kx++) {
+              const int iy = oy * h->stride - l->pad_top + ky,
+                        ix = ox * h->stride - l->pad_left + kx;
+              if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+              for (int c = 0; c < CG; c++)
+                sum +=
+                    io->x[(((size_t)n * s.h + iy) * s.w + ix) * s.c + (size_t)(f / FG) * CG + c] *
+                    w[((size_t)(ky * h->kernel_w + kx) * CG + c) * F + f];
+            }
+          io->y[(((size_t)n * o.h + oy) * o.w + ox) * F + f] = h->relu && sum < 0 ? 0.0 : sum;
+        }
+}
+
+static void grouped_ref_backward(const clt_layer *l, const clt_ref_io *io) {
+  const clt_conv_hp *h = hp(l);
+  const clt_shape s = l->in, o = l->out;
+  const int F = h->filters, CG = s.c / conv_groups(l), FG = F / conv_groups(l);
+  const double *w = io->params + l->params[0].offset;
+  double *dw = io->grads ? io->grads + l->params[0].offset : NULL;
+  double *db = io->grads && !h->nobias ? io->grads + l->params[1].offset : NULL;
+  if (h->relu) ref_relu_backward(io->y, io->dy, clt_shape_size(o) * io->batch, io->dy);
+  if (dw) memset(dw, 0, l->params[0].size * sizeof *dw);
+  if (db) memset(db, 0, (size_t)F * sizeof *db);
+  if (io->dx) memset(io->dx, 0, clt_shape_size(s) * io->batch * sizeof *io->dx);
+  for (int n = 0; n < io->batch; n++)
+    for (int oy = 0; oy < o.h; oy++)
+      for (int ox = 0; ox < o.w; ox++)
+        for (int f = 0; f < F; f++) {
+          const double g = io->dy[(((size_t)n * o.h + oy) * o.w + ox) * F + f];
+          if (db) db[f] += g;
+          for (int ky = 0; ky < h->kernel_h; ky++)
+            for (int kx = 0; kx < h->kernel_w; kx++) {
+              const int iy = oy * h->stride - l->pad_top + ky,
+                        ix = ox * h->stride - l->pad_left + kx;
+              if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+              for (int c = 0; c < CG; c++) {
+                const size_t xi = (((size_t)n * s.h + iy) * s.w + ix) * s.c +
+                                  (size_t)(f / FG) * CG + c;
+                const size_t wi = ((size_t)(ky * h->kernel_w + kx) * CG + c) * F + f;
+                if (dw) dw[wi] += io->x[xi] * g;
+                if (io->dx) io->dx[xi] += w[wi] * g;
+              }
+            }
+        }
+}
+
 static void conv_ref_forward(const clt_layer *l, const clt_ref_io *io) {
   const clt_conv_hp *h = hp(l);
+  if (conv_groups(l) > 1) {
+    grouped_ref_forward(l, io);
+    return;
+  }
   const clt_shape s = l->in, o = l->out;
   /* Without a bias the reference adds zeros. */
   double *zeros = h->nobias ? calloc((size_t)h->filters, sizeof *zeros) : NULL;
@@ -354,6 +553,10 @@ static void conv_ref_forward(const clt_layer *l, const clt_ref_io *io) {
 
 static void conv_ref_backward(const clt_layer *l, const clt_ref_io *io) {
   const clt_conv_hp *h = hp(l);
+  if (conv_groups(l) > 1) {
+    grouped_ref_backward(l, io);
+    return;
+  }
   const clt_shape s = l->in, o = l->out;
   /* Without a bias its gradient goes to a scratch, dropped. */
   double *dbias = h->nobias ? malloc((size_t)h->filters * sizeof *dbias)
@@ -380,19 +583,22 @@ static int conv_from_keras(clt_layer *l, const clt_keras_config *c, char *activa
 static int conv_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
                         const char *output, clt_err *e) {
   const clt_conv_hp *h = hp(l);
-  const int64_t dims[4] = {h->filters, l->in.c, h->kernel_h, h->kernel_w};
-  return clt_onnx_conv(l, g, inputs[0], 0, "kernel", dims, h->nobias ? -1 : 1, h->stride, 1,
-                       h->relu, output, e);
+  const int64_t dims[4] = {h->filters, l->in.c / conv_groups(l), h->kernel_h, h->kernel_w};
+  return clt_onnx_conv(l, g, inputs[0], 0, "kernel", dims, h->nobias ? -1 : 1, h->stride,
+                       conv_groups(l), h->relu, output, e);
 }
 
 /* Its ReLU; a pointwise convolution's input gradient is one GEMM, which can add
  * into dx; the 2x2 max pooling after it. */
 static unsigned conv_fusions(const clt_layer *l) {
+  if (conv_groups(l) > 1) return hp(l)->relu ? CLT_FUSE_OUTPUT_RELU : 0u;
   return (hp(l)->relu ? CLT_FUSE_OUTPUT_RELU : 0u) |
          (conv_pointwise(l) ? CLT_FUSE_ACCUMULATE_DX : 0u) |
          (conv_can_pool_output(l) ? CLT_FUSE_POOL_OUTPUT : 0u);
 }
 
+/* A grouped convolution's depthwise.cl or grouped.cl build as programs of their own
+ * (clt_replica_kernel): every other Conv2D's program stays without them. */
 static const char *const conv_sources[] = {"conv2d.cl", "bias.cl", NULL};
 
 const clt_layer_ops clt_conv2d_ops = {

@@ -117,6 +117,7 @@ int clt_conv_parse(clt_layer *l, const char *args, clt_conv_hp kind, clt_err *e)
   int used = 0, n = 0, ok;
   *h = kind;
   h->mult = kind.has_mult;
+  h->groups = 1;
   if (kind.has_filters) {
     ok = sscanf(args, "%d,%dx%d,s%d,%7[a-z]%n", &h->filters, &h->kernel_h, &h->kernel_w, &h->stride,
                 padding, &used) == 5;
@@ -126,6 +127,7 @@ int clt_conv_parse(clt_layer *l, const char *args, clt_conv_hp kind, clt_err *e)
   }
   if (ok) {
     if (kind.has_mult && sscanf(args + used, ",m%d%n", &h->mult, &n) == 1) used += n;
+    if (kind.has_groups && sscanf(args + used, ",g%d%n", &h->groups, &n) == 1) used += n;
     if (strncmp(args + used, ",nobias", 7) == 0) {
       h->nobias = 1;
       used += 7;
@@ -135,9 +137,9 @@ int clt_conv_parse(clt_layer *l, const char *args, clt_conv_hp kind, clt_err *e)
       clt_parse_relu_tail(args + used, &h->relu) != 0) {
     const char *kind_name = l->ops->kind;
     return clt_fail(e, CLT_ERR_FORMAT,
-                    "%s: %s(%s): expected %s(%sKHxKW,sSTRIDE,same|valid%s[,nobias][,relu])",
+                    "%s: %s(%s): expected %s(%sKHxKW,sSTRIDE,same|valid%s%s[,nobias][,relu])",
                     l->name, kind_name, args, kind_name, kind.has_filters ? "filters," : "",
-                    kind.has_mult ? "[,mMULTIPLIER]" : "");
+                    kind.has_mult ? "[,mMULTIPLIER]" : "", kind.has_groups ? "[,gGROUPS]" : "");
   }
   h->pad_same = padding[0] == 's';
   return CLT_OK;
@@ -145,11 +147,12 @@ int clt_conv_parse(clt_layer *l, const char *args, clt_conv_hp kind, clt_err *e)
 
 void clt_conv_describe(const clt_layer *l, char *buf, size_t size) {
   const clt_conv_hp *h = conv_hp(l);
-  char filters[16] = "", mult[16] = "";
+  char filters[16] = "", mult[16] = "", groups[16] = "";
   if (h->has_filters) snprintf(filters, sizeof filters, "%d,", h->filters);
   if (h->has_mult && h->mult != 1) snprintf(mult, sizeof mult, ",m%d", h->mult);
-  snprintf(buf, size, "%s(%s%dx%d,s%d,%s%s%s%s)", l->ops->kind, filters, h->kernel_h, h->kernel_w,
-           h->stride, h->pad_same ? "same" : "valid", mult, h->nobias ? ",nobias" : "",
+  if (h->has_groups && h->groups > 1) snprintf(groups, sizeof groups, ",g%d", h->groups);
+  snprintf(buf, size, "%s(%s%dx%d,s%d,%s%s%s%s%s)", l->ops->kind, filters, h->kernel_h, h->kernel_w,
+           h->stride, h->pad_same ? "same" : "valid", mult, groups, h->nobias ? ",nobias" : "",
            h->relu ? ",relu" : "");
 }
 
@@ -217,7 +220,9 @@ int clt_conv_from_keras(clt_layer *l, const clt_keras_config *c, clt_conv_hp kin
     return clt_kc_fail(c, e, "data_format %s is not supported (only channels_last)", format);
   if (d[0] != 1 || d[1] != 1)
     return clt_kc_fail(c, e, "dilation_rate (%d, %d) is not supported (only 1)", d[0], d[1]);
-  if (groups != 1) return clt_kc_fail(c, e, "groups %d is not supported (only 1)", groups);
+  if (groups < 1 || (groups != 1 && !o->has_groups))
+    return clt_kc_fail(c, e, "groups %d is not supported (only 1)", groups);
+  o->groups = groups;
   if (o->has_mult && o->mult < 1)
     return clt_kc_fail(c, e, "depth_multiplier %d: must be positive", o->mult);
   if (lora) return clt_kc_fail(c, e, "lora_rank %d is not supported (only none)", lora);

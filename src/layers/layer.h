@@ -276,13 +276,15 @@ typedef struct clt_conv_hp {
   int has_filters, has_mult, has_lora; /* the kind's options */
   int filters, mult;                   /* 0 where the kind has none */
   int kernel_h, kernel_w, stride;
-  int pad_same; /* TensorFlow's 'same', else 'valid' */
-  int relu;     /* fused activation */
-  int nobias;   /* use_bias=False */
+  int pad_same;           /* TensorFlow's 'same', else 'valid' */
+  int relu;               /* fused activation */
+  int nobias;             /* use_bias=False */
+  int has_groups, groups; /* Conv2D's groups (1: a dense convolution) */
 } clt_conv_hp;
 
-/* parse and describe: "[F,]KHxKW,sSTRIDE,same|valid[,mM][,nobias][,relu]", F and ,mM
- * where the kind has them (,mM when M is not 1); parse starts l->hp from `kind`. */
+/* parse and describe: "[F,]KHxKW,sSTRIDE,same|valid[,mM][,gG][,nobias][,relu]", F, ,mM
+ * and ,gG where the kind has them (,mM when M is not 1, ,gG when G is not 1); parse
+ * starts l->hp from `kind`. */
 int clt_conv_parse(clt_layer *l, const char *args, clt_conv_hp kind, clt_err *e);
 void clt_conv_describe(const clt_layer *l, char *buf, size_t size);
 

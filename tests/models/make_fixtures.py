@@ -454,6 +454,28 @@ def transfer(name, trainable_base):
     return keras.Model(inputs, outputs, name=name)
 
 
+def norm_convnext():
+    # Normalization at the input (adapted), Cropping2D, a ConvNeXt block without the
+    # layer scale (gelu as relu, its Dense layers as 1x1 Conv2D), grouped Conv2D.
+    inp = keras.Input(shape=(14, 14, 3))
+    norm = L.Normalization()
+    norm.adapt(np.random.default_rng(SEED).normal(0.5, 2.0, (64, 14, 14, 3)).astype("float32"))
+    x = norm(inp)
+    x = L.Conv2D(8, 3)(x)                                                     # 12x12x8
+    x = L.Cropping2D(((1, 0), (0, 2)))(x)                                     # 11x10x8
+    y = L.Conv2D(8, 7, padding="same", groups=8)(x)                           # depthwise
+    y = L.LayerNormalization(epsilon=1e-6)(y)
+    y = L.Conv2D(32, 1, activation="relu")(y)
+    y = L.Conv2D(8, 1)(y)
+    x = L.Add()([x, y])
+    x = L.Conv2D(12, 3, strides=2, padding="same", groups=4, activation="relu")(x)  # 6x5x12
+    x = L.LayerNormalization(epsilon=1e-6, center=False)(x)
+    x = L.Cropping2D(1)(x)                                                    # 4x3x12
+    x = L.GlobalAveragePooling2D()(x)
+    out = L.Dense(5)(x)
+    return keras.Model(inp, out, name="norm_convnext")
+
+
 # The layers each model calls with training=False (through a nested model).
 INFERENCE = {}
 
@@ -466,6 +488,7 @@ MODELS = [
     ("nested_seq", lambda: nested_seq(), 10, 4, True),
     ("transfer_bn", lambda: transfer("transfer_bn", False), 5, 4, True),
     ("finetune_bn", lambda: transfer("finetune_bn", True), 5, 4, True),
+    ("norm_convnext", lambda: norm_convnext(), 5, 4, False),
 ]
 
 
