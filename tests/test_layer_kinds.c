@@ -94,6 +94,18 @@ static const kind_case cases[] = {
     {"avgpool_rect=AveragePooling2D(3x2,s2x1,same)", 0, 1, 6, 5, 9},
     {"avgpool_overlap=AveragePooling2D(3x2,s1x2,valid)", 0, 2, 5, 6, 8},
     {"gmp=GlobalMaxPooling2D", 0, 2, 3, 4, 11},
+    /* Activations computed from the input x (wider inputs in test_more_kinds). */
+    {"act_swish=Activation(swish)", 0, 2, 3, 5, 7},
+    {"act_hsig=Activation(hard_sigmoid)", 0, 2, 3, 5, 7},
+    {"act_hsig_k2=Activation(hard_sigmoid_k2)", 0, 2, 3, 5, 7},
+    {"act_hsilu=Activation(hard_silu)", 0, 2, 3, 5, 7},
+    {"act_gelu=Activation(gelu)", 0, 2, 3, 5, 7},
+    {"act_gelu_tanh=Activation(gelu_tanh)", 0, 2, 3, 5, 7},
+    {"act_elu=Activation(elu)", 0, 2, 3, 5, 7},
+    {"act_elu_half=Activation(elu,0.5)", 0, 1, 2, 3, 5},
+    {"act_selu=Activation(selu)", 0, 2, 3, 5, 7},
+    {"act_leaky=Activation(leaky_relu)", 0, 2, 3, 5, 7},
+    {"act_leaky_03=Activation(leaky_relu,0.3)", 0, 1, 2, 3, 5},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -369,14 +381,25 @@ done:
 }
 
 /* What test_case's equal shapes and [-1, 1] inputs cannot reach: Concatenate of
- * different channel counts (float8 runs and tails), relu6 clipping at 6, Dropout
- * across replica layouts. */
+ * different channel counts (float8 runs and tails), relu6 clipping at 6, the hard
+ * activations' clipping and the others' tails in [-6, 6], Dropout across replica
+ * layouts. */
 static void test_more_kinds(void) {
   run_kind("concat_5_11=Concatenate", 2, (clt_shape){3, 3, 5}, (clt_shape){3, 3, 11}, -1, 1);
   run_kind("concat_8_3=Concatenate", 2, (clt_shape){2, 3, 8}, (clt_shape){2, 3, 3}, -1, 1);
   run_kind("act_relu6_wide=Activation(relu6)", 2, (clt_shape){3, 5, 7}, (clt_shape){0, 0, 0}, -9,
            9);
   run_kind("relu6_wide=ReLU(6)", 2, (clt_shape){3, 5, 7}, (clt_shape){0, 0, 0}, -9, 9);
+  static const char *const wide[] = {"act_swish_wide=Activation(swish)",
+                                     "act_hsig_wide=Activation(hard_sigmoid)",
+                                     "act_hsig_k2_wide=Activation(hard_sigmoid_k2)",
+                                     "act_hsilu_wide=Activation(hard_silu)",
+                                     "act_gelu_wide=Activation(gelu)",
+                                     "act_gelu_tanh_wide=Activation(gelu_tanh)",
+                                     "act_elu_wide=Activation(elu)",
+                                     "act_selu_wide=Activation(selu)"};
+  for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+    run_kind(wide[i], 2, (clt_shape){3, 5, 7}, (clt_shape){0, 0, 0}, -6, 6);
   test_dropout_slices();
 }
 

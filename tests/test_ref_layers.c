@@ -437,6 +437,15 @@ void test_kinds_fd(void) {
   test_kind_fd("a=Activation(relu)", 2, s, none, -1, 1, 1, 84);
   test_kind_fd("a=Activation(linear)", 2, s, none, -1, 1, 1, 85);
   test_kind_fd("a=Activation(softmax)", 2, s, none, -3, 3, 1, 86);
+  /* Inputs in [-5, 5]: the hard ones' clipped and linear pieces (a difference
+   * across a kink is unlikely at these draws). */
+  static const char *const from_x[] = {
+      "a=Activation(swish)",      "a=Activation(hard_sigmoid)",  "a=Activation(hard_sigmoid_k2)",
+      "a=Activation(hard_silu)",  "a=Activation(gelu)",          "a=Activation(gelu_tanh)",
+      "a=Activation(elu)",        "a=Activation(elu,0.5)",       "a=Activation(selu)",
+      "a=Activation(leaky_relu)", "a=Activation(leaky_relu,0.3)"};
+  for (size_t i = 0; i < sizeof from_x / sizeof from_x[0]; i++)
+    test_kind_fd(from_x[i], 2, s, none, -5, 5, 1, 200 + i);
   test_kind_fd("r=ReLU(6)", 2, s, none, -8, 8, 1, 87);
   test_kind_fd("r=ReLU(0.5)", 2, s, none, -1, 1, 1, 88);
   test_kind_fd("r=Rescaling(0.25,-1)", 2, s, none, -1, 1, 1, 89);

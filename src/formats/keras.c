@@ -75,6 +75,7 @@ typedef struct loader {
   int input, output; /* node indices */
   clt_shape shape;   /* from the file, 0 where open */
   int softmax_output;
+  int keras2;      /* written by tf.keras 2.x ("keras_version" "2...") */
   clt_augment aug; /* the augmentation layers taken out (take_augmentation) */
   char *text;      /* the description being written */
   size_t size, used;
@@ -875,7 +876,7 @@ static int emit_node(loader *ld, int i, clt_err *e) {
   knode *k = &ld->nodes[i];
   int status = check_name(ld, k->name, e);
   if (status) return status;
-  clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls};
+  clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls, .keras2 = ld->keras2};
   const int is_output = i == ld->output;
   /* A final softmax (Activation('softmax') or Softmax) is the loss's: skipped. */
   if (is_output && (strcmp(k->cls, "Activation") == 0 || strcmp(k->cls, "Softmax") == 0)) {
@@ -996,6 +997,8 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
                     offset);
   }
   int order[MAX_NODES] = {0}, placed = 0;
+  const char *version = str(root, "keras_version");
+  ld->keras2 = version && version[0] == '2';
   int status = read_layers(ld, root, e);
   if (!status) status = check_graph(ld, order, &placed, e);
   if (!status) snprintf(ld->nodes[ld->input].tensor, sizeof ld->nodes[0].tensor, "input");
