@@ -268,10 +268,29 @@ static int act_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   }
 }
 
+/* Keras' LeakyReLU(negative_slope; alpha in tf.keras 2.x) and ELU(alpha), which
+ * the loader runs as this kind. */
+static int standalone_from_keras(clt_layer *l, const clt_keras_config *c, clt_err *e) {
+  act_hp *h = clt_layer_hp(l, act_hp);
+  if (strcmp(clt_kc_class(c), "ELU") == 0) {
+    h->fn = ACT_ELU;
+    if (clt_kc_double(c, "alpha", 1.0, &h->a, e)) return CLT_ERR_FORMAT;
+    if (!(h->a > 0.0)) return clt_kc_fail(c, e, "alpha %g is not supported (only > 0)", h->a);
+    return CLT_OK;
+  }
+  /* Keras 3's layer default is 0.3, as tf.keras 2.x's alpha. */
+  h->fn = ACT_LEAKY_RELU;
+  const char *key = clt_kc_has(c, "alpha") ? "alpha" : "negative_slope";
+  if (clt_kc_double(c, key, 0.3, &h->a, e)) return CLT_ERR_FORMAT;
+  if (!isfinite(h->a)) return clt_kc_fail(c, e, "%s is not finite", key);
+  return CLT_OK;
+}
+
 static int act_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
                           clt_err *e) {
   char name[16];
   if (size) activation[0] = '\0';
+  if (strcmp(clt_kc_class(c), "Activation") != 0) return standalone_from_keras(l, c, e);
   if (clt_kc_activation(c, name, sizeof name, e)) return CLT_ERR_FORMAT;
   const int f = fn_by_name(name);
   if (f < 0) return clt_kc_fail(c, e, "activation '%s' is not supported", name);

@@ -454,6 +454,33 @@ def transfer(name, trainable_base):
     return keras.Model(inputs, outputs, name=name)
 
 
+def activations_small():
+    # Keras 3's activations as layers' activation options, Activation layers and
+    # the standalone LeakyReLU and ELU (tf.keras 2.x has no hard_silu: swish there;
+    # its hard_sigmoid is another function, which cltrain tells by the file).
+    k3 = keras_format == "k3"
+    slope = {"negative_slope": 0.1} if k3 else {"alpha": 0.1}
+    inp = keras.Input(shape=(8, 8, 3))
+    x = L.Conv2D(8, 3, padding="same", activation="swish")(inp)               # 8x8x8
+    x = L.DepthwiseConv2D(3, padding="same",
+                          activation="hard_silu" if k3 else "swish")(x)
+    x = L.Conv2D(8, 1, activation="hard_sigmoid")(x)
+    x = L.SeparableConv2D(8, 3, strides=2, padding="same", activation="gelu")(x)  # 4x4x8
+    x = L.Activation("elu")(x)
+    x = L.Conv2D(8, 1)(x)
+    x = L.Activation("selu")(x)
+    x = L.Conv2D(8, 1, activation="leaky_relu")(x)
+    x = L.Activation("hard_swish" if k3 else "silu")(x)
+    x = L.Conv2D(8, 1)(x)
+    x = L.LeakyReLU(**slope)(x)
+    x = L.Conv2D(8, 1)(x)
+    x = L.ELU(alpha=0.5)(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dense(8, activation="gelu")(x)
+    out = L.Dense(4)(x)
+    return keras.Model(inp, out, name="activations_small")
+
+
 # The layers each model calls with training=False (through a nested model).
 INFERENCE = {}
 
@@ -466,6 +493,7 @@ MODELS = [
     ("nested_seq", lambda: nested_seq(), 10, 4, True),
     ("transfer_bn", lambda: transfer("transfer_bn", False), 5, 4, True),
     ("finetune_bn", lambda: transfer("finetune_bn", True), 5, 4, True),
+    ("activations_small", lambda: activations_small(), 4, 4, False),
 ]
 
 
