@@ -106,6 +106,9 @@ static const kind_case cases[] = {
     {"act_selu=Activation(selu)", 0, 2, 3, 5, 7},
     {"act_leaky=Activation(leaky_relu)", 0, 2, 3, 5, 7},
     {"act_leaky_03=Activation(leaky_relu,0.3)", 0, 1, 2, 3, 5},
+    /* Dense on 4-D inputs: every position's channels (Keras' last axis). */
+    {"dense4d=Dense(6)", 0, 2, 3, 4, 5},
+    {"dense4d_relu_nb=Dense(9,nobias,relu)", 0, 2, 2, 3, 12},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -292,6 +292,7 @@ static void test_dense_case(int B, int IN, int OUT, uint64_t seed) {
 void test_dense_fd(void) {
   test_dense_case(1, 7, 3, 41);
   test_dense_case(3, 5, 9, 42);
+  test_dense_case(2 * 3 * 4, 5, 6, 43); /* Dense on 4-D: 2 examples' 3x4 positions as rows */
 }
 
 /* ---- softmax cross-entropy --------------------------------------------------------- */
