@@ -452,6 +452,8 @@ void test_kinds_fd(void) {
   test_kind_fd("r=Rescaling(0.25,-1)", 2, s, none, -1, 1, 1, 89);
   test_kind_fd("d=Dropout(0.4,s3)", 2, s, none, -1, 1, 1, 90);
   test_kind_fd("d=Dropout(0.4,s3)", 2, s, none, -1, 1, 0, 91);
+  test_kind_fd("d=Dropout(0.4,s3,noise*x1x1x1)", 2, s, none, -1, 1, 1, 93);
+  test_kind_fd("d=Dropout(0.4,s3,noise1x*x1x*)", 2, s, none, -1, 1, 1, 94);
   test_kind_fd("c=Concatenate", 2, (clt_shape){2, 3, 4}, (clt_shape){2, 3, 7}, -1, 1, 1, 92);
   test_kind_fd("p=AveragePooling2D(3x3,s2,same)", 2, (clt_shape){7, 5, 3}, none, -1, 1, 1, 93);
   test_kind_fd("p=AveragePooling2D(2x2,s2,valid)", 2, (clt_shape){5, 6, 2}, none, -1, 1, 1, 94);

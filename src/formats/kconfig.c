@@ -183,3 +183,26 @@ int clt_kc_activation(const clt_keras_config *c, char *act, size_t size, clt_err
                      "elu, selu, leaky_relu)",
                      name);
 }
+
+int clt_kc_shape(const clt_keras_config *c, const char *key, int max, int *out, int *n,
+                 clt_err *e) {
+  const cJSON *v = clt_kc_take(c, key);
+  *n = 0;
+  if (!v) return CLT_OK;
+  const int len = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+  if (len < 0 || len > max)
+    return clt_kc_fail(c, e, "%s: expected null or a list of at most %d entries", key, max);
+  for (int i = 0; i < len; i++) {
+    const cJSON *d = cJSON_GetArrayItem(v, i);
+    if (cJSON_IsNull(d)) {
+      out[i] = -1;
+    } else if (cJSON_IsNumber(d) && d->valuedouble >= 1 && d->valuedouble <= (double)(1 << 30) &&
+               d->valuedouble == (double)(int)d->valuedouble) {
+      out[i] = (int)d->valuedouble;
+    } else {
+      return clt_kc_fail(c, e, "%s entry %d: expected null or a positive integer", key, i);
+    }
+  }
+  *n = len;
+  return CLT_OK;
+}

@@ -481,6 +481,24 @@ def activations_small():
     return keras.Model(inp, out, name="activations_small")
 
 
+def dropconnect_dense4d():
+    # EfficientNet's drop-connect (Dropout with noise_shape (None, 1, 1, 1) before
+    # the residual Add), ConvNeXt's pointwise Dense layers on 4-D inputs, a Dropout
+    # per channel and one on a flat input with a noise_shape.
+    inp = keras.Input(shape=(6, 6, 4))
+    x = L.Conv2D(8, 3, padding="same")(inp)                                    # 6x6x8
+    y = L.Dense(12, activation="gelu")(x)                                      # 6x6x12
+    y = L.Dense(8)(y)                                                          # 6x6x8
+    y = L.Dropout(0.2, noise_shape=(None, 1, 1, 1))(y)
+    x = L.Add()([x, y])
+    x = L.Dropout(0.3, noise_shape=(None, 1, 1, 8))(x)
+    x = L.Dense(6, activation="relu", use_bias=False)(x)                       # 6x6x6
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dropout(0.2, noise_shape=(None, 1))(x)
+    out = L.Dense(3)(x)
+    return keras.Model(inp, out, name="dropconnect_dense4d")
+
+
 # The layers each model calls with training=False (through a nested model).
 INFERENCE = {}
 
@@ -494,6 +512,7 @@ MODELS = [
     ("transfer_bn", lambda: transfer("transfer_bn", False), 5, 4, True),
     ("finetune_bn", lambda: transfer("finetune_bn", True), 5, 4, True),
     ("activations_small", lambda: activations_small(), 4, 4, False),
+    ("dropconnect_dense4d", lambda: dropconnect_dense4d(), 3, 4, False),
 ]
 
 
