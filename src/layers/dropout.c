@@ -99,7 +99,7 @@ static void dropout_describe(const clt_layer *l, char *buf, size_t size) {
   snprintf(buf, size, "Dropout(%s,s%lld%s)", r, hp(l)->seed, noise);
 }
 
-/* The axes whose values share a draw (SHARE_*), from the noise shape and l->in. */
+/* The axes whose values share a draw (SHARE_*): the noise shape's entries of 1. */
 static int shares(const clt_layer *l) {
   const dropout_hp *h = hp(l);
   int bits = 0;
@@ -147,8 +147,8 @@ static int dropout_prepare(const clt_layer *l, clt_replica *r, int max_batch, co
   (void)f;
   (void)l;
   (void)max_batch;
-  static const char *const apply[] = {"dropout_apply", "dropout_shared"}, *const identity[] = {
-                                                                              "scale_shift"};
+  static const char *const apply[] = {"dropout_apply", "dropout_shared"};
+  static const char *const identity[] = {"scale_shift"};
   int status = clt_layer_build_kernels(r, "dropout.cl", apply, 2, e);
   return status ? status : clt_layer_build_kernels(r, "activation.cl", identity, 1, e);
 }
