@@ -89,6 +89,105 @@ __kernel void act_backward(__global const float *dy, __global const float *y, __
 #endif
 }
 
+// ---- Activation: the functions computed from x -----------------------------------
+//
+// xop: activation.c's act_fn less ACT_SWISH; a: elu's alpha, leaky_relu's slope.
+// Formulas and derivatives: activation.c's header.
+#define XOP_SWISH 0
+#define XOP_HARD_SIGMOID 1
+#define XOP_HARD_SIGMOID_K2 2
+#define XOP_HARD_SILU 3
+#define XOP_GELU 4
+#define XOP_GELU_TANH 5
+#define XOP_ELU 6
+#define XOP_SELU 7
+#define XOP_LEAKY_RELU 8
+
+#define SELU_ALPHA 1.67326324235437728f
+#define SELU_SCALE 1.05070098735548049f
+#define SQRT_2_PI 0.797884560802865356f // sqrt(2/pi)
+#define RSQRT_2PI 0.398942280401432678f // 1/sqrt(2 pi)
+
+static inline float hard_sigmoid(const float x) { return fmin(fmax(x + 3.0f, 0.0f), 6.0f) / 6.0f; }
+
+static inline float actx(const float x, const int op, const float a) {
+  switch (op) {
+  case XOP_SWISH:
+    return x * (1.0f / (1.0f + exp(-x)));
+  case XOP_HARD_SIGMOID:
+    return hard_sigmoid(x);
+  case XOP_HARD_SIGMOID_K2:
+    return fmin(fmax(0.2f * x + 0.5f, 0.0f), 1.0f);
+  case XOP_HARD_SILU:
+    return x * hard_sigmoid(x);
+  case XOP_GELU:
+    return 0.5f * x * (1.0f + erf(x * M_SQRT1_2_F));
+  case XOP_GELU_TANH:
+    return 0.5f * x * (1.0f + tanh(SQRT_2_PI * (x + 0.044715f * x * x * x)));
+  case XOP_ELU:
+    return x > 0.0f ? x : a * expm1(x);
+  case XOP_SELU:
+    return SELU_SCALE * (x > 0.0f ? x : SELU_ALPHA * expm1(x));
+  default: // XOP_LEAKY_RELU
+    return x >= 0.0f ? x : a * x;
+  }
+}
+
+// The derivative dy/dx at x.
+static inline float dactx(const float x, const int op, const float a) {
+  const float inside = x > -3.0f && x < 3.0f ? 1.0f : 0.0f;
+  switch (op) {
+  case XOP_SWISH: {
+    const float s = 1.0f / (1.0f + exp(-x));
+    return s * (1.0f + x * (1.0f - s));
+  }
+  case XOP_HARD_SIGMOID:
+    return inside / 6.0f;
+  case XOP_HARD_SIGMOID_K2: {
+    const float v = 0.2f * x + 0.5f;
+    return v >= 0.0f && v <= 1.0f ? 0.2f : 0.0f;
+  }
+  case XOP_HARD_SILU:
+    return hard_sigmoid(x) + x * inside / 6.0f;
+  case XOP_GELU:
+    return 0.5f * (1.0f + erf(x * M_SQRT1_2_F)) + x * exp(-0.5f * x * x) * RSQRT_2PI;
+  case XOP_GELU_TANH: {
+    const float t = tanh(SQRT_2_PI * (x + 0.044715f * x * x * x));
+    const float du = SQRT_2_PI * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+  }
+  case XOP_ELU:
+    return x > 0.0f ? 1.0f : a * exp(x);
+  case XOP_SELU:
+    return SELU_SCALE * (x > 0.0f ? 1.0f : SELU_ALPHA * exp(x));
+  default: // XOP_LEAKY_RELU
+    return x > 0.0f ? 1.0f : a;
+  }
+}
+
+__kernel void actx_forward(__global const float *x, __global float *y, const int n, const int op,
+                           const float a) {
+  const int i = get_global_id(0);
+#if CLT_GPU
+  if (i < n) y[i] = actx(x[i], op, a);
+#else
+  const size_t at = (size_t)i * CH, end = min(at + CH, (size_t)n);
+  for (size_t j = at; j < end; j++) y[j] = actx(x[j], op, a);
+#endif
+}
+
+// dx = dy * f'(x).
+__kernel void actx_backward(__global const float *dy, __global const float *x, __global float *dx,
+                            const int n, const int op, const float a) {
+  const int i = get_global_id(0);
+#if CLT_GPU
+  if (i < n) dx[i] = dy[i] * dactx(x[i], op, a);
+#else
+  const size_t at = (size_t)i * CH, end = min(at + CH, (size_t)n);
+  for (size_t j = at; j < end; j++) dx[j] = dy[j] * dactx(x[j], op, a);
+#endif
+}
+
 // y = x * a + b: Rescaling's forward (its backward with b = 0), and the identity
 // (a = 1, b = 0) of Activation(linear) and of Dropout in inference.
 __kernel void scale_shift(__global const float *x, __global float *y, const int n, const float a,

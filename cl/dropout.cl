@@ -60,3 +60,37 @@ __kernel void dropout_apply(__global const float *x, __global float *y, const in
   }
 #endif
 }
+
+// dropout_apply with draws shared along the axes of `share` (dropout.c's SHARE_*:
+// 1 batch, 2 height, 4 width, 8 channels; Keras' noise_shape entries of 1): value
+// (b, h, w, c) of W x C rows draws at its position in the noise shape, example 0
+// for every example when the batch shares.
+static inline float dropout_shared_one(const float v, const int j, const int per_example,
+                                       const ulong key, const long example0, const uint thr,
+                                       const float scale, const int W, const int C,
+                                       const int share) {
+  const int b = j / per_example, r = j - b * per_example;
+  const int c = r % C, x = (r / C) % W, y = r / C / W;
+  const int nw = share & 4 ? 1 : W, nc = share & 8 ? 1 : C;
+  const int at = ((share & 2 ? 0 : y) * nw + (share & 4 ? 0 : x)) * nc + (share & 8 ? 0 : c);
+  ulong h = key ^ ((ulong)(share & 1 ? 0 : example0 + b) * 0x9e3779b97f4a7c15UL);
+  MIX64(h);
+  h += (ulong)at * 0xd1b54a32d192ed03UL;
+  MIX64(h);
+  return (uint)(h >> 32) >= thr ? v * scale : 0.0f;
+}
+
+__kernel void dropout_shared(__global const float *x, __global float *y, const int n,
+                             const int per_example, const ulong key, const long example0,
+                             const uint thr, const float scale, const int W, const int C,
+                             const int share) {
+  const int i = get_global_id(0);
+#if CLT_GPU
+  if (i < n)
+    y[i] = dropout_shared_one(x[i], i, per_example, key, example0, thr, scale, W, C, share);
+#else
+  const size_t at = (size_t)i * CH, end = min(at + CH, (size_t)n);
+  for (size_t j = at; j < end; j++)
+    y[j] = dropout_shared_one(x[j], (int)j, per_example, key, example0, thr, scale, W, C, share);
+#endif
+}

@@ -157,7 +157,20 @@ for rate in 0.5 0.0; do
     'dtype': 'float32', 'rate': $rate, 'seed': None, 'noise_shape': None}}); \
     json.dump(d, open('$tmp/drop_$rate.json', 'w'))"
 done
-for run in "0.5 pthread 24" "0.5 pthread_pthread 12" "0.0 pthread 24"; do
+# Drop-connect (noise_shape (None, 1, 1, 1): one draw per example) after the second
+# Conv2D; a noise_shape entry other than None, 1 or the axis's size is refused.
+for ns in "dc:[None, 1, 1, 1]" "bad_ns:[None, 2, 1, 1]"; do
+  "$PY" -c "import json; d = json.load(open('$MODELS/seq_cnn/model.json')); L = d['config']['layers']; \
+    i = [k for k, l in enumerate(L) if l['class_name'] == 'Conv2D'][1]; \
+    L.insert(i + 1, {'class_name': 'Dropout', 'config': {'name': 'drop_connect', 'trainable': True, \
+    'dtype': 'float32', 'rate': 0.5, 'seed': None, 'noise_shape': ${ns#*:}}}); \
+    json.dump(d, open('$tmp/drop_${ns%%:*}.json', 'w'))"
+done
+expect_fail "noise_shape (None, 2, 1, 1) refused" \
+  "drop_connect: noise_shape entry 1 is 2: only None, 1 or the input's 13" \
+  "$CLT" train --model "$tmp/drop_bad_ns.json" --data "$FMNIST" --epochs 1 --checkpoint-dir "$tmp/ck_bad"
+for run in "0.5 pthread 24" "0.5 pthread_pthread 12" "0.0 pthread 24" "dc pthread 24" \
+  "dc pthread_pthread 12"; do
   set -- $run
   POCL_DEVICES=${2//_/ } "$CLT" train --model "$tmp/drop_$1.json" --data "$FMNIST" --epochs 1 \
     --split equal --train-limit 96 --test-limit 32 --batch-per-replica "$3" \
@@ -176,6 +189,13 @@ if awk -v s="$same" -v o="$off" 'BEGIN { exit !(s != "" && s < 1e-5 && o > 1e-3)
   ok "Dropout: one replica and two draw the same masks ($same; without dropout $off)"
 else
   bad "Dropout: one replica and two draw the same masks ($same; without dropout $off)"
+fi
+same=$(relmax "$tmp/ck_drop_dc_pthread/ckpt-1.npz" "$tmp/ck_drop_dc_pthread_pthread/ckpt-1.npz")
+off=$(relmax "$tmp/ck_drop_dc_pthread/ckpt-1.npz" "$tmp/ck_drop_0.0_pthread/ckpt-1.npz")
+if awk -v s="$same" -v o="$off" 'BEGIN { exit !(s != "" && s < 1e-5 && o > 1e-3) }'; then
+  ok "drop-connect: one replica and two draw the same masks ($same; without dropout $off)"
+else
+  bad "drop-connect: one replica and two draw the same masks ($same; without dropout $off)"
 fi
 
 # ---- the reference CNN written by Keras trains bit for bit as the built-in one ---------

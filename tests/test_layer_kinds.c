@@ -117,6 +117,27 @@ static const kind_case cases[] = {
     {"gconv_g2=Conv2D(6,3x3,s2,same,g2,relu)", 0, 2, 7, 6, 4},
     {"gconv_g3=Conv2D(6,2x3,s1,valid,g3,nobias)", 1, 2, 5, 5, 9},
     {"gconv_blocks=Conv2D(4,3x3,s1,same,g2)", 0, 2, 13, 13, 4},
+    /* Activations computed from the input x (wider inputs in test_more_kinds). */
+    {"act_swish=Activation(swish)", 0, 2, 3, 5, 7},
+    {"act_hsig=Activation(hard_sigmoid)", 0, 2, 3, 5, 7},
+    {"act_hsig_k2=Activation(hard_sigmoid_k2)", 0, 2, 3, 5, 7},
+    {"act_hsilu=Activation(hard_silu)", 0, 2, 3, 5, 7},
+    {"act_gelu=Activation(gelu)", 0, 2, 3, 5, 7},
+    {"act_gelu_tanh=Activation(gelu_tanh)", 0, 2, 3, 5, 7},
+    {"act_elu=Activation(elu)", 0, 2, 3, 5, 7},
+    {"act_elu_half=Activation(elu,0.5)", 0, 1, 2, 3, 5},
+    {"act_selu=Activation(selu)", 0, 2, 3, 5, 7},
+    {"act_leaky=Activation(leaky_relu)", 0, 2, 3, 5, 7},
+    {"act_leaky_03=Activation(leaky_relu,0.3)", 0, 1, 2, 3, 5},
+    /* Dense on 4-D inputs: every position's channels (Keras' last axis). */
+    {"dense4d=Dense(6)", 0, 2, 3, 4, 5},
+    {"dense4d_relu_nb=Dense(9,nobias,relu)", 0, 2, 2, 3, 12},
+    /* Dropout with Keras' noise_shape: one draw per example (drop-connect), per
+     * channel, shared by the batch, per channel of a flat input. */
+    {"dropout_dc=Dropout(0.5,s7,noise*x1x1x1)", 0, 4, 3, 5, 7},
+    {"dropout_hw=Dropout(0.4,s2,noise*x1x1x*)", 0, 2, 3, 5, 7},
+    {"dropout_b=Dropout(0.4,s3,noise1x*x5x1)", 0, 2, 3, 5, 7},
+    {"dropout_flat=Dropout(0.3,s4,noise*x1)", 0, 3, 1, 1, 10},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -392,9 +413,57 @@ done:
   case_end();
 }
 
+/* Dropout with a noise_shape: drop-connect (one draw per example) and one draw per
+ * channel of each example, a global batch of 16 as (16), (5, 11) and (8, 8) slices:
+ * the same outputs and gradients; each example (each channel of an example) wholly
+ * kept or wholly dropped, some of each. */
+static void test_dropout_noise_slices(const char *entry, int per_channel) {
+  set_case("dropout noise slices %s:", entry);
+  clt_layer l;
+  const clt_shape shape = {3, 4, 5};
+  enum { B = 16 };
+  if (api_failed(clt_layer_init(&l, entry, &E), "init") ||
+      api_failed(l.ops->setup(&l, &shape, &E), "setup") ||
+      api_failed(clt_layer_prepare(&l, R, B, NULL, &E), "prepare"))
+    goto done;
+  const size_t n = clt_shape_size(shape), total = n * B;
+  double *x = dnew(total), *dy = dnew(total), *y[3], *dx[3];
+  rand_fill(x, total, 0.5, 1.5); /* never 0: a 0 in y is a dropped value */
+  rand_fill(dy, total, 0.5, 1.5);
+  static const int splits[3][3] = {{16, 0, 0}, {5, 11, 0}, {8, 8, 0}};
+  for (int s = 0; s < 3; s++) {
+    y[s] = dnew(total), dx[s] = dnew(total);
+    for (int k = 0, first = 0; splits[s][k]; first += splits[s][k++])
+      dropout_slice(&l, x, dy, n, first, splits[s][k], 1, y[s], dx[s]);
+  }
+  size_t differ = 0, mixed = 0, cells = 0, kept = 0;
+  for (size_t i = 0; i < total; i++)
+    differ += y[1][i] != y[0][i] || y[2][i] != y[0][i] || dx[1][i] != dx[0][i] ||
+              dx[2][i] != dx[0][i];
+  /* The noise cells: an example, or an example's channel. */
+  const int C = shape.c, ncells = per_channel ? C : 1;
+  for (int b = 0; b < B; b++)
+    for (int k = 0; k < ncells; k++, cells++) {
+      size_t in = 0, count = 0;
+      for (size_t r = 0; r < n; r++) {
+        if (per_channel && (int)(r % (size_t)C) != k) continue;
+        in += y[0][(size_t)b * n + r] != 0.0;
+        count++;
+      }
+      mixed += in != 0 && in != count;
+      kept += in == count;
+    }
+  expect("(16), (5, 11) and (8, 8) slices give the same y and dx", differ, total);
+  expect("each noise cell wholly kept or wholly dropped", mixed, cells);
+  expect("some cells kept, some dropped", kept == 0 || kept == cells, 1);
+done:
+  case_end();
+}
+
 /* What test_case's equal shapes and [-1, 1] inputs cannot reach: Concatenate of
- * different channel counts (float8 runs and tails), relu6 clipping at 6, Dropout
- * across replica layouts. */
+ * different channel counts (float8 runs and tails), relu6 clipping at 6, the hard
+ * activations' clipping and the others' tails in [-6, 6], Dropout across replica
+ * layouts. */
 static void test_more_kinds(void) {
   run_kind("concat_5_11=Concatenate", 2, (clt_shape){3, 3, 5}, (clt_shape){3, 3, 11}, -1, 1);
   run_kind("concat_8_3=Concatenate", 2, (clt_shape){2, 3, 8}, (clt_shape){2, 3, 3}, -1, 1);
@@ -408,7 +477,19 @@ static void test_more_kinds(void) {
   run_kind("act_relu6_wide=Activation(relu6)", 2, (clt_shape){3, 5, 7}, (clt_shape){0, 0, 0}, -9,
            9);
   run_kind("relu6_wide=ReLU(6)", 2, (clt_shape){3, 5, 7}, (clt_shape){0, 0, 0}, -9, 9);
+  static const char *const wide[] = {"act_swish_wide=Activation(swish)",
+                                     "act_hsig_wide=Activation(hard_sigmoid)",
+                                     "act_hsig_k2_wide=Activation(hard_sigmoid_k2)",
+                                     "act_hsilu_wide=Activation(hard_silu)",
+                                     "act_gelu_wide=Activation(gelu)",
+                                     "act_gelu_tanh_wide=Activation(gelu_tanh)",
+                                     "act_elu_wide=Activation(elu)",
+                                     "act_selu_wide=Activation(selu)"};
+  for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+    run_kind(wide[i], 2, (clt_shape){3, 5, 7}, (clt_shape){0, 0, 0}, -6, 6);
   test_dropout_slices();
+  test_dropout_noise_slices("drop=Dropout(0.5,s5,noise*x1x1x1)", 0);
+  test_dropout_noise_slices("drop=Dropout(0.5,s5,noise*x1x1x*)", 1);
 }
 
 int main(void) {

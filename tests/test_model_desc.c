@@ -228,7 +228,9 @@ static void test_bad_descriptions(void) {
           "[,nocenter][,noscale][,relu]");
   refused("m=MaxPooling2D(2,s2,valid) g=GlobalAveragePooling2D d=Dense(4)",
           "expected MaxPooling2D(POOL[xPOOL_W],sSTRIDE[xSTRIDE_W][,same])");
-  refused("c=Conv2D(4,3x3,s1,same) d=Dense(4)", "Dense on a 8x8x4 input is not supported");
+  /* Dense on a 4-D input keeps the positions (Keras' last axis). */
+  refused("c=Conv2D(4,3x3,s1,same) d=Dense(4)",
+          "the last layer outputs 8x8x4, not the 4 class logits");
   refused("g=GlobalAveragePooling2D d=Dense(5)",
           "the last layer outputs 1x1x5, not the 4 class logits");
   refused("c=Conv2D(4,9x9,s1,valid) g=GlobalAveragePooling2D d=Dense(4)",

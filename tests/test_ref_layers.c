@@ -292,6 +292,7 @@ static void test_dense_case(int B, int IN, int OUT, uint64_t seed) {
 void test_dense_fd(void) {
   test_dense_case(1, 7, 3, 41);
   test_dense_case(3, 5, 9, 42);
+  test_dense_case(2 * 3 * 4, 5, 6, 43); /* Dense on 4-D: 2 examples' 3x4 positions as rows */
 }
 
 /* ---- softmax cross-entropy --------------------------------------------------------- */
@@ -505,11 +506,22 @@ void test_kinds_fd(void) {
   test_kind_fd("a=Activation(relu)", 2, s, none, -1, 1, 1, 84);
   test_kind_fd("a=Activation(linear)", 2, s, none, -1, 1, 1, 85);
   test_kind_fd("a=Activation(softmax)", 2, s, none, -3, 3, 1, 86);
+  /* Inputs in [-5, 5]: the hard ones' clipped and linear pieces (a difference
+   * across a kink is unlikely at these draws). */
+  static const char *const from_x[] = {
+      "a=Activation(swish)",      "a=Activation(hard_sigmoid)",  "a=Activation(hard_sigmoid_k2)",
+      "a=Activation(hard_silu)",  "a=Activation(gelu)",          "a=Activation(gelu_tanh)",
+      "a=Activation(elu)",        "a=Activation(elu,0.5)",       "a=Activation(selu)",
+      "a=Activation(leaky_relu)", "a=Activation(leaky_relu,0.3)"};
+  for (size_t i = 0; i < sizeof from_x / sizeof from_x[0]; i++)
+    test_kind_fd(from_x[i], 2, s, none, -5, 5, 1, 200 + i);
   test_kind_fd("r=ReLU(6)", 2, s, none, -8, 8, 1, 87);
   test_kind_fd("r=ReLU(0.5)", 2, s, none, -1, 1, 1, 88);
   test_kind_fd("r=Rescaling(0.25,-1)", 2, s, none, -1, 1, 1, 89);
   test_kind_fd("d=Dropout(0.4,s3)", 2, s, none, -1, 1, 1, 90);
   test_kind_fd("d=Dropout(0.4,s3)", 2, s, none, -1, 1, 0, 91);
+  test_kind_fd("d=Dropout(0.4,s3,noise*x1x1x1)", 2, s, none, -1, 1, 1, 93);
+  test_kind_fd("d=Dropout(0.4,s3,noise1x*x1x*)", 2, s, none, -1, 1, 1, 94);
   test_kind_fd("c=Concatenate", 2, (clt_shape){2, 3, 4}, (clt_shape){2, 3, 7}, -1, 1, 1, 92);
   test_kind_fd("m=Multiply", 2, (clt_shape){2, 3, 4}, (clt_shape){2, 3, 4}, -1, 1, 1, 97);
   test_kind_fd("m=Multiply", 2, (clt_shape){3, 2, 4}, (clt_shape){1, 1, 4}, -1, 1, 1, 98);

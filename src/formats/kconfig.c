@@ -152,7 +152,10 @@ void clt_kc_ignore(const clt_keras_config *c, const char *const *keys) {
 }
 
 int clt_kc_activation(const clt_keras_config *c, char *act, size_t size, clt_err *e) {
-  static const char *const known[] = {"relu", "relu6", "sigmoid", "tanh", "softmax", "linear"};
+  static const char *const known[] = {"relu",         "relu6",     "sigmoid",    "tanh",
+                                      "softmax",      "linear",    "swish",      "silu",
+                                      "hard_sigmoid", "hard_silu", "hard_swish", "gelu",
+                                      "elu",          "selu",      "leaky_relu"};
   const cJSON *v = clt_kc_take(c, "activation");
   const char *name = "linear";
   if (cJSON_IsString(v)) {
@@ -168,12 +171,38 @@ int clt_kc_activation(const clt_keras_config *c, char *act, size_t size, clt_err
   }
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
     if (strcmp(name, known[i]) == 0) {
+      /* tf.keras 2.x's hard_sigmoid is clip(0.2x + 0.5, 0, 1), Keras 3's relu6(x + 3)/6. */
+      if (c->keras2 && strcmp(name, "hard_sigmoid") == 0) name = "hard_sigmoid_k2";
       snprintf(act, size, "%s", name);
       return CLT_OK;
     }
   }
   return clt_kc_fail(c, e,
                      "activation '%s' is not supported (supported: relu, relu6, sigmoid, tanh, "
-                     "softmax, linear)",
+                     "softmax, linear, swish, silu, hard_sigmoid, hard_silu, hard_swish, gelu, "
+                     "elu, selu, leaky_relu)",
                      name);
+}
+
+int clt_kc_shape(const clt_keras_config *c, const char *key, int max, int *out, int *n,
+                 clt_err *e) {
+  const cJSON *v = clt_kc_take(c, key);
+  *n = 0;
+  if (!v) return CLT_OK;
+  const int len = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+  if (len < 0 || len > max)
+    return clt_kc_fail(c, e, "%s: expected null or a list of at most %d entries", key, max);
+  for (int i = 0; i < len; i++) {
+    const cJSON *d = cJSON_GetArrayItem(v, i);
+    if (cJSON_IsNull(d)) {
+      out[i] = -1;
+    } else if (cJSON_IsNumber(d) && d->valuedouble >= 1 && d->valuedouble <= (double)(1 << 30) &&
+               d->valuedouble == (double)(int)d->valuedouble) {
+      out[i] = (int)d->valuedouble;
+    } else {
+      return clt_kc_fail(c, e, "%s entry %d: expected null or a positive integer", key, i);
+    }
+  }
+  *n = len;
+  return CLT_OK;
 }

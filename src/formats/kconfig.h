@@ -50,7 +50,13 @@ int clt_kc_fail(const clt_keras_config *c, clt_err *e, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Reads "activation" (a string; Keras 3 may also write a registered object) into
- * act: one of relu, relu6, sigmoid, tanh, softmax, linear, else refused. */
+ * act: one of relu, relu6, sigmoid, tanh, softmax, linear, swish, silu, hard_sigmoid
+ * (hard_sigmoid_k2 in a tf.keras 2.x file), hard_silu, hard_swish, gelu, elu, selu,
+ * leaky_relu, else refused. */
 int clt_kc_activation(const clt_keras_config *c, char *act, size_t size, clt_err *e);
+
+/* A shape: null (*n = 0), or a list of at most max entries, each null (-1 in out)
+ * or a positive integer; *n its length. */
+int clt_kc_shape(const clt_keras_config *c, const char *key, int max, int *out, int *n, clt_err *e);
 
 #endif

@@ -11,6 +11,7 @@
 struct clt_keras_config {
   const cJSON *obj; /* the layer's "config" object */
   const char *layer, *cls;
+  int keras2; /* the file is tf.keras 2.x's (its hard_sigmoid differs from Keras 3's) */
   unsigned char read[CLT_KC_MAX_KEYS]; /* by position among obj's members */
 };
 

@@ -81,6 +81,7 @@ typedef struct loader {
   int input, output; /* node indices */
   clt_shape shape;   /* from the file, 0 where open */
   int softmax_output;
+  int keras2;      /* written by tf.keras 2.x ("keras_version" "2...") */
   clt_augment aug; /* the augmentation layers taken out (take_augmentation) */
   char *text;      /* the description being written */
   size_t size, used;
@@ -724,8 +725,24 @@ static int check_name(const loader *ld, const char *name, clt_err *e) {
 }
 
 /* The supported classes, for refusals. */
+/* Keras classes that cltrain runs as another kind: standalone activations
+ * (Activation(leaky_relu,a), Activation(elu,a)). */
+static const struct {
+  const char *cls, *kind;
+} class_kinds[] = {{"LeakyReLU", "Activation"}, {"ELU", "Activation"}};
+
+/* The kind that runs Keras class cls, or NULL. */
+static const clt_layer_ops *kind_of_class(const char *cls) {
+  for (size_t i = 0; i < sizeof class_kinds / sizeof class_kinds[0]; i++) {
+    if (strcmp(cls, class_kinds[i].cls) == 0) return clt_layer_kind(class_kinds[i].kind);
+  }
+  return clt_layer_kind(cls);
+}
+
 static void supported_classes(char *buf, size_t size) {
   size_t used = (size_t)snprintf(buf, size, "InputLayer");
+  for (size_t i = 0; i < sizeof class_kinds / sizeof class_kinds[0] && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, ", %s", class_kinds[i].cls);
   for (int i = 0; clt_layer_kinds[i] && used < size; i++) {
     if (!clt_layer_kinds[i]->from_keras) continue;
     used += (size_t)snprintf(buf + used, size - used, ", %s", clt_layer_kinds[i]->kind);
@@ -937,7 +954,7 @@ static int emit_node(loader *ld, int i, clt_err *e) {
     int done;
     if ((status = emit_op(ld, i, &done, e)) || done) return status;
   }
-  clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls};
+  clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls, .keras2 = ld->keras2};
   const int is_output = i == ld->output;
   /* A final softmax (Activation('softmax') or Softmax) is the loss's: skipped. */
   if (is_output && (strcmp(k->cls, "Activation") == 0 || strcmp(k->cls, "Softmax") == 0)) {
@@ -954,7 +971,7 @@ static int emit_node(loader *ld, int i, clt_err *e) {
                        "takes logits or a softmax",
                        act);
   }
-  const clt_layer_ops *ops = clt_layer_kind(k->cls);
+  const clt_layer_ops *ops = kind_of_class(k->cls);
   if (!ops || !ops->from_keras) {
     char known[600];
     supported_classes(known, sizeof known);
@@ -982,6 +999,8 @@ static int emit_node(loader *ld, int i, clt_err *e) {
     }
     if (strcmp(k->cls, "ReLU") == 0)
       return clt_kc_fail(&cfg, e, "the output is a ReLU; the loss takes logits or a softmax");
+    if (ops != clt_layer_kind(k->cls))
+      return clt_kc_fail(&cfg, e, "the output is a %s; the loss takes logits or a softmax", k->cls);
   }
   char kind[160];
   ops->describe(&l, kind, sizeof kind);
@@ -1058,6 +1077,8 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
                     offset);
   }
   int order[MAX_NODES] = {0}, placed = 0;
+  const char *version = str(root, "keras_version");
+  ld->keras2 = version && version[0] == '2';
   int status = read_layers(ld, root, e);
   if (!status) status = check_graph(ld, order, &placed, e);
   if (!status) snprintf(ld->nodes[ld->input].tensor, sizeof ld->nodes[0].tensor, "input");

@@ -1,6 +1,9 @@
 /* Dense with an optional bias and fused ReLU, as GEMMs of the replica's backend.
  * forward:  y = x W + bias (W is [IN, OUT]), then ReLU
  * backward: dy *= (y > 0); dbias = column sums of dy; dW = x^T dy; dx = dy W^T
+ * The rows of x are the examples of a flat input (1x1xIN), or, as Keras applies
+ * Dense to the last axis of a 4-D input, every position of every example of an
+ * HxWxIN input (the output HxWxOUT: a pointwise product over the channels).
  * Without a bias (use_bias=False) the ReLU's backward still runs through the
  * bias-gradient pass, its sums going to scratch.
  * Scratch: the bias-gradient partial sums [, OUT sums without a bias]. */
@@ -48,15 +51,11 @@ static int dense_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   const clt_shape in = ins[0];
   const int units = hp(l)->units;
   if (units < 1) return clt_fail(e, CLT_ERR_ARG, "%s: bad units %d", l->name, units);
-  if (in.h != 1 || in.w != 1) {
-    /* Keras applies Dense to the last axis of a 4-D input; cltrain does not. */
-    return clt_fail(e, CLT_ERR_ARG,
-                    "%s: Dense on a %dx%dx%d input is not supported (only a flat input: add a "
-                    "Flatten or a global pooling before it)",
-                    l->name, in.h, in.w, in.c);
+  if (in.h < 1 || in.w < 1 || in.c < 1) {
+    return clt_fail(e, CLT_ERR_ARG, "%s: bad input shape %dx%dx%d", l->name, in.h, in.w, in.c);
   }
   l->in = in;
-  l->out = (clt_shape){1, 1, units};
+  l->out = (clt_shape){in.h, in.w, units};
   l->params[0] = (clt_param){.name = "kernel",
                              .rank = 2,
                              .dims = {in.c, units},
@@ -73,21 +72,25 @@ static const clt_param *dense_bias(const clt_layer *l) {
   return hp(l)->nobias ? NULL : &l->params[1];
 }
 
+/* The rows of the products: the examples, times the positions of a 4-D input. */
+static int rows_of(const clt_layer *l, int batch) { return batch * l->in.h * l->in.w; }
+
 static size_t dense_scratch(const clt_layer *l, int batch) {
-  return clt_bias_relu_scratch(batch, hp(l)->units, clt_layer_trained(l, dense_bias(l)));
+  return clt_bias_relu_scratch(rows_of(l, batch), hp(l)->units,
+                               clt_layer_trained(l, dense_bias(l)));
 }
 
 static clt_gemm_shape fwd_shape(const clt_layer *l, int batch) {
-  size_t in = (size_t)l->in.c, out = (size_t)hp(l)->units;
-  return (clt_gemm_shape){0, 0, (size_t)batch, out, in, in, out, out};
+  size_t in = (size_t)l->in.c, out = (size_t)hp(l)->units, rows = (size_t)rows_of(l, batch);
+  return (clt_gemm_shape){0, 0, rows, out, in, in, out, out};
 }
 static clt_gemm_shape dw_shape(const clt_layer *l, int batch) {
-  size_t in = (size_t)l->in.c, out = (size_t)hp(l)->units;
-  return (clt_gemm_shape){1, 0, in, out, (size_t)batch, in, out, out};
+  size_t in = (size_t)l->in.c, out = (size_t)hp(l)->units, rows = (size_t)rows_of(l, batch);
+  return (clt_gemm_shape){1, 0, in, out, rows, in, out, out};
 }
 static clt_gemm_shape dx_shape(const clt_layer *l, int batch) {
-  size_t in = (size_t)l->in.c, out = (size_t)hp(l)->units;
-  return (clt_gemm_shape){0, 1, (size_t)batch, in, out, out, out, in};
+  size_t in = (size_t)l->in.c, out = (size_t)hp(l)->units, rows = (size_t)rows_of(l, batch);
+  return (clt_gemm_shape){0, 1, rows, in, out, out, out, in};
 }
 
 static int dense_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
@@ -111,7 +114,7 @@ static int dense_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e
   /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass; a
    * frozen layer computes no weight gradient. */
   int status = clt_bias_relu_grad(io, hp(l)->relu, clt_layer_trained(l, dense_bias(l)), 0,
-                                  io->batch, hp(l)->units, e);
+                                  rows_of(l, io->batch), hp(l)->units, e);
   if (!status && !l->frozen) {
     const clt_gemm_shape dw = dw_shape(l, io->batch);
     status = clt_gemm(io->replica, &dw, 1.0f, io->x, 0, io->dy, 0, 0.0f, io->grads,
@@ -127,31 +130,33 @@ static int dense_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e
 
 #ifdef CLT_REFERENCE
 static void dense_ref_forward(const clt_layer *l, const clt_ref_io *io) {
-  const size_t n = (size_t)io->batch * hp(l)->units;
+  const int rows = rows_of(l, io->batch);
+  const size_t n = (size_t)rows * hp(l)->units;
   /* Without a bias the reference adds zeros. */
   double *zeros = hp(l)->nobias ? calloc((size_t)hp(l)->units, sizeof *zeros) : NULL;
   if (hp(l)->nobias && !zeros) return;
-  ref_dense_forward(io->x, io->batch, (int)clt_shape_size(l->in), io->params + l->params[0].offset,
+  ref_dense_forward(io->x, rows, l->in.c, io->params + l->params[0].offset,
                     hp(l)->nobias ? zeros : io->params + l->params[1].offset, hp(l)->units, io->y);
   if (hp(l)->relu) ref_relu_forward(io->y, n, io->y);
   free(zeros);
 }
 
 static void dense_ref_backward(const clt_layer *l, const clt_ref_io *io) {
-  const size_t n = (size_t)io->batch * hp(l)->units;
+  const int rows = rows_of(l, io->batch);
+  const size_t n = (size_t)rows * hp(l)->units;
   /* Without a bias its gradient goes to a scratch, dropped. */
   double *dbias = hp(l)->nobias ? malloc((size_t)hp(l)->units * sizeof *dbias)
                                 : io->grads + l->params[1].offset;
   if (!dbias) return;
   if (hp(l)->relu) ref_relu_backward(io->y, io->dy, n, io->dy);
-  ref_dense_backward(io->x, io->batch, (int)clt_shape_size(l->in), io->params + l->params[0].offset,
-                     hp(l)->units, io->dy, io->dx, io->grads + l->params[0].offset, dbias);
+  ref_dense_backward(io->x, rows, l->in.c, io->params + l->params[0].offset, hp(l)->units, io->dy,
+                     io->dx, io->grads + l->params[0].offset, dbias);
   if (hp(l)->nobias) free(dbias);
 }
 #endif
 
 /* Keras Dense: units, activation (relu fused, linear none, others back to the
- * loader), use_bias; LoRA refused. A 4-D input is refused by setup. */
+ * loader), use_bias; LoRA refused. */
 static int dense_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
                             clt_err *e) {
   dense_hp *h = clt_layer_hp(l, dense_hp);
@@ -174,10 +179,40 @@ static int dense_from_keras(clt_layer *l, const clt_keras_config *c, char *activ
   return CLT_OK;
 }
 
+/* On HxW positions (H or W > 1): NCHW to NHWC, MatMul by the kernel, Add the bias,
+ * Relu when fused, back to NCHW; the output is rank 4. */
+static int dense_spatial_onnx(const clt_layer *l, clt_onnx *g, const char *input,
+                              const char *output, clt_err *e) {
+  const int64_t wdims[2] = {l->in.c, hp(l)->units}, bdims[1] = {hp(l)->units};
+  const clt_onnx_attr to_nhwc = CLT_ONNX_INTS("perm", 4, 0, 2, 3, 1);
+  const clt_onnx_attr to_nchw = CLT_ONNX_INTS("perm", 4, 0, 3, 1, 2);
+  const char *nhwc = clt_onnx_name(g, l, "nhwc"), *kernel = clt_onnx_name(g, l, "kernel");
+  const char *prod = clt_onnx_name(g, l, "matmul"), *ins[2] = {nhwc, kernel};
+  int status = clt_onnx_node(g, "Transpose", &input, 1, nhwc, &to_nhwc, 1, e);
+  if (!status) status = clt_onnx_tensor(g, kernel, 2, wdims, clt_onnx_param(g, l, 0), e);
+  if (!status) status = clt_onnx_node(g, "MatMul", ins, 2, prod, NULL, 0, e);
+  if (!status && !hp(l)->nobias) {
+    const char *bias = clt_onnx_name(g, l, "bias"), *sum = clt_onnx_name(g, l, "sum");
+    const char *add[2] = {prod, bias};
+    status = clt_onnx_tensor(g, bias, 1, bdims, clt_onnx_param(g, l, 1), e);
+    if (!status) status = clt_onnx_node(g, "Add", add, 2, sum, NULL, 0, e);
+    prod = sum;
+  }
+  if (!status && hp(l)->relu) {
+    const char *relu = clt_onnx_name(g, l, "relu");
+    status = clt_onnx_node(g, "Relu", &prod, 1, relu, NULL, 0, e);
+    prod = relu;
+  }
+  if (!status) status = clt_onnx_node(g, "Transpose", &prod, 1, output, &to_nchw, 1, e);
+  if (!status) clt_onnx_set_rank(g, output, 4);
+  return status;
+}
+
 /* ONNX Gemm on (N, IN) (a Flatten first if the input is 4-D, N x C x 1 x 1), then
  * Relu when fused; the output is rank 2. */
 static int dense_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
                          const char *output, clt_err *e) {
+  if (l->in.h > 1 || l->in.w > 1) return dense_spatial_onnx(l, g, inputs[0], output, e);
   const int64_t wdims[2] = {l->in.c, hp(l)->units}, bdims[1] = {hp(l)->units};
   const char *names[3] = {inputs[0], clt_onnx_name(g, l, "kernel"), ""};
   int status = CLT_OK;

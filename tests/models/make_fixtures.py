@@ -476,6 +476,51 @@ def norm_convnext():
     return keras.Model(inp, out, name="norm_convnext")
 
 
+def activations_small():
+    # Keras 3's activations as layers' activation options, Activation layers and
+    # the standalone LeakyReLU and ELU (tf.keras 2.x has no hard_silu: swish there;
+    # its hard_sigmoid is another function, which cltrain tells by the file).
+    k3 = keras_format == "k3"
+    slope = {"negative_slope": 0.1} if k3 else {"alpha": 0.1}
+    inp = keras.Input(shape=(8, 8, 3))
+    x = L.Conv2D(8, 3, padding="same", activation="swish")(inp)               # 8x8x8
+    x = L.DepthwiseConv2D(3, padding="same",
+                          activation="hard_silu" if k3 else "swish")(x)
+    x = L.Conv2D(8, 1, activation="hard_sigmoid")(x)
+    x = L.SeparableConv2D(8, 3, strides=2, padding="same", activation="gelu")(x)  # 4x4x8
+    x = L.Activation("elu")(x)
+    x = L.Conv2D(8, 1)(x)
+    x = L.Activation("selu")(x)
+    x = L.Conv2D(8, 1, activation="leaky_relu")(x)
+    x = L.Activation("hard_swish" if k3 else "silu")(x)
+    x = L.Conv2D(8, 1)(x)
+    x = L.LeakyReLU(**slope)(x)
+    x = L.Conv2D(8, 1)(x)
+    x = L.ELU(alpha=0.5)(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dense(8, activation="gelu")(x)
+    out = L.Dense(4)(x)
+    return keras.Model(inp, out, name="activations_small")
+
+
+def dropconnect_dense4d():
+    # EfficientNet's drop-connect (Dropout with noise_shape (None, 1, 1, 1) before
+    # the residual Add), ConvNeXt's pointwise Dense layers on 4-D inputs, a Dropout
+    # per channel and one on a flat input with a noise_shape.
+    inp = keras.Input(shape=(6, 6, 4))
+    x = L.Conv2D(8, 3, padding="same")(inp)                                    # 6x6x8
+    y = L.Dense(12, activation="gelu")(x)                                      # 6x6x12
+    y = L.Dense(8)(y)                                                          # 6x6x8
+    y = L.Dropout(0.2, noise_shape=(None, 1, 1, 1))(y)
+    x = L.Add()([x, y])
+    x = L.Dropout(0.3, noise_shape=(None, 1, 1, 8))(x)
+    x = L.Dense(6, activation="relu", use_bias=False)(x)                       # 6x6x6
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dropout(0.2, noise_shape=(None, 1))(x)
+    out = L.Dense(3)(x)
+    return keras.Model(inp, out, name="dropconnect_dense4d")
+
+
 # The layers each model calls with training=False (through a nested model).
 INFERENCE = {}
 
@@ -489,6 +534,8 @@ MODELS = [
     ("transfer_bn", lambda: transfer("transfer_bn", False), 5, 4, True),
     ("finetune_bn", lambda: transfer("finetune_bn", True), 5, 4, True),
     ("norm_convnext", lambda: norm_convnext(), 5, 4, False),
+    ("activations_small", lambda: activations_small(), 4, 4, False),
+    ("dropconnect_dense4d", lambda: dropconnect_dense4d(), 3, 4, False),
 ]
 
 

@@ -10,7 +10,8 @@
  *     parameters and statistics too) and COUNT random images: OUTDIR/model.onnx,
  *     OUTDIR/images.npy (float32 pixel values 0..255) and OUTDIR/logits.npy, the
  *     double-precision reference interpreter's logits (each kind's ref_forward on
- *     the preprocessed images, as cl/data.cl preprocesses them). */
+ *     the preprocessed images, as cl/data.cl preprocesses them). NAME may also be a
+ *     model description (raw pixels). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +94,10 @@ static int builtin(const char *name, clt_shape in, int classes, const char *dir,
   static clt_model m;
   clt_err e = {0};
   char path[4096];
-  if (clt_model_build(name, in, classes, &m, &e)) return fail(&e);
+  /* A description ("a=Conv2D(...) ...") of raw images, or a built-in model's name. */
+  if (strchr(name, '(') ? clt_model_parse("described", in, classes, CLT_PRE_RAW, name, &m, &e)
+                        : clt_model_build(name, in, classes, &m, &e))
+    return fail(&e);
   const size_t pixels = clt_shape_size(in) * (size_t)count;
   float *flat = calloc(m.flat_floats, sizeof *flat), *images = malloc(pixels * sizeof *images);
   float *logits = malloc((size_t)count * classes * sizeof *logits);

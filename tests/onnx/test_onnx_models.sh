@@ -60,4 +60,17 @@ builtin() {
 builtin fmnist-cnn 28 28 1 10 64
 builtin resnet-small 32 32 3 5 16
 builtin resnet50 64 64 3 7 2
+# Activations no Keras fixture has (gelu_tanh: Keras' gelu with approximate=True),
+# with the others of activation.c after a Conv2D that spreads the inputs over them.
+acts="r=Rescaling(0.00784313725490196,-1) c=Conv2D(8,3x3,s1,same) a1=Activation(gelu_tanh)"
+acts="$acts c2=Conv2D(8,1x1,s1,valid) a2=Activation(hard_sigmoid_k2) c3=Conv2D(8,1x1,s1,valid)"
+acts="$acts a3=Activation(elu,0.5) c4=Conv2D(8,1x1,s1,valid) a4=Activation(leaky_relu,0.3)"
+acts="$acts g=GlobalAveragePooling2D d=Dense(4)"
+mkdir -p "$tmp/acts"
+if "$TOOL" builtin "$acts" 6 6 3 4 "$tmp/acts" 8 >"$tmp/export.txt" 2>&1; then
+  check "activations (a description) vs the reference" "$tmp/acts/model.onnx" \
+    "$tmp/acts/logits.npy" "$tmp/acts/images.npy"
+else
+  bad "activations (a description) export ($(cat "$tmp/export.txt"))"
+fi
 finish
