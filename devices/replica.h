@@ -65,6 +65,8 @@ typedef struct clt_replica {
   char defines[96];    /* options every program is built with (the kernels' variant) */
   size_t group_size;   /* the work-group 1-D launches aim for */
   size_t chunk;        /* floats per work-item of the elementwise kernels (clt_launch_elems) */
+  int winograd;        /* Winograd tile (0: none, 2, 4) of 3x3 stride-1 convolutions:
+                          $CLTRAIN_WINOGRAD, a plain value a tuner may set */
   cl_context context;
   cl_command_queue queue;      /* in order, profiling enabled */
   clt_program_entry *programs; /* built once per (source, options) */

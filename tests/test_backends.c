@@ -23,6 +23,7 @@ static void test_table(const clt_backend *b) {
                        (b->conv_dx_reserve != NULL) + (b->conv_dx != NULL);
   check(in_place == 0 || in_place == 6, "%s: in-place convolutions all or none (%d of 6)", b->name,
         in_place);
+  check(b->winograd, "%s: runs the Winograd passes (CLTRAIN_WINOGRAD)", b->name);
 }
 
 /* The backend a device of `type` gets with CLTRAIN_KERNELS=value (NULL: unset). */

@@ -677,6 +677,10 @@ const clt_doc_item clt_env_vars[] = {
     {"CLTRAIN_KERNELS",
      "cpu, gpu or auto: the kernel variants every device runs (auto, as when unset: by the "
      "device's type); any other value is an error"},
+    {"CLTRAIN_WINOGRAD",
+     "off, 2 or 4: 3x3 stride-1 Conv2D layers run their forward pass, input gradient and weight "
+     "gradient as Winograd F(2x2,3x3) or F(4x4,3x3), fewer multiplies at a rounding error of "
+     "their own (unset or off: the direct kernels); any other value is an error"},
     {"CLTRAIN_CPU_VECTOR_WIDTH",
      "4, 8 or 16: the vector width CPU devices are taken to have, which sets the GEMM's register "
      "tile (for PoCL compiling for a narrower CPU than the host)"},

@@ -28,6 +28,12 @@ int clt_backend_create_replica(const clt_device *device, clt_replica **out, clt_
   if (status) return status;
   r->backend = b;
   r->variant = b->name;
+  r->winograd = clt_winograd_env();
+  if (r->winograd < 0) {
+    clt_backend_destroy_replica(r);
+    return clt_fail(e, CLT_ERR_ARG, "CLTRAIN_WINOGRAD=%s: expected off, 2 or 4",
+                    getenv("CLTRAIN_WINOGRAD"));
+  }
   if ((status = b->attach(r, e))) {
     clt_backend_destroy_replica(r);
     return status;
@@ -64,8 +70,11 @@ int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t 
 }
 
 clt_conv_algos clt_conv_algos_for(const clt_replica *r, const clt_conv_geom *g, int filters) {
-  const clt_conv_algos im2col = {0, 0, 0};
-  return r->backend->conv_algos ? r->backend->conv_algos(r, g, filters) : im2col;
+  clt_conv_algos a = {CLT_CONV_IM2COL, CLT_CONV_IM2COL, CLT_CONV_IM2COL};
+  if (r->backend->conv_algos) a = r->backend->conv_algos(r, g, filters);
+  if (r->backend->winograd && r->winograd && clt_winograd_fits(g))
+    a.forward = a.weight_grad = a.input_grad = r->winograd;
+  return a;
 }
 
 /* The in-place passes exist only where conv_algos chose them. */

@@ -33,6 +33,9 @@ typedef struct clt_backend {
   /* Whether a first Conv2D and the 2x2 max pooling that alone reads it run as
    * one pass each way (cl/conv2d.cl's conv_pool_*): see src/engine/plan.h. */
   int fuses_conv_pool;
+  /* Whether its launch shapes and GEMM run the Winograd passes (gemm.h's
+   * clt_winograd_*), taken where the replica's winograd tile says. */
+  int winograd;
 
   /* Takes replica r: sets r->defines, r->group_size, r->chunk, and its own
    * state (r->backend_state); release frees that state (r may be half set up). */

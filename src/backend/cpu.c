@@ -113,6 +113,7 @@ const clt_backend clt_backend_cpu = {
     .summary = "cpu kernels (float8 per work-item; GEMM: cltrain float16 tiles)",
     .sources = cpu_sources,
     .fuses_conv_pool = 1,
+    .winograd = 1,
     .attach = cpu_attach,
     .release = cpu_release,
     .launch_rows = cpu_rows,

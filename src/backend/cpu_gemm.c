@@ -486,11 +486,12 @@ int clt_cpu_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl
  * their output. */
 clt_conv_algos clt_cpu_conv_algos(const clt_replica *r, const clt_conv_geom *g, int filters) {
   (void)r;
-  clt_conv_algos a = {0, 0, 0};
+  clt_conv_algos a = {CLT_CONV_IM2COL, CLT_CONV_IM2COL, CLT_CONV_IM2COL};
   /* Filters in float16 blocks: the tail columns would need an im2col matrix. */
-  a.forward = a.weight_grad = filters % 16 == 0;
-  a.input_grad = a.forward && g->stride == 1 && g->c % 16 == 0 && (g->kh > 1 || g->kw > 1) &&
-                 g->pad_top <= g->kh - 1 && g->pad_left <= g->kw - 1;
+  if (filters % 16 == 0) a.forward = a.weight_grad = CLT_CONV_IN_PLACE;
+  if (a.forward && g->stride == 1 && g->c % 16 == 0 && (g->kh > 1 || g->kw > 1) &&
+      g->pad_top <= g->kh - 1 && g->pad_left <= g->kw - 1)
+    a.input_grad = CLT_CONV_IN_PLACE;
   return a;
 }
 

@@ -38,14 +38,21 @@ typedef struct clt_conv_geom {
   int batch, h, w, c, kh, kw, stride, pad_top, pad_left, oh, ow;
 } clt_conv_geom;
 
-/* Which passes of a convolution run over the image in place (a GEMM that reads
- * the image as its column matrix: clt_conv_forward, clt_conv_dw, clt_conv_dx)
- * rather than through an im2col matrix, a GEMM and, for dx, col2im. */
+/* A pass's algorithm: an im2col matrix, a GEMM and, for dx, col2im; a GEMM
+ * over the image in place (it reads the image as its column matrix:
+ * clt_conv_forward, clt_conv_dw, clt_conv_dx); or Winograd F(2x2,3x3) or
+ * F(4x4,3x3) (clt_winograd_*; the value is the tile's side m). */
+enum { CLT_CONV_IM2COL = 0, CLT_CONV_IN_PLACE = 1, CLT_CONV_WINOGRAD2 = 2, CLT_CONV_WINOGRAD4 = 4 };
+
+/* Each pass's algorithm (CLT_CONV_*): plain values, so that a choice per layer
+ * can be made by whoever knows better (a tuner). */
 typedef struct clt_conv_algos {
-  int forward, weight_grad, input_grad; /* 1: in place */
+  int forward, weight_grad, input_grad;
 } clt_conv_algos;
 
-/* What r's backend chooses for g's convolution with `filters` outputs. */
+/* What r's backend chooses for g's convolution with `filters` outputs: with
+ * r->winograd set and a backend that runs them, Winograd for every pass of a
+ * 3x3 stride-1 convolution. */
 clt_conv_algos clt_conv_algos_for(const clt_replica *r, const clt_conv_geom *g, int filters);
 
 /* Builds the in-place forward's and weight gradient's kernels and grows the
@@ -68,5 +75,41 @@ int clt_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt
  * w_off), with no column matrix. */
 int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, cl_mem w,
                 size_t w_off, cl_mem dx, clt_err *e);
+
+/* ---- Winograd F(m x m, 3x3) (winograd.c, cl/winograd.cl) ------------------------------
+ * For 3x3 stride-1 convolutions, any padding: per (m+2)^2 positions of the
+ * Winograd domain an independent product over the channels (clt_gemm with
+ * offsets). dx runs as the forward of dy with the kernel flipped and its
+ * channels swapped; dW as the forward's transpose: the sum over tiles of the
+ * transformed input times the transformed output gradient (a GEMM with A^T),
+ * then G^T . G back to 3x3. Sums in a fixed order, as everywhere. */
+
+/* $CLTRAIN_WINOGRAD: 0 (unset, empty or "off"), 2 or 4; -1 for anything else. */
+int clt_winograd_env(void);
+
+/* Whether g's convolution can run as Winograd (3x3, stride 1). */
+int clt_winograd_fits(const clt_conv_geom *g);
+
+/* Scratch floats the passes of `a` that take Winograd tile m need (0: none). */
+size_t clt_winograd_scratch(const clt_conv_geom *g, int filters, const clt_conv_algos *a);
+
+/* Builds the kernels of the passes of `a` that take Winograd and reserves
+ * their GEMMs, for g.batch examples at most. */
+int clt_winograd_reserve(clt_replica *r, const clt_conv_geom *g, int filters,
+                         const clt_conv_algos *a, clt_err *e);
+
+/* y = conv(x) + bias[bias_off + n] (bias_off < 0: none), then ReLU when relu;
+ * tile m; scratch holds clt_winograd_scratch's floats. */
+int clt_winograd_forward(clt_replica *r, const clt_conv_geom *g, int filters, int m, cl_mem x,
+                         cl_mem w, size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu,
+                         cl_mem scratch, clt_err *e);
+
+/* dx = the input gradient (written, not added). */
+int clt_winograd_dx(clt_replica *r, const clt_conv_geom *g, int filters, int m, cl_mem dy, cl_mem w,
+                    size_t w_off, cl_mem dx, cl_mem scratch, clt_err *e);
+
+/* dw (HWIO at dw_off) = the kernel's gradient. */
+int clt_winograd_dw(clt_replica *r, const clt_conv_geom *g, int filters, int m, cl_mem x, cl_mem dy,
+                    cl_mem dw, size_t dw_off, cl_mem scratch, clt_err *e);
 
 #endif

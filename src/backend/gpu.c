@@ -195,6 +195,7 @@ const clt_backend clt_backend_gpu = {
     .summary = "gpu kernels (coalesced, local-memory reductions; GEMM: CLBlast)",
     .sources = gpu_sources,
     .fuses_conv_pool = 0,
+    .winograd = 1,
     .attach = gpu_attach,
     .release = gpu_release,
     .launch_rows = gpu_rows,

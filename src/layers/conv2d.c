@@ -9,7 +9,9 @@
  *           dW  = col^T * dy
  *           dx  = col2im(dy * W^T)
  * The backend may run each pass's product over the image in place instead
- * (gemm.h's clt_conv_algos_for: no column matrix).
+ * (gemm.h's clt_conv_algos_for: no column matrix), or a 3x3 stride-1 layer's
+ * passes as Winograd F(2x2,3x3) or F(4x4,3x3) (gemm.h's clt_winograd_*, in
+ * the scratch: $CLTRAIN_WINOGRAD).
  * Without a bias (use_bias=False: no "bias" parameter, as Keras' get_weights) the
  * ReLU's backward still runs through that pass, its column sums going to scratch.
  * A ZeroPadding2D folded in front (l->pad, any four sides) is im2col's padding.
@@ -253,6 +255,17 @@ static int grouped_backward(const clt_layer *l, const clt_layer_io *io, clt_err 
   return status;
 }
 
+/* Winograd's room, for either tile, where $CLTRAIN_WINOGRAD asks for it. */
+static size_t conv_winograd_scratch(const clt_layer *l, int batch) {
+  const clt_conv_geom g = conv_geom(l, batch);
+  if (clt_winograd_env() <= 0 || conv_pointwise(l) || !clt_winograd_fits(&g)) return 0;
+  const clt_conv_algos f2 = {CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD2};
+  const clt_conv_algos f4 = {CLT_CONV_WINOGRAD4, CLT_CONV_WINOGRAD4, CLT_CONV_WINOGRAD4};
+  const size_t n2 = clt_winograd_scratch(&g, hp(l)->filters, &f2);
+  const size_t n4 = clt_winograd_scratch(&g, hp(l)->filters, &f4);
+  return n2 > n4 ? n2 : n4;
+}
+
 /* Room for either way of running (the plan, per replica, picks one). */
 static size_t conv_scratch(const clt_layer *l, int batch) {
   size_t rows = conv_rows(l, batch);
@@ -261,6 +274,8 @@ static size_t conv_scratch(const clt_layer *l, int batch) {
   size_t unfused = col + clt_bias_relu_scratch((int)rows, hp(l)->filters,
                                                clt_layer_trained(l, conv_bias(l)));
   size_t fused = conv_can_pool_output(l) ? cp_partials(l, batch) : 0;
+  size_t winograd = conv_winograd_scratch(l, batch);
+  if (winograd > unfused) unfused = winograd;
   return unfused > fused ? unfused : fused;
 }
 
@@ -304,12 +319,15 @@ static int conv_prepare(const clt_layer *l, clt_replica *r, int max_batch, const
                                     dcol_shape(l, max_batch)};
   const clt_conv_geom g = conv_geom(l, max_batch);
   const clt_conv_algos a = conv_algos(l, r, &g);
-  if (a.forward || a.weight_grad) status = clt_conv_reserve(r, &g, hp(l)->filters, e);
-  if (a.input_grad && !status) status = clt_conv_dx_reserve(r, &g, hp(l)->filters, e);
+  if (a.forward == CLT_CONV_IN_PLACE || a.weight_grad == CLT_CONV_IN_PLACE)
+    status = clt_conv_reserve(r, &g, hp(l)->filters, e);
+  if (a.input_grad == CLT_CONV_IN_PLACE && !status)
+    status = clt_conv_dx_reserve(r, &g, hp(l)->filters, e);
+  if (!status) status = clt_winograd_reserve(r, &g, hp(l)->filters, &a, e);
   /* The passes that multiply a column matrix. */
-  const int in_place[3] = {a.forward, a.weight_grad, a.input_grad};
+  const int algo[3] = {a.forward, a.weight_grad, a.input_grad};
   for (int i = 0; i < 3 && !status; i++)
-    if (!in_place[i]) status = clt_gemm_reserve(r, &shapes[i], e);
+    if (algo[i] == CLT_CONV_IM2COL) status = clt_gemm_reserve(r, &shapes[i], e);
   return status;
 }
 
@@ -419,7 +437,14 @@ static int conv_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   const clt_gemm_shape fwd = fwd_shape(l, io->batch);
   const int pointwise = conv_pointwise(l);
   const clt_conv_geom g = conv_geom(l, io->batch);
-  if (conv_algos(l, io->replica, &g).forward) {
+  const int algo = conv_algos(l, io->replica, &g).forward;
+  if (algo != CLT_CONV_IM2COL && algo != CLT_CONV_IN_PLACE) {
+    const clt_param *bias = conv_bias(l);
+    return clt_winograd_forward(io->replica, &g, hp(l)->filters, algo, io->x, io->params,
+                                l->params[0].offset, io->y, io->params,
+                                bias ? (long)bias->offset : -1, hp(l)->relu, io->scratch, e);
+  }
+  if (algo == CLT_CONV_IN_PLACE) {
     const clt_param *bias = conv_bias(l);
     return clt_conv_forward(io->replica, &g, hp(l)->filters, io->x, io->params, l->params[0].offset,
                             io->y, io->params, bias ? (long)bias->offset : -1, hp(l)->relu, e);
@@ -438,7 +463,10 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
   const int pointwise = conv_pointwise(l);
   const clt_conv_geom g = conv_geom(l, io->batch);
   const clt_conv_algos a = conv_algos(l, io->replica, &g);
-  const size_t col_floats = pointwise ? 0 : rows * conv_k(l);
+  const int winograd_dw = a.weight_grad != CLT_CONV_IM2COL && a.weight_grad != CLT_CONV_IN_PLACE;
+  const int winograd_dx = a.input_grad != CLT_CONV_IM2COL && a.input_grad != CLT_CONV_IN_PLACE;
+  /* Winograd's passes keep no column matrix in the scratch. */
+  const size_t col_floats = pointwise || (winograd_dw && winograd_dx) ? 0 : rows * conv_k(l);
   cl_mem col = pointwise ? io->x : io->scratch;
   /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass,
    * or was done by the next layer (fusion.relu_masked). A frozen layer computes
@@ -446,7 +474,10 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
   int status = clt_bias_relu_grad(io, hp(l)->relu && !io->fusion.relu_masked,
                                   clt_layer_trained(l, conv_bias(l)), col_floats, (int)rows,
                                   hp(l)->filters, e);
-  if (!status && !l->frozen && a.weight_grad) {
+  if (!status && !l->frozen && winograd_dw) {
+    status = clt_winograd_dw(io->replica, &g, hp(l)->filters, a.weight_grad, io->x, io->dy,
+                             io->grads, l->params[0].offset, io->scratch, e);
+  } else if (!status && !l->frozen && a.weight_grad == CLT_CONV_IN_PLACE) {
     status = clt_conv_dw(io->replica, &g, hp(l)->filters, io->x, io->dy, io->grads,
                          l->params[0].offset, e);
   } else if (!status && !l->frozen) {
@@ -456,7 +487,10 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
       status = clt_gemm(io->replica, &dw, 1.0f, col, 0, io->dy, 0, 0.0f, io->grads,
                         l->params[0].offset, e);
   }
-  if (!status && io->dx && a.input_grad) {
+  if (!status && io->dx && winograd_dx) {
+    status = clt_winograd_dx(io->replica, &g, hp(l)->filters, a.input_grad, io->dy, io->params,
+                             l->params[0].offset, io->dx, io->scratch, e);
+  } else if (!status && io->dx && a.input_grad == CLT_CONV_IN_PLACE) {
     status = clt_conv_dx(io->replica, &g, hp(l)->filters, io->dy, io->params, l->params[0].offset,
                          io->dx, e);
   } else if (!status && io->dx) {

@@ -1,0 +1,257 @@
+/* Winograd F(m x m, 3x3) convolutions (gemm.h) on any backend: cl/winograd.cl's
+ * transforms through the backend's launch shapes, and the (m+2)^2 products of
+ * the Winograd domain through its GEMM (clt_gemm with offsets).
+ *
+ * With P tiles of m x m outputs (every image's ceil(OH/m) x ceil(OW/m)) and
+ * T = (m+2)^2 positions, the scratch holds for a pass:
+ *   forward: V[T][P][C] (input), M[T][P][CO] (products), U[T][C][CO] (kernel)
+ *   dx:      the same over dy's tiles of dx, with C and CO swapped
+ *   dW:      V[T][P][C], Z[T][P][CO] (output gradient), dU[T][C][CO]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+int clt_winograd_env(void) {
+  const char *v = getenv("CLTRAIN_WINOGRAD");
+  if (!v || !*v || strcmp(v, "off") == 0) return 0;
+  if (strcmp(v, "2") == 0) return 2;
+  if (strcmp(v, "4") == 0) return 4;
+  return -1;
+}
+
+int clt_winograd_fits(const clt_conv_geom *g) { return g->kh == 3 && g->kw == 3 && g->stride == 1; }
+
+static int is_winograd(int algo) {
+  return algo == CLT_CONV_WINOGRAD2 || algo == CLT_CONV_WINOGRAD4;
+}
+
+/* The product that runs as a convolution of `cin` channels of h x w into `cout` of oh x ow: the
+ * forward's, or dx's (dy's tiles of dx). */
+typedef struct wino_conv {
+  int m, batch, h, w, cin, pt, pl, oh, ow, cout;
+  int th, tw;
+  size_t p; /* tiles */
+} wino_conv;
+
+/* c with its tiles counted. */
+static wino_conv tiled(wino_conv c) {
+  c.th = (c.oh + c.m - 1) / c.m;
+  c.tw = (c.ow + c.m - 1) / c.m;
+  c.p = (size_t)c.batch * c.th * c.tw;
+  return c;
+}
+
+static wino_conv forward_conv(const clt_conv_geom *g, int filters, int m) {
+  return tiled((wino_conv){m, g->batch, g->h, g->w, g->c, g->pad_top, g->pad_left, g->oh, g->ow,
+                           filters, 0, 0, 0});
+}
+
+/* dx = dy convolved with the flipped kernel, dy padded by 2 - PT rows and 2 - PL columns. */
+static wino_conv dx_conv(const clt_conv_geom *g, int filters, int m) {
+  return tiled((wino_conv){m, g->batch, g->oh, g->ow, filters, 2 - g->pad_top, 2 - g->pad_left,
+                           g->h, g->w, g->c, 0, 0, 0});
+}
+
+static size_t positions(int m) { return (size_t)(m + 2) * (size_t)(m + 2); }
+
+/* V, M (or Z), U (or dU), in that order in the scratch. */
+static size_t conv_floats(const wino_conv *c) {
+  return positions(c->m) * (c->p * c->cin + c->p * c->cout + (size_t)c->cin * c->cout);
+}
+
+size_t clt_winograd_scratch(const clt_conv_geom *g, int filters, const clt_conv_algos *a) {
+  size_t n = 0, f;
+  if (is_winograd(a->forward)) {
+    const wino_conv c = forward_conv(g, filters, a->forward);
+    f = conv_floats(&c);
+    if (f > n) n = f;
+  }
+  if (is_winograd(a->weight_grad)) {
+    const wino_conv c = forward_conv(g, filters, a->weight_grad);
+    f = conv_floats(&c);
+    if (f > n) n = f;
+  }
+  if (is_winograd(a->input_grad)) {
+    const wino_conv c = dx_conv(g, filters, a->input_grad);
+    f = conv_floats(&c);
+    if (f > n) n = f;
+  }
+  return n;
+}
+
+static void wino_options(int m, char *buf, size_t size) { snprintf(buf, size, "-DWINO_M=%d", m); }
+
+static int wino_kernel(clt_replica *r, int m, const char *name, cl_kernel *k, clt_err *e) {
+  char options[32];
+  wino_options(m, options, sizeof options);
+  return clt_replica_kernel(r, "winograd.cl", options, name, k, e);
+}
+
+/* The T products of position t: [P x cin] * [cin x cout] (forward, dx), or
+ * [cin x P]^T-read V times Z: [P x cin]^T [P x cout] (dW). */
+static clt_gemm_shape product_shape(const wino_conv *c) {
+  const size_t k = (size_t)c->cin, n = (size_t)c->cout;
+  return (clt_gemm_shape){0, 0, c->p, n, k, k, n, n};
+}
+static clt_gemm_shape grad_shape(const wino_conv *c) {
+  const size_t m = (size_t)c->cin, n = (size_t)c->cout;
+  return (clt_gemm_shape){1, 0, m, n, c->p, m, n, n};
+}
+
+static int reserve_pass(clt_replica *r, const wino_conv *c, int weight_grad, int flip, clt_err *e) {
+  const char *const fwd[] = {flip ? "wino_filter_flip" : "wino_filter", "wino_input",
+                             "wino_output"};
+  const char *const dw[] = {"wino_input", "wino_grad_output", "wino_filter_grad"};
+  cl_kernel k;
+  int status = CLT_OK;
+  for (int i = 0; i < 3 && !status; i++)
+    status = wino_kernel(r, c->m, weight_grad ? dw[i] : fwd[i], &k, e);
+  const clt_gemm_shape s = weight_grad ? grad_shape(c) : product_shape(c);
+  return status ? status : clt_gemm_reserve(r, &s, e);
+}
+
+int clt_winograd_reserve(clt_replica *r, const clt_conv_geom *g, int filters,
+                         const clt_conv_algos *a, clt_err *e) {
+  int status = CLT_OK;
+  if (is_winograd(a->forward)) {
+    const wino_conv c = forward_conv(g, filters, a->forward);
+    status = reserve_pass(r, &c, 0, 0, e);
+  }
+  if (!status && is_winograd(a->weight_grad)) {
+    const wino_conv c = forward_conv(g, filters, a->weight_grad);
+    status = reserve_pass(r, &c, 1, 0, e);
+  }
+  if (!status && is_winograd(a->input_grad)) {
+    const wino_conv c = dx_conv(g, filters, a->input_grad);
+    status = reserve_pass(r, &c, 0, 1, e);
+  }
+  return status;
+}
+
+static int check_tile(int m, clt_err *e) {
+  if (m == 2 || m == 4) return CLT_OK;
+  return clt_fail(e, CLT_ERR_INTERNAL, "Winograd tile %d: expected 2 or 4", m);
+}
+
+/* Where V, M (Z) and U (dU) start in the scratch, in floats. */
+typedef struct wino_parts {
+  int v, m, u;
+} wino_parts;
+
+static wino_parts parts(const wino_conv *c) {
+  const size_t t2 = positions(c->m), v = t2 * c->p * c->cin, m = t2 * c->p * c->cout;
+  return (wino_parts){0, (int)v, (int)(v + m)};
+}
+
+/* The scratch's floats must be addressable by the kernels' int offsets. */
+static int check_size(const wino_conv *c, clt_err *e) {
+  if (conv_floats(c) < (size_t)1 << 31) return CLT_OK;
+  return clt_fail(e, CLT_ERR_INTERNAL, "Winograd scratch of %zu floats: over 2^31", conv_floats(c));
+}
+
+/* The kernel's transform into U. The flip's kernel is the original one read
+ * as [3][3][cout][cin]: rows its cin (the original's outputs). */
+static int run_filter(clt_replica *r, const wino_conv *c, int flip, cl_mem w, size_t w_off,
+                      cl_mem s, int u_off, clt_err *e) {
+  cl_kernel k;
+  const char *name = flip ? "wino_filter_flip" : "wino_filter";
+  int status = wino_kernel(r, c->m, name, &k, e);
+  if (status) return status;
+  const int off = (int)w_off, C = flip ? c->cout : c->cin, CO = flip ? c->cin : c->cout;
+  clt_karg args[] = {CLT_ARG(w), CLT_ARG(off), CLT_ARG(s), CLT_ARG(u_off), CLT_ARG(C), CLT_ARG(CO)};
+  if (flip) return clt_launch_rows(r, k, name, args, 6, (size_t)C, (size_t)CO, 1, e);
+  return clt_launch_rows(r, k, name, args, 6, (size_t)CO, (size_t)C, 1, e);
+}
+
+static int run_input(clt_replica *r, const wino_conv *c, cl_mem x, cl_mem s, int v_off,
+                     clt_err *e) {
+  cl_kernel k;
+  int status = wino_kernel(r, c->m, "wino_input", &k, e);
+  if (status) return status;
+  clt_karg args[] = {CLT_ARG(x),     CLT_ARG(s),     CLT_ARG(v_off),  CLT_ARG(c->batch),
+                     CLT_ARG(c->h),  CLT_ARG(c->w),  CLT_ARG(c->cin), CLT_ARG(c->pt),
+                     CLT_ARG(c->pl), CLT_ARG(c->th), CLT_ARG(c->tw)};
+  return clt_launch_rows(r, k, "wino_input", args, 11, (size_t)c->cin, c->p, 1, e);
+}
+
+/* The forward's (and dx's) T products: M[t] = V[t] U[t]. */
+static int run_products(clt_replica *r, const wino_conv *c, cl_mem s, wino_parts at, clt_err *e) {
+  const clt_gemm_shape shape = product_shape(c);
+  const size_t v = c->p * c->cin, mm = c->p * c->cout, u = (size_t)c->cin * c->cout;
+  int status = CLT_OK;
+  for (size_t t = 0; t < positions(c->m) && !status; t++)
+    status = clt_gemm(r, &shape, 1.0f, s, at.v + t * v, s, at.u + t * u, 0.0f, s, at.m + t * mm, e);
+  return status;
+}
+
+static int run_output(clt_replica *r, const wino_conv *c, cl_mem s, int m_off, cl_mem y,
+                      cl_mem bias, long bias_off, int relu, clt_err *e) {
+  cl_kernel k;
+  int status = wino_kernel(r, c->m, "wino_output", &k, e);
+  if (status) return status;
+  const int boff = bias_off < 0 ? -1 : (int)bias_off;
+  clt_karg args[] = {CLT_ARG(s),       CLT_ARG(m_off),    CLT_ARG(y),     CLT_ARG(bias),
+                     CLT_ARG(boff),    CLT_ARG(c->batch), CLT_ARG(c->oh), CLT_ARG(c->ow),
+                     CLT_ARG(c->cout), CLT_ARG(c->th),    CLT_ARG(c->tw), CLT_ARG(relu)};
+  return clt_launch_rows(r, k, "wino_output", args, 12, (size_t)c->cout, c->p, 1, e);
+}
+
+/* A forward over c: kernel, input, products, output. */
+static int run_conv(clt_replica *r, const wino_conv *c, int flip, cl_mem x, cl_mem w, size_t w_off,
+                    cl_mem y, cl_mem bias, long bias_off, int relu, cl_mem s, clt_err *e) {
+  int status = check_tile(c->m, e);
+  if (!status) status = check_size(c, e);
+  if (status) return status;
+  const wino_parts at = parts(c);
+  status = run_filter(r, c, flip, w, w_off, s, at.u, e);
+  if (!status) status = run_input(r, c, x, s, at.v, e);
+  if (!status) status = run_products(r, c, s, at, e);
+  if (!status) status = run_output(r, c, s, at.m, y, bias, bias_off, relu, e);
+  return status;
+}
+
+int clt_winograd_forward(clt_replica *r, const clt_conv_geom *g, int filters, int m, cl_mem x,
+                         cl_mem w, size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu,
+                         cl_mem scratch, clt_err *e) {
+  const wino_conv c = forward_conv(g, filters, m);
+  return run_conv(r, &c, 0, x, w, w_off, y, bias, bias_off, relu, scratch, e);
+}
+
+int clt_winograd_dx(clt_replica *r, const clt_conv_geom *g, int filters, int m, cl_mem dy, cl_mem w,
+                    size_t w_off, cl_mem dx, cl_mem scratch, clt_err *e) {
+  const wino_conv c = dx_conv(g, filters, m);
+  return run_conv(r, &c, 1, dy, w, w_off, dx, w, -1, 0, scratch, e);
+}
+
+int clt_winograd_dw(clt_replica *r, const clt_conv_geom *g, int filters, int m, cl_mem x, cl_mem dy,
+                    cl_mem dw, size_t dw_off, cl_mem scratch, clt_err *e) {
+  const wino_conv c = forward_conv(g, filters, m);
+  int status = check_tile(m, e);
+  if (!status) status = check_size(&c, e);
+  if (status) return status;
+  const wino_parts at = parts(&c);
+  status = run_input(r, &c, x, scratch, at.v, e);
+  cl_kernel k;
+  if (!status) status = wino_kernel(r, m, "wino_grad_output", &k, e);
+  if (!status) {
+    clt_karg args[] = {CLT_ARG(dy),      CLT_ARG(scratch), CLT_ARG(at.m),
+                       CLT_ARG(c.batch), CLT_ARG(c.oh),    CLT_ARG(c.ow),
+                       CLT_ARG(c.cout),  CLT_ARG(c.th),    CLT_ARG(c.tw)};
+    status = clt_launch_rows(r, k, "wino_grad_output", args, 9, (size_t)c.cout, c.p, 1, e);
+  }
+  /* dU[t] = V[t]^T Z[t], each a sum over the tiles in the GEMM's fixed order. */
+  const clt_gemm_shape shape = grad_shape(&c);
+  const size_t v = c.p * c.cin, z = c.p * c.cout, u = (size_t)c.cin * c.cout;
+  for (size_t t = 0; t < positions(m) && !status; t++) {
+    status = clt_gemm(r, &shape, 1.0f, scratch, at.v + t * v, scratch, at.m + t * z, 0.0f, scratch,
+                      at.u + t * u, e);
+  }
+  if (!status) status = wino_kernel(r, m, "wino_filter_grad", &k, e);
+  if (status) return status;
+  const int off = (int)dw_off;
+  clt_karg args[] = {CLT_ARG(scratch), CLT_ARG(at.u),  CLT_ARG(dw),
+                     CLT_ARG(off),     CLT_ARG(c.cin), CLT_ARG(c.cout)};
+  return clt_launch_rows(r, k, "wino_filter_grad", args, 6, (size_t)c.cout, (size_t)c.cin, 1, e);
+}

@@ -1,0 +1,147 @@
+/* Conv2D's passes on one device, direct kernels against Winograd F(2x2,3x3) and
+ * F(4x4,3x3) (the replica's winograd tile 0, 2, 4), on the 3x3 stride-1 layers of
+ * ResNet50 at 96 px (batch 16) and the reference CNN's second convolution
+ * (batch 64): the median over --runs runs of each pass, the three algorithms
+ * interleaved within each run (the machine's load falls on all alike).
+ *
+ *   bench_winograd [--runs N]
+ *
+ * A pass is timed from its launches to clFinish: forward; weight gradient
+ * (backward without dx: the ReLU and bias sums ride along); input gradient
+ * (backward of the frozen layer: dx alone). Output, a line per layer and pass:
+ *   conv2 24x24x64->64 B16 (x3) forward: direct 41.2 ms, F2 30.1 ms (1.37x), F4 25.3 ms (1.63x)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+
+typedef struct bench_layer {
+  const char *label, *entry;
+  int count; /* layers of this shape in the model */
+  int B, H, W, C;
+} bench_layer;
+
+static const bench_layer layers[] = {
+    {"resnet50 conv2", "c=Conv2D(64,3x3,s1,same,nobias)", 3, 16, 24, 24, 64},
+    {"resnet50 conv3", "c=Conv2D(128,3x3,s1,same,nobias)", 4, 16, 12, 12, 128},
+    {"resnet50 conv4", "c=Conv2D(256,3x3,s1,same,nobias)", 6, 16, 6, 6, 256},
+    {"resnet50 conv5", "c=Conv2D(512,3x3,s1,same,nobias)", 3, 16, 3, 3, 512},
+    {"fmnist-cnn conv2d_1", "c=Conv2D(80,3x3,s1,valid,relu)", 1, 64, 13, 13, 64},
+};
+
+enum { PASSES = 3, ALGOS = 3, MAX_RUNS = 64 };
+static const char *const pass_names[PASSES] = {"forward", "weight grad", "input grad"};
+static const int tiles[ALGOS] = {0, 2, 4};
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One pass of l on io with R's winograd tile `tile`, seconds. */
+static double time_pass(clt_layer *l, clt_layer_io *io, int pass, int tile) {
+  R->winograd = tile;
+  clt_layer_io run = *io;
+  l->frozen = pass == 2;
+  if (pass == 1) run.dx = NULL;
+  clFinish(R->queue);
+  const double t0 = now();
+  const int status = pass == 0 ? l->ops->forward(l, &run, &E) : l->ops->backward(l, &run, &E);
+  clFinish(R->queue);
+  const double t = now() - t0;
+  l->frozen = 0;
+  if (status) {
+    fprintf(stderr, "bench_winograd: %s\n", E.msg);
+    exit(1);
+  }
+  return t;
+}
+
+static void bench(const bench_layer *b, int runs) {
+  clt_layer l;
+  if (clt_layer_init(&l, b->entry, &E)) fatal("init");
+  const clt_shape in[1] = {{b->H, b->W, b->C}};
+  if (l.ops->setup(&l, in, &E)) fatal("setup");
+  const size_t nx = clt_shape_size(l.in) * b->B, ny = clt_shape_size(l.out) * b->B;
+  const size_t flat = place_params(&l);
+  double *params = dnew(flat), *x = dnew(nx), *dy = dnew(ny);
+  rand_fill(params, flat, -0.1, 0.1);
+  rand_fill(x, nx, -1, 1);
+  rand_fill(dy, ny, -1, 1);
+  /* Every algorithm's kernels and GEMM scratch, before the first timing. */
+  for (int a = 0; a < ALGOS; a++) {
+    R->winograd = tiles[a];
+    if (clt_layer_prepare(&l, R, b->B, NULL, &E)) fatal("prepare");
+  }
+  cl_mem X = dev_new(nx), Y = dev_new(ny), DY = dev_new(ny), DX = dev_new(nx);
+  cl_mem P = dev_new(flat), G = dev_new(flat), S = dev_new(clt_layer_scratch_floats(&l, b->B));
+  upload(X, 0, x, nx);
+  upload(P, 0, params, flat);
+  upload(DY, 0, dy, ny);
+  clt_layer_io io = {.replica = R,
+                     .batch = b->B,
+                     .train = 1,
+                     .stat_weight = 1.0f,
+                     .x = X,
+                     .y = Y,
+                     .dy = DY,
+                     .dx = DX,
+                     .params = P,
+                     .grads = G,
+                     .scratch = S};
+  static double t[ALGOS][PASSES][MAX_RUNS];
+  /* A warm-up run (PoCL's first launches), then the timed ones, interleaved. */
+  for (int r = -1; r < runs; r++)
+    for (int a = 0; a < ALGOS; a++)
+      for (int p = 0; p < PASSES; p++) {
+        const double s = time_pass(&l, &io, p, tiles[a]);
+        if (r >= 0) t[a][p][r] = s;
+      }
+  for (int p = 0; p < PASSES; p++) {
+    double med[ALGOS];
+    for (int a = 0; a < ALGOS; a++) med[a] = median(t[a][p], runs);
+    printf("%s %dx%dx%d->%d B%d (x%d) %s: direct %.2f ms, F2 %.2f ms (%.2fx), F4 %.2f ms (%.2fx)\n",
+           b->label, b->H, b->W, b->C, l.out.c, b->B, b->count, pass_names[p], 1e3 * med[0],
+           1e3 * med[1], med[0] / med[1], 1e3 * med[2], med[0] / med[2]);
+  }
+  fflush(stdout);
+  case_end();
+}
+
+int main(int argc, char **argv) {
+  int runs = 5;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+      runs = atoi(argv[++i]);
+    } else {
+      fprintf(stderr, "usage: bench_winograd [--runs N]\n");
+      return 2;
+    }
+  }
+  if (runs < 1 || runs > MAX_RUNS) {
+    fprintf(stderr, "bench_winograd: --runs must be 1 to %d\n", MAX_RUNS);
+    return 2;
+  }
+  /* The layers' scratch holds Winograd's room only where it is asked for. */
+  setenv("CLTRAIN_WINOGRAD", "2", 1);
+  rng_seed(0x5eed);
+  replica_open();
+  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) bench(&layers[i], runs);
+  replica_close();
+  return 0;
+}
