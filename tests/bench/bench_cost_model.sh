@@ -23,7 +23,8 @@
 #
 # CONFIG: plain (the default), overlap, fp16 or overlap+fp16. overlap runs cltrain
 # with --overlap-env's variables (default CLTRAIN_ALLREDUCE_BUCKETS=262144) and the
-# model with --overlap and --bucket-floats (default 262144); fp16 runs cltrain with
+# model with --overlap and --bucket-floats (default 262144), the others with
+# CLTRAIN_ALLREDUCE_BUCKETS=0 (no overlap); fp16 runs cltrain with
 # --fp16-args (default "--wire fp16") and the model with --wire fp16, converting a
 # float at the cost of copying its 4 bytes. Needs root (namespaces), mpirun and an
 # MPI build; takes about 10 minutes with the defaults.
@@ -89,7 +90,14 @@ flags_of() {
 }
 
 # config_run CONFIG: cltrain's extra environment (mpirun -x) and flags for it.
-config_env() { case $1 in overlap*) for v in $overlap_env; do printf -- '-x %s ' "$v"; done ;; esac; }
+# plain and fp16 turn the overlap off whatever the default (--wire fp16 overlaps
+# by default on CPU devices with two processes).
+config_env() {
+  case $1 in
+    overlap*) for v in $overlap_env; do printf -- '-x %s ' "$v"; done ;;
+    *) printf -- '-x CLTRAIN_ALLREDUCE_BUCKETS=0 ' ;;
+  esac
+}
 config_flags() { case $1 in *fp16) echo "$fp16_args" ;; esac; }
 config_model() {
   case $1 in
