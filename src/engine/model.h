@@ -8,7 +8,11 @@
 #include "layer.h"
 #include "source.h" /* clt_preprocess: how the uint8 images become the network's input */
 
-#define CLT_MAX_LAYERS 256 /* ResNet50 takes 125 (padding and activations folded in) */
+/* The model's layers are stored in place (a clt_model is plain data, copied by
+ * value); what is sized by the layer count elsewhere (a net's buffers, its plans)
+ * is allocated at set-up. ResNet50 takes 125 layers (padding and activations
+ * folded in), DenseNet201 about 700, NASNetLarge about 1000. */
+#define CLT_MAX_LAYERS 2048
 /* Bounds on what a model description may declare (clt_model_parse; the side
  * bound, CLT_MODEL_MAX_SIDE, is in layer.h) and on any layer's output per
  * example (1 GiB of floats), so no size computed from them overflows. */

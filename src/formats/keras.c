@@ -25,7 +25,7 @@
 #include "kconfig_impl.h"
 #include "keras_augment.h"
 
-#define MAX_NODES 1024
+#define MAX_NODES 2048
 #define MAX_INBOUND 16
 #define MAX_DEPTH 16    /* nested models within nested models */
 #define NAME_MAX_LEN 31 /* clt_layer's name[32] */
