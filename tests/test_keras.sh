@@ -61,19 +61,19 @@ variant() {
     json.dump(d, open('$tmp/$1.json', 'w'))"
 }
 variant unknown_option "c['foo'] = 1"
-variant he_normal "c['kernel_initializer'] = {'class_name': 'HeNormal', 'config': {'seed': None}}"
+variant orthogonal "c['kernel_initializer'] = {'class_name': 'Orthogonal', 'config': {'gain': 1.0, 'seed': None}}"
 variant trainable "c['trainable'] = 'no'"
 variant half "c['dtype'] = 'mixed_float16'"
 variant l2 "c['kernel_regularizer'] = {'class_name': 'L2', 'config': {'l2': 0.01}}"
 variant groups "c['groups'] = 2"
 for v in "unknown_option:option foo=1 is not supported" \
-  "he_normal:kernel_initializer HeNormal is not supported.*--weights" \
+  "orthogonal:kernel_initializer Orthogonal is not supported.*--weights" \
   "trainable:trainable is not true or false" "half:dtype mixed_float16" "l2:kernel_regularizer L2" "groups:groups"; do
   expect_fail "${v%%:*}: refused" "${v%%:*}.json: layer conv2d \(Conv2D\): ${v#*:}" \
     "$CLT" train --model "$tmp/${v%%:*}.json" --data "$FMNIST" --epochs 1 --checkpoint-dir "$tmp/ck_bad"
 done
 expect_ok "another initializer is fine when --weights gives the weights" "^Epoch 1, " \
-  "$CLT" train --model "$tmp/he_normal.json" --weights "$MODELS/seq_cnn/weights.npz" --epochs 1 \
+  "$CLT" train --model "$tmp/orthogonal.json" --weights "$MODELS/seq_cnn/weights.npz" --epochs 1 \
   --train-limit 64 --test-limit 64 --checkpoint-every 0
 expect_fail "--preprocess takes raw, unit or caffe" "--preprocess bgr" \
   "$CLT" train --model "$MODELS/seq_cnn/model.json" --preprocess bgr --epochs 1

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "init.h"
 #include "rng.h"
 
 /* Parameters start on 128-byte boundaries: what OpenCL devices commonly require
@@ -417,6 +418,10 @@ void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat) {
     const clt_layer *l = &m->layers[i];
     for (int p = 0; p < l->nparams; p++) {
       const clt_param *prm = &l->params[p];
+      if (prm->init.kind != CLT_INIT_DEFAULT) {
+        clt_init_fill(&prm->init, prm->rank, prm->dims, &rng, flat + prm->offset, prm->size);
+        continue;
+      }
       if (prm->glorot_fan_in == 0) {
         /* biases and betas start at 0, gammas and moving variances at 1 */
         for (size_t j = 0; j < prm->size; j++) flat[prm->offset + j] = prm->init_constant;

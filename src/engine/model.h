@@ -75,7 +75,8 @@ int clt_model_freeze_until(clt_model *m, const char *name, const char *flag, clt
  * below the lowest trainable layer. */
 void clt_model_grads_needed(const clt_model *m, unsigned char *needed);
 
-/* Keras initialisation from the seed: Glorot-uniform kernels, zero biases.
+/* Keras initialisation from the seed: each parameter's initializer (clt_init),
+ * by default Glorot-uniform kernels, zero biases.
  * flat has m->flat_floats floats; alignment gaps are zeroed. */
 void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat);
 

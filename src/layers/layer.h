@@ -27,6 +27,23 @@ static inline size_t clt_shape_size(clt_shape s) { return (size_t)s.h * s.w * s.
 #define CLT_MAX_LAYER_PARAMS 4
 
 /* One parameter tensor in Keras layout, e.g. "kernel" (3,3,1,64). */
+/* How a parameter starts, as Keras' initializers (src/engine/init.h):
+ * CLT_INIT_DEFAULT is the kind's own (Glorot uniform with glorot_fan_in, else
+ * init_constant). The others take their arguments from a and b: Constant(a),
+ * RandomNormal(mean a, stddev b), RandomUniform(minval a, maxval b),
+ * TruncatedNormal(mean a, stddev b: normal values redrawn beyond 2 stddev), and
+ * VarianceScaling(scale a, mode, distribution) on the fans of the parameter's
+ * shape (GlorotUniform, HeNormal, LecunUniform, ... are its special cases). */
+enum { CLT_INIT_DEFAULT, CLT_INIT_CONSTANT, CLT_INIT_NORMAL, CLT_INIT_UNIFORM,
+       CLT_INIT_TRUNCATED, CLT_INIT_SCALING };
+enum { CLT_FAN_IN, CLT_FAN_OUT, CLT_FAN_AVG };
+enum { CLT_DIST_TRUNCATED, CLT_DIST_NORMAL, CLT_DIST_UNIFORM };
+typedef struct clt_init {
+  int kind;
+  double a, b;
+  int mode, distribution; /* CLT_INIT_SCALING: CLT_FAN_*, CLT_DIST_* */
+} clt_init;
+
 typedef struct clt_param {
   char name[24];
   char alias[24]; /* another version's name for it ("depthwise_kernel" in tf.keras 2.x
@@ -37,6 +54,7 @@ typedef struct clt_param {
   size_t offset;                        /* in floats, within the replica's flat parameter buffer */
   double glorot_fan_in, glorot_fan_out; /* 0, 0: initialised to init_constant */
   float init_constant;                  /* 0 for biases and betas, 1 for gammas, variances */
+  clt_init init;                        /* a model file's initializer (kind 0: the above) */
   /* Not trained by Adam (BatchNormalization's moving statistics): these sit after
    * every trainable parameter in the flat buffer, and their slots in the gradient
    * buffer carry the replica's share of the batch statistics instead of a gradient,
