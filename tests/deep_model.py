@@ -3,7 +3,9 @@
 tests/test_deep_model.sh, from the layers of tests/models/functional_add_concat_k2:
 a 3x3 stem, then BLOCKS blocks of a 1x1 Conv2D (2 filters, relu) concatenated to
 its input, a 1x1 Conv2D back to 4 channels after every 8 blocks, global average
-pooling and a Dense of 3 logits. Pure Python (json only).
+pooling and a Dense of 3 logits. Layers are named as NASNet's and ConvNeXt's
+are, in up to 40 characters, so the model's description runs past 80 KB. Pure
+Python (json only).
 
     deep_model.py TEMPLATE.json BLOCKS OUT.json
 """
@@ -34,12 +36,12 @@ def main():
     x = add("Conv2D", "stem", [inp], filters=4, kernel_size=[3, 3], padding="same",
             activation="relu")
     for b in range(blocks):
-        y = add("Conv2D", "conv_%d" % b, [x], filters=2, kernel_size=[1, 1], padding="same",
-                activation="relu")
-        x = add("Concatenate", "concat_%d" % b, [x, y], axis=-1)
+        y = add("Conv2D", "densenet_like_block_%d_pointwise_conv" % b, [x], filters=2,
+                kernel_size=[1, 1], padding="same", activation="relu")
+        x = add("Concatenate", "densenet_like_block_%d_concatenate" % b, [x, y], axis=-1)
         if b % 8 == 7:
-            x = add("Conv2D", "transition_%d" % b, [x], filters=4, kernel_size=[1, 1],
-                    padding="same", activation="linear")
+            x = add("Conv2D", "densenet_like_transition_%d_conv" % b, [x], filters=4,
+                    kernel_size=[1, 1], padding="same", activation="linear")
     x = add("GlobalAveragePooling2D", "pool", [x])
     x = add("Dense", "logits", [x], units=3, activation="linear")
     d["config"]["name"] = "deep_densenet"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Any number of layers: a DenseNet-like Keras model file of more than 700 layers
-# (written by tests/deep_model.py) imports, trains a step on two replicas to the
-# same weights as on one, saves, resumes and exports ONNX, which ONNX Runtime runs
-# to cltrain's logits (where onnxruntime is importable).
+# named in up to 40 characters (written by tests/deep_model.py; its description
+# runs past 80 KB) imports, trains a step on two replicas to the same weights as on
+# one, saves, resumes and exports ONNX, which ONNX Runtime runs to cltrain's
+# predictions (where onnxruntime is importable).
 set -u
 CLT=$1
 MAKE=$2

@@ -233,12 +233,13 @@ json.dump(d, open('$tmp/training_true.json', 'w'))
 d = json.load(open('$MODELS/nested_seq/model.json'))
 f = [l for l in d['config']['layers'] if l['config']['name'] == 'features'][0]
 b = [l for l in f['config']['layers'] if l['config']['name'] == 'block'][0]
-b['config']['name'] = 'a_block_of_a_long_name'
+b['config']['name'] = 'a_block_of_a_long_name_that_runs_past_sixty_characters'
 json.dump(d, open('$tmp/long_clash.json', 'w'))"
 refuse "$tmp/training_true.json" "layer base: called with training=True"
 refuse "$tmp/long_clash.json" \
-  "layer mix of nested model a_block_of_a_long_name is named as another layer of the file, and \
-features/a_block_of_a_long_name/mix, its name where names clash, is longer than 31 characters"
+  "layer mix of nested model a_block_of_a_long_name_that_runs_past_sixty_characters is named as \
+another layer of the file, and features/a_block_of_a_long_name_that_runs_past_sixty_characters/mix, \
+its name where names clash, is longer than 63 characters"
 expect_ok "a frozen base called with training=False trains and evaluates on photos" \
   "^Epoch 1, .*Accuracy" "$CLT" train --model "$MODELS/transfer_bn_k2/model.json" --data "$tmp/ph" \
   --weights "$MODELS/transfer_bn_k2/weights.npz" --epochs 1 --checkpoint-dir "$tmp/ck_transfer"

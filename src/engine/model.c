@@ -367,7 +367,7 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
                     const char *description, clt_model *m, clt_err *e) {
   int status = CLT_OK;
   clt_pad pad = {0, 0, 0, 0};
-  char pad_name[32] = "";
+  char pad_name[CLT_LAYER_NAME_SIZE] = "";
   memset(m, 0, sizeof *m);
   /* A description read from a file (a checkpoint's metadata) may say anything:
    * sizes out of range would wrap every size computed from them. */

@@ -28,7 +28,7 @@
 #define MAX_NODES 2048
 #define MAX_INBOUND 16
 #define MAX_DEPTH 16    /* nested models within nested models */
-#define NAME_MAX_LEN 31 /* clt_layer's name[32] */
+#define NAME_MAX_LEN (CLT_LAYER_NAME_SIZE - 1) /* clt_layer's name */
 /* Description entries a Keras layer may become: its own, a chain of pairs (Add or
  * Concatenate of up to MAX_INBOUND tensors) and an Activation. */
 #define MAX_ENTRIES (MAX_NODES + 2 * MAX_INBOUND + CLT_MAX_LAYERS)
@@ -52,17 +52,17 @@ typedef struct knode {
   int alias;       /* passes its one input through (a nested model, its InputLayer) */
   int frozen;      /* trainable false, its own or a nested model's */
   int inference;   /* a tf.keras 2.x call with training=False, its own or a nested model's */
-  char tensor[64]; /* the cltrain layer (or "input") holding this node's output */
+  char tensor[128]; /* the cltrain layer (or "input") holding this node's output */
   /* A ZeroPadding2D folded into this node: sides and the padding layer's name. */
   int pad[4];
   const char *pad_name;
   int skip;         /* a ZeroPadding2D folded into its consumer, or the final softmax */
-  char renamed[64]; /* a nested model's layer named as another: "<model>/<layer>" */
+  char renamed[128]; /* a nested model's layer named as another: "<model>/<layer>" */
 } knode;
 
 /* A description entry and the node it came from (for frozen and inference). */
 typedef struct kentry {
-  char name[64];
+  char name[128];
   int node;
 } kentry;
 
@@ -442,11 +442,11 @@ static int rename_clashes(loader *ld, clt_err *e) {
     int path[MAX_DEPTH + 1], depth = 0;
     for (int p = k->parent; p >= 0 && depth <= MAX_DEPTH; p = ld->nodes[p].parent)
       path[depth++] = p;
-    char full[MAX_DEPTH * 64 + 64] = "";
+    char full[MAX_DEPTH * 128 + 128] = "";
     size_t used = 0;
     for (int d = depth - 1; d >= 0; d--)
-      used += (size_t)snprintf(full + used, sizeof full - used, "%.62s/", ld->nodes[path[d]].name);
-    snprintf(full + used, sizeof full - used, "%.62s", k->name);
+      used += (size_t)snprintf(full + used, sizeof full - used, "%.126s/", ld->nodes[path[d]].name);
+    snprintf(full + used, sizeof full - used, "%.126s", k->name);
     if (strlen(full) > NAME_MAX_LEN) {
       return clt_fail(e, CLT_ERR_FORMAT,
                       "%s: layer %s of nested model %s is named as another layer of the file, and "
@@ -1055,10 +1055,10 @@ static int emit_node(loader *ld, int i, clt_err *e) {
                        want == 1 ? "" : "s", k->ninputs);
   }
   /* Add and Concatenate of n > 2 tensors: pairs, "<name>/1" ... then "<name>". */
-  char prev[64];
+  char prev[128];
   snprintf(prev, sizeof prev, "%s", input_tensor(ld, k, 0));
   for (int j = 1; j < k->ninputs - 1; j++) {
-    char part[64];
+    char part[128];
     snprintf(part, sizeof part, "%s/%d", k->name, j);
     if ((status = check_name(ld, part, e))) return status;
     if ((status = append(ld, e, "%s=%s<%s,%s ", part, kind, prev, input_tensor(ld, k, j))) ||
@@ -1078,7 +1078,7 @@ static int emit_node(loader *ld, int i, clt_err *e) {
       ld->softmax_output = 1;
       return CLT_OK;
     }
-    char name[64];
+    char name[128];
     snprintf(name, sizeof name, "%s/%s", k->name, act);
     if ((status = check_name(ld, name, e))) return status;
     if ((status = append(ld, e, "%s=Activation(%s)<%s ", name, act, k->name)) ||

@@ -216,18 +216,22 @@ void clt_pad_describe(clt_pad p, char *buf, size_t size);
 int clt_pad_to_onnx(const clt_layer *l, clt_onnx *g, clt_pad p, const char *input,
                     const char *output, clt_err *e);
 
+/* Room for a layer's name and the terminating zero (NASNet's and ConvNeXt's names
+ * run to 40 characters and more). */
+#define CLT_LAYER_NAME_SIZE 64
+
 /* Room for a kind's own hyper-parameter struct inside a clt_layer. */
 #define CLT_LAYER_HP_BYTES 64
 
 struct clt_layer {
   const clt_layer_ops *ops;
-  char name[32]; /* Keras layer name: conv2d, conv2d_1, max_pooling2d, dense, ... */
+  char name[CLT_LAYER_NAME_SIZE]; /* Keras layer name: conv2d, conv2d_1, dense, ... */
   /* The graph: layers are stored in an order where inputs come first. */
   int ninputs;
   int inputs[2];     /* index of the producing layer, or -1 for the model's input */
   int frozen;        /* 1: its weights are not trained (BatchNormalization: inference mode) */
   clt_pad pad;       /* a ZeroPadding2D folded in front (all 0: none) */
-  char pad_name[32]; /* its Keras name, for descriptions */
+  char pad_name[CLT_LAYER_NAME_SIZE]; /* its Keras name, for descriptions */
   /* The kind's hyper-parameters, as its own struct (see clt_layer_hp). */
   _Alignas(double) unsigned char hp[CLT_LAYER_HP_BYTES];
   /* derived by setup */
