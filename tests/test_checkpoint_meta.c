@@ -254,7 +254,7 @@ static void test_malformed(void) {
       {0, 0, "\"architecture\"", "\"frozen\": 3, \"architecture\"",
        "metadata key frozen is a number, not an array"},
       {0, 0, "\"architecture\"", "\"frozen\": [\"conv2d\", 1], \"architecture\"",
-       "metadata key frozen holds a number, not a layer name (a string of at most 31 "
+       "metadata key frozen holds a number, not a layer name (a string of at most 63 "
        "characters)"},
       {0, 0, "\"architecture\"", "\"frozen\": [\"conv2d\", \"conv3d\"], \"architecture\"",
        "metadata key frozen names no layer of model fmnist-cnn: \"conv3d\""},

@@ -130,6 +130,7 @@ def run_cltrain(args, path, photos, params):
         else:
             msg = err[-1] if err else "exit status %d" % p.returncode
             outcome = re.sub(r"^cltrain: error: [^:]*: ", "", msg)
+            outcome = re.sub(r" \(supported: [^)]*\)", "", outcome)
     return layers, count, outcome, time.time() - t0
 
 
