@@ -70,8 +70,9 @@ void clt_init_fill(const clt_init *init, int rank, const int *dims, clt_rng *rng
       const double w = clt_init_scaling_width(init, fan_in, fan_out);
       for (size_t j = 0; j < n; j++) {
         out[j] = (float)(init->distribution == CLT_DIST_TRUNCATED ? w * truncated(rng)
-                         : init->distribution == CLT_DIST_NORMAL  ? w * normal(rng)
-                                                                  : w * (2.0 * clt_rng_uniform(rng) - 1.0));
+                         : init->distribution == CLT_DIST_NORMAL
+                             ? w * normal(rng)
+                             : w * (2.0 * clt_rng_uniform(rng) - 1.0));
       }
       return;
     }

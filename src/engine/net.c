@@ -21,7 +21,8 @@ static int alloc_floats(clt_net *net, size_t n, const char *what, cl_mem *out, c
 static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers, clt_err *e) {
   /* At most one buffer per layer output and per input's temporary is busy. */
   const int most = 3 * m->nlayers + 1;
-  int *owner = malloc((size_t)m->nlayers * sizeof *owner), *busy = calloc((size_t)most, sizeof *busy);
+  int *owner = malloc((size_t)m->nlayers * sizeof *owner),
+      *busy = calloc((size_t)most, sizeof *busy);
   int high = 0, status = CLT_OK;
   if (!owner || !busy) {
     free(owner);
@@ -29,13 +30,13 @@ static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory planning model %s's gradients", m->name);
   }
   for (int i = 0; i < m->nlayers; i++) owner[i] = -1;
-#define TAKE(dst)                                   \
-  do {                                              \
-    int b_ = 0;                                     \
-    while (b_ < most - 1 && busy[b_]) b_++;         \
-    busy[b_] = 1;                                   \
-    if (b_ + 1 > high) high = b_ + 1;               \
-    (dst) = b_;                                     \
+#define TAKE(dst)                           \
+  do {                                      \
+    int b_ = 0;                             \
+    while (b_ < most - 1 && busy[b_]) b_++; \
+    busy[b_] = 1;                           \
+    if (b_ + 1 > high) high = b_ + 1;       \
+    (dst) = b_;                             \
   } while (0)
   TAKE(owner[m->nlayers - 1]); /* the loss writes the logits' gradient */
   for (int i = m->nlayers - 1; i >= 0 && !status; i--) {
@@ -260,8 +261,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
       !net->stat_first || !net->stat_momentum) {
     free(act_buf);
     release(net); /* nothing on the device yet */
-    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a network of model %s",
-                    m->name);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a network of model %s", m->name);
   }
   net->model = m;
   net->replica = r;

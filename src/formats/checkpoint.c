@@ -803,7 +803,7 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
                              clt_err *e) {
   int status = CLT_OK;
   clt_npz *z = NULL;
-  char *used = NULL; /* per member: one this checkpoint may hold */
+  char *used = NULL;                                /* per member: one this checkpoint may hold */
   clt_checkpoint_meta *meta = malloc(sizeof *meta); /* large: not on the stack */
   char *arch = malloc(CLT_DESCRIBE_MAX);
   memset(st, 0, sizeof *st);

@@ -27,7 +27,7 @@
 
 #define MAX_NODES 2048
 #define MAX_INBOUND 16
-#define MAX_DEPTH 16    /* nested models within nested models */
+#define MAX_DEPTH 16                           /* nested models within nested models */
 #define NAME_MAX_LEN (CLT_LAYER_NAME_SIZE - 1) /* clt_layer's name */
 /* Description entries a Keras layer may become: its own, a chain of pairs (Add or
  * Concatenate of up to MAX_INBOUND tensors) and an Activation. */
@@ -48,15 +48,15 @@ typedef struct knode {
    * its consumers' inbound nodes (tf.keras 2.x counts the model's own graph as call
    * 0 when its first layer is an InputLayer). */
   int model, model_input, model_output, first_call;
-  int listed_call; /* the inbound node is tf.keras 2.x's list form */
-  int alias;       /* passes its one input through (a nested model, its InputLayer) */
-  int frozen;      /* trainable false, its own or a nested model's */
-  int inference;   /* a tf.keras 2.x call with training=False, its own or a nested model's */
+  int listed_call;  /* the inbound node is tf.keras 2.x's list form */
+  int alias;        /* passes its one input through (a nested model, its InputLayer) */
+  int frozen;       /* trainable false, its own or a nested model's */
+  int inference;    /* a tf.keras 2.x call with training=False, its own or a nested model's */
   char tensor[128]; /* the cltrain layer (or "input") holding this node's output */
   /* A ZeroPadding2D folded into this node: sides and the padding layer's name. */
   int pad[4];
   const char *pad_name;
-  int skip;         /* a ZeroPadding2D folded into its consumer, or the final softmax */
+  int skip;          /* a ZeroPadding2D folded into its consumer, or the final softmax */
   char renamed[128]; /* a nested model's layer named as another: "<model>/<layer>" */
 } knode;
 
@@ -609,7 +609,8 @@ static const struct {
     {"RandomNormal", "random_normal", {CLT_INIT_NORMAL, 0, 0.05, 0, 0}},
     {"RandomUniform", "random_uniform", {CLT_INIT_UNIFORM, -0.05, 0.05, 0, 0}},
     {"TruncatedNormal", "truncated_normal", {CLT_INIT_TRUNCATED, 0, 0.05, 0, 0}},
-    {"VarianceScaling", "variance_scaling",
+    {"VarianceScaling",
+     "variance_scaling",
      {CLT_INIT_SCALING, 1, 0, CLT_FAN_IN, CLT_DIST_TRUNCATED}},
     {"GlorotUniform", "glorot_uniform", {CLT_INIT_SCALING, 1, 0, CLT_FAN_AVG, CLT_DIST_UNIFORM}},
     {"GlorotNormal", "glorot_normal", {CLT_INIT_SCALING, 1, 0, CLT_FAN_AVG, CLT_DIST_TRUNCATED}},
@@ -645,9 +646,11 @@ static int read_initializer(const cJSON *v, clt_init *in, char *why, size_t size
   int k = 0;
   while (k < NINITIALIZERS && !initializer_is(v, initializers[k].cls, initializers[k].alias)) k++;
   if (k == NINITIALIZERS) {
-    snprintf(why, size, "%s is not supported (supported: Zeros, Ones, Constant, RandomNormal, "
+    snprintf(why, size,
+             "%s is not supported (supported: Zeros, Ones, Constant, RandomNormal, "
              "RandomUniform, TruncatedNormal, VarianceScaling, GlorotUniform, GlorotNormal, "
-             "HeNormal, HeUniform, LecunNormal, LecunUniform)", cls ? cls : "(no class)");
+             "HeNormal, HeUniform, LecunNormal, LecunUniform)",
+             cls ? cls : "(no class)");
     return -1;
   }
   *in = initializers[k].init;
@@ -680,11 +683,11 @@ static int read_initializer(const cJSON *v, clt_init *in, char *why, size_t size
     } else if (kind == CLT_INIT_SCALING && !named && strcmp(key, "distribution") == 0) {
       const char *d = cJSON_IsString(it) ? it->valuestring : "";
       /* Keras reads "normal" as "truncated_normal" */
-      in->distribution =
-          strcmp(d, "truncated_normal") == 0 || strcmp(d, "normal") == 0 ? CLT_DIST_TRUNCATED
-          : strcmp(d, "untruncated_normal") == 0                         ? CLT_DIST_NORMAL
-          : strcmp(d, "uniform") == 0                                    ? CLT_DIST_UNIFORM
-                                                                         : -1;
+      in->distribution = strcmp(d, "truncated_normal") == 0 || strcmp(d, "normal") == 0
+                             ? CLT_DIST_TRUNCATED
+                         : strcmp(d, "untruncated_normal") == 0 ? CLT_DIST_NORMAL
+                         : strcmp(d, "uniform") == 0            ? CLT_DIST_UNIFORM
+                                                                : -1;
       if (in->distribution < 0) {
         snprintf(why, size,
                  "VarianceScaling distribution %.40s is not truncated_normal, untruncated_normal, "

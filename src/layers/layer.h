@@ -34,8 +34,14 @@ static inline size_t clt_shape_size(clt_shape s) { return (size_t)s.h * s.w * s.
  * TruncatedNormal(mean a, stddev b: normal values redrawn beyond 2 stddev), and
  * VarianceScaling(scale a, mode, distribution) on the fans of the parameter's
  * shape (GlorotUniform, HeNormal, LecunUniform, ... are its special cases). */
-enum { CLT_INIT_DEFAULT, CLT_INIT_CONSTANT, CLT_INIT_NORMAL, CLT_INIT_UNIFORM,
-       CLT_INIT_TRUNCATED, CLT_INIT_SCALING };
+enum {
+  CLT_INIT_DEFAULT,
+  CLT_INIT_CONSTANT,
+  CLT_INIT_NORMAL,
+  CLT_INIT_UNIFORM,
+  CLT_INIT_TRUNCATED,
+  CLT_INIT_SCALING
+};
 enum { CLT_FAN_IN, CLT_FAN_OUT, CLT_FAN_AVG };
 enum { CLT_DIST_TRUNCATED, CLT_DIST_NORMAL, CLT_DIST_UNIFORM };
 typedef struct clt_init {
@@ -228,9 +234,9 @@ struct clt_layer {
   char name[CLT_LAYER_NAME_SIZE]; /* Keras layer name: conv2d, conv2d_1, dense, ... */
   /* The graph: layers are stored in an order where inputs come first. */
   int ninputs;
-  int inputs[2];     /* index of the producing layer, or -1 for the model's input */
-  int frozen;        /* 1: its weights are not trained (BatchNormalization: inference mode) */
-  clt_pad pad;       /* a ZeroPadding2D folded in front (all 0: none) */
+  int inputs[2]; /* index of the producing layer, or -1 for the model's input */
+  int frozen;    /* 1: its weights are not trained (BatchNormalization: inference mode) */
+  clt_pad pad;   /* a ZeroPadding2D folded in front (all 0: none) */
   char pad_name[CLT_LAYER_NAME_SIZE]; /* its Keras name, for descriptions */
   /* The kind's hyper-parameters, as its own struct (see clt_layer_hp). */
   _Alignas(double) unsigned char hp[CLT_LAYER_HP_BYTES];
