@@ -90,7 +90,9 @@ def write_models(out, only, size):
             except Exception as ex:  # Keras itself refuses the configuration
                 info[f] = [0, 0, s, "Keras: %s" % str(ex).splitlines()[0][:120]]
             keras.backend.clear_session()
-            json.dump(info, open(info_path, "w"), indent=1)
+            with open(info_path + ".tmp", "w") as fh:  # whole, for a run reading it
+                json.dump(info, fh, indent=1)
+            os.replace(info_path + ".tmp", info_path)
             print("wrote %s" % f, file=sys.stderr, flush=True)
     return info
 
