@@ -8,7 +8,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "check.h"
 #include "init.h"
@@ -81,10 +80,19 @@ static void check_uniform(const char *what, const clt_init *init, double lo, dou
         m.max);
 }
 
+/* Whether a and b hold the same N values. */
+static int same(const float *a, const float *b) {
+  for (size_t i = 0; i < N; i++)
+    if (a[i] != b[i]) return 0;
+  return 1;
+}
+
 int main(void) {
   float *v = malloc(N * sizeof *v), *w = malloc(N * sizeof *w);
   if (!v || !w) {
     fprintf(stderr, "out of memory\n");
+    free(v);
+    free(w);
     return 1;
   }
   double fi, fo;
@@ -137,9 +145,9 @@ int main(void) {
   const clt_init he = {CLT_INIT_SCALING, 2, 0, CLT_FAN_IN, CLT_DIST_TRUNCATED};
   draw(&he, 11, v);
   draw(&he, 11, w);
-  check(memcmp(v, w, N * sizeof *v) == 0, "the same seed draws the same values");
+  check(same(v, w), "the same seed draws the same values");
   draw(&he, 12, w);
-  check(memcmp(v, w, N * sizeof *v) != 0, "another seed draws others");
+  check(!same(v, w), "another seed draws others");
   free(v);
   free(w);
   return check_summary();

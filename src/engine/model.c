@@ -208,7 +208,7 @@ int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m
   text[0] = '\0';
   int status = b->describe(input, classes, &w, e);
   if (!status && w.used >= w.size) {
-    status = clt_fail(e, CLT_ERR_INTERNAL, "model %s: description longer than %d bytes", name,
+    status = clt_fail(e, CLT_ERR_INTERNAL, "model %s: description longer than %zu bytes", name,
                       CLT_DESCRIBE_MAX);
   }
   if (!status) status = clt_model_parse(name, input, classes, b->preprocess, text, m, e);

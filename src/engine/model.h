@@ -82,7 +82,7 @@ void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat);
 
 /* Longest description clt_model_describe writes (ResNet50's is about 10 KB,
  * DenseNet201's about 40 KB): a layer's name, kind and inputs take under 256. */
-#define CLT_DESCRIBE_MAX (CLT_MAX_LAYERS * 256)
+#define CLT_DESCRIBE_MAX ((size_t)CLT_MAX_LAYERS * 256)
 
 /* One line naming every layer and its hyper-parameters, e.g.
  * "conv2d=Conv2D(64,3x3,s1,valid,relu) max_pooling2d=MaxPooling2D(2,s2) ...":

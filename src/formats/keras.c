@@ -660,7 +660,8 @@ static int read_initializer(const cJSON *v, clt_init *in, char *why, size_t size
     const char *key = it->string;
     int bad = 0;
     if (strcmp(key, "seed") == 0) continue;
-    if (kind == CLT_INIT_CONSTANT && k == 2 && strcmp(key, "value") == 0) {
+    if ((kind == CLT_INIT_CONSTANT && k == 2 && strcmp(key, "value") == 0) ||
+        (kind == CLT_INIT_SCALING && !named && strcmp(key, "scale") == 0)) {
       bad = init_number(it, &in->a, why, size);
     } else if ((kind == CLT_INIT_NORMAL || kind == CLT_INIT_TRUNCATED) &&
                (strcmp(key, "mean") == 0 || strcmp(key, "stddev") == 0)) {
@@ -668,8 +669,6 @@ static int read_initializer(const cJSON *v, clt_init *in, char *why, size_t size
     } else if (kind == CLT_INIT_UNIFORM &&
                (strcmp(key, "minval") == 0 || strcmp(key, "maxval") == 0)) {
       bad = init_number(it, strcmp(key, "minval") == 0 ? &in->a : &in->b, why, size);
-    } else if (kind == CLT_INIT_SCALING && !named && strcmp(key, "scale") == 0) {
-      bad = init_number(it, &in->a, why, size);
     } else if (kind == CLT_INIT_SCALING && !named && strcmp(key, "mode") == 0) {
       const char *mode = cJSON_IsString(it) ? it->valuestring : "";
       in->mode = strcmp(mode, "fan_in") == 0    ? CLT_FAN_IN
