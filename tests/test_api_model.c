@@ -356,7 +356,7 @@ static void test_builtin(void) {
     cltrain_dataset_free(&d);
     return;
   }
-  clt_model built;
+  static clt_model built;
   clt_err e = {0};
   int h = 0, w = 0, c = 0;
   status = clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &built, &e);

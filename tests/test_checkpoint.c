@@ -532,7 +532,7 @@ static void test_nonfinite(const char *root) {
   }
 
   /* Moving statistics (BatchNormalization) are parameters too. */
-  clt_model rn;
+  static clt_model rn;
   clt_checkpoint rs = {0};
   if (clt_model_build("resnet-small", (clt_shape){32, 32, 3}, 3, &rn, &e)) {
     check(0, "resnet-small: %s", e.msg);

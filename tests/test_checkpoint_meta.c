@@ -164,7 +164,7 @@ static void expect_load(const char *what, const char *path, const clt_model *m, 
 /* Edits of good metadata, each refused naming the key (or loading where the key
  * does not matter). */
 static void test_malformed(void) {
-  clt_model m;
+  static clt_model m;
   clt_err e = {0};
   if (clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &m, &e)) {
     check(0, "building fmnist-cnn: %s", e.msg);
@@ -254,7 +254,7 @@ static void test_malformed(void) {
       {0, 0, "\"architecture\"", "\"frozen\": 3, \"architecture\"",
        "metadata key frozen is a number, not an array"},
       {0, 0, "\"architecture\"", "\"frozen\": [\"conv2d\", 1], \"architecture\"",
-       "metadata key frozen holds a number, not a layer name (a string of at most 31 "
+       "metadata key frozen holds a number, not a layer name (a string of at most 63 "
        "characters)"},
       {0, 0, "\"architecture\"", "\"frozen\": [\"conv2d\", \"conv3d\"], \"architecture\"",
        "metadata key frozen names no layer of model fmnist-cnn: \"conv3d\""},
@@ -293,7 +293,7 @@ static void test_malformed(void) {
 /* A learning-rate schedule and ReduceLROnPlateau's arguments and state come back
  * exactly, evaluation skips them, and a bad one is refused naming the key. */
 static void test_lr_control(void) {
-  clt_model m;
+  static clt_model m;
   clt_err e = {0};
   if (clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &m, &e)) {
     check(0, "building fmnist-cnn: %s", e.msg);
@@ -402,7 +402,7 @@ static void test_lr_control(void) {
  * back exactly (a best of 17 digits, no baseline), absent in a checkpoint
  * without it, and refused naming the key when malformed. */
 static void test_early_stopping(void) {
-  clt_model m;
+  static clt_model m;
   clt_err e = {0};
   if (clt_model_build("fmnist-cnn", (clt_shape){28, 28, 1}, 10, &m, &e)) {
     check(0, "building fmnist-cnn: %s", e.msg);
@@ -527,7 +527,7 @@ static void test_fixtures(const char *dir) {
   for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
     char path[4200], dir_again[4200], again[4300];
     clt_err e = {0};
-    clt_model m;
+    static clt_model m;
     clt_checkpoint st, eval;
     snprintf(path, sizeof path, "%s/v0.1.0-cefb85f/%s", dir, fixtures[f].file);
     if (clt_checkpoint_model(path, &m, &e) || clt_checkpoint_load(path, &m, 1, &st, &e)) {

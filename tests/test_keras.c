@@ -89,7 +89,8 @@ static int without_dropout(clt_model *m) {
   }
   out[used] = '\0';
   const int softmax = m->softmax_output;
-  clt_model copy = *m;
+  static clt_model copy; /* large: not on the stack */
+  copy = *m;
   int status = clt_model_parse(copy.name, copy.input, copy.classes, copy.preprocess, out, m, &E);
   m->softmax_output = softmax;
   for (int i = 0; i < m->nlayers && !status; i++) {

@@ -63,13 +63,13 @@ variant() {
     json.dump(d, open('$tmp/$1.json', 'w'))"
 }
 variant unknown_option "c['foo'] = 1"
-variant he_normal "c['kernel_initializer'] = {'class_name': 'HeNormal', 'config': {'seed': None}}"
+variant orthogonal "c['kernel_initializer'] = {'class_name': 'Orthogonal', 'config': {'gain': 1.0, 'seed': None}}"
 variant trainable "c['trainable'] = 'no'"
 variant half "c['dtype'] = 'mixed_float16'"
 variant l2 "c['kernel_regularizer'] = {'class_name': 'L2', 'config': {'l2': 0.01}}"
 variant groups "c['groups'] = 0"
 for v in "unknown_option:option foo=1 is not supported" \
-  "he_normal:kernel_initializer HeNormal is not supported.*--weights" \
+  "orthogonal:kernel_initializer Orthogonal is not supported.*--weights" \
   "trainable:trainable is not true or false" "half:dtype mixed_float16" "l2:kernel_regularizer L2" \
   "groups:groups 0 is not supported"; do
   expect_fail "${v%%:*}: refused" "${v%%:*}.json: layer conv2d \(Conv2D\): ${v#*:}" \
@@ -98,7 +98,7 @@ expect_fail "groups that do not divide the channels: refused" \
   "groups2.json.*conv2d: groups 2 must divide the 1 input channels and 8 filters" \
   "$CLT" train --model "$tmp/groups2.json" --data "$FMNIST" --epochs 1 --checkpoint-dir "$tmp/ck_bad"
 expect_ok "another initializer is fine when --weights gives the weights" "^Epoch 1, " \
-  "$CLT" train --model "$tmp/he_normal.json" --weights "$MODELS/seq_cnn/weights.npz" --epochs 1 \
+  "$CLT" train --model "$tmp/orthogonal.json" --weights "$MODELS/seq_cnn/weights.npz" --epochs 1 \
   --train-limit 64 --test-limit 64 --checkpoint-every 0
 expect_fail "--preprocess takes raw, unit or caffe" "--preprocess bgr" \
   "$CLT" train --model "$MODELS/seq_cnn/model.json" --preprocess bgr --epochs 1
@@ -278,12 +278,13 @@ json.dump(d, open('$tmp/training_true.json', 'w'))
 d = json.load(open('$MODELS/nested_seq/model.json'))
 f = [l for l in d['config']['layers'] if l['config']['name'] == 'features'][0]
 b = [l for l in f['config']['layers'] if l['config']['name'] == 'block'][0]
-b['config']['name'] = 'a_block_of_a_long_name'
+b['config']['name'] = 'a_block_of_a_long_name_that_runs_past_sixty_characters'
 json.dump(d, open('$tmp/long_clash.json', 'w'))"
 refuse "$tmp/training_true.json" "layer base: called with training=True"
 refuse "$tmp/long_clash.json" \
-  "layer mix of nested model a_block_of_a_long_name is named as another layer of the file, and \
-features/a_block_of_a_long_name/mix, its name where names clash, is longer than 31 characters"
+  "layer mix of nested model a_block_of_a_long_name_that_runs_past_sixty_characters is named as \
+another layer of the file, and features/a_block_of_a_long_name_that_runs_past_sixty_characters/mix, \
+its name where names clash, is longer than 63 characters"
 expect_ok "a frozen base called with training=False trains and evaluates on photos" \
   "^Epoch 1, .*Accuracy" "$CLT" train --model "$MODELS/transfer_bn_k2/model.json" --data "$tmp/ph" \
   --weights "$MODELS/transfer_bn_k2/weights.npz" --epochs 1 --checkpoint-dir "$tmp/ck_transfer"

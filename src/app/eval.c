@@ -121,7 +121,7 @@ int clt_eval(const clt_eval_opts *o, clt_err *e) {
   clt_device_list devices = {0};
   clt_trainer *t = NULL;
   clt_checkpoint state = {0};
-  clt_model model;
+  static clt_model model; /* large: not on the stack */
   const clt_device *chosen[CLT_MAX_REPLICAS];
   int nchosen = 0;
   char path[4096] = "", tmp[4200] = "", list[4200] = "";

@@ -219,7 +219,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                     .profile = o->profile,
                     .verbose = o->verbose,
                     .launch = clt_now_seconds() /* start-up is timed from here */};
-  clt_model model;
+  static clt_model model; /* large: not on the stack */
   const clt_device *chosen[CLT_MAX_REPLICAS];
   int nchosen = 0, replicas = 0;
   char ckpt_path[4096];

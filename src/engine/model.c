@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "init.h"
 #include "rng.h"
 
 /* Parameters start on 128-byte boundaries: what OpenCL devices commonly require
@@ -207,7 +208,7 @@ int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m
   text[0] = '\0';
   int status = b->describe(input, classes, &w, e);
   if (!status && w.used >= w.size) {
-    status = clt_fail(e, CLT_ERR_INTERNAL, "model %s: description longer than %d bytes", name,
+    status = clt_fail(e, CLT_ERR_INTERNAL, "model %s: description longer than %zu bytes", name,
                       CLT_DESCRIBE_MAX);
   }
   if (!status) status = clt_model_parse(name, input, classes, b->preprocess, text, m, e);
@@ -366,7 +367,7 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
                     const char *description, clt_model *m, clt_err *e) {
   int status = CLT_OK;
   clt_pad pad = {0, 0, 0, 0};
-  char pad_name[32] = "";
+  char pad_name[CLT_LAYER_NAME_SIZE] = "";
   memset(m, 0, sizeof *m);
   /* A description read from a file (a checkpoint's metadata) may say anything:
    * sizes out of range would wrap every size computed from them. */
@@ -417,6 +418,10 @@ void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat) {
     const clt_layer *l = &m->layers[i];
     for (int p = 0; p < l->nparams; p++) {
       const clt_param *prm = &l->params[p];
+      if (prm->init.kind != CLT_INIT_DEFAULT) {
+        clt_init_fill(&prm->init, prm->rank, prm->dims, &rng, flat + prm->offset, prm->size);
+        continue;
+      }
       if (prm->glorot_fan_in == 0) {
         /* biases and betas start at 0, gammas and moving variances at 1 */
         for (size_t j = 0; j < prm->size; j++) flat[prm->offset + j] = prm->init_constant;

@@ -8,7 +8,11 @@
 #include "layer.h"
 #include "source.h" /* clt_preprocess: how the uint8 images become the network's input */
 
-#define CLT_MAX_LAYERS 256 /* ResNet50 takes 125 (padding and activations folded in) */
+/* The model's layers are stored in place (a clt_model is plain data, copied by
+ * value); what is sized by the layer count elsewhere (a net's buffers, its plans)
+ * is allocated at set-up. ResNet50 takes 125 layers (padding and activations
+ * folded in), DenseNet201 about 700, NASNetLarge about 1000. */
+#define CLT_MAX_LAYERS 2048
 /* Bounds on what a model description may declare (clt_model_parse; the side
  * bound, CLT_MODEL_MAX_SIDE, is in layer.h) and on any layer's output per
  * example (1 GiB of floats), so no size computed from them overflows. */
@@ -71,12 +75,14 @@ int clt_model_freeze_until(clt_model *m, const char *name, const char *flag, clt
  * below the lowest trainable layer. */
 void clt_model_grads_needed(const clt_model *m, unsigned char *needed);
 
-/* Keras initialisation from the seed: Glorot-uniform kernels, zero biases.
+/* Keras initialisation from the seed: each parameter's initializer (clt_init),
+ * by default Glorot-uniform kernels, zero biases.
  * flat has m->flat_floats floats; alignment gaps are zeroed. */
 void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat);
 
-/* Longest description clt_model_describe writes (ResNet50's is about 10 KB). */
-#define CLT_DESCRIBE_MAX 32768
+/* Longest description clt_model_describe writes (ResNet50's is about 10 KB,
+ * DenseNet201's about 40 KB): a layer's name, kind and inputs take under 256. */
+#define CLT_DESCRIBE_MAX ((size_t)CLT_MAX_LAYERS * 256)
 
 /* One line naming every layer and its hyper-parameters, e.g.
  * "conv2d=Conv2D(64,3x3,s1,valid,relu) max_pooling2d=MaxPooling2D(2,s2) ...":

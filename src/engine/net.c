@@ -19,29 +19,34 @@ static int alloc_floats(clt_net *net, size_t n, const char *what, cl_mem *out, c
  * consumer writes it (ResNet's shortcuts); buffers return to the pool when the
  * producing layer's backward has read them. */
 static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers, clt_err *e) {
-  int owner[CLT_MAX_LAYERS], busy[CLT_MAX_GRAD_BUFFERS] = {0};
-  int high = 0;
+  /* At most one buffer per layer output and per input's temporary is busy. */
+  const int most = 3 * m->nlayers + 1;
+  int *owner = malloc((size_t)m->nlayers * sizeof *owner),
+      *busy = calloc((size_t)most, sizeof *busy);
+  int high = 0, status = CLT_OK;
+  if (!owner || !busy) {
+    free(owner);
+    free(busy);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory planning model %s's gradients", m->name);
+  }
   for (int i = 0; i < m->nlayers; i++) owner[i] = -1;
-#define TAKE(dst)                                                                          \
-  do {                                                                                     \
-    int b_ = 0;                                                                            \
-    while (b_ < CLT_MAX_GRAD_BUFFERS && busy[b_]) b_++;                                    \
-    if (b_ == CLT_MAX_GRAD_BUFFERS) {                                                      \
-      return clt_fail(e, CLT_ERR_INTERNAL, "model %s needs more than %d gradient buffers", \
-                      m->name, CLT_MAX_GRAD_BUFFERS);                                      \
-    }                                                                                      \
-    busy[b_] = 1;                                                                          \
-    if (b_ + 1 > high) high = b_ + 1;                                                      \
-    (dst) = b_;                                                                            \
+#define TAKE(dst)                           \
+  do {                                      \
+    int b_ = 0;                             \
+    while (b_ < most - 1 && busy[b_]) b_++; \
+    busy[b_] = 1;                           \
+    if (b_ + 1 > high) high = b_ + 1;       \
+    (dst) = b_;                             \
   } while (0)
   TAKE(owner[m->nlayers - 1]); /* the loss writes the logits' gradient */
-  for (int i = m->nlayers - 1; i >= 0; i--) {
+  for (int i = m->nlayers - 1; i >= 0 && !status; i--) {
     const clt_layer *l = &m->layers[i];
     clt_grad_plan *p = &plan[i];
     p->out = owner[i];
     if (p->out < 0) {
-      return clt_fail(e, CLT_ERR_INTERNAL, "model %s: layer %s feeds no other layer", m->name,
-                      l->name);
+      status = clt_fail(e, CLT_ERR_INTERNAL, "model %s: layer %s feeds no other layer", m->name,
+                        l->name);
+      break;
     }
     int keep_out = 0;
     for (int k = 0; k < 2; k++) {
@@ -71,8 +76,10 @@ static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers
     if (!keep_out) busy[p->out] = 0;
   }
 #undef TAKE
+  free(owner);
+  free(busy);
   *nbuffers = high;
-  return CLT_OK;
+  return status;
 }
 
 static size_t scratch_floats(const clt_model *m, int max_batch) {
@@ -88,10 +95,15 @@ static size_t scratch_floats(const clt_model *m, int max_batch) {
  * pool buffer and returns it once its last reader (or, for an aliasing layer,
  * the alias's last reader) has run; the logits stay. buf[i] gets the index. */
 static int plan_activations(const clt_model *m, int *buf, int *nbuffers, clt_err *e) {
-  int last_use[CLT_MAX_LAYERS], busy[CLT_MAX_ACT_BUFFERS] = {0}, high = 0;
   const int n = m->nlayers;
-  if (n < 1 || n > CLT_MAX_LAYERS) {
-    return clt_fail(e, CLT_ERR_INTERNAL, "model %s has %d layers", m->name, n);
+  int high = 0;
+  if (n < 1) return clt_fail(e, CLT_ERR_INTERNAL, "model %s has %d layers", m->name, n);
+  int *last_use = malloc((size_t)n * sizeof *last_use), *busy = calloc((size_t)n, sizeof *busy);
+  if (!last_use || !busy) {
+    free(last_use);
+    free(busy);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory planning model %s's activations",
+                    m->name);
   }
   for (int i = 0; i < n; i++) last_use[i] = i == n - 1 ? n : i;
   for (int i = 0; i < n; i++)
@@ -110,12 +122,8 @@ static int plan_activations(const clt_model *m, int *buf, int *nbuffers, clt_err
     if (l->ops->aliases_input) {
       buf[i] = l->inputs[0] >= 0 ? buf[l->inputs[0]] : -1; /* -1: the input batch */
     } else {
-      int b = 0;
-      while (b < CLT_MAX_ACT_BUFFERS && busy[b]) b++;
-      if (b == CLT_MAX_ACT_BUFFERS) {
-        return clt_fail(e, CLT_ERR_INTERNAL, "model %s needs more than %d activation buffers",
-                        m->name, CLT_MAX_ACT_BUFFERS);
-      }
+      int b = 0; /* one per layer at most */
+      while (b < n - 1 && busy[b]) b++;
       busy[b] = 1;
       buf[i] = b;
       if (b + 1 > high) high = b + 1;
@@ -127,24 +135,27 @@ static int plan_activations(const clt_model *m, int *buf, int *nbuffers, clt_err
         busy[buf[t]] = 0;
     }
   }
+  free(last_use);
+  free(busy);
   *nbuffers = high;
   return CLT_OK;
 }
 
 size_t clt_net_bytes(const clt_model *m, int max_batch, int train) {
-  clt_grad_plan plan[CLT_MAX_LAYERS];
-  int act[CLT_MAX_LAYERS], nbuf = 0;
+  clt_grad_plan *plan = malloc((size_t)m->nlayers * sizeof *plan);
+  int *act = malloc((size_t)m->nlayers * sizeof *act), nbuf = 0;
   clt_err ignored;
   const size_t in = clt_shape_size(m->input) * max_batch;
   const size_t max_act = clt_model_max_activation(m) * max_batch;
   /* Parameters; in training, the gradient and the optimizer's two slots. */
   size_t floats = m->flat_floats + in + 3 * (size_t)max_batch + scratch_floats(m, max_batch);
   if (train) floats += m->grad_floats + CLT_OPT_SLOTS * m->trainable_floats;
-  if (!train) {
-    if (plan_activations(m, act, &nbuf, &ignored)) nbuf = CLT_MAX_ACT_BUFFERS;
-    return (floats + (size_t)nbuf * max_act) * sizeof(float);
-  }
-  if (plan_gradients(m, plan, &nbuf, &ignored)) nbuf = CLT_MAX_GRAD_BUFFERS;
+  /* Without host memory to plan: the most buffers a plan can take. */
+  if (!train && (!act || plan_activations(m, act, &nbuf, &ignored))) nbuf = m->nlayers;
+  if (train && (!plan || plan_gradients(m, plan, &nbuf, &ignored))) nbuf = 3 * m->nlayers + 1;
+  free(plan);
+  free(act);
+  if (!train) return (floats + (size_t)nbuf * max_act) * sizeof(float);
   floats += (size_t)nbuf * max_act;
   for (int i = 0; i < m->nlayers; i++) {
     const clt_layer *l = &m->layers[i];
@@ -171,7 +182,6 @@ static void moving_runs(const clt_model *m, clt_net *net) {
       const float momentum = (float)prm->moving_momentum;
       if (!prm->non_trainable || m->layers[i].frozen) continue;
       if (net->stat_runs && net->stat_momentum[net->stat_runs - 1] == momentum) continue;
-      if (net->stat_runs == CLT_MAX_LAYERS) continue; /* cannot happen: one per layer at most */
       net->stat_first[net->stat_runs] = (int)prm->offset;
       net->stat_momentum[net->stat_runs++] = momentum;
     }
@@ -232,10 +242,27 @@ static void build_joint_program(const clt_model *m, clt_replica *r) {
 static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots, int train,
                   clt_net **out, clt_err *e) {
   int status = CLT_OK;
-  int act_buf[CLT_MAX_LAYERS] = {0}; /* set by plan_activations for an inference net */
   *out = NULL;
   clt_net *net = calloc(1, sizeof *net);
-  if (!net) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a network");
+  const size_t n = (size_t)m->nlayers;
+  /* set by plan_activations for an inference net */
+  int *act_buf = net ? calloc(n, sizeof *act_buf) : NULL;
+  if (net) {
+    net->model = m;
+    net->act = calloc(n, sizeof *net->act);
+    net->state = calloc(n, sizeof *net->state);
+    net->grad_plan = calloc(n, sizeof *net->grad_plan);
+    net->grads_needed = calloc(n, sizeof *net->grads_needed);
+    /* one run per parameter at most */
+    net->stat_first = calloc(n * CLT_MAX_LAYER_PARAMS, sizeof *net->stat_first);
+    net->stat_momentum = calloc(n * CLT_MAX_LAYER_PARAMS, sizeof *net->stat_momentum);
+  }
+  if (!net || !act_buf || !net->act || !net->state || !net->grad_plan || !net->grads_needed ||
+      !net->stat_first || !net->stat_momentum) {
+    free(act_buf);
+    release(net); /* nothing on the device yet */
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a network of model %s", m->name);
+  }
   net->model = m;
   net->replica = r;
   net->max_batch = max_batch;
@@ -247,6 +274,13 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   if (!train && (status = plan_activations(m, act_buf, &net->act_buffers, e))) goto cleanup;
   moving_runs(m, net);
   clt_model_grads_needed(m, net->grads_needed);
+  net->grad_pool = calloc(net->grad_buffers ? (size_t)net->grad_buffers : 1, sizeof(cl_mem));
+  net->act_pool = calloc(net->act_buffers ? (size_t)net->act_buffers : 1, sizeof(cl_mem));
+  if (!net->grad_pool || !net->act_pool) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a network of model %s",
+                      m->name);
+    goto cleanup;
+  }
   /* Fail before allocating when the device cannot hold it all: on CPU devices an
    * allocation past the RAM may only fail when touched, taking the host down. */
   const size_t need = clt_net_bytes(m, max_batch, train);
@@ -331,10 +365,12 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
     if (status) goto cleanup;
   }
   if ((status = clt_optimizer_kernels(r, e))) goto cleanup;
+  free(act_buf);
   *out = net;
   return CLT_OK;
 
 cleanup:
+  free(act_buf);
   release(net);
   return status;
 }
@@ -349,19 +385,27 @@ static void release(clt_net *net) {
   cl_mem *all[] = {&net->params,  &net->grads,   &net->opt_state[0], &net->opt_state[1],
                    &net->input,   &net->labels,  &net->scratch,      &net->losses,
                    &net->correct, &net->metrics, &net->grad_checks,  &net->check_partial};
-  for (int i = 0; i < net->model->nlayers && net->train; i++) {
+  for (int i = 0; i < net->model->nlayers && net->train && net->act && net->state; i++) {
     if (net->act[i] && !net->model->layers[i].ops->aliases_input) clReleaseMemObject(net->act[i]);
     if (net->state[i]) clReleaseMemObject(net->state[i]);
   }
-  for (int b = 0; b < CLT_MAX_ACT_BUFFERS; b++) {
+  for (int b = 0; b < net->act_buffers && net->act_pool; b++) {
     if (net->act_pool[b]) clReleaseMemObject(net->act_pool[b]);
   }
-  for (int b = 0; b < CLT_MAX_GRAD_BUFFERS; b++) {
+  for (int b = 0; b < net->grad_buffers && net->grad_pool; b++) {
     if (net->grad_pool[b]) clReleaseMemObject(net->grad_pool[b]);
   }
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
     if (*all[i]) clReleaseMemObject(*all[i]);
   }
+  free(net->act);
+  free(net->state);
+  free(net->grad_plan);
+  free(net->grads_needed);
+  free(net->stat_first);
+  free(net->stat_momentum);
+  free(net->act_pool);
+  free(net->grad_pool);
   free(net);
 }
 

@@ -10,11 +10,9 @@
 /* Activation gradients live in a small pool of buffers, each large enough for
  * any layer's output: a layer's output gradient is taken from the pool when its
  * first consumer's backward writes it and returned once the layer's own backward
- * has read it. clt_net_create plans the schedule once. */
-#define CLT_MAX_GRAD_BUFFERS 16
-/* An inference-only net keeps an activation only until its last reader has run,
+ * has read it. clt_net_create plans the schedule once, and sizes the pool so.
+ * An inference-only net keeps an activation only until its last reader has run,
  * in a pool of buffers like the gradients' (ResNet50: 3). */
-#define CLT_MAX_ACT_BUFFERS 16
 
 typedef struct clt_grad_plan {
   int out;       /* pool buffer holding the gradient of this layer's output */
@@ -37,23 +35,24 @@ typedef struct clt_net {
                                       model->trainable_floats; NULL when inference only */
   cl_mem input;                    /* (max_batch, input) floats, filled by a batch source */
   cl_mem labels;                   /* max_batch ints, filled by a batch source */
-  cl_mem act[CLT_MAX_LAYERS];      /* outputs; aliases of the input for flatten; in an
-                                      inference net, buffers of act_pool */
-  cl_mem act_pool[CLT_MAX_ACT_BUFFERS];
+  /* Per layer (model->nlayers each, allocated with the net): */
+  cl_mem *act;   /* outputs; aliases of the input for flatten; in an
+                    inference net, buffers of act_pool */
+  cl_mem *state; /* layers' forward-to-backward state, or NULL */
+  clt_grad_plan *grad_plan;
+  cl_mem *act_pool; /* act_buffers of them */
   int act_buffers;
-  cl_mem state[CLT_MAX_LAYERS]; /* layers' forward-to-backward state, or NULL */
-  cl_mem grad_pool[CLT_MAX_GRAD_BUFFERS];
+  cl_mem *grad_pool; /* grad_buffers of them */
   int grad_buffers;
-  clt_grad_plan grad_plan[CLT_MAX_LAYERS];
   clt_plan plan; /* the steps a pass runs, fused as the replica's backend allows */
   /* Whether the backward pass needs each layer's output gradient
    * (clt_model_grads_needed): layers that need none run no backward. */
-  unsigned char grads_needed[CLT_MAX_LAYERS];
+  unsigned char *grads_needed;
   /* The moving statistics (BatchNormalization's) as runs of the flat buffer's tail
    * sharing a momentum: stat_first[k] up to the next run's start (or the end). */
   int stat_runs;
-  int stat_first[CLT_MAX_LAYERS];
-  float stat_momentum[CLT_MAX_LAYERS];
+  int *stat_first;
+  float *stat_momentum;
   cl_mem scratch;
   cl_mem losses, correct; /* per example */
   cl_mem metrics;         /* (loss sum, correct count) per slot */

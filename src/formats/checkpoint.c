@@ -658,11 +658,13 @@ int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
 int clt_checkpoint_model_from(const char *path, const unsigned char *bytes, size_t size,
                               clt_model *m, clt_err *e) {
   clt_npz *z = NULL;
-  static _Thread_local clt_checkpoint_meta meta;
+  clt_checkpoint_meta *meta = malloc(sizeof *meta); /* large: not on the stack */
+  if (!meta) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", path);
   int status = open_archive(path, bytes, size, &z, e);
-  if (!status) status = clt_checkpoint_meta_read(path, z, 0, &meta, e);
-  if (!status && (status = clt_checkpoint_meta_model(&meta, m, e))) clt_wrap(e, "%s", path);
+  if (!status) status = clt_checkpoint_meta_read(path, z, 0, meta, e);
+  if (!status && (status = clt_checkpoint_meta_model(meta, m, e))) clt_wrap(e, "%s", path);
   clt_npz_free(z);
+  free(meta);
   return status;
 }
 
@@ -801,47 +803,51 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
                              clt_err *e) {
   int status = CLT_OK;
   clt_npz *z = NULL;
-  char *used = NULL; /* per member: one this checkpoint may hold */
-  static _Thread_local clt_checkpoint_meta meta;
-  static _Thread_local char arch[CLT_DESCRIBE_MAX];
+  char *used = NULL;                                /* per member: one this checkpoint may hold */
+  clt_checkpoint_meta *meta = malloc(sizeof *meta); /* large: not on the stack */
+  char *arch = malloc(CLT_DESCRIBE_MAX);
   memset(st, 0, sizeof *st);
+  if (!meta || !arch) {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
+    goto cleanup;
+  }
   if ((status = open_archive(path, bytes, size, &z, e))) goto cleanup;
   if (!(used = calloc((size_t)clt_npz_count(z) + 1, 1))) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
     goto cleanup;
   }
   clt_npz_take(z, "metadata", used);
-  if ((status = clt_checkpoint_meta_read(path, z, with_optimizer, &meta, e))) goto cleanup;
-  clt_model_describe(m, arch, sizeof arch);
-  if (strcmp(meta.model, m->name) != 0 || meta.classes != m->classes ||
-      meta.input.h != m->input.h || meta.input.w != m->input.w || meta.input.c != m->input.c) {
+  if ((status = clt_checkpoint_meta_read(path, z, with_optimizer, meta, e))) goto cleanup;
+  clt_model_describe(m, arch, CLT_DESCRIBE_MAX);
+  if (strcmp(meta->model, m->name) != 0 || meta->classes != m->classes ||
+      meta->input.h != m->input.h || meta->input.w != m->input.w || meta->input.c != m->input.c) {
     status = clt_fail(e, CLT_ERR_FORMAT,
                       "%s: checkpoint of model %s for %dx%dx%d inputs and %d class%s, not of %s "
                       "for %dx%dx%d and %d class%s",
-                      path, meta.model, meta.input.h, meta.input.w, meta.input.c, meta.classes,
-                      meta.classes == 1 ? "" : "es", m->name, m->input.h, m->input.w, m->input.c,
+                      path, meta->model, meta->input.h, meta->input.w, meta->input.c, meta->classes,
+                      meta->classes == 1 ? "" : "es", m->name, m->input.h, m->input.w, m->input.c,
                       m->classes, m->classes == 1 ? "" : "es");
     goto cleanup;
   }
-  if (strcmp(meta.architecture, arch) != 0) {
+  if (strcmp(meta->architecture, arch) != 0) {
     status = clt_fail(e, CLT_ERR_FORMAT,
                       "%s: architecture differs from this cltrain's %s: "
                       "checkpoint has [%s], cltrain builds [%s]",
-                      path, m->name, meta.architecture, arch);
+                      path, m->name, meta->architecture, arch);
     goto cleanup;
   }
   /* The layers the checkpoint's run froze have no slots there. */
   unsigned char was_frozen[CLT_MAX_LAYERS];
-  if ((status = clt_checkpoint_meta_frozen(&meta, m, was_frozen, e))) {
+  if ((status = clt_checkpoint_meta_frozen(meta, m, was_frozen, e))) {
     clt_wrap(e, "%s", path);
     goto cleanup;
   }
   if (with_optimizer) {
-    st->optimizer = meta.optimizer;
-    st->plateau = meta.plateau;
+    st->optimizer = meta->optimizer;
+    st->plateau = meta->plateau;
   }
-  st->data = meta.data;
-  st->early_stop = meta.early_stop;
+  st->data = meta->data;
+  st->early_stop = meta->early_stop;
   st->params = calloc(m->flat_floats, sizeof(float));
   int nomem = !st->params;
   for (int k = 0; k < CLT_OPT_SLOTS && with_optimizer; k++) {
@@ -914,6 +920,8 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
 cleanup:
   clt_npz_free(z);
   free(used);
+  free(meta);
+  free(arch);
   if (status) clt_checkpoint_free(st);
   return status;
 }

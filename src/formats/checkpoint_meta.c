@@ -162,10 +162,11 @@ static size_t spaced(const char *compact, char *out) {
 char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
                                const clt_plateau *plateau, const clt_checkpoint_data *data,
                                const clt_early_stop *es) {
-  static _Thread_local char arch[CLT_DESCRIBE_MAX];
+  char *arch = malloc(CLT_DESCRIBE_MAX);
   const int input[3] = {m->input.h, m->input.w, m->input.c};
   char *compact = NULL, *text = NULL;
-  clt_model_describe(m, arch, sizeof arch);
+  if (!arch) return NULL;
+  clt_model_describe(m, arch, CLT_DESCRIBE_MAX);
   cJSON *root = cJSON_CreateObject();
   int ok = add(root, "format", cJSON_CreateNumber(CLT_CHECKPOINT_FORMAT)) &&
            add(root, "model", cJSON_CreateString(m->name)) &&
@@ -176,6 +177,7 @@ char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
          (!m->softmax_output || add(root, "output", cJSON_CreateString("softmax")));
   }
   ok = ok && add(root, "architecture", cJSON_CreateString(arch));
+  free(arch);
   if (ok) ok = add_frozen(root, m);
   if (ok && opt->lr > 0) ok = add_optimizer(root, opt);
   if (ok && opt->lr > 0 && plateau && plateau->active) ok = add_plateau(root, plateau);

@@ -24,7 +24,7 @@ typedef struct clt_checkpoint_meta {
   /* "frozen": the layers whose weights the run did not train (none in an older
    * cltrain's checkpoint), by name. */
   int nfrozen;
-  char frozen[CLT_MAX_LAYERS][32];
+  char frozen[CLT_MAX_LAYERS][CLT_LAYER_NAME_SIZE];
   /* Read only when asked for: the optimizer's kind and hyper-parameters; lr 0 when
    * the metadata records none (an older cltrain's checkpoint, Adam's state). */
   clt_optimizer optimizer;

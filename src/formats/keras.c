@@ -25,10 +25,10 @@
 #include "kconfig_impl.h"
 #include "keras_augment.h"
 
-#define MAX_NODES 1024
+#define MAX_NODES 2048
 #define MAX_INBOUND 16
-#define MAX_DEPTH 16    /* nested models within nested models */
-#define NAME_MAX_LEN 31 /* clt_layer's name[32] */
+#define MAX_DEPTH 16                           /* nested models within nested models */
+#define NAME_MAX_LEN (CLT_LAYER_NAME_SIZE - 1) /* clt_layer's name */
 /* Description entries a Keras layer may become: its own, a chain of pairs (Add or
  * Concatenate of up to MAX_INBOUND tensors) and an Activation. */
 #define MAX_ENTRIES (MAX_NODES + 2 * MAX_INBOUND + CLT_MAX_LAYERS)
@@ -48,16 +48,16 @@ typedef struct knode {
    * its consumers' inbound nodes (tf.keras 2.x counts the model's own graph as call
    * 0 when its first layer is an InputLayer). */
   int model, model_input, model_output, first_call;
-  int listed_call; /* the inbound node is tf.keras 2.x's list form */
-  int alias;       /* passes its one input through (a nested model, its InputLayer) */
-  int frozen;      /* trainable false, its own or a nested model's */
-  int inference;   /* a tf.keras 2.x call with training=False, its own or a nested model's */
-  char tensor[64]; /* the cltrain layer (or "input") holding this node's output */
+  int listed_call;  /* the inbound node is tf.keras 2.x's list form */
+  int alias;        /* passes its one input through (a nested model, its InputLayer) */
+  int frozen;       /* trainable false, its own or a nested model's */
+  int inference;    /* a tf.keras 2.x call with training=False, its own or a nested model's */
+  char tensor[128]; /* the cltrain layer (or "input") holding this node's output */
   /* A ZeroPadding2D folded into this node: sides and the padding layer's name. */
   int pad[4];
   const char *pad_name;
-  int skip;         /* a ZeroPadding2D folded into its consumer, or the final softmax */
-  char renamed[64]; /* a nested model's layer named as another: "<model>/<layer>" */
+  int skip;          /* a ZeroPadding2D folded into its consumer, or the final softmax */
+  char renamed[128]; /* a nested model's layer named as another: "<model>/<layer>" */
   /* A Keras 3 operation node (module keras.src.ops.*: x + 3.0, inputs + x): its
    * number arguments, how many and the last, and whether one came before a tensor. */
   const char *op_module;
@@ -68,7 +68,7 @@ typedef struct knode {
 
 /* A description entry and the node it came from (for frozen and inference). */
 typedef struct kentry {
-  char name[64];
+  char name[128];
   int node;
 } kentry;
 
@@ -457,11 +457,11 @@ static int rename_clashes(loader *ld, clt_err *e) {
     int path[MAX_DEPTH + 1], depth = 0;
     for (int p = k->parent; p >= 0 && depth <= MAX_DEPTH; p = ld->nodes[p].parent)
       path[depth++] = p;
-    char full[MAX_DEPTH * 64 + 64] = "";
+    char full[MAX_DEPTH * 128 + 128] = "";
     size_t used = 0;
     for (int d = depth - 1; d >= 0; d--)
-      used += (size_t)snprintf(full + used, sizeof full - used, "%.62s/", ld->nodes[path[d]].name);
-    snprintf(full + used, sizeof full - used, "%.62s", k->name);
+      used += (size_t)snprintf(full + used, sizeof full - used, "%.126s/", ld->nodes[path[d]].name);
+    snprintf(full + used, sizeof full - used, "%.126s", k->name);
     if (strlen(full) > NAME_MAX_LEN) {
       return clt_fail(e, CLT_ERR_FORMAT,
                       "%s: layer %s of nested model %s is named as another layer of the file, and "
@@ -612,11 +612,142 @@ static const char *dtype_name(const cJSON *v) {
   return str(cfg, "name");
 }
 
+/* Keras' initializers by class and by string name, and what each is: a kind of
+ * clt_init with its default arguments. */
+static const struct {
+  const char *cls, *alias;
+  clt_init init;
+} initializers[] = {
+    {"Zeros", "zeros", {CLT_INIT_CONSTANT, 0, 0, 0, 0}},
+    {"Ones", "ones", {CLT_INIT_CONSTANT, 1, 0, 0, 0}},
+    {"Constant", "constant", {CLT_INIT_CONSTANT, 0, 0, 0, 0}},
+    {"RandomNormal", "random_normal", {CLT_INIT_NORMAL, 0, 0.05, 0, 0}},
+    {"RandomUniform", "random_uniform", {CLT_INIT_UNIFORM, -0.05, 0.05, 0, 0}},
+    {"TruncatedNormal", "truncated_normal", {CLT_INIT_TRUNCATED, 0, 0.05, 0, 0}},
+    {"VarianceScaling",
+     "variance_scaling",
+     {CLT_INIT_SCALING, 1, 0, CLT_FAN_IN, CLT_DIST_TRUNCATED}},
+    {"GlorotUniform", "glorot_uniform", {CLT_INIT_SCALING, 1, 0, CLT_FAN_AVG, CLT_DIST_UNIFORM}},
+    {"GlorotNormal", "glorot_normal", {CLT_INIT_SCALING, 1, 0, CLT_FAN_AVG, CLT_DIST_TRUNCATED}},
+    {"HeNormal", "he_normal", {CLT_INIT_SCALING, 2, 0, CLT_FAN_IN, CLT_DIST_TRUNCATED}},
+    {"HeUniform", "he_uniform", {CLT_INIT_SCALING, 2, 0, CLT_FAN_IN, CLT_DIST_UNIFORM}},
+    {"LecunNormal", "lecun_normal", {CLT_INIT_SCALING, 1, 0, CLT_FAN_IN, CLT_DIST_TRUNCATED}},
+    {"LecunUniform", "lecun_uniform", {CLT_INIT_SCALING, 1, 0, CLT_FAN_IN, CLT_DIST_UNIFORM}},
+};
+#define NINITIALIZERS ((int)(sizeof initializers / sizeof initializers[0]))
+
 /* An initializer's class: "GlorotUniform", or a string "glorot_uniform". */
 static int initializer_is(const cJSON *v, const char *cls, const char *alias) {
   if (cJSON_IsString(v)) return strcmp(v->valuestring, alias) == 0;
   const char *c = str(v, "class_name");
   return c && (strcmp(c, cls) == 0 || strcmp(c, alias) == 0);
+}
+
+/* A number option of an initializer's config into *out (absent: left). */
+static int init_number(const cJSON *it, double *out, char *why, size_t size) {
+  if (!cJSON_IsNumber(it)) {
+    snprintf(why, size, "%s is not a number", it->string);
+    return -1;
+  }
+  *out = it->valuedouble;
+  return 0;
+}
+
+/* Reads initializer v (a class with its config, or a string name) into *in; -1
+ * with the reason in why where cltrain cannot draw it. The seed is not Keras':
+ * every initializer draws from --seed. */
+static int read_initializer(const cJSON *v, clt_init *in, char *why, size_t size) {
+  const char *cls = cJSON_IsString(v) ? v->valuestring : str(v, "class_name");
+  int k = 0;
+  while (k < NINITIALIZERS && !initializer_is(v, initializers[k].cls, initializers[k].alias)) k++;
+  if (k == NINITIALIZERS) {
+    snprintf(why, size,
+             "%s is not supported (supported: Zeros, Ones, Constant, RandomNormal, "
+             "RandomUniform, TruncatedNormal, VarianceScaling, GlorotUniform, GlorotNormal, "
+             "HeNormal, HeUniform, LecunNormal, LecunUniform)",
+             cls ? cls : "(no class)");
+    return -1;
+  }
+  *in = initializers[k].init;
+  const cJSON *cfg = cJSON_IsString(v) ? NULL : cJSON_GetObjectItemCaseSensitive(v, "config");
+  const int kind = in->kind, named = k >= 7; /* Glorot, He, Lecun: fixed arguments */
+  for (const cJSON *it = cfg ? cfg->child : NULL; it; it = it->next) {
+    const char *key = it->string;
+    int bad = 0;
+    if (strcmp(key, "seed") == 0) continue;
+    if ((kind == CLT_INIT_CONSTANT && k == 2 && strcmp(key, "value") == 0) ||
+        (kind == CLT_INIT_SCALING && !named && strcmp(key, "scale") == 0)) {
+      bad = init_number(it, &in->a, why, size);
+    } else if ((kind == CLT_INIT_NORMAL || kind == CLT_INIT_TRUNCATED) &&
+               (strcmp(key, "mean") == 0 || strcmp(key, "stddev") == 0)) {
+      bad = init_number(it, key[0] == 'm' ? &in->a : &in->b, why, size);
+    } else if (kind == CLT_INIT_UNIFORM &&
+               (strcmp(key, "minval") == 0 || strcmp(key, "maxval") == 0)) {
+      bad = init_number(it, strcmp(key, "minval") == 0 ? &in->a : &in->b, why, size);
+    } else if (kind == CLT_INIT_SCALING && !named && strcmp(key, "mode") == 0) {
+      const char *mode = cJSON_IsString(it) ? it->valuestring : "";
+      in->mode = strcmp(mode, "fan_in") == 0    ? CLT_FAN_IN
+                 : strcmp(mode, "fan_out") == 0 ? CLT_FAN_OUT
+                 : strcmp(mode, "fan_avg") == 0 ? CLT_FAN_AVG
+                                                : -1;
+      if (in->mode < 0) {
+        snprintf(why, size, "VarianceScaling mode %.40s is not fan_in, fan_out or fan_avg", mode);
+        bad = -1;
+      }
+    } else if (kind == CLT_INIT_SCALING && !named && strcmp(key, "distribution") == 0) {
+      const char *d = cJSON_IsString(it) ? it->valuestring : "";
+      /* Keras reads "normal" as "truncated_normal" */
+      in->distribution = strcmp(d, "truncated_normal") == 0 || strcmp(d, "normal") == 0
+                             ? CLT_DIST_TRUNCATED
+                         : strcmp(d, "untruncated_normal") == 0 ? CLT_DIST_NORMAL
+                         : strcmp(d, "uniform") == 0            ? CLT_DIST_UNIFORM
+                                                                : -1;
+      if (in->distribution < 0) {
+        snprintf(why, size,
+                 "VarianceScaling distribution %.40s is not truncated_normal, untruncated_normal, "
+                 "normal or uniform",
+                 d);
+        bad = -1;
+      }
+    } else if (kind == CLT_INIT_SCALING &&
+               (strcmp(key, "input_axes") == 0 || strcmp(key, "output_axes") == 0) &&
+               cJSON_IsNull(it)) {
+      /* the fans of the shape, as without */
+    } else {
+      char *value = cJSON_PrintUnformatted(it);
+      snprintf(why, size, "%s option %s=%.40s is not supported", cls, key, value ? value : "?");
+      free(value);
+      bad = -1;
+    }
+    if (bad) return -1;
+  }
+  if ((kind == CLT_INIT_SCALING && !(in->a > 0)) ||
+      ((kind == CLT_INIT_NORMAL || kind == CLT_INIT_TRUNCATED) && !(in->b >= 0)) ||
+      (kind == CLT_INIT_UNIFORM && !(in->a <= in->b))) {
+    snprintf(why, size, "%s: bad arguments (%g, %g)", cls, in->a, in->b);
+    return -1;
+  }
+  return 0;
+}
+
+/* The initializer of parameter p in a Keras layer's config: the key
+ * "<name>_initializer", or for "<x>_kernel" (also as the alias) "<x>_initializer";
+ * NULL where there is none. */
+static const cJSON *param_initializer(const cJSON *config, const clt_param *p) {
+  const char *names[2] = {p->name, p->alias};
+  for (int n = 0; n < 2; n++) {
+    if (!names[n][0]) continue;
+    char key[64];
+    snprintf(key, sizeof key, "%s_initializer", names[n]);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
+    if (v) return v;
+    const size_t len = strlen(names[n]);
+    if (len > 7 && strcmp(names[n] + len - 7, "_kernel") == 0) {
+      snprintf(key, sizeof key, "%.*s_initializer", (int)(len - 7), names[n]);
+      if ((v = cJSON_GetObjectItemCaseSensitive(config, key))) return v;
+    }
+  }
+  return NULL;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -648,24 +779,12 @@ static int check_common(const loader *ld, clt_keras_config *c, clt_err *e) {
         return clt_kc_fail(c, e, "%s %s is not supported (only none)", key, cls ? cls : "");
       }
     } else if (ends_with(key, "_initializer")) {
-      const int glorot = strcmp(key, "kernel_initializer") == 0 ||
-                         strcmp(key, "depthwise_initializer") == 0 ||
-                         strcmp(key, "pointwise_initializer") == 0;
-      const int ones = strcmp(key, "gamma_initializer") == 0 ||
-                       strcmp(key, "moving_variance_initializer") == 0;
-      const int ok = glorot ? initializer_is(it, "GlorotUniform", "glorot_uniform")
-                     : ones ? initializer_is(it, "Ones", "ones")
-                            : initializer_is(it, "Zeros", "zeros");
-      if (!ok && !ld->o->weights_given) {
-        const char *cls = cJSON_IsString(it) ? it->valuestring : str(it, "class_name");
-        return clt_kc_fail(c, e,
-                           "%s %s is not supported (cltrain initialises as Keras' defaults do: "
-                           "%s); start from --weights instead",
-                           key, cls ? cls : "?",
-                           glorot ? "GlorotUniform"
-                           : ones ? "Ones"
-                                  : "Zeros");
-      }
+      /* Drawn as Keras does (set_flags gives each parameter its own); moot under --weights. */
+      clt_init init;
+      char why[320];
+      if (!ld->o->weights_given && !cJSON_IsNull(it) &&
+          read_initializer(it, &init, why, sizeof why))
+        return clt_kc_fail(c, e, "%s %s; start from --weights instead", key, why);
     } else {
       known = 0;
     }
@@ -1019,10 +1138,10 @@ static int emit_node(loader *ld, int i, clt_err *e) {
                        want == 1 ? "" : "s", k->ninputs);
   }
   /* Add and Concatenate of n > 2 tensors: pairs, "<name>/1" ... then "<name>". */
-  char prev[64];
+  char prev[128];
   snprintf(prev, sizeof prev, "%s", input_tensor(ld, k, 0));
   for (int j = 1; j < k->ninputs - 1; j++) {
-    char part[64];
+    char part[128];
     snprintf(part, sizeof part, "%s/%d", k->name, j);
     if ((status = check_name(ld, part, e))) return status;
     if ((status = append(ld, e, "%s=%s<%s,%s ", part, kind, prev, input_tensor(ld, k, j))) ||
@@ -1042,7 +1161,7 @@ static int emit_node(loader *ld, int i, clt_err *e) {
       ld->softmax_output = 1;
       return CLT_OK;
     }
-    char name[64];
+    char name[128];
     snprintf(name, sizeof name, "%s/%s", k->name, act);
     if ((status = check_name(ld, name, e))) return status;
     if ((status = append(ld, e, "%s=Activation(%s)<%s ", name, act, k->name)) ||
@@ -1051,6 +1170,21 @@ static int emit_node(loader *ld, int i, clt_err *e) {
     snprintf(k->tensor, sizeof k->tensor, "%s", name);
   }
   return CLT_OK;
+}
+
+/* Each parameter's initializer from the Keras layer's config (check_common read
+ * them): Keras' own defaults stay the kinds' (Glorot uniform kernels, which draw
+ * the same, and constants). */
+static void set_initializers(const loader *ld, const cJSON *config, clt_layer *l) {
+  for (int p = 0; p < l->nparams && !ld->o->weights_given; p++) {
+    clt_param *prm = &l->params[p];
+    const cJSON *v = param_initializer(config, prm);
+    clt_init init;
+    char why[320];
+    if (!v || cJSON_IsNull(v) || read_initializer(v, &init, why, sizeof why)) continue;
+    if (prm->glorot_fan_in != 0 && initializer_is(v, "GlorotUniform", "glorot_uniform")) continue;
+    prm->init = init;
+  }
 }
 
 /* Each layer's frozen and inference, from the Keras layer it came from; the flat
@@ -1062,6 +1196,7 @@ static void set_flags(const loader *ld, clt_model *m) {
       if (strcmp(ld->entries[j].name, l->name) != 0) continue;
       l->frozen = ld->nodes[ld->entries[j].node].frozen;
       l->inference = ld->nodes[ld->entries[j].node].inference;
+      set_initializers(ld, ld->nodes[ld->entries[j].node].config, l);
       break;
     }
   }

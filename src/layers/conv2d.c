@@ -344,7 +344,7 @@ static int conv_cols(const clt_layer *l, const clt_layer_io *io, const char *kna
                      CLT_ARG(h->kernel_h), CLT_ARG(h->kernel_w), CLT_ARG(h->stride),
                      CLT_ARG(l->pad_top),  CLT_ARG(l->pad_left), CLT_ARG(l->out.h),
                      CLT_ARG(l->out.w)};
-  char label[64];
+  char label[128];
   snprintf(label, sizeof label, "%s %s", l->name, kname);
   return clt_launch_positions(io->replica, k, label, args, 13, floats, positions, 1, e);
 }

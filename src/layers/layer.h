@@ -27,6 +27,29 @@ static inline size_t clt_shape_size(clt_shape s) { return (size_t)s.h * s.w * s.
 #define CLT_MAX_LAYER_PARAMS 4
 
 /* One parameter tensor in Keras layout, e.g. "kernel" (3,3,1,64). */
+/* How a parameter starts, as Keras' initializers (src/engine/init.h):
+ * CLT_INIT_DEFAULT is the kind's own (Glorot uniform with glorot_fan_in, else
+ * init_constant). The others take their arguments from a and b: Constant(a),
+ * RandomNormal(mean a, stddev b), RandomUniform(minval a, maxval b),
+ * TruncatedNormal(mean a, stddev b: normal values redrawn beyond 2 stddev), and
+ * VarianceScaling(scale a, mode, distribution) on the fans of the parameter's
+ * shape (GlorotUniform, HeNormal, LecunUniform, ... are its special cases). */
+enum {
+  CLT_INIT_DEFAULT,
+  CLT_INIT_CONSTANT,
+  CLT_INIT_NORMAL,
+  CLT_INIT_UNIFORM,
+  CLT_INIT_TRUNCATED,
+  CLT_INIT_SCALING
+};
+enum { CLT_FAN_IN, CLT_FAN_OUT, CLT_FAN_AVG };
+enum { CLT_DIST_TRUNCATED, CLT_DIST_NORMAL, CLT_DIST_UNIFORM };
+typedef struct clt_init {
+  int kind;
+  double a, b;
+  int mode, distribution; /* CLT_INIT_SCALING: CLT_FAN_*, CLT_DIST_* */
+} clt_init;
+
 typedef struct clt_param {
   char name[24];
   char alias[24]; /* another version's name for it ("depthwise_kernel" in tf.keras 2.x
@@ -37,6 +60,7 @@ typedef struct clt_param {
   size_t offset;                        /* in floats, within the replica's flat parameter buffer */
   double glorot_fan_in, glorot_fan_out; /* 0, 0: initialised to init_constant */
   float init_constant;                  /* 0 for biases and betas, 1 for gammas, variances */
+  clt_init init;                        /* a model file's initializer (kind 0: the above) */
   /* Not trained by Adam (BatchNormalization's moving statistics): these sit after
    * every trainable parameter in the flat buffer, and their slots in the gradient
    * buffer carry the replica's share of the batch statistics instead of a gradient,
@@ -198,18 +222,22 @@ void clt_pad_describe(clt_pad p, char *buf, size_t size);
 int clt_pad_to_onnx(const clt_layer *l, clt_onnx *g, clt_pad p, const char *input,
                     const char *output, clt_err *e);
 
+/* Room for a layer's name and the terminating zero (NASNet's and ConvNeXt's names
+ * run to 40 characters and more). */
+#define CLT_LAYER_NAME_SIZE 64
+
 /* Room for a kind's own hyper-parameter struct inside a clt_layer. */
 #define CLT_LAYER_HP_BYTES 64
 
 struct clt_layer {
   const clt_layer_ops *ops;
-  char name[32]; /* Keras layer name: conv2d, conv2d_1, max_pooling2d, dense, ... */
+  char name[CLT_LAYER_NAME_SIZE]; /* Keras layer name: conv2d, conv2d_1, dense, ... */
   /* The graph: layers are stored in an order where inputs come first. */
   int ninputs;
-  int inputs[2];     /* index of the producing layer, or -1 for the model's input */
-  int frozen;        /* 1: its weights are not trained (BatchNormalization: inference mode) */
-  clt_pad pad;       /* a ZeroPadding2D folded in front (all 0: none) */
-  char pad_name[32]; /* its Keras name, for descriptions */
+  int inputs[2]; /* index of the producing layer, or -1 for the model's input */
+  int frozen;    /* 1: its weights are not trained (BatchNormalization: inference mode) */
+  clt_pad pad;   /* a ZeroPadding2D folded in front (all 0: none) */
+  char pad_name[CLT_LAYER_NAME_SIZE]; /* its Keras name, for descriptions */
   /* The kind's hyper-parameters, as its own struct (see clt_layer_hp). */
   _Alignas(double) unsigned char hp[CLT_LAYER_HP_BYTES];
   /* derived by setup */
