@@ -430,6 +430,9 @@ void clt_bcast_ref_grad(const double *dy, const double *other, int bother, size_
                         size_t g, int mul, double a, double *dx);
 void clt_bcast_ref_grad_sum(const double *dy, const double *other, size_t rows, int c, size_t g,
                             int mul, double a, double *ds);
+/* from_keras of Multiply and Subtract, which have no options of their own. */
+int clt_bcast_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
+                         clt_err *e);
 /* to_onnx of a two-input kind: `op` (Mul, Sub, Add) of the inputs; a broadcast one (rank
  * 2 here when a global pooling made it) reshaped to (N, C, 1, 1) first. */
 int clt_bcast_to_onnx(const clt_layer *l, clt_onnx *g, int bcast, const char *op,

@@ -167,9 +167,9 @@ static int multiply_backward(const clt_layer *l, const clt_layer_io *io, clt_err
   return status ? status : multiply_input_grad(l, io, 1, io->x, io->dx2, e);
 }
 
-/* Keras' Multiply has no options of its own. */
-static int multiply_from_keras(clt_layer *l, const clt_keras_config *c, char *activation,
-                               size_t size, clt_err *e) {
+/* Keras' Multiply and Subtract have no options of their own. */
+int clt_bcast_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
+                         clt_err *e) {
   (void)l;
   (void)c;
   (void)e;
@@ -215,7 +215,7 @@ const clt_layer_ops clt_multiply_ops = {
     .sources = multiply_sources,
     .forward = multiply_forward,
     .backward = multiply_backward,
-    .from_keras = multiply_from_keras,
+    .from_keras = clt_bcast_from_keras,
     .to_onnx = multiply_to_onnx,
     .ref_forward = CLT_REF(multiply_ref_forward),
     .ref_backward = CLT_REF(multiply_ref_backward),

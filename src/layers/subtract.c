@@ -41,16 +41,6 @@ static int subtract_backward(const clt_layer *l, const clt_layer_io *io, clt_err
   return CLT_OK;
 }
 
-/* Keras' Subtract has no options of its own. */
-static int subtract_from_keras(clt_layer *l, const clt_keras_config *c, char *activation,
-                               size_t size, clt_err *e) {
-  (void)l;
-  (void)c;
-  (void)e;
-  if (size) activation[0] = '\0';
-  return CLT_OK;
-}
-
 static int subtract_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
                             const char *output, clt_err *e) {
   return clt_bcast_to_onnx(l, g, hp(l)->bcast, "Sub", inputs, output, e);
@@ -88,7 +78,7 @@ const clt_layer_ops clt_subtract_ops = {
     .sources = subtract_sources,
     .forward = subtract_forward,
     .backward = subtract_backward,
-    .from_keras = subtract_from_keras,
+    .from_keras = clt_bcast_from_keras,
     .to_onnx = subtract_to_onnx,
     .ref_forward = CLT_REF(subtract_ref_forward),
     .ref_backward = CLT_REF(subtract_ref_backward),
