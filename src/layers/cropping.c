@@ -10,8 +10,6 @@
 #include "layer.h"
 
 /* Positions per work-item of the CPU kernels (8 channels each). */
-#define CROP_ROWS_PER_ITEM 4
-
 typedef struct crop_hp {
   clt_pad crop;
 } crop_hp;
@@ -57,23 +55,14 @@ static int crop_prepare(const clt_layer *l, clt_replica *r, int max_batch, const
   (void)f;
   (void)l;
   (void)max_batch;
-  static const char *const names[] = {"pad_forward", "pad_backward"};
-  return clt_layer_build_kernels(r, "zeropad.cl", names, 2, e);
+  return clt_pad_prepare(r, e);
 }
 
-/* zeropad.cl's kernel `kname` between the small tensor (the output, out.h x out.w)
- * and the large one (the input), over the positions of `over`. */
+/* zeropad.cl's kernels with the roles swapped: the output sits inside the input. */
 static int crop_run(const clt_layer *l, const clt_layer_io *io, const char *kname, cl_mem from,
                     cl_mem to, const clt_shape over, clt_err *e) {
-  cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "zeropad.cl", "", kname, &k, e);
-  if (status) return status;
-  int per_item = CROP_ROWS_PER_ITEM, top = hp(l)->crop.top, left = hp(l)->crop.left;
-  clt_karg args[] = {CLT_ARG(from),     CLT_ARG(to),       CLT_ARG(io->batch), CLT_ARG(l->out.h),
-                     CLT_ARG(l->out.w), CLT_ARG(l->out.c), CLT_ARG(top),       CLT_ARG(left),
-                     CLT_ARG(l->in.h),  CLT_ARG(l->in.w),  CLT_ARG(per_item)};
-  return clt_launch_rows(io->replica, k, kname, args, 11, (size_t)l->in.c,
-                         (size_t)io->batch * over.h * over.w, CROP_ROWS_PER_ITEM, e);
+  return clt_pad_copy(io, kname, from, to, l->out, hp(l)->crop.top, hp(l)->crop.left, l->in, over,
+                      e);
 }
 
 /* y[b, oy, ox] = x[b, oy + top, ox + left]: the padding's backward. */

@@ -218,6 +218,13 @@ static inline int clt_pad_any(clt_pad p) { return p.top || p.bottom || p.left ||
  * 0, or -1 for other text or a side outside [0, CLT_MODEL_MAX_SIDE]. */
 int clt_pad_parse(const char *args, clt_pad *p);
 void clt_pad_describe(clt_pad p, char *buf, size_t size);
+/* zeropad.cl's kernels, which ZeroPadding2D and Cropping2D share: prepare builds
+ * them; clt_pad_copy runs pad_forward (the inner image into zeros, over the outer
+ * shape's positions: over = outer) or pad_backward (the inner part out of the
+ * outer image: over = inner), the inner image at (top, left) of the outer. */
+int clt_pad_prepare(clt_replica *r, clt_err *e);
+int clt_pad_copy(const clt_layer_io *io, const char *kname, cl_mem from, cl_mem to, clt_shape inner,
+                 int top, int left, clt_shape outer, clt_shape over, clt_err *e);
 /* An ONNX Pad node (constant zeros) of p around the NCHW tensor `input`, for to_onnx. */
 int clt_pad_to_onnx(const clt_layer *l, clt_onnx *g, clt_pad p, const char *input,
                     const char *output, clt_err *e);

@@ -99,28 +99,36 @@ static int pad_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {
   return CLT_OK;
 }
 
+int clt_pad_prepare(clt_replica *r, clt_err *e) {
+  static const char *const names[] = {"pad_forward", "pad_backward"};
+  return clt_layer_build_kernels(r, "zeropad.cl", names, 2, e);
+}
+
 static int pad_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
                        clt_err *e) {
   (void)f;
   (void)l;
   (void)max_batch;
-  static const char *const names[] = {"pad_forward", "pad_backward"};
-  return clt_layer_build_kernels(r, "zeropad.cl", names, 2, e);
+  return clt_pad_prepare(r, e);
+}
+
+int clt_pad_copy(const clt_layer_io *io, const char *kname, cl_mem from, cl_mem to, clt_shape inner,
+                 int top, int left, clt_shape outer, clt_shape over, clt_err *e) {
+  cl_kernel k;
+  int status = clt_replica_kernel(io->replica, "zeropad.cl", "", kname, &k, e);
+  if (status) return status;
+  int per_item = PAD_ROWS_PER_ITEM;
+  clt_karg args[] = {CLT_ARG(from),    CLT_ARG(to),      CLT_ARG(io->batch), CLT_ARG(inner.h),
+                     CLT_ARG(inner.w), CLT_ARG(inner.c), CLT_ARG(top),       CLT_ARG(left),
+                     CLT_ARG(outer.h), CLT_ARG(outer.w), CLT_ARG(per_item)};
+  return clt_launch_rows(io->replica, k, kname, args, 11, (size_t)inner.c,
+                         (size_t)io->batch * over.h * over.w, PAD_ROWS_PER_ITEM, e);
 }
 
 /* pad_forward over the output's positions or pad_backward over the input's. */
 static int pad_run(const clt_layer *l, const clt_layer_io *io, const char *kname, cl_mem from,
                    cl_mem to, const clt_shape over, clt_err *e) {
-  cl_kernel k;
-  int status = clt_replica_kernel(io->replica, "zeropad.cl", "", kname, &k, e);
-  if (status) return status;
-  int per_item = PAD_ROWS_PER_ITEM;
-  clt_karg args[] = {CLT_ARG(from),       CLT_ARG(to),          CLT_ARG(io->batch),
-                     CLT_ARG(l->in.h),    CLT_ARG(l->in.w),     CLT_ARG(l->in.c),
-                     CLT_ARG(l->pad_top), CLT_ARG(l->pad_left), CLT_ARG(l->out.h),
-                     CLT_ARG(l->out.w),   CLT_ARG(per_item)};
-  return clt_launch_rows(io->replica, k, kname, args, 11, (size_t)l->in.c,
-                         (size_t)io->batch * over.h * over.w, PAD_ROWS_PER_ITEM, e);
+  return clt_pad_copy(io, kname, from, to, l->in, l->pad_top, l->pad_left, l->out, over, e);
 }
 
 static int pad_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
