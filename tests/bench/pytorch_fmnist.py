@@ -19,6 +19,10 @@ line "device D NAME" comes first. With CLT_TORCH_CHANNELS_LAST=1 the network and
 the images are in torch.channels_last (NHWC), the memory format PyTorch's CPU
 guides recommend for convolutions. With CLT_TORCH_COMPILE=1 the network is compiled
 with torch.compile (TorchInductor's default mode; it needs a C++ compiler).
+On a CUDA device CLT_TORCH_TF32=1 or 0 turns TensorFloat-32 on or off for both
+convolutions and matrix products (PyTorch's defaults: on for convolutions, off
+for matrix products; unset keeps them), and a line "tf32 conv C matmul M" says
+what ran.
 """
 import time
 
@@ -40,6 +44,12 @@ def main():
     device = torch.device(sys.argv[5] if len(sys.argv) > 5 else "cpu")
     if device.type == "cuda":
         print("device %s %s" % (device, torch.cuda.get_device_name(device)), flush=True)
+        tf32 = os.environ.get("CLT_TORCH_TF32")
+        if tf32 in ("0", "1"):
+            torch.backends.cudnn.allow_tf32 = tf32 == "1"
+            torch.backends.cuda.matmul.allow_tf32 = tf32 == "1"
+        print("tf32 conv %d matmul %d" % (torch.backends.cudnn.allow_tf32,
+                                          torch.backends.cuda.matmul.allow_tf32), flush=True)
 
     def sync():  # the work queued on the device is done
         if device.type == "cuda":

@@ -12,7 +12,8 @@
 #    (no GPU: on device 0, as is and with CLTRAIN_KERNELS=gpu)
 # 5. one epoch of Fashion-MNIST: the first GPU alone, then all devices
 #    (no GPU: device 0 on 2048 images, as is and with CLTRAIN_KERNELS=gpu)
-# 6. PyTorch on the same GPU, where torch with CUDA imports: images/s and the ratio
+# 6. PyTorch on the same GPU, where torch with CUDA imports: images/s and the ratio,
+#    with TensorFloat-32 on (PyTorch's default for convolutions) and off
 # 7. a summary table; exit 0 only if every check that ran passed (1 otherwise)
 #
 # Environment: DATA (Fashion-MNIST folder, default /usr/share/datasets/fashion-mnist),
@@ -373,29 +374,35 @@ run_pytorch() {
     record "PyTorch comparison" SKIP "no GPU"
     return
   fi
-  local py t rc log="$LOGS/pytorch-$TORCH_DEVICE.log"
+  local py t rc log tf32 label ratio
   if ! py=$(find_torch_python); then
     echo "PyTorch with CUDA not importable: no comparison"
     record "PyTorch comparison" SKIP "PyTorch with CUDA not importable ($TORCH_DEVICE)"
     return
   fi
-  if ! t=$(budget_timeout 240); then
-    record "PyTorch comparison" FAIL "not run: time budget spent"
-    return
-  fi
-  echo "--- $py tests/bench/pytorch_fmnist.py $DATA 60000 1 $NPROC $TORCH_DEVICE (timeout ${t}s)"
-  timeout "$t" "$py" tests/bench/pytorch_fmnist.py "$DATA" 60000 1 "$NPROC" "$TORCH_DEVICE" 2>&1 | tee "$log"
-  rc=${PIPESTATUS[0]}
-  TORCH_RATE=$(grep -E '^epoch 1 images_per_second' "$log" | awk '{ print $4 }')
-  if [ $rc -ne 0 ] || [ -z "$TORCH_RATE" ]; then
-    record "PyTorch comparison" FAIL "rc=$rc, no images/s, see $log"
-    return
-  fi
-  local ratio="n/a (cltrain GPU run failed)"
-  [ -n "$GPU_RATE" ] && ratio=$(awk -v c="$GPU_RATE" -v p="$TORCH_RATE" 'BEGIN { printf "%.2f", c / p }')
-  echo "cltrain ${GPU_RATE:-?} images/s, PyTorch $TORCH_RATE images/s: cltrain/PyTorch $ratio"
-  record "PyTorch comparison" PASS \
-    "PyTorch $TORCH_RATE images/s ($TORCH_DEVICE), cltrain ${GPU_RATE:-?}: ratio $ratio"
+  # TF32 on is PyTorch's default for convolutions; off computes in float32 as cltrain does.
+  for tf32 in 1 0; do
+    label="PyTorch comparison, TF32 $([ $tf32 = 1 ] && echo on || echo off)"
+    log="$LOGS/pytorch-$TORCH_DEVICE-tf32-$tf32.log"
+    if ! t=$(budget_timeout 240); then
+      record "$label" FAIL "not run: time budget spent"
+      continue
+    fi
+    echo "--- CLT_TORCH_TF32=$tf32 $py tests/bench/pytorch_fmnist.py $DATA 60000 1 $NPROC $TORCH_DEVICE (timeout ${t}s)"
+    CLT_TORCH_TF32=$tf32 timeout "$t" "$py" tests/bench/pytorch_fmnist.py "$DATA" 60000 1 "$NPROC" \
+      "$TORCH_DEVICE" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    TORCH_RATE=$(grep -E '^epoch 1 images_per_second' "$log" | awk '{ print $4 }')
+    if [ $rc -ne 0 ] || [ -z "$TORCH_RATE" ]; then
+      record "$label" FAIL "rc=$rc, no images/s, see $log"
+      continue
+    fi
+    ratio="n/a (cltrain GPU run failed)"
+    [ -n "$GPU_RATE" ] && ratio=$(awk -v c="$GPU_RATE" -v p="$TORCH_RATE" 'BEGIN { printf "%.2f", c / p }')
+    echo "cltrain ${GPU_RATE:-?} images/s, PyTorch (TF32 $tf32) $TORCH_RATE images/s: cltrain/PyTorch $ratio"
+    record "$label" PASS \
+      "PyTorch $TORCH_RATE images/s ($TORCH_DEVICE), cltrain ${GPU_RATE:-?}: ratio $ratio"
+  done
 }
 
 # ----------------------------------------------------------------- 7. summary
