@@ -607,11 +607,18 @@ MODELS_K3 = [
 # takes one) or from its own block functions (keras.src.applications.<family>),
 # so the file holds the layer graph keras.applications writes (preprocessing
 # layers, stem, blocks, top, layer names), with fewer blocks and channels, at
-# 32x32 (Keras' minimum) and 3 classes. Keras 3 only: tf.keras 2.x writes the
-# same graphs for these families, except MobileNetV3's operations, which it
-# writes as TFOpLambda layers.
+# 32x32 (Keras' minimum) and 3 classes. Keras 3 only, but for MobileNetV3:
+# tf.keras 2.x writes the same graphs for the others, and MobileNetV3's
+# operations (x + 3.0, * (1/6)) as TFOpLambda layers.
 
 ZOO_INPUT = (32, 32, 3)
+
+
+def zoo_app(family):
+    """keras.src.applications.<family>, tf_keras' for the _k2 files."""
+    import importlib
+    top = "tf_keras" if keras_format == "k2" else "keras"
+    return importlib.import_module("%s.src.applications.%s" % (top, family))
 
 
 def zoo_mobilenet():
@@ -649,8 +656,9 @@ def zoo_mobilenet_v2():
 def zoo_mobilenet_v3():
     # MobileNetV3() (Small's) with the first four of MobileNetV3Small's blocks,
     # alpha 0.25, last_point_ch 32: Rescaling, hard_swish, squeeze-and-excitation
-    # with the hard sigmoid of operations (x + 3.0, * (1/6)), kernel 5.
-    from keras.src.applications import mobilenet_v3 as m
+    # with the hard sigmoid of operations (x + 3.0, * (1/6)), kernel 5. tf.keras
+    # 2.x writes hard_swish as x * that hard sigmoid (Multiply), not Activation.
+    m = zoo_app("mobilenet_v3")
     alpha = 0.25
 
     def stack_fn(x, kernel, activation, se_ratio):
@@ -663,8 +671,9 @@ def zoo_mobilenet_v3():
         x = m._inverted_res_block(x, 4, depth(40), kernel, 2, se_ratio, activation, 3)
         return x
 
+    named = {} if keras_format == "k2" else {"name": "zoo_mobilenet_v3"}
     return m.MobileNetV3(stack_fn, 32, input_shape=ZOO_INPUT, alpha=alpha, model_type="small",
-                         weights=None, classes=3, name="zoo_mobilenet_v3")
+                         weights=None, classes=3, **named)
 
 
 def zoo_resnet(preact):
@@ -736,11 +745,33 @@ def zoo_efficientnet_v2():
 MODELS_K3 += [
     ("zoo_mobilenet", lambda: zoo_mobilenet(), 3, 2, False),
     ("zoo_mobilenet_v2", lambda: zoo_mobilenet_v2(), 3, 4, False),
-    ("zoo_mobilenet_v3", lambda: zoo_mobilenet_v3(), 3, 4, True),
     ("zoo_resnet", lambda: zoo_resnet(False), 3, 4, False),
     ("zoo_resnet_v2", lambda: zoo_resnet(True), 3, 4, False),
     ("zoo_efficientnet", lambda: zoo_efficientnet(), 3, 4, True),
     ("zoo_efficientnet_v2", lambda: zoo_efficientnet_v2(), 3, 4, True),
+]
+
+
+def tf_ops():
+    # Operations on tensors as tf.keras 2.x writes them (TFOpLambda layers; Keras 3:
+    # operation nodes): a tensor and a number (x + 3.0, x - 1.5, x / 4.0,
+    # tf.math.multiply(x, 0.5), Keras 3: keras.ops.multiply) and two tensors
+    # (x - y, x * y, x + y).
+    multiply = tf.math.multiply if keras_format == "k2" else keras.ops.multiply
+    inp = keras.Input(shape=(6, 6, 3))
+    x = L.Conv2D(6, 3, padding="same")(inp)
+    y = L.Conv2D(6, 1, activation="sigmoid")(x)
+    a = L.ReLU()(x + 3.0) - 1.5
+    b = multiply(a / 4.0, 0.5)
+    c = (b - y) * y
+    d = c + x
+    out = L.Dense(3)(L.GlobalAveragePooling2D()(d))
+    return keras.Model(inp, out, name="tf_ops")
+
+
+MODELS += [
+    ("zoo_mobilenet_v3", lambda: zoo_mobilenet_v3(), 3, 4, True),
+    ("tf_ops", lambda: tf_ops(), 3, 4, False),
 ]
 
 
