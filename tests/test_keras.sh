@@ -93,6 +93,17 @@ refuse "$tmp/norm_invert.json" "layer normalization \(Normalization\): invert tr
 refuse "$tmp/norm_axis.json" "layer normalization \(Normalization\): axis 1 is not supported"
 refuse "$tmp/norm_mean.json" "normalization \(Normalization\): mean and variance in the config"
 refuse "$tmp/crop_all.json" "cropping2d: cropping \(6,6\) rows and \(0,0\) columns leaves nothing"
+# tf_op_variant NAME PYTHON: zoo_mobilenet_v3_k2's file with its first TFOpLambda `l` changed.
+tf_op_variant() {
+  "$PY" -c "import json; d = json.load(open('$MODELS/zoo_mobilenet_v3_k2/model.json')); \
+    l = [l for l in d['config']['layers'] if l['class_name'] == 'TFOpLambda'][0]; $2; \
+    json.dump(d, open('$tmp/$1.json', 'w'))"
+}
+tf_op_variant tf_op_maximum "l['config']['function'] = 'math.maximum'"
+tf_op_variant tf_op_kwarg "l['inbound_nodes'][0][3]['foo'] = 1"
+refuse "$tmp/tf_op_maximum.json" \
+  "layer tf.__operators__.add \(TFOpLambda\): function math.maximum is not supported"
+refuse "$tmp/tf_op_kwarg.json" "layer tf.__operators__.add \(TFOpLambda\): call argument foo is not"
 variant groups2 "c['groups'] = 2"
 expect_fail "groups that do not divide the channels: refused" \
   "groups2.json.*conv2d: groups 2 must divide the 1 input channels and 8 filters" \

@@ -215,6 +215,54 @@ static int read_kwargs(loader *ld, knode *k, const cJSON *kwargs, int listed, cl
   return CLT_OK;
 }
 
+/* tf.keras 2.x's TFOpLambda (an operation, x + 3.0 or x * (1/6) in MobileNetV3):
+ * its one call [tensor, node, index, kwargs], y in kwargs a number or another
+ * tensor [name, node, index]. It becomes the Keras 3 operation node of the same
+ * meaning (emit_op); its functions other than these are refused. */
+static int read_tf_op(loader *ld, knode *k, const cJSON *call, clt_err *e) {
+  static const struct {
+    const char *function, *op;
+  } ops[] = {{"__operators__.add", "Add"},      {"math.add", "Add"},
+             {"__operators__.sub", "Subtract"}, {"math.subtract", "Subtract"},
+             {"math.multiply", "Multiply"},     {"__operators__.truediv", "TrueDivide"},
+             {"math.truediv", "TrueDivide"},    {"math.divide", "TrueDivide"}};
+  const char *function = str(k->config, "function");
+  const char *op = NULL;
+  for (size_t j = 0; function && j < sizeof ops / sizeof ops[0]; j++) {
+    if (strcmp(function, ops[j].function) == 0) op = ops[j].op;
+  }
+  if (!op) {
+    return clt_fail(e, CLT_ERR_FORMAT,
+                    "%s: layer %s (TFOpLambda): function %s is not supported (only add, "
+                    "subtract, multiply and divide of a tensor by a number or a tensor)",
+                    ld->origin, k->name, function ? function : "(none)");
+  }
+  k->cls = op;
+  k->op_module = "TFOpLambda";
+  k->listed_call = 1;
+  int status = add_inbound(ld, k, call, e);
+  const cJSON *kwargs = cJSON_GetArrayItem(call, 3);
+  if (!status && kwargs && !cJSON_IsObject(kwargs)) {
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: layer %s: malformed inbound_nodes", ld->origin,
+                    k->name);
+  }
+  for (const cJSON *it = kwargs ? kwargs->child : NULL; it && !status; it = it->next) {
+    if (strcmp(it->string, "name") == 0 && (cJSON_IsNull(it) || cJSON_IsString(it))) continue;
+    if (strcmp(it->string, "y") == 0 && cJSON_IsNumber(it)) {
+      k->nconst++;
+      k->constant = it->valuedouble;
+    } else if (strcmp(it->string, "y") == 0 && cJSON_IsArray(it) && cJSON_IsString(it->child)) {
+      status = add_inbound(ld, k, it, e);
+    } else {
+      status = clt_fail(e, CLT_ERR_FORMAT,
+                        "%s: layer %s (TFOpLambda): call argument %s is not supported (only y, "
+                        "a number or a tensor)",
+                        ld->origin, k->name, it->string);
+    }
+  }
+  return status;
+}
+
 static int read_inbound(loader *ld, knode *k, const cJSON *inbound, clt_err *e) {
   if (!inbound || (cJSON_IsArray(inbound) && cJSON_GetArraySize(inbound) == 0)) return CLT_OK;
   if (!cJSON_IsArray(inbound)) {
@@ -240,6 +288,8 @@ static int read_inbound(loader *ld, knode *k, const cJSON *inbound, clt_err *e) 
                   : collect_tensors(ld, k, cJSON_GetObjectItemCaseSensitive(node, "args"), e);
   }
   if (!cJSON_IsArray(node)) goto bad;
+  if (strcmp(k->cls, "TFOpLambda") == 0 && cJSON_IsString(node->child))
+    return read_tf_op(ld, k, node, e);
   k->listed_call = 1;
   for (const cJSON *t = node->child; t; t = t->next) { /* tf.keras 2.x */
     if (!cJSON_IsArray(t)) goto bad;
@@ -1104,6 +1154,10 @@ static int emit_node(loader *ld, int i, clt_err *e) {
   snprintf(l.name, sizeof l.name, "%s", k->name);
   char act[16] = "";
   if ((status = check_common(ld, &cfg, e))) return status;
+  if (k->op_module && strcmp(k->op_module, "TFOpLambda") == 0) {
+    static const char *const function[] = {"function", NULL}; /* read_tf_op's */
+    clt_kc_ignore(&cfg, function);
+  }
   if ((status = ops->from_keras(&l, &cfg, act, sizeof act, e))) return status;
   if ((status = check_all_read(&cfg, e))) return status;
   if (is_output) {

@@ -59,13 +59,18 @@ void clt_pad_describe(clt_pad p, char *buf, size_t size) {
 
 int clt_pad_to_onnx(const clt_layer *l, clt_onnx *g, clt_pad p, const char *input,
                     const char *output, clt_err *e) {
-  /* Opset 13's Pad: pads as an int64 input, (begins, ends) over N, C, H, W. */
+  /* Opset 13's Pad: pads as an int64 input, (begins, ends) over N, C, H, W. The
+   * constant is -0.0, equal to 0 in every sum and max: ONNX Runtime's PadFusion
+   * folds a Pad of +0.0 into a MaxPool or AveragePool after it, whose padding
+   * never wins or is not counted, so Keras' zeros would drop out. */
   const int64_t pads[8] = {0, 0, p.top, p.left, 0, 0, p.bottom, p.right}, dims[1] = {8};
-  const char *name = clt_onnx_name(g, l, "pads");
+  const float zero = -0.0f;
+  const char *name = clt_onnx_name(g, l, "pads"), *value = clt_onnx_name(g, l, "pad_value");
   int status = clt_onnx_tensor_i64(g, name, 1, dims, pads, e);
-  const char *const in[2] = {input, name};
+  if (!status) status = clt_onnx_tensor(g, value, 0, NULL, &zero, e);
+  const char *const in[3] = {input, name, value};
   const clt_onnx_attr mode = CLT_ONNX_STRING("mode", "constant");
-  if (!status) status = clt_onnx_node(g, "Pad", in, 2, output, &mode, 1, e);
+  if (!status) status = clt_onnx_node(g, "Pad", in, 3, output, &mode, 1, e);
   return status;
 }
 

@@ -602,6 +602,180 @@ MODELS_K3 = [
 
 
 # ----------------------------------------------------------------------------
+# keras.applications' families, small: each model built by the family's own
+# model function (with a short stack of the family's blocks where the function
+# takes one) or from its own block functions (keras.src.applications.<family>),
+# so the file holds the layer graph keras.applications writes (preprocessing
+# layers, stem, blocks, top, layer names), with fewer blocks and channels, at
+# 32x32 (Keras' minimum) and 3 classes. Keras 3 only, but for MobileNetV3:
+# tf.keras 2.x writes the same graphs for the others, and MobileNetV3's
+# operations (x + 3.0, * (1/6)) as TFOpLambda layers.
+
+ZOO_INPUT = (32, 32, 3)
+
+
+def zoo_app(family):
+    """keras.src.applications.<family>, tf_keras' for the _k2 files."""
+    import importlib
+    top = "tf_keras" if keras_format == "k2" else "keras"
+    return importlib.import_module("%s.src.applications.%s" % (top, family))
+
+
+def zoo_mobilenet():
+    # MobileNet (V1) whole, alpha 1/32 (1 to 32 channels), 64x64 (its last blocks
+    # 2x2: BatchNormalization over more than the batch); its top is
+    # GlobalAveragePooling2D(keepdims=True), Dropout, a 1x1 Conv2D, Reshape((3,))
+    # and Activation("softmax").
+    return keras.applications.MobileNet(input_shape=(64, 64, 3), alpha=0.03125, depth_multiplier=1,
+                                        weights=None, classes=3, name="zoo_mobilenet")
+
+
+def zoo_mobilenet_v2():
+    # MobileNetV2()'s stem and top (Conv_1 with 64 filters, not 1280) around its
+    # first five inverted residual blocks, alpha 0.35.
+    from keras.src.applications import mobilenet_v2 as m
+    alpha = 0.35
+    inp = keras.Input(shape=ZOO_INPUT)
+    x = L.Conv2D(m._make_divisible(32 * alpha, 8), kernel_size=3, strides=(2, 2), padding="same",
+                 use_bias=False, name="Conv1")(inp)
+    x = L.BatchNormalization(epsilon=1e-3, momentum=0.999, name="bn_Conv1")(x)
+    x = L.ReLU(6.0, name="Conv1_relu")(x)
+    x = m._inverted_res_block(x, filters=16, alpha=alpha, stride=1, expansion=1, block_id=0)
+    x = m._inverted_res_block(x, filters=24, alpha=alpha, stride=2, expansion=6, block_id=1)
+    x = m._inverted_res_block(x, filters=24, alpha=alpha, stride=1, expansion=6, block_id=2)
+    x = m._inverted_res_block(x, filters=32, alpha=alpha, stride=2, expansion=6, block_id=3)
+    x = m._inverted_res_block(x, filters=32, alpha=alpha, stride=1, expansion=6, block_id=4)
+    x = L.Conv2D(64, kernel_size=1, use_bias=False, name="Conv_1")(x)
+    x = L.BatchNormalization(epsilon=1e-3, momentum=0.999, name="Conv_1_bn")(x)
+    x = L.ReLU(6.0, name="out_relu")(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dense(3, activation="softmax", name="predictions")(x)
+    return keras.Model(inp, x, name="zoo_mobilenet_v2")
+
+
+def zoo_mobilenet_v3():
+    # MobileNetV3() (Small's) with the first four of MobileNetV3Small's blocks,
+    # alpha 0.25, last_point_ch 32: Rescaling, hard_swish, squeeze-and-excitation
+    # with the hard sigmoid of operations (x + 3.0, * (1/6)), kernel 5. tf.keras
+    # 2.x writes hard_swish as x * that hard sigmoid (Multiply), not Activation.
+    m = zoo_app("mobilenet_v3")
+    alpha = 0.25
+
+    def stack_fn(x, kernel, activation, se_ratio):
+        def depth(d):
+            return m._depth(d * alpha)
+
+        x = m._inverted_res_block(x, 1, depth(16), 3, 2, se_ratio, m.relu, 0)
+        x = m._inverted_res_block(x, 72.0 / 16, depth(24), 3, 2, None, m.relu, 1)
+        x = m._inverted_res_block(x, 88.0 / 24, depth(24), 3, 1, None, m.relu, 2)
+        x = m._inverted_res_block(x, 4, depth(40), kernel, 2, se_ratio, activation, 3)
+        return x
+
+    named = {} if keras_format == "k2" else {"name": "zoo_mobilenet_v3"}
+    return m.MobileNetV3(stack_fn, 32, input_shape=ZOO_INPUT, alpha=alpha, model_type="small",
+                         weights=None, classes=3, **named)
+
+
+def zoo_resnet(preact):
+    # ResNet() with two stacks of two bottleneck blocks (ResNet50's
+    # stack_residual_blocks_v1, or ResNet50V2's _v2 with preact), 4 and 8 filters.
+    from keras.src.applications import resnet as m
+
+    def stack_fn(x):
+        if preact:
+            x = m.stack_residual_blocks_v2(x, 4, 2, name="conv2")
+            return m.stack_residual_blocks_v2(x, 8, 2, stride1=1, name="conv3")
+        x = m.stack_residual_blocks_v1(x, 4, 2, stride1=1, name="conv2")
+        return m.stack_residual_blocks_v1(x, 8, 2, name="conv3")
+
+    return m.ResNet(stack_fn, preact, True, weights=None, input_shape=ZOO_INPUT, classes=3,
+                    name="zoo_resnet_v2" if preact else "zoo_resnet")
+
+
+def zoo_set_normalization(model, mean, variance):
+    # Normalization's mean and variance (weights, zeros and ones until adapted):
+    # values near ImageNet's, so that a loader that ignores them shows. Keras
+    # computes with the tensors finalize_state() makes of them (as adapt() and
+    # load_weights() end).
+    norm = next(l for l in model.layers if isinstance(l, L.Normalization))
+    rng = np.random.default_rng(SEED + 2)
+    for v in norm.weights:
+        n = short_name(v)
+        if n in ("mean", "variance"):
+            base = mean if n == "mean" else variance
+            v.assign((np.asarray(base) * rng.uniform(0.9, 1.1, (3,))).astype("float32")
+                     .reshape(tuple(v.shape)))
+    norm.finalize_state()
+
+
+def zoo_efficientnet():
+    # EfficientNet() (B0's stem, blocks and top: Rescaling, Normalization, swish,
+    # squeeze-and-excitation, drop-connect), width 0.1 (top_conv 128 filters), two
+    # of B0's stages: kernel 3 expand 1, then kernel 5 expand 6 stride 2 twice.
+    from keras.src.applications import efficientnet as m
+    blocks = [
+        dict(m.DEFAULT_BLOCKS_ARGS[0], filters_out=160),
+        dict(m.DEFAULT_BLOCKS_ARGS[2], filters_in=160, filters_out=160),
+    ]
+    model = m.EfficientNet(0.1, 1.0, 32, blocks_args=blocks, weights=None,
+                           input_shape=ZOO_INPUT, classes=3, name="zoo_efficientnet")
+    zoo_set_normalization(model, [0.485, 0.456, 0.406], [0.229**2, 0.224**2, 0.225**2])
+    return model
+
+
+def zoo_efficientnet_v2():
+    # EfficientNetV2() (S, M and L's preprocessing, Rescaling(1/128, offset=-1),
+    # the B models' Normalization takes mean and variance in its config), width
+    # 0.1 (top_conv 128 filters): a FusedMBConv block without expansion (with
+    # Add), one with, stride 2, and two MBConv blocks with squeeze-and-excitation,
+    # stride 2 (depthwise, padding same), then Add and drop-connect.
+    from keras.src.applications import efficientnet_v2 as m
+    common = {"kernel_size": 3, "num_repeat": 1, "se_ratio": 0, "strides": 1}
+    blocks = [
+        dict(common, input_filters=80, output_filters=80, expand_ratio=1, conv_type=1),
+        dict(common, input_filters=80, output_filters=160, expand_ratio=4, strides=2,
+             conv_type=1),
+        dict(common, num_repeat=2, input_filters=160, output_filters=160, expand_ratio=4,
+             se_ratio=0.25, strides=2, conv_type=0),
+    ]
+    return m.EfficientNetV2(0.1, 1.0, 32, blocks_args=blocks, weights=None,
+                            input_shape=ZOO_INPUT, classes=3, name="zoo_efficientnet_v2")
+
+
+MODELS_K3 += [
+    ("zoo_mobilenet", lambda: zoo_mobilenet(), 3, 2, False),
+    ("zoo_mobilenet_v2", lambda: zoo_mobilenet_v2(), 3, 4, False),
+    ("zoo_resnet", lambda: zoo_resnet(False), 3, 4, False),
+    ("zoo_resnet_v2", lambda: zoo_resnet(True), 3, 4, False),
+    ("zoo_efficientnet", lambda: zoo_efficientnet(), 3, 4, True),
+    ("zoo_efficientnet_v2", lambda: zoo_efficientnet_v2(), 3, 4, True),
+]
+
+
+def tf_ops():
+    # Operations on tensors as tf.keras 2.x writes them (TFOpLambda layers; Keras 3:
+    # operation nodes): a tensor and a number (x + 3.0, x - 1.5, x / 4.0,
+    # tf.math.multiply(x, 0.5), Keras 3: keras.ops.multiply) and two tensors
+    # (x - y, x * y, x + y).
+    multiply = tf.math.multiply if keras_format == "k2" else keras.ops.multiply
+    inp = keras.Input(shape=(6, 6, 3))
+    x = L.Conv2D(6, 3, padding="same")(inp)
+    y = L.Conv2D(6, 1, activation="sigmoid")(x)
+    a = L.ReLU()(x + 3.0) - 1.5
+    b = multiply(a / 4.0, 0.5)
+    c = (b - y) * y
+    d = c + x
+    out = L.Dense(3)(L.GlobalAveragePooling2D()(d))
+    return keras.Model(inp, out, name="tf_ops")
+
+
+MODELS += [
+    ("zoo_mobilenet_v3", lambda: zoo_mobilenet_v3(), 3, 4, True),
+    ("tf_ops", lambda: tf_ops(), 3, 4, False),
+]
+
+
+# ----------------------------------------------------------------------------
 # A model file without batch: the augmentation in a nested Sequential, as Keras'
 # transfer-learning guide writes it (data_augmentation(inputs)), before a frozen
 # base called with training=False.
