@@ -56,6 +56,16 @@ struct clt_backend; /* src/backend/backend.h: what differs between device kinds 
 typedef struct clt_kernel_info clt_kernel_info;
 #define CLT_KERNEL_INFO_SLOTS 1024
 
+/* One convolution layer's algorithm per pass (forward, weight gradient, input
+ * gradient: gemm.h's CLT_CONV_*, -1 for the backend's default), as a tuner, a
+ * tuning file or a checkpoint chose it for this replica (gemm.h's
+ * clt_conv_choose). */
+#define CLT_MAX_CONV_CHOICES 512
+typedef struct clt_conv_choice {
+  char layer[64];
+  int algo[3];
+} clt_conv_choice;
+
 typedef struct clt_replica {
   clt_device device; /* copy of the enumerated description */
   /* Set by the backend when it takes the replica (clt_backend_create_replica): */
@@ -66,7 +76,9 @@ typedef struct clt_replica {
   size_t group_size;   /* the work-group 1-D launches aim for */
   size_t chunk;        /* floats per work-item of the elementwise kernels (clt_launch_elems) */
   int winograd;        /* Winograd tile (0: none, 2, 4) of 3x3 stride-1 convolutions:
-                          $CLTRAIN_WINOGRAD, a plain value a tuner may set */
+                          $CLTRAIN_WINOGRAD, which forces it over any choice below */
+  int nconv_choices;   /* the layers chosen for (the others take the default) */
+  clt_conv_choice conv_choices[CLT_MAX_CONV_CHOICES];
   cl_context context;
   cl_command_queue queue;      /* in order, profiling enabled */
   clt_program_entry *programs; /* built once per (source, options) */

@@ -659,9 +659,87 @@ const clt_command clt_cmd_bench_allreduce = {
     .nflags = COUNT(bench_flags),
 };
 
+#define TU(f) offsetof(clt_tune_opts, f)
+static const clt_flag tune_flags[] = {
+    {.name = "model",
+     .type = CLT_FLAG_STRING,
+     .offset = TU(model),
+     .def_str = "fmnist-cnn",
+     .meta = "NAME",
+     .help = "the built-in model to tune: %s",
+     .insert = &clt_model_names},
+    {.name = "image-size",
+     .type = CLT_FLAG_INT,
+     .offset = TU(image_size),
+     .seen = CLT_SEEN(clt_tune_opts, image_size_given),
+     .min = 8,
+     .max = 4096,
+     .def = 224,
+     .meta = "N",
+     .shown = "28 for fmnist-cnn (one channel), else 224 (three)",
+     .help = "the images' side"},
+    {.name = "batch",
+     .type = CLT_FLAG_INT,
+     .offset = TU(batch),
+     .min = 1,
+     .max = 65536,
+     .def = 64,
+     .meta = "N",
+     .help = "examples per device per step, as train's --batch-per-replica (results hold for "
+             "the batches of its power-of-two bucket)"},
+    {.name = "classes",
+     .type = CLT_FLAG_INT,
+     .offset = TU(classes),
+     .min = 2,
+     .max = 100000,
+     .def = 10,
+     .meta = "N",
+     .help = "the model's classes"},
+    {.name = "devices",
+     .type = CLT_FLAG_STRING,
+     .offset = TU(devices),
+     .def_str = "all",
+     .meta = "SEL",
+     .help = "as for cltrain train; each device is tuned in turn"},
+    {.name = "tune-budget",
+     .type = CLT_FLAG_DOUBLE,
+     .offset = TU(budget),
+     .min = 0,
+     .max = 86400,
+     .def = 120,
+     .meta = "SECONDS",
+     .help = "time each device may spend tuning (0: no limit); passes left untuned keep their "
+             "default and are not cached"},
+    {.name = "tune-file",
+     .type = CLT_FLAG_STRING,
+     .offset = TU(tune_file),
+     .meta = "FILE",
+     .help = "read and write this tuning file rather than the cache folder's "
+             "($XDG_CACHE_HOME/cltrain/tune, else ~/.cache/cltrain/tune); a file of another "
+             "device is an error"},
+};
+
+const clt_command clt_cmd_tune = {
+    .name = "tune",
+    .summary = "choose each convolution's fastest algorithm on each device, ahead of training",
+    .usage = "cltrain tune [--model M] [--image-size N] [--batch N] [--devices SEL] "
+             "[--tune-budget S] [--tune-file F]",
+    .text = "For each pass (forward, weight gradient, input gradient) of each Conv2D of the "
+            "model, times the algorithms that fit its shape on each device (im2col and a GEMM, "
+            "the GEMM over the image in place, Winograd F(2x2,3x3) and F(4x4,3x3)), each first "
+            "checked against a double-precision convolution on two examples (a wrong result "
+            "never wins), and keeps the fastest in the device's tuning cache, keyed by the "
+            "device, its kernels and the layer's shape with the batch bucketed. Prints per "
+            "layer and pass the chosen algorithm and its time beside the default's; a shape "
+            "cached already is not timed again. docs/performance.md, Tuning.\n",
+    .flags = tune_flags,
+    .nflags = COUNT(tune_flags),
+};
+
 const clt_command *const clt_commands[] = {
-    &clt_cmd_devices, &clt_cmd_train,           &clt_cmd_eval, &clt_cmd_predict, &clt_cmd_export,
-    &clt_cmd_plot,    &clt_cmd_bench_allreduce, NULL,
+    &clt_cmd_devices,         &clt_cmd_train,  &clt_cmd_eval,
+    &clt_cmd_predict,         &clt_cmd_export, &clt_cmd_plot,
+    &clt_cmd_bench_allreduce, &clt_cmd_tune,   NULL,
 };
 
 const char clt_cltrain_summary[] = "train convolutional networks on every OpenCL device of a host";

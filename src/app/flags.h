@@ -26,8 +26,14 @@ typedef struct clt_bench_opts {
   int repeat, warmup;
 } clt_bench_opts;
 
+typedef struct clt_tune_opts {
+  const char *model, *devices, *tune_file;
+  int image_size, image_size_given, batch, classes;
+  double budget;
+} clt_tune_opts;
+
 extern const clt_command clt_cmd_devices, clt_cmd_train, clt_cmd_eval, clt_cmd_predict,
-    clt_cmd_export, clt_cmd_plot, clt_cmd_bench_allreduce;
+    clt_cmd_export, clt_cmd_plot, clt_cmd_bench_allreduce, clt_cmd_tune;
 
 /* Every command, in `cltrain --help`'s order; NULL-ended. */
 extern const clt_command *const clt_commands[];

@@ -2,6 +2,7 @@
  * that dispatch to it (gemm.h). */
 #include "backend.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +75,108 @@ clt_conv_algos clt_conv_algos_for(const clt_replica *r, const clt_conv_geom *g, 
   if (r->backend->conv_algos) a = r->backend->conv_algos(r, g, filters);
   if (r->backend->winograd && r->winograd && clt_winograd_fits(g))
     a.forward = a.weight_grad = a.input_grad = r->winograd;
+  return a;
+}
+
+const char *clt_conv_pass_name(int pass) {
+  static const char *const names[CLT_CONV_PASSES] = {"fwd", "dw", "dx"};
+  return pass >= 0 && pass < CLT_CONV_PASSES ? names[pass] : "?";
+}
+
+const char *clt_conv_algo_name(int algo) {
+  switch (algo) {
+    case CLT_CONV_IM2COL:
+      return "im2col";
+    case CLT_CONV_IN_PLACE:
+      return "in_place";
+    case CLT_CONV_WINOGRAD2:
+      return "winograd2";
+    case CLT_CONV_WINOGRAD4:
+      return "winograd4";
+    default:
+      return NULL;
+  }
+}
+
+int clt_conv_algo_parse(const char *name) {
+  const int algos[] = {CLT_CONV_IM2COL, CLT_CONV_IN_PLACE, CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD4};
+  for (int i = 0; i < 4; i++)
+    if (strcmp(name, clt_conv_algo_name(algos[i])) == 0) return algos[i];
+  return -1;
+}
+
+static int pass_algo(const clt_conv_algos *a, int pass) {
+  return pass == CLT_CONV_PASS_FORWARD       ? a->forward
+         : pass == CLT_CONV_PASS_WEIGHT_GRAD ? a->weight_grad
+                                             : a->input_grad;
+}
+
+int clt_conv_candidates(const clt_replica *r, const clt_conv_geom *g, int filters, int pass,
+                        int *out) {
+  int n = 0;
+  out[n++] = CLT_CONV_IM2COL;
+  /* The in-place kernels have preconditions the backend's default checks. */
+  clt_conv_algos d = {CLT_CONV_IM2COL, CLT_CONV_IM2COL, CLT_CONV_IM2COL};
+  if (r->backend->conv_algos) d = r->backend->conv_algos(r, g, filters);
+  if (pass_algo(&d, pass) == CLT_CONV_IN_PLACE) out[n++] = CLT_CONV_IN_PLACE;
+  if (r->backend->winograd && clt_winograd_fits(g)) {
+    out[n++] = CLT_CONV_WINOGRAD2;
+    out[n++] = CLT_CONV_WINOGRAD4;
+  }
+  return n;
+}
+
+static int algo_allowed(const clt_replica *r, const clt_conv_geom *g, int filters, int pass,
+                        int algo) {
+  int c[CLT_CONV_MAX_CANDIDATES];
+  const int n = clt_conv_candidates(r, g, filters, pass, c);
+  for (int i = 0; i < n; i++)
+    if (c[i] == algo) return 1;
+  return 0;
+}
+
+/* The index of layer's entry in r's choices, or -1. */
+static int find_choice(const clt_replica *r, const char *layer) {
+  for (int i = 0; i < r->nconv_choices; i++)
+    if (strcmp(r->conv_choices[i].layer, layer) == 0) return i;
+  return -1;
+}
+
+int clt_conv_choose(clt_replica *r, const char *layer, const clt_conv_geom *g, int filters,
+                    int pass, int algo, clt_err *e) {
+  if (pass < 0 || pass >= CLT_CONV_PASSES)
+    return clt_fail(e, CLT_ERR_INTERNAL, "%s: no convolution pass %d", layer, pass);
+  if (algo >= 0 && !algo_allowed(r, g, filters, pass, algo)) {
+    const char *name = clt_conv_algo_name(algo);
+    return clt_fail(e, CLT_ERR_ARG, "%s: the %s backend cannot run its %s pass as %s", layer,
+                    r->variant, clt_conv_pass_name(pass), name ? name : "that algorithm");
+  }
+  if (strlen(layer) >= sizeof r->conv_choices[0].layer)
+    return clt_fail(e, CLT_ERR_ARG, "%s: layer name too long for a convolution choice", layer);
+  int at = find_choice(r, layer);
+  clt_conv_choice *c = at >= 0 ? &r->conv_choices[at] : NULL;
+  if (!c) {
+    if (r->nconv_choices == CLT_MAX_CONV_CHOICES)
+      return clt_fail(e, CLT_ERR_ARG, "%s: more than %d convolution layers chosen for", layer,
+                      CLT_MAX_CONV_CHOICES);
+    c = &r->conv_choices[r->nconv_choices++];
+    snprintf(c->layer, sizeof c->layer, "%s", layer);
+    c->algo[0] = c->algo[1] = c->algo[2] = -1;
+  }
+  c->algo[pass] = algo;
+  return CLT_OK;
+}
+
+clt_conv_algos clt_conv_algos_layer(const clt_replica *r, const char *layer, const clt_conv_geom *g,
+                                    int filters) {
+  clt_conv_algos a = clt_conv_algos_for(r, g, filters);
+  if (r->backend->winograd && r->winograd && clt_winograd_fits(g)) return a;
+  const int at = find_choice(r, layer);
+  if (at < 0) return a;
+  const clt_conv_choice *c = &r->conv_choices[at];
+  int *pass[CLT_CONV_PASSES] = {&a.forward, &a.weight_grad, &a.input_grad};
+  for (int p = 0; p < CLT_CONV_PASSES; p++)
+    if (c->algo[p] >= 0 && algo_allowed(r, g, filters, p, c->algo[p])) *pass[p] = c->algo[p];
   return a;
 }
 

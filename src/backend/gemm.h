@@ -55,6 +55,37 @@ typedef struct clt_conv_algos {
  * 3x3 stride-1 convolution. */
 clt_conv_algos clt_conv_algos_for(const clt_replica *r, const clt_conv_geom *g, int filters);
 
+/* A convolution's passes, as clt_conv_choice.algo indexes them. */
+enum { CLT_CONV_PASS_FORWARD = 0, CLT_CONV_PASS_WEIGHT_GRAD = 1, CLT_CONV_PASS_INPUT_GRAD = 2 };
+#define CLT_CONV_PASSES 3
+#define CLT_CONV_MAX_CANDIDATES 4
+
+/* "fwd", "dw", "dx": a pass's name in tuning keys and records. */
+const char *clt_conv_pass_name(int pass);
+
+/* "im2col", "in_place", "winograd2", "winograd4" (NULL for another value), and
+ * back (-1 for an unknown name). */
+const char *clt_conv_algo_name(int algo);
+int clt_conv_algo_parse(const char *name);
+
+/* The algorithms r can run pass `pass` of g's convolution with (im2col first,
+ * then the in-place product where the backend's default takes it, then
+ * Winograd's tiles where the geometry fits and the backend runs them), at most
+ * CLT_CONV_MAX_CANDIDATES; returns how many. */
+int clt_conv_candidates(const clt_replica *r, const clt_conv_geom *g, int filters, int pass,
+                        int *out);
+
+/* Records `algo` for pass `pass` of layer `layer` on r (-1: back to the
+ * default). An algorithm r cannot run for g, or a full table, is an error. */
+int clt_conv_choose(clt_replica *r, const char *layer, const clt_conv_geom *g, int filters,
+                    int pass, int algo, clt_err *e);
+
+/* What layer `layer` runs on r: clt_conv_algos_for, with the passes chosen for
+ * the layer (clt_conv_choose) in place of the default, unless $CLTRAIN_WINOGRAD
+ * forces every pass of a 3x3 stride-1 layer. */
+clt_conv_algos clt_conv_algos_layer(const clt_replica *r, const char *layer, const clt_conv_geom *g,
+                                    int filters);
+
 /* Builds the in-place forward's and weight gradient's kernels and grows the
  * GEMM scratch, for g.batch examples at most (the largest slice). */
 int clt_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e);

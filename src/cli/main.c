@@ -1,7 +1,7 @@
 /* cltrain: train convolutional networks on every OpenCL device of a host.
  *
  * devices, train, eval, predict and export are built on the public API alone
- * (cltrain.h, as any program using libcltrain); bench, plot and the top-level
+ * (cltrain.h, as any program using libcltrain); bench, plot, tune and the top-level
  * --help are on cltrain's internals (commands.h says why). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
@@ -180,10 +180,11 @@ static int dispatch(int argc, char **argv) {
   if (strcmp(cmd, "predict") == 0) return cmd_predict(argc - 2, argv + 2);
   if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
   if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 2, argv + 2);
+  if (strcmp(cmd, "tune") == 0) return cmd_tune(argc - 2, argv + 2);
   fprintf(
       stderr,
       "cltrain: error: unknown command '%s' (commands: devices, train, eval, predict, export, plot, "
-      "bench; "
+      "bench, tune; "
       "see cltrain --help)\n",
       cmd);
   return 2;

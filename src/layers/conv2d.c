@@ -102,11 +102,12 @@ static int conv_pointwise(const clt_layer *l) {
          l->pad_left == 0;
 }
 
-/* Which passes run over the image in place, as r's backend chooses; none for
- * a pointwise convolution, whose input is its column matrix already. */
+/* Each pass's algorithm on r: the one chosen for the layer there (a tuner's),
+ * else the backend's default; im2col's GEMM for a pointwise convolution, whose
+ * input is its column matrix already. */
 static clt_conv_algos conv_algos(const clt_layer *l, const clt_replica *r, const clt_conv_geom *g) {
   const clt_conv_algos none = {0, 0, 0};
-  return conv_pointwise(l) ? none : clt_conv_algos_for(r, g, hp(l)->filters);
+  return conv_pointwise(l) ? none : clt_conv_algos_layer(r, l->name, g, hp(l)->filters);
 }
 
 static size_t conv_rows(const clt_layer *l, int batch) {
@@ -255,10 +256,12 @@ static int grouped_backward(const clt_layer *l, const clt_layer_io *io, clt_err 
   return status;
 }
 
-/* Winograd's room, for either tile, where $CLTRAIN_WINOGRAD asks for it. */
+/* Winograd's room, for either tile, wherever the geometry fits: a replica may
+ * choose it (the scratch is sized without knowing the replica), and it is about
+ * the column matrix's size or less. */
 static size_t conv_winograd_scratch(const clt_layer *l, int batch) {
   const clt_conv_geom g = conv_geom(l, batch);
-  if (clt_winograd_env() <= 0 || conv_pointwise(l) || !clt_winograd_fits(&g)) return 0;
+  if (conv_pointwise(l) || !clt_winograd_fits(&g)) return 0;
   const clt_conv_algos f2 = {CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD2};
   const clt_conv_algos f4 = {CLT_CONV_WINOGRAD4, CLT_CONV_WINOGRAD4, CLT_CONV_WINOGRAD4};
   const size_t n2 = clt_winograd_scratch(&g, hp(l)->filters, &f2);
@@ -603,6 +606,15 @@ static void conv_ref_backward(const clt_layer *l, const clt_ref_io *io) {
   if (h->nobias) free(dbias);
 }
 #endif
+
+/* ---- tuning ------------------------------------------------------------------------ */
+
+int clt_conv2d_tunable(const clt_layer *l, int batch, struct clt_conv_geom *g, int *filters) {
+  if (strcmp(l->ops->kind, "Conv2D") != 0 || conv_groups(l) > 1 || conv_pointwise(l)) return 0;
+  *g = conv_geom(l, batch);
+  *filters = hp(l)->filters;
+  return 1;
+}
 
 /* ---- Keras and ONNX ---------------------------------------------------------------- */
 

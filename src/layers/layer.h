@@ -317,6 +317,12 @@ typedef struct clt_conv_hp {
   int has_groups, groups; /* Conv2D's groups (1: a dense convolution) */
 } clt_conv_hp;
 
+/* Whether l's passes take a convolution algorithm each (gemm.h's clt_conv_algos:
+ * a Conv2D without groups that is not pointwise); if so its geometry for
+ * `batch` examples and its filters. */
+struct clt_conv_geom;
+int clt_conv2d_tunable(const clt_layer *l, int batch, struct clt_conv_geom *g, int *filters);
+
 /* parse and describe: "[F,]KHxKW,sSTRIDE,same|valid[,mM][,gG][,nobias][,relu]", F, ,mM
  * and ,gG where the kind has them (,mM when M is not 1, ,gG when G is not 1); parse
  * starts l->hp from `kind`. */

@@ -1,0 +1,112 @@
+/* `cltrain tune`: the tuner (tuner.h) on each selected device, ahead of
+ * training: per Conv2D pass the chosen algorithm, its time and the default's,
+ * kept in the device's tuning cache. On cltrain's internals (replicas, the
+ * tuner and its cache), not the public API. */
+#define _POSIX_C_SOURCE 200809L
+#include "commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "flags.h"
+#include "internals.h"
+#include "select.h"
+#include "timing.h"
+#include "tuner.h"
+
+#define MAX_LINES (3 * CLT_MAX_LAYERS)
+
+static void print_lines(const clt_tune_line *lines, int n) {
+  printf("  %-28s %-4s %-10s %10s %-10s %10s %7s  %s\n", "layer", "pass", "chosen", "ms", "default",
+         "ms", "speedup", "how");
+  for (int i = 0; i < n; i++) {
+    const clt_tune_line *t = &lines[i];
+    char how[64];
+    if (t->cached) snprintf(how, sizeof how, "cached");
+    else if (t->tuned && t->rejected)
+      snprintf(how, sizeof how, "tuned, %d candidates, %d rejected", t->candidates, t->rejected);
+    else if (t->tuned) snprintf(how, sizeof how, "tuned, %d candidates", t->candidates);
+    else if (t->candidates < 2) snprintf(how, sizeof how, "one algorithm fits");
+    else snprintf(how, sizeof how, "not tuned (budget)");
+    char ms[32] = "-", dms[32] = "-", gain[32] = "-";
+    if (t->ms > 0) snprintf(ms, sizeof ms, "%.3f", t->ms);
+    if (t->default_ms > 0) snprintf(dms, sizeof dms, "%.3f", t->default_ms);
+    if (t->ms > 0 && t->default_ms > 0) snprintf(gain, sizeof gain, "%.2fx", t->default_ms / t->ms);
+    printf("  %-28s %-4s %-10s %10s %-10s %10s %7s  %s\n", t->layer, clt_conv_pass_name(t->pass),
+           clt_conv_algo_name(t->algo), ms, clt_conv_algo_name(t->default_algo), dms, gain, how);
+  }
+}
+
+/* Tunes m on one device. */
+static int tune_device(const clt_model *m, const clt_device *d, int index, const clt_tune_opts *o,
+                       clt_tune_line *lines, clt_err *e) {
+  clt_replica *r = NULL;
+  clt_tune_cache *cache = NULL;
+  clt_tune_ident ident;
+  int status = clt_backend_create_replica(d, &r, e);
+  if (!status) status = clt_tune_ident_of(&r->device, r->defines, &ident, e);
+  if (!status) status = clt_tune_open(NULL, o->tune_file, &ident, stderr, &cache, e);
+  if (status) {
+    if (r) clt_backend_destroy_replica(r);
+    return status;
+  }
+  printf("Device %d: %s (%s kernels), batch %d; results in %s%s\n", index, r->device.name,
+         r->variant, o->batch, clt_tune_path(cache),
+         clt_tune_persistent(cache) ? "" : " (in memory only)");
+  fflush(stdout);
+  const clt_tuner_opts to = {.batch = o->batch, .tune = 1, .budget_s = o->budget, .cache = cache};
+  int n = 0;
+  const double t0 = clt_now_seconds();
+  status = clt_tune_model(m, r, &to, lines, MAX_LINES, &n, e);
+  if (!status) {
+    int tuned = 0, cached = 0, left = 0;
+    for (int i = 0; i < n; i++) {
+      tuned += lines[i].tuned;
+      cached += lines[i].cached;
+      left += !lines[i].tuned && !lines[i].cached && lines[i].candidates > 1;
+    }
+    print_lines(lines, n);
+    printf("  %d passes: %d tuned, %d cached, %d left at the default (budget), %d with one "
+           "algorithm; %.1f s\n",
+           n, tuned, cached, left, n - tuned - cached - left, clt_now_seconds() - t0);
+  }
+  clt_tune_close(cache);
+  clt_backend_destroy_replica(r);
+  return status;
+}
+
+static int run(const clt_tune_opts *o, clt_err *e) {
+  static clt_model m; /* large: not on the stack */
+  clt_preprocess pre;
+  if (!clt_model_is_builtin(o->model, &pre))
+    return clt_fail(e, CLT_ERR_ARG, "cltrain tune: --model %s: expected a built-in model (%s)",
+                    o->model, clt_model_names);
+  const int cnn = strcmp(o->model, "fmnist-cnn") == 0;
+  const int side = o->image_size_given ? o->image_size : cnn ? 28 : 224;
+  const clt_shape input = {side, side, cnn ? 1 : 3};
+  int status = clt_model_build(o->model, input, o->classes, &m, e);
+  if (status) return status;
+  clt_device_list list = {0};
+  const clt_device *chosen[CLT_MAX_SELECTED];
+  int n = 0;
+  status = clt_devices_enumerate(&list, e);
+  if (!status && list.count == 0) status = clt_fail(e, CLT_ERR_DEVICE, "no OpenCL device found");
+  if (!status) status = clt_select_listed(o->devices, "--devices", &list, chosen, &n, e);
+  clt_tune_line *lines = status ? NULL : malloc(MAX_LINES * sizeof *lines);
+  if (!status && !lines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  if (!status) printf("Tuning %s at %dx%dx%d\n", o->model, input.h, input.w, input.c);
+  for (int i = 0; i < n && !status; i++) status = tune_device(&m, chosen[i], i, o, lines, e);
+  free(lines);
+  clt_devices_free(&list);
+  return status;
+}
+
+int cmd_tune(int argc, char **argv) {
+  clt_err e = {0};
+  clt_tune_opts o = {0};
+  int rc = clt_cli_start(&clt_cmd_tune, argc, argv, &o);
+  if (rc >= 0) return rc;
+  return clt_cli_finish(NULL, run(&o, &e), &e);
+}

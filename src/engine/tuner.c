@@ -1,0 +1,416 @@
+/* The tuner (tuner.h): per convolution pass, each candidate algorithm checked
+ * against a double-precision convolution, then timed; the fastest kept.
+ *
+ * A layer is tuned on a copy of itself with its parameters at the start of
+ * buffers of its own and its ReLU left out (the check compares the
+ * convolution alone); the copy keeps the layer's name, which the replica's
+ * choices go by. The weight gradient is timed as a backward pass without an
+ * input gradient, the input gradient as a backward pass of the copy frozen
+ * (no weight gradient): each times its own product. */
+#define _POSIX_C_SOURCE 200809L
+#include "tuner.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer.h"
+#include "plan.h"
+#include "rng.h"
+#include "timing.h"
+
+/* Examples the check runs on (fewer when the batch is smaller). */
+#define CHECK_EXAMPLES 2
+#define DEFAULT_RUNS 3
+#define MAX_RUNS 15
+
+double clt_tune_rel_error(const float *got, const double *ref, size_t n) {
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(ref[i]));
+  for (size_t i = 0; i < n; i++) {
+    const double d = fabs((double)got[i] - ref[i]);
+    /* NaN compares false: count it as the worst error there is. */
+    if (!(d <= worst)) worst = isnan(d) ? INFINITY : d;
+  }
+  return scale > 0 ? worst / scale : worst;
+}
+
+/* ---- the double-precision convolution, from its definition ---------------------------
+ * NHWC images, the HWIO kernel [kh][kw][c][filters]; sums in a fixed order. */
+
+/* Input position of output (oy, ox) and tap (ky, kx), or 0 when it is padding. */
+static int tap(const clt_conv_geom *g, int oy, int ox, int ky, int kx, size_t *at, int n) {
+  const int iy = oy * g->stride - g->pad_top + ky, ix = ox * g->stride - g->pad_left + kx;
+  if (iy < 0 || iy >= g->h || ix < 0 || ix >= g->w) return 0;
+  *at = (((size_t)n * g->h + iy) * g->w + ix) * g->c;
+  return 1;
+}
+
+static void ref_forward(const clt_conv_geom *g, int f, const double *x, const double *w,
+                        const double *bias, double *y) {
+  for (int n = 0; n < g->batch; n++)
+    for (int oy = 0; oy < g->oh; oy++)
+      for (int ox = 0; ox < g->ow; ox++) {
+        double *out = y + (((size_t)n * g->oh + oy) * g->ow + ox) * f;
+        for (int j = 0; j < f; j++) out[j] = bias ? bias[j] : 0.0;
+        for (int ky = 0; ky < g->kh; ky++)
+          for (int kx = 0; kx < g->kw; kx++) {
+            size_t at;
+            if (!tap(g, oy, ox, ky, kx, &at, n)) continue;
+            for (int c = 0; c < g->c; c++) {
+              const double v = x[at + c];
+              const double *wr = w + ((size_t)(ky * g->kw + kx) * g->c + c) * f;
+              for (int j = 0; j < f; j++) out[j] += v * wr[j];
+            }
+          }
+      }
+}
+
+/* dw (kh*kw*c x f) and dx (batch x h x w x c) of dy. */
+static void ref_backward(const clt_conv_geom *g, int f, const double *x, const double *w,
+                         const double *dy, double *dw, double *dx) {
+  memset(dw, 0, (size_t)g->kh * g->kw * g->c * f * sizeof *dw);
+  memset(dx, 0, (size_t)g->batch * g->h * g->w * g->c * sizeof *dx);
+  for (int n = 0; n < g->batch; n++)
+    for (int oy = 0; oy < g->oh; oy++)
+      for (int ox = 0; ox < g->ow; ox++) {
+        const double *d = dy + (((size_t)n * g->oh + oy) * g->ow + ox) * f;
+        for (int ky = 0; ky < g->kh; ky++)
+          for (int kx = 0; kx < g->kw; kx++) {
+            size_t at;
+            if (!tap(g, oy, ox, ky, kx, &at, n)) continue;
+            for (int c = 0; c < g->c; c++) {
+              const size_t wi = ((size_t)(ky * g->kw + kx) * g->c + c) * f;
+              double sum = 0;
+              for (int j = 0; j < f; j++) {
+                dw[wi + j] += x[at + c] * d[j];
+                sum += w[wi + j] * d[j];
+              }
+              dx[at + c] += sum;
+            }
+          }
+      }
+}
+
+/* ---- one layer ------------------------------------------------------------------------ */
+
+typedef struct layer_run {
+  clt_replica *r;
+  clt_layer *copy, *frozen; /* the layer's copy, and the same frozen */
+  clt_conv_geom g;          /* at the batch */
+  int filters, batch, check_batch;
+  size_t nx, ny, nw, nflat, nscratch;
+  cl_mem x, y, dy, dx, params, grads, scratch;
+  float *host_x, *host_w, *host_dy, *out; /* out: a pass's result read back */
+  double *ref[CLT_CONV_PASSES];           /* the reference's y, dw and dx on the slice */
+} layer_run;
+
+static void run_free(layer_run *t) {
+  cl_mem *m[] = {&t->x, &t->y, &t->dy, &t->dx, &t->params, &t->grads, &t->scratch};
+  for (int i = 0; i < 7; i++)
+    if (*m[i]) clReleaseMemObject(*m[i]);
+  free(t->copy);
+  free(t->frozen);
+  free(t->host_x);
+  free(t->host_w);
+  free(t->host_dy);
+  free(t->out);
+  for (int p = 0; p < CLT_CONV_PASSES; p++) free(t->ref[p]);
+}
+
+static void fill(clt_rng *rng, float *v, size_t n) {
+  for (size_t i = 0; i < n; i++) v[i] = (float)(2.0 * clt_rng_uniform(rng) - 1.0);
+}
+
+static double *to_double(const float *v, size_t n) {
+  double *d = malloc((n ? n : 1) * sizeof *d);
+  if (d)
+    for (size_t i = 0; i < n; i++) d[i] = v[i];
+  return d;
+}
+
+static int upload(layer_run *t, cl_mem m, const float *v, size_t n, clt_err *e) {
+  cl_int rc = clEnqueueWriteBuffer(t->r->queue, m, CL_TRUE, 0, n * sizeof *v, v, 0, NULL, NULL);
+  return rc ? clt_replica_fail(t->r, e, rc, "tuning: writing a buffer") : CLT_OK;
+}
+
+/* The copy, its buffers and data, and the reference's three results on the
+ * check slice. */
+static int run_init(layer_run *t, clt_replica *r, const clt_layer *l, int batch, int index,
+                    clt_err *e) {
+  memset(t, 0, sizeof *t);
+  t->r = r;
+  t->batch = batch;
+  t->check_batch = batch < CHECK_EXAMPLES ? batch : CHECK_EXAMPLES;
+  if (!clt_conv2d_tunable(l, batch, &t->g, &t->filters))
+    return clt_fail(e, CLT_ERR_INTERNAL, "%s: not a tunable convolution", l->name);
+  t->copy = malloc(sizeof *t->copy);
+  t->frozen = malloc(sizeof *t->frozen);
+  if (!t->copy || !t->frozen) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  *t->copy = *l;
+  clt_layer_hp(t->copy, clt_conv_hp)->relu = 0;
+  t->copy->frozen = 0;
+  t->nw = (size_t)t->g.kh * t->g.kw * t->g.c * t->filters;
+  t->copy->params[0].offset = 0;
+  size_t bias_at = (t->nw + 31) / 32 * 32;
+  if (t->copy->nparams > 1) t->copy->params[1].offset = bias_at;
+  t->nflat = bias_at + (size_t)t->filters;
+  *t->frozen = *t->copy;
+  t->frozen->frozen = 1;
+  const clt_conv_geom *g = &t->g;
+  t->nx = (size_t)batch * g->h * g->w * g->c;
+  t->ny = (size_t)batch * g->oh * g->ow * t->filters;
+  t->nscratch = clt_layer_scratch_floats(t->copy, batch);
+  int status = CLT_OK;
+  struct {
+    cl_mem *m;
+    size_t n;
+    const char *what;
+  } b[] = {{&t->x, t->nx, "tuning input"},
+           {&t->y, t->ny, "tuning output"},
+           {&t->dy, t->ny, "tuning output gradient"},
+           {&t->dx, t->nx, "tuning input gradient"},
+           {&t->params, t->nflat, "tuning parameters"},
+           {&t->grads, t->nflat, "tuning gradients"},
+           {&t->scratch, t->nscratch ? t->nscratch : 1, "tuning scratch"}};
+  for (int i = 0; i < 7 && !status; i++)
+    status = clt_replica_alloc(r, b[i].n * sizeof(float), b[i].what, b[i].m, e);
+  if (status) return status;
+  t->host_x = malloc(t->nx * sizeof *t->host_x);
+  t->host_w = malloc(t->nflat * sizeof *t->host_w);
+  t->host_dy = malloc(t->ny * sizeof *t->host_dy);
+  const size_t nout = t->nx > t->ny ? (t->nx > t->nw ? t->nx : t->nw)
+                                    : (t->ny > t->nw ? t->ny : t->nw);
+  t->out = malloc(nout * sizeof *t->out);
+  if (!t->host_x || !t->host_w || !t->host_dy || !t->out)
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning %s", l->name);
+  clt_rng rng;
+  clt_rng_seed(&rng, 0x74756e65u, (uint64_t)index);
+  fill(&rng, t->host_x, t->nx);
+  fill(&rng, t->host_w, t->nflat);
+  fill(&rng, t->host_dy, t->ny);
+  status = upload(t, t->x, t->host_x, t->nx, e);
+  if (!status) status = upload(t, t->params, t->host_w, t->nflat, e);
+  if (status) return status;
+  /* The reference on the slice (its examples are the first in every buffer). */
+  clt_conv_geom s = *g;
+  s.batch = t->check_batch;
+  const size_t sx = (size_t)s.batch * g->h * g->w * g->c;
+  const size_t sy = (size_t)s.batch * g->oh * g->ow * t->filters;
+  double *x = to_double(t->host_x, sx), *w = to_double(t->host_w, t->nflat);
+  double *dy = to_double(t->host_dy, sy);
+  t->ref[CLT_CONV_PASS_FORWARD] = malloc(sy * sizeof(double));
+  t->ref[CLT_CONV_PASS_WEIGHT_GRAD] = malloc(t->nw * sizeof(double));
+  t->ref[CLT_CONV_PASS_INPUT_GRAD] = malloc(sx * sizeof(double));
+  if (x && w && dy && t->ref[0] && t->ref[1] && t->ref[2]) {
+    ref_forward(&s, t->filters, x, w, t->copy->nparams > 1 ? w + bias_at : NULL,
+                t->ref[CLT_CONV_PASS_FORWARD]);
+    ref_backward(&s, t->filters, x, w, dy, t->ref[CLT_CONV_PASS_WEIGHT_GRAD],
+                 t->ref[CLT_CONV_PASS_INPUT_GRAD]);
+  } else {
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning %s", l->name);
+  }
+  free(x);
+  free(w);
+  free(dy);
+  return status;
+}
+
+/* Enqueues pass `pass` of the layer for `batch` examples. */
+static int run_pass(layer_run *t, int pass, int batch, clt_err *e) {
+  clt_layer_io io = {.replica = t->r,
+                     .batch = batch,
+                     .train = 1,
+                     .stat_weight = 1.0f,
+                     .x = t->x,
+                     .y = t->y,
+                     .dy = t->dy,
+                     .params = t->params,
+                     .grads = t->grads,
+                     .scratch = t->scratch};
+  if (pass == CLT_CONV_PASS_FORWARD) return t->copy->ops->forward(t->copy, &io, e);
+  if (pass == CLT_CONV_PASS_WEIGHT_GRAD) return t->copy->ops->backward(t->copy, &io, e);
+  io.dx = t->dx;
+  return t->frozen->ops->backward(t->frozen, &io, e);
+}
+
+/* Runs the pass on the check slice and compares it with the reference:
+ * *error gets the relative error. */
+static int check_pass(layer_run *t, const clt_tuner_opts *o, const clt_layer *l, int pass, int algo,
+                      double *error, clt_err *e) {
+  const clt_conv_geom *g = &t->g;
+  int status = upload(t, t->dy, t->host_dy, t->ny, e);
+  if (!status) status = run_pass(t, pass, t->check_batch, e);
+  if (status) return status;
+  cl_mem out = pass == CLT_CONV_PASS_FORWARD       ? t->y
+               : pass == CLT_CONV_PASS_WEIGHT_GRAD ? t->grads
+                                                   : t->dx;
+  const size_t n = pass == CLT_CONV_PASS_FORWARD
+                       ? (size_t)t->check_batch * g->oh * g->ow * t->filters
+                   : pass == CLT_CONV_PASS_WEIGHT_GRAD
+                       ? t->nw
+                       : (size_t)t->check_batch * g->h * g->w * g->c;
+  if (o->after_check) o->after_check(o->hook_ctx, t->r, l, pass, algo, out, 0, n);
+  cl_int rc = clEnqueueReadBuffer(t->r->queue, out, CL_TRUE, 0, n * sizeof(float), t->out, 0, NULL,
+                                  NULL);
+  if (rc) return clt_replica_fail(t->r, e, rc, "tuning: reading a result");
+  *error = clt_tune_rel_error(t->out, t->ref[pass], n);
+  return CLT_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Device milliseconds of an enqueued span: between two markers' ends. */
+static int marker(clt_replica *r, cl_event *ev, clt_err *e) {
+  cl_int rc = clEnqueueMarkerWithWaitList(r->queue, 0, NULL, ev);
+  return rc ? clt_replica_fail(r, e, rc, "tuning: a marker") : CLT_OK;
+}
+
+/* The median of `runs` timed runs of the pass at the batch, after one untimed. */
+static int time_pass(layer_run *t, int pass, int runs, double *ms, clt_err *e) {
+  double times[MAX_RUNS];
+  int status = run_pass(t, pass, t->batch, e);
+  for (int i = 0; i < runs && !status; i++) {
+    cl_event ev[2] = {NULL, NULL};
+    status = marker(t->r, &ev[0], e);
+    if (!status) status = run_pass(t, pass, t->batch, e);
+    if (!status) status = marker(t->r, &ev[1], e);
+    cl_ulong end[2] = {0, 0};
+    cl_int rc = status ? CL_SUCCESS : clWaitForEvents(2, ev);
+    for (int k = 0; k < 2 && !status && !rc; k++)
+      rc = clGetEventProfilingInfo(ev[k], CL_PROFILING_COMMAND_END, sizeof end[k], &end[k], NULL);
+    if (!status && rc) status = clt_replica_fail(t->r, e, rc, "tuning: profiling a pass");
+    for (int k = 0; k < 2; k++)
+      if (ev[k]) clReleaseEvent(ev[k]);
+    times[i] = end[1] > end[0] ? (double)(end[1] - end[0]) * 1e-6 : 0.0;
+  }
+  if (status) return status;
+  qsort(times, (size_t)runs, sizeof times[0], cmp_double);
+  *ms = runs % 2 ? times[runs / 2] : (times[runs / 2 - 1] + times[runs / 2]) / 2;
+  return CLT_OK;
+}
+
+static int pass_of(const clt_conv_algos *a, int pass) {
+  return pass == CLT_CONV_PASS_FORWARD       ? a->forward
+         : pass == CLT_CONV_PASS_WEIGHT_GRAD ? a->weight_grad
+                                             : a->input_grad;
+}
+
+/* Tunes one pass: every candidate checked, those that pass timed, the fastest
+ * chosen and cached. *over: the budget ran out first (nothing chosen). */
+static int tune_pass(layer_run *t, const clt_tuner_opts *o, const clt_layer *l, int pass,
+                     const char *key, const int *cand, int ncand, double deadline,
+                     clt_tune_line *line, int *over, clt_err *e) {
+  const int runs = o->runs > 0 ? (o->runs < MAX_RUNS ? o->runs : MAX_RUNS) : DEFAULT_RUNS;
+  int best = -1, status = CLT_OK;
+  double best_ms = 0;
+  *over = 0;
+  for (int i = 0; i < ncand && !status; i++) {
+    if (deadline > 0 && clt_now_seconds() > deadline) {
+      *over = 1;
+      break;
+    }
+    status = clt_conv_choose(t->r, l->name, &t->g, t->filters, pass, cand[i], e);
+    if (!status) status = clt_layer_prepare(t->copy, t->r, t->batch, NULL, e);
+    double error = 0, ms = 0;
+    if (!status) status = check_pass(t, o, l, pass, cand[i], &error, e);
+    if (status) break;
+    if (!(error <= CLT_TUNE_TOL)) {
+      line->rejected++;
+      continue;
+    }
+    if ((status = time_pass(t, pass, runs, &ms, e))) break;
+    if (cand[i] == line->default_algo) line->default_ms = ms;
+    if (best < 0 || ms < best_ms) best = cand[i], best_ms = ms;
+  }
+  if (!status && !*over && best < 0) {
+    status = clt_fail(e, CLT_ERR_INTERNAL,
+                      "%s: no algorithm of its %s pass matched the reference convolution", l->name,
+                      clt_conv_pass_name(pass));
+  }
+  if (status || *over) {
+    const int s = clt_conv_choose(t->r, l->name, &t->g, t->filters, pass, -1, e);
+    return status ? status : s;
+  }
+  status = clt_conv_choose(t->r, l->name, &t->g, t->filters, pass, best, e);
+  line->algo = best;
+  line->ms = best_ms;
+  line->tuned = 1;
+  if (!status && o->cache)
+    status = clt_tune_put(o->cache, key, clt_conv_algo_name(best), best_ms, line->default_ms, e);
+  return status;
+}
+
+int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
+                   clt_tune_line *lines, int max_lines, int *nlines, clt_err *e) {
+  *nlines = 0;
+  clt_plan *plan = malloc(sizeof *plan);
+  unsigned char *needed = calloc((size_t)m->nlayers + 1, 1);
+  if (!plan || !needed) {
+    free(plan);
+    free(needed);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  }
+  clt_plan_build(m, r->backend->name, r->backend->fuses_conv_pool, plan);
+  clt_model_grads_needed(m, needed);
+  const double deadline = o->tune && o->budget_s > 0 ? clt_now_seconds() + o->budget_s : 0;
+  int status = CLT_OK, over = 0;
+  for (int s = 0; s < plan->nsteps && !status; s++) {
+    const clt_plan_step *step = &plan->steps[s];
+    const clt_layer *l = &m->layers[step->layer];
+    clt_conv_geom g;
+    int filters;
+    /* A pooling pair runs its own kernels. */
+    if (!step->forward || step->fusion.pools || !clt_conv2d_tunable(l, o->batch, &g, &filters))
+      continue;
+    const int in = l->inputs[0];
+    const int runs[CLT_CONV_PASSES] = {1, needed[step->layer] && !l->frozen,
+                                       needed[step->layer] && in >= 0 && needed[in]};
+    const clt_conv_algos def = clt_conv_algos_for(r, &g, filters);
+    const int forced = r->backend->winograd && r->winograd && clt_winograd_fits(&g);
+    layer_run t;
+    int ready = 0;
+    for (int p = 0; p < CLT_CONV_PASSES && !status; p++) {
+      if (!runs[p]) continue;
+      if (*nlines == max_lines) {
+        status = clt_fail(e, CLT_ERR_INTERNAL, "more than %d tuned passes", max_lines);
+        break;
+      }
+      clt_tune_line *line = &lines[(*nlines)++];
+      memset(line, 0, sizeof *line);
+      snprintf(line->layer, sizeof line->layer, "%s", l->name);
+      line->pass = p;
+      line->default_algo = line->algo = pass_of(&def, p);
+      int cand[CLT_CONV_MAX_CANDIDATES];
+      const int ncand = forced ? 1 : clt_conv_candidates(r, &g, filters, p, cand);
+      line->candidates = ncand;
+      if (ncand < 2) continue;
+      char key[256];
+      clt_tune_conv_key(clt_conv_pass_name(p), g.h, g.w, g.c, g.kh, g.kw, g.stride, g.pad_top,
+                        g.pad_left, g.oh, g.ow, filters, o->batch, key, sizeof key);
+      double ms = 0, dms = 0;
+      const char *hit = o->cache ? clt_tune_get(o->cache, key, &ms, &dms) : NULL;
+      const int algo = hit ? clt_conv_algo_parse(hit) : -1;
+      if (algo >= 0 && clt_conv_choose(r, l->name, &g, filters, p, algo, e) == CLT_OK) {
+        line->algo = algo;
+        line->ms = ms;
+        line->default_ms = dms;
+        line->cached = 1;
+        continue;
+      }
+      if (!o->tune || over) continue;
+      if (!ready) {
+        status = run_init(&t, r, l, o->batch, step->layer, e);
+        ready = 1;
+      }
+      if (!status) status = tune_pass(&t, o, l, p, key, cand, ncand, deadline, line, &over, e);
+    }
+    if (ready) run_free(&t);
+  }
+  free(plan);
+  free(needed);
+  return status;
+}

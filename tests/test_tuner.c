@@ -1,0 +1,237 @@
+/* The tuner (src/engine/tuner.c) and the per-layer choice of a convolution's
+ * algorithm it makes (gemm.h's clt_conv_choose): a choice holds for its layer
+ * and pass on its replica alone, an algorithm that cannot run the geometry is
+ * refused, $CLTRAIN_WINOGRAD forces every pass over it; the tuner checks every
+ * candidate against its double-precision convolution (all of them pass), a
+ * candidate made wrong by the test's hook is rejected and never chosen, the
+ * results go to the cache and a second run takes them from there without
+ * timing; a budget spent leaves the passes at their defaults, uncached; a net
+ * set up after the choices runs them (its loss agrees with the defaults'). */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "net.h"
+#include "tuner.h"
+
+#define MAX_LINES 16
+
+/* Two 3x3 stride-1 layers (every candidate fits), a stride-2 one (im2col and
+ * in place), then the classifier. */
+static const char *const DESC =
+    "c1=Conv2D(16,3x3,s1,same,relu) c2=Conv2D(16,3x3,s1,same) c3=Conv2D(16,3x3,s2,same,relu) "
+    "flat=Flatten dense=Dense(10)";
+
+static clt_model M;
+
+static void test_choice(void) {
+  set_case("per-layer choice:");
+  const clt_conv_geom g3 = {2, 9, 9, 16, 3, 3, 1, 1, 1, 9, 9},
+                      s2 = {2, 9, 9, 16, 3, 3, 2, 1, 1, 5, 5};
+  const clt_conv_algos d = clt_conv_algos_for(R, &g3, 16);
+  int c[CLT_CONV_MAX_CANDIDATES];
+  const int n3 = clt_conv_candidates(R, &g3, 16, CLT_CONV_PASS_FORWARD, c);
+  expect("3x3 stride 1: im2col, in place, F(2x2), F(4x4)",
+         n3 != 4 || c[0] != CLT_CONV_IM2COL || c[1] != CLT_CONV_IN_PLACE ||
+             c[2] != CLT_CONV_WINOGRAD2 || c[3] != CLT_CONV_WINOGRAD4,
+         1);
+  const int n2 = clt_conv_candidates(R, &s2, 16, CLT_CONV_PASS_FORWARD, c);
+  expect("stride 2: no Winograd", n2 != 2, 1);
+  expect("a choice for a pass",
+         clt_conv_choose(R, "a", &g3, 16, CLT_CONV_PASS_WEIGHT_GRAD, CLT_CONV_WINOGRAD4, &E) != 0,
+         1);
+  clt_conv_algos a = clt_conv_algos_layer(R, "a", &g3, 16);
+  expect("holds for that pass", a.weight_grad != CLT_CONV_WINOGRAD4, 1);
+  expect("the other passes keep the default",
+         a.forward != d.forward || a.input_grad != d.input_grad, 1);
+  a = clt_conv_algos_layer(R, "b", &g3, 16);
+  expect("another layer keeps the default", a.weight_grad != d.weight_grad, 1);
+  expect("Winograd for stride 2 is refused",
+         clt_conv_choose(R, "c", &s2, 16, CLT_CONV_PASS_FORWARD, CLT_CONV_WINOGRAD2, &E) == 0, 1);
+  R->winograd = 2;
+  a = clt_conv_algos_layer(R, "a", &g3, 16);
+  expect("CLTRAIN_WINOGRAD forces every pass", a.weight_grad != 2 || a.forward != 2, 1);
+  R->winograd = 0;
+  expect("back to the default",
+         clt_conv_choose(R, "a", &g3, 16, CLT_CONV_PASS_WEIGHT_GRAD, -1, &E) != 0, 1);
+  a = clt_conv_algos_layer(R, "a", &g3, 16);
+  expect("the default again", a.weight_grad != d.weight_grad, 1);
+  expect("names round-trip", clt_conv_algo_parse(clt_conv_algo_name(CLT_CONV_WINOGRAD4)) != 4, 1);
+  case_end();
+}
+
+/* The hook: F(2x2)'s forward result made wrong by 1% of its first value. */
+static int hook_calls;
+static void corrupt_f2_forward(void *ctx, clt_replica *r, const clt_layer *l, int pass, int algo,
+                               cl_mem out, size_t offset, size_t floats) {
+  (void)ctx;
+  (void)l;
+  if (pass != CLT_CONV_PASS_FORWARD || algo != CLT_CONV_WINOGRAD2 || floats == 0) return;
+  float *v = hnew(floats * sizeof *v);
+  check_cl(clEnqueueReadBuffer(r->queue, out, CL_TRUE, offset * sizeof *v, floats * sizeof *v, v, 0,
+                               NULL, NULL),
+           "reading");
+  float big = 0;
+  for (size_t i = 0; i < floats; i++) big = fmaxf(big, fabsf(v[i]));
+  v[floats / 2] += 0.01f * big;
+  check_cl(clEnqueueWriteBuffer(r->queue, out, CL_TRUE, offset * sizeof *v, floats * sizeof *v, v,
+                                0, NULL, NULL),
+           "writing");
+  hook_calls++;
+}
+
+static const clt_tune_line *find(const clt_tune_line *lines, int n, const char *layer, int pass) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(lines[i].layer, layer) == 0 && lines[i].pass == pass) return &lines[i];
+  return NULL;
+}
+
+/* The loss of one training step of M on R, with whatever R has chosen. */
+static double step_loss(void) {
+  clt_net *net = NULL;
+  double loss = NAN;
+  if (api_failed(clt_net_create(&M, R, 4, 1, &net, &E), "net")) return loss;
+  const size_t nin = (size_t)4 * clt_shape_size(M.input);
+  double *x = dnew(nin);
+  rng_seed(77);
+  rand_fill(x, nin, 0, 1);
+  upload(net->input, 0, x, nin);
+  int labels[4] = {1, 2, 3, 4};
+  upload_bytes(net->labels, 0, labels, sizeof labels);
+  float *flat = hnew(M.flat_floats * sizeof *flat);
+  for (size_t i = 0; i < M.flat_floats; i++) flat[i] = (float)urand(-0.2, 0.2);
+  if (!api_failed(clt_net_write_params(net, flat, &E), "params") &&
+      !api_failed(clt_net_forward_backward(net, 4, 0.25f, 0, 1, &E), "step")) {
+    float m[2];
+    download_bytes(net->metrics, 0, m, sizeof m);
+    loss = m[0];
+  }
+  clt_net_destroy(net);
+  return loss;
+}
+
+static void test_tuner(const char *dir) {
+  set_case("tuner:");
+  const clt_shape in = {12, 12, 3};
+  if (api_failed(clt_model_parse("tiny", in, 10, CLT_PRE_UNIT, DESC, &M, &E), "model")) return;
+  rng_seed(5);
+  const double loss_default = step_loss();
+  clt_tune_ident id;
+  clt_tune_cache *cache = NULL;
+  if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+      api_failed(clt_tune_open(dir, NULL, &id, NULL, &cache, &E), "open"))
+    return;
+  clt_tune_line lines[MAX_LINES];
+  int n = 0;
+  /* Without the hook every candidate matches the reference. */
+  clt_tuner_opts o = {.batch = 4, .tune = 1, .runs = 1};
+  if (api_failed(clt_tune_model(&M, R, &o, lines, MAX_LINES, &n, &E), "tune, unhooked")) return;
+  int rejected = 0, tuned = 0;
+  for (int i = 0; i < n; i++) rejected += lines[i].rejected, tuned += lines[i].tuned;
+  /* c1 reads the model's input: no input gradient; c3's strided input gradient
+   * has one algorithm. */
+  expect("8 passes, 7 tuned", n != 8 || tuned != 7, 1);
+  expect("no correct candidate rejected", rejected != 0, 1);
+
+  R->nconv_choices = 0;
+  o.cache = cache;
+  o.after_check = corrupt_f2_forward;
+  if (api_failed(clt_tune_model(&M, R, &o, lines, MAX_LINES, &n, &E), "tune, hooked")) return;
+  expect("the hook ran for each 3x3 stride-1 forward", hook_calls != 2, 1);
+  for (int k = 0; k < 2; k++) {
+    const char *name = k ? "c2" : "c1";
+    const clt_tune_line *t = find(lines, n, name, CLT_CONV_PASS_FORWARD);
+    char what[96];
+    snprintf(what, sizeof what, "%s forward: the wrong F(2x2) rejected, not chosen", name);
+    expect(what, !t || t->rejected != 1 || t->algo == CLT_CONV_WINOGRAD2, 1);
+    const clt_layer *l = &M.layers[k];
+    clt_conv_geom g;
+    int f;
+    clt_conv2d_tunable(l, 4, &g, &f);
+    const clt_conv_algos a = clt_conv_algos_layer(R, name, &g, f);
+    snprintf(what, sizeof what, "%s: the replica runs what was chosen", name);
+    expect(what, !t || a.forward != t->algo, 1);
+  }
+  const clt_tune_line *s2 = find(lines, n, "c3", CLT_CONV_PASS_FORWARD);
+  expect("stride 2: two candidates", !s2 || s2->candidates != 2, 1);
+  clt_tune_line first[MAX_LINES];
+  memcpy(first, lines, sizeof first);
+  const int nfirst = n;
+  const double loss_tuned = step_loss();
+  char detail[96];
+  snprintf(detail, sizeof detail, "(%.7g against %.7g)", loss_tuned, loss_default);
+  report("a step's loss with the tuned choices against the defaults'",
+         fabs(loss_tuned - loss_default) / fabs(loss_default), 1e-4, detail);
+  /* Every algorithm in one net, reserved at its set-up: c1 im2col, c2 F(4x4)
+   * and F(2x2), c3 in place. */
+  clt_conv_geom g;
+  int f;
+  const int pick[3][3] = {{CLT_CONV_IM2COL, CLT_CONV_IM2COL, -1},
+                          {CLT_CONV_WINOGRAD4, CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD4},
+                          {CLT_CONV_IN_PLACE, CLT_CONV_IN_PLACE, -1}};
+  clt_conv_choice saved[3];
+  memcpy(saved, R->conv_choices, sizeof saved);
+  const int nsaved = R->nconv_choices;
+  for (int k = 0; k < 3; k++) {
+    clt_conv2d_tunable(&M.layers[k], 4, &g, &f);
+    for (int p = 0; p < 3; p++)
+      if (api_failed(clt_conv_choose(R, M.layers[k].name, &g, f, p, pick[k][p], &E), "choose"))
+        return;
+  }
+  const double loss_mixed = step_loss();
+  snprintf(detail, sizeof detail, "(%.7g against %.7g)", loss_mixed, loss_default);
+  report("a step's loss with every algorithm against the defaults'",
+         fabs(loss_mixed - loss_default) / fabs(loss_default), 1e-4, detail);
+  expect("a finite loss", !isfinite(loss_default) || loss_default <= 0, 1);
+  memcpy(R->conv_choices, saved, sizeof saved);
+  R->nconv_choices = nsaved;
+
+  /* The cache, read by a new handle: nothing timed, the same choices. */
+  clt_tune_close(cache);
+  cache = NULL;
+  R->nconv_choices = 0;
+  if (api_failed(clt_tune_open(dir, NULL, &id, NULL, &cache, &E), "reopen")) return;
+  const clt_tuner_opts cached = {.batch = 4, .tune = 0, .cache = cache};
+  if (api_failed(clt_tune_model(&M, R, &cached, lines, MAX_LINES, &n, &E), "cached")) return;
+  int same = n == nfirst;
+  for (int i = 0; i < n && same; i++)
+    same = (lines[i].cached || lines[i].candidates < 2) && !lines[i].tuned &&
+           lines[i].algo == first[i].algo;
+  expect("a second run takes every pass from the cache", !same, 1);
+  /* Batch 5 falls in batch 8's bucket: nothing cached for it; a budget already
+   * spent times nothing and caches nothing. */
+  R->nconv_choices = 0;
+  const clt_tuner_opts spent = {.batch = 5, .tune = 1, .budget_s = 1e-9, .cache = cache};
+  if (api_failed(clt_tune_model(&M, R, &spent, lines, MAX_LINES, &n, &E), "budget")) return;
+  int untouched = 1;
+  for (int i = 0; i < n; i++)
+    untouched &= !lines[i].tuned && !lines[i].cached && lines[i].algo == lines[i].default_algo;
+  expect("a spent budget leaves every pass at its default", !untouched, 1);
+  clt_conv_geom g2;
+  int f2;
+  clt_conv2d_tunable(&M.layers[1], 5, &g2, &f2);
+  const clt_conv_algos now = clt_conv_algos_layer(R, "c2", &g2, f2),
+                       def = clt_conv_algos_for(R, &g2, f2);
+  expect("and the replica runs the defaults", memcmp(&now, &def, sizeof now) != 0, 1);
+  clt_tune_close(cache);
+  case_end();
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  char dir[] = "/tmp/cltrain_tuner_XXXXXX";
+  if (!mkdtemp(dir)) fatal("mkdtemp");
+  replica_open();
+  R->winograd = 0;
+  test_choice();
+  test_tuner(dir);
+  replica_close();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
+  return summary();
+}
