@@ -294,6 +294,33 @@ static const clt_flag train_flags[] = {
      .offset = TR(check_replicas),
      .help = "verify after every step that all replicas hold bitwise-identical parameters (slow; "
              "for testing)"},
+    {.name = "tune",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(tune),
+     .seen = CLT_SEEN(clt_train_opts, tune_given),
+     .def_str = "auto",
+     .meta = "auto|off",
+     .shown = "auto; $CLTRAIN_TUNE when set",
+     .help = "auto: each replica runs the convolution algorithms its device's tuning results "
+             "chose (cltrain tune), and what is not cached is tuned between epochs within "
+             "--tune-budget; off: the backend's defaults. A resumed run keeps the algorithms its "
+             "checkpoint records (docs/performance.md, Tuning)"},
+    {.name = "tune-budget",
+     .type = CLT_FLAG_DOUBLE,
+     .offset = TR(tune_budget),
+     .min = 0,
+     .max = 86400,
+     .def = 10,
+     .meta = "SECONDS",
+     .help = "with --tune auto: seconds the run may spend tuning between epochs, in all (0: "
+             "none; the first step never waits for it)"},
+    {.name = "tune-file",
+     .type = CLT_FLAG_STRING,
+     .offset = TR(tune_file),
+     .meta = "FILE",
+     .help = "with --tune auto: read and write this tuning file (as cltrain tune --tune-file "
+             "writes it) rather than the cache folder's, so that runs use the same algorithms; "
+             "a file of another device is an error"},
     {.name = "profile",
      .type = CLT_FLAG_BOOL,
      .offset = TR(profile),
@@ -759,6 +786,10 @@ const clt_doc_item clt_env_vars[] = {
      "off, 2 or 4: 3x3 stride-1 Conv2D layers run their forward pass, input gradient and weight "
      "gradient as Winograd F(2x2,3x3) or F(4x4,3x3), fewer multiplies at a rounding error of "
      "their own (unset or off: the direct kernels); any other value is an error"},
+    {"CLTRAIN_TUNE",
+     "auto or off: cltrain train's --tune where the flag is not given (the tests set off, so "
+     "that the cache of the machine they run on does not choose their kernels); any other "
+     "value is an error"},
     {"CLTRAIN_CPU_VECTOR_WIDTH",
      "4, 8 or 16: the vector width CPU devices are taken to have, which sets the GEMM's register "
      "tile (for PoCL compiling for a narrower CPU than the host)"},

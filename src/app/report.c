@@ -229,7 +229,21 @@ static int write_log(const clt_report *r, const clt_epoch_record *rec, clt_err *
             st->compute_seconds, st->member ? "true" : "false", st->left, st->left_step, st->joined,
             st->joined_step, st->probes, st->probe_seconds);
   }
-  fprintf(log, "]}\n");
+  fprintf(log, "]");
+  if (rec->conv_algorithms && *rec->conv_algorithms) {
+    fprintf(log, ", \"conv_algorithms\": [");
+    for (const char *line = rec->conv_algorithms; *line;) {
+      const char *end = strchr(line, '\n');
+      const size_t n = end ? (size_t)(end - line) : strlen(line);
+      char text[256];
+      snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), line);
+      fprintf(log, "%s", line == rec->conv_algorithms ? "" : ", ");
+      json_string(log, text);
+      line = end ? end + 1 : line + n;
+    }
+    fprintf(log, "]");
+  }
+  fprintf(log, "}\n");
   /* A full disk or /dev/full shows only here: the stream's error flag or the flush. */
   if (fflush(log) != 0 || ferror(log)) {
     return clt_fail(e, CLT_ERR_IO, "%s: cannot write log: %s", r->log_path,

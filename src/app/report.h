@@ -58,6 +58,8 @@ typedef struct clt_epoch_record {
   double seconds;             /* the whole epoch, evaluation included */
   double learning_rate;       /* the rate of its last step */
   double reduced_to;          /* > 0: ReduceLROnPlateau lowered the rate to it after the epoch */
+  char *conv_algorithms;      /* what the epoch's convolutions ran (clt_trainer_conv_record),
+                                 or NULL */
 } clt_epoch_record;
 
 /* --verbose: the OpenCL compilers' logs of the replicas' successful builds

@@ -47,6 +47,35 @@ static int run_epoch(clt_trainer *t, const clt_data *data, uint64_t seed, const 
 /* Saves the trainer's state after `step` optimizer steps: epochs_done whole
  * epochs and, when the run was stopped mid-epoch, rec's first steps of the next
  * (their per-step sums too, so the resumed epoch reports the whole epoch). */
+/* --tune, or $CLTRAIN_TUNE where the flag is not given: *tune 1 for auto. */
+static int tune_mode(const clt_train_opts *o, int *tune, clt_err *e) {
+  const char *env = getenv("CLTRAIN_TUNE");
+  const int from_env = !o->tune_given && env && *env;
+  const char *mode = from_env ? env : o->tune ? o->tune : "auto";
+  if (strcmp(mode, "auto") != 0 && strcmp(mode, "off") != 0)
+    return clt_fail(e, CLT_ERR_ARG, "%s%s: expected auto or off", from_env ? "CLTRAIN_TUNE=" : "--tune ",
+                    mode);
+  *tune = strcmp(mode, "auto") == 0;
+  return CLT_OK;
+}
+
+/* --verbose: each replica's algorithm per convolution pass. */
+static int report_conv_algorithms(const clt_trainer *t, FILE *out, clt_err *e) {
+  char *record = clt_trainer_conv_record(t);
+  if (!record) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  for (const char *line = record; *line;) {
+    const char *end = strchr(line, '\n');
+    int replica = 0;
+    char layer[64], a[3][16];
+    if (sscanf(line, "%d %63s %15s %15s %15s", &replica, layer, a[0], a[1], a[2]) == 5)
+      fprintf(out, "Replica %d: %s: forward %s, weight gradient %s, input gradient %s\n", replica,
+              layer, a[0], a[1], a[2]);
+    line = end ? end + 1 : line + strlen(line);
+  }
+  free(record);
+  return CLT_OK;
+}
+
 static int save_now(const clt_train_opts *o, clt_trainer *t, const clt_model *model,
                     int epochs_done, const clt_epoch_record *rec, long step, uint64_t seed,
                     clt_checkpoint *state, const clt_report *rep, char *written, size_t size,
@@ -57,6 +86,10 @@ static int save_now(const clt_train_opts *o, clt_trainer *t, const clt_model *mo
   state->epoch = epochs_done;
   state->seed = seed;
   state->epoch_step = 0;
+  /* The algorithms the replicas run from here: a resumed run keeps them. */
+  free(state->conv_algorithms);
+  if (!(state->conv_algorithms = clt_trainer_conv_record(t)))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   const int partial = rec && rec->train.steps_done < rec->train.steps;
   if (partial) {
     const size_t doubles = (size_t)2 * rec->train.steps_done;
@@ -236,6 +269,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                         &devices, chosen, &nchosen, &rep, &trace, &lock_fd, e);
   train_resume_file_free(&resume); /* loaded */
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
+  int tune = 0;
+  if ((status = tune_mode(o, &tune, e))) goto cleanup;
   const uint64_t seed = o->resume ? state.seed : o->seed;
   const int first_epoch = o->resume ? (int)state.epoch : 0;
   long step = o->resume ? (long)state.iterations : 0;
@@ -350,7 +385,15 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   if ((status = share_state(c, &model, &state, e))) goto cleanup;
   status = clt_trainer_set_state(t, state.params, state.opt_state[0], state.opt_state[1], e);
   if (!status && trace) status = clt_trainer_trace(t, trace, o->trace_steps, step, e);
+  /* The convolutions' algorithms: the tuning results cached for each device (no
+   * timing before the first step), then a resumed checkpoint's record. */
+  const clt_trainer_tuning tuning = {
+      .tune = tune, .file = o->tune_file, .recorded = o->resume ? state.conv_algorithms : NULL};
+  if (!status) status = clt_trainer_tune(t, &tuning, 0, NULL, e);
+  if (!status && (o->verbose || o->profile)) status = report_conv_algorithms(t, stderr, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
+  /* Timed between epochs, within the budget; a resumed run keeps its record. */
+  double tune_budget = tune && !tuning.recorded ? o->tune_budget : 0;
   const double t_ready = clt_now_seconds();
   rep.trainer = t;
   if (leader) clt_report_ready(&rep, t_ready - t_setup, t_ready - rep.launch);
@@ -378,6 +421,20 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
       status = leader ? stop_run(o, t, &model, epoch, &rec, "", step, seed, &state, &rep, e)
                       : clt_fail(e, CLT_ERR_STOPPED, "stopped by a signal");
       clt_cluster_agree(c, status, e);
+      goto cleanup;
+    }
+    /* What the epoch ran, for the log; then, before the save (which records
+     * what runs next), what is not cached is tuned within the budget left. */
+    rec.conv_algorithms = clt_trainer_conv_record(t);
+    if (!rec.conv_algorithms) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+    if (!status && tune_budget > 0 && epoch + 1 < o->epochs) {
+      double spent = 0;
+      status = clt_trainer_tune(t, &tuning, tune_budget, &spent, e);
+      tune_budget -= spent;
+      if (!status && (o->verbose || o->profile)) status = report_conv_algorithms(t, stderr, e);
+    }
+    if ((status = clt_cluster_agree(c, status, e))) {
+      free(rec.conv_algorithms);
       goto cleanup;
     }
     /* After the epoch, before its save: ReduceLROnPlateau (in every process, on
@@ -409,6 +466,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
         status = out_status;
       }
     }
+    free(rec.conv_algorithms);
+    rec.conv_algorithms = NULL;
     /* Process 0's save (a full disk...) stops every process. */
     if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
     /* A signal during the evaluation or the save: stop at this epoch's end. */

@@ -316,4 +316,26 @@ int clt_trainer_set_params(clt_trainer *t, const float *params, clt_err *e);
  * the replicas as an evaluation's. */
 int clt_trainer_predict_host(clt_trainer *t, const clt_host_batch *b, float *logits, clt_err *e);
 
+/* ---- the convolutions' algorithms (src/engine/tuner.h) ------------------------------ */
+
+typedef struct clt_trainer_tuning {
+  int tune;             /* 0 (--tune off): no tuning results are read or timed */
+  const char *file;     /* --tune-file: this file rather than the cache folder's */
+  const char *recorded; /* a checkpoint's record (clt_trainer_conv_record), or NULL */
+} clt_trainer_tuning;
+
+/* Chooses the convolution algorithms of each replica of this process: its
+ * device's tuning results (with tune), then the recorded choices of the same
+ * replica index (a resumed run keeps what it ran), and reserves the kernels and
+ * scratch they run. With budget_s > 0 the passes not yet cached are timed
+ * first, within budget_s seconds in all (between epochs, the replicas idle);
+ * *spent gets the seconds taken (may be NULL). */
+int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s,
+                     double *spent, clt_err *e);
+
+/* What each replica of this process runs for each convolution with a choice of
+ * algorithm, a line each: "R LAYER FWD DW DX" (R the run's replica index, the
+ * passes' gemm.h names); a new string, NULL when out of host memory. */
+char *clt_trainer_conv_record(const clt_trainer *t);
+
 #endif

@@ -188,6 +188,16 @@ static void moving_runs(const clt_model *m, clt_net *net) {
   }
 }
 
+int clt_net_prepare(clt_net *net, clt_err *e) {
+  for (int k = 0; k < net->plan.nsteps; k++) {
+    const clt_plan_step *s = &net->plan.steps[k];
+    const clt_layer *l = &net->model->layers[s->layer];
+    const int status = clt_layer_prepare(l, net->replica, net->max_batch, &s->fusion, e);
+    if (status) return status;
+  }
+  return CLT_OK;
+}
+
 int clt_net_create(const clt_model *m, clt_replica *r, int max_batch, int metric_slots,
                    clt_net **out, clt_err *e) {
   return create(m, r, max_batch, metric_slots, 1, out, e);
@@ -345,11 +355,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   }
 #undef ALLOC
   net->device_bytes = r->allocated_bytes - held;
-  for (int k = 0; k < net->plan.nsteps; k++) {
-    const clt_plan_step *s = &net->plan.steps[k];
-    const clt_layer *l = &m->layers[s->layer];
-    if ((status = clt_layer_prepare(l, r, max_batch, &s->fusion, e))) goto cleanup;
-  }
+  if ((status = clt_net_prepare(net, e))) goto cleanup;
   /* Built now, as later steps use them: the moving averages' kernel with the
    * options clt_net_update uses, and after these every optimizer's. */
   const char *const exact = r->exact_options;

@@ -74,6 +74,11 @@ int clt_net_create_inference(const clt_model *m, clt_replica *r, int max_batch, 
                              clt_net **out, clt_err *e);
 void clt_net_destroy(clt_net *net);
 
+/* Builds every layer's kernels and reserves its GEMM scratch for the passes it
+ * runs on the net's replica (clt_net_create does; again after the replica's
+ * convolution choices changed, so that the new algorithms are ready). */
+int clt_net_prepare(clt_net *net, clt_err *e);
+
 /* Copies between host and the flat buffers (blocking). */
 int clt_net_write_params(clt_net *net, const float *flat, clt_err *e);
 int clt_net_read_params(clt_net *net, float *flat, clt_err *e);

@@ -355,6 +355,9 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   }
   clt_plan_build(m, r->backend->name, r->backend->fuses_conv_pool, plan);
+  /* The tuner's launches stay out of the replica's profile (--profile, busy time). */
+  clt_profile *profile = r->profile;
+  r->profile = NULL;
   clt_model_grads_needed(m, needed);
   const double deadline = o->tune && o->budget_s > 0 ? clt_now_seconds() + o->budget_s : 0;
   int status = CLT_OK, over = 0;
@@ -410,6 +413,7 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
     }
     if (ready) run_free(&t);
   }
+  r->profile = profile;
   free(plan);
   free(needed);
   return status;

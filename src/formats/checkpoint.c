@@ -457,7 +457,8 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
     goto cleanup;
   }
   arrays = calloc((size_t)narrays, sizeof *arrays);
-  meta = clt_checkpoint_meta_json(m, &st->optimizer, &st->plateau, &st->data, &st->early_stop);
+  meta = clt_checkpoint_meta_json(m, &st->optimizer, &st->plateau, &st->data, &st->early_stop,
+                                  st->conv_algorithms);
   if (meta) meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
   if (st->class_names) names_text = calloc(strlen(st->class_names) + 1, sizeof *names_text);
   if (st->keras_json) json_text = calloc(strlen(st->keras_json) + 1, sizeof *json_text);
@@ -850,6 +851,11 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
   st->early_stop = meta->early_stop;
   st->params = calloc(m->flat_floats, sizeof(float));
   int nomem = !st->params;
+  if (meta->conv_algorithms[0]) {
+    st->conv_algorithms = malloc(strlen(meta->conv_algorithms) + 1);
+    if (st->conv_algorithms) strcpy(st->conv_algorithms, meta->conv_algorithms);
+    nomem |= !st->conv_algorithms;
+  }
   for (int k = 0; k < CLT_OPT_SLOTS && with_optimizer; k++) {
     st->opt_state[k] = calloc(m->flat_floats, sizeof(float)); /* zeros where no slot */
     nomem |= !st->opt_state[k];
@@ -936,7 +942,9 @@ void clt_checkpoint_free(clt_checkpoint *st) {
   free(st->class_names);
   free(st->keras_json);
   free(st->epoch_sums);
+  free(st->conv_algorithms);
   st->class_names = NULL;
   st->keras_json = NULL;
   st->epoch_sums = NULL;
+  st->conv_algorithms = NULL;
 }

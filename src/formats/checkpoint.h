@@ -88,6 +88,9 @@ typedef struct clt_checkpoint_data {
 
 /* What a checkpoint holds besides the model description. Arrays are flat in the
  * model's layout (model->flat_floats floats). */
+/* The longest record of convolution algorithms a checkpoint holds. */
+#define CLT_CONV_RECORD_MAX 65536
+
 typedef struct clt_checkpoint {
   float *params;
   /* The optimizer's slot variables (optimizer.h: Adam m and v, ...), flat like params;
@@ -117,6 +120,10 @@ typedef struct clt_checkpoint {
   double *epoch_sums;
   clt_checkpoint_data data;  /* with seed: the examples and their order */
   clt_early_stop early_stop; /* --early-stopping's arguments and state (enabled 0: none) */
+  /* The convolution algorithms the replicas run next (the metadata's
+   * "conv_algorithms": trainer.h's clt_trainer_conv_record), or NULL: none.
+   * A load allocates it; clt_checkpoint_free frees it. */
+  char *conv_algorithms;
   /* For a save: this is the run's best checkpoint so far (early_stop's best),
    * which the folder's best record then names. Not read by a load. */
   int best;

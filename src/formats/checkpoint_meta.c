@@ -83,6 +83,25 @@ static int add_data(cJSON *root, const clt_checkpoint_data *d) {
          (!d->image_size || add(o, "image_size", cJSON_CreateNumber(d->image_size)));
 }
 
+/* "conv_algorithms": the record's lines as an array of strings. */
+static int add_conv_algorithms(cJSON *root, const char *record) {
+  cJSON *list = cJSON_CreateArray();
+  if (!add(root, "conv_algorithms", list)) return 0;
+  for (const char *line = record; *line;) {
+    const char *end = strchr(line, '\n');
+    const size_t n = end ? (size_t)(end - line) : strlen(line);
+    char *text = malloc(n + 1);
+    if (!text) return 0;
+    memcpy(text, line, n);
+    text[n] = '\0';
+    const int ok = cJSON_AddItemToArray(list, cJSON_CreateString(text));
+    free(text);
+    if (!ok) return 0;
+    line = end ? end + 1 : line + n;
+  }
+  return 1;
+}
+
 /* "frozen": the names of the frozen layers, in model order; left out when none
  * is (as older checkpoints, which trained every layer). */
 static int add_frozen(cJSON *root, const clt_model *m) {
@@ -161,7 +180,7 @@ static size_t spaced(const char *compact, char *out) {
  * Python json.dumps' (", " and ": ", ASCII). */
 char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
                                const clt_plateau *plateau, const clt_checkpoint_data *data,
-                               const clt_early_stop *es) {
+                               const clt_early_stop *es, const char *conv_algorithms) {
   char *arch = malloc(CLT_DESCRIBE_MAX);
   const int input[3] = {m->input.h, m->input.w, m->input.c};
   char *compact = NULL, *text = NULL;
@@ -183,6 +202,7 @@ char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
   if (ok && opt->lr > 0 && plateau && plateau->active) ok = add_plateau(root, plateau);
   if (ok && data && data->known) ok = add_data(root, data);
   if (ok && es && es->enabled) ok = add_early_stop(root, es);
+  if (ok && conv_algorithms && *conv_algorithms) ok = add_conv_algorithms(root, conv_algorithms);
   ok = ok && add(root, "cltrain_version", cJSON_CreateString(CLT_VERSION));
   if (ok && (compact = cJSON_PrintUnformatted(root)) && (text = malloc(spaced(compact, NULL) + 1)))
     spaced(compact, text);
@@ -454,6 +474,31 @@ static int get_plateau(const char *path, const cJSON *entry, clt_plateau *p, clt
   return CLT_OK;
 }
 
+/* "conv_algorithms" (optional): an array of strings, joined by newlines. */
+static int get_conv_algorithms(place at, const cJSON *root, clt_checkpoint_meta *meta,
+                               clt_err *e) {
+  const cJSON *list = NULL;
+  int status = lookup(at, root, "conv_algorithms", cJSON_Array, "an array", 0, &list, e);
+  size_t used = 0;
+  meta->conv_algorithms[0] = '\0';
+  const cJSON *line = NULL;
+  cJSON_ArrayForEach(line, list) {
+    if (status) break;
+    const size_t n = cJSON_IsString(line) ? strlen(line->valuestring) : 0;
+    if (!cJSON_IsString(line) || used + n + 2 > sizeof meta->conv_algorithms)
+      return clt_fail(e, CLT_ERR_FORMAT,
+                      "%s: metadata key conv_algorithms holds %s, not lines of at most %zu "
+                      "characters in all",
+                      at.path, cJSON_IsString(line) ? "too much" : type_name(line),
+                      sizeof meta->conv_algorithms - 1);
+    memcpy(meta->conv_algorithms + used, line->valuestring, n);
+    used += n;
+    meta->conv_algorithms[used++] = '\n';
+    meta->conv_algorithms[used] = '\0';
+  }
+  return status;
+}
+
 /* "frozen" (optional): an array of layer names; clt_checkpoint_meta_model checks
  * that each names a layer. */
 static int get_frozen(place at, const cJSON *root, clt_checkpoint_meta *meta, clt_err *e) {
@@ -579,6 +624,7 @@ static int parse(const char *path, const cJSON *root, int with_optimizer, clt_ch
       (status = get_string(at, root, "preprocess", 0, meta->preprocess, sizeof meta->preprocess,
                            e)) ||
       (status = get_frozen(at, root, meta, e)) ||
+      (status = get_conv_algorithms(at, root, meta, e)) ||
       (status = lookup(at, root, "output", cJSON_String, "a string", 0, &output, e)) ||
       (status = lookup(at, root, "optimizer", cJSON_Object, "an object", 0, &optimizer, e)) ||
       (status = lookup(at, root, "data", cJSON_Object, "an object", 0, &data, e)) ||

@@ -31,6 +31,10 @@ typedef struct clt_checkpoint_meta {
   clt_plateau plateau;       /* read with the optimizer; active 0 when none is recorded */
   clt_checkpoint_data data;  /* known 0 when the metadata records none */
   clt_early_stop early_stop; /* enabled 0 when the metadata records none */
+  /* "conv_algorithms": the convolution algorithms the run's replicas ran next,
+   * a line each ("R LAYER FWD DW DX", trainer.h's clt_trainer_conv_record); ""
+   * when none is recorded. */
+  char conv_algorithms[CLT_CONV_RECORD_MAX];
 } clt_checkpoint_meta;
 
 /* The metadata of model m trained with opt (none recorded when opt->lr is 0; its
@@ -38,11 +42,12 @@ typedef struct clt_checkpoint_meta {
  * text) and plateau (may be NULL; recorded with the optimizer when active, as
  * "reduce_lr_on_plateau": {"config": --reduce-lr-on-plateau's text, "wait",
  * "cooldown_counter", "best"}) on data (none recorded unless data->known) with
- * early stopping es (may be NULL; none recorded unless es->enabled), in the
- * layout of Python's json.dumps; a new string, NULL when out of memory. */
+ * early stopping es (may be NULL; none recorded unless es->enabled) and the
+ * convolution algorithms (NULL or "": none recorded), in the layout of
+ * Python's json.dumps; a new string, NULL when out of memory. */
 char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
                                const clt_plateau *plateau, const clt_checkpoint_data *data,
-                               const clt_early_stop *es);
+                               const clt_early_stop *es, const char *conv_algorithms);
 
 /* Reads member "metadata" of z (the checkpoint at path) into meta, the optimizer
  * too when with_optimizer (the data and early stopping always). Errors name the

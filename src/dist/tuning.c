@@ -1,0 +1,111 @@
+/* The trainer's convolution algorithms (trainer.h): each replica's from its
+ * device's tuning results and a checkpoint's record, reserved on its net. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layer.h"
+#include "timing.h"
+#include "trainer_impl.h"
+#include "tuner.h"
+
+/* The record's lines for replica `index` applied to r (a layer or algorithm
+ * this replica cannot run keeps its default). */
+static void apply_record(const clt_model *m, clt_replica *r, int index, int batch,
+                         const char *record) {
+  const char *line = record;
+  while (line && *line) {
+    const char *end = strchr(line, '\n');
+    char text[256];
+    const size_t len = end ? (size_t)(end - line) : strlen(line);
+    snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), line);
+    line = end ? end + 1 : NULL;
+    int at = -1;
+    char layer[64], algo[CLT_CONV_PASSES][16];
+    if (sscanf(text, "%d %63s %15s %15s %15s", &at, layer, algo[0], algo[1], algo[2]) != 5 ||
+        at != index)
+      continue;
+    const int i = clt_model_find(m, layer);
+    clt_conv_geom g;
+    int filters;
+    if (i < 0 || !clt_conv2d_tunable(&m->layers[i], batch, &g, &filters)) continue;
+    for (int p = 0; p < CLT_CONV_PASSES; p++) {
+      clt_err ignored = {0};
+      const int a = clt_conv_algo_parse(algo[p]);
+      if (a >= 0) (void)clt_conv_choose(r, layer, &g, filters, p, a, &ignored);
+    }
+  }
+}
+
+static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, double budget_s,
+                        clt_err *e) {
+  trainer_replica *l = &t->local[i];
+  clt_replica *r = l->replica;
+  int status = CLT_OK;
+  if (cfg->tune) {
+    clt_tune_ident ident;
+    clt_tune_cache *cache = NULL;
+    status = clt_tune_ident_of(&r->device, r->defines, &ident, e);
+    if (!status) status = clt_tune_open(NULL, cfg->file, &ident, stderr, &cache, e);
+    const int max_lines = CLT_CONV_PASSES * t->model->nlayers + 1;
+    clt_tune_line *lines = status ? NULL : malloc((size_t)max_lines * sizeof *lines);
+    if (!status && !lines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+    const clt_tuner_opts o = {
+        .batch = l->cap, .tune = budget_s > 0, .budget_s = budget_s, .cache = cache};
+    int n = 0;
+    if (!status) status = clt_tune_model(t->model, r, &o, lines, max_lines, &n, e);
+    free(lines);
+    clt_tune_close(cache);
+  }
+  if (!status && cfg->recorded) apply_record(t->model, r, t->base + i, l->cap, cfg->recorded);
+  if (!status) status = clt_net_prepare(l->net, e);
+  return status;
+}
+
+int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s,
+                     double *spent, clt_err *e) {
+  const double t0 = clt_now_seconds();
+  int status = CLT_OK;
+  for (int i = 0; i < t->n && !status; i++) {
+    /* The budget is the run's: each replica gets what the others left. */
+    double left = budget_s > 0 ? budget_s - (clt_now_seconds() - t0) : 0;
+    if (budget_s > 0 && left <= 0) left = 1e-9;
+    status = tune_replica(t, i, cfg, left, e);
+  }
+  if (spent) *spent = clt_now_seconds() - t0;
+  return status;
+}
+
+char *clt_trainer_conv_record(const clt_trainer *t) {
+  size_t size = 1, used = 0;
+  char *out = NULL;
+  /* Twice: the size, then the text. */
+  for (int round = 0; round < 2; round++) {
+    if (round == 1 && !(out = malloc(size))) return NULL;
+    for (int i = 0; i < t->n; i++) {
+      const clt_replica *r = t->local[i].replica;
+      const clt_plan *plan = &t->local[i].net->plan;
+      for (int k = 0; k < plan->nsteps; k++) {
+        const clt_layer *l = &t->model->layers[plan->steps[k].layer];
+        clt_conv_geom g;
+        int filters;
+        if (plan->steps[k].fusion.pools || !clt_conv2d_tunable(l, t->local[i].cap, &g, &filters))
+          continue;
+        const clt_conv_algos a = clt_conv_algos_layer(r, l->name, &g, filters);
+        char line[256];
+        const int n = snprintf(line, sizeof line, "%d %s %s %s %s\n", t->base + i, l->name,
+                               clt_conv_algo_name(a.forward), clt_conv_algo_name(a.weight_grad),
+                               clt_conv_algo_name(a.input_grad));
+        if (n < 0) continue;
+        if (round == 0) size += (size_t)n;
+        else {
+          memcpy(out + used, line, (size_t)n);
+          used += (size_t)n;
+        }
+      }
+    }
+  }
+  out[used] = '\0';
+  return out;
+}
