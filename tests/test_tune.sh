@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The tuner through the command line: cltrain tune times the reference CNN's
+# convolution passes into a pinned file and prints each choice, a second run
+# takes them from it without timing; cltrain train --tune-file runs the file's
+# algorithms (--verbose names them; the log and the checkpoint record them),
+# and a resumed run keeps the recorded ones even with --tune off, bit for bit;
+# two replicas made to run different algorithms (a checkpoint's record) stay
+# identical (--check-replicas); with --tune off or a budget of 0 nothing is
+# tuned; bad values are one error line.
+#   test_tune.sh CLTRAIN
+set -u
+CLT=$1
+. "$(dirname "$0")/lib.sh"
+unset CLTRAIN_TUNE CLTRAIN_WINOGRAD
+PY=/usr/bin/python3
+small=(--train-limit 192 --test-limit 64 --seed 3 --checkpoint-every 1 --batch-per-replica 32)
+pin="$tmp/pin.json"
+
+# --- cltrain tune ---------------------------------------------------------------------
+"$CLT" tune --model fmnist-cnn --batch 32 --tune-file "$pin" >"$tmp/tune1.txt" 2>&1 ||
+  bad "cltrain tune ($(tail -2 "$tmp/tune1.txt"))"
+if [ "$(grep -cE '^  conv2d_1 +(fwd|dw|dx) .*tuned, 4 candidates' "$tmp/tune1.txt")" = 3 ] &&
+  grep -q "3 passes: 3 tuned, 0 cached" "$tmp/tune1.txt"; then
+  ok "cltrain tune times the three passes of the 3x3 layer (4 candidates each)"
+else
+  bad "cltrain tune times the three passes ($(cat "$tmp/tune1.txt"))"
+fi
+"$CLT" tune --model fmnist-cnn --batch 32 --tune-file "$pin" >"$tmp/tune2.txt" 2>&1
+if grep -q "3 passes: 0 tuned, 3 cached" "$tmp/tune2.txt"; then
+  ok "a second cltrain tune takes every pass from the file"
+else
+  bad "a second cltrain tune takes every pass from the file ($(cat "$tmp/tune2.txt"))"
+fi
+
+# The file's choices made the ones no default takes: F(2x2) forward, F(4x4)
+# weight gradient, im2col input gradient.
+$PY - "$pin" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+want = {"fwd": "winograd2", "dw": "winograd4", "dx": "im2col"}
+for key, r in d["results"].items():
+    r["variant"] = want[key.split()[1]]
+json.dump(d, open(sys.argv[1], "w"))
+EOF
+
+# --- train with the pinned file ------------------------------------------------------------
+"$CLT" train --epochs 2 "${small[@]}" --tune-file "$pin" --verbose --checkpoint-dir "$tmp/straight" \
+  --log "$tmp/straight.jsonl" >"$tmp/straight.txt" 2>&1 || bad "training with --tune-file ($(tail -2 "$tmp/straight.txt"))"
+chosen="conv2d_1: forward winograd2, weight gradient winograd4, input gradient im2col"
+if grep -q "Replica 0: $chosen" "$tmp/straight.txt"; then
+  ok "--tune-file: the file's algorithms run (--verbose names them)"
+else
+  bad "--tune-file: the file's algorithms run ($(grep conv2d_1 "$tmp/straight.txt"))"
+fi
+if [ "$(grep -c '"conv_algorithms": \["0 conv2d_1 winograd2 winograd4 im2col"\]' "$tmp/straight.jsonl")" = 2 ]; then
+  ok "the log records each epoch's algorithms"
+else
+  bad "the log records each epoch's algorithms ($(grep -o '"conv_algorithms[^]]*]' "$tmp/straight.jsonl"))"
+fi
+record() {
+  $PY -c 'import json, sys, numpy as np
+print(json.loads(str(np.load(sys.argv[1])["metadata"])).get("conv_algorithms"))' "$1"
+}
+if [ "$(record "$tmp/straight/ckpt-1.npz")" = "['0 conv2d_1 winograd2 winograd4 im2col']" ]; then
+  ok "the checkpoint records them"
+else
+  bad "the checkpoint records them ($(record "$tmp/straight/ckpt-1.npz"))"
+fi
+
+# --- resume: the record, not the cache or the defaults -------------------------------------
+"$CLT" train --epochs 1 "${small[@]}" --tune-file "$pin" --checkpoint-dir "$tmp/resumed" >/dev/null 2>&1
+"$CLT" train --epochs 2 --resume "${small[@]}" --tune off --verbose --checkpoint-dir "$tmp/resumed" \
+  >"$tmp/resumed.txt" 2>&1
+if cmp -s "$tmp/straight/ckpt-2.npz" "$tmp/resumed/ckpt-2.npz" && grep -q "Replica 0: $chosen" "$tmp/resumed.txt"; then
+  ok "1 epoch + resume (--tune off) = 2 epochs, bit for bit, on the recorded algorithms"
+else
+  bad "1 epoch + resume = 2 epochs, bit for bit ($(grep conv2d_1 "$tmp/resumed.txt"; tail -2 "$tmp/resumed.txt"))"
+fi
+
+# --- two replicas, different algorithms --------------------------------------------------
+POCL_DEVICES="pthread pthread" "$CLT" train --epochs 1 --devices 0,1 --split equal "${small[@]}" \
+  --tune off --checkpoint-dir "$tmp/two" >/dev/null 2>&1 || bad "training on two replicas"
+$PY - "$tmp/two/ckpt-1.npz" <<'EOF'
+import json, sys
+import numpy as np
+z = np.load(sys.argv[1])
+members = {k: z[k] for k in z.files}
+meta = json.loads(str(members["metadata"]))
+meta["conv_algorithms"] = ["0 conv2d_1 winograd4 winograd4 winograd4",
+                           "1 conv2d_1 im2col im2col in_place"]
+members["metadata"] = np.array(json.dumps(meta))
+np.savez(sys.argv[1], **members)
+EOF
+if POCL_DEVICES="pthread pthread" "$CLT" train --epochs 2 --resume --devices 0,1 --split equal \
+  "${small[@]}" --tune off --check-replicas --verbose --checkpoint-dir "$tmp/two" >"$tmp/two.txt" 2>&1 &&
+  grep -q "Replica 0: conv2d_1: forward winograd4, weight gradient winograd4, input gradient winograd4" "$tmp/two.txt" &&
+  grep -q "Replica 1: conv2d_1: forward im2col, weight gradient im2col, input gradient in_place" "$tmp/two.txt"; then
+  ok "two replicas on different algorithms stay identical (--check-replicas)"
+else
+  bad "two replicas on different algorithms stay identical ($(grep -E 'conv2d_1|error' "$tmp/two.txt"))"
+fi
+
+# --- nothing tuned -----------------------------------------------------------------------
+for how in "--tune off" "--tune-budget 0"; do
+  name=$(tr -d ' -' <<<"$how")
+  # shellcheck disable=SC2086
+  "$CLT" train --epochs 2 "${small[@]}" $how --tune-file "$tmp/$name.json" --checkpoint-dir "$tmp/$name" \
+    --log "$tmp/$name.jsonl" >/dev/null 2>&1 || bad "training with $how"
+  if [ ! -e "$tmp/$name.json" ] &&
+    [ "$(grep -c '"conv_algorithms": \["0 conv2d_1 in_place in_place in_place"\]' "$tmp/$name.jsonl")" = 2 ]; then
+    ok "$how: the defaults throughout, nothing written"
+  else
+    bad "$how: the defaults throughout ($(grep -o '"conv_algorithms[^]]*]' "$tmp/$name.jsonl"))"
+  fi
+done
+
+expect_fail "--tune on refused" "--tune on: expected auto or off" \
+  "$CLT" train --epochs 1 --train-limit 64 --test-limit 64 --checkpoint-every 0 --tune on
+CLTRAIN_TUNE=yes expect_fail "CLTRAIN_TUNE=yes refused" "CLTRAIN_TUNE=yes: expected auto or off" \
+  "$CLT" train --epochs 1 --train-limit 64 --test-limit 64 --checkpoint-every 0
+expect_fail "cltrain tune of a model file refused" "--model x.json: expected a built-in model" \
+  "$CLT" tune --model x.json
+finish
