@@ -8,7 +8,7 @@
 set -u
 src=$1
 . "$(dirname "$0")/lib.sh"
-internals=(bench.c internals.c internals.h plot.c plot.h plot_impl.h plot_log.c)
+internals=(bench.c internals.c internals.h plot.c plot.h plot_impl.h plot_log.c tune.c)
 
 # foreign FILE: the quoted includes of FILE other than "cltrain.h" and "commands.h".
 foreign() {

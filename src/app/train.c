@@ -53,8 +53,8 @@ static int tune_mode(const clt_train_opts *o, int *tune, clt_err *e) {
   const int from_env = !o->tune_given && env && *env;
   const char *mode = from_env ? env : o->tune ? o->tune : "auto";
   if (strcmp(mode, "auto") != 0 && strcmp(mode, "off") != 0)
-    return clt_fail(e, CLT_ERR_ARG, "%s%s: expected auto or off", from_env ? "CLTRAIN_TUNE=" : "--tune ",
-                    mode);
+    return clt_fail(e, CLT_ERR_ARG, "%s%s: expected auto or off",
+                    from_env ? "CLTRAIN_TUNE=" : "--tune ", mode);
   *tune = strcmp(mode, "auto") == 0;
   return CLT_OK;
 }
@@ -387,9 +387,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   if (!status && trace) status = clt_trainer_trace(t, trace, o->trace_steps, step, e);
   /* The convolutions' algorithms: the tuning results cached for each device (no
    * timing before the first step), then a resumed checkpoint's record. */
-  const clt_trainer_tuning tuning = {
-      .tune = tune, .file = o->tune_file, .recorded = o->resume ? state.conv_algorithms : NULL};
-  if (!status) status = clt_trainer_tune(t, &tuning, 0, NULL, e);
+  const clt_trainer_tuning tuning = {.tune = tune,
+                                     .file = o->tune_file,
+                                     .recorded = o->resume ? state.conv_algorithms : NULL};
+  if (!status && (tune || tuning.recorded)) status = clt_trainer_tune(t, &tuning, 0, NULL, e);
   if (!status && (o->verbose || o->profile)) status = report_conv_algorithms(t, stderr, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   /* Timed between epochs, within the budget; a resumed run keeps its record. */

@@ -59,13 +59,13 @@ typedef struct clt_train_opts {
   int trace_steps;                              /* --trace: the steps it covers */
   int tensorboard_every; /* --tensorboard: the batch loss every N steps (0: epochs only) */
   int trace_steps_given, tensorboard_every_given; /* set explicitly (need --trace, --tensorboard) */
-  double allreduce_timeout;    /* seconds a replica may hold up the others' all-reduce (ring.h;
-                                  0: no limit) */
-  const char *wire;            /* --wire: how gradients cross between processes, fp32 or fp16 */
-  const char *tune;            /* --tune: auto or off ($CLTRAIN_TUNE when not given) */
+  double allreduce_timeout; /* seconds a replica may hold up the others' all-reduce (ring.h;
+                               0: no limit) */
+  const char *wire;         /* --wire: how gradients cross between processes, fp32 or fp16 */
+  const char *tune;         /* --tune: auto or off ($CLTRAIN_TUNE when not given) */
   int tune_given;
-  double tune_budget;    /* --tune-budget: seconds of tuning between epochs in all */
-  const char *tune_file; /* --tune-file: the tuning file, pinned; NULL: the cache folder's */
+  double tune_budget;          /* --tune-budget: seconds of tuning between epochs in all */
+  const char *tune_file;       /* --tune-file: the tuning file, pinned; NULL: the cache folder's */
   const char *trace_path;      /* --trace: Chrome trace-event JSON of the first steps, or NULL */
   const char *tensorboard_dir; /* --tensorboard: event files under DIR/train, DIR/validation */
   FILE *out;                   /* where epoch lines go */

@@ -154,16 +154,16 @@ int clt_conv_choose(clt_replica *r, const char *layer, const clt_conv_geom *g, i
   if (strlen(layer) >= sizeof r->conv_choices[0].layer)
     return clt_fail(e, CLT_ERR_ARG, "%s: layer name too long for a convolution choice", layer);
   int at = find_choice(r, layer);
-  clt_conv_choice *c = at >= 0 ? &r->conv_choices[at] : NULL;
-  if (!c) {
+  if (at < 0) {
     if (r->nconv_choices == CLT_MAX_CONV_CHOICES)
       return clt_fail(e, CLT_ERR_ARG, "%s: more than %d convolution layers chosen for", layer,
                       CLT_MAX_CONV_CHOICES);
-    c = &r->conv_choices[r->nconv_choices++];
+    at = r->nconv_choices++;
+    clt_conv_choice *c = &r->conv_choices[at];
     snprintf(c->layer, sizeof c->layer, "%s", layer);
     c->algo[0] = c->algo[1] = c->algo[2] = -1;
   }
-  c->algo[pass] = algo;
+  r->conv_choices[at].algo[pass] = algo;
   return CLT_OK;
 }
 

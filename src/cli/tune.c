@@ -16,7 +16,7 @@
 #include "timing.h"
 #include "tuner.h"
 
-#define MAX_LINES (3 * CLT_MAX_LAYERS)
+#define MAX_LINES ((size_t)3 * CLT_MAX_LAYERS)
 
 static void print_lines(const clt_tune_line *lines, int n) {
   printf("  %-28s %-4s %-10s %10s %-10s %10s %7s  %s\n", "layer", "pass", "chosen", "ms", "default",
@@ -59,7 +59,7 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
   const clt_tuner_opts to = {.batch = o->batch, .tune = 1, .budget_s = o->budget, .cache = cache};
   int n = 0;
   const double t0 = clt_now_seconds();
-  status = clt_tune_model(m, r, &to, lines, MAX_LINES, &n, e);
+  status = clt_tune_model(m, r, &to, lines, (int)MAX_LINES, &n, e);
   if (!status) {
     int tuned = 0, cached = 0, left = 0;
     for (int i = 0; i < n; i++) {

@@ -330,8 +330,8 @@ typedef struct clt_trainer_tuning {
  * scratch they run. With budget_s > 0 the passes not yet cached are timed
  * first, within budget_s seconds in all (between epochs, the replicas idle);
  * *spent gets the seconds taken (may be NULL). */
-int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s,
-                     double *spent, clt_err *e);
+int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s, double *spent,
+                     clt_err *e);
 
 /* What each replica of this process runs for each convolution with a choice of
  * algorithm, a line each: "R LAYER FWD DW DX" (R the run's replica index, the

@@ -51,8 +51,10 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
     const int max_lines = CLT_CONV_PASSES * t->model->nlayers + 1;
     clt_tune_line *lines = status ? NULL : malloc((size_t)max_lines * sizeof *lines);
     if (!status && !lines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
-    const clt_tuner_opts o = {
-        .batch = l->cap, .tune = budget_s > 0, .budget_s = budget_s, .cache = cache};
+    const clt_tuner_opts o = {.batch = l->cap,
+                              .tune = budget_s > 0,
+                              .budget_s = budget_s,
+                              .cache = cache};
     int n = 0;
     if (!status) status = clt_tune_model(t->model, r, &o, lines, max_lines, &n, e);
     free(lines);
@@ -63,8 +65,8 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
   return status;
 }
 
-int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s,
-                     double *spent, clt_err *e) {
+int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s, double *spent,
+                     clt_err *e) {
   const double t0 = clt_now_seconds();
   int status = CLT_OK;
   for (int i = 0; i < t->n && !status; i++) {

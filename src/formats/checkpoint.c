@@ -852,8 +852,9 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
   st->params = calloc(m->flat_floats, sizeof(float));
   int nomem = !st->params;
   if (meta->conv_algorithms[0]) {
-    st->conv_algorithms = malloc(strlen(meta->conv_algorithms) + 1);
-    if (st->conv_algorithms) strcpy(st->conv_algorithms, meta->conv_algorithms);
+    const size_t n = strlen(meta->conv_algorithms) + 1;
+    st->conv_algorithms = malloc(n);
+    if (st->conv_algorithms) memcpy(st->conv_algorithms, meta->conv_algorithms, n);
     nomem |= !st->conv_algorithms;
   }
   for (int k = 0; k < CLT_OPT_SLOTS && with_optimizer; k++) {

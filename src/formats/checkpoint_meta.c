@@ -475,8 +475,7 @@ static int get_plateau(const char *path, const cJSON *entry, clt_plateau *p, clt
 }
 
 /* "conv_algorithms" (optional): an array of strings, joined by newlines. */
-static int get_conv_algorithms(place at, const cJSON *root, clt_checkpoint_meta *meta,
-                               clt_err *e) {
+static int get_conv_algorithms(place at, const cJSON *root, clt_checkpoint_meta *meta, clt_err *e) {
   const cJSON *list = NULL;
   int status = lookup(at, root, "conv_algorithms", cJSON_Array, "an array", 0, &list, e);
   size_t used = 0;
