@@ -5,8 +5,8 @@
 # algorithms (--verbose names them; the log and the checkpoint record them),
 # and a resumed run keeps the recorded ones even with --tune off, bit for bit;
 # two replicas made to run different algorithms (a checkpoint's record) stay
-# identical (--check-replicas); with --tune off or a budget of 0 nothing is
-# tuned; bad values are one error line.
+# identical (--check-replicas); an empty file is filled between epochs; with
+# --tune off or a budget of 0 nothing is tuned; bad values are one error line.
 #   test_tune.sh CLTRAIN
 set -u
 CLT=$1
@@ -98,6 +98,21 @@ if POCL_DEVICES="pthread pthread" "$CLT" train --epochs 2 --resume --devices 0,1
   ok "two replicas on different algorithms stay identical (--check-replicas)"
 else
   bad "two replicas on different algorithms stay identical ($(grep -E 'conv2d_1|error' "$tmp/two.txt"))"
+fi
+
+# --- tuned between epochs ------------------------------------------------------------------
+# An empty file: the first epoch runs the defaults, the winners are timed after
+# it and written, and the checkpoint records what the second epoch runs.
+"$CLT" train --epochs 2 "${small[@]}" --tune-file "$tmp/fresh.json" --checkpoint-dir "$tmp/fresh" \
+  --log "$tmp/fresh.jsonl" >"$tmp/fresh.txt" 2>&1 || bad "training with an empty tuning file"
+first=$(sed -n 1p "$tmp/fresh.jsonl" | grep -o '"conv_algorithms": \[[^]]*\]')
+second=$(sed -n 2p "$tmp/fresh.jsonl" | grep -o '"conv_algorithms": \[[^]]*\]' | grep -o '0 conv2d_1[a-z0-9_ ]*')
+if [ "$first" = '"conv_algorithms": ["0 conv2d_1 in_place in_place in_place"]' ] &&
+  [ "$(grep -c '"variant"' "$tmp/fresh.json" 2>/dev/null)" = 3 ] &&
+  [ "$(record "$tmp/fresh/ckpt-1.npz")" = "['$second']" ]; then
+  ok "tuned between epochs: defaults first, the file written, the record what runs next ($second)"
+else
+  bad "tuned between epochs ($first; $second; $(record "$tmp/fresh/ckpt-1.npz"))"
 fi
 
 # --- nothing tuned -----------------------------------------------------------------------
