@@ -10,7 +10,8 @@
 # 3. `cltrain devices`: the GPU indices
 # 4. test_kernels, test_layers2, test_layer_kinds on every GPU
 #    (no GPU: on device 0, as is and with CLTRAIN_KERNELS=gpu)
-# 5. one epoch of Fashion-MNIST: the first GPU alone, then all devices
+# 5. `cltrain tune` of the reference CNN on the first GPU (each layer's choice), then
+#    one epoch of Fashion-MNIST: the first GPU alone with those choices, then all devices
 #    (no GPU: device 0 on 2048 images, as is and with CLTRAIN_KERNELS=gpu)
 # 6. PyTorch on the same GPU, where torch with CUDA imports: images/s and the ratio,
 #    with TensorFloat-32 on (PyTorch's default for convolutions) and off
@@ -329,17 +330,42 @@ run_train() {
   LAST_RATE=$rate
 }
 
+# run_tune DEVICE FILE: `cltrain tune` of the reference CNN on DEVICE at the
+# training runs' batch into FILE, printing each layer's chosen algorithm.
+run_tune() {
+  local dev=$1 file=$2 log t rc choices
+  log="$LOGS/tune-$dev.log"
+  if ! t=$(budget_timeout 120); then
+    record "tune: device $dev" FAIL "not run: time budget spent"
+    return
+  fi
+  rm -f "$file"
+  echo "--- cltrain tune --model fmnist-cnn --devices $dev --batch 64 --tune-file $file (timeout ${t}s)"
+  timeout "$t" "$BIN" tune --model fmnist-cnn --devices "$dev" --batch 64 --tune-file "$file" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  # "conv2d_1 dw winograd4 9.7 in_place 12.5 1.28x ...": layer, pass, choice, speed-up.
+  choices=$(awk '$2 ~ /^(fwd|dw|dx)$/ { printf "%s%s %s %s %s", n++ ? ", " : "", $1, $2, $3, $7 }' "$log")
+  if [ $rc -ne 0 ] || [ -z "$choices" ]; then
+    record "tune: device $dev" FAIL "rc=$rc, no choices printed, see $log"
+    return
+  fi
+  record "tune: device $dev" PASS "$choices"
+}
+
 run_training() {
-  section "5. Training throughput: 1 epoch of Fashion-MNIST"
+  section "5. Tuning, then training throughput: 1 epoch of Fashion-MNIST"
   LAST_RATE=""
   if [ ${#GPUS[@]} -gt 0 ]; then
     local g=${GPUS[0]}
-    run_train "GPU $g alone" 80 -- --devices "$g" --split auto
+    run_tune "$g" "$LOGS/tune-$g.json"
+    run_train "GPU $g alone" 80 -- --devices "$g" --split auto --tune-file "$LOGS/tune-$g.json"
     GPU_RATE=$LAST_RATE
     run_train "all devices (--devices all)" 80 -- --devices all --split auto
   else
     echo "no GPU found: device 0 on 2048 training and 1000 test images"
-    run_train "device 0, 2048 images" "" -- --devices 0 --split auto --train-limit 2048 --test-limit 1000
+    run_tune 0 "$LOGS/tune-0.json"
+    run_train "device 0, 2048 images" "" -- --devices 0 --split auto --train-limit 2048 --test-limit 1000 \
+      --tune-file "$LOGS/tune-0.json"
     run_train "device 0, 2048 images, CLTRAIN_KERNELS=gpu" "" CLTRAIN_KERNELS=gpu -- \
       --devices 0 --split auto --train-limit 2048 --test-limit 1000
   fi
