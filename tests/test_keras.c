@@ -143,6 +143,10 @@ static void test_fixture(const char *dir) {
 
   /* Weights both ways --weights reads them: the same values. */
   float *flat = hnew(m->flat_floats * sizeof(float)), *named = hnew(m->flat_floats * sizeof(float));
+  /* Over the model's own start, as --weights: what the model file gives (a
+   * Normalization's mean and variance in its config) is in no weights file. */
+  clt_model_init_params(m, 1, flat);
+  clt_model_init_params(m, 1, named);
   snprintf(path, sizeof path, "%s/weights.npz", dir);
   if (api_failed(clt_weights_load(m, path, flat, &E), "weights in get_weights order")) goto done;
   snprintf(path, sizeof path, "%s/weights_named.npz", dir);

@@ -418,6 +418,10 @@ void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat) {
     const clt_layer *l = &m->layers[i];
     for (int p = 0; p < l->nparams; p++) {
       const clt_param *prm = &l->params[p];
+      if (prm->init.kind == CLT_INIT_VALUES) {
+        memcpy(flat + prm->offset, m->constants + prm->values_at, prm->size * sizeof *flat);
+        continue;
+      }
       if (prm->init.kind != CLT_INIT_DEFAULT) {
         clt_init_fill(&prm->init, prm->rank, prm->dims, &rng, flat + prm->offset, prm->size);
         continue;

@@ -19,6 +19,10 @@
 #define CLT_MODEL_MAX_CHANNELS 4096
 #define CLT_MODEL_MAX_CLASSES 1000000
 #define CLT_MODEL_MAX_VALUES ((int64_t)1 << 28)
+/* Room for the parameter values a model file gives as constants (a Keras
+ * Normalization's mean and variance in its config): one such layer at the most
+ * channels fits. */
+#define CLT_MODEL_MAX_CONSTANTS ((size_t)2 * CLT_MODEL_MAX_CHANNELS)
 
 /* A directed acyclic graph of layers, stored so that every layer's inputs come
  * before it; the last layer outputs the logits. */
@@ -39,6 +43,10 @@ typedef struct clt_model {
   /* The model file's last layer was a softmax: cltrain trains on the logits before
    * it (the loss is the same), and exports and predicts probabilities after it. */
   int softmax_output;
+  /* The values of parameters initialised CLT_INIT_VALUES (their values_at indexes
+   * here), as the model file gave them. */
+  size_t nconstants;
+  float constants[CLT_MODEL_MAX_CONSTANTS];
 } clt_model;
 
 /* The built-in models' names, for --help and errors. */

@@ -1241,20 +1241,30 @@ static void set_initializers(const loader *ld, const cJSON *config, clt_layer *l
   }
 }
 
-/* Each layer's frozen and inference, from the Keras layer it came from; the flat
- * buffer laid out for them. */
-static void set_flags(const loader *ld, clt_model *m) {
-  for (int i = 0; i < m->nlayers; i++) {
+/* Each layer's frozen and inference, from the Keras layer it came from, and the
+ * values its config gives its parameters (ops->keras_values); the flat buffer laid
+ * out for them. */
+static int set_flags(const loader *ld, clt_model *m, clt_err *e) {
+  int status = CLT_OK;
+  for (int i = 0; i < m->nlayers && !status; i++) {
     clt_layer *l = &m->layers[i];
     for (int j = 0; j < ld->nentries; j++) {
       if (strcmp(ld->entries[j].name, l->name) != 0) continue;
-      l->frozen = ld->nodes[ld->entries[j].node].frozen;
-      l->inference = ld->nodes[ld->entries[j].node].inference;
-      set_initializers(ld, ld->nodes[ld->entries[j].node].config, l);
+      const knode *k = &ld->nodes[ld->entries[j].node];
+      l->frozen = k->frozen;
+      l->inference = k->inference;
+      set_initializers(ld, k->config, l);
+      if (l->ops->keras_values) {
+        clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls,
+                                .keras2 = ld->keras2};
+        status = l->ops->keras_values(l, &cfg, m->constants, CLT_MODEL_MAX_CONSTANTS,
+                                      &m->nconstants, e);
+      }
       break;
     }
   }
   clt_model_layout(m); /* frozen layers' weights last */
+  return status;
 }
 
 static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
@@ -1310,8 +1320,8 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
     status = clt_model_parse(name, layers_in, ld->o->classes, ld->o->preprocess, ld->text, m, e);
     if (!status) {
       m->softmax_output = ld->softmax_output;
-      set_flags(ld, m);
-      if (ld->o->augment) *ld->o->augment = ld->aug;
+      status = set_flags(ld, m, e);
+      if (!status && ld->o->augment) *ld->o->augment = ld->aug;
     } else {
       clt_wrap(e, "%s", ld->origin);
     }
