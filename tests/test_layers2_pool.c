@@ -109,7 +109,8 @@ static void test_conv_pool(const cpool_case *t) {
     goto done;
   clt_layer conv = m.layers[0], pool = m.layers[1];
   static clt_plan plan;
-  if (api_failed(clt_plan_build(&m, R->backend->name, R->backend->fuses_conv_pool, &plan, &E), "plan"))
+  if (api_failed(clt_plan_build(&m, R->backend->name, R->backend->fuses_conv_pool, &plan, &E),
+                 "plan"))
     goto done;
   const int fused = plan.steps[0].fusion.pools;
   expect("the plan fuses the pair where the backend does",

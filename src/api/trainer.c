@@ -254,7 +254,7 @@ CLTRAIN_API int cltrain_trainer_create(cltrain_ctx *ctx, const cltrain_model *m,
   if (!t || !t->model || !t->flat || !t->grads) {
     if (t) {
       if (t->model) clt_model_free(t->model);
-  free(t->model);
+      free(t->model);
       free(t->flat);
       free(t->grads);
     }

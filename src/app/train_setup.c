@@ -37,8 +37,7 @@ static uint64_t model_hash(const clt_model *m) {
   uint64_t h = 1469598103934665603ull ^ (uint64_t)m->softmax_output;
   if (!text) return h;
   clt_model_describe(m, text, size);
-  for (size_t i = 0; i < size && text[i]; i++)
-    h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+  for (size_t i = 0; i < size && text[i]; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
   for (int i = 0; i < m->nlayers; i++) h = (h ^ (uint64_t)m->layers[i].frozen) * 1099511628211ull;
   free(text);
   return h;
@@ -249,8 +248,8 @@ static int same_keras_model(const clt_train_opts *o, clt_data *data, const char 
       clt_model_describe(model, a, size);
       clt_model_describe(fresh, b, size);
       if (strcmp(a, b) != 0 || fresh->softmax_output != model->softmax_output)
-        status =
-            clt_fail(e, CLT_ERR_ARG, "--resume: %s holds another model than %s", path, o->model);
+        status = clt_fail(e, CLT_ERR_ARG, "--resume: %s holds another model than %s", path,
+                          o->model);
     }
   }
   if (fresh) clt_model_free(fresh);

@@ -301,7 +301,8 @@ static int parse_entry(clt_model *m, char *entry, clt_pad *pad, char *pad_name, 
   }
   if (m->nlayers == m->room) {
     const int room = m->room < 64 ? 64 : m->room < INT_MAX / 2 ? 2 * m->room : INT_MAX;
-    clt_layer *more = m->nlayers == INT_MAX ? NULL : realloc(m->layers, (size_t)room * sizeof *more);
+    clt_layer *more = m->nlayers == INT_MAX ? NULL
+                                            : realloc(m->layers, (size_t)room * sizeof *more);
     if (!more)
       return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for %d layers", m->nlayers + 1);
     m->layers = more;

@@ -805,7 +805,7 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
                              clt_err *e) {
   int status = CLT_OK;
   clt_npz *z = NULL;
-  char *used = NULL;                                /* per member: one this checkpoint may hold */
+  char *used = NULL; /* per member: one this checkpoint may hold */
   clt_checkpoint_meta *meta = calloc(1, sizeof *meta);
   const size_t arch_size = clt_describe_max(m->nlayers);
   char *arch = malloc(arch_size);

@@ -629,8 +629,7 @@ static int parse(const char *path, const cJSON *root, int with_optimizer, clt_ch
   }
   if ((status = get_format(at, root, &meta->format, e)) ||
       (status = get_string(at, root, "model", 1, meta->model, sizeof meta->model, e)) ||
-      (status = get_shape(at, root, meta, e)) ||
-      (status = get_architecture(at, root, meta, e)) ||
+      (status = get_shape(at, root, meta, e)) || (status = get_architecture(at, root, meta, e)) ||
       (status = get_string(at, root, "preprocess", 0, meta->preprocess, sizeof meta->preprocess,
                            e)) ||
       (status = get_frozen(at, root, meta, e)) ||

@@ -20,7 +20,7 @@ typedef struct clt_checkpoint_meta {
   int classes;
   char preprocess[64]; /* "" for built-in models */
   int softmax_output;  /* "output": "softmax": the model file ended in a softmax */
-  char *architecture; /* allocated (clt_checkpoint_meta_free) */
+  char *architecture;  /* allocated (clt_checkpoint_meta_free) */
   /* "frozen": the layers whose weights the run did not train (none in an older
    * cltrain's checkpoint), by name; allocated. */
   int nfrozen;

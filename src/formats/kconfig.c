@@ -222,7 +222,8 @@ int clt_kc_floats(const clt_keras_config *c, const char *key, int max, float *ou
     *n = *scalar = 1;
     return CLT_OK;
   }
-  if (!cJSON_IsArray(v)) return clt_kc_fail(c, e, "%s: expected a number or a list of numbers", key);
+  if (!cJSON_IsArray(v))
+    return clt_kc_fail(c, e, "%s: expected a number or a list of numbers", key);
   int i = 0;
   for (const cJSON *it = v->child; it; it = it->next, i++) {
     if (!cJSON_IsNumber(it))

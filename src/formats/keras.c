@@ -588,8 +588,8 @@ static int read_layers(loader *ld, const cJSON *root, clt_err *e) {
  * output, one input. Orders the layers so inputs come first (files Keras writes
  * are in that order already; nested models' layers sit where the model does):
  * order[0 .. *placed). */
-static int order_graph(loader *ld, int *order, int *placed_out, int *pending, int *done,
-                       int *reach, clt_err *e) {
+static int order_graph(loader *ld, int *order, int *placed_out, int *pending, int *done, int *reach,
+                       clt_err *e) {
   int real = 0;
   for (int i = 0; i < ld->n; i++) {
     knode *k = &ld->nodes[i];
@@ -660,8 +660,8 @@ static int order_graph(loader *ld, int *order, int *placed_out, int *pending, in
 static int check_graph(loader *ld, int *order, int *placed_out, clt_err *e) {
   int *pending = calloc(3 * (size_t)ld->n + 1, sizeof *pending);
   if (!pending) return clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory", ld->origin);
-  const int status =
-      order_graph(ld, order, placed_out, pending, pending + ld->n, pending + 2 * ld->n, e);
+  const int status = order_graph(ld, order, placed_out, pending, pending + ld->n,
+                                 pending + 2 * ld->n, e);
   free(pending);
   return status;
 }
@@ -897,11 +897,11 @@ static int append(loader *ld, clt_err *e, const char *fmt, ...) {
 /* Notes that description entry `name` comes from node i (its frozen and inference). */
 static int remember(loader *ld, const char *name, int i, clt_err *e) {
   if (ld->nentries == ld->entries_room) {
-    const int room = ld->entries_room < 64             ? 64
+    const int room = ld->entries_room < 64            ? 64
                      : ld->entries_room < INT_MAX / 2 ? 2 * ld->entries_room
                                                       : INT_MAX;
-    kentry *more =
-        ld->nentries == INT_MAX ? NULL : realloc(ld->entries, (size_t)room * sizeof *more);
+    kentry *more = ld->nentries == INT_MAX ? NULL
+                                           : realloc(ld->entries, (size_t)room * sizeof *more);
     if (!more) return clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory", ld->origin);
     ld->entries = more;
     ld->entries_room = room;
@@ -1285,7 +1285,9 @@ static int set_flags(const loader *ld, clt_model *m, clt_err *e) {
       l->inference = k->inference;
       set_initializers(ld, k->config, l);
       if (l->ops->keras_values) {
-        clt_keras_config cfg = {.obj = k->config, .layer = k->name, .cls = k->cls,
+        clt_keras_config cfg = {.obj = k->config,
+                                .layer = k->name,
+                                .cls = k->cls,
                                 .keras2 = ld->keras2};
         status = l->ops->keras_values(l, &cfg, m->constants, CLT_MODEL_MAX_CONSTANTS,
                                       &m->nconstants, e);
