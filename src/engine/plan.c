@@ -47,11 +47,12 @@ int clt_plan_build(const clt_model *m, const char *backend, int fuses_conv_pool,
                    clt_err *e) {
   clt_plan_free(p);
   const size_t n = m->nlayers > 0 ? (size_t)m->nlayers : 1;
-  int *pooled = calloc(2 * n, sizeof *pooled), *added = pooled + n;
+  int *pooled = calloc(n, sizeof *pooled), *added = calloc(n, sizeof *added);
   clt_fusion *fusion = calloc(n, sizeof *fusion);
   p->steps = calloc(n, sizeof *p->steps);
-  if (!pooled || !fusion || !p->steps) {
+  if (!pooled || !added || !fusion || !p->steps) {
     free(pooled);
+    free(added);
     free(fusion);
     clt_plan_free(p);
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory planning model %s", m->name);
@@ -91,6 +92,7 @@ int clt_plan_build(const clt_model *m, const char *backend, int fuses_conv_pool,
     if (s->fusion.pools) s->forward_out = s->backward_out = i + 1;
   }
   free(pooled);
+  free(added);
   free(fusion);
   return CLT_OK;
 }
