@@ -345,7 +345,7 @@ static int resume_checkpoint(const clt_train_opts *o, const train_resume_file *f
   int status = clt_checkpoint_model_from(path, f->bytes, f->size, model, e);
   if (status) return status;
   if (o->weights) return clt_fail(e, CLT_ERR_ARG, "--weights: --resume takes the checkpoint's");
-  if (!(*was_frozen = malloc((size_t)model->nlayers + 1)))
+  if (!(*was_frozen = calloc((size_t)model->nlayers + 1, 1)))
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   for (int i = 0; i < model->nlayers; i++)
     (*was_frozen)[i] = (unsigned char)model->layers[i].frozen;

@@ -565,6 +565,7 @@ static int read_layers(loader *ld, const cJSON *root, clt_err *e) {
   int status = read_scope(ld, config, strcmp(cls, "Sequential") == 0, 0, -1, 0, frozen, 0,
                           &ld->input, &ld->output, e);
   if (status) return status;
+  if (!ld->nodes) return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no layers", ld->origin);
   /* Every reference to an alias goes to what it stands for. */
   for (int i = 0; i < ld->n; i++) {
     knode *k = &ld->nodes[i];
@@ -658,10 +659,10 @@ static int order_graph(loader *ld, int *order, int *placed_out, int *pending, in
 
 /* order_graph with its working arrays. */
 static int check_graph(loader *ld, int *order, int *placed_out, clt_err *e) {
-  int *pending = calloc(3 * (size_t)ld->n + 1, sizeof *pending);
+  const size_t n = (size_t)ld->n;
+  int *pending = calloc(3 * n + 1, sizeof *pending);
   if (!pending) return clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory", ld->origin);
-  const int status = order_graph(ld, order, placed_out, pending, pending + ld->n,
-                                 pending + 2 * ld->n, e);
+  const int status = order_graph(ld, order, placed_out, pending, pending + n, pending + 2 * n, e);
   free(pending);
   return status;
 }
