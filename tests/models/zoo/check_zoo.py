@@ -21,8 +21,8 @@ other (NASNet with its top). It then runs the cltrain binary on each, the
 cheapest command that builds the model and reports its size (cltrain has no
 dry run): one training step, `cltrain train --epochs 1 --train-limit 2
 --batch-per-replica 2` on a photo folder of 3 classes made by make_photos, every
-model however large (host memory is about 22 bytes per parameter:
-EfficientNetV2L's 118M took 2.6 GB). With --max-params, a model of more
+model however large (host memory is about 21 bytes per parameter:
+ConvNeXtXLarge's 348M took 7.2 GB). With --max-params, a model of more
 parameters is only imported: cltrain is stopped once it has printed the model's
 line ("Model X: N parameters, L layers"), before it allocates anything.
 
