@@ -393,8 +393,8 @@ static void test_builtin(void) {
   free(text);
 
   /* The same model from its description: the same layers, so the same weights. */
-  char *desc = xmalloc(CLT_DESCRIBE_MAX);
-  clt_model_describe(m->model, desc, CLT_DESCRIBE_MAX);
+  char *desc = xmalloc(clt_describe_max(m->model->nlayers));
+  clt_model_describe(m->model, desc, clt_describe_max(m->model->nlayers));
   cltrain_model *md = NULL;
   status = cltrain_model_create(ctx, desc, NULL, "input=28x28x1 classes=10 seed=7", &md);
   check(status == CLTRAIN_OK && md && strcmp(cltrain_model_name(md), "custom") == 0 &&

@@ -80,7 +80,7 @@ static int with_metadata(const char *in, const char *out, const char *text) {
 /* A model name JSON must escape, and hyper-parameters whose shortest exact text
  * has 17 digits, come back exactly. */
 static void test_round_trip(void) {
-  clt_model m, got;
+  static clt_model m, got;
   clt_err e = {0};
   const char *name = "say \"hi\" \\ bye";
   if (clt_model_parse(name, (clt_shape){6, 6, 1}, 3, CLT_PRE_UNIT,

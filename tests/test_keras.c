@@ -75,10 +75,11 @@ static int listed(const clt_npz_array *names, const char *layer) {
 /* The model with every Dropout's rate set to 0: the fixtures' Keras numbers were
  * computed so (cltrain draws its own masks; test_layer_kinds checks those). */
 static int without_dropout(clt_model *m) {
-  char *text = hnew(CLT_DESCRIBE_MAX), *out = hnew(CLT_DESCRIBE_MAX);
-  clt_model_describe(m, text, CLT_DESCRIBE_MAX);
+  const size_t size = clt_describe_max(m->nlayers);
+  char *text = hnew(size), *out = hnew(size);
+  clt_model_describe(m, text, size);
   size_t used = 0;
-  for (const char *p = text; *p && used < CLT_DESCRIBE_MAX - 1;) {
+  for (const char *p = text; *p && used < size - 1;) {
     const char *d = strstr(p, "=Dropout(");
     if (!d) d = p + strlen(p);
     const size_t keep = (size_t)(d - p);
@@ -86,19 +87,28 @@ static int without_dropout(clt_model *m) {
     used += keep;
     p = d;
     if (!*p) break;
-    used += (size_t)snprintf(out + used, CLT_DESCRIBE_MAX - used, "=Dropout(0");
+    used += (size_t)snprintf(out + used, size - used, "=Dropout(0");
     p += strlen("=Dropout(");
     while (*p && *p != ',' && *p != ')') p++; /* the rate */
   }
   out[used] = '\0';
   const int softmax = m->softmax_output;
   static clt_model copy; /* large: not on the stack */
-  copy = *m;
-  int status = clt_model_parse(copy.name, copy.input, copy.classes, copy.preprocess, out, m, &E);
+  int status = clt_model_copy(&copy, m, &E);
+  if (!status)
+    status = clt_model_parse(copy.name, copy.input, copy.classes, copy.preprocess, out, m, &E);
   m->softmax_output = softmax;
+  /* What the model file said beyond the description: flags, initializers, values. */
+  m->nconstants = copy.nconstants;
+  memcpy(m->constants, copy.constants, sizeof m->constants);
   for (int i = 0; i < m->nlayers && !status; i++) {
     m->layers[i].frozen = copy.layers[i].frozen;
     m->layers[i].inference = copy.layers[i].inference;
+    for (int p = 0; p < m->layers[i].nparams; p++) {
+      m->layers[i].params[p].init = copy.layers[i].params[p].init;
+      m->layers[i].params[p].values_at = copy.layers[i].params[p].values_at;
+      m->layers[i].params[p].keras_config = copy.layers[i].params[p].keras_config;
+    }
   }
   if (!status) clt_model_layout(m);
   return status;
@@ -143,6 +153,10 @@ static void test_fixture(const char *dir) {
 
   /* Weights both ways --weights reads them: the same values. */
   float *flat = hnew(m->flat_floats * sizeof(float)), *named = hnew(m->flat_floats * sizeof(float));
+  /* Over the model's own start, as --weights: what the model file gives (a
+   * Normalization's mean and variance in its config) is in no weights file. */
+  clt_model_init_params(m, 1, flat);
+  clt_model_init_params(m, 1, named);
   snprintf(path, sizeof path, "%s/weights.npz", dir);
   if (api_failed(clt_weights_load(m, path, flat, &E), "weights in get_weights order")) goto done;
   snprintf(path, sizeof path, "%s/weights_named.npz", dir);
@@ -244,6 +258,7 @@ inference:
 done:
   clt_net_destroy(net);
   clt_npz_free(batch);
+  clt_model_free(m);
   case_end();
 }
 

@@ -85,13 +85,19 @@ norm_variant ln_axis LayerNormalization "c['axis'] = 1"
 norm_variant ln_rms LayerNormalization "c['rms_scaling'] = True"
 norm_variant norm_invert Normalization "c['invert'] = True"
 norm_variant norm_axis Normalization "c['axis'] = [1]"
-norm_variant norm_mean Normalization "c['mean'] = [0, 0, 0]; c['variance'] = [1, 1, 1]"
+norm_variant norm_mean Normalization "c['mean'] = [0, 0, 0]"
+norm_variant norm_len Normalization "c['mean'] = [0, 0]; c['variance'] = [1, 1]"
+norm_variant norm_negvar Normalization "c['mean'] = 0; c['variance'] = [1, -2, 1]"
+norm_variant norm_text Normalization "c['mean'] = 'zero'; c['variance'] = 1"
 norm_variant crop_all Cropping2D "c['cropping'] = [[6, 6], [0, 0]]"
 refuse "$tmp/ln_axis.json" "layer layer_normalization \(LayerNormalization\): axis 1 is not supported"
 refuse "$tmp/ln_rms.json" "layer_normalization \(LayerNormalization\): rms_scaling true is not supported"
 refuse "$tmp/norm_invert.json" "layer normalization \(Normalization\): invert true is not supported"
 refuse "$tmp/norm_axis.json" "layer normalization \(Normalization\): axis 1 is not supported"
-refuse "$tmp/norm_mean.json" "normalization \(Normalization\): mean and variance in the config"
+refuse "$tmp/norm_mean.json" "normalization \(Normalization\): mean without variance in the config"
+refuse "$tmp/norm_len.json" "normalization \(Normalization\): mean has 2 values, the input has 3 channels"
+refuse "$tmp/norm_negvar.json" "normalization \(Normalization\): variance -2 of channel 1 is negative"
+refuse "$tmp/norm_text.json" "normalization \(Normalization\): mean: expected a number or a list"
 refuse "$tmp/crop_all.json" "cropping2d: cropping \(6,6\) rows and \(0,0\) columns leaves nothing"
 # tf_op_variant NAME PYTHON: zoo_mobilenet_v3_k2's file with its first TFOpLambda `l` changed.
 tf_op_variant() {
@@ -350,6 +356,33 @@ if POCL_DEVICES="pthread pthread" "$CLT" train --model "$ncx/model.json" --data 
 else
   bad "Normalization: an int64 count loads; training keeps mean, variance and count ($(tail -2 "$tmp/ncx.txt"))"
 fi
+
+# ---- Normalization's mean and variance in the config: Keras has no weights for them ----
+# They start the layer's weights, with or without --weights (get_weights order or by
+# name: neither has them); training keeps them, the checkpoint holds them, and
+# --weights of that checkpoint reads them back.
+nc=$MODELS/norm_const
+"$MAKE" "$tmp/ph3" 3 4 6 >/dev/null || bad "make_photos"
+nc_check="c = np.load('$tmp/ck_nc/ckpt-1.npz'); \
+  m = [123.675, 116.28, 103.53]; v = [3409.976025, 3262.6944, 3291.890625]; \
+  sys.exit(not (np.array_equal(c['normalization/mean'], np.float32(m)) and \
+  np.array_equal(c['normalization/variance'], np.float32(v)) and \
+  np.array_equal(c['normalization_1/variance'], np.float32([0.5, 2, 0.25])) and \
+  np.array_equal(c['normalization_2/mean'], np.full(8, 0.25, np.float32)) and \
+  np.array_equal(c['normalization_2/variance'], np.full(8, 4, np.float32))))"
+for w in "" weights weights_named; do
+  rm -rf "$tmp/ck_nc"
+  if "$CLT" train --model "$nc/model.json" --data "$tmp/ph3" ${w:+--weights "$nc/$w.npz"} \
+    --lr 0.5 --epochs 1 --checkpoint-dir "$tmp/ck_nc" >"$tmp/nc.txt" 2>&1 && numpy_check "$nc_check"
+  then
+    ok "Normalization: the config's mean and variance are its weights (${w:-no --weights})"
+  else
+    bad "Normalization: the config's mean and variance are its weights (${w:-no --weights}: $(tail -2 "$tmp/nc.txt"))"
+  fi
+done
+expect_ok "Normalization: --weights of a checkpoint holding the config's values" "^Epoch 1, " \
+  "$CLT" train --model "$nc/model.json" --data "$tmp/ph3" --weights "$tmp/ck_nc/ckpt-1.npz" \
+  --epochs 1 --checkpoint-dir "$tmp/ck_nc2"
 
 # ---- photos to ONNX: ONNX Runtime scores the exported model as `cltrain eval` does ----
 # PNGs already of the model's size, so ONNX Runtime can be fed the very pixels.

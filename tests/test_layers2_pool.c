@@ -109,7 +109,9 @@ static void test_conv_pool(const cpool_case *t) {
     goto done;
   clt_layer conv = m.layers[0], pool = m.layers[1];
   static clt_plan plan;
-  clt_plan_build(&m, R->backend->name, R->backend->fuses_conv_pool, &plan);
+  if (api_failed(clt_plan_build(&m, R->backend->name, R->backend->fuses_conv_pool, &plan, &E),
+                 "plan"))
+    goto done;
   const int fused = plan.steps[0].fusion.pools;
   expect("the plan fuses the pair where the backend does",
          (fused != R->backend->fuses_conv_pool) + (plan.nsteps != m.nlayers - fused), 2);
@@ -220,7 +222,7 @@ void test_conv_pool_conditions(void) {
       continue;
     }
     static clt_plan plan;
-    clt_plan_build(&m, "cpu", 1, &plan);
+    if (clt_plan_build(&m, "cpu", 1, &plan, &E)) continue;
     const int c = clt_model_find(&m, "c"), p = clt_model_find(&m, "p");
     int pools = 0, pool_runs = 0;
     for (int k = 0; k < plan.nsteps; k++) {

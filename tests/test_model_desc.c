@@ -18,8 +18,8 @@ static void check_detail(int ok, const char *what, const char *detail) {
   else check(ok, "%s", what);
 }
 
-static clt_model model, again; /* large: static */
-static char text[CLT_DESCRIBE_MAX], text2[CLT_DESCRIBE_MAX];
+static clt_model model, again;             /* large: static */
+static char text[1 << 20], text2[1 << 20]; /* a description of any model here */
 
 /* Every kind has what the model, the network and the reference interpreter call. */
 static void test_kinds(void) {

@@ -158,7 +158,7 @@ static void test_structure(void) {
   expect_out(&m, "conv5_block3_add", 7, 7, 2048);
   expect_out(&m, "avg_pool", 1, 1, 2048);
   expect_out(&m, "predictions", 1, 1, 3);
-  static char desc[CLT_DESCRIBE_MAX];
+  static char desc[1 << 16];
   clt_model_describe(&m, desc, sizeof desc);
   check(strstr(desc, "conv1_pad=ZeroPadding2D(3) conv1_conv=Conv2D(64,7x7,s2,valid)") &&
             strstr(desc, "conv2_block1_add=Add(relu)<conv2_block1_0_bn,conv2_block1_3_bn"),
@@ -592,12 +592,12 @@ static void test_relu_fusion(void) {
   const int c1 = clt_model_find(&m, "conv2d"), p1 = clt_model_find(&m, "max_pooling2d"),
             c2 = clt_model_find(&m, "conv2d_1"), p2 = clt_model_find(&m, "max_pooling2d_1"),
             d1 = clt_model_find(&m, "dense");
-  clt_plan_build(&m, "gpu", 0, &plan);
+  check(!clt_plan_build(&m, "gpu", 0, &plan, &E), "planned");
   check(c1 >= 0 && p1 >= 0 && fusion_of(&plan, c1).relu_masked &&
             fusion_of(&plan, p1).masks_input_relu,
         "fmnist-cnn, not pooling in the convolution: conv2d's ReLU backward runs in "
         "max_pooling2d");
-  clt_plan_build(&m, "cpu", 1, &plan);
+  check(!clt_plan_build(&m, "cpu", 1, &plan, &E), "planned");
   check(fusion_of(&plan, c1).pools && !fusion_of(&plan, c1).relu_masked,
         "fmnist-cnn, pooling in the convolution: conv2d pools, its ReLU within");
   check(c2 >= 0 && p2 >= 0 && fusion_of(&plan, c2).relu_masked &&
@@ -615,7 +615,7 @@ static void test_relu_fusion(void) {
       check(0, "%s builds: %s", kept[i], E.msg);
       continue;
     }
-    clt_plan_build(&m, "cpu", 1, &plan);
+    check(!clt_plan_build(&m, "cpu", 1, &plan, &E), "planned");
     check(!fusion_of(&plan, 0).relu_masked && !fusion_of(&plan, 1).masks_input_relu,
           "%s: the convolution keeps its ReLU backward", kept[i]);
   }

@@ -64,7 +64,8 @@ int main(int argc, char **argv) {
       continue;
     }
     for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
-      clt_plan_build(&m, backends[b]->name, backends[b]->fuses_conv_pool, &plan);
+      check(!clt_plan_build(&m, backends[b]->name, backends[b]->fuses_conv_pool, &plan, &e),
+            "planned");
       const size_t len = clt_plan_describe(&m, &plan, text, sizeof text);
       char path[4096];
       snprintf(path, sizeof path, "%s/%s.%s.txt", dir, models[i].name, backends[b]->name);

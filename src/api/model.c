@@ -329,6 +329,7 @@ CLTRAIN_API int cltrain_model_from_checkpoint(cltrain_ctx *ctx, const char *chec
 CLTRAIN_API void cltrain_model_free(cltrain_model **m) {
   if (!m || !*m || (*m)->h.kind != API_MODEL) return;
   cltrain_model *mm = *m;
+  if (mm->model) clt_model_free(mm->model);
   free(mm->model);
   free(mm->weights);
   free(mm->keras_json);

@@ -306,6 +306,7 @@ static int export_onnx(const clt_export_opts *x, int rank, FILE *out, clt_err *e
             model->param_count, (long long)state.epoch, path, x->onnx, bytes / 1048576.0);
   }
   clt_checkpoint_free(&state);
+  if (model) clt_model_free(model);
   free(model);
   return status;
 }

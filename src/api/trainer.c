@@ -167,6 +167,7 @@ CLTRAIN_API void cltrain_trainer_free(cltrain_trainer **tp) {
   if (t->h.kind != API_TRAINER) return;
   t->h.kind = API_FREED;
   clt_trainer_destroy(t->t);
+  if (t->model) clt_model_free(t->model);
   free(t->model);
   free(t->class_names);
   free(t->keras_json);
@@ -246,12 +247,13 @@ CLTRAIN_API int cltrain_trainer_create(cltrain_ctx *ctx, const cltrain_model *m,
   if ((status = read_options(ctx, __func__, options, &to))) return status;
   cltrain_trainer *t = calloc(1, sizeof *t);
   if (t) {
-    t->model = malloc(sizeof *t->model);
+    t->model = calloc(1, sizeof *t->model);
     t->flat = t->model ? malloc(m->model->flat_floats * sizeof *t->flat) : NULL;
     t->grads = malloc((m->model->grad_floats ? m->model->grad_floats : 1) * sizeof *t->grads);
   }
   if (!t || !t->model || !t->flat || !t->grads) {
     if (t) {
+      if (t->model) clt_model_free(t->model);
       free(t->model);
       free(t->flat);
       free(t->grads);
@@ -262,7 +264,10 @@ CLTRAIN_API int cltrain_trainer_create(cltrain_ctx *ctx, const cltrain_model *m,
   t->h.kind = API_TRAINER;
   t->ctx = ctx;
   t->cluster = to.local ? NULL : ctx->cluster;
-  *t->model = *m->model;
+  if (clt_model_copy(t->model, m->model, &(clt_err){0})) {
+    cltrain_trainer_free(&t);
+    return api_fail(ctx, __func__, CLTRAIN_ERR_NOMEM, "out of host memory");
+  }
   if ((m->keras_json && !(t->keras_json = strdup(m->keras_json))) ||
       (m->class_names && !(t->class_names = strdup(m->class_names)))) {
     cltrain_trainer_free(&t);

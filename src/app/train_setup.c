@@ -32,12 +32,12 @@ int clt_select_process_devices(const char *spec, clt_cluster *c, clt_device_list
 }
 
 static uint64_t model_hash(const clt_model *m) {
-  char *text = calloc(CLT_DESCRIBE_MAX, 1);
+  const size_t size = clt_describe_max(m->nlayers);
+  char *text = calloc(size, 1);
   uint64_t h = 1469598103934665603ull ^ (uint64_t)m->softmax_output;
   if (!text) return h;
-  clt_model_describe(m, text, CLT_DESCRIBE_MAX);
-  for (size_t i = 0; i < CLT_DESCRIBE_MAX && text[i]; i++)
-    h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+  clt_model_describe(m, text, size);
+  for (size_t i = 0; i < size && text[i]; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
   for (int i = 0; i < m->nlayers; i++) h = (h ^ (uint64_t)m->layers[i].frozen) * 1099511628211ull;
   free(text);
   return h;
@@ -231,20 +231,28 @@ static int keras_model(const clt_train_opts *o, clt_data *data, const clt_shape 
 /* --resume with --model FILE.json: the file must describe the checkpoint's model. */
 static int same_keras_model(const clt_train_opts *o, clt_data *data, const char *path,
                             const clt_model *model, clt_err *e) {
-  clt_model *fresh = malloc(sizeof *fresh);
-  char *a = malloc(CLT_DESCRIBE_MAX), *b = malloc(CLT_DESCRIBE_MAX);
+  clt_model *fresh = calloc(1, sizeof *fresh);
+  char *a = NULL, *b = NULL;
   int status = CLT_OK;
   const clt_shape trained = decoded_shape(data); /* as the checkpoint records it */
-  if (!fresh || !a || !b) {
+  if (!fresh) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   } else if ((status = keras_model(o, data, &trained, fresh, NULL, NULL, e))) {
     clt_wrap(e, "--resume: %s holds model %s, not the model of", path, model->name);
   } else {
-    clt_model_describe(model, a, CLT_DESCRIBE_MAX);
-    clt_model_describe(fresh, b, CLT_DESCRIBE_MAX);
-    if (strcmp(a, b) != 0 || fresh->softmax_output != model->softmax_output)
-      status = clt_fail(e, CLT_ERR_ARG, "--resume: %s holds another model than %s", path, o->model);
+    const int n = model->nlayers > fresh->nlayers ? model->nlayers : fresh->nlayers;
+    const size_t size = clt_describe_max(n);
+    if (!(a = malloc(size)) || !(b = malloc(size))) {
+      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+    } else {
+      clt_model_describe(model, a, size);
+      clt_model_describe(fresh, b, size);
+      if (strcmp(a, b) != 0 || fresh->softmax_output != model->softmax_output)
+        status = clt_fail(e, CLT_ERR_ARG, "--resume: %s holds another model than %s", path,
+                          o->model);
+    }
   }
+  if (fresh) clt_model_free(fresh);
   free(fresh);
   free(a);
   free(b);
@@ -328,15 +336,19 @@ static void note_freezing(const clt_train_opts *o, const clt_model *m, const uns
 /* --resume, before the data is opened: the newest checkpoint's (f, process 0's)
  * model, weights, optimizer state, counters and data records; flags that
  * contradict its model are refused. The model's frozen layers are the
- * checkpoint's (was_frozen gets them) or, with --freeze-until, the flag's. */
+ * checkpoint's (*was_frozen gets them, allocated) or, with --freeze-until, the
+ * flag's. */
 static int resume_checkpoint(const clt_train_opts *o, const train_resume_file *f, char *path,
                              size_t size, clt_model *model, clt_checkpoint *state,
-                             unsigned char *was_frozen, clt_err *e) {
+                             unsigned char **was_frozen, clt_err *e) {
   snprintf(path, size, "%s", f->path);
   int status = clt_checkpoint_model_from(path, f->bytes, f->size, model, e);
   if (status) return status;
   if (o->weights) return clt_fail(e, CLT_ERR_ARG, "--weights: --resume takes the checkpoint's");
-  for (int i = 0; i < model->nlayers; i++) was_frozen[i] = (unsigned char)model->layers[i].frozen;
+  if (!(*was_frozen = calloc((size_t)model->nlayers + 1, 1)))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  for (int i = 0; i < model->nlayers; i++)
+    (*was_frozen)[i] = (unsigned char)model->layers[i].frozen;
   if (o->model_given && !clt_keras_is_file(o->model) && strcmp(o->model, model->name) != 0) {
     return clt_fail(e, CLT_ERR_ARG, "--resume: %s holds model %s, not --model %s", path,
                     model->name, o->model);
@@ -757,12 +769,13 @@ static int skip_small_devices(const clt_train_opts *o, const clt_model *model,
   return CLT_OK;
 }
 
-/* Everything before the first step that each process does by itself: the
- * optimizer, data, model, devices and (process 0) the checkpoint folder and log. */
-int train_set_up(const clt_train_opts *o, const train_resume_file *resume, clt_data *data,
-                 clt_model *model, clt_checkpoint *state, char *ckpt_path, size_t path_size,
-                 clt_optimizer *opt, clt_device_list *devices, const clt_device **chosen,
-                 int *nchosen, clt_report *rep, clt_trace **trace, int *lock_fd, clt_err *e) {
+/* train_set_up's work; *was_frozen (allocated) gets a resumed checkpoint's frozen
+ * layers. */
+static int set_up(const clt_train_opts *o, const train_resume_file *resume, clt_data *data,
+                  clt_model *model, clt_checkpoint *state, char *ckpt_path, size_t path_size,
+                  clt_optimizer *opt, clt_device_list *devices, const clt_device **chosen,
+                  int *nchosen, clt_report *rep, clt_trace **trace, int *lock_fd,
+                  unsigned char **was_frozen, clt_err *e) {
   clt_cluster *c = o->cluster;
   clt_schedule schedule;
   clt_plateau plateau;
@@ -784,7 +797,6 @@ int train_set_up(const clt_train_opts *o, const train_resume_file *resume, clt_d
   if (!o->resume && (status = choose_optimizer(o, NULL, NULL, opt, e))) return status;
   /* With --resume the flags in effect are partly the checkpoint's. */
   clt_train_opts eff = *o;
-  unsigned char was_frozen[CLT_MAX_LAYERS] = {0};
   if (o->resume) {
     status = resume_checkpoint(o, resume, ckpt_path, path_size, model, state, was_frozen, e);
     if (status) return status;
@@ -809,7 +821,7 @@ int train_set_up(const clt_train_opts *o, const train_resume_file *resume, clt_d
   if ((status = choose_lr_control(o, &schedule, &plateau, data, o->resume ? ckpt_path : "the run",
                                   opt, &state->plateau, e)))
     return status;
-  if (o->resume) note_freezing(o, model, was_frozen, opt);
+  if (o->resume) note_freezing(o, model, *was_frozen, opt);
   state->optimizer = *opt; /* what the checkpoints record */
   if (!o->resume || !state->data.known || o->data_given) {
     record_data(&eff, &state->data);
@@ -850,6 +862,19 @@ int train_set_up(const clt_train_opts *o, const train_resume_file *resume, clt_d
       status = clt_tb_open(o->tensorboard_dir, "validation", &rep->tb_validation, e);
     rep->tb_every = o->tensorboard_every;
   }
+  return status;
+}
+
+/* Everything before the first step that each process does by itself: the
+ * optimizer, data, model, devices and (process 0) the checkpoint folder and log. */
+int train_set_up(const clt_train_opts *o, const train_resume_file *resume, clt_data *data,
+                 clt_model *model, clt_checkpoint *state, char *ckpt_path, size_t path_size,
+                 clt_optimizer *opt, clt_device_list *devices, const clt_device **chosen,
+                 int *nchosen, clt_report *rep, clt_trace **trace, int *lock_fd, clt_err *e) {
+  unsigned char *was_frozen = NULL;
+  const int status = set_up(o, resume, data, model, state, ckpt_path, path_size, opt, devices,
+                            chosen, nchosen, rep, trace, lock_fd, &was_frozen, e);
+  free(was_frozen);
   return status;
 }
 

@@ -16,7 +16,8 @@
 #include "timing.h"
 #include "tuner.h"
 
-#define MAX_LINES ((size_t)3 * CLT_MAX_LAYERS)
+/* Lines per layer at most: its forward, backward and weights' passes. */
+#define LINES_PER_LAYER 3
 
 static void print_lines(const clt_tune_line *lines, int n) {
   printf("  %-28s %-4s %-10s %10s %-10s %10s %7s  %s\n", "layer", "pass", "chosen", "ms", "default",
@@ -59,7 +60,7 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
   const clt_tuner_opts to = {.batch = o->batch, .tune = 1, .budget_s = o->budget, .cache = cache};
   int n = 0;
   const double t0 = clt_now_seconds();
-  status = clt_tune_model(m, r, &to, lines, (int)MAX_LINES, &n, e);
+  status = clt_tune_model(m, r, &to, lines, LINES_PER_LAYER * m->nlayers, &n, e);
   if (!status) {
     int tuned = 0, cached = 0, left = 0;
     for (int i = 0; i < n; i++) {
@@ -94,7 +95,9 @@ static int run(const clt_tune_opts *o, clt_err *e) {
   status = clt_devices_enumerate(&list, e);
   if (!status && list.count == 0) status = clt_fail(e, CLT_ERR_DEVICE, "no OpenCL device found");
   if (!status) status = clt_select_listed(o->devices, "--devices", &list, chosen, &n, e);
-  clt_tune_line *lines = status ? NULL : malloc(MAX_LINES * sizeof *lines);
+  clt_tune_line *lines = status
+                             ? NULL
+                             : malloc((size_t)LINES_PER_LAYER * (size_t)m.nlayers * sizeof *lines);
   if (!status && !lines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   if (!status) printf("Tuning %s at %dx%dx%d\n", o->model, input.h, input.w, input.c);
   for (int i = 0; i < n && !status; i++) status = tune_device(&m, chosen[i], i, o, lines, e);

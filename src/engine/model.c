@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,10 @@
 
 /* The name of the model's input in descriptions. */
 #define INPUT_NAME "input"
+
+/* Room for a built-in model's description (the largest, ResNet50's, is about
+ * 10 KB). */
+#define BUILTIN_DESCRIBE_MAX ((size_t)1 << 20)
 
 /* ---- writing descriptions ------------------------------------------------------- */
 
@@ -202,14 +207,14 @@ int clt_model_build(const char *name, clt_shape input, int classes, clt_model *m
   if (!b) return clt_fail(e, CLT_ERR_ARG, "unknown model '%s' (known: %s)", name, clt_model_names);
   if (classes < 2)
     return clt_fail(e, CLT_ERR_ARG, "model %s: needs at least 2 classes, got %d", name, classes);
-  char *text = malloc(CLT_DESCRIBE_MAX);
+  char *text = malloc(BUILTIN_DESCRIBE_MAX);
   if (!text) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory building model %s", name);
-  desc_writer w = {.buf = text, .size = CLT_DESCRIBE_MAX, .last = INPUT_NAME};
+  desc_writer w = {.buf = text, .size = BUILTIN_DESCRIBE_MAX, .last = INPUT_NAME};
   text[0] = '\0';
   int status = b->describe(input, classes, &w, e);
   if (!status && w.used >= w.size) {
     status = clt_fail(e, CLT_ERR_INTERNAL, "model %s: description longer than %zu bytes", name,
-                      CLT_DESCRIBE_MAX);
+                      BUILTIN_DESCRIBE_MAX);
   }
   if (!status) status = clt_model_parse(name, input, classes, b->preprocess, text, m, e);
   free(text);
@@ -294,8 +299,14 @@ static int parse_entry(clt_model *m, char *entry, clt_pad *pad, char *pad_name, 
     snprintf(pad_name, pad_size, "%.*s", (int)(eq - entry), entry);
     return CLT_OK; /* its input is the next layer's: the entry before */
   }
-  if (m->nlayers == CLT_MAX_LAYERS) {
-    return clt_fail(e, CLT_ERR_FORMAT, "more than %d layers", CLT_MAX_LAYERS);
+  if (m->nlayers == m->room) {
+    const int room = m->room < 64 ? 64 : m->room < INT_MAX / 2 ? 2 * m->room : INT_MAX;
+    clt_layer *more = m->nlayers == INT_MAX ? NULL
+                                            : realloc(m->layers, (size_t)room * sizeof *more);
+    if (!more)
+      return clt_fail(e, CLT_ERR_NOMEM, "out of host memory for %d layers", m->nlayers + 1);
+    m->layers = more;
+    m->room = room;
   }
   clt_layer *l = &m->layers[m->nlayers];
   int status = clt_layer_init(l, entry, e);
@@ -368,7 +379,11 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
   int status = CLT_OK;
   clt_pad pad = {0, 0, 0, 0};
   char pad_name[CLT_LAYER_NAME_SIZE] = "";
+  clt_layer *layers = m->layers;
+  const int room = m->room;
   memset(m, 0, sizeof *m);
+  m->layers = layers;
+  m->room = room;
   /* A description read from a file (a checkpoint's metadata) may say anything:
    * sizes out of range would wrap every size computed from them. */
   if (input.h < 1 || input.w < 1 || input.c < 1 || input.h > CLT_MODEL_MAX_SIDE ||
@@ -410,6 +425,29 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
 
 /* ---- using a model ---------------------------------------------------------------- */
 
+void clt_model_free(clt_model *m) {
+  free(m->layers);
+  memset(m, 0, sizeof *m);
+}
+
+int clt_model_copy(clt_model *dst, const clt_model *src, clt_err *e) {
+  clt_layer *layers = dst->layers;
+  if (dst->room < src->nlayers) {
+    free(layers);
+    layers = src->nlayers ? malloc((size_t)src->nlayers * sizeof *layers) : NULL;
+    if (src->nlayers && !layers) {
+      memset(dst, 0, sizeof *dst);
+      return clt_fail(e, CLT_ERR_NOMEM, "out of host memory copying model %s", src->name);
+    }
+  }
+  const int room = dst->room < src->nlayers ? src->nlayers : dst->room;
+  *dst = *src;
+  dst->layers = layers;
+  dst->room = room;
+  if (src->nlayers) memcpy(layers, src->layers, (size_t)src->nlayers * sizeof *layers);
+  return CLT_OK;
+}
+
 void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat) {
   clt_rng rng;
   clt_rng_seed(&rng, seed, 0);
@@ -418,6 +456,10 @@ void clt_model_init_params(const clt_model *m, uint64_t seed, float *flat) {
     const clt_layer *l = &m->layers[i];
     for (int p = 0; p < l->nparams; p++) {
       const clt_param *prm = &l->params[p];
+      if (prm->init.kind == CLT_INIT_VALUES) {
+        memcpy(flat + prm->offset, m->constants + prm->values_at, prm->size * sizeof *flat);
+        continue;
+      }
       if (prm->init.kind != CLT_INIT_DEFAULT) {
         clt_init_fill(&prm->init, prm->rank, prm->dims, &rng, flat + prm->offset, prm->size);
         continue;

@@ -278,7 +278,8 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   net->max_batch = max_batch;
   net->metric_slots = metric_slots;
   net->train = train;
-  clt_plan_build(m, r->backend->name, r->backend->fuses_conv_pool, &net->plan);
+  if ((status = clt_plan_build(m, r->backend->name, r->backend->fuses_conv_pool, &net->plan, e)))
+    goto cleanup;
   build_joint_program(m, r);
   if (train && (status = plan_gradients(m, net->grad_plan, &net->grad_buffers, e))) goto cleanup;
   if (!train && (status = plan_activations(m, act_buf, &net->act_buffers, e))) goto cleanup;
@@ -412,6 +413,7 @@ static void release(clt_net *net) {
   free(net->stat_momentum);
   free(net->act_pool);
   free(net->grad_pool);
+  clt_plan_free(&net->plan);
   free(net);
 }
 

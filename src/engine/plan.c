@@ -2,6 +2,7 @@
 #include "plan.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* How many inputs of m's layers layer t's output is. */
@@ -37,11 +38,25 @@ static int add_by_producer(const clt_model *m, int i, int *other) {
   return *other != i && readers(m, i) == 1; /* one input of the Add, not both */
 }
 
-void clt_plan_build(const clt_model *m, const char *backend, int fuses_conv_pool, clt_plan *p) {
-  int pooled[CLT_MAX_LAYERS] = {0}, added[CLT_MAX_LAYERS] = {0};
-  clt_fusion fusion[CLT_MAX_LAYERS];
-  memset(fusion, 0, sizeof fusion);
+void clt_plan_free(clt_plan *p) {
+  free(p->steps);
   memset(p, 0, sizeof *p);
+}
+
+int clt_plan_build(const clt_model *m, const char *backend, int fuses_conv_pool, clt_plan *p,
+                   clt_err *e) {
+  clt_plan_free(p);
+  const size_t n = m->nlayers > 0 ? (size_t)m->nlayers : 1;
+  int *pooled = calloc(n, sizeof *pooled), *added = calloc(n, sizeof *added);
+  clt_fusion *fusion = calloc(n, sizeof *fusion);
+  p->steps = calloc(n, sizeof *p->steps);
+  if (!pooled || !added || !fusion || !p->steps) {
+    free(pooled);
+    free(added);
+    free(fusion);
+    clt_plan_free(p);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory planning model %s", m->name);
+  }
   p->backend = backend;
   for (int i = 0; i < m->nlayers && fuses_conv_pool; i++) {
     if (!pooled_by_producer(m, i)) continue;
@@ -76,6 +91,10 @@ void clt_plan_build(const clt_model *m, const char *backend, int fuses_conv_pool
     }
     if (s->fusion.pools) s->forward_out = s->backward_out = i + 1;
   }
+  free(pooled);
+  free(added);
+  free(fusion);
+  return CLT_OK;
 }
 
 size_t clt_plan_describe(const clt_model *m, const clt_plan *p, char *buf, size_t size) {

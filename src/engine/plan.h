@@ -44,12 +44,17 @@ typedef struct clt_plan_step {
 typedef struct clt_plan {
   const char *backend; /* the backend's name it was built for */
   int nsteps;
-  clt_plan_step steps[CLT_MAX_LAYERS];
+  clt_plan_step *steps; /* allocated (clt_plan_free) */
 } clt_plan;
 
 /* Builds m's plan for replicas whose backend supports the conv-pool fusion
- * (fuses_conv_pool) or not. Steps are in model order. */
-void clt_plan_build(const clt_model *m, const char *backend, int fuses_conv_pool, clt_plan *p);
+ * (fuses_conv_pool) or not. Steps are in model order. p is zeroed or a plan,
+ * whose steps are replaced. */
+int clt_plan_build(const clt_model *m, const char *backend, int fuses_conv_pool, clt_plan *p,
+                   clt_err *e);
+
+/* Frees p's steps and zeroes it. */
+void clt_plan_free(clt_plan *p);
 
 /* The plan as text, a line per step: "layer Kind: forward+backward; fusions",
  * for tests and --verbose. Returns the length it wanted (as snprintf). */

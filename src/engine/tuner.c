@@ -347,20 +347,25 @@ static int tune_pass(layer_run *t, const clt_tuner_opts *o, const clt_layer *l, 
 int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
                    clt_tune_line *lines, int max_lines, int *nlines, clt_err *e) {
   *nlines = 0;
-  clt_plan *plan = malloc(sizeof *plan);
+  clt_plan *plan = calloc(1, sizeof *plan);
   unsigned char *needed = calloc((size_t)m->nlayers + 1, 1);
   if (!plan || !needed) {
     free(plan);
     free(needed);
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   }
-  clt_plan_build(m, r->backend->name, r->backend->fuses_conv_pool, plan);
+  int status = clt_plan_build(m, r->backend->name, r->backend->fuses_conv_pool, plan, e);
+  if (status) {
+    free(plan);
+    free(needed);
+    return status;
+  }
   /* The tuner's launches stay out of the replica's profile (--profile, busy time). */
   clt_profile *profile = r->profile;
   r->profile = NULL;
   clt_model_grads_needed(m, needed);
   const double deadline = o->tune && o->budget_s > 0 ? clt_now_seconds() + o->budget_s : 0;
-  int status = CLT_OK, over = 0;
+  int over = 0;
   for (int s = 0; s < plan->nsteps && !status; s++) {
     const clt_plan_step *step = &plan->steps[s];
     const clt_layer *l = &m->layers[step->layer];
@@ -414,6 +419,7 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
     if (ready) run_free(&t);
   }
   r->profile = profile;
+  clt_plan_free(plan);
   free(plan);
   free(needed);
   return status;

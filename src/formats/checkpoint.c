@@ -659,12 +659,13 @@ int clt_checkpoint_model(const char *path, clt_model *m, clt_err *e) {
 int clt_checkpoint_model_from(const char *path, const unsigned char *bytes, size_t size,
                               clt_model *m, clt_err *e) {
   clt_npz *z = NULL;
-  clt_checkpoint_meta *meta = malloc(sizeof *meta); /* large: not on the stack */
+  clt_checkpoint_meta *meta = calloc(1, sizeof *meta);
   if (!meta) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", path);
   int status = open_archive(path, bytes, size, &z, e);
   if (!status) status = clt_checkpoint_meta_read(path, z, 0, meta, e);
   if (!status && (status = clt_checkpoint_meta_model(meta, m, e))) clt_wrap(e, "%s", path);
   clt_npz_free(z);
+  clt_checkpoint_meta_free(meta);
   free(meta);
   return status;
 }
@@ -804,11 +805,13 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
                              clt_err *e) {
   int status = CLT_OK;
   clt_npz *z = NULL;
-  char *used = NULL;                                /* per member: one this checkpoint may hold */
-  clt_checkpoint_meta *meta = malloc(sizeof *meta); /* large: not on the stack */
-  char *arch = malloc(CLT_DESCRIBE_MAX);
+  char *used = NULL; /* per member: one this checkpoint may hold */
+  clt_checkpoint_meta *meta = calloc(1, sizeof *meta);
+  const size_t arch_size = clt_describe_max(m->nlayers);
+  char *arch = malloc(arch_size);
+  unsigned char *was_frozen = malloc((size_t)m->nlayers + 1);
   memset(st, 0, sizeof *st);
-  if (!meta || !arch) {
+  if (!meta || !arch || !was_frozen) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory loading %s", path);
     goto cleanup;
   }
@@ -819,7 +822,7 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
   }
   clt_npz_take(z, "metadata", used);
   if ((status = clt_checkpoint_meta_read(path, z, with_optimizer, meta, e))) goto cleanup;
-  clt_model_describe(m, arch, CLT_DESCRIBE_MAX);
+  clt_model_describe(m, arch, arch_size);
   if (strcmp(meta->model, m->name) != 0 || meta->classes != m->classes ||
       meta->input.h != m->input.h || meta->input.w != m->input.w || meta->input.c != m->input.c) {
     status = clt_fail(e, CLT_ERR_FORMAT,
@@ -838,7 +841,6 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
     goto cleanup;
   }
   /* The layers the checkpoint's run froze have no slots there. */
-  unsigned char was_frozen[CLT_MAX_LAYERS];
   if ((status = clt_checkpoint_meta_frozen(meta, m, was_frozen, e))) {
     clt_wrap(e, "%s", path);
     goto cleanup;
@@ -927,8 +929,10 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
 cleanup:
   clt_npz_free(z);
   free(used);
+  if (meta) clt_checkpoint_meta_free(meta);
   free(meta);
   free(arch);
+  free(was_frozen);
   if (status) clt_checkpoint_free(st);
   return status;
 }

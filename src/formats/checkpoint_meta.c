@@ -181,11 +181,12 @@ static size_t spaced(const char *compact, char *out) {
 char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
                                const clt_plateau *plateau, const clt_checkpoint_data *data,
                                const clt_early_stop *es, const char *conv_algorithms) {
-  char *arch = malloc(CLT_DESCRIBE_MAX);
+  const size_t arch_size = clt_describe_max(m->nlayers);
+  char *arch = malloc(arch_size);
   const int input[3] = {m->input.h, m->input.w, m->input.c};
   char *compact = NULL, *text = NULL;
   if (!arch) return NULL;
-  clt_model_describe(m, arch, CLT_DESCRIBE_MAX);
+  clt_model_describe(m, arch, arch_size);
   cJSON *root = cJSON_CreateObject();
   int ok = add(root, "format", cJSON_CreateNumber(CLT_CHECKPOINT_FORMAT)) &&
            add(root, "model", cJSON_CreateString(m->name)) &&
@@ -504,11 +505,10 @@ static int get_frozen(place at, const cJSON *root, clt_checkpoint_meta *meta, cl
   const cJSON *list, *name;
   int status = lookup(at, root, "frozen", cJSON_Array, "an array", 0, &list, e);
   if (status || !list) return status;
+  const int n = cJSON_GetArraySize(list);
+  if (n && !(meta->frozen = malloc((size_t)n * sizeof *meta->frozen)))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", at.path);
   cJSON_ArrayForEach(name, list) {
-    if (meta->nfrozen == CLT_MAX_LAYERS) {
-      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key frozen names more than %d layers",
-                      at.path, CLT_MAX_LAYERS);
-    }
     char *dst = meta->frozen[meta->nfrozen++];
     if (!cJSON_IsString(name) || strlen(name->valuestring) >= sizeof meta->frozen[0]) {
       return clt_fail(e, CLT_ERR_FORMAT,
@@ -606,6 +606,18 @@ static int get_early_stop(const char *path, const cJSON *entry, clt_early_stop *
   return CLT_OK;
 }
 
+/* "architecture": the model's description, a string of any length. */
+static int get_architecture(place at, const cJSON *root, clt_checkpoint_meta *meta, clt_err *e) {
+  const cJSON *v;
+  int status = lookup(at, root, "architecture", cJSON_String, "a string", 1, &v, e);
+  if (status) return status;
+  const size_t len = strlen(v->valuestring);
+  if (!(meta->architecture = malloc(len + 1)))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", at.path);
+  memcpy(meta->architecture, v->valuestring, len + 1);
+  return get_string(at, root, "architecture", 1, meta->architecture, len + 1, e);
+}
+
 static int parse(const char *path, const cJSON *root, int with_optimizer, clt_checkpoint_meta *meta,
                  clt_err *e) {
   const place at = {path, ""};
@@ -617,9 +629,7 @@ static int parse(const char *path, const cJSON *root, int with_optimizer, clt_ch
   }
   if ((status = get_format(at, root, &meta->format, e)) ||
       (status = get_string(at, root, "model", 1, meta->model, sizeof meta->model, e)) ||
-      (status = get_shape(at, root, meta, e)) ||
-      (status = get_string(at, root, "architecture", 1, meta->architecture,
-                           sizeof meta->architecture, e)) ||
+      (status = get_shape(at, root, meta, e)) || (status = get_architecture(at, root, meta, e)) ||
       (status = get_string(at, root, "preprocess", 0, meta->preprocess, sizeof meta->preprocess,
                            e)) ||
       (status = get_frozen(at, root, meta, e)) ||
@@ -717,12 +727,20 @@ static int build(const clt_checkpoint_meta *meta, clt_model *m, clt_err *e) {
   return clt_fail(e, CLT_ERR_FORMAT, "unknown preprocessing '%s' of model %s", shown, meta->model);
 }
 
+void clt_checkpoint_meta_free(clt_checkpoint_meta *meta) {
+  free(meta->architecture);
+  free(meta->frozen);
+  memset(meta, 0, sizeof *meta);
+}
+
 int clt_checkpoint_meta_model(const clt_checkpoint_meta *meta, clt_model *m, clt_err *e) {
-  unsigned char frozen[CLT_MAX_LAYERS];
   int status = build(meta, m, e);
-  if (!status) status = clt_checkpoint_meta_frozen(meta, m, frozen, e);
   if (status || !meta->nfrozen) return status;
-  for (int i = 0; i < m->nlayers; i++) m->layers[i].frozen = frozen[i];
-  clt_model_layout(m);
-  return CLT_OK;
+  unsigned char *frozen = malloc((size_t)m->nlayers + 1);
+  if (!frozen) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  status = clt_checkpoint_meta_frozen(meta, m, frozen, e);
+  for (int i = 0; i < m->nlayers && !status; i++) m->layers[i].frozen = frozen[i];
+  free(frozen);
+  if (!status) clt_model_layout(m);
+  return status;
 }

@@ -20,11 +20,11 @@ typedef struct clt_checkpoint_meta {
   int classes;
   char preprocess[64]; /* "" for built-in models */
   int softmax_output;  /* "output": "softmax": the model file ended in a softmax */
-  char architecture[CLT_DESCRIBE_MAX];
+  char *architecture;  /* allocated (clt_checkpoint_meta_free) */
   /* "frozen": the layers whose weights the run did not train (none in an older
-   * cltrain's checkpoint), by name. */
+   * cltrain's checkpoint), by name; allocated. */
   int nfrozen;
-  char frozen[CLT_MAX_LAYERS][CLT_LAYER_NAME_SIZE];
+  char (*frozen)[CLT_LAYER_NAME_SIZE];
   /* Read only when asked for: the optimizer's kind and hyper-parameters; lr 0 when
    * the metadata records none (an older cltrain's checkpoint, Adam's state). */
   clt_optimizer optimizer;
@@ -51,9 +51,13 @@ char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
 
 /* Reads member "metadata" of z (the checkpoint at path) into meta, the optimizer
  * too when with_optimizer (the data and early stopping always). Errors name the
- * file and the key. */
+ * file and the key. meta is then freed by clt_checkpoint_meta_free, after an
+ * error too. */
 int clt_checkpoint_meta_read(const char *path, const clt_npz *z, int with_optimizer,
                              clt_checkpoint_meta *meta, clt_err *e);
+
+/* Frees what meta holds and zeroes it. */
+void clt_checkpoint_meta_free(clt_checkpoint_meta *meta);
 
 /* Which of m's layers meta records frozen (frozen[i], m->nlayers of them); a name
  * that is no layer of m is an error. */

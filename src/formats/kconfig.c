@@ -206,3 +206,32 @@ int clt_kc_shape(const clt_keras_config *c, const char *key, int max, int *out, 
   *n = len;
   return CLT_OK;
 }
+
+int clt_kc_floats(const clt_keras_config *c, const char *key, int max, float *out, int *n,
+                  int *scalar, clt_err *e) {
+  const cJSON *v = clt_kc_take(c, key);
+  *n = *scalar = 0;
+  if (!v) return CLT_OK;
+  /* A broadcast shape's leading axes of one, as Keras writes an array of shape
+   * (1, 1, 1, C): [[[[a, b, c]]]]. */
+  while (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsArray(v->child)) v = v->child;
+  if (cJSON_IsNumber(v)) {
+    if (!isfinite(v->valuedouble) || fabs(v->valuedouble) > 3.4e38)
+      return clt_kc_fail(c, e, "%s: not a finite float32 number", key);
+    if (max > 0) out[0] = (float)v->valuedouble;
+    *n = *scalar = 1;
+    return CLT_OK;
+  }
+  if (!cJSON_IsArray(v))
+    return clt_kc_fail(c, e, "%s: expected a number or a list of numbers", key);
+  int i = 0;
+  for (const cJSON *it = v->child; it; it = it->next, i++) {
+    if (!cJSON_IsNumber(it))
+      return clt_kc_fail(c, e, "%s: expected a number or a list of numbers", key);
+    if (!isfinite(it->valuedouble) || fabs(it->valuedouble) > 3.4e38)
+      return clt_kc_fail(c, e, "%s entry %d: not a finite float32 number", key, i);
+    if (i < max) out[i] = (float)it->valuedouble;
+  }
+  *n = i;
+  return CLT_OK;
+}

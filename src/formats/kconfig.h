@@ -59,4 +59,10 @@ int clt_kc_activation(const clt_keras_config *c, char *act, size_t size, clt_err
  * or a positive integer; *n its length. */
 int clt_kc_shape(const clt_keras_config *c, const char *key, int max, int *out, int *n, clt_err *e);
 
+/* Numbers: null (*n = 0), a number (*n = 1, *scalar = 1) or a list of them, which
+ * may be nested in lists of one (a broadcast shape (1, ..., n)); each finite in
+ * float32. *n gets the count; the first max go to out. */
+int clt_kc_floats(const clt_keras_config *c, const char *key, int max, float *out, int *n,
+                  int *scalar, clt_err *e);
+
 #endif

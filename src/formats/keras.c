@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +26,9 @@
 #include "kconfig_impl.h"
 #include "keras_augment.h"
 
-#define MAX_NODES 2048
 #define MAX_INBOUND 16
 #define MAX_DEPTH 16                           /* nested models within nested models */
 #define NAME_MAX_LEN (CLT_LAYER_NAME_SIZE - 1) /* clt_layer's name */
-/* Description entries a Keras layer may become: its own, a chain of pairs (Add or
- * Concatenate of up to MAX_INBOUND tensors) and an Activation. */
-#define MAX_ENTRIES (MAX_NODES + 2 * MAX_INBOUND + CLT_MAX_LAYERS)
 
 typedef struct knode {
   const char *name, *cls;
@@ -75,18 +72,18 @@ typedef struct kentry {
 typedef struct loader {
   const char *origin;
   const clt_keras_opts *o;
-  knode nodes[MAX_NODES];
-  int n;
+  knode *nodes; /* n of them, in room allocated */
+  int n, room;
   int scopes;        /* scopes handed out */
   int input, output; /* node indices */
   clt_shape shape;   /* from the file, 0 where open */
   int softmax_output;
   int keras2;      /* written by tf.keras 2.x ("keras_version" "2...") */
   clt_augment aug; /* the augmentation layers taken out (take_augmentation) */
-  char *text;      /* the description being written */
+  char *text;      /* the description being written, in size allocated bytes */
   size_t size, used;
-  kentry entries[MAX_ENTRIES];
-  int nentries;
+  kentry *entries; /* nentries of them, in entries_room allocated */
+  int nentries, entries_room;
 } loader;
 
 static const char *str(const cJSON *obj, const char *key) {
@@ -334,8 +331,15 @@ static int endpoint(loader *ld, const cJSON *config, int scope, int parent, cons
 
 /* A new node of model `scope`, its name checked to be unique there. */
 static int new_node(loader *ld, int scope, int parent, const char *name, int *out, clt_err *e) {
-  if (ld->n == MAX_NODES)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: more than %d layers", ld->origin, MAX_NODES);
+  if (ld->n == ld->room) {
+    const int room = ld->room < 64 ? 64 : ld->room < INT_MAX / 2 ? 2 * ld->room : INT_MAX;
+    knode *more = ld->n == INT_MAX ? NULL : realloc(ld->nodes, (size_t)room * sizeof *more);
+    if (!more)
+      return clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory for %d layers", ld->origin,
+                      ld->n + 1);
+    ld->nodes = more;
+    ld->room = room;
+  }
   if (find_node(ld, scope, name) >= 0) {
     char in[96];
     return clt_fail(e, CLT_ERR_FORMAT, "%s: two layers%s are named %s", ld->origin,
@@ -561,6 +565,7 @@ static int read_layers(loader *ld, const cJSON *root, clt_err *e) {
   int status = read_scope(ld, config, strcmp(cls, "Sequential") == 0, 0, -1, 0, frozen, 0,
                           &ld->input, &ld->output, e);
   if (status) return status;
+  if (!ld->nodes) return clt_fail(e, CLT_ERR_FORMAT, "%s: the model has no layers", ld->origin);
   /* Every reference to an alias goes to what it stands for. */
   for (int i = 0; i < ld->n; i++) {
     knode *k = &ld->nodes[i];
@@ -584,7 +589,8 @@ static int read_layers(loader *ld, const cJSON *root, clt_err *e) {
  * output, one input. Orders the layers so inputs come first (files Keras writes
  * are in that order already; nested models' layers sit where the model does):
  * order[0 .. *placed). */
-static int check_graph(loader *ld, int *order, int *placed_out, clt_err *e) {
+static int order_graph(loader *ld, int *order, int *placed_out, int *pending, int *done, int *reach,
+                       clt_err *e) {
   int real = 0;
   for (int i = 0; i < ld->n; i++) {
     knode *k = &ld->nodes[i];
@@ -602,8 +608,7 @@ static int check_graph(loader *ld, int *order, int *placed_out, clt_err *e) {
   }
   /* Kahn's algorithm, taking the earliest ready node each time: the file's order
    * when it is already a topological one. */
-  int placed = 0, pending[MAX_NODES];
-  int done[MAX_NODES] = {0};
+  int placed = 0;
   for (int i = 0; i < ld->n; i++) {
     pending[i] = ld->nodes[i].ninputs;
     done[i] = ld->nodes[i].alias;
@@ -633,7 +638,6 @@ static int check_graph(loader *ld, int *order, int *placed_out, clt_err *e) {
   }
   *placed_out = placed;
   /* Every layer must lead to the output. */
-  int reach[MAX_NODES] = {0};
   reach[ld->output] = 1;
   for (int p = placed - 1; p >= 0; p--) {
     const knode *k = &ld->nodes[order[p]];
@@ -651,6 +655,16 @@ static int check_graph(loader *ld, int *order, int *placed_out, clt_err *e) {
                     ld->nodes[ld->output].name);
   }
   return CLT_OK;
+}
+
+/* order_graph with its working arrays. */
+static int check_graph(loader *ld, int *order, int *placed_out, clt_err *e) {
+  const size_t n = (size_t)ld->n;
+  int *pending = calloc(3 * n + 1, sizeof *pending);
+  if (!pending) return clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory", ld->origin);
+  const int status = order_graph(ld, order, placed_out, pending, pending + n, pending + 2 * n, e);
+  free(pending);
+  return status;
 }
 
 /* ---- configs ------------------------------------------------------------------ */
@@ -864,18 +878,35 @@ static int append(loader *ld, clt_err *e, const char *fmt, ...)
 static int append(loader *ld, clt_err *e, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  const int n = vsnprintf(ld->text + ld->used, ld->size - ld->used, fmt, ap);
+  int n = vsnprintf(ld->text + ld->used, ld->size - ld->used, fmt, ap);
   va_end(ap);
-  if (n < 0 || (size_t)n >= ld->size - ld->used)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model is too large to describe", ld->origin);
+  if (n >= 0 && (size_t)n >= ld->size - ld->used) { /* the text grows */
+    const size_t size = 2 * (ld->size + (size_t)n);
+    char *more = realloc(ld->text, size);
+    if (!more) return clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory", ld->origin);
+    ld->text = more;
+    ld->size = size;
+    va_start(ap, fmt);
+    n = vsnprintf(ld->text + ld->used, ld->size - ld->used, fmt, ap);
+    va_end(ap);
+  }
+  if (n < 0) return clt_fail(e, CLT_ERR_FORMAT, "%s: the model cannot be described", ld->origin);
   ld->used += (size_t)n;
   return CLT_OK;
 }
 
 /* Notes that description entry `name` comes from node i (its frozen and inference). */
 static int remember(loader *ld, const char *name, int i, clt_err *e) {
-  if (ld->nentries == MAX_ENTRIES)
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: the model is too large to describe", ld->origin);
+  if (ld->nentries == ld->entries_room) {
+    const int room = ld->entries_room < 64            ? 64
+                     : ld->entries_room < INT_MAX / 2 ? 2 * ld->entries_room
+                                                      : INT_MAX;
+    kentry *more = ld->nentries == INT_MAX ? NULL
+                                           : realloc(ld->entries, (size_t)room * sizeof *more);
+    if (!more) return clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory", ld->origin);
+    ld->entries = more;
+    ld->entries_room = room;
+  }
   kentry *k = &ld->entries[ld->nentries++];
   snprintf(k->name, sizeof k->name, "%s", name);
   k->node = i;
@@ -1241,20 +1272,32 @@ static void set_initializers(const loader *ld, const cJSON *config, clt_layer *l
   }
 }
 
-/* Each layer's frozen and inference, from the Keras layer it came from; the flat
- * buffer laid out for them. */
-static void set_flags(const loader *ld, clt_model *m) {
-  for (int i = 0; i < m->nlayers; i++) {
+/* Each layer's frozen and inference, from the Keras layer it came from, and the
+ * values its config gives its parameters (ops->keras_values); the flat buffer laid
+ * out for them. */
+static int set_flags(const loader *ld, clt_model *m, clt_err *e) {
+  int status = CLT_OK;
+  for (int i = 0; i < m->nlayers && !status; i++) {
     clt_layer *l = &m->layers[i];
     for (int j = 0; j < ld->nentries; j++) {
       if (strcmp(ld->entries[j].name, l->name) != 0) continue;
-      l->frozen = ld->nodes[ld->entries[j].node].frozen;
-      l->inference = ld->nodes[ld->entries[j].node].inference;
-      set_initializers(ld, ld->nodes[ld->entries[j].node].config, l);
+      const knode *k = &ld->nodes[ld->entries[j].node];
+      l->frozen = k->frozen;
+      l->inference = k->inference;
+      set_initializers(ld, k->config, l);
+      if (l->ops->keras_values) {
+        clt_keras_config cfg = {.obj = k->config,
+                                .layer = k->name,
+                                .cls = k->cls,
+                                .keras2 = ld->keras2};
+        status = l->ops->keras_values(l, &cfg, m->constants, CLT_MODEL_MAX_CONSTANTS,
+                                      &m->nconstants, e);
+      }
       break;
     }
   }
   clt_model_layout(m); /* frozen layers' weights last */
+  return status;
 }
 
 static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
@@ -1265,10 +1308,12 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
     return clt_fail(e, CLT_ERR_FORMAT, "%s: not valid JSON (error near byte %ld)", ld->origin,
                     offset);
   }
-  int order[MAX_NODES] = {0}, placed = 0;
+  int *order = NULL, placed = 0;
   const char *version = str(root, "keras_version");
   ld->keras2 = version && version[0] == '2';
   int status = read_layers(ld, root, e);
+  if (!status && !(order = calloc((size_t)ld->n + 1, sizeof *order)))
+    status = clt_fail(e, CLT_ERR_NOMEM, "%s: out of host memory", ld->origin);
   if (!status) status = check_graph(ld, order, &placed, e);
   if (!status) snprintf(ld->nodes[ld->input].tensor, sizeof ld->nodes[0].tensor, "input");
   for (int i = 0; i < ld->n && !status; i++) {
@@ -1310,8 +1355,8 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
     status = clt_model_parse(name, layers_in, ld->o->classes, ld->o->preprocess, ld->text, m, e);
     if (!status) {
       m->softmax_output = ld->softmax_output;
-      set_flags(ld, m);
-      if (ld->o->augment) *ld->o->augment = ld->aug;
+      status = set_flags(ld, m, e);
+      if (!status && ld->o->augment) *ld->o->augment = ld->aug;
     } else {
       clt_wrap(e, "%s", ld->origin);
     }
@@ -1319,27 +1364,31 @@ static int load(loader *ld, const char *text, clt_model *m, clt_err *e) {
   /* Kinds' refusals name the layer; the file goes in front. */
   if (status && strncmp(e->msg, ld->origin, strlen(ld->origin)) != 0) clt_wrap(e, "%s", ld->origin);
   cJSON_Delete(root);
+  free(order);
   return status;
 }
 
 int clt_keras_parse(const char *origin, const char *text, const clt_keras_opts *o, clt_model *m,
                     clt_err *e) {
   loader *ld = calloc(1, sizeof *ld);
-  char *desc = malloc(CLT_DESCRIBE_MAX);
+  const size_t size = 1 << 16; /* grows as it is written */
+  char *desc = malloc(size);
   int status = CLT_OK;
   if (!ld || !desc) {
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", origin);
-    goto cleanup;
+    free(desc);
+  } else {
+    ld->origin = origin;
+    ld->o = o;
+    ld->input = -1;
+    ld->text = desc;
+    ld->size = size;
+    desc[0] = '\0';
+    status = load(ld, text, m, e);
+    free(ld->text);
+    free(ld->nodes);
+    free(ld->entries);
   }
-  ld->origin = origin;
-  ld->o = o;
-  ld->input = -1;
-  ld->text = desc;
-  ld->size = CLT_DESCRIBE_MAX;
-  desc[0] = '\0';
-  status = load(ld, text, m, e);
-cleanup:
-  free(desc);
   free(ld);
   return status;
 }
@@ -1399,6 +1448,7 @@ int clt_keras_input_shape(const char *path, clt_shape *shape, clt_err *e) {
     if (!status) *shape = ld->shape;
   }
   cJSON_Delete(root);
+  if (ld) free(ld->nodes);
   free(ld);
   free(text);
   return status;

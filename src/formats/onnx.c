@@ -357,7 +357,8 @@ static int build(clt_onnx *g, const clt_model *m, clt_err *e) {
   x = "input/nchw";
   /* Each layer's output is the tensor named after it, but for the names of the
    * graph's outputs (a last Dense named "logits"). */
-  const char *out[CLT_MAX_LAYERS];
+  const char **out = malloc((size_t)m->nlayers * sizeof *out);
+  if (!out) return nomem(e);
   for (int i = 0; i < m->nlayers && !status; i++) {
     const clt_layer *l = &m->layers[i];
     const int taken = strcmp(l->name, "logits") == 0 || strcmp(l->name, "probabilities") == 0;
@@ -372,6 +373,7 @@ static int build(clt_onnx *g, const clt_model *m, clt_err *e) {
     if (status) clt_wrap(e, "cannot export layer %s (%s) to ONNX", l->name, l->ops->kind);
   }
   if (!status) status = logits(g, m, out[m->nlayers - 1], e);
+  free(out);
   const clt_onnx_attr axis = CLT_ONNX_INT("axis", 1);
   const char *in = "logits";
   if (!status && m->softmax_output)
@@ -575,14 +577,15 @@ static void input_metadata(clt_pb *b, const clt_model *m, const clt_onnx_info *i
  * doc_string=10, input=11, output=12. */
 static int encode(const clt_onnx *g, const clt_model *m, const clt_onnx_info *info, clt_pb *b,
                   clt_err *e) {
-  char *arch = malloc(CLT_DESCRIBE_MAX);
+  const size_t arch_size = clt_describe_max(m->nlayers);
+  char *arch = malloc(arch_size);
   char *names = info && info->class_names ? class_names_json(info->class_names) : NULL;
   if (!arch || (info && info->class_names && !names)) {
     free(arch);
     cJSON_free(names);
     return nomem(e);
   }
-  clt_model_describe(m, arch, CLT_DESCRIBE_MAX);
+  clt_model_describe(m, arch, arch_size);
   char text[512];
   clt_pb_int(b, 1, IR_VERSION);
   clt_pb_string(b, 2, "cltrain");

@@ -64,9 +64,12 @@ int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err 
   const int positional = clt_npz_find(z, "arr_0") != NULL;
   for (int i = 0; i < m->nlayers && !status; i++) {
     const clt_layer *l = &m->layers[i];
-    for (int p = 0; p < l->nparams && !status; p++, k++) {
+    for (int p = 0; p < l->nparams && !status; p++) {
+      /* Not among Keras' get_weights: the model file's config gave it. */
+      if (positional && l->params[p].keras_config) continue;
+      const int at = k++;
       char name[96];
-      if (positional) snprintf(name, sizeof name, "arr_%d", k);
+      if (positional) snprintf(name, sizeof name, "arr_%d", at);
       else snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
       const clt_npz_array *a = clt_npz_take(z, name, used);
       if (!a && !positional && l->params[p].alias[0]) {
@@ -74,13 +77,15 @@ int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err 
         a = clt_npz_take(z, name, used);
         if (!a) snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
       }
+      /* Keras names no weight of a layer its config gave values (a checkpoint does). */
+      if (!a && !positional && l->params[p].keras_config) continue;
       if (!a && positional) {
         int have = 0;
         while (snprintf(name, sizeof name, "arr_%d", have), clt_npz_find(z, name)) have++;
         status = clt_fail(e, CLT_ERR_FORMAT,
                           "%s: %d arrays (Keras get_weights order), model %s has more: %s/%s "
                           "is weight %d",
-                          path, have, m->name, l->name, l->params[p].name, k);
+                          path, have, m->name, l->name, l->params[p].name, at);
       } else if (!a) {
         status = clt_fail(e, CLT_ERR_FORMAT,
                           "%s: no member %s (weights are arr_0, arr_1, ... "

@@ -9,7 +9,9 @@
  * (members arr_0, arr_1, ...: every layer's weights in the model's layer order,
  * moving statistics included) or cltrain's member names "<layer>/<param>" (as in
  * checkpoints, which are such files). Every weight must be there with its exact
- * shape, as float32, and finite; no other member may be (a checkpoint's optimizer
+ * shape, as float32, and finite (but those a Keras model file's config gave their
+ * values, keras_config: Keras has no weights for them, a checkpoint has; absent,
+ * they keep their values); no other member may be (a checkpoint's optimizer
  * state, counters and metadata excepted); nothing is written to flat unless all
  * of that holds. */
 int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err *e);

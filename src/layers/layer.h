@@ -33,14 +33,17 @@ static inline size_t clt_shape_size(clt_shape s) { return (size_t)s.h * s.w * s.
  * RandomNormal(mean a, stddev b), RandomUniform(minval a, maxval b),
  * TruncatedNormal(mean a, stddev b: normal values redrawn beyond 2 stddev), and
  * VarianceScaling(scale a, mode, distribution) on the fans of the parameter's
- * shape (GlorotUniform, HeNormal, LecunUniform, ... are its special cases). */
+ * shape (GlorotUniform, HeNormal, LecunUniform, ... are its special cases).
+ * CLT_INIT_VALUES: the parameter's own values, given by the model file (a Keras
+ * config's constants), at the model's constants[values_at ..] (clt_param). */
 enum {
   CLT_INIT_DEFAULT,
   CLT_INIT_CONSTANT,
   CLT_INIT_NORMAL,
   CLT_INIT_UNIFORM,
   CLT_INIT_TRUNCATED,
-  CLT_INIT_SCALING
+  CLT_INIT_SCALING,
+  CLT_INIT_VALUES
 };
 enum { CLT_FAN_IN, CLT_FAN_OUT, CLT_FAN_AVG };
 enum { CLT_DIST_TRUNCATED, CLT_DIST_NORMAL, CLT_DIST_UNIFORM };
@@ -61,12 +64,18 @@ typedef struct clt_param {
   double glorot_fan_in, glorot_fan_out; /* 0, 0: initialised to init_constant */
   float init_constant;                  /* 0 for biases and betas, 1 for gammas, variances */
   clt_init init;                        /* a model file's initializer (kind 0: the above) */
+  size_t values_at;                     /* CLT_INIT_VALUES: its values' index in the model's
+                                           constants (model.h) */
   /* Not trained by Adam (BatchNormalization's moving statistics): these sit after
    * every trainable parameter in the flat buffer, and their slots in the gradient
    * buffer carry the replica's share of the batch statistics instead of a gradient,
    * so the all-reduce averages the statistics (see batchnorm.c). */
   int non_trainable;
   double moving_momentum; /* non-trainable: the moving average's momentum */
+  /* Keras keeps it in the layer's config, not among its weights (Normalization's
+   * mean and variance given as constants): get_weights has no array for it, so
+   * --weights in that order skips it. */
+  int keras_config;
 } clt_param;
 
 typedef struct clt_layer clt_layer;
@@ -190,6 +199,13 @@ typedef struct clt_layer_ops {
    * loader adds an Activation layer after it. NULL: the class is refused. */
   int (*from_keras)(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
                     clt_err *e);
+  /* Optional: the values a Keras layer's config gives l's parameters, once set up
+   * (Normalization's mean and variance as constants): each such parameter's values
+   * go to pool[*used ..] (room floats in all; *used advanced), its init becomes
+   * CLT_INIT_VALUES there and it is marked keras_config. Bad values are refused in
+   * one line as from_keras does. */
+  int (*keras_values)(clt_layer *l, const clt_keras_config *c, float *pool, size_t room,
+                      size_t *used, clt_err *e);
   /* Optional: the layer as ONNX nodes (see onnx.h: NCHW), reading tensors
    * inputs[0 .. ninputs) and writing tensor `output`. NULL: not exportable. */
   int (*to_onnx)(const clt_layer *l, clt_onnx *g, const char *const *inputs, const char *output,

@@ -2,7 +2,9 @@
  * weights: y = (x - mean[c]) / max(sqrt(variance[c]), eps), eps = 1e-7 (Keras'
  * backend epsilon); backward dx = dy / the same. Its weights are Keras' own, in
  * get_weights' order: mean (C), variance (C) and count (a scalar Keras keeps for
- * older files; unused here), zeros, ones and 0 when built but not adapted. They
+ * older files; unused here), zeros, ones and 0 when built but not adapted; a
+ * Keras file that gives mean and variance in the config as constants (Keras then
+ * has no weights) gives them their values instead (norm_keras_values). They
  * are non-trainable moving statistics whose moving average keeps them as they are
  * (momentum 1): a training forward reports the weights themselves as its batch
  * statistics, so the step's update and the all-reduce leave them unchanged.
@@ -79,8 +81,8 @@ static int norm_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
 }
 
 /* Keras Normalization: axis -1 (or the last axis, 3) only, invert false; mean and
- * variance from the weights (get_weights), not from the config (Keras then has no
- * weights, and cltrain's weights file would not match). */
+ * variance from the weights (get_weights: the adapted layer's), or both from the
+ * config as constants, which norm_keras_values reads once the channels are known. */
 static int norm_from_keras(clt_layer *l, const clt_keras_config *c, char *activation, size_t size,
                            clt_err *e) {
   (void)l;
@@ -91,13 +93,44 @@ static int norm_from_keras(clt_layer *l, const clt_keras_config *c, char *activa
     status = clt_kc_fail(c, e, "axis %d is not supported (only the channels, -1)", axis);
   if (!status) status = clt_kc_bool(c, "invert", 0, &invert, e);
   if (!status && invert) status = clt_kc_fail(c, e, "invert true is not supported");
-  if (!status && (clt_kc_has(c, "mean") || clt_kc_has(c, "variance")))
-    status = clt_kc_fail(c, e,
-                         "mean and variance in the config are not supported (the adapted layer's "
-                         "weights are)");
-  static const char *const unset[] = {"mean", "variance", NULL};
-  if (!status) clt_kc_ignore(c, unset); /* null: the weights hold them */
+  if (!status && clt_kc_has(c, "mean") != clt_kc_has(c, "variance"))
+    status = clt_kc_fail(c, e, "%s without %s in the config (Keras takes both or neither)",
+                         clt_kc_has(c, "mean") ? "mean" : "variance",
+                         clt_kc_has(c, "mean") ? "variance" : "mean");
+  static const char *const later[] = {"mean", "variance", NULL};
+  if (!status) clt_kc_ignore(c, later); /* norm_keras_values reads them */
   return status;
+}
+
+/* The config's mean and variance, each a number (every channel's) or one per
+ * channel, become the values of the mean and variance weights; Keras then has no
+ * weights for the layer, so none of the three is among get_weights. */
+static int norm_keras_values(clt_layer *l, const clt_keras_config *c, float *pool, size_t room,
+                             size_t *used, clt_err *e) {
+  if (!clt_kc_has(c, "mean")) return CLT_OK; /* adapted: the weights hold them */
+  const int C = l->in.c;
+  static const char *const keys[2] = {"mean", "variance"};
+  if (room - *used < 2 * (size_t)C)
+    return clt_kc_fail(c, e, "mean and variance: the model's constants take more than %zu values",
+                       room);
+  for (int k = 0; k < 2; k++) {
+    float *v = pool + *used;
+    int n, scalar;
+    int status = clt_kc_floats(c, keys[k], C, v, &n, &scalar, e);
+    if (status) return status;
+    if (!scalar && n != C)
+      return clt_kc_fail(c, e, "%s has %d values, the input has %d channels", keys[k], n, C);
+    for (int i = 1; scalar && i < C; i++) v[i] = v[0];
+    for (int i = 0; k == NORM_VAR && i < C; i++) {
+      if (v[i] < 0)
+        return clt_kc_fail(c, e, "variance %g of channel %d is negative", (double)v[i], i);
+    }
+    l->params[k].init = (clt_init){.kind = CLT_INIT_VALUES};
+    l->params[k].values_at = *used;
+    *used += (size_t)C;
+  }
+  for (int p = 0; p < l->nparams; p++) l->params[p].keras_config = 1;
+  return CLT_OK;
 }
 
 /* Sub of the mean and Div by the divisor, as (1, C, 1, 1) initializers. */
@@ -160,6 +193,7 @@ const clt_layer_ops clt_normalization_ops = {
     .forward = norm_forward,
     .backward = norm_backward,
     .from_keras = norm_from_keras,
+    .keras_values = norm_keras_values,
     .to_onnx = norm_to_onnx,
     .ref_forward = CLT_REF(norm_ref_forward),
     .ref_backward = CLT_REF(norm_ref_backward),

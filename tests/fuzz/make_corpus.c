@@ -234,7 +234,7 @@ static char *metadata_of(const clt_model *m, const clt_optimizer *opt) {
   clt_checkpoint_free(&st);
   clt_npz *z;
   if (clt_npz_read(path, &z, &e) != CLT_OK) die(e.msg);
-  static char json[CLT_DESCRIBE_MAX + 2048];
+  static char json[(1 << 19) + 2048];
   if (clt_npz_get_string(clt_npz_find(z, "metadata"), json, sizeof json) != 0) die("metadata");
   clt_npz_free(z);
   unlink(path);

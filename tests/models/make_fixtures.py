@@ -521,6 +521,22 @@ def dropconnect_dense4d():
     return keras.Model(inp, out, name="dropconnect_dense4d")
 
 
+def norm_const():
+    # Normalization with its mean and variance in the config (Keras then has no
+    # weights for it): ConvNeXt's on pixels, per channel; EfficientNetV2's with
+    # axis 3; scalars, which Keras broadcasts to every channel.
+    inp = keras.Input(shape=(6, 6, 3))
+    x = L.Normalization(mean=[0.485 * 255, 0.456 * 255, 0.406 * 255],
+                        variance=[(0.229 * 255) ** 2, (0.224 * 255) ** 2,
+                                  (0.225 * 255) ** 2])(inp)
+    x = L.Normalization(axis=3, mean=[0.1, -0.2, 0.3], variance=[0.5, 2.0, 0.25])(x)
+    x = L.Conv2D(8, 3, padding="same", activation="relu")(x)
+    x = L.Normalization(mean=0.25, variance=4.0)(x)
+    x = L.Conv2D(6, 3, strides=2)(x)
+    out = L.Dense(3)(L.GlobalAveragePooling2D()(x))
+    return keras.Model(inp, out, name="norm_const")
+
+
 # The layers each model calls with training=False (through a nested model).
 INFERENCE = {}
 
@@ -536,6 +552,7 @@ MODELS = [
     ("norm_convnext", lambda: norm_convnext(), 5, 4, False),
     ("activations_small", lambda: activations_small(), 4, 4, False),
     ("dropconnect_dense4d", lambda: dropconnect_dense4d(), 3, 4, False),
+    ("norm_const", lambda: norm_const(), 3, 4, True),
 ]
 
 

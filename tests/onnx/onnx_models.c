@@ -49,6 +49,8 @@ static int keras(const char *dir, const char *out) {
   }
   if (!status && !(flat = calloc(m.flat_floats, sizeof *flat)))
     status = clt_fail(&e, CLT_ERR_NOMEM, "out of memory");
+  /* What the model file gives (a Normalization's constants) is in no weights file. */
+  if (!status) clt_model_init_params(&m, 1, flat);
   snprintf(path, sizeof path, "%s/weights.npz", dir);
   if (!status) status = clt_weights_load(&m, path, flat, &e);
   if (!status) status = clt_onnx_export(&m, flat, out, &e);
