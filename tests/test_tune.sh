@@ -6,7 +6,8 @@
 # and a resumed run keeps the recorded ones even with --tune off, bit for bit;
 # two replicas made to run different algorithms (a checkpoint's record) stay
 # identical (--check-replicas); an empty file is filled between epochs; with
-# --tune off or a budget of 0 nothing is tuned; bad values are one error line.
+# --tune off or a budget of 0 nothing is tuned; bad values are one error line;
+# a Keras model file tunes at its own input and classes.
 #   test_tune.sh CLTRAIN
 set -u
 CLT=$1
@@ -133,6 +134,24 @@ expect_fail "--tune on refused" "--tune on: expected auto or off" \
   "$CLT" train --epochs 1 --train-limit 64 --test-limit 64 --checkpoint-every 0 --tune on
 CLTRAIN_TUNE=yes expect_fail "CLTRAIN_TUNE=yes refused" "CLTRAIN_TUNE=yes: expected auto or off" \
   "$CLT" train --epochs 1 --train-limit 64 --test-limit 64 --checkpoint-every 0
-expect_fail "cltrain tune of a model file refused" "--model x.json: expected a built-in model" \
+expect_fail "cltrain tune of an unknown model refused" "--model nonet: expected a built-in model" \
+  "$CLT" tune --model nonet
+expect_fail "cltrain tune of a missing model file refused" "x.json: cannot open" \
   "$CLT" tune --model x.json
+
+# --- a Keras model file: its own input and classes ------------------------------------------
+keras="$(dirname "$0")/models/zoo_resnet/model.json"
+"$CLT" tune --model "$keras" --batch 4 --tune-file "$tmp/keras.json" >"$tmp/keras.txt" 2>&1 ||
+  bad "cltrain tune of a Keras file ($(tail -2 "$tmp/keras.txt"))"
+if grep -q "^Tuning .*zoo_resnet/model.json at 32x32x3" "$tmp/keras.txt" &&
+  grep -qE '^  conv1_conv +fwd ' "$tmp/keras.txt" &&
+  grep -qE '^  conv3_block2_2_conv +fwd .* cached$' "$tmp/keras.txt"; then
+  ok "cltrain tune of a Keras file: its own input, each conv's passes, repeated shapes once"
+else
+  bad "cltrain tune of a Keras file ($(head -5 "$tmp/keras.txt"))"
+fi
+expect_fail "cltrain tune of a Keras file at another size than its own refused" \
+  "the model takes 32x32x3 images" "$CLT" tune --model "$keras" --image-size 48 --tune-file "$tmp/k48.json"
+expect_fail "cltrain tune of a Keras file with other classes refused" "not the 7 class logits" \
+  "$CLT" tune --model "$keras" --classes 7 --tune-file "$tmp/keras7.json"
 finish

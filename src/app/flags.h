@@ -28,7 +28,7 @@ typedef struct clt_bench_opts {
 
 typedef struct clt_tune_opts {
   const char *model, *devices, *tune_file;
-  int image_size, image_size_given, batch, classes;
+  int image_size, image_size_given, batch, classes, classes_given;
   double budget;
 } clt_tune_opts;
 

@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "flags.h"
 #include "internals.h"
+#include "keras.h"
 #include "select.h"
 #include "timing.h"
 #include "tuner.h"
@@ -78,17 +79,47 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
   return status;
 }
 
+/* A Keras model file at its declared input (--image-size where the file leaves
+ * the side open, or to change it) with its own classes unless --classes says. */
+static int keras_file(const clt_tune_opts *o, clt_shape *input, clt_model *m, clt_err *e) {
+  clt_shape s;
+  int status = clt_keras_input_shape(o->model, &s, e);
+  if (status) return status;
+  *input = (clt_shape){o->image_size_given ? o->image_size : s.h,
+                       o->image_size_given ? o->image_size : s.w, s.c ? s.c : 3};
+  if (input->h == 0 || input->w == 0)
+    return clt_fail(e, CLT_ERR_ARG, "cltrain tune: %s leaves the image size open: give --image-size",
+                    o->model);
+  /* Weights do not matter to timing, so any initializer is taken. */
+  const clt_keras_opts ko = {.data = *input,
+                             .classes = o->classes_given ? o->classes : 0,
+                             .preprocess = CLT_PRE_RAW,
+                             .weights_given = 1};
+  return clt_keras_load(o->model, &ko, m, NULL, e);
+}
+
 static int run(const clt_tune_opts *o, clt_err *e) {
   static clt_model m; /* large: not on the stack */
   clt_preprocess pre;
-  if (!clt_model_is_builtin(o->model, &pre))
-    return clt_fail(e, CLT_ERR_ARG, "cltrain tune: --model %s: expected a built-in model (%s)",
+  clt_shape input;
+  int status;
+  if (clt_keras_is_file(o->model)) {
+    status = keras_file(o, &input, &m, e);
+  } else if (!clt_model_is_builtin(o->model, &pre)) {
+    return clt_fail(e, CLT_ERR_ARG,
+                    "cltrain tune: --model %s: expected a built-in model (%s) or a Keras model "
+                    "file (.json)",
                     o->model, clt_model_names);
-  const int cnn = strcmp(o->model, "fmnist-cnn") == 0;
-  const int side = o->image_size_given ? o->image_size : cnn ? 28 : 224;
-  const clt_shape input = {side, side, cnn ? 1 : 3};
-  int status = clt_model_build(o->model, input, o->classes, &m, e);
-  if (status) return status;
+  } else {
+    const int cnn = strcmp(o->model, "fmnist-cnn") == 0;
+    const int side = o->image_size_given ? o->image_size : cnn ? 28 : 224;
+    input = (clt_shape){side, side, cnn ? 1 : 3};
+    status = clt_model_build(o->model, input, o->classes, &m, e);
+  }
+  if (status) {
+    clt_model_free(&m);
+    return status;
+  }
   clt_device_list list = {0};
   const clt_device *chosen[CLT_MAX_SELECTED];
   int n = 0;
@@ -103,6 +134,7 @@ static int run(const clt_tune_opts *o, clt_err *e) {
   for (int i = 0; i < n && !status; i++) status = tune_device(&m, chosen[i], i, o, lines, e);
   free(lines);
   clt_devices_free(&list);
+  clt_model_free(&m);
   return status;
 }
 

@@ -392,7 +392,7 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
                     name, input.h, input.w, input.c, CLT_MODEL_MAX_SIDE, CLT_MODEL_MAX_SIDE,
                     CLT_MODEL_MAX_CHANNELS);
   }
-  if (classes < 1 || classes > CLT_MODEL_MAX_CLASSES) {
+  if (classes < 0 || classes > CLT_MODEL_MAX_CLASSES) {
     return clt_fail(e, CLT_ERR_FORMAT, "model %s: %d classes is outside 1 .. %d", name, classes,
                     CLT_MODEL_MAX_CLASSES);
   }
@@ -412,6 +412,8 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
   if (!status) status = place_layers(m, e);
   if (!status) {
     const clt_shape out = m->layers[m->nlayers - 1].out;
+    if (classes == 0 && out.h == 1 && out.w == 1 && out.c <= CLT_MODEL_MAX_CLASSES)
+      m->classes = classes = out.c;
     if (out.h != 1 || out.w != 1 || out.c != classes) {
       status = clt_fail(e, CLT_ERR_FORMAT,
                         "the last layer outputs %dx%dx%d, not the %d class logits", out.h, out.w,
