@@ -117,7 +117,7 @@ __kernel void wino_filter(__global const float *w, const int w_off, __global flo
 // rows of outputs co with 8 rows a work-item; channels: inputs c. GPUs: a
 // work-item per (c, co), reading CO floats apart. CPUs: a block of 16 inputs
 // by 8 outputs, read as rows of contiguous outputs and transposed in private
-// memory (8 inputs CO floats apart for each output missed the cache).
+// memory, not gathered CO floats apart for each output.
 __kernel void wino_filter_flip(__global const float *w, const int w_off, __global float *U,
                                const int u_off, const int C, const int CO, const int us) {
   vt g[3][3];
@@ -131,10 +131,9 @@ __kernel void wino_filter_flip(__global const float *w, const int w_off, __globa
       g[i][j] = w[w_off + ((size_t)((2 - i) * 3 + 2 - j) * C + c) * CO + co];
   filter_tile(g, U, u_off + (size_t)co * C + c, us, 1);
 #else
-  // Two blocks of 8 inputs a work-item (the odd ones idle): each output row's
-  // write is a whole cache line, where halves written by two work-items at
-  // strides of the planes (a power of two for power-of-two channels) missed
-  // the cache for both.
+  // Two blocks of 8 inputs a work-item (the odd ones idle), so that each
+  // output row's write is a whole cache line rather than halves written by two
+  // work-items far apart in time.
   const int c0 = LANE0(), co0 = (int)get_global_id(1) * CH;
   if (c0 >= C || co0 >= CO || (c0 / CH) % 2) return;
   const int nco = min(CH, CO - co0);

@@ -9,9 +9,8 @@
  *   dW:      V[T][P][C], Z[T][P][CO] (output gradient), dU[T][C][CO].
  * Each position's matrix is followed by PLANE_PAD floats: a transform's
  * work-item touches all T positions at once, and matrices whose size is a
- * multiple of 64 KiB (channels and tiles in powers of two) put those T lines in
- * one cache set, more than its ways (the kernel flip of 512 channels ran 10x
- * slower unpadded). */
+ * multiple of 64 KiB (channels and tiles in powers of two) would put those T
+ * lines in one cache set, more than it has ways. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
