@@ -4,7 +4,8 @@
 // pair and . the elementwise product, whose (m+2)^2 positions are independent
 // products over the channels (GEMMs). The transforms here move between NHWC
 // tensors and the Winograd domain, laid out as [position t][tile or channel]
-// [channel]: the GEMM of position t reads rows of contiguous channels.
+// [channel]: the GEMM of position t reads rows of contiguous channels. The
+// positions' matrices are vs, ms, zs or us floats apart (padded: winograd.c).
 //
 // Built with -DWINO_M=2 (F(2x2,3x3), points 0, 1, -1) or -DWINO_M=4
 // (F(4x4,3x3), points 0, 1, -1, 2, -2, the matrices of Lavin and Gray).
@@ -77,59 +78,84 @@ static inline void st(__global float *p, const int n, const vt v) {
 }
 #endif
 
+// G g G^T of the 3x3 kernel g into U at `at`, position t `tstride` floats apart.
+static inline void filter_tile(vt g[3][3], __global float *U, const size_t at,
+                               const size_t tstride, const int n) {
+  vt tg[WA][3];
+#pragma unroll
+  for (int i = 0; i < WA; i++)
+#pragma unroll
+    for (int j = 0; j < 3; j++)
+      tg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
+#pragma unroll
+  for (int i = 0; i < WA; i++)
+#pragma unroll
+    for (int j = 0; j < WA; j++) {
+      const vt u = tg[i][0] * G[j][0] + tg[i][1] * G[j][1] + tg[i][2] * G[j][2];
+      st(U + at + (size_t)(i * WA + j) * tstride, n, u);
+    }
+}
+
 // U[t][c][co] = (G g G^T)[t] for the kernel w (HWIO at w_off: [3][3][C][CO]).
 // Rows: input channels c; channels: outputs co.
 __kernel void wino_filter(__global const float *w, const int w_off, __global float *U,
-                          const int u_off, const int C, const int CO) {
+                          const int u_off, const int C, const int CO, const int us) {
   const int co = LANE0(), c = get_global_id(1);
   if (co >= CO || c >= C) return;
   const int n = min(LANES, CO - co);
-  vt g[3][3], tg[WA][3];
+  vt g[3][3];
 #pragma unroll
   for (int i = 0; i < 3; i++)
 #pragma unroll
     for (int j = 0; j < 3; j++)
       g[i][j] = ld(w + w_off + ((size_t)(i * 3 + j) * C + c) * CO + co, n, 1);
-#pragma unroll
-  for (int i = 0; i < WA; i++)
-#pragma unroll
-    for (int j = 0; j < 3; j++)
-      tg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
-#pragma unroll
-  for (int i = 0; i < WA; i++)
-#pragma unroll
-    for (int j = 0; j < WA; j++) {
-      const vt u = tg[i][0] * G[j][0] + tg[i][1] * G[j][1] + tg[i][2] * G[j][2];
-      st(U + u_off + ((size_t)(i * WA + j) * C + c) * CO + co, n, u);
-    }
+  filter_tile(g, U, u_off + (size_t)c * CO + co, us, n);
 }
 
 // The input gradient's kernel: the forward's flipped (rows and columns) with
-// its channels swapped, U[t][co][c] from w[2 - i][2 - j][c][co]. Rows:
-// outputs co; channels: inputs c (read CO floats apart).
+// its channels swapped, U[t][co][c] from w[2 - i][2 - j][c][co]. Launched as
+// rows of outputs co with 8 rows a work-item; channels: inputs c. GPUs: a
+// work-item per (c, co), reading CO floats apart. CPUs: a block of 16 inputs
+// by 8 outputs, read as rows of contiguous outputs and transposed in private
+// memory, not gathered CO floats apart for each output.
 __kernel void wino_filter_flip(__global const float *w, const int w_off, __global float *U,
-                               const int u_off, const int C, const int CO) {
+                               const int u_off, const int C, const int CO, const int us) {
+  vt g[3][3];
+#if CLT_GPU
   const int c = LANE0(), co = get_global_id(1);
   if (c >= C || co >= CO) return;
-  const int n = min(LANES, C - c);
-  vt g[3][3], tg[WA][3];
 #pragma unroll
   for (int i = 0; i < 3; i++)
 #pragma unroll
     for (int j = 0; j < 3; j++)
-      g[i][j] = ld(w + w_off + ((size_t)((2 - i) * 3 + 2 - j) * C + c) * CO + co, n, CO);
-#pragma unroll
-  for (int i = 0; i < WA; i++)
-#pragma unroll
-    for (int j = 0; j < 3; j++)
-      tg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
-#pragma unroll
-  for (int i = 0; i < WA; i++)
-#pragma unroll
-    for (int j = 0; j < WA; j++) {
-      const vt u = tg[i][0] * G[j][0] + tg[i][1] * G[j][1] + tg[i][2] * G[j][2];
-      st(U + u_off + ((size_t)(i * WA + j) * CO + co) * C + c, n, u);
+      g[i][j] = w[w_off + ((size_t)((2 - i) * 3 + 2 - j) * C + c) * CO + co];
+  filter_tile(g, U, u_off + (size_t)co * C + c, us, 1);
+#else
+  // Two blocks of 8 inputs a work-item (the odd ones idle), so that each
+  // output row's write is a whole cache line rather than halves written by two
+  // work-items far apart in time.
+  const int c0 = LANE0(), co0 = (int)get_global_id(1) * CH;
+  if (c0 >= C || co0 >= CO || (c0 / CH) % 2) return;
+  const int nco = min(CH, CO - co0);
+  float blk[9][CH][2 * CH];  // [tap][output][input]
+  for (int tap = 0; tap < 9; tap++)
+    for (int i = 0; i < 2 * CH; i++) {
+      float row[CH];
+      vstore8(c0 + i < C ? ld(w + w_off + ((size_t)tap * C + c0 + i) * CO + co0, nco, 1)
+                         : (vt)(0.0f),
+              0, row);
+      for (int j = 0; j < CH; j++) blk[tap][j][i] = row[j];
     }
+  for (int j = 0; j < nco; j++)
+    for (int h = 0; h < 2 && c0 + h * CH < C; h++) {
+#pragma unroll
+      for (int a = 0; a < 3; a++)
+#pragma unroll
+        for (int b = 0; b < 3; b++) g[a][b] = vload8(0, blk[(2 - a) * 3 + 2 - b][j] + h * CH);
+      const int c = c0 + h * CH;
+      filter_tile(g, U, u_off + (size_t)(co0 + j) * C + c, us, min(CH, C - c));
+    }
+#endif
 }
 
 // V[t][p][c] = (B^T d B)[t] for tile p = (b, ty, tx) of TH x TW per image: d
@@ -137,7 +163,7 @@ __kernel void wino_filter_flip(__global const float *w, const int w_off, __globa
 // column tx * WINO_M - PL, zeros outside. Rows: tiles.
 __kernel void wino_input(__global const float *x, __global float *V, const int v_off, const int B,
                          const int H, const int W, const int C, const int PT, const int PL,
-                         const int TH, const int TW) {
+                         const int TH, const int TW, const int vs) {
   const int c = LANE0(), p = get_global_id(1), P = B * TH * TW;
   if (c >= C || p >= P) return;
   const int n = min(LANES, C - c);
@@ -169,7 +195,7 @@ __kernel void wino_input(__global const float *x, __global float *V, const int v
       vt s = (vt)(0.0f);
 #pragma unroll
       for (int k = 0; k < WA; k++) s += t[i][k] * BT[j][k];
-      st(V + v_off + ((size_t)(i * WA + j) * P + p) * C + c, n, s);
+      st(V + v_off + (size_t)(i * WA + j) * vs + (size_t)p * C + c, n, s);
     }
 }
 
@@ -178,7 +204,8 @@ __kernel void wino_input(__global const float *x, __global float *V, const int v
 // edge dropped. M[t][p][co]. Rows: tiles.
 __kernel void wino_output(__global const float *M, const int m_off, __global float *y,
                           __global const float *bias, const int bias_off, const int B, const int OH,
-                          const int OW, const int CO, const int TH, const int TW, const int relu) {
+                          const int OW, const int CO, const int TH, const int TW, const int relu,
+                          const int ms) {
   const int co = LANE0(), p = get_global_id(1), P = B * TH * TW;
   if (co >= CO || p >= P) return;
   const int n = min(LANES, CO - co);
@@ -188,7 +215,7 @@ __kernel void wino_output(__global const float *M, const int m_off, __global flo
   for (int i = 0; i < WA; i++)
 #pragma unroll
     for (int j = 0; j < WA; j++)
-      m[i][j] = ld(M + m_off + ((size_t)(i * WA + j) * P + p) * CO + co, n, 1);
+      m[i][j] = ld(M + m_off + (size_t)(i * WA + j) * ms + (size_t)p * CO + co, n, 1);
 #pragma unroll
   for (int i = 0; i < WINO_M; i++)
 #pragma unroll
@@ -219,7 +246,7 @@ __kernel void wino_output(__global const float *M, const int m_off, __global flo
 // the edge (outputs the forward dropped). Rows: tiles.
 __kernel void wino_grad_output(__global const float *dy, __global float *Z, const int z_off,
                                const int B, const int OH, const int OW, const int CO, const int TH,
-                               const int TW) {
+                               const int TW, const int zs) {
   const int co = LANE0(), p = get_global_id(1), P = B * TH * TW;
   if (co >= CO || p >= P) return;
   const int n = min(LANES, CO - co);
@@ -249,14 +276,14 @@ __kernel void wino_grad_output(__global const float *dy, __global float *Z, cons
       vt s = (vt)(0.0f);
 #pragma unroll
       for (int k = 0; k < WINO_M; k++) s += t[i][k] * AT[k][j];
-      st(Z + z_off + ((size_t)(i * WA + j) * P + p) * CO + co, n, s);
+      st(Z + z_off + (size_t)(i * WA + j) * zs + (size_t)p * CO + co, n, s);
     }
 }
 
 // dw[i][j][c][co] (HWIO at dw_off) = (G^T dU G)[i][j] with dU[t][c][co] the
 // Winograd domain's gradient (sum over tiles of V times Z). Rows: inputs c.
 __kernel void wino_filter_grad(__global const float *dU, const int du_off, __global float *dw,
-                               const int dw_off, const int C, const int CO) {
+                               const int dw_off, const int C, const int CO, const int us) {
   const int co = LANE0(), c = get_global_id(1);
   if (co >= CO || c >= C) return;
   const int n = min(LANES, CO - co);
@@ -265,7 +292,7 @@ __kernel void wino_filter_grad(__global const float *dU, const int du_off, __glo
   for (int i = 0; i < WA; i++)
 #pragma unroll
     for (int j = 0; j < WA; j++)
-      u[i][j] = ld(dU + du_off + ((size_t)(i * WA + j) * C + c) * CO + co, n, 1);
+      u[i][j] = ld(dU + du_off + (size_t)(i * WA + j) * us + (size_t)c * CO + co, n, 1);
 #pragma unroll
   for (int i = 0; i < 3; i++)
 #pragma unroll

@@ -6,7 +6,11 @@
  * T = (m+2)^2 positions, the scratch holds for a pass:
  *   forward: V[T][P][C] (input), M[T][P][CO] (products), U[T][C][CO] (kernel)
  *   dx:      the same over dy's tiles of dx, with C and CO swapped
- *   dW:      V[T][P][C], Z[T][P][CO] (output gradient), dU[T][C][CO]. */
+ *   dW:      V[T][P][C], Z[T][P][CO] (output gradient), dU[T][C][CO].
+ * Each position's matrix is followed by PLANE_PAD floats: a transform's
+ * work-item touches all T positions at once, and matrices whose size is a
+ * multiple of 64 KiB (channels and tiles in powers of two) would put those T
+ * lines in one cache set, more than it has ways. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,9 +60,23 @@ static wino_conv dx_conv(const clt_conv_geom *g, int filters, int m) {
 
 static size_t positions(int m) { return (size_t)(m + 2) * (size_t)(m + 2); }
 
+/* A cache line of floats between positions' matrices. */
+enum { PLANE_PAD = 16 };
+
+/* One position's matrices apart, in floats: V, M (or Z), U (or dU). */
+typedef struct wino_planes {
+  size_t v, m, u;
+} wino_planes;
+
+static wino_planes planes(const wino_conv *c) {
+  return (wino_planes){c->p * c->cin + PLANE_PAD, c->p * c->cout + PLANE_PAD,
+                       (size_t)c->cin * c->cout + PLANE_PAD};
+}
+
 /* V, M (or Z), U (or dU), in that order in the scratch. */
 static size_t conv_floats(const wino_conv *c) {
-  return positions(c->m) * (c->p * c->cin + c->p * c->cout + (size_t)c->cin * c->cout);
+  const wino_planes s = planes(c);
+  return positions(c->m) * (s.v + s.m + s.u);
 }
 
 size_t clt_winograd_scratch(const clt_conv_geom *g, int filters, const clt_conv_algos *a) {
@@ -141,8 +159,9 @@ typedef struct wino_parts {
 } wino_parts;
 
 static wino_parts parts(const wino_conv *c) {
-  const size_t t2 = positions(c->m), v = t2 * c->p * c->cin, m = t2 * c->p * c->cout;
-  return (wino_parts){0, (int)v, (int)(v + m)};
+  const size_t t2 = positions(c->m);
+  const wino_planes s = planes(c);
+  return (wino_parts){0, (int)(t2 * s.v), (int)(t2 * (s.v + s.m))};
 }
 
 /* The scratch's floats must be addressable by the kernels' int offsets. */
@@ -160,9 +179,11 @@ static int run_filter(clt_replica *r, const wino_conv *c, int flip, cl_mem w, si
   int status = wino_kernel(r, c->m, name, &k, e);
   if (status) return status;
   const int off = (int)w_off, C = flip ? c->cout : c->cin, CO = flip ? c->cin : c->cout;
-  clt_karg args[] = {CLT_ARG(w), CLT_ARG(off), CLT_ARG(s), CLT_ARG(u_off), CLT_ARG(C), CLT_ARG(CO)};
-  if (flip) return clt_launch_rows(r, k, name, args, 6, (size_t)C, (size_t)CO, 1, e);
-  return clt_launch_rows(r, k, name, args, 6, (size_t)CO, (size_t)C, 1, e);
+  const int us = (int)planes(c).u;
+  clt_karg args[] = {CLT_ARG(w), CLT_ARG(off), CLT_ARG(s), CLT_ARG(u_off),
+                     CLT_ARG(C), CLT_ARG(CO),  CLT_ARG(us)};
+  if (flip) return clt_launch_rows(r, k, name, args, 7, (size_t)C, (size_t)CO, 8, e);
+  return clt_launch_rows(r, k, name, args, 7, (size_t)CO, (size_t)C, 1, e);
 }
 
 static int run_input(clt_replica *r, const wino_conv *c, cl_mem x, cl_mem s, int v_off,
@@ -170,19 +191,21 @@ static int run_input(clt_replica *r, const wino_conv *c, cl_mem x, cl_mem s, int
   cl_kernel k;
   int status = wino_kernel(r, c->m, "wino_input", &k, e);
   if (status) return status;
+  const int vs = (int)planes(c).v;
   clt_karg args[] = {CLT_ARG(x),     CLT_ARG(s),     CLT_ARG(v_off),  CLT_ARG(c->batch),
                      CLT_ARG(c->h),  CLT_ARG(c->w),  CLT_ARG(c->cin), CLT_ARG(c->pt),
-                     CLT_ARG(c->pl), CLT_ARG(c->th), CLT_ARG(c->tw)};
-  return clt_launch_rows(r, k, "wino_input", args, 11, (size_t)c->cin, c->p, 1, e);
+                     CLT_ARG(c->pl), CLT_ARG(c->th), CLT_ARG(c->tw),  CLT_ARG(vs)};
+  return clt_launch_rows(r, k, "wino_input", args, 12, (size_t)c->cin, c->p, 1, e);
 }
 
 /* The forward's (and dx's) T products: M[t] = V[t] U[t]. */
 static int run_products(clt_replica *r, const wino_conv *c, cl_mem s, wino_parts at, clt_err *e) {
   const clt_gemm_shape shape = product_shape(c);
-  const size_t v = c->p * c->cin, mm = c->p * c->cout, u = (size_t)c->cin * c->cout;
+  const wino_planes ps = planes(c);
   int status = CLT_OK;
   for (size_t t = 0; t < positions(c->m) && !status; t++)
-    status = clt_gemm(r, &shape, 1.0f, s, at.v + t * v, s, at.u + t * u, 0.0f, s, at.m + t * mm, e);
+    status = clt_gemm(r, &shape, 1.0f, s, at.v + t * ps.v, s, at.u + t * ps.u, 0.0f, s,
+                      at.m + t * ps.m, e);
   return status;
 }
 
@@ -191,11 +214,12 @@ static int run_output(clt_replica *r, const wino_conv *c, cl_mem s, int m_off, c
   cl_kernel k;
   int status = wino_kernel(r, c->m, "wino_output", &k, e);
   if (status) return status;
-  const int boff = bias_off < 0 ? -1 : (int)bias_off;
+  const int boff = bias_off < 0 ? -1 : (int)bias_off, ms = (int)planes(c).m;
   clt_karg args[] = {CLT_ARG(s),       CLT_ARG(m_off),    CLT_ARG(y),     CLT_ARG(bias),
                      CLT_ARG(boff),    CLT_ARG(c->batch), CLT_ARG(c->oh), CLT_ARG(c->ow),
-                     CLT_ARG(c->cout), CLT_ARG(c->th),    CLT_ARG(c->tw), CLT_ARG(relu)};
-  return clt_launch_rows(r, k, "wino_output", args, 12, (size_t)c->cout, c->p, 1, e);
+                     CLT_ARG(c->cout), CLT_ARG(c->th),    CLT_ARG(c->tw), CLT_ARG(relu),
+                     CLT_ARG(ms)};
+  return clt_launch_rows(r, k, "wino_output", args, 13, (size_t)c->cout, c->p, 1, e);
 }
 
 /* A forward over c: kernel, input, products, output. */
@@ -235,23 +259,24 @@ int clt_winograd_dw(clt_replica *r, const clt_conv_geom *g, int filters, int m, 
   status = run_input(r, &c, x, scratch, at.v, e);
   cl_kernel k;
   if (!status) status = wino_kernel(r, m, "wino_grad_output", &k, e);
+  const wino_planes ps = planes(&c);
+  const int zs = (int)ps.m, us = (int)ps.u;
   if (!status) {
-    clt_karg args[] = {CLT_ARG(dy),      CLT_ARG(scratch), CLT_ARG(at.m),
-                       CLT_ARG(c.batch), CLT_ARG(c.oh),    CLT_ARG(c.ow),
-                       CLT_ARG(c.cout),  CLT_ARG(c.th),    CLT_ARG(c.tw)};
-    status = clt_launch_rows(r, k, "wino_grad_output", args, 9, (size_t)c.cout, c.p, 1, e);
+    clt_karg args[] = {CLT_ARG(dy),   CLT_ARG(scratch), CLT_ARG(at.m),   CLT_ARG(c.batch),
+                       CLT_ARG(c.oh), CLT_ARG(c.ow),    CLT_ARG(c.cout), CLT_ARG(c.th),
+                       CLT_ARG(c.tw), CLT_ARG(zs)};
+    status = clt_launch_rows(r, k, "wino_grad_output", args, 10, (size_t)c.cout, c.p, 1, e);
   }
   /* dU[t] = V[t]^T Z[t], each a sum over the tiles in the GEMM's fixed order. */
   const clt_gemm_shape shape = grad_shape(&c);
-  const size_t v = c.p * c.cin, z = c.p * c.cout, u = (size_t)c.cin * c.cout;
   for (size_t t = 0; t < positions(m) && !status; t++) {
-    status = clt_gemm(r, &shape, 1.0f, scratch, at.v + t * v, scratch, at.m + t * z, 0.0f, scratch,
-                      at.u + t * u, e);
+    status = clt_gemm(r, &shape, 1.0f, scratch, at.v + t * ps.v, scratch, at.m + t * ps.m, 0.0f,
+                      scratch, at.u + t * ps.u, e);
   }
   if (!status) status = wino_kernel(r, m, "wino_filter_grad", &k, e);
   if (status) return status;
   const int off = (int)dw_off;
-  clt_karg args[] = {CLT_ARG(scratch), CLT_ARG(at.u),  CLT_ARG(dw),
-                     CLT_ARG(off),     CLT_ARG(c.cin), CLT_ARG(c.cout)};
-  return clt_launch_rows(r, k, "wino_filter_grad", args, 6, (size_t)c.cout, (size_t)c.cin, 1, e);
+  clt_karg args[] = {CLT_ARG(scratch), CLT_ARG(at.u),   CLT_ARG(dw), CLT_ARG(off),
+                     CLT_ARG(c.cin),   CLT_ARG(c.cout), CLT_ARG(us)};
+  return clt_launch_rows(r, k, "wino_filter_grad", args, 7, (size_t)c.cout, (size_t)c.cin, 1, e);
 }

@@ -4,12 +4,16 @@
  * (batch 64): the median over --runs runs of each pass, the three algorithms
  * interleaved within each run (the machine's load falls on all alike).
  *
- *   bench_winograd [--runs N]
+ *   bench_winograd [--runs N] [--profile]
  *
  * A pass is timed from its launches to clFinish: forward; weight gradient
  * (backward without dx: the ReLU and bias sums ride along); input gradient
  * (backward of the frozen layer: dx alone). Output, a line per layer and pass:
  *   conv2 24x24x64->64 B16 (x3) forward: direct 41.2 ms, F2 30.1 ms (1.37x), F4 25.3 ms (1.63x)
+ * --profile adds, per pass and algorithm, the device time of each kernel from
+ * the profiling events of `runs` more runs (ms, the least over the runs, summed
+ * per kernel name):
+ *   profile forward F2: wino_input 3.10, gemm16 9.80 (16 launches), wino_output 2.20
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -72,7 +76,53 @@ static double time_pass(clt_layer *l, clt_layer_io *io, int pass, int tile) {
   return t;
 }
 
-static void bench(const bench_layer *b, int runs) {
+/* The profile's device time per kernel name (the scope left out) in one run,
+ * kept as the least over runs in best[] (index: the table's name), and the
+ * table emptied. */
+static double best[CLT_PROFILE_MAX_NAMES];
+static long best_calls[CLT_PROFILE_MAX_NAMES];
+
+static void profile_run(int first) {
+  clt_profile *p = R->profile;
+  if (clt_replica_profile_collect(R, &E)) fatal("profile");
+  for (int i = 0; i < p->nnames; i++) {
+    if (first || (p->calls[i] && (best_calls[i] == 0 || p->seconds[i] < best[i]))) {
+      best[i] = p->seconds[i];
+      best_calls[i] = p->calls[i];
+    }
+    p->seconds[i] = 0;
+    p->calls[i] = 0;
+  }
+}
+
+/* Prints best[] summed per kernel name, ms, in the order the kernels first ran. */
+static void print_profile(const char *pass, int tile) {
+  const clt_profile *p = R->profile;
+  printf("  profile %s %s:", pass, tile ? (tile == 2 ? "F2" : "F4") : "direct");
+  double total = 0;
+  for (int i = 0; i < p->nnames; i++) {
+    const char *name = p->names[i] + p->kernel_at[i];
+    if (best_calls[i] == 0) continue; /* not this pass's */
+    int first = 1;
+    for (int j = 0; j < i && first; j++)
+      first = best_calls[j] == 0 || strcmp(name, p->names[j] + p->kernel_at[j]) != 0;
+    if (!first) continue;
+    double s = 0;
+    long calls = 0;
+    for (int j = i; j < p->nnames; j++)
+      if (best_calls[j] && strcmp(name, p->names[j] + p->kernel_at[j]) == 0) {
+        s += best[j];
+        calls += best_calls[j];
+      }
+    total += s;
+    printf(" %s %.2f", name, 1e3 * s);
+    if (calls > 1) printf(" (%ld launches)", calls);
+    printf(",");
+  }
+  printf(" total %.2f ms\n", 1e3 * total);
+}
+
+static void bench(const bench_layer *b, int runs, int profile) {
   clt_layer l;
   if (clt_layer_init(&l, b->entry, &E)) fatal("init");
   const clt_shape in[1] = {{b->H, b->W, b->C}};
@@ -119,17 +169,37 @@ static void bench(const bench_layer *b, int runs) {
            b->label, b->H, b->W, b->C, l.out.c, b->B, b->count, pass_names[p], 1e3 * med[0],
            1e3 * med[1], med[0] / med[1], 1e3 * med[2], med[0] / med[2]);
   }
+  /* Profiled runs after the timed ones; the table is kept aside in between so
+   * the next layer's timings run without events. */
+  static clt_profile *kept;
+  if (profile) {
+    R->profile = kept;
+    if (clt_replica_enable_profiling(R, &E)) fatal("profiling");
+    clt_replica_profile_kind(R, CLT_PROFILE_COMPUTE);
+    for (int p = 0; p < PASSES; p++)
+      for (int a = 0; a < ALGOS; a++) {
+        for (int r = 0; r < runs; r++) {
+          time_pass(&l, &io, p, tiles[a]);
+          profile_run(r == 0);
+        }
+        print_profile(pass_names[p], tiles[a]);
+      }
+    kept = R->profile;
+    R->profile = NULL;
+  }
   fflush(stdout);
   case_end();
 }
 
 int main(int argc, char **argv) {
-  int runs = 5;
+  int runs = 5, profile = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--profile") == 0) {
+      profile = 1;
     } else {
-      fprintf(stderr, "usage: bench_winograd [--runs N]\n");
+      fprintf(stderr, "usage: bench_winograd [--runs N] [--profile]\n");
       return 2;
     }
   }
@@ -141,7 +211,7 @@ int main(int argc, char **argv) {
   setenv("CLTRAIN_WINOGRAD", "2", 1);
   rng_seed(0x5eed);
   replica_open();
-  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) bench(&layers[i], runs);
+  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++) bench(&layers[i], runs, profile);
   replica_close();
   return 0;
 }

@@ -4,14 +4,15 @@
 # 1. per 3x3 stride-1 layer shape of ResNet50 at 96 px (batch 16) and of the
 #    reference CNN (its second convolution, batch 64), each pass's median time
 #    over --runs runs, the three algorithms interleaved in each run
-#    (build/tests/bench_winograd);
+#    (build/tests/bench_winograd); with --profile, each pass's device time per
+#    kernel as well (transforms, products), the least over --runs runs;
 # 2. whole-model training images/s, median over --rounds rounds, each round
 #    running off, 2 and 4 back to back: `cltrain train --model resnet50
 #    --image-size 96` on a synthetic photo folder (--images images, batch 16)
 #    and the reference CNN on Fashion-MNIST (6,400 images, batch 64); each run's
 #    figure is the median of its epochs 2 and 3 (epoch 1 builds the kernels).
 #
-#   tests/bench/bench_winograd.sh [--runs N] [--rounds N] [--images N] [--skip-layers]
+#   tests/bench/bench_winograd.sh [--runs N] [--rounds N] [--images N] [--skip-layers] [--profile]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$here/../../build
@@ -19,12 +20,14 @@ runs=7
 rounds=3
 images=48
 layers=1
+profile=()
 while [ $# -gt 0 ]; do
   case $1 in
     --runs) runs=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --images) images=$2; shift 2 ;;
     --skip-layers) layers=0; shift ;;
+    --profile) profile=(--profile); shift ;;
     *) echo "bench_winograd.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +42,7 @@ echo "AVX-512 flags: $(grep -c avx512f /proc/cpuinfo) of $(grep -c ^processor /p
 
 if [ "$layers" = 1 ]; then
   echo "== per layer and pass, median of $runs runs (ms; speed-up over direct in brackets)"
-  "$build/tests/bench_winograd" --runs "$runs" | grep -v '^device'
+  "$build/tests/bench_winograd" --runs "$runs" "${profile[@]}" | grep -v '^device'
 fi
 
 echo "== whole model, training images/s, median of $rounds rounds"
