@@ -87,4 +87,14 @@ if "$TOOL" builtin "$pools" 8 8 3 4 "$tmp/pools" 8 >"$tmp/export.txt" 2>&1; then
 else
   bad "zero padding before pooling (a description) export ($(cat "$tmp/export.txt"))"
 fi
+# LayerNormalization on the pooled (N, C) tensor, as ConvNeXt's head has it.
+head="r=Rescaling(0.00784313725490196,-1) c=Conv2D(8,3x3,s1,same) g=GlobalAveragePooling2D"
+head="$head ln=LayerNormalization(eps1e-06) d=Dense(4)"
+mkdir -p "$tmp/head"
+if "$TOOL" builtin "$head" 6 6 3 4 "$tmp/head" 8 >"$tmp/export.txt" 2>&1; then
+  check "LayerNormalization after pooling (a description) vs the reference" "$tmp/head/model.onnx" \
+    "$tmp/head/logits.npy" "$tmp/head/images.npy"
+else
+  bad "LayerNormalization after pooling (a description) export ($(cat "$tmp/export.txt"))"
+fi
 finish
