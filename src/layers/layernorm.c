@@ -166,11 +166,13 @@ static int ln_from_keras(clt_layer *l, const clt_keras_config *c, char *activati
 }
 
 /* Opset 13 has no LayerNormalization: ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt,
- * Div over the channels (axis 1 of NCHW), then Mul by gamma and Add of beta as
- * (1, C, 1, 1) initializers. */
+ * Div over the channels (axis 1 of NCHW, and of a pooled (N, C) tensor), then Mul
+ * by gamma and Add of beta as (1, C, 1, 1) initializers, or (1, C) on (N, C):
+ * broadcasting a 4-D one would make (N, C) 4-D. */
 static int ln_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs,
                       const char *output, clt_err *e) {
   const int64_t dims[4] = {1, l->in.c, 1, 1}, none[1] = {0};
+  const int rank = clt_onnx_rank(g, inputs[0]) == 2 ? 2 : 4;
   const float eps = (float)hp(l)->epsilon;
   const clt_onnx_attr mean_attrs[2] = {CLT_ONNX_INTS("axes", 1, 1), CLT_ONNX_INT("keepdims", 1)};
   const int gi = ln_gamma(l), bi = ln_beta(l);
@@ -192,13 +194,13 @@ static int ln_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs
   const char *last = xh;
   if (!status && gi >= 0) {
     const char *mul[2] = {xh, clt_onnx_name(g, l, "gamma")};
-    status = clt_onnx_tensor(g, mul[1], 4, dims, clt_onnx_param(g, l, gi), e);
+    status = clt_onnx_tensor(g, mul[1], rank, dims, clt_onnx_param(g, l, gi), e);
     if (!status) status = clt_onnx_node(g, "Mul", mul, 2, scaled, NULL, 0, e);
     last = scaled;
   }
   if (!status && bi >= 0) {
     const char *sum[2] = {last, clt_onnx_name(g, l, "beta")};
-    status = clt_onnx_tensor(g, sum[1], 4, dims, clt_onnx_param(g, l, bi), e);
+    status = clt_onnx_tensor(g, sum[1], rank, dims, clt_onnx_param(g, l, bi), e);
     if (!status) status = clt_onnx_node(g, "Add", sum, 2, output, NULL, 0, e);
   }
   return status;

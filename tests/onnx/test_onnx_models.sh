@@ -73,4 +73,28 @@ if "$TOOL" builtin "$acts" 6 6 3 4 "$tmp/acts" 8 >"$tmp/export.txt" 2>&1; then
 else
   bad "activations (a description) export ($(cat "$tmp/export.txt"))"
 fi
+# A ZeroPadding2D before a MaxPooling2D (folded) and before an AveragePooling2D (a Pad
+# node of its own), after Conv2Ds without activation: windows at the border whose
+# values are all negative take the padding's zero, which ONNX Runtime keeps only as
+# long as it does not fold the Pad into the pool's own pads (docs/onnx.md).
+pools="r=Rescaling(0.00784313725490196,-1) c=Conv2D(8,3x3,s1,same) p=ZeroPadding2D(1)"
+pools="$pools m=MaxPooling2D(3,s2) c2=Conv2D(8,1x1,s1,valid) q=ZeroPadding2D(1)<c2"
+pools="$pools a=AveragePooling2D(3x3,s2,valid) g=GlobalAveragePooling2D d=Dense(4)"
+mkdir -p "$tmp/pools"
+if "$TOOL" builtin "$pools" 8 8 3 4 "$tmp/pools" 8 >"$tmp/export.txt" 2>&1; then
+  check "zero padding before pooling (a description) vs the reference" "$tmp/pools/model.onnx" \
+    "$tmp/pools/logits.npy" "$tmp/pools/images.npy"
+else
+  bad "zero padding before pooling (a description) export ($(cat "$tmp/export.txt"))"
+fi
+# LayerNormalization on the pooled (N, C) tensor, as ConvNeXt's head has it.
+head="r=Rescaling(0.00784313725490196,-1) c=Conv2D(8,3x3,s1,same) g=GlobalAveragePooling2D"
+head="$head ln=LayerNormalization(eps1e-06) d=Dense(4)"
+mkdir -p "$tmp/head"
+if "$TOOL" builtin "$head" 6 6 3 4 "$tmp/head" 8 >"$tmp/export.txt" 2>&1; then
+  check "LayerNormalization after pooling (a description) vs the reference" "$tmp/head/model.onnx" \
+    "$tmp/head/logits.npy" "$tmp/head/images.npy"
+else
+  bad "LayerNormalization after pooling (a description) export ($(cat "$tmp/export.txt"))"
+fi
 finish
