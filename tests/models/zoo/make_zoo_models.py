@@ -39,12 +39,14 @@ MODELS = [
     ("resnet50", "ResNet50", "nested"),
     ("resnet50_v2", "ResNet50V2", "top"),
     ("efficientnet_b0", "EfficientNetB0", "top"),
+    ("efficientnet_v2_b0", "EfficientNetV2B0", "head"),
     ("densenet121", "DenseNet121", "head"),
     ("vgg16", "VGG16", "nested"),
     ("xception", "Xception", "top"),
     ("inception_v3", "InceptionV3", "head"),
     ("inception_resnet_v2", "InceptionResNetV2", "top"),
     ("nasnet_mobile", "NASNetMobile", "nested"),  # include_top=True needs 224x224
+    ("convnext_tiny", "ConvNeXtTiny", "top"),
 ]
 
 
