@@ -279,6 +279,9 @@ expect_fail "metadata that is not JSON" 'badjson.npz: metadata is not valid JSON
 "$TOOL" set-string "$good" "$tmp/badtype.npz" metadata '"classes": 10' '"classes": "10"'
 expect_fail "a key of the wrong type" 'badtype.npz: metadata key classes is a string, not a number$' \
   "$CLT" eval --checkpoint "$tmp/badtype.npz"
+"$TOOL" set-string "$good" "$tmp/noclasses.npz" metadata '"classes": 10' '"classes": 0'
+expect_fail "metadata of 0 classes" 'noclasses.npz: metadata key classes is 0, not a class count$' \
+  "$CLT" eval --checkpoint "$tmp/noclasses.npz"
 # The index may name only a file of its own folder, however the path is spelled.
 mkdir -p "$tmp/escape/sub" "$tmp/other"
 cp "$good" "$tmp/other/ckpt-1.npz"

@@ -176,11 +176,24 @@ static void refused_shape(clt_shape input, int classes, const char *want) {
   check_detail(status != CLT_OK && strstr(e.msg, want) != NULL, what, e.msg);
 }
 
+/* 0 classes: as many as the last layer outputs. */
+static void test_own_classes(void) {
+  clt_err e = {0};
+  int status = clt_model_parse("own", (clt_shape){6, 6, 3}, 0, CLT_PRE_UNIT,
+                               "c=Conv2D(4,3x3,s1,valid) g=GlobalAveragePooling2D o=Dense(5)",
+                               &model, &e);
+  check_detail(status == CLT_OK && model.classes == 5, "0 classes: the last layer's 5", e.msg);
+  status = clt_model_parse("own", (clt_shape){6, 6, 3}, 0, CLT_PRE_UNIT, "c=Conv2D(4,3x3,s1,valid)",
+                           &model, &e);
+  check_detail(status != CLT_OK && strstr(e.msg, "outputs 4x4x4, not class logits"),
+               "0 classes: a last layer of more than logits refused", e.msg);
+}
+
 static void test_bad_descriptions(void) {
   refused_shape((clt_shape){6, 6, -3}, 2, "input 6x6x-3 is outside");
   refused_shape((clt_shape){0, 6, 3}, 2, "input 0x6x3 is outside");
   refused_shape((clt_shape){6, 100000, 3}, 2, "input 6x100000x3 is outside");
-  refused_shape((clt_shape){6, 6, 3}, 0, "0 classes is outside");
+  refused_shape((clt_shape){6, 6, 3}, 100000000, "100000000 classes is outside");
   refused_shape((clt_shape){6, 6, 3}, -2, "-2 classes is outside");
   refused("", "no layers");
   /* Sizes that would overflow (found by fuzz_checkpoint and fuzz_keras). */
@@ -289,6 +302,7 @@ int main(void) {
   test_round_trip("resnet-small", (clt_shape){32, 32, 3}, 3);
   test_new_syntax();
   test_bad_descriptions();
+  test_own_classes();
   test_checkpoint_rebuild();
   return check_summary();
 }

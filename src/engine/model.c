@@ -414,7 +414,10 @@ int clt_model_parse(const char *name, clt_shape input, int classes, clt_preproce
     const clt_shape out = m->layers[m->nlayers - 1].out;
     if (classes == 0 && out.h == 1 && out.w == 1 && out.c <= CLT_MODEL_MAX_CLASSES)
       m->classes = classes = out.c;
-    if (out.h != 1 || out.w != 1 || out.c != classes) {
+    if (classes == 0) {
+      status = clt_fail(e, CLT_ERR_FORMAT, "the last layer outputs %dx%dx%d, not class logits",
+                        out.h, out.w, out.c);
+    } else if (out.h != 1 || out.w != 1 || out.c != classes) {
       status = clt_fail(e, CLT_ERR_FORMAT,
                         "the last layer outputs %dx%dx%d, not the %d class logits", out.h, out.w,
                         out.c, classes);
