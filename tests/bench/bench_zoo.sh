@@ -51,8 +51,9 @@
 # Needs a cltrain build (./build: cltrain, tests/make_photos), TensorFlow 2.21 in
 # ${CLTRAIN_TF_VENV:-~/.cache/cltrain/venv-tf} and PyTorch with torchvision in
 # ${CLTRAIN_TORCH_VENV:-~/.cache/cltrain/venv-torch} (common.sh's torch_venv
-# creates it when missing). With the defaults one round of all 14 families takes
-# about 20 minutes on 2 idle cores; CI never runs it.
+# creates it when missing). It runs for minutes per family (TensorFlow's tracing
+# and XLA's compilation of the larger networks take most of it), far longer on a
+# loaded machine; CI never runs it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "$here/../.." && pwd)/build
@@ -290,7 +291,7 @@ for fam in "${picked[@]}"; do
     [ "$twin" = - ] || run torch "$name" "$twin" "$r"
     for key in "${cols[@]}"; do
       [[ $key == torch* ]] && [ "$twin" = - ] && continue
-      if [ "$(wc -l <"$tmp/$name-$key.rate" 2>/dev/null || echo 0)" -ge "$r" ]; then
+      if [ "$(cat "$tmp/$name-$key.rate" 2>/dev/null | wc -l)" -ge "$r" ]; then
         line+="${line:+ | }$key $(printf '%.2f' "$(tail -n1 "$tmp/$name-$key.rate")")"
       elif [ -s "$tmp/$name-$key.err" ]; then
         line+="${line:+ | }$key failed"
