@@ -933,7 +933,7 @@ def zoo_convnext():
     # their 1e-6 would hide the blocks.
     from keras.src.applications import convnext
     model = convnext.ConvNeXt(depths=[1, 1, 1, 1], projection_dims=[4, 8, 12, 16],
-                              include_preprocessing=False, weights=None,
+                              include_preprocessing=True, weights=None,
                               input_shape=(32, 32, 3), classes=3, name="convnext_tiny")
     rng = np.random.default_rng(SEED + 1)
     for layer in model.layers:
