@@ -114,6 +114,24 @@ static int without_dropout(clt_model *m) {
   return status;
 }
 
+/* Sets name to "grad/<layer>/<alias>", or to "grad/<layer>/<alias>_<digits>" where the
+ * fixture has that instead (Keras 3 numbers the weights it made without a name:
+ * "variable", "variable_1", ...). */
+static void numbered_grad(const clt_npz *batch, const char *layer, const char *alias, char *name,
+                          size_t size) {
+  snprintf(name, size, "grad/%s/%s", layer, alias);
+  if (clt_npz_find(batch, name)) return;
+  const size_t len = strlen(name);
+  for (int i = 0; i < clt_npz_count(batch); i++) {
+    const char *n = clt_npz_at(batch, i)->name;
+    if (strncmp(n, name, len) == 0 && n[len] == '_' && n[len + 1] &&
+        strspn(n + len + 1, "0123456789") == strlen(n + len + 1)) {
+      snprintf(name, size, "%s", n);
+      return;
+    }
+  }
+}
+
 static void test_fixture(const char *dir) {
   char path[1024];
   clt_npz *batch = NULL;
@@ -215,7 +233,7 @@ static void test_fixture(const char *dir) {
         char name[128];
         snprintf(name, sizeof name, "grad/%s/%s", l->name, q->name);
         if (!clt_npz_find(batch, name) && q->alias[0])
-          snprintf(name, sizeof name, "grad/%s/%s", l->name, q->alias);
+          numbered_grad(batch, l->name, q->alias, name, sizeof name);
         const clt_npz_array *g = clt_npz_find(batch, name);
         if (pass == 0) {
           trainable++;

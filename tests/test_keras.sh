@@ -403,4 +403,27 @@ else
   echo "skipped: photos to ONNX (onnxruntime or onnx not importable by $PY; .ci/setup installs them)"
 fi
 
+# ---- Keras 3's numbered weight names: ConvNeXt's LayerScale weights ------------------
+# Keras 3 names each weight made without a name "variable", "variable_1", ...: by
+# name, "<layer>/variable_<n>" starts cltrain's "<layer>/gamma"; other suffixes stay
+# refused.
+cnx=$MODELS/zoo_convnext
+"$MAKE" "$tmp/ph_cnx" 3 2 5 >/dev/null || bad "make_photos (3 classes)"
+"$CLT" train --model "$cnx/model.json" --data "$tmp/ph_cnx" --weights "$cnx/weights_named.npz" \
+  --lr 1e-12 --epochs 1 --checkpoint-dir "$tmp/ck_cnx" >"$tmp/cnx.txt" 2>&1 || bad "zoo_convnext from weights_named.npz"
+if numpy_check "c = np.load('$tmp/ck_cnx/ckpt-1.npz'); w = np.load('$cnx/weights_named.npz'); \
+  v = [n for n in w.files if '/variable_' in n]; \
+  sys.exit(not (len(v) == 3 and all(float(np.abs(c[n.split('/')[0] + '/gamma'] - w[n]).max()) < 1e-6 \
+  for n in v)))"; then
+  ok "LayerScale: <layer>/variable_<n> by name starts <layer>/gamma"
+else
+  bad "LayerScale: <layer>/variable_<n> by name starts <layer>/gamma ($(tail -2 "$tmp/cnx.txt"))"
+fi
+numpy_check "w = dict(np.load('$cnx/weights_named.npz')); \
+  n = [k for k in w if k.endswith('/variable_1')][0]; w[n.replace('variable_1', 'variable_x')] = w.pop(n); \
+  np.savez('$tmp/cnx_bad.npz', **w)" || bad "writing cnx_bad.npz"
+expect_fail "a weight named <layer>/variable_x is refused" "cnx_bad.npz.*no member.*layer_scale/gamma" \
+  "$CLT" train --model "$cnx/model.json" --data "$tmp/ph_cnx" --weights "$tmp/cnx_bad.npz" \
+  --epochs 1 --checkpoint-dir "$tmp/ck_cnx_bad"
+
 finish

@@ -49,6 +49,26 @@ static int take(const char *path, const clt_npz_array *a, const clt_layer *l, co
   return CLT_OK;
 }
 
+/* The first member not yet taken named "<layer>/<alias>_<digits>": Keras 3 names a
+ * weight made without a name "variable", "variable_1", ... (unique in the session
+ * that built the model), so a model of several LayerScale layers holds
+ * "..._layer_scale/variable_3". NULL if none. */
+static const clt_npz_array *take_numbered(const clt_npz *z, const char *layer, const char *alias,
+                                          char *used) {
+  const size_t nl = strlen(layer), na = strlen(alias);
+  for (int i = 0; i < clt_npz_count(z); i++) {
+    const char *n = clt_npz_at(z, i)->name;
+    if (used[i] || strncmp(n, layer, nl) != 0 || n[nl] != '/' ||
+        strncmp(n + nl + 1, alias, na) != 0 || n[nl + 1 + na] != '_')
+      continue;
+    const char *d = n + nl + 2 + na;
+    if (!*d || strspn(d, "0123456789") != strlen(d)) continue;
+    used[i] = 1;
+    return clt_npz_at(z, i);
+  }
+  return NULL;
+}
+
 int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err *e) {
   clt_npz *z = NULL;
   char *used = NULL; /* per member: a weight taken, or a checkpoint's other member */
@@ -75,6 +95,7 @@ int clt_weights_load(const clt_model *m, const char *path, float *flat, clt_err 
       if (!a && !positional && l->params[p].alias[0]) {
         snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].alias);
         a = clt_npz_take(z, name, used);
+        if (!a) a = take_numbered(z, l->name, l->params[p].alias, used);
         if (!a) snprintf(name, sizeof name, "%s/%s", l->name, l->params[p].name);
       }
       /* Keras names no weight of a layer its config gave values (a checkpoint does). */

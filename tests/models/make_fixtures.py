@@ -793,6 +793,170 @@ MODELS += [
 
 
 # ----------------------------------------------------------------------------
+# keras.applications families, each as the family's own code writes it
+# (keras.src.applications.<family>), made small: the application function's own
+# options for depth and width where it has them, otherwise its model file with
+# every Conv2D's filters and Dense's units divided (narrow_widths) and repeated
+# blocks taken out (cut_blocks). The head keeps its softmax.
+
+def applications_json(model):
+    """The model's to_json() as a dict, without the layers' build_config (the
+    shapes they were built for: a narrowed layer builds again on its input)."""
+    full = json.loads(model.to_json())
+    for layer in layers_of(full):
+        layer.pop("build_config", None)
+    return full
+
+
+def from_applications_json(full):
+    return keras.models.model_from_json(json.dumps(full))
+
+
+def narrow_widths(full, divisor, units_divisor=None, keep=("predictions",)):
+    """Divides every layer's filters (and units, by units_divisor) but keep's,
+    rounded, at least 1. Where channels meet (Add, a concatenation's sum) the
+    family's widths divide evenly, so they still meet."""
+    for layer in layers_of(full):
+        c = layer["config"]
+        if layer["name"] in keep:
+            continue
+        if "filters" in c:
+            c["filters"] = max(1, int(round(c["filters"] / divisor)))
+        if "units" in c:
+            c["units"] = max(1, int(round(c["units"] / (units_divisor or divisor))))
+    return full
+
+
+def cut_blocks(full, keep_end, drop_end):
+    """Takes out the layers after layer keep_end up to layer drop_end (those that
+    drop_end depends on and keep_end does not): the layers that took drop_end
+    take keep_end."""
+    layers = layers_of(full)
+    by_name = {l["name"]: l for l in layers}
+
+    def ancestors(name):
+        seen, todo = set(), [name]
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                todo += inbound_names(by_name[n])
+        return seen
+    gone = ancestors(drop_end) - ancestors(keep_end)
+    full["config"]["layers"] = [l for l in layers if l["name"] not in gone]
+    for layer in layers_of(full):
+        if drop_end in inbound_names(layer):
+            rename_inbound(layer, drop_end, keep_end)
+    outs = full["config"]["output_layers"]  # [name, 0, 0] or a list of them
+    assert all(o[0] != drop_end for o in (outs if isinstance(outs[0], list) else [outs]))
+    return full
+
+
+def layer_taking(full, class_name, source):
+    """The name of the layer of class class_name that takes layer source."""
+    for layer in layers_of(full):
+        if layer["class_name"] == class_name and source in inbound_names(layer):
+            return layer["name"]
+    raise KeyError((class_name, source))
+
+
+def zoo_densenet():
+    # DenseNet121's graph with one conv_block per dense block (DenseNet(blocks=...),
+    # as DenseNet121 calls it with [6, 12, 24, 16]), at an eighth of the width.
+    from keras.src.applications import densenet
+    model = densenet.DenseNet([1, 1, 1, 1], weights=None, input_shape=(32, 32, 3), classes=3,
+                              name="densenet121")
+    return from_applications_json(narrow_widths(applications_json(model), 8))
+
+
+def zoo_vgg():
+    # VGG16 at a 32nd of the convolutions' width and a 256th of fc1's and fc2's.
+    from keras.src.applications import vgg16
+    model = vgg16.VGG16(weights=None, input_shape=(32, 32, 3), classes=3)
+    return from_applications_json(narrow_widths(applications_json(model), 32, 256))
+
+
+def zoo_xception():
+    # Xception with one of the middle flow's eight blocks (block5), at a 64th of
+    # the width.
+    from keras.src.applications import xception
+    model = xception.Xception(weights=None, input_shape=(71, 71, 3), classes=3)
+    full = applications_json(model)
+    full = cut_blocks(full, layer_taking(full, "Add", "block5_sepconv3_bn"),
+                      layer_taking(full, "Add", "block12_sepconv3_bn"))
+    return from_applications_json(narrow_widths(full, 64))
+
+
+def zoo_inception_v3():
+    # InceptionV3 with one block of each kind (mixed0, mixed3, mixed4, mixed8,
+    # mixed9: mixed1-2, mixed5-7 and mixed10 repeat them), at a 64th of the width.
+    from keras.src.applications import inception_v3
+    model = inception_v3.InceptionV3(weights=None, input_shape=(75, 75, 3), classes=3)
+    full = applications_json(model)
+    for keep_end, drop_end in (("mixed0", "mixed2"), ("mixed4", "mixed7"), ("mixed9", "mixed10")):
+        full = cut_blocks(full, keep_end, drop_end)
+    return from_applications_json(narrow_widths(full, 64))
+
+
+def zoo_inception_resnet_v2():
+    # InceptionResNetV2 with the first inception_resnet_block of each of its three
+    # repeats (block35_1, block17_1, block8_1) and block8_10 (no activation), its
+    # CustomScaleLayer in each, at a 32nd of the width. Batch 4: its last blocks
+    # are 1x1, where batch statistics of 2 values leave float32 (TensorFlow's and
+    # cltrain's alike) a few 1e-5 from the exact loss.
+    from keras.src.applications import inception_resnet_v2
+    model = inception_resnet_v2.InceptionResNetV2(weights=None, input_shape=(75, 75, 3),
+                                                  classes=3)
+    full = applications_json(model)
+    for keep_end, drop_end in (("block35_1_ac", "block35_10_ac"),
+                               ("block17_1_ac", "block17_20_ac"),
+                               ("block8_1_ac", "block8_9_ac")):
+        full = cut_blocks(full, keep_end, drop_end)
+    return from_applications_json(narrow_widths(full, 32))
+
+
+def zoo_nasnet():
+    # NASNetMobile's graph (NASNet() with its options: skip_reduction False,
+    # filter_multiplier 2) with two normal cells per stage, up to the first
+    # stage's end (the stem cells, normal cells 0 and 1), an 11th of the width.
+    from keras.src.applications import nasnet
+    model = nasnet.NASNet(input_shape=(32, 32, 3), penultimate_filters=96, num_blocks=2,
+                          stem_block_filters=8, skip_reduction=False, filter_multiplier=2,
+                          weights=None, classes=3, default_size=224, name="nasnet_mobile")
+    full = cut_blocks(applications_json(model), "normal_concat_1", "normal_concat_6")
+    return from_applications_json(full)
+
+
+def zoo_convnext():
+    # ConvNeXtTiny's graph (ConvNeXt() with its options) with one ConvNeXtBlock per
+    # stage, 4 to 16 channels (ConvNeXtTiny's 96 to 768). The LayerScale layers' gamma get random values:
+    # their 1e-6 would hide the blocks.
+    from keras.src.applications import convnext
+    model = convnext.ConvNeXt(depths=[1, 1, 1, 1], projection_dims=[4, 8, 12, 16],
+                              include_preprocessing=True, weights=None,
+                              input_shape=(32, 32, 3), classes=3, name="convnext_tiny")
+    rng = np.random.default_rng(SEED + 1)
+    for layer in model.layers:
+        if isinstance(layer, convnext.LayerScale):
+            layer.weights[0].assign(rng.uniform(0.5, 1.5, tuple(layer.weights[0].shape))
+                                    .astype("float32"))
+    return model
+
+
+# Keras 3 only: keras.src.applications is Keras 3's (tf.keras 2.x writes these
+# families with the same layers).
+MODELS_K3 += [
+    ("zoo_densenet", lambda: zoo_densenet(), 3, 4, True),
+    ("zoo_vgg", lambda: zoo_vgg(), 3, 4, True),
+    ("zoo_xception", lambda: zoo_xception(), 3, 2, True),
+    ("zoo_inception_v3", lambda: zoo_inception_v3(), 3, 2, True),
+    ("zoo_inception_resnet_v2", lambda: zoo_inception_resnet_v2(), 3, 4, True),
+    ("zoo_nasnet", lambda: zoo_nasnet(), 3, 4, True),
+    ("zoo_convnext", lambda: zoo_convnext(), 3, 4, True),
+]
+
+
+# ----------------------------------------------------------------------------
 # A model file without batch: the augmentation in a nested Sequential, as Keras'
 # transfer-learning guide writes it (data_augmentation(inputs)), before a frozen
 # base called with training=False.
