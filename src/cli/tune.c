@@ -88,8 +88,8 @@ static int keras_file(const clt_tune_opts *o, clt_shape *input, clt_model *m, cl
   *input = (clt_shape){o->image_size_given ? o->image_size : s.h,
                        o->image_size_given ? o->image_size : s.w, s.c ? s.c : 3};
   if (input->h == 0 || input->w == 0)
-    return clt_fail(e, CLT_ERR_ARG, "cltrain tune: %s leaves the image size open: give --image-size",
-                    o->model);
+    return clt_fail(e, CLT_ERR_ARG,
+                    "cltrain tune: %s leaves the image size open: give --image-size", o->model);
   /* Weights do not matter to timing, so any initializer is taken. */
   const clt_keras_opts ko = {.data = *input,
                              .classes = o->classes_given ? o->classes : 0,

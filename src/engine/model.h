@@ -72,7 +72,8 @@ int clt_model_copy(clt_model *dst, const clt_model *src, clt_err *e);
  * "input"; without it, the entry before); an entry "name=ZeroPadding2D(p)" or
  * "name=ZeroPadding2D(top,bottom,left,right)" without "<in" folds into the next
  * layer, one with "<in" is a padding layer of its own. Shapes follow from `input`; the last layer
- * must output `classes` logits (0: as many as it outputs, which m->classes then holds). name is kept for messages and checkpoints. */
+ * must output `classes` logits (0: as many as it outputs, which m->classes then holds). name is
+ * kept for messages and checkpoints. */
 int clt_model_parse(const char *name, clt_shape input, int classes, clt_preprocess preprocess,
                     const char *description, clt_model *m, clt_err *e);
 /* m is zeroed or a model (any function here that builds one into m, such as

@@ -327,8 +327,8 @@ static int get_shape(place at, const cJSON *root, clt_checkpoint_meta *meta, clt
   }
   /* 0 would let the model's last layer say (clt_model_parse): a checkpoint states it. */
   if (classes->valueint < 1) {
-    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key classes is %d, not a class count",
-                    at.path, classes->valueint);
+    return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key classes is %d, not a class count", at.path,
+                    classes->valueint);
   }
   meta->input = (clt_shape){dims[0], dims[1], dims[2]};
   meta->classes = classes->valueint;
