@@ -19,7 +19,7 @@ MAKE=$2
 # photos (decoders' tracks too; the device may wait for photos: no coverage check).
 check() {
   /usr/bin/python3 - "$@" <<'EOF'
-import json, re, sys
+import json, os, re, sys
 path, steps, replicas, kind = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 photos = kind == "photos"
 with open(path) as f:
@@ -129,8 +129,12 @@ for r in range(replicas):
     layers = by_track.get((r + 1, 3), [])
     need(len(layers) < len(kernels), "layers group kernels (%d layers, %d kernels)" % (len(layers), len(kernels)))
 if kind == "idx":
-    need(coverage and max(coverage) >= 0.9, "device spans cover >= 90%% of the traced steps on the busiest device: %s"
-         % ["%.3f" % c for c in coverage])
+    # A sanitizer build (its ctest sets LSAN_OPTIONS) runs the host's side several
+    # times slower, so the gaps between the launches grow.
+    least = 0.8 if "LSAN_OPTIONS" in os.environ else 0.9
+    need(coverage and max(coverage) >= least,
+         "device spans cover >= %d%% of the traced steps on the busiest device: %s"
+         % (least * 100, ["%.3f" % c for c in coverage]))
 if photos:
     need(procs.get(1000) == "photo decoding (host threads)", "the decoders' process")
     need(any(e["pid"] == 1000 and e["name"] in ("decode", "copy from cache") for e in spans), "decode spans")
