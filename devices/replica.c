@@ -523,7 +523,24 @@ cl_event *clt_replica_profile_event(clt_replica *r) {
   return &p->pending[p->npending];
 }
 
+static void scope_mark(clt_replica *r, const char *what, const char *pass) {
+  clt_scope_marks *m = r->marks;
+  if (m->n == CLT_SCOPE_MARKS_MAX ||
+      clEnqueueMarkerWithWaitList(r->queue, 0, NULL, &m->ev[m->n]) != CL_SUCCESS) {
+    m->failed = 1;
+    return;
+  }
+  if (what) snprintf(m->scope[m->n], sizeof m->scope[0], "%s %s", what, pass);
+  else m->scope[m->n][0] = '\0';
+  m->n++;
+  if (m->at_scope) {
+    clFlush(r->queue);
+    m->at_scope(m->ctx, r, what, pass);
+  }
+}
+
 void clt_replica_scope(clt_replica *r, const char *what, const char *pass) {
+  if (r->marks) scope_mark(r, what, pass);
   if (!r->profile) return;
   if (!what) r->profile->scope[0] = '\0';
   else snprintf(r->profile->scope, sizeof r->profile->scope, "%s %s", what, pass);

@@ -66,6 +66,21 @@ typedef struct clt_conv_choice {
   int algo[3];
 } clt_conv_choice;
 
+/* In-step timing (the tuner, tuner.h): while a replica holds one, each
+ * clt_replica_scope call enqueues a marker and keeps its event and scope, so
+ * the device time of a scope in place is the span between its marker's end
+ * and the next one's. at_scope (tests) is called after each marker, flushed. */
+#define CLT_SCOPE_MARKS_MAX 4096
+struct clt_replica;
+typedef struct clt_scope_marks {
+  int n;
+  int failed; /* a marker could not be enqueued, or more than the table holds */
+  cl_event ev[CLT_SCOPE_MARKS_MAX];
+  char scope[CLT_SCOPE_MARKS_MAX][80]; /* "layer pass", "" for a (NULL, NULL) call */
+  void (*at_scope)(void *ctx, struct clt_replica *r, const char *what, const char *pass);
+  void *ctx;
+} clt_scope_marks;
+
 typedef struct clt_replica {
   clt_device device; /* copy of the enumerated description */
   /* Set by the backend when it takes the replica (clt_backend_create_replica): */
@@ -91,6 +106,7 @@ typedef struct clt_replica {
   size_t build_log_len;
   size_t allocated_bytes; /* device memory this replica holds */
   clt_profile *profile;   /* NULL unless profiling */
+  clt_scope_marks *marks; /* NULL unless the tuner times scopes in place */
   clt_trace *trace;       /* --trace: where this replica's spans go, or NULL */
   int trace_pid;          /* its process in the trace */
   double trace_offset;    /* host seconds = device seconds + this */

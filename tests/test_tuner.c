@@ -6,15 +6,26 @@
  * candidate made wrong by the test's hook is rejected and never chosen, the
  * results go to the cache and a second run takes them from there without
  * timing; a budget spent leaves the passes at their defaults, uncached; a net
- * set up after the choices runs them (its loss agrees with the defaults'). */
+ * set up after the choices runs them (its loss agrees with the defaults').
+ *
+ * In the step (clt_tune_net), with a hook that sleeps inside probe steps
+ * only (real delays far above a step of this model, so no timing luck): the
+ * one forward candidate not slowed is picked and confirmed, and the cache
+ * then holds it ("confirmed") and a second run takes it untimed; a
+ * candidate slowed in the step is not picked; an assignment whose whole
+ * step is slower is not kept ("kept default", the defaults run); a budget
+ * shorter than the probes ends them: nothing changes or is cached, within
+ * the budget and a step. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "timing.h"
 #include "net.h"
 #include "tuner.h"
 
@@ -221,6 +232,164 @@ static void test_tuner(const char *dir) {
   case_end();
 }
 
+/* ---- in the step ---------------------------------------------------------------------- */
+
+/* The hook's orders: in the phases of `phases` (bit per phase), sleep when c2's
+ * forward runs `slow` (-1: any but `keep`), or at the loss in phase 2 (late). */
+typedef struct slow_hook {
+  int phases, slow, keep, late;
+  double sleep_s; /* at every scope when > 0 */
+  int calls;
+} slow_hook;
+
+static void nap(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+static void in_step_hook(void *ctx, clt_replica *r, const char *what, const char *pass, int phase) {
+  slow_hook *h = ctx;
+  h->calls++;
+  if (h->sleep_s > 0) {
+    nap(h->sleep_s);
+    return;
+  }
+  if (h->late && phase == 2 && strcmp(what, "loss") == 0) nap(0.03);
+  if (!((h->phases >> phase) & 1) || strcmp(what, "c2") != 0 || strcmp(pass, "forward") != 0)
+    return;
+  clt_conv_geom g;
+  int f;
+  clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
+  const int algo = clt_conv_algos_layer(r, "c2", &g, f).forward;
+  if (h->slow >= 0 ? algo == h->slow : algo != h->keep) nap(0.03);
+}
+
+/* A training net of M on R with a loaded batch of 4. */
+static clt_net *probe_net(void) {
+  clt_net *net = NULL;
+  if (api_failed(clt_net_create(&M, R, 4, 1, &net, &E), "net")) return NULL;
+  const size_t nin = (size_t)4 * clt_shape_size(M.input);
+  double *x = dnew(nin);
+  rand_fill(x, nin, 0, 1);
+  upload(net->input, 0, x, nin);
+  int labels[4] = {1, 2, 3, 4};
+  upload_bytes(net->labels, 0, labels, sizeof labels);
+  float *flat = hnew(M.flat_floats * sizeof *flat);
+  for (size_t i = 0; i < M.flat_floats; i++) flat[i] = (float)urand(-0.2, 0.2);
+  if (api_failed(clt_net_write_params(net, flat, &E), "params")) {
+    clt_net_destroy(net);
+    return NULL;
+  }
+  return net;
+}
+
+/* Tunes net in the step with hook h into cache folder dir/sub. */
+static int in_step(clt_net *net, const char *dir, const char *sub, slow_hook *h, double budget,
+                   clt_tune_line *lines, int *n, clt_tune_verdict *v, clt_tune_cache **cache) {
+  char folder[256];
+  snprintf(folder, sizeof folder, "%s/%s", dir, sub);
+  clt_tune_ident id;
+  if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+      api_failed(clt_tune_open(folder, NULL, &id, NULL, cache, &E), "open"))
+    return 1;
+  const clt_tuner_opts o = {.batch = 4, .tune = 1, .budget_s = budget, .cache = *cache};
+  const clt_step_opts so = {.count = 4, .loss_scale = 0.25f, .in_step = in_step_hook, .hook_ctx = h};
+  return api_failed(clt_tune_net(net, &o, &so, lines, MAX_LINES, n, v, &E), sub);
+}
+
+static int c2_forward(void) {
+  clt_conv_geom g;
+  int f;
+  clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
+  return clt_conv_algos_layer(R, "c2", &g, f).forward;
+}
+
+static void test_in_step(const char *dir) {
+  set_case("in the step:");
+  clt_net *net = probe_net();
+  if (!net) return;
+  clt_conv_geom g;
+  int f;
+  clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
+  const int def = clt_conv_algos_for(R, &g, f).forward;
+  clt_tune_line lines[MAX_LINES];
+  int n = 0;
+  clt_tune_verdict v;
+  clt_tune_cache *cache = NULL;
+  const clt_tune_line *c2;
+
+  /* Every c2 forward but F(4x4) slowed, in every phase. */
+  R->nconv_choices = 0;
+  slow_hook only = {.phases = 7, .slow = -1, .keep = CLT_CONV_WINOGRAD4};
+  if (in_step(net, dir, "only", &only, 0, lines, &n, &v, &cache)) return;
+  c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+  expect("the hook ran inside the probe steps", only.calls < 20, 1);
+  expect("the one candidate not slowed in the step is picked",
+         !c2 || c2->picked != CLT_CONV_WINOGRAD4, 1);
+  expect("and confirmed by the whole step", !v.probed || !v.differs || !v.confirmed, 1);
+  expect("the replica runs it", c2_forward() != CLT_CONV_WINOGRAD4, 1);
+  const char *d = c2 ? clt_tune_get_decision(cache, c2->key, NULL, NULL) : NULL;
+  const char *var = c2 ? clt_tune_get(cache, c2->key, NULL, NULL) : NULL;
+  expect("the cache says confirmed", !d || strcmp(d, "confirmed") != 0 || !var ||
+                                         strcmp(var, "winograd4") != 0, 1);
+  clt_tune_close(cache);
+  /* Again from the cache: nothing probed. */
+  R->nconv_choices = 0;
+  only.calls = 0;
+  if (in_step(net, dir, "only", &only, 0, lines, &n, &v, &cache)) return;
+  c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+  expect("a second run takes it from the cache, no probe step",
+         !c2 || !c2->cached || v.probe_steps != 0 || only.calls != 0 ||
+             c2_forward() != CLT_CONV_WINOGRAD4,
+         1);
+  clt_tune_close(cache);
+
+  /* F(4x4) alone slowed in the step: never picked. */
+  R->nconv_choices = 0;
+  slow_hook one = {.phases = 7, .slow = CLT_CONV_WINOGRAD4};
+  if (in_step(net, dir, "one", &one, 0, lines, &n, &v, &cache)) return;
+  c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+  expect("a candidate slowed in the step alone is not picked",
+         !c2 || !c2->instep || c2->picked == CLT_CONV_WINOGRAD4 ||
+             c2_forward() == CLT_CONV_WINOGRAD4,
+         1);
+  clt_tune_close(cache);
+
+  /* The default slowed while probing, the picked whole step in the confirmation. */
+  R->nconv_choices = 0;
+  slow_hook late = {.phases = 1, .slow = def, .late = 1};
+  if (in_step(net, dir, "late", &late, 0, lines, &n, &v, &cache)) return;
+  c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+  char detail[224];
+  snprintf(detail, sizeof detail, "(%s)", v.why);
+  expect("probing picked another forward for c2", !c2 || c2->picked == def || !v.differs, 1);
+  expect("the confirmation rejects the slower step", v.confirmed || !v.probed, 1);
+  expect("the replica is back on the default", c2_forward() != def, 1);
+  d = c2 ? clt_tune_get_decision(cache, c2->key, NULL, NULL) : NULL;
+  var = c2 ? clt_tune_get(cache, c2->key, NULL, NULL) : NULL;
+  expect("the cache says kept default, with the default",
+         !d || strcmp(d, "kept default") != 0 || !var || clt_conv_algo_parse(var) != def, 1);
+  if (strstr(v.why, "not below") == NULL) printf("  verdict %s\n", detail);
+  clt_tune_close(cache);
+
+  /* Probe steps far longer than the budget. */
+  R->nconv_choices = 0;
+  slow_hook all = {.sleep_s = 0.01};
+  const double budget = 0.3, t0 = clt_now_seconds();
+  if (in_step(net, dir, "budget", &all, budget, lines, &n, &v, &cache)) return;
+  const double took = clt_now_seconds() - t0;
+  c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+  snprintf(detail, sizeof detail, "(%.2f s)", took);
+  expect("a short budget ends the probes", !v.over || v.confirmed, 1);
+  expect("nothing cached", !c2 || clt_tune_get(cache, c2->key, NULL, NULL) != NULL, 1);
+  expect("the defaults run", c2_forward() != def, 1);
+  report("within the budget and a probe step (seconds over)", took - budget, 0.5, detail);
+  clt_tune_close(cache);
+  R->nconv_choices = 0;
+  clt_net_destroy(net);
+  case_end();
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   char dir[] = "/tmp/cltrain_tuner_XXXXXX";
@@ -229,6 +398,7 @@ int main(void) {
   R->winograd = 0;
   test_choice();
   test_tuner(dir);
+  test_in_step(dir);
   replica_close();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -24,9 +24,12 @@
 /* Trains epoch rec->epoch and evaluates the test set, if any; a non-finite loss
  * or gradient stops training before anything is saved. */
 static int run_epoch(clt_trainer *t, const clt_data *data, uint64_t seed, const clt_optimizer *opt,
-                     long *step, clt_epoch_record *rec, clt_cluster *c, clt_err *e) {
+                     long *step, clt_epoch_record *rec, int keep_batch, clt_cluster *c,
+                     clt_err *e) {
   const double t0 = clt_now_seconds();
   int status = clt_trainer_epoch(t, seed, rec->epoch - 1, opt, step, &rec->train, e);
+  /* The tuning after the epoch probes with a training batch. */
+  if (!status && keep_batch) status = clt_trainer_keep_probe_batch(t, e);
   if (status) return status;
   rec->test_loss = rec->test_acc = NAN;
   if (rec->train.bad_step >= 0) {
@@ -389,7 +392,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
    * timing before the first step), then a resumed checkpoint's record. */
   const clt_trainer_tuning tuning = {.tune = tune,
                                      .file = o->tune_file,
-                                     .recorded = o->resume ? state.conv_algorithms : NULL};
+                                     .recorded = o->resume ? state.conv_algorithms : NULL,
+                                     .verbose = o->verbose || o->profile ? stderr : NULL};
   if (!status && (tune || tuning.recorded)) status = clt_trainer_tune(t, &tuning, 0, NULL, e);
   if (!status && (o->verbose || o->profile)) status = report_conv_algorithms(t, stderr, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
@@ -415,7 +419,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   for (int epoch = first_epoch; epoch < o->epochs && !stop; epoch++) {
     clt_epoch_record rec = {.epoch = epoch + 1, .first = epoch == first_epoch};
     const long epoch_first_step = step;
-    if ((status = run_epoch(t, &data, seed, &opt, &step, &rec, c, e))) goto cleanup;
+    const int keep = tune_budget > 0 && epoch + 1 < o->epochs;
+    if ((status = run_epoch(t, &data, seed, &opt, &step, &rec, keep, c, e))) goto cleanup;
     char written[4096] = "";
     if (rec.train.steps_done < rec.train.steps) {
       /* Stopped mid-epoch by a signal, in every process at the same step. */

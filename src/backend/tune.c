@@ -308,6 +308,20 @@ static int write_merged(clt_tune_cache *c, clt_err *e) {
   return status;
 }
 
+const char *clt_tune_get_decision(const clt_tune_cache *c, const char *key, double *step_ms,
+                                  double *default_step_ms) {
+  const cJSON *entry = cJSON_GetObjectItemCaseSensitive(c->result, key);
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(entry, "decision");
+  if (!cJSON_IsString(d)) return NULL;
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(entry, "step_ms");
+  const cJSON *u = cJSON_GetObjectItemCaseSensitive(entry, "default_step_ms");
+  if (step_ms) *step_ms = cJSON_IsNumber(t) ? t->valuedouble : 0.0;
+  if (default_step_ms) *default_step_ms = cJSON_IsNumber(u) ? u->valuedouble : 0.0;
+  return d->valuestring;
+}
+
+static int put_entry(clt_tune_cache *c, const char *key, cJSON *entry, clt_err *e);
+
 int clt_tune_put(clt_tune_cache *c, const char *key, const char *variant, double ms,
                  double default_ms, clt_err *e) {
   cJSON *entry = cJSON_CreateObject();
@@ -317,6 +331,29 @@ int clt_tune_put(clt_tune_cache *c, const char *key, const char *variant, double
     cJSON_Delete(entry);
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory recording a tuning result");
   }
+  return put_entry(c, key, entry, e);
+}
+
+int clt_tune_put_step(clt_tune_cache *c, const char *key, const char *variant, double ms,
+                      double default_ms, const char *decision, const char *why, double step_ms,
+                      double default_step_ms, clt_err *e) {
+  cJSON *entry = cJSON_CreateObject();
+  if (!entry || !cJSON_AddStringToObject(entry, "variant", variant) ||
+      !cJSON_AddNumberToObject(entry, "ms", ms) ||
+      !cJSON_AddNumberToObject(entry, "default_ms", default_ms) ||
+      !cJSON_AddStringToObject(entry, "method", "in step") ||
+      !cJSON_AddStringToObject(entry, "decision", decision) ||
+      !cJSON_AddStringToObject(entry, "why", why) ||
+      !cJSON_AddNumberToObject(entry, "step_ms", step_ms) ||
+      !cJSON_AddNumberToObject(entry, "default_step_ms", default_step_ms)) {
+    cJSON_Delete(entry);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory recording a tuning result");
+  }
+  return put_entry(c, key, entry, e);
+}
+
+/* Records entry (taken) under key and writes the file. */
+static int put_entry(clt_tune_cache *c, const char *key, cJSON *entry, clt_err *e) {
   if (cJSON_GetObjectItemCaseSensitive(c->result, key))
     cJSON_ReplaceItemInObjectCaseSensitive(c->result, key, entry);
   else cJSON_AddItemToObject(c->result, key, entry);

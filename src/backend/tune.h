@@ -79,6 +79,21 @@ const char *clt_tune_get(const clt_tune_cache *c, const char *key, double *ms, d
 int clt_tune_put(clt_tune_cache *c, const char *key, const char *variant, double ms,
                  double default_ms, clt_err *e);
 
+/* A result chosen inside training steps (tuner.h's clt_tune_net): `variant`
+ * as clt_tune_put's, and the verdict of the whole-step confirmation:
+ * decision "confirmed" (the step with the tuned choices was faster) or "kept
+ * default" (it was not, and variant is the one kept), why in words, and the
+ * confirmation's median step times (milliseconds). */
+int clt_tune_put_step(clt_tune_cache *c, const char *key, const char *variant, double ms,
+                      double default_ms, const char *decision, const char *why, double step_ms,
+                      double default_step_ms, clt_err *e);
+
+/* The decision of a result chosen in the step ("confirmed", "kept default"),
+ * or NULL for one timed alone (an older cltrain) or none; its step times in
+ * *step_ms and *default_step_ms when not NULL. */
+const char *clt_tune_get_decision(const clt_tune_cache *c, const char *key, double *step_ms,
+                                  double *default_step_ms);
+
 /* The key of one pass of a convolution: its geometry per example, the filters
  * and the batch bucketed: "conv fwd 28x28x32 k3x3 s1 p1,1 o28x28 f64 b32". */
 void clt_tune_conv_key(const char *pass, int h, int w, int c, int kh, int kw, int stride,

@@ -13,6 +13,8 @@
 #include "flags.h"
 #include "internals.h"
 #include "keras.h"
+#include "net.h"
+#include "rng.h"
 #include "select.h"
 #include "timing.h"
 #include "tuner.h"
@@ -25,11 +27,15 @@ static void print_lines(const clt_tune_line *lines, int n) {
          "ms", "speedup", "how");
   for (int i = 0; i < n; i++) {
     const clt_tune_line *t = &lines[i];
-    char how[64];
-    if (t->cached) snprintf(how, sizeof how, "cached");
-    else if (t->tuned && t->rejected)
-      snprintf(how, sizeof how, "tuned, %d candidates, %d rejected", t->candidates, t->rejected);
-    else if (t->tuned) snprintf(how, sizeof how, "tuned, %d candidates", t->candidates);
+    char how[96], rejected[32] = "";
+    const char *verdict = t->confirmed ? "confirmed" : "kept default";
+    if (t->rejected) snprintf(rejected, sizeof rejected, ", %d rejected", t->rejected);
+    if (t->cached) snprintf(how, sizeof how, "cached, %s", verdict);
+    else if (t->tuned)
+      snprintf(how, sizeof how, "tuned, %d candidates%s, in the step: %s", t->candidates, rejected,
+               verdict);
+    else if (t->checked && t->nok < 2)
+      snprintf(how, sizeof how, "one of %d candidates passed the check", t->candidates);
     else if (t->candidates < 2) snprintf(how, sizeof how, "one algorithm fits");
     else snprintf(how, sizeof how, "not tuned (budget)");
     char ms[32] = "-", dms[32] = "-", gain[32] = "-";
@@ -41,11 +47,71 @@ static void print_lines(const clt_tune_line *lines, int n) {
   }
 }
 
-/* Tunes m on one device. */
+/* The whole step's verdict: the confirmation's, or the cache's record of it. */
+static void print_step(const clt_tune_line *lines, int n, const clt_tune_verdict *v) {
+  if (v->over) {
+    printf("  step: %s; the defaults and cached choices stay\n", v->why);
+    return;
+  }
+  if (v->probed && v->differs) {
+    printf("  step: %.2f ms default, %.2f ms tuned, %.2fx: %s (%s)\n", v->default_ms, v->tuned_ms,
+           v->tuned_ms > 0 ? v->default_ms / v->tuned_ms : 0.0,
+           v->confirmed ? "confirmed" : "kept default", v->why);
+    return;
+  }
+  if (v->probed) {
+    printf("  step: kept default (%s)\n", v->why);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    const clt_tune_line *t = &lines[i];
+    if (!t->cached || t->step_ms <= 0 || t->default_step_ms <= 0) continue;
+    printf("  step (cached): %.2f ms default, %.2f ms tuned, %.2fx: %s\n", t->default_step_ms,
+           t->step_ms, t->default_step_ms / t->step_ms, t->confirmed ? "confirmed" : "kept default");
+    return;
+  }
+  printf("  step: nothing to tune\n");
+}
+
+/* A synthetic batch on net: uniform inputs in [0, 1), labels uniform over
+ * the classes; the model's own initial weights. */
+static int synthetic_batch(clt_net *net, int batch, clt_err *e) {
+  const clt_model *m = net->model;
+  const size_t nin = (size_t)batch * clt_shape_size(m->input);
+  float *x = malloc(nin * sizeof *x), *flat = malloc(m->flat_floats * sizeof *flat);
+  int32_t *labels = malloc((size_t)batch * sizeof *labels);
+  int status = CLT_OK;
+  if (!x || !flat || !labels) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  if (!status) {
+    clt_rng rng;
+    clt_rng_seed(&rng, 0x73796e74u, 0);
+    for (size_t i = 0; i < nin; i++) x[i] = (float)clt_rng_uniform(&rng);
+    for (int i = 0; i < batch; i++)
+      labels[i] = (int32_t)(clt_rng_uniform(&rng) * m->classes) % m->classes;
+    clt_model_init_params(m, 1, flat);
+    status = clt_net_write_params(net, flat, e);
+  }
+  cl_command_queue q = net->replica->queue;
+  cl_int rc = status ? CL_SUCCESS
+                     : clEnqueueWriteBuffer(q, net->input, CL_TRUE, 0, nin * sizeof *x, x, 0, NULL,
+                                            NULL);
+  if (!status && !rc)
+    rc = clEnqueueWriteBuffer(q, net->labels, CL_TRUE, 0, (size_t)batch * sizeof *labels, labels, 0,
+                              NULL, NULL);
+  if (!status && rc) status = clt_replica_fail(net->replica, e, rc, "writing the synthetic batch");
+  free(x);
+  free(flat);
+  free(labels);
+  return status;
+}
+
+/* Tunes m on one device: in the step, on a synthetic batch through the
+ * training net, as cltrain train does between epochs. */
 static int tune_device(const clt_model *m, const clt_device *d, int index, const clt_tune_opts *o,
                        clt_tune_line *lines, clt_err *e) {
   clt_replica *r = NULL;
   clt_tune_cache *cache = NULL;
+  clt_net *net = NULL;
   clt_tune_ident ident;
   int status = clt_backend_create_replica(d, &r, e);
   if (!status) status = clt_tune_ident_of(&r->device, r->defines, &ident, e);
@@ -59,21 +125,28 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
          clt_tune_persistent(cache) ? "" : " (in memory only)");
   fflush(stdout);
   const clt_tuner_opts to = {.batch = o->batch, .tune = 1, .budget_s = o->budget, .cache = cache};
+  const clt_step_opts so = {.count = o->batch, .loss_scale = 1.0f / (float)o->batch};
   int n = 0;
+  clt_tune_verdict v;
   const double t0 = clt_now_seconds();
-  status = clt_tune_model(m, r, &to, lines, LINES_PER_LAYER * m->nlayers, &n, e);
+  status = clt_net_create(m, r, o->batch, 1, &net, e);
+  if (!status) status = synthetic_batch(net, o->batch, e);
+  if (!status) status = clt_tune_net(net, &to, &so, lines, LINES_PER_LAYER * m->nlayers, &n, &v, e);
   if (!status) {
     int tuned = 0, cached = 0, left = 0;
     for (int i = 0; i < n; i++) {
       tuned += lines[i].tuned;
       cached += lines[i].cached;
-      left += !lines[i].tuned && !lines[i].cached && lines[i].candidates > 1;
+      left += !lines[i].tuned && !lines[i].cached && lines[i].candidates > 1 &&
+              !(lines[i].checked && lines[i].nok < 2);
     }
     print_lines(lines, n);
     printf("  %d passes: %d tuned, %d cached, %d left at the default (budget), %d with one "
            "algorithm; %.1f s\n",
            n, tuned, cached, left, n - tuned - cached - left, clt_now_seconds() - t0);
+    print_step(lines, n, &v);
   }
+  clt_net_destroy(net);
   clt_tune_close(cache);
   clt_backend_destroy_replica(r);
   return status;

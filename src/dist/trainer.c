@@ -379,6 +379,8 @@ void clt_trainer_destroy(clt_trainer *t) {
     const trainer_replica *l = &t->local[i];
     if (l->transfer && !l->replica->hung) clReleaseCommandQueue(l->transfer);
     clt_net_destroy(l->net);
+    if (l->probe_input && !l->replica->hung) clReleaseMemObject(l->probe_input);
+    if (l->probe_labels && !l->replica->hung) clReleaseMemObject(l->probe_labels);
     clt_backend_destroy_replica(l->replica);
   }
   free(t->order);

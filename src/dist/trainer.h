@@ -322,16 +322,24 @@ typedef struct clt_trainer_tuning {
   int tune;             /* 0 (--tune off): no tuning results are read or timed */
   const char *file;     /* --tune-file: this file rather than the cache folder's */
   const char *recorded; /* a checkpoint's record (clt_trainer_conv_record), or NULL */
+  FILE *verbose;        /* each replica's in-step verdict goes here, or NULL */
 } clt_trainer_tuning;
 
 /* Chooses the convolution algorithms of each replica of this process: its
  * device's tuning results (with tune), then the recorded choices of the same
  * replica index (a resumed run keeps what it ran), and reserves the kernels and
- * scratch they run. With budget_s > 0 the passes not yet cached are timed
- * first, within budget_s seconds in all (between epochs, the replicas idle);
- * *spent gets the seconds taken (may be NULL). */
+ * scratch they run. With budget_s > 0 the passes not yet cached are tuned
+ * first in the step (tuner.h's clt_tune_net, on the batch
+ * clt_trainer_keep_probe_batch kept; nothing the run computes changes), within
+ * budget_s seconds in all (between epochs, the replicas idle); *spent gets the
+ * seconds taken (may be NULL). */
 int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s, double *spent,
                      clt_err *e);
+
+/* Keeps a copy of each replica's latest training batch (call it after a
+ * training pass, before an evaluation loads its own): the in-step tuning's
+ * probe steps run on it. */
+int clt_trainer_keep_probe_batch(clt_trainer *t, clt_err *e);
 
 /* What each replica of this process runs for each convolution with a choice of
  * algorithm, a line each: "R LAYER FWD DW DX" (R the run's replica index, the

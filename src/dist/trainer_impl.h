@@ -29,6 +29,8 @@ typedef struct trainer_replica {
    * images staged for the preprocessing kernel. */
   cl_mem host_images;
   cl_kernel convert;
+  /* In-step tuning (tuning.c): a copy of the latest training step's batch. */
+  cl_mem probe_input, probe_labels;
 } trainer_replica;
 
 struct clt_trainer {

@@ -38,6 +38,48 @@ static void apply_record(const clt_model *m, clt_replica *r, int index, int batc
   }
 }
 
+/* Copies `from` into `to` (both of its size), enqueued. */
+static int copy_buffer(clt_replica *r, cl_mem from, cl_mem to, clt_err *e) {
+  size_t bytes = 0;
+  cl_int rc = clGetMemObjectInfo(from, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+  if (!rc) rc = clEnqueueCopyBuffer(r->queue, from, to, 0, 0, bytes, 0, NULL, NULL);
+  return rc ? clt_replica_fail(r, e, rc, "tuning: copying a batch") : CLT_OK;
+}
+
+int clt_trainer_keep_probe_batch(clt_trainer *t, clt_err *e) {
+  int status = CLT_OK;
+  for (int i = 0; i < t->n && !status; i++) {
+    trainer_replica *l = &t->local[i];
+    cl_mem from[2] = {l->net->input, l->net->labels}, *to[2] = {&l->probe_input, &l->probe_labels};
+    for (int k = 0; k < 2 && !status; k++) {
+      size_t bytes = 0;
+      if (!*to[k]) {
+        cl_int rc = clGetMemObjectInfo(from[k], CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+        status = rc ? clt_replica_fail(l->replica, e, rc, "tuning: a batch's size")
+                    : clt_replica_alloc(l->replica, bytes, "the tuning's batch", to[k], e);
+      }
+      if (!status) status = copy_buffer(l->replica, from[k], *to[k], e);
+    }
+  }
+  return status;
+}
+
+static void report_verdict(FILE *out, int replica, const clt_tune_verdict *v, double seconds) {
+  if (!out) return;
+  if (v->over)
+    fprintf(out, "Replica %d: tuning in the step: %s; the algorithms stay (%.1f s)\n", replica,
+            v->why, seconds);
+  else if (v->probed && v->differs)
+    fprintf(out,
+            "Replica %d: tuning in the step: step %.2f ms default, %.2f ms tuned: %s (%s; %d "
+            "probe steps, %.1f s)\n",
+            replica, v->default_ms, v->tuned_ms, v->confirmed ? "confirmed" : "kept default",
+            v->why, v->probe_steps, seconds);
+  else if (v->probed)
+    fprintf(out, "Replica %d: tuning in the step: kept default (%s; %d probe steps, %.1f s)\n",
+            replica, v->why, v->probe_steps, seconds);
+}
+
 static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, double budget_s,
                         clt_err *e) {
   trainer_replica *l = &t->local[i];
@@ -55,8 +97,20 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
                               .tune = budget_s > 0,
                               .budget_s = budget_s,
                               .cache = cache};
+    /* The probes run on the kept training batch, whole slices, into the spare
+     * metrics slot; the next step loads its own batch over it. */
+    const clt_step_opts so = {.count = l->cap,
+                              .loss_scale = 1.0f / (float)t->global,
+                              .metric_slot = l->net->metric_slots - 1};
+    if (!status && o.tune && l->probe_input) {
+      status = copy_buffer(r, l->probe_input, l->net->input, e);
+      if (!status) status = copy_buffer(r, l->probe_labels, l->net->labels, e);
+    }
     int n = 0;
-    if (!status) status = clt_tune_model(t->model, r, &o, lines, max_lines, &n, e);
+    clt_tune_verdict v;
+    const double t0 = clt_now_seconds();
+    if (!status) status = clt_tune_net(l->net, &o, &so, lines, max_lines, &n, &v, e);
+    if (!status && o.tune) report_verdict(cfg->verbose, t->base + i, &v, clt_now_seconds() - t0);
     free(lines);
     clt_tune_close(cache);
   }

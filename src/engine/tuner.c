@@ -344,6 +344,36 @@ static int tune_pass(layer_run *t, const clt_tuner_opts *o, const clt_layer *l, 
   return status;
 }
 
+/* Checks every candidate of one pass (none timed): line->ok gets those that
+ * passed; the layer is left on its default. */
+static int check_candidates(layer_run *t, const clt_tuner_opts *o, const clt_layer *l, int pass,
+                            const int *cand, int ncand, double deadline, clt_tune_line *line,
+                            int *over, clt_err *e) {
+  int status = CLT_OK;
+  *over = 0;
+  for (int i = 0; i < ncand && !status; i++) {
+    if (deadline > 0 && clt_now_seconds() > deadline) {
+      *over = 1;
+      break;
+    }
+    status = clt_conv_choose(t->r, l->name, &t->g, t->filters, pass, cand[i], e);
+    if (!status) status = clt_layer_prepare(t->copy, t->r, t->batch, NULL, e);
+    double error = 0;
+    if (!status) status = check_pass(t, o, l, pass, cand[i], &error, e);
+    if (status) break;
+    if (error <= CLT_TUNE_TOL) line->ok[line->nok++] = cand[i];
+    else line->rejected++;
+  }
+  const int s = clt_conv_choose(t->r, l->name, &t->g, t->filters, pass, -1, e);
+  if (status) return status;
+  line->checked = !*over;
+  if (!*over && line->nok == 0)
+    return clt_fail(e, CLT_ERR_INTERNAL,
+                    "%s: no algorithm of its %s pass matched the reference convolution", l->name,
+                    clt_conv_pass_name(pass));
+  return s;
+}
+
 int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
                    clt_tune_line *lines, int max_lines, int *nlines, clt_err *e) {
   *nlines = 0;
@@ -392,29 +422,53 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
       snprintf(line->layer, sizeof line->layer, "%s", l->name);
       line->pass = p;
       line->default_algo = line->algo = pass_of(&def, p);
+      line->geom = g;
+      line->filters = filters;
       int cand[CLT_CONV_MAX_CANDIDATES];
       const int ncand = forced ? 1 : clt_conv_candidates(r, &g, filters, p, cand);
       line->candidates = ncand;
       if (ncand < 2) continue;
-      char key[256];
+      char *key = line->key;
       clt_tune_conv_key(clt_conv_pass_name(p), g.h, g.w, g.c, g.kh, g.kw, g.stride, g.pad_top,
-                        g.pad_left, g.oh, g.ow, filters, o->batch, key, sizeof key);
+                        g.pad_left, g.oh, g.ow, filters, o->batch, key, sizeof line->key);
       double ms = 0, dms = 0;
       const char *hit = o->cache ? clt_tune_get(o->cache, key, &ms, &dms) : NULL;
-      const int algo = hit ? clt_conv_algo_parse(hit) : -1;
+      /* In-step tuning takes only what was chosen in the step. */
+      const char *decision =
+          hit && o->check_only
+              ? clt_tune_get_decision(o->cache, key, &line->step_ms, &line->default_step_ms)
+              : NULL;
+      const int algo = hit && (decision || !o->check_only) ? clt_conv_algo_parse(hit) : -1;
       if (algo >= 0 && clt_conv_choose(r, l->name, &g, filters, p, algo, e) == CLT_OK) {
         line->algo = algo;
         line->ms = ms;
         line->default_ms = dms;
         line->cached = 1;
+        line->confirmed = decision && strcmp(decision, "confirmed") == 0;
         continue;
       }
       if (!o->tune || over) continue;
+      if (o->check_only) {
+        /* A shape checked already in this model: its verdicts hold. */
+        const clt_tune_line *same = NULL;
+        for (int k = 0; k < *nlines - 1 && !same; k++)
+          if (lines[k].checked && strcmp(lines[k].key, key) == 0) same = &lines[k];
+        if (same) {
+          line->checked = 1;
+          line->nok = same->nok;
+          memcpy(line->ok, same->ok, sizeof line->ok);
+          continue;
+        }
+      }
       if (!ready) {
-        status = run_init(&t, r, l, o->batch, step->layer, e);
+        const int b = o->check_only && o->batch > CHECK_EXAMPLES ? CHECK_EXAMPLES : o->batch;
+        status = run_init(&t, r, l, b, step->layer, e);
         ready = 1;
       }
-      if (!status) status = tune_pass(&t, o, l, p, key, cand, ncand, deadline, line, &over, e);
+      if (!status && o->check_only)
+        status = check_candidates(&t, o, l, p, cand, ncand, deadline, line, &over, e);
+      else if (!status)
+        status = tune_pass(&t, o, l, p, key, cand, ncand, deadline, line, &over, e);
     }
     if (ready) run_free(&t);
   }
@@ -422,5 +476,327 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
   clt_plan_free(plan);
   free(plan);
   free(needed);
+  return status;
+}
+
+/* ---- in the step ------------------------------------------------------------------------ */
+
+#define DEFAULT_ROUNDS 2
+#define DEFAULT_CONFIRM 5
+#define MAX_CONFIRM 15
+#define CONFIRM_MS 500.0
+
+typedef struct instep {
+  clt_net *net;
+  clt_replica *r;
+  const clt_step_opts *s;
+  clt_scope_marks *marks;
+  cl_ulong *end; /* each mark's end, of the latest probe */
+  int phase;     /* clt_step_opts.in_step's */
+  int steps;
+} instep;
+
+static void at_scope(void *ctx, clt_replica *r, const char *what, const char *pass) {
+  const instep *in = ctx;
+  if (what && in->s->in_step) in->s->in_step(in->s->hook_ctx, r, what, pass, in->phase);
+}
+
+/* One probe step: forward and backward of the loaded batch as the step runs
+ * them, every scope marked; *ms its host time, from the first launch to the
+ * queue's end. */
+static int probe(instep *in, int phase, double *ms, clt_err *e) {
+  clt_replica *r = in->r;
+  clt_scope_marks *m = in->marks;
+  m->n = 0;
+  m->failed = 0;
+  in->phase = phase;
+  r->marks = m;
+  const double t0 = clt_now_seconds();
+  int status = clt_net_forward_backward(in->net, in->s->count, in->s->loss_scale,
+                                        in->s->metric_slot, 1, e);
+  clt_replica_scope(r, NULL, NULL);
+  r->marks = NULL;
+  cl_int rc = clFinish(r->queue);
+  *ms = (clt_now_seconds() - t0) * 1e3;
+  in->steps++;
+  if (!status && rc) status = clt_replica_fail(r, e, rc, "tuning: a probe step");
+  for (int i = 0; i < m->n; i++) {
+    rc = status ? CL_SUCCESS
+                : clGetEventProfilingInfo(m->ev[i], CL_PROFILING_COMMAND_END, sizeof in->end[i],
+                                          &in->end[i], NULL);
+    if (!status && rc) status = clt_replica_fail(r, e, rc, "tuning: profiling a probe step");
+    clReleaseEvent(m->ev[i]);
+  }
+  if (!status && m->failed)
+    status = clt_fail(e, CLT_ERR_INTERNAL, "tuning: a step of more than %d scopes",
+                      CLT_SCOPE_MARKS_MAX - 1);
+  return status;
+}
+
+/* Device milliseconds of the layer's forward or backward in the latest probe
+ * (-1: it did not run). */
+static double span_ms(const instep *in, const clt_tune_line *line) {
+  char want[sizeof in->marks->scope[0]];
+  snprintf(want, sizeof want, "%s %s", line->layer,
+           line->pass == CLT_CONV_PASS_FORWARD ? "forward" : "backward");
+  for (int i = 0; i + 1 < in->marks->n; i++)
+    if (strcmp(in->marks->scope[i], want) == 0)
+      return in->end[i + 1] > in->end[i] ? (double)(in->end[i + 1] - in->end[i]) * 1e-6 : 0.0;
+  return -1;
+}
+
+/* Puts the lines' passes on algo[] and readies the net for them. */
+static int apply(instep *in, const clt_tune_line *lines, int n, const int *algo, clt_err *e) {
+  for (int i = 0; i < n; i++) {
+    if (lines[i].candidates < 2) continue;
+    const int status = clt_conv_choose(in->r, lines[i].layer, &lines[i].geom, lines[i].filters,
+                                       lines[i].pass, algo[i], e);
+    if (status) return status;
+  }
+  int status = clt_net_prepare(in->net, e);
+  /* What preparing enqueued stays out of the next probe's time. */
+  cl_int rc = status ? CL_SUCCESS : clFinish(in->r->queue);
+  if (rc) status = clt_replica_fail(in->r, e, rc, "tuning: clFinish");
+  return status;
+}
+
+/* Probe assignment (k, dx): the varied passes of one kind (dx: the input
+ * gradients; else the forwards and weight gradients, timed apart as they
+ * run in different scopes) on their k-th candidate, the rest as they are
+ * (a layer's backward then differs in one pass alone). 0 when no pass varies. */
+static int assignment(const clt_tune_line *lines, int n, const unsigned char *varied,
+                      const int *cur, int k, int dx, int *algo) {
+  int any = 0;
+  for (int i = 0; i < n; i++) {
+    algo[i] = cur[i];
+    if (!varied[i] || k >= lines[i].nok || (lines[i].pass == CLT_CONV_PASS_INPUT_GRAD) != dx)
+      continue;
+    algo[i] = lines[i].ok[k];
+    any = 1;
+  }
+  return any;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof v[0], cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Per shape and pass, the candidate fastest in the step, summed over the
+ * layers of that shape: pick[] (the current one unless another was faster). */
+static void choose(clt_tune_line *lines, int n, const unsigned char *varied, const int *cur,
+                   const double *best, int *pick) {
+  for (int i = 0; i < n; i++) pick[i] = cur[i];
+  unsigned char *done = calloc((size_t)n + 1, 1);
+  for (int i = 0; i < n; i++) {
+    if (!varied[i] || (done && done[i])) continue;
+    double sum[CLT_CONV_MAX_CANDIDATES];
+    int layers = 0;
+    for (int k = 0; k < lines[i].nok; k++) sum[k] = 0;
+    for (int j = i; j < n; j++) {
+      if (!varied[j] || strcmp(lines[j].key, lines[i].key) != 0) continue;
+      layers++;
+      for (int k = 0; k < lines[i].nok; k++)
+        sum[k] += k < lines[j].nok && lines[j].ok[k] == lines[i].ok[k]
+                      ? best[(size_t)j * CLT_CONV_MAX_CANDIDATES + k]
+                      : INFINITY;
+    }
+    int kc = -1, kb = -1;
+    for (int k = 0; k < lines[i].nok; k++) {
+      if (lines[i].ok[k] == cur[i]) kc = k;
+      if (isfinite(sum[k]) && (kb < 0 || sum[k] < sum[kb])) kb = k;
+    }
+    int chosen = cur[i];
+    double ms = 0, dms = kc >= 0 && isfinite(sum[kc]) ? sum[kc] / layers : 0;
+    if (kb >= 0 && (kc < 0 || !isfinite(sum[kc]) || sum[kb] < sum[kc])) {
+      chosen = lines[i].ok[kb];
+      ms = sum[kb] / layers;
+    } else {
+      ms = dms;
+    }
+    for (int j = i; j < n; j++) {
+      if (!varied[j] || strcmp(lines[j].key, lines[i].key) != 0) continue;
+      pick[j] = chosen;
+      lines[j].ms = ms;
+      lines[j].default_ms = dms;
+      if (done) done[j] = 1;
+    }
+  }
+  free(done);
+}
+
+/* Probes and confirms (see tuner.h); the replica holds the verdict's choices. */
+static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char *varied,
+                   const int *cur, double deadline, clt_tune_verdict *res, int *pick, clt_err *e) {
+  const clt_step_opts *s = in->s;
+  const int rounds = s->rounds > 0 ? s->rounds : DEFAULT_ROUNDS;
+  int confirm = s->confirm > 0 ? (s->confirm < MAX_CONFIRM ? s->confirm : MAX_CONFIRM)
+                               : DEFAULT_CONFIRM;
+  int kmax = 0;
+  for (int i = 0; i < n; i++)
+    if (varied[i] && lines[i].nok > kmax) kmax = lines[i].nok;
+  int *algo = malloc(((size_t)n + 1) * sizeof *algo);
+  double *best = malloc(((size_t)n * CLT_CONV_MAX_CANDIDATES + 1) * sizeof *best);
+  if (!algo || !best) {
+    free(algo);
+    free(best);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  }
+  for (size_t i = 0; i < (size_t)n * CLT_CONV_MAX_CANDIDATES; i++) best[i] = INFINITY;
+  int status = CLT_OK, configs = 0;
+  for (int k = 0; k < kmax; k++)
+    for (int dx = 0; dx < 2; dx++) configs += assignment(lines, n, varied, cur, k, dx, algo);
+  double ms = 0;
+  /* Round 0 is untimed: first launches build and specialize kernels. */
+  for (int round = 0; round <= rounds && !status && !res->over; round++) {
+    for (int k = 0; k < kmax && !status && !res->over; k++) {
+      for (int dx = 0; dx < 2 && !status && !res->over; dx++) {
+        if (!assignment(lines, n, varied, cur, k, dx, algo)) continue;
+        if (deadline > 0 && clt_now_seconds() > deadline) {
+          res->over = 1;
+          snprintf(res->why, sizeof res->why, "the budget ended during the probe steps");
+          break;
+        }
+        status = apply(in, lines, n, algo, e);
+        if (!status) status = probe(in, 0, &ms, e);
+        for (int i = 0; i < n && !status && round > 0; i++) {
+          if (!varied[i] || k >= lines[i].nok ||
+              (lines[i].pass == CLT_CONV_PASS_INPUT_GRAD) != dx)
+            continue;
+          const double t = span_ms(in, &lines[i]);
+          double *b = &best[(size_t)i * CLT_CONV_MAX_CANDIDATES + k];
+          if (t >= 0 && t < *b) *b = t;
+        }
+      }
+    }
+    /* What is left, at the latest step's pace, must fit the budget. */
+    const double left = (double)(rounds - round) * configs + 2.0 * (confirm + 1);
+    if (!status && !res->over && round == 0 && deadline > 0 &&
+        clt_now_seconds() + left * ms * 1e-3 > deadline) {
+      res->over = 1;
+      snprintf(res->why, sizeof res->why,
+               "the budget is short of the %.0f more probe steps of %.0f ms tuning needs", left,
+               ms);
+    }
+  }
+  if (!status && !res->over) {
+    choose(lines, n, varied, cur, best, pick);
+    res->probed = 1;
+    for (int i = 0; i < n; i++) res->differs |= pick[i] != cur[i];
+  }
+  if (!status && res->probed && !res->differs)
+    snprintf(res->why, sizeof res->why, "the current algorithms were the fastest in the step");
+  /* Short steps: more of them (about CONFIRM_MS of each side), for a
+   * fastest default step that noise has not slowed. */
+  if (s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
+    confirm = (int)(CONFIRM_MS / ms);
+    if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
+  }
+  /* The confirmation: whole steps, alternating, after one untimed of each. */
+  double d[MAX_CONFIRM], t[MAX_CONFIRM];
+  for (int c = -1; c < confirm && !status && res->probed && res->differs && !res->over; c++) {
+    for (int side = 0; side < 2 && !status; side++) {
+      if (deadline > 0 && clt_now_seconds() > deadline) {
+        res->over = 1;
+        snprintf(res->why, sizeof res->why, "the budget ended during the confirmation");
+        break;
+      }
+      status = apply(in, lines, n, side ? pick : cur, e);
+      if (!status) status = probe(in, 1 + side, &ms, e);
+      if (c >= 0) (side ? t : d)[c] = ms;
+    }
+  }
+  if (!status && res->probed && res->differs && !res->over) {
+    double dfast = d[0];
+    for (int c = 1; c < confirm; c++) dfast = d[c] < dfast ? d[c] : dfast;
+    res->default_fast = dfast;
+    res->tuned_median = median(t, confirm);
+    res->tuned_ms = res->tuned_median;
+    res->default_ms = median(d, confirm);
+    res->confirmed = res->tuned_median < dfast;
+    snprintf(res->why, sizeof res->why,
+             res->confirmed ? "median tuned step %.2f ms < fastest default step %.2f ms"
+                            : "median tuned step %.2f ms not below fastest default step %.2f ms",
+             res->tuned_median, dfast);
+  }
+  free(algo);
+  free(best);
+  return status;
+}
+
+int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
+                 clt_tune_line *lines, int max_lines, int *nlines, clt_tune_verdict *res,
+                 clt_err *e) {
+  clt_replica *r = net->replica;
+  memset(res, 0, sizeof *res);
+  const double deadline = o->tune && o->budget_s > 0 ? clt_now_seconds() + o->budget_s : 0;
+  clt_tuner_opts checks = *o;
+  checks.check_only = 1;
+  checks.batch = net->max_batch;
+  int status = clt_tune_model(net->model, r, &checks, lines, max_lines, nlines, e);
+  const int n = *nlines;
+  if (status || !o->tune) return status == CLT_OK ? clt_net_prepare(net, e) : status;
+  unsigned char *varied = calloc((size_t)n + 1, 1);
+  int *cur = malloc(((size_t)n + 1) * sizeof *cur), *pick = malloc(((size_t)n + 1) * sizeof *pick);
+  clt_conv_choice *saved = malloc(sizeof r->conv_choices);
+  instep in = {.net = net, .r = r, .s = s};
+  in.marks = calloc(1, sizeof *in.marks);
+  in.end = malloc(CLT_SCOPE_MARKS_MAX * sizeof *in.end);
+  if (!varied || !cur || !pick || !saved || !in.marks || !in.end)
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  int any = 0;
+  for (int i = 0; i < n && !status; i++) {
+    cur[i] = lines[i].algo;
+    varied[i] = lines[i].checked && lines[i].nok > 1;
+    any |= varied[i];
+    /* Checked with one candidate left: nothing to choose, the default stays. */
+    if (lines[i].checked && lines[i].nok == 1) lines[i].instep = 1;
+  }
+  if (!status && !any && deadline > 0 && clt_now_seconds() > deadline) res->over = 1;
+  const int nsaved = r->nconv_choices;
+  clt_profile *profile = r->profile;
+  if (!status && any) {
+    memcpy(saved, r->conv_choices, sizeof r->conv_choices);
+    r->profile = NULL; /* the probes stay out of --profile */
+    in.marks->at_scope = at_scope;
+    in.marks->ctx = &in;
+    status = in_step(&in, lines, n, varied, cur, deadline, res, pick, e);
+    r->profile = profile;
+    r->marks = NULL;
+    if (!status && !res->confirmed) {
+      memcpy(r->conv_choices, saved, sizeof r->conv_choices);
+      r->nconv_choices = nsaved;
+    } else if (!status) {
+      status = apply(&in, lines, n, pick, e);
+    }
+  }
+  res->probe_steps = in.steps;
+  /* The verdict per pass, and in the cache once per shape. */
+  for (int i = 0; i < n && !status && any && res->probed && !res->over; i++) {
+    if (!varied[i]) continue;
+    lines[i].instep = lines[i].tuned = 1;
+    lines[i].picked = pick[i];
+    lines[i].confirmed = res->confirmed;
+    lines[i].algo = res->confirmed ? pick[i] : cur[i];
+    if (!res->confirmed) lines[i].ms = lines[i].default_ms;
+    lines[i].step_ms = res->tuned_ms;
+    lines[i].default_step_ms = res->default_ms;
+    int first = 1;
+    for (int j = 0; j < i && first; j++) first = !(varied[j] && strcmp(lines[j].key, lines[i].key) == 0);
+    if (first && o->cache) {
+      const double ms = lines[i].algo == pick[i] ? lines[i].ms : lines[i].default_ms;
+      status = clt_tune_put_step(o->cache, lines[i].key, clt_conv_algo_name(lines[i].algo), ms,
+                                 lines[i].default_ms,
+                                 res->confirmed ? "confirmed" : "kept default", res->why,
+                                 res->tuned_ms, res->default_ms, e);
+    }
+  }
+  if (!status) status = clt_net_prepare(net, e);
+  free(varied);
+  free(cur);
+  free(pick);
+  free(saved);
+  free(in.marks);
+  free(in.end);
   return status;
 }

@@ -1,12 +1,20 @@
 /* The tuner: for each pass of each convolution of a model on a replica, the
  * algorithms that fit its geometry (gemm.h's clt_conv_candidates) are each
  * checked against a double-precision convolution on a slice of the first
- * examples, then timed with the device's profiling events (the median of a few
- * runs at the layer's batch); the fastest that passed is chosen for the layer
- * on the replica (clt_conv_choose) and kept in the tuning cache (tune.h), so a
- * shape is tuned once per device. A candidate whose result is wrong never wins.
- * The choices are made before the layers' kernels and scratch are reserved
- * (clt_net_create), which reserves the chosen algorithm. */
+ * examples; a candidate whose result is wrong never runs again.
+ *
+ * clt_tune_net chooses among those that passed inside the step: probe steps
+ * (forward and backward of a net on its loaded batch, no update) run with many
+ * layers trying their k-th candidate at once, each layer's passes timed in
+ * place from markers at its scopes (clt_scope_marks); per shape and pass the
+ * fastest in the step is picked. Whole probe steps of the picked assignment
+ * and of the current one (defaults or cached), alternating, then confirm it:
+ * it is kept only when its median step is faster than the current one's
+ * fastest, else the current one stays. Either verdict goes to the tuning
+ * cache (tune.h) with the step times, so a shape is tuned once per device.
+ *
+ * clt_tune_model alone times each candidate on a copy of its layer (the
+ * median of a few runs): the older method, kept for tests of the check. */
 #ifndef CLT_TUNER_H
 #define CLT_TUNER_H
 
@@ -14,6 +22,7 @@
 
 #include "gemm.h"
 #include "model.h"
+#include "net.h"
 #include "tune.h"
 
 /* One pass of one layer, as the tuner left it. */
@@ -27,6 +36,17 @@ typedef struct clt_tune_line {
   int tuned;             /* timed now */
   int rejected;          /* candidates that failed the check */
   int candidates;
+  /* In-step tuning (clt_tune_net): */
+  char key[192];                   /* its tuning cache key */
+  clt_conv_geom geom;              /* at the batch */
+  int filters;
+  int checked;                     /* its candidates were checked now */
+  int nok;                         /* those that passed, in candidate order */
+  int ok[CLT_CONV_MAX_CANDIDATES];
+  int instep;                      /* chosen in the step now (confirmed or kept) */
+  int picked;                      /* what the probes picked, before the confirmation */
+  int confirmed;                   /* the step confirmed it (else the current one was kept) */
+  double step_ms, default_step_ms; /* cached: the confirmation's medians (0: none) */
 } clt_tune_line;
 
 typedef struct clt_tuner_opts {
@@ -35,6 +55,8 @@ typedef struct clt_tuner_opts {
   double budget_s;       /* seconds for timing (<= 0: no limit); what remains untuned keeps
                             its default and is not cached */
   int runs;              /* timed runs per candidate, their median (0: 3) */
+  int check_only;        /* candidates checked (ok[]), none timed, chosen or cached; only
+                            cache entries chosen in the step count (clt_tune_net) */
   clt_tune_cache *cache; /* NULL: nothing read or kept */
   /* Test-only: called after candidate `algo` of pass `pass` ran on the check
    * slice, with the floats it wrote (`out` from `offset`); may change them (a
@@ -49,6 +71,42 @@ typedef struct clt_tuner_opts {
  * lines[0 .. *nlines), at most max_lines. */
 int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
                    clt_tune_line *lines, int max_lines, int *nlines, clt_err *e);
+
+/* In-step tuning of a training net (clt_tune_net). */
+typedef struct clt_step_opts {
+  int count;         /* examples of the net's loaded batch the probe steps run */
+  float loss_scale;  /* as the step's (1 / global batch) */
+  int metric_slot;   /* the probes' metrics go there (not read) */
+  int rounds;        /* timed probe steps per assignment, their fastest (0: 2), after an
+                        untimed one */
+  int confirm;       /* whole steps of each side in the confirmation (0: 5), after an untimed
+                        one each */
+  /* Test-only: called inside every probe step as each layer's pass begins
+   * (what, pass: clt_replica_scope's), phase 0 while probing, 1 in a
+   * confirmation step of the current assignment, 2 of the picked one; a test
+   * sleeps there to make a candidate slower in the step alone. */
+  void (*in_step)(void *ctx, clt_replica *r, const char *what, const char *pass, int phase);
+  void *hook_ctx;
+} clt_step_opts;
+
+typedef struct clt_tune_verdict {
+  int probed;                        /* probe steps ran and picked an assignment */
+  int differs;                       /* ... unlike the current one (then confirmed or not) */
+  int confirmed;                     /* the picked assignment was kept */
+  int over;                          /* the budget ended it first: nothing changed or cached */
+  double default_ms, tuned_ms;       /* the confirmation's median steps (0: not run) */
+  double default_fast, tuned_median; /* the figures the verdict compared */
+  int probe_steps;                   /* steps run, confirmation included */
+  char why[192];                     /* the verdict, in words */
+} clt_tune_verdict;
+
+/* Tunes net's convolutions in the step (the net's loaded batch; its
+ * parameters, optimizer state and data are not changed) within o->budget_s:
+ * lines as clt_tune_model's, the cache read and written as described above;
+ * the replica is left on the confirmed assignment, or the one it had. */
+int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
+                 clt_tune_line *lines, int max_lines, int *nlines, clt_tune_verdict *res,
+                 clt_err *e);
 
 /* The worst difference of n floats from the reference, relative to the
  * reference's largest magnitude: the check's measure. */
