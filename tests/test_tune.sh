@@ -7,7 +7,12 @@
 # two replicas made to run different algorithms (a checkpoint's record) stay
 # identical (--check-replicas); an empty file is filled between epochs; with
 # --tune off or a budget of 0 nothing is tuned; bad values are one error line;
-# a Keras model file tunes at its own input and classes.
+# a Keras model file tunes at its own input and classes. In the step: cltrain
+# tune ends with the whole step's verdict and the file records it per shape
+# ("confirmed" or "kept default"); results timed alone (no verdict: an older
+# cltrain) are tuned again; training tunes between epochs without changing
+# what the run computes (its first checkpoint's arrays are --tune off's) and
+# a resumed run continues it bit for bit.
 #   test_tune.sh CLTRAIN
 set -u
 CLT=$1
@@ -31,6 +36,37 @@ if grep -q "3 passes: 0 tuned, 3 cached" "$tmp/tune2.txt"; then
   ok "a second cltrain tune takes every pass from the file"
 else
   bad "a second cltrain tune takes every pass from the file ($(cat "$tmp/tune2.txt"))"
+fi
+if grep -qE '^  step: [0-9.]+ ms default, [0-9.]+ ms tuned, [0-9.]+x: (confirmed|kept default) ' "$tmp/tune1.txt" ||
+  grep -q '^  step: kept default (the current algorithms were the fastest in the step)' "$tmp/tune1.txt"; then
+  ok "cltrain tune ends with the whole step's verdict"
+else
+  bad "cltrain tune ends with the whole step's verdict ($(tail -1 "$tmp/tune1.txt"))"
+fi
+verdicts=$($PY - "$pin" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sorted({r.get("decision", "") + "/" + r.get("method", "") for r in d["results"].values()}))
+EOF
+)
+case "$verdicts" in
+"['confirmed/in step']" | "['kept default/in step']") ok "the file records the verdict per shape ($verdicts)" ;;
+*) bad "the file records the verdict per shape ($verdicts)" ;;
+esac
+# An older file: results timed alone, no verdict: tuned again in the step.
+$PY - "$pin" "$tmp/old.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"].values():
+    for k in ("method", "decision", "why", "step_ms", "default_step_ms"):
+        r.pop(k, None)
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+"$CLT" tune --model fmnist-cnn --batch 32 --tune-file "$tmp/old.json" >"$tmp/tune_old.txt" 2>&1
+if grep -q "3 passes: 3 tuned, 0 cached" "$tmp/tune_old.txt" && [ "$(grep -c '"decision"' "$tmp/old.json")" = 3 ]; then
+  ok "results timed alone (an older file) are read, and tuned again in the step"
+else
+  bad "an older file tuned again ($(cat "$tmp/tune_old.txt"))"
 fi
 
 # The file's choices made the ones no default takes: F(2x2) forward, F(4x4)
@@ -105,7 +141,7 @@ fi
 # An empty file: the first epoch runs the defaults, the winners are timed after
 # it and written, and the checkpoint records what the second epoch runs.
 "$CLT" train --epochs 2 "${small[@]}" --tune-file "$tmp/fresh.json" --checkpoint-dir "$tmp/fresh" \
-  --log "$tmp/fresh.jsonl" >"$tmp/fresh.txt" 2>&1 || bad "training with an empty tuning file"
+  --log "$tmp/fresh.jsonl" --verbose >"$tmp/fresh.txt" 2>&1 || bad "training with an empty tuning file"
 first=$(sed -n 1p "$tmp/fresh.jsonl" | grep -o '"conv_algorithms": \[[^]]*\]')
 second=$(sed -n 2p "$tmp/fresh.jsonl" | grep -o '"conv_algorithms": \[[^]]*\]' | grep -o '0 conv2d_1[a-z0-9_ ]*')
 if [ "$first" = '"conv_algorithms": ["0 conv2d_1 in_place in_place in_place"]' ] &&
@@ -114,6 +150,39 @@ if [ "$first" = '"conv_algorithms": ["0 conv2d_1 in_place in_place in_place"]' ]
   ok "tuned between epochs: defaults first, the file written, the record what runs next ($second)"
 else
   bad "tuned between epochs ($first; $second; $(record "$tmp/fresh/ckpt-1.npz"))"
+fi
+# The probes change nothing the run computes: epoch 1's checkpoint holds --tune
+# off's arrays; and a resumed run continues the tuned one bit for bit.
+"$CLT" train --epochs 1 "${small[@]}" --tune off --checkpoint-dir "$tmp/untuned" >/dev/null 2>&1
+same=$($PY - "$tmp/fresh/ckpt-1.npz" "$tmp/untuned/ckpt-1.npz" <<'EOF'
+import sys
+import numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+keys = [k for k in a.files if k != "metadata"]
+print(int(sorted(keys) == sorted(k for k in b.files if k != "metadata") and
+          all(a[k].tobytes() == b[k].tobytes() for k in keys)))
+EOF
+)
+if [ "$same" = 1 ]; then
+  ok "tuning in the step leaves the weights and the optimizer state as --tune off's"
+else
+  bad "tuning in the step leaves the weights and the optimizer state as --tune off's"
+fi
+mkdir -p "$tmp/fresh_resumed"
+cp "$tmp/fresh/ckpt-1.npz" "$tmp/fresh_resumed/"
+printf 'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n' \
+  >"$tmp/fresh_resumed/checkpoint"
+"$CLT" train --epochs 2 --resume "${small[@]}" --tune off --checkpoint-dir "$tmp/fresh_resumed" \
+  >/dev/null 2>&1
+if cmp -s "$tmp/fresh/ckpt-2.npz" "$tmp/fresh_resumed/ckpt-2.npz"; then
+  ok "a run tuned in the step: 1 epoch + resume = 2 epochs, bit for bit"
+else
+  bad "a run tuned in the step: 1 epoch + resume = 2 epochs, bit for bit"
+fi
+if grep -qE "^Replica 0: tuning in the step: " "$tmp/fresh.txt"; then
+  ok "--verbose says the step's verdict"
+else
+  bad "--verbose says the step's verdict ($(grep -i tuning "$tmp/fresh.txt"))"
 fi
 
 # --- nothing tuned -----------------------------------------------------------------------
@@ -145,8 +214,9 @@ keras="$(dirname "$0")/models/zoo_resnet/model.json"
   bad "cltrain tune of a Keras file ($(tail -2 "$tmp/keras.txt"))"
 if grep -q "^Tuning .*zoo_resnet/model.json at 32x32x3" "$tmp/keras.txt" &&
   grep -qE '^  conv1_conv +fwd ' "$tmp/keras.txt" &&
-  grep -qE '^  conv3_block2_2_conv +fwd .* cached$' "$tmp/keras.txt"; then
-  ok "cltrain tune of a Keras file: its own input, each conv's passes, repeated shapes once"
+  [ "$(grep -E '^  conv3_block[12]_2_conv +fwd ' "$tmp/keras.txt" | awk '{print $3}' | sort -u | wc -l)" = 1 ] &&
+  grep -q '^  step: ' "$tmp/keras.txt"; then
+  ok "cltrain tune of a Keras file: its own input, each conv's passes, repeated shapes alike"
 else
   bad "cltrain tune of a Keras file ($(head -5 "$tmp/keras.txt"))"
 fi
