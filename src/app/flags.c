@@ -303,8 +303,10 @@ static const clt_flag train_flags[] = {
      .shown = "auto; $CLTRAIN_TUNE when set",
      .help = "auto: each replica runs the convolution algorithms its device's tuning results "
              "chose (cltrain tune), and what is not cached is tuned between epochs within "
-             "--tune-budget; off: the backend's defaults. A resumed run keeps the algorithms its "
-             "checkpoint records (docs/performance.md, Tuning)"},
+             "--tune-budget, in probe steps on a training batch that change nothing the run "
+             "computes, kept only where whole steps confirm it; off: the backend's defaults. A "
+             "resumed run keeps the algorithms its checkpoint records (docs/performance.md, "
+             "Tuning)"},
     {.name = "tune-budget",
      .type = CLT_FLAG_DOUBLE,
      .offset = TR(tune_budget),
@@ -754,13 +756,17 @@ const clt_command clt_cmd_tune = {
     .usage = "cltrain tune [--model M] [--image-size N] [--batch N] [--devices SEL] "
              "[--tune-budget S] [--tune-file F]",
     .text = "For each pass (forward, weight gradient, input gradient) of each Conv2D of the "
-            "model, times the algorithms that fit its shape on each device (im2col and a GEMM, "
-            "the GEMM over the image in place, Winograd F(2x2,3x3) and F(4x4,3x3)), each first "
-            "checked against a double-precision convolution on two examples (a wrong result "
-            "never wins), and keeps the fastest in the device's tuning cache, keyed by the "
-            "device, its kernels and the layer's shape with the batch bucketed. Prints per "
-            "layer and pass the chosen algorithm and its time beside the default's; a shape "
-            "cached already is not timed again. docs/performance.md, Tuning.\n",
+            "model, checks the algorithms that fit its shape on each device (im2col and a GEMM, "
+            "the GEMM over the image in place, Winograd F(2x2,3x3) and F(4x4,3x3)) against a "
+            "double-precision convolution on two examples (a wrong result never runs), then "
+            "times those that pass inside training steps (forward and backward of the model on "
+            "a synthetic batch, as cltrain train does between epochs) and picks the fastest in "
+            "the step; whole steps of the picked algorithms and of the defaults, alternating, "
+            "confirm it, or the defaults are kept. The verdict goes to the device's tuning "
+            "cache, keyed by the device, its kernels and the layer's shape with the batch "
+            "bucketed. Prints per layer and pass the chosen algorithm and its time in the step "
+            "beside the default's, then the whole step's (\"step: X ms default, Y ms tuned, "
+            "Zx\"); a shape cached already is not timed again. docs/performance.md, Tuning.\n",
     .flags = tune_flags,
     .nflags = COUNT(tune_flags),
 };

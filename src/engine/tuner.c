@@ -758,7 +758,8 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
   if (!status && any) {
     memcpy(saved, r->conv_choices, sizeof r->conv_choices);
     r->profile = NULL; /* the probes stay out of --profile */
-    in.marks->at_scope = at_scope;
+    /* Only a test's hook: each call flushes the queue, which the step does not. */
+    in.marks->at_scope = s->in_step ? at_scope : NULL;
     in.marks->ctx = &in;
     status = in_step(&in, lines, n, varied, cur, deadline, res, pick, e);
     r->profile = profile;

@@ -10,7 +10,8 @@
 # Each run trains --epochs epochs (3) and keeps the median images/s of epochs 2 on
 # (from its JSONL log); the figure is the median over --runs rounds [min-max].
 # The tuned file's choices are printed per layer and pass, with the speed-up
-# `cltrain tune` measured for each.
+# `cltrain tune` measured for each, and its whole-step verdict (a cltrain
+# that tunes in the step).
 #
 #   tests/bench/bench_tune.sh [--runs N] [--workloads "cnn resnet50"] [--size N]
 #       [--images N] [--epochs N] [--data DIR]
@@ -88,7 +89,8 @@ for w in $workloads; do
   echo "  --tune off (the defaults)   $(range "$tmp/$w-off.rate") images/s"
   echo "  tuned (--tune-file)         $(range "$tmp/$w-tuned.rate") images/s"
   echo "  tuned / defaults: $(awk -v a="$tuned" -v b="$off" 'BEGIN { printf "%.3f", a / b }')"
-  echo "  choices (cltrain tune's speed-up of each pass alone):"
+  grep -E '^  step' "$tmp/$w-tune.txt" | sed 's/^  /  cltrain tune: /' || true
+  echo "  choices (cltrain tune's speed-up of each pass):"
   awk '$2 ~ /^(fwd|dw|dx)$/ && $3 != $5 { printf "    %-24s %-4s %-10s %s (default %s)\n", $1, $2, $3, $7, $5 }' \
     "$tmp/$w-tune.txt"
   echo "  passes left at the default: $(awk '$2 ~ /^(fwd|dw|dx)$/ && $3 == $5' "$tmp/$w-tune.txt" | wc -l)" \
