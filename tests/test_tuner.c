@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "timing.h"
 #include "net.h"
+#include "timing.h"
 #include "tuner.h"
 
 #define MAX_LINES 16
@@ -293,7 +293,10 @@ static int in_step(clt_net *net, const char *dir, const char *sub, slow_hook *h,
       api_failed(clt_tune_open(folder, NULL, &id, NULL, cache, &E), "open"))
     return 1;
   const clt_tuner_opts o = {.batch = 4, .tune = 1, .budget_s = budget, .cache = *cache};
-  const clt_step_opts so = {.count = 4, .loss_scale = 0.25f, .in_step = in_step_hook, .hook_ctx = h};
+  const clt_step_opts so = {.count = 4,
+                            .loss_scale = 0.25f,
+                            .in_step = in_step_hook,
+                            .hook_ctx = h};
   return api_failed(clt_tune_net(net, &o, &so, lines, MAX_LINES, n, v, &E), sub);
 }
 
@@ -330,8 +333,8 @@ static void test_in_step(const char *dir) {
   expect("the replica runs it", c2_forward() != CLT_CONV_WINOGRAD4, 1);
   const char *d = c2 ? clt_tune_get_decision(cache, c2->key, NULL, NULL) : NULL;
   const char *var = c2 ? clt_tune_get(cache, c2->key, NULL, NULL) : NULL;
-  expect("the cache says confirmed", !d || strcmp(d, "confirmed") != 0 || !var ||
-                                         strcmp(var, "winograd4") != 0, 1);
+  expect("the cache says confirmed",
+         !d || strcmp(d, "confirmed") != 0 || !var || strcmp(var, "winograd4") != 0, 1);
   clt_tune_close(cache);
   /* Again from the cache: nothing probed. */
   R->nconv_choices = 0;

@@ -67,7 +67,8 @@ static void print_step(const clt_tune_line *lines, int n, const clt_tune_verdict
     const clt_tune_line *t = &lines[i];
     if (!t->cached || t->step_ms <= 0 || t->default_step_ms <= 0) continue;
     printf("  step (cached): %.2f ms default, %.2f ms tuned, %.2fx: %s\n", t->default_step_ms,
-           t->step_ms, t->default_step_ms / t->step_ms, t->confirmed ? "confirmed" : "kept default");
+           t->step_ms, t->default_step_ms / t->step_ms,
+           t->confirmed ? "confirmed" : "kept default");
     return;
   }
   printf("  step: nothing to tune\n");
@@ -129,9 +130,16 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
   int n = 0;
   clt_tune_verdict v;
   const double t0 = clt_now_seconds();
-  status = clt_net_create(m, r, o->batch, 1, &net, e);
-  if (!status) status = synthetic_batch(net, o->batch, e);
-  if (!status) status = clt_tune_net(net, &to, &so, lines, LINES_PER_LAYER * m->nlayers, &n, &v, e);
+  /* The cache first: with every pass in it, no net is built and nothing runs. */
+  const clt_tuner_opts look = {.batch = o->batch, .check_only = 1, .cache = cache};
+  memset(&v, 0, sizeof v);
+  status = clt_tune_model(m, r, &look, lines, LINES_PER_LAYER * m->nlayers, &n, e);
+  int todo = 0;
+  for (int i = 0; i < n; i++) todo |= !lines[i].cached && lines[i].candidates > 1;
+  if (!status && todo) status = clt_net_create(m, r, o->batch, 1, &net, e);
+  if (!status && todo) status = synthetic_batch(net, o->batch, e);
+  if (!status && todo)
+    status = clt_tune_net(net, &to, &so, lines, LINES_PER_LAYER * m->nlayers, &n, &v, e);
   if (!status) {
     int tuned = 0, cached = 0, left = 0;
     for (int i = 0; i < n; i++) {

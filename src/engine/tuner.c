@@ -1,5 +1,7 @@
 /* The tuner (tuner.h): per convolution pass, each candidate algorithm checked
- * against a double-precision convolution, then timed; the fastest kept.
+ * against a double-precision convolution, then timed, alone (clt_tune_model)
+ * or inside probe steps of a net and confirmed by whole steps (clt_tune_net,
+ * at the end of this file); the fastest kept.
  *
  * A layer is tuned on a copy of itself with its parameters at the start of
  * buffers of its own and its ReLU left out (the check compares the
@@ -434,10 +436,10 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
       double ms = 0, dms = 0;
       const char *hit = o->cache ? clt_tune_get(o->cache, key, &ms, &dms) : NULL;
       /* In-step tuning takes only what was chosen in the step. */
-      const char *decision =
-          hit && o->check_only
-              ? clt_tune_get_decision(o->cache, key, &line->step_ms, &line->default_step_ms)
-              : NULL;
+      const char *decision = hit && o->check_only
+                                 ? clt_tune_get_decision(o->cache, key, &line->step_ms,
+                                                         &line->default_step_ms)
+                                 : NULL;
       const int algo = hit && (decision || !o->check_only) ? clt_conv_algo_parse(hit) : -1;
       if (algo >= 0 && clt_conv_choose(r, l->name, &g, filters, p, algo, e) == CLT_OK) {
         line->algo = algo;
@@ -467,8 +469,7 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
       }
       if (!status && o->check_only)
         status = check_candidates(&t, o, l, p, cand, ncand, deadline, line, &over, e);
-      else if (!status)
-        status = tune_pass(&t, o, l, p, key, cand, ncand, deadline, line, &over, e);
+      else if (!status) status = tune_pass(&t, o, l, p, key, cand, ncand, deadline, line, &over, e);
     }
     if (ready) run_free(&t);
   }
@@ -660,8 +661,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
         status = apply(in, lines, n, algo, e);
         if (!status) status = probe(in, 0, &ms, e);
         for (int i = 0; i < n && !status && round > 0; i++) {
-          if (!varied[i] || k >= lines[i].nok ||
-              (lines[i].pass == CLT_CONV_PASS_INPUT_GRAD) != dx)
+          if (!varied[i] || k >= lines[i].nok || (lines[i].pass == CLT_CONV_PASS_INPUT_GRAD) != dx)
             continue;
           const double t = span_ms(in, &lines[i]);
           double *b = &best[(size_t)i * CLT_CONV_MAX_CANDIDATES + k];
@@ -693,7 +693,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
   }
   /* The confirmation: whole steps, alternating, after one untimed of each. */
-  double d[MAX_CONFIRM], t[MAX_CONFIRM];
+  double d[MAX_CONFIRM] = {0}, t[MAX_CONFIRM] = {0};
   for (int c = -1; c < confirm && !status && res->probed && res->differs && !res->over; c++) {
     for (int side = 0; side < 2 && !status; side++) {
       if (deadline > 0 && clt_now_seconds() > deadline) {
@@ -703,7 +703,8 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
       }
       status = apply(in, lines, n, side ? pick : cur, e);
       if (!status) status = probe(in, 1 + side, &ms, e);
-      if (c >= 0) (side ? t : d)[c] = ms;
+      if (c >= 0 && side) t[c] = ms;
+      else if (c >= 0) d[c] = ms;
     }
   }
   if (!status && res->probed && res->differs && !res->over) {
@@ -783,13 +784,13 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
     lines[i].step_ms = res->tuned_ms;
     lines[i].default_step_ms = res->default_ms;
     int first = 1;
-    for (int j = 0; j < i && first; j++) first = !(varied[j] && strcmp(lines[j].key, lines[i].key) == 0);
+    for (int j = 0; j < i && first; j++)
+      first = !(varied[j] && strcmp(lines[j].key, lines[i].key) == 0);
     if (first && o->cache) {
       const double ms = lines[i].algo == pick[i] ? lines[i].ms : lines[i].default_ms;
       status = clt_tune_put_step(o->cache, lines[i].key, clt_conv_algo_name(lines[i].algo), ms,
-                                 lines[i].default_ms,
-                                 res->confirmed ? "confirmed" : "kept default", res->why,
-                                 res->tuned_ms, res->default_ms, e);
+                                 lines[i].default_ms, res->confirmed ? "confirmed" : "kept default",
+                                 res->why, res->tuned_ms, res->default_ms, e);
     }
   }
   if (!status) status = clt_net_prepare(net, e);

@@ -37,11 +37,11 @@ typedef struct clt_tune_line {
   int rejected;          /* candidates that failed the check */
   int candidates;
   /* In-step tuning (clt_tune_net): */
-  char key[192];                   /* its tuning cache key */
-  clt_conv_geom geom;              /* at the batch */
+  char key[192];      /* its tuning cache key */
+  clt_conv_geom geom; /* at the batch */
   int filters;
-  int checked;                     /* its candidates were checked now */
-  int nok;                         /* those that passed, in candidate order */
+  int checked; /* its candidates were checked now */
+  int nok;     /* those that passed, in candidate order */
   int ok[CLT_CONV_MAX_CANDIDATES];
   int instep;                      /* chosen in the step now (confirmed or kept) */
   int picked;                      /* what the probes picked, before the confirmation */
@@ -74,13 +74,13 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
 
 /* In-step tuning of a training net (clt_tune_net). */
 typedef struct clt_step_opts {
-  int count;         /* examples of the net's loaded batch the probe steps run */
-  float loss_scale;  /* as the step's (1 / global batch) */
-  int metric_slot;   /* the probes' metrics go there (not read) */
-  int rounds;        /* timed probe steps per assignment, their fastest (0: 2), after an
-                        untimed one */
-  int confirm;       /* whole steps of each side in the confirmation (0: 5), after an untimed
-                        one each */
+  int count;        /* examples of the net's loaded batch the probe steps run */
+  float loss_scale; /* as the step's (1 / global batch) */
+  int metric_slot;  /* the probes' metrics go there (not read) */
+  int rounds;       /* timed probe steps per assignment, their fastest (0: 2), after an
+                       untimed one */
+  int confirm;      /* whole steps of each side in the confirmation (0: 5), after an untimed
+                       one each */
   /* Test-only: called inside every probe step as each layer's pass begins
    * (what, pass: clt_replica_scope's), phase 0 while probing, 1 in a
    * confirmation step of the current assignment, 2 of the picked one; a test
