@@ -28,18 +28,16 @@
 /* One pass of one layer, as the tuner left it. */
 typedef struct clt_tune_line {
   char layer[64];
+  double ms, default_ms; /* median times (in the step: per layer of its shape); 0 when not
+                            timed */
   int pass;              /* CLT_CONV_PASS_* */
   int algo;              /* chosen (CLT_CONV_*) */
   int default_algo;      /* the backend's default */
-  double ms, default_ms; /* median times; 0 when not timed */
   int cached;            /* taken from the cache, not timed now */
   int tuned;             /* timed now */
   int rejected;          /* candidates that failed the check */
   int candidates;
   /* In-step tuning (clt_tune_net): */
-  char key[192];      /* its tuning cache key */
-  clt_conv_geom geom; /* at the batch */
-  int filters;
   int checked; /* its candidates were checked now */
   int nok;     /* those that passed, in candidate order */
   int ok[CLT_CONV_MAX_CANDIDATES];
@@ -47,6 +45,9 @@ typedef struct clt_tune_line {
   int picked;                      /* what the probes picked, before the confirmation */
   int confirmed;                   /* the step confirmed it (else the current one was kept) */
   double step_ms, default_step_ms; /* cached: the confirmation's medians (0: none) */
+  clt_conv_geom geom;              /* at the batch */
+  int filters;
+  char key[192]; /* its tuning cache key */
 } clt_tune_line;
 
 typedef struct clt_tuner_opts {
