@@ -12,7 +12,7 @@
 # ("confirmed" or "kept default"); results timed alone (no verdict: an older
 # cltrain) are tuned again; training tunes between epochs without changing
 # what the run computes (its first checkpoint's arrays are --tune off's) and
-# a resumed run continues it bit for bit.
+# a resumed run continues it bit for bit; a budget too short is not retried.
 #   test_tune.sh CLTRAIN
 set -u
 CLT=$1
@@ -198,6 +198,15 @@ for how in "--tune off" "--tune-budget 0"; do
     bad "$how: the defaults throughout ($(grep -o '"conv_algorithms[^]]*]' "$tmp/$name.jsonl"))"
   fi
 done
+
+# A budget too short for the tuning: said once, and later epochs do not try again.
+"$CLT" train --epochs 3 "${small[@]}" --tune-budget 0.01 --tune-file "$tmp/short.json" --verbose \
+  --checkpoint-dir "$tmp/short" >"$tmp/short.txt" 2>&1 || bad "training with a short budget"
+if [ "$(grep -c '^Replica 0: tuning in the step: the budget .*; the algorithms stay' "$tmp/short.txt")" = 1 ]; then
+  ok "a budget too short: one verdict, no retry in later epochs"
+else
+  bad "a budget too short: one verdict ($(grep -i 'tuning in the step' "$tmp/short.txt"))"
+fi
 
 expect_fail "--tune on refused" "--tune on: expected auto or off" \
   "$CLT" train --epochs 1 --train-limit 64 --test-limit 64 --checkpoint-every 0 --tune on

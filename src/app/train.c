@@ -394,7 +394,7 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
                                      .file = o->tune_file,
                                      .recorded = o->resume ? state.conv_algorithms : NULL,
                                      .verbose = o->verbose || o->profile ? stderr : NULL};
-  if (!status && (tune || tuning.recorded)) status = clt_trainer_tune(t, &tuning, 0, NULL, e);
+  if (!status && (tune || tuning.recorded)) status = clt_trainer_tune(t, &tuning, 0, NULL, NULL, e);
   if (!status && (o->verbose || o->profile)) status = report_conv_algorithms(t, stderr, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
   /* Timed between epochs, within the budget; a resumed run keeps its record. */
@@ -435,8 +435,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     if (!rec.conv_algorithms) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
     if (!status && tune_budget > 0 && epoch + 1 < o->epochs) {
       double spent = 0;
-      status = clt_trainer_tune(t, &tuning, tune_budget, &spent, e);
-      tune_budget -= spent;
+      int over = 0;
+      status = clt_trainer_tune(t, &tuning, tune_budget, &spent, &over, e);
+      /* What did not fit will not fit the smaller budget left either. */
+      tune_budget = over ? 0 : tune_budget - spent;
       if (!status && (o->verbose || o->profile)) status = report_conv_algorithms(t, stderr, e);
     }
     if ((status = clt_cluster_agree(c, status, e))) {

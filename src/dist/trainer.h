@@ -332,9 +332,10 @@ typedef struct clt_trainer_tuning {
  * first in the step (tuner.h's clt_tune_net, on the batch
  * clt_trainer_keep_probe_batch kept; nothing the run computes changes), within
  * budget_s seconds in all (between epochs, the replicas idle); *spent gets the
- * seconds taken (may be NULL). */
+ * seconds taken and *over whether a replica's tuning did not fit what was left
+ * of the budget (either may be NULL). */
 int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s, double *spent,
-                     clt_err *e);
+                     int *over, clt_err *e);
 
 /* Keeps a copy of each replica's latest training batch (call it after a
  * training pass, before an evaluation loads its own): the in-step tuning's

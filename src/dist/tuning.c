@@ -81,7 +81,7 @@ static void report_verdict(FILE *out, int replica, const clt_tune_verdict *v, do
 }
 
 static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, double budget_s,
-                        clt_err *e) {
+                        int *over, clt_err *e) {
   trainer_replica *l = &t->local[i];
   clt_replica *r = l->replica;
   int status = CLT_OK;
@@ -111,6 +111,7 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
     const double t0 = clt_now_seconds();
     if (!status) status = clt_tune_net(l->net, &o, &so, lines, max_lines, &n, &v, e);
     if (!status && o.tune) report_verdict(cfg->verbose, t->base + i, &v, clt_now_seconds() - t0);
+    if (!status && o.tune && v.over) *over = 1;
     free(lines);
     clt_tune_close(cache);
   }
@@ -120,16 +121,17 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
 }
 
 int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s, double *spent,
-                     clt_err *e) {
+                     int *over, clt_err *e) {
   const double t0 = clt_now_seconds();
-  int status = CLT_OK;
+  int status = CLT_OK, ran_over = 0;
   for (int i = 0; i < t->n && !status; i++) {
     /* The budget is the run's: each replica gets what the others left. */
     double left = budget_s > 0 ? budget_s - (clt_now_seconds() - t0) : 0;
     if (budget_s > 0 && left <= 0) left = 1e-9;
-    status = tune_replica(t, i, cfg, left, e);
+    status = tune_replica(t, i, cfg, left, &ran_over, e);
   }
   if (spent) *spent = clt_now_seconds() - t0;
+  if (over) *over = ran_over;
   return status;
 }
 

@@ -753,7 +753,10 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
     /* Checked with one candidate left: nothing to choose, the default stays. */
     if (lines[i].checked && lines[i].nok == 1) lines[i].instep = 1;
   }
-  if (!status && !any && deadline > 0 && clt_now_seconds() > deadline) res->over = 1;
+  if (!status && !any && deadline > 0 && clt_now_seconds() > deadline) {
+    res->over = 1;
+    snprintf(res->why, sizeof res->why, "the budget ended during the candidates' checks");
+  }
   const int nsaved = r->nconv_choices;
   clt_profile *profile = r->profile;
   if (!status && any) {
