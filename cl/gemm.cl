@@ -39,8 +39,12 @@
 // batch): the range's third dimension takes k in chunks of k_split, and chunk s
 // writes its partial product to C + s * c_split; sum_splits then adds the
 // chunks in order.
-// Range: (N / (16*NB), ceil(M / (TM*rb)), 1); the weight-gradient kernels'
+// Range: (N / (16*NB), ceil(M / (TM*rb)), count); the weight-gradient kernels'
 // see AT_ARGS. (B^T operands are transposed first.)
+// Strided batches (clt_gemm_batched: a Winograd pass's products in one
+// launch): product z of the range's third dimension reads X at x_off +
+// z * x_step, B at b_off + z * b_step and writes C at its offset + z * its
+// step (steps 0 and a range of 1: one product).
 // The tiled kernels are compiled only in programs built with a tile (-DTM),
 // the others (gemm_tail, sum_splits, transpose) only without one: each program
 // compiles just what it serves (the one without joins the other sources' joint
@@ -127,13 +131,14 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
                      const int y_off, const int ldc, __global const float *bias,
                      const int bias_off, const int relu, const int rb_count,
                      const int kchunk, __global const float *zeros, const int accumulate,
-                     const int padded) {
+                     const int padded, const int x_step, const int b_step, const int y_step) {
   const int col = get_global_id(0) * 16 * NB;
   const int row_base = get_global_id(1) * (TM * rb_count);
   if (col >= N || row_base >= M) return;
-  Y += y_off + col;
-  X += x_off;
-  B += b_off + col;
+  const size_t z = get_global_id(2);
+  Y += y_off + z * y_step + col;
+  X += x_off + z * x_step;
+  B += b_off + z * b_step + col;
   const int plane = OH * OW;
   float16 add[NB];
   UNROLL for (int j = 0; j < NB; j++)
@@ -218,25 +223,29 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
 }
 
 // The weight-gradient kernels' arguments (range: N / (16*NB*cb_count),
-// ceil(M / (TM*rb_count)), splits), and AT_START: a work-item's first column
-// and row, its share of K (split K: chunk s of k_split writes its partial
-// product to C + s * c_split), and the operands moved to them.
+// ceil(M / (TM*rb_count)), count * splits), and AT_START: a work-item's first
+// column and row, its product z (a strided batch's) and share of K (split K:
+// chunk s of k_split writes its partial product to C + s * c_split), and the
+// operands moved to them.
 #define AT_ARGS                                                                         \
   const int M, const int N, const int K, __global const float *X, const int x_off,     \
       const int H, const int W, const int C, const int KW, const int S, const int PT,  \
       const int PL, const int OH, const int OW, __global const float *B, const int b_off, \
       const int ldb, __global float *Cm, const int c_off, const int ldc,               \
       const int rb_count, const int cb_count, const int kchunk, const int k_split,     \
-      const int c_split, __global const float *zeros
+      const int c_split, __global const float *zeros, const int splits, const int x_step, \
+      const int b_step, const int c_step
 #define AT_START                                                          \
   const int col = get_global_id(0) * 16 * NB * cb_count;                 \
   const int row_base = get_global_id(1) * (TM * rb_count);                \
   if (col >= N || row_base >= M) return;                                  \
-  const int k_begin = get_global_id(2) * k_split;                         \
+  const int z_ = get_global_id(2) / splits;                               \
+  const int split_ = get_global_id(2) - z_ * splits;                      \
+  const int k_begin = split_ * k_split;                                   \
   const int k_end = min(K, k_begin + k_split);                            \
-  Cm += (size_t)get_global_id(2) * c_split + c_off + col;                 \
-  X += x_off;                                                             \
-  B += b_off + col;                                                       \
+  Cm += (size_t)split_ * c_split + c_off + (size_t)z_ * c_step + col;     \
+  X += x_off + (size_t)z_ * x_step;                                       \
+  B += b_off + (size_t)z_ * b_step + col;                                 \
   const int plane = OH * OW
 // The weight-gradient kernels' shared steps (they use the kernel's geometry
 // and X, zeros, org, oy0, ox0, tky, tkx by name):
@@ -410,7 +419,8 @@ __kernel void gemm16_at_direct(AT_ARGS) {
 // op(A)[m][k] = trans_a ? A[k*lda + m] : A[m*lda + k]: a work-item computes one
 // row's last N - n0 < 16 columns, k in order, with gemm16's epilogue. Keeping these
 // here rather than in CLBlast spares CPUs its program builds (most of a first
-// run's start) for a sliver of the work. Range: M.
+// run's start) for a sliver of the work. Range: (M, count), product z's
+// operands z steps on (a strided batch's; steps 0 and count 1: one product).
 // Lanes past nt are 0 and never read (no private array: Oclgrind's
 // uninitialised-value check crashed on one indexed by a loop).
 #define TAIL_LANE(p, i, nt) ((i) < (nt) ? (p)[i] : 0.0f)
@@ -425,13 +435,15 @@ __kernel void gemm_tail(const int M, const int N, const int K, const int n0,
                         const int trans_a, __global const float *A, const int a_off, const int lda,
                         __global const float *B, const int b_off, const int ldb, __global float *C,
                         const int c_off, const int ldc, __global const float *bias,
-                        const int bias_off, const int relu, const int accumulate) {
+                        const int bias_off, const int relu, const int accumulate,
+                        const int a_step, const int b_step, const int c_step) {
   const int row = get_global_id(0);
   if (row >= M) return;
   const int nt = N - n0; /* 1..15 */
-  A += a_off;
-  B += b_off + n0;
-  C += c_off + (size_t)row * ldc + n0;
+  const size_t z = get_global_id(1);
+  A += a_off + z * a_step;
+  B += b_off + z * b_step + n0;
+  C += c_off + z * c_step + (size_t)row * ldc + n0;
   float16 acc = accumulate ? TAIL_LOAD(C, nt) : (float16)(0.0f);
   for (int k = 0; k < K; k++, B += ldb) {
     const float a = trans_a ? A[(size_t)k * lda + row] : A[(size_t)row * lda + k];

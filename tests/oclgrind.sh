@@ -86,6 +86,7 @@ run batch_sources 1 "$bin/test_source" "$bin/make_photos"
 run resnet_models 0 "$bin/test_models"
 run optimizers 1 "$bin/test_optimizers"
 run winograd "$gemm_uninit" "$bin/test_winograd"
+run gemm_batched "$gemm_uninit" "$bin/test_gemm_batched"
 
 # Coverage: every __kernel of cl/ must have run; on the gpu backend all but
 # gemm.cl's (GPUs multiply with CLBlast, whose kernels ran above too).

@@ -18,6 +18,7 @@ static void test_table(const clt_backend *b) {
             b->launch_groups && b->launch_single_group && b->sum_block_rows,
         "%s: every launch shape", b->name);
   check(b->gemm_reserve && b->gemm && b->gemm_bias_act, "%s: GEMM", b->name);
+  check(b->gemm_batched_reserve && b->gemm_batched, "%s: strided-batched GEMM", b->name);
   const int in_place = (b->conv_algos != NULL) + (b->conv_reserve != NULL) +
                        (b->conv_forward != NULL) + (b->conv_dw != NULL) +
                        (b->conv_dx_reserve != NULL) + (b->conv_dx != NULL);

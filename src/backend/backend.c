@@ -63,6 +63,18 @@ int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, siz
   return r->backend->gemm(r, s, alpha, a, a_off, b, b_off, beta, c, c_off, e);
 }
 
+int clt_gemm_batched_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count, clt_err *e) {
+  return r->backend->gemm_batched_reserve(r, s, count, e);
+}
+
+int clt_gemm_batched(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_batch *bt, float alpha,
+                     cl_mem a, size_t a_off, cl_mem b, size_t b_off, float beta, cl_mem c,
+                     size_t c_off, clt_err *e) {
+  if (s->m == 0 || s->n == 0 || bt->count == 0) return CLT_OK;
+  if (s->k == 0) return clt_fail(e, CLT_ERR_INTERNAL, "batched GEMM with k = 0");
+  return r->backend->gemm_batched(r, s, bt, alpha, a, a_off, b, b_off, beta, c, c_off, e);
+}
+
 int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                       size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
                       int relu, clt_err *e) {

@@ -75,6 +75,11 @@ typedef struct clt_backend {
   int (*gemm_bias_act)(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                        size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
                        int relu, clt_err *e);
+  /* Strided batches of one shape (gemm.h's clt_gemm_batched). */
+  int (*gemm_batched_reserve)(clt_replica *r, const clt_gemm_shape *s, size_t count, clt_err *e);
+  int (*gemm_batched)(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_batch *bt,
+                      float alpha, cl_mem a, size_t a_off, cl_mem b, size_t b_off, float beta,
+                      cl_mem c, size_t c_off, clt_err *e);
 
   /* Convolutions over the image in place (gemm.h); NULL members where the
    * backend has none (conv_algos then says im2col for every pass). */

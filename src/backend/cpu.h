@@ -27,6 +27,11 @@ int clt_cpu_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, siz
                           size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
                           int relu, clt_err *e);
 
+int clt_cpu_gemm_batched_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count, clt_err *e);
+int clt_cpu_gemm_batched(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_batch *bt,
+                         float alpha, cl_mem a, size_t a_off, cl_mem b, size_t b_off, float beta,
+                         cl_mem c, size_t c_off, clt_err *e);
+
 clt_conv_algos clt_cpu_conv_algos(const clt_replica *r, const clt_conv_geom *g, int filters);
 int clt_cpu_conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e);
 int clt_cpu_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem w,

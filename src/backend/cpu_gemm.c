@@ -9,6 +9,13 @@
  * gemm.cl, so PoCL compiles each of them once rather than once per variant. */
 static const char *const PLAIN = "";
 
+/* A strided batch (clt_gemm_batched): `count` products, product z's A, B and C
+ * at their offsets + z times a, b and c floats. One product: ONE. */
+typedef struct own_batch {
+  int count, a, b, c;
+} own_batch;
+static const own_batch ONE = {1, 0, 0, 0};
+
 /* A work-item's block (see cl/gemm.cl): rb sub-blocks of TM rows by NB
  * 16-wide column blocks (NB divides N/16), K taken in chunks of kc so the B
  * chunk (kc x 16NB floats) is reused from cache by every sub-block; `splits`
@@ -154,10 +161,10 @@ static clt_conv_geom plain_geom(size_t rows, size_t cols) {
  * one compile of each kernel. */
 static int launch_blocks(clt_replica *r, cl_kernel k, const char *name, const clt_karg *args,
                          int nargs, const clt_gemm_shape *s, const own_tiles *t, int splits,
-                         clt_err *e) {
+                         const own_batch *z, clt_err *e) {
   const size_t rows = (size_t)t->tm * (size_t)t->rb;
   size_t global[3] = {s->n / (16 * (size_t)(t->nb * t->cb)), (s->m + rows - 1) / rows,
-                      (size_t)splits};
+                      (size_t)splits * (size_t)z->count};
   size_t local[3] = {1, 1, 1};
   return clt_launch(r, k, name, args, nargs, 3, global, local, e);
 }
@@ -183,6 +190,9 @@ static const char *conv_label(const clt_conv_geom *g) {
   return g->kh * g->kw > 1 || g->stride > 1 ? " conv" : "";
 }
 
+/* " batched" in the profile's name of a strided batch's launch. */
+static const char *batch_label(const own_batch *z) { return z->count > 1 ? " batched" : ""; }
+
 /* The zeros a padded convolution over g reads for taps outside the image (at
  * least g->c floats, grown by clt_conv_reserve); for an unpadded one, any
  * buffer (`any`): the kernels do not read it. */
@@ -198,7 +208,7 @@ static int pad_zeros(const clt_replica *r, const clt_conv_geom *g, cl_mem any, c
  * then ReLU; with accumulate, C += the product instead. s gives M, N, K. */
 static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g, cl_mem x,
                       int x_off, cl_mem b, int b_off, int ldb, cl_mem c, int c_off, cl_mem bias,
-                      int bias_off, int relu, int accumulate, clt_err *e) {
+                      int bias_off, int relu, int accumulate, const own_batch *z, clt_err *e) {
   own_tiles t;
   cl_kernel k;
   int status = tiled_kernel(r, s, g, &t, &k, e);
@@ -207,26 +217,29 @@ static int run_gemm16(clt_replica *r, const clt_gemm_shape *s, const clt_conv_ge
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
   cl_mem zeros;
   if ((status = pad_zeros(r, g, c, &zeros, e))) return status;
-  clt_karg args[] = {CLT_ARG(m),          CLT_ARG(n),     CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
-                     CLT_ARG(b),          CLT_ARG(b_off), CLT_ARG(ldb),  CLT_ARG(c),
-                     CLT_ARG(c_off),      CLT_ARG(ldc),   CLT_ARG(bias), CLT_ARG(bias_off),
-                     CLT_ARG(relu),       CLT_ARG(t.rb),  CLT_ARG(t.kc), CLT_ARG(zeros),
-                     CLT_ARG(accumulate), CLT_ARG(padded)};
+  clt_karg args[] = {CLT_ARG(m),          CLT_ARG(n),      CLT_ARG(kk),   GEOM_ARGS(x, x_off, g),
+                     CLT_ARG(b),          CLT_ARG(b_off),  CLT_ARG(ldb),  CLT_ARG(c),
+                     CLT_ARG(c_off),      CLT_ARG(ldc),    CLT_ARG(bias), CLT_ARG(bias_off),
+                     CLT_ARG(relu),       CLT_ARG(t.rb),   CLT_ARG(t.kc), CLT_ARG(zeros),
+                     CLT_ARG(accumulate), CLT_ARG(padded), CLT_ARG(z->a), CLT_ARG(z->b),
+                     CLT_ARG(z->c)};
   char name[64];
-  snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s", s->m, s->n, s->k, conv_label(g),
-           s->trans_b ? " Bt" : "");
-  return launch_blocks(r, k, name, args, 28, s, &t, 1, e);
+  snprintf(name, sizeof name, "gemm16 %zux%zux%zu%s%s%s", s->m, s->n, s->k, conv_label(g),
+           s->trans_b ? " Bt" : "", batch_label(z));
+  return launch_blocks(r, k, name, args, 31, s, &t, 1, z, e);
 }
 
 /* C (ldc, N a multiple of 16) = im2col(x)^T * B (ldb): s gives M, N, K of the
  * product (K: im2col's rows); split K when the tiling says so. */
 static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv_geom *g, cl_mem x,
-                         int x_off, cl_mem b, int b_off, int ldb, cl_mem c, int c_off, clt_err *e) {
+                         int x_off, cl_mem b, int b_off, int ldb, cl_mem c, int c_off,
+                         const own_batch *z, clt_err *e) {
   own_tiles t;
   cl_kernel k;
   int status = tiled_kernel(r, s, g, &t, &k, e);
   if (status) return status;
-  int splits = t.splits;
+  /* A batch's products fill the device without splitting K. */
+  int splits = z->count > 1 ? 1 : t.splits;
   /* The scratch was sized at the largest batch, where this shape may not have
    * split (more rows, more blocks): never split past what it holds. */
   while (splits > 1 && (size_t)splits * s->m * s->n * sizeof(float) > cpu_state(r)->temp_bytes)
@@ -239,32 +252,39 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
   clt_karg args[] = {CLT_ARG(m),       CLT_ARG(n),       CLT_ARG(kk),      GEOM_ARGS(x, x_off, g),
                      CLT_ARG(b),       CLT_ARG(b_off),   CLT_ARG(ldb),     CLT_ARG(out),
                      CLT_ARG(out_off), CLT_ARG(ldc),     CLT_ARG(t.rb),    CLT_ARG(t.cb),
-                     CLT_ARG(t.kc),    CLT_ARG(k_split), CLT_ARG(c_split), CLT_ARG(zeros)};
+                     CLT_ARG(t.kc),    CLT_ARG(k_split), CLT_ARG(c_split), CLT_ARG(zeros),
+                     CLT_ARG(splits),  CLT_ARG(z->a),    CLT_ARG(z->b),    CLT_ARG(z->c)};
   char name[64];
-  snprintf(name, sizeof name, "gemm16 %zux%zux%zu At%s", s->m, s->n, s->k, conv_label(g));
-  if ((status = launch_blocks(r, k, name, args, 26, s, &t, splits, e))) return status;
+  snprintf(name, sizeof name, "gemm16 %zux%zux%zu At%s%s", s->m, s->n, s->k, conv_label(g),
+           batch_label(z));
+  if ((status = launch_blocks(r, k, name, args, 30, s, &t, splits, z, e))) return status;
   return splits > 1 ? sum_splits(r, splits, c_split, c, (size_t)c_off, e) : CLT_OK;
 }
 
 /* The columns past the last multiple of 16 (bias_off < 0: no bias). */
 static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, cl_mem b, int bo,
                     int ldb, cl_mem c, int co, cl_mem bias, int bias_off, int relu, int accumulate,
-                    clt_err *e) {
+                    const own_batch *z, clt_err *e) {
   cl_kernel k;
   int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
   if (status) return status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, n0 = (int)(s->n - s->n % 16), ta = s->trans_a,
       lda = (int)s->lda, ldc = (int)s->ldc;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
-  clt_karg args[] = {CLT_ARG(m),    CLT_ARG(n),         CLT_ARG(kk),   CLT_ARG(n0),
-                     CLT_ARG(ta),   CLT_ARG(a),         CLT_ARG(ao),   CLT_ARG(lda),
-                     CLT_ARG(b),    CLT_ARG(bo),        CLT_ARG(ldb),  CLT_ARG(c),
-                     CLT_ARG(co),   CLT_ARG(ldc),       CLT_ARG(bias), CLT_ARG(bias_off),
-                     CLT_ARG(relu), CLT_ARG(accumulate)};
-  char name[56];
-  snprintf(name, sizeof name, "gemm tail %zux%zux%zu%s%s", s->m, s->n % 16, s->k,
-           s->trans_a ? " At" : "", s->trans_b ? " Bt" : "");
-  return clt_launch1d(r, k, name, args, 18, s->m, e);
+  clt_karg args[] = {CLT_ARG(m),    CLT_ARG(n),          CLT_ARG(kk),   CLT_ARG(n0),
+                     CLT_ARG(ta),   CLT_ARG(a),          CLT_ARG(ao),   CLT_ARG(lda),
+                     CLT_ARG(b),    CLT_ARG(bo),         CLT_ARG(ldb),  CLT_ARG(c),
+                     CLT_ARG(co),   CLT_ARG(ldc),        CLT_ARG(bias), CLT_ARG(bias_off),
+                     CLT_ARG(relu), CLT_ARG(accumulate), CLT_ARG(z->a), CLT_ARG(z->b),
+                     CLT_ARG(z->c)};
+  char name[64];
+  snprintf(name, sizeof name, "gemm tail %zux%zux%zu%s%s%s", s->m, s->n % 16, s->k,
+           s->trans_a ? " At" : "", s->trans_b ? " Bt" : "", batch_label(z));
+  if (z->count == 1) return clt_launch1d(r, k, name, args, 21, s->m, e);
+  /* Product z along the second dimension, groups as the 1-D launch's. */
+  const size_t local = clt_replica_local_1d(r, k);
+  size_t global[2] = {(s->m + local - 1) / local * local, (size_t)z->count}, group[2] = {local, 1};
+  return clt_launch(r, k, name, args, 21, 2, global, group, e);
 }
 
 /* The row length of a transposed B operand in the scratch: N plus a cache line
@@ -307,17 +327,21 @@ static int at_via_transpose(const clt_gemm_shape *s) {
   return s->trans_a && !s->trans_b && s->k <= 512 && s->n >= 16;
 }
 
-/* at_via_transpose for a run of s on r: when the shape was reserved with a
- * longer K (a larger batch than this slice's: a smaller last batch), the
- * scratch may not hold A^T and the A^T kernels, reserved then, take it. */
-static int run_via_transpose(const clt_replica *r, const clt_gemm_shape *s) {
-  return at_via_transpose(s) && s->m * s->k * sizeof(float) <= cpu_state(r)->temp_bytes;
+/* at_via_transpose for a run of s on r (`count` products: A^T of each): when
+ * the shape was reserved with a longer K (a larger batch than this slice's: a
+ * smaller last batch), the scratch may not hold A^T and the A^T kernels,
+ * reserved then, take it. */
+static int run_via_transpose(const clt_replica *r, const clt_gemm_shape *s, int count) {
+  return at_via_transpose(s) &&
+         (size_t)count * s->m * s->k * sizeof(float) <= cpu_state(r)->temp_bytes;
 }
 
-/* bias_offset < 0: no bias. accumulate: C += op(A) op(B) (beta 1; not with trans_a). */
+/* bias_offset < 0: no bias. accumulate: C += op(A) op(B) (beta 1; not with
+ * trans_a). z: the strided batch (ONE: a single product); a transposed operand
+ * of each product goes to the scratch, one after the other. */
 static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                     size_t b_off, cl_mem c, size_t c_off, cl_mem bias, long bias_offset, int relu,
-                    int accumulate, clt_err *e) {
+                    int accumulate, const own_batch *z, clt_err *e) {
   /* The kernels read A as rows of K (or, transposed, of M) floats. */
   if (s->lda != (s->trans_a ? s->m : s->k) ||
       (s->trans_a && (bias_offset >= 0 || relu || accumulate)))
@@ -325,38 +349,45 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   int status;
   int n = (int)s->n, kk = (int)s->k, ldb = (int)s->ldb, ao = (int)a_off, bo = (int)b_off,
       co = (int)c_off;
+  own_batch zb = *z; /* steps of the operands as the kernels read them */
   if (s->trans_b) {
     /* B is [N][K]: lay it out as [K][N] in the scratch first (weights: small). */
     const int ldt = (int)transposed_ld(s->n);
-    if ((status = transpose(r, "gemm transpose", b, bo, ldb, kk, n, ldt, 1, 0, 0, e)))
+    if ((status = transpose(r, "gemm transpose", b, bo, ldb, kk, n, ldt, z->count, z->b, kk * ldt,
+                            e)))
       return status;
     b = cpu_state(r)->temp;
     bo = 0;
     ldb = ldt;
+    zb.b = kk * ldt;
   }
   int bias_off = (int)bias_offset;
   if (s->n % 16) {
-    status = own_tail(r, s, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, accumulate, e);
+    status = own_tail(r, s, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, accumulate, &zb, e);
     if (status || s->n < 16) return status;
   }
   clt_gemm_shape blocks = *s; /* the columns gemm16 takes */
   blocks.n -= s->n % 16;
-  if (run_via_transpose(r, s)) {
+  if (run_via_transpose(r, s, z->count)) {
     /* [K][M] as [M][K] rows in the scratch, then the plain product. */
-    if ((status = transpose(r, "gemm transpose A", a, ao, (int)s->lda, (int)s->m, kk, kk, 1, 0, 0,
-                            e)))
+    const int mk = (int)(s->m * s->k);
+    if ((status = transpose(r, "gemm transpose A", a, ao, (int)s->lda, (int)s->m, kk, kk, z->count,
+                            z->a, mk, e)))
       return status;
     blocks.trans_a = 0;
     blocks.lda = s->k;
+    zb.a = mk;
     const clt_conv_geom g = plain_geom(s->m, s->k);
-    return run_gemm16(r, &blocks, &g, cpu_state(r)->temp, 0, b, bo, ldb, c, co, NULL, -1, 0, 0, e);
+    return run_gemm16(r, &blocks, &g, cpu_state(r)->temp, 0, b, bo, ldb, c, co, NULL, -1, 0, 0, &zb,
+                      e);
   }
   if (s->trans_a) {
     const clt_conv_geom g = plain_geom(s->k, s->m);
-    return run_gemm16_at(r, &blocks, &g, a, ao, b, bo, ldb, c, co, e);
+    return run_gemm16_at(r, &blocks, &g, a, ao, b, bo, ldb, c, co, &zb, e);
   }
   const clt_conv_geom g = plain_geom(s->m, s->k);
-  return run_gemm16(r, &blocks, &g, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, accumulate, e);
+  return run_gemm16(r, &blocks, &g, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, accumulate, &zb,
+                    e);
 }
 
 /* Grows the scratch buffer to at least `bytes`. */
@@ -373,8 +404,11 @@ static int grow_temp(clt_replica *r, size_t bytes, clt_err *e) {
   return status;
 }
 
-int clt_cpu_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
-  if (s->m == 0 || s->n == 0 || s->k == 0) return CLT_OK;
+/* The kernels and scratch of `count` products of shape s (clt_gemm_batched;
+ * count 1: clt_gemm): transposed operands for all of them; split K only for
+ * one. */
+static int gemm_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count, clt_err *e) {
+  if (s->m == 0 || s->n == 0 || s->k == 0 || count == 0) return CLT_OK;
   clt_gemm_shape blocks = *s;
   blocks.n -= s->n % 16;
   const int via = at_via_transpose(s);
@@ -391,14 +425,52 @@ int clt_cpu_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
     status = clt_replica_kernel(r, "gemm.cl", options, own_kernel(&blocks, &tiles), &k, e);
   if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
   if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
-  if (!status && s->trans_b) status = grow_temp(r, s->k * transposed_ld(s->n) * sizeof(float), e);
+  if (!status && s->trans_b)
+    status = grow_temp(r, count * s->k * transposed_ld(s->n) * sizeof(float), e);
   if (!status && via) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
-  if (!status && via) status = grow_temp(r, s->m * s->k * sizeof(float), e);
-  if (!status && blocks.n && tiles.splits > 1) {
+  if (!status && via) status = grow_temp(r, count * s->m * s->k * sizeof(float), e);
+  if (!status && blocks.n && tiles.splits > 1 && count == 1) {
     status = clt_replica_kernel(r, "gemm.cl", PLAIN, "sum_splits", &k, e);
     if (!status) status = grow_temp(r, (size_t)tiles.splits * s->m * s->n * sizeof(float), e);
   }
   return status;
+}
+
+int clt_cpu_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
+  return gemm_reserve(r, s, 1, e);
+}
+
+int clt_cpu_gemm_batched_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count,
+                                 clt_err *e) {
+  return gemm_reserve(r, s, count, e);
+}
+
+/* The kernels' offsets and steps are ints: the batch's last product must end
+ * below 2^31 floats. */
+static int batch_fits(const clt_gemm_shape *s, const clt_gemm_batch *bt, size_t a_off, size_t b_off,
+                      size_t c_off, own_batch *z, clt_err *e) {
+  const size_t last = bt->count - 1, limit = (size_t)1 << 31;
+  const size_t a_end = a_off + last * bt->a_stride + (s->trans_a ? s->k * s->lda : s->m * s->lda);
+  const size_t b_end = b_off + last * bt->b_stride + (s->trans_b ? s->n * s->ldb : s->k * s->ldb);
+  const size_t c_end = c_off + last * bt->c_stride + s->m * s->ldc;
+  if (bt->count >= limit || a_end >= limit || b_end >= limit || c_end >= limit)
+    return clt_fail(e, CLT_ERR_INTERNAL, "batched GEMM %zux%zux%zu x %zu: past 2^31 floats", s->m,
+                    s->n, s->k, bt->count);
+  *z = (own_batch){(int)bt->count, (int)bt->a_stride, (int)bt->b_stride, (int)bt->c_stride};
+  return CLT_OK;
+}
+
+int clt_cpu_gemm_batched(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_batch *bt,
+                         float alpha, cl_mem a, size_t a_off, cl_mem b, size_t b_off, float beta,
+                         cl_mem c, size_t c_off, clt_err *e) {
+  if (alpha != 1.0f || !(beta == 0.0f || (beta == 1.0f && !s->trans_a))) {
+    return clt_fail(e, CLT_ERR_INTERNAL, "batched GEMM %zux%zux%zu with alpha %g, beta %g%s", s->m,
+                    s->n, s->k, (double)alpha, (double)beta, s->trans_a ? " and A^T" : "");
+  }
+  own_batch z;
+  int status = batch_fits(s, bt, a_off, b_off, c_off, &z, e);
+  if (status) return status;
+  return own_gemm(r, s, a, a_off, b, b_off, c, c_off, NULL, -1, 0, beta == 1.0f, &z, e);
 }
 
 int clt_cpu_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off,
@@ -409,13 +481,13 @@ int clt_cpu_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a,
     return clt_fail(e, CLT_ERR_INTERNAL, "GEMM %zux%zux%zu with alpha %g, beta %g%s", s->m, s->n,
                     s->k, (double)alpha, (double)beta, s->trans_a ? " and A^T" : "");
   }
-  return own_gemm(r, s, a, a_off, b, b_off, c, c_off, NULL, -1, 0, beta == 1.0f, e);
+  return own_gemm(r, s, a, a_off, b, b_off, c, c_off, NULL, -1, 0, beta == 1.0f, &ONE, e);
 }
 
 int clt_cpu_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,
                           size_t b_off, cl_mem c, size_t c_off, cl_mem bias, size_t bias_offset,
                           int relu, clt_err *e) {
-  return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, 0, e);
+  return own_gemm(r, s, a, a_off, b, b_off, c, c_off, bias, (long)bias_offset, relu, 0, &ONE, e);
 }
 
 /* ---- Convolutions over the image in place (cl/gemm.cl's im2col geometry) ---- */
@@ -474,7 +546,8 @@ int clt_cpu_conv_forward(clt_replica *r, const clt_conv_geom *g, int filters, cl
                          size_t w_off, cl_mem y, cl_mem bias, long bias_off, int relu, clt_err *e) {
   const clt_gemm_shape s = conv_fwd_shape(g, filters);
   if (s.m == 0) return CLT_OK;
-  return run_gemm16(r, &s, g, x, 0, w, (int)w_off, filters, y, 0, bias, (int)bias_off, relu, 0, e);
+  return run_gemm16(r, &s, g, x, 0, w, (int)w_off, filters, y, 0, bias, (int)bias_off, relu, 0,
+                    &ONE, e);
 }
 
 /* The input gradient of a stride-1 convolution is a convolution of dy with the
@@ -532,7 +605,7 @@ int clt_cpu_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
   int status = transpose(r, "conv kernel flip", w, (int)w_off + (taps - 1) * block, filters,
                          filters, g->c, g->c, taps, -block, block, e);
   if (status) return status;
-  return run_gemm16(r, &s, &d, dy, 0, cpu_state(r)->temp, 0, g->c, dx, 0, NULL, -1, 0, 0, e);
+  return run_gemm16(r, &s, &d, dy, 0, cpu_state(r)->temp, 0, g->c, dx, 0, NULL, -1, 0, 0, &ONE, e);
 }
 
 int clt_cpu_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem x, cl_mem dy,
@@ -540,5 +613,5 @@ int clt_cpu_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
   const clt_gemm_shape s = conv_dw_shape(g, filters);
   if (s.k == 0)
     return clt_replica_fill(r, dw, dw_off, s.m * s.n, 0.0f, "an empty kernel gradient", e);
-  return run_gemm16_at(r, &s, g, x, 0, dy, 0, filters, dw, (int)dw_off, e);
+  return run_gemm16_at(r, &s, g, x, 0, dy, 0, filters, dw, (int)dw_off, &ONE, e);
 }

@@ -25,6 +25,24 @@ int clt_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e);
 int clt_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off, cl_mem b,
              size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e);
 
+/* A strided batch: `count` products of one shape, product i's A, B and C at
+ * their offsets + i times a_stride, b_stride and c_stride floats. */
+typedef struct clt_gemm_batch {
+  size_t count;
+  size_t a_stride, b_stride, c_stride;
+} clt_gemm_batch;
+
+/* clt_gemm_reserve for `count` products of shape s run as one batch (scratch
+ * for each one's transposed operand; CLBlast's batched program). */
+int clt_gemm_batched_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count, clt_err *e);
+
+/* C[i] = alpha * op(A[i]) op(B[i]) + beta * C[i] for i < bt->count, as clt_gemm
+ * (same alpha and beta rules) but in one launch where the backend can: each
+ * product's sums in the same fixed order. A count of 0 does nothing. */
+int clt_gemm_batched(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_batch *bt, float alpha,
+                     cl_mem a, size_t a_off, cl_mem b, size_t b_off, float beta, cl_mem c,
+                     size_t c_off, clt_err *e);
+
 /* C = op(A) op(B) + bias (bias[bias_offset + n] added to every row), then ReLU
  * when relu: a layer's forward product. */
 int clt_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off, cl_mem b,

@@ -172,6 +172,80 @@ static int gpu_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem
   return CLT_OK;
 }
 
+/* ---- strided batches (CLBlast's batched GEMM where it allocates nothing) ---- */
+
+/* Whether CLBlast runs `count` products of shape s with its direct kernel (one
+ * launch over the batch, no temporaries): its batched routine has no scratch
+ * argument and its indirect path allocates padded copies of the whole batch on
+ * every call (and reads operands that need no copy at batch * rows * columns,
+ * not at the strides). The direct kernel is what the temporary size reports 0
+ * for even with an offset operand, which the indirect path copies. */
+static int batched_direct(clt_replica *r, const clt_gemm_shape *s, size_t count, int *out,
+                          clt_err *e) {
+  *out = 0;
+  if (count < 2) return CLT_OK;
+  size_t bytes = 0;
+  CLBlastStatusCode rc = CLBlastSGemmTempBufferSize(CLBlastLayoutRowMajor, tr(s->trans_a),
+                                                    tr(s->trans_b), s->m, s->n, s->k, 1, s->lda, 0,
+                                                    s->ldb, 0, s->ldc, &r->queue, &bytes);
+  if (rc != CLBlastSuccess) return clblast_fail(r, s, rc, e);
+  *out = bytes == 0;
+  return CLT_OK;
+}
+
+/* The scratch of one product (the products that go one at a time), and with
+ * the direct kernel CLBlast's batched program, built now by a batch of two 1 x 1
+ * products on a buffer of its own rather than in the first step. */
+static int gpu_gemm_batched_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count,
+                                    clt_err *e) {
+  if (s->m == 0 || s->n == 0 || s->k == 0 || count == 0) return CLT_OK;
+  int direct, status = gpu_gemm_reserve(r, s, e);
+  if (!status) status = batched_direct(r, s, count, &direct, e);
+  if (status || !direct) return status;
+  cl_mem t;
+  const size_t bytes = 6 * sizeof(float);
+  if ((status = clt_replica_alloc(r, bytes, "batched GEMM build", &t, e))) return status;
+  CLBlastStatusCode rc = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo,
+                                                    CLBlastTransposeNo, 1, 1, 1, 1.0f, t, 0, 1, 1,
+                                                    t, 2, 1, 1, 0.0f, t, 4, 1, 1, 2, &r->queue,
+                                                    NULL);
+  clReleaseMemObject(t);
+  r->allocated_bytes -= bytes;
+  if (rc != CLBlastSuccess) {
+    const clt_gemm_shape one = {0, 0, 1, 1, 1, 1, 1, 1};
+    return clblast_fail(r, &one, rc, e);
+  }
+  return CLT_OK;
+}
+
+static int gpu_gemm_batched(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_batch *bt,
+                            float alpha, cl_mem a, size_t a_off, cl_mem b, size_t b_off, float beta,
+                            cl_mem c, size_t c_off, clt_err *e) {
+  int direct, status = batched_direct(r, s, bt->count, &direct, e);
+  if (status) return status;
+  if (!direct) {
+    /* One product at a time through the reserved scratch. */
+    for (size_t i = 0; i < bt->count && !status; i++)
+      status = gpu_gemm(r, s, alpha, a, a_off + i * bt->a_stride, b, b_off + i * bt->b_stride, beta,
+                        c, c_off + i * bt->c_stride, e);
+    return status;
+  }
+  CLBlastStatusCode rc = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, tr(s->trans_a),
+                                                    tr(s->trans_b), s->m, s->n, s->k, alpha, a,
+                                                    a_off, s->lda, bt->a_stride, b, b_off, s->ldb,
+                                                    bt->b_stride, beta, c, c_off, s->ldc,
+                                                    bt->c_stride, bt->count, &r->queue,
+                                                    clt_replica_profile_event(r));
+  if (rc != CLBlastSuccess) return clblast_fail(r, s, rc, e);
+  if (r->profile) {
+    char name[56];
+    snprintf(name, sizeof name, "gemm %zux%zux%zu%s%s batched", s->m, s->n, s->k,
+             s->trans_a ? " At" : "", s->trans_b ? " Bt" : "");
+    clt_replica_profile_commit(r, name);
+  }
+  return CLT_OK;
+}
+
 /* The product, then cl/bias.cl's bias_act over C for the bias and ReLU. */
 static int gpu_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_off,
                              cl_mem b, size_t b_off, cl_mem c, size_t c_off, cl_mem bias,
@@ -212,4 +286,6 @@ const clt_backend clt_backend_gpu = {
     .gemm_reserve = gpu_gemm_reserve,
     .gemm = gpu_gemm,
     .gemm_bias_act = gpu_gemm_bias_act,
+    .gemm_batched_reserve = gpu_gemm_batched_reserve,
+    .gemm_batched = gpu_gemm_batched,
 };

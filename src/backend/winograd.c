@@ -1,6 +1,8 @@
 /* Winograd F(m x m, 3x3) convolutions (gemm.h) on any backend: cl/winograd.cl's
  * transforms through the backend's launch shapes, and the (m+2)^2 products of
- * the Winograd domain through its GEMM (clt_gemm with offsets).
+ * the Winograd domain through its GEMM as one strided batch (clt_gemm_batched:
+ * one launch rather than (m+2)^2 small ones, each leaving the device idle
+ * while the next is enqueued).
  *
  * With P tiles of m x m outputs (every image's ceil(OH/m) x ceil(OW/m)) and
  * T = (m+2)^2 positions, the scratch holds for a pass:
@@ -127,7 +129,7 @@ static int reserve_pass(clt_replica *r, const wino_conv *c, int weight_grad, int
   for (int i = 0; i < 3 && !status; i++)
     status = wino_kernel(r, c->m, weight_grad ? dw[i] : fwd[i], &k, e);
   const clt_gemm_shape s = weight_grad ? grad_shape(c) : product_shape(c);
-  return status ? status : clt_gemm_reserve(r, &s, e);
+  return status ? status : clt_gemm_batched_reserve(r, &s, positions(c->m), e);
 }
 
 int clt_winograd_reserve(clt_replica *r, const clt_conv_geom *g, int filters,
@@ -198,15 +200,13 @@ static int run_input(clt_replica *r, const wino_conv *c, cl_mem x, cl_mem s, int
   return clt_launch_rows(r, k, "wino_input", args, 12, (size_t)c->cin, c->p, 1, e);
 }
 
-/* The forward's (and dx's) T products: M[t] = V[t] U[t]. */
+/* The forward's (and dx's) T products, one batch: M[t] = V[t] U[t]. */
 static int run_products(clt_replica *r, const wino_conv *c, cl_mem s, wino_parts at, clt_err *e) {
   const clt_gemm_shape shape = product_shape(c);
   const wino_planes ps = planes(c);
-  int status = CLT_OK;
-  for (size_t t = 0; t < positions(c->m) && !status; t++)
-    status = clt_gemm(r, &shape, 1.0f, s, at.v + t * ps.v, s, at.u + t * ps.u, 0.0f, s,
-                      at.m + t * ps.m, e);
-  return status;
+  const clt_gemm_batch bt = {positions(c->m), ps.v, ps.u, ps.m};
+  return clt_gemm_batched(r, &shape, &bt, 1.0f, s, (size_t)at.v, s, (size_t)at.u, 0.0f, s,
+                          (size_t)at.m, e);
 }
 
 static int run_output(clt_replica *r, const wino_conv *c, cl_mem s, int m_off, cl_mem y,
@@ -267,12 +267,13 @@ int clt_winograd_dw(clt_replica *r, const clt_conv_geom *g, int filters, int m, 
                        CLT_ARG(c.tw), CLT_ARG(zs)};
     status = clt_launch_rows(r, k, "wino_grad_output", args, 10, (size_t)c.cout, c.p, 1, e);
   }
-  /* dU[t] = V[t]^T Z[t], each a sum over the tiles in the GEMM's fixed order. */
+  /* dU[t] = V[t]^T Z[t], one batch, each a sum over the tiles in the GEMM's
+   * fixed order. */
   const clt_gemm_shape shape = grad_shape(&c);
-  for (size_t t = 0; t < positions(m) && !status; t++) {
-    status = clt_gemm(r, &shape, 1.0f, scratch, at.v + t * ps.v, scratch, at.m + t * ps.m, 0.0f,
-                      scratch, at.u + t * ps.u, e);
-  }
+  const clt_gemm_batch bt = {positions(m), ps.v, ps.m, ps.u};
+  if (!status)
+    status = clt_gemm_batched(r, &shape, &bt, 1.0f, scratch, (size_t)at.v, scratch, (size_t)at.m,
+                              0.0f, scratch, (size_t)at.u, e);
   if (!status) status = wino_kernel(r, m, "wino_filter_grad", &k, e);
   if (status) return status;
   const int off = (int)dw_off;

@@ -1,0 +1,196 @@
+/* clt_gemm_batched (gemm.h): strided batches of one GEMM shape in one launch,
+ * against a double-precision product per batch entry, on the backend the test
+ * runs with (CLTRAIN_KERNELS). Each transpose (cpu: gemm16, the A^T kernels,
+ * A^T laid out as rows for a short K, B^T transposed first, the gemm_tail
+ * columns), beta 0 and 1, operands at odd offsets and strides with gaps
+ * between them that must stay untouched, a count of 1 (cpu: a split K), and
+ * the Winograd passes' shapes. A batch run twice gives the same bits. Small
+ * mode (tests/oclgrind.sh) keeps the cases of every kernel and tile that fit. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+
+#include <clblast_c.h>
+
+#include "backend.h"
+#include "gemm.h"
+#include "harness.h"
+
+#define TOL 1e-4
+
+typedef struct batch_case {
+  int trans_a, trans_b, m, n, k, count;
+  int ldb_pad, ldc_pad; /* floats past a row of B and C */
+  int a_off, b_off, c_off;
+  int a_gap, b_gap, c_gap; /* floats between one product's operand and the next */
+  float beta;
+  double small_limit; /* small mode runs it up to this many multiply-adds */
+} batch_case;
+
+/* Floats one operand of `rows` x `ld` takes, and the buffer of `count` of them. */
+static size_t buffer_floats(size_t off, size_t stride, int count, size_t one) {
+  return off + (size_t)(count - 1) * stride + one;
+}
+
+/* 1 where float i of a buffer belongs to a product's rows x cols block. */
+static void mark(unsigned char *in, size_t off, size_t stride, int count, size_t rows, size_t cols,
+                 size_t ld) {
+  for (int z = 0; z < count; z++)
+    for (size_t i = 0; i < rows; i++) memset(in + off + z * stride + i * ld, 1, cols);
+}
+
+/* The batch ran as one launch of the product (cpu: with at most a transpose
+ * and the tail columns' launch; gpu: CLBlast's direct kernel, which it takes
+ * for small products), not one per product; on gpu a product large enough for
+ * CLBlast's indirect kernel (which would allocate in its batched routine) goes
+ * one at a time. */
+static int indirect; /* CLBlast's indirect kernel forced */
+
+static long launches(void) {
+  long calls = 0;
+  for (int i = 0; i < R->profile->nnames; i++) calls += R->profile->calls[i];
+  return calls;
+}
+
+static void one_launch(const batch_case *t, long before) {
+  const long calls = launches() - before;
+  const double mnk = (double)t->m * t->n * t->k;
+  if (t->count < 2) return;
+  if (strcmp(R->backend->name, "gpu") == 0) {
+    expect("one launch for the batch (CLBlast's direct kernel), or one per product (indirect)",
+           calls != 1 && !((mnk > 32768.0 || indirect) && calls == t->count), 1);
+  } else {
+    expect("one launch for the batch, not one per product", calls > 3, 1);
+  }
+}
+
+static void run_case(const batch_case *t) {
+  const size_t M = (size_t)t->m, N = (size_t)t->n, K = (size_t)t->k;
+  set_case("gemm batched %s%s %zux%zux%zu x %d, beta %g, offsets %d/%d/%d, gaps %d/%d/%d:",
+           t->trans_a ? "At" : "A", t->trans_b ? "Bt" : "B", M, N, K, t->count, (double)t->beta,
+           t->a_off, t->b_off, t->c_off, t->a_gap, t->b_gap, t->c_gap);
+  const double work = (double)t->count * (double)(M * N * K);
+  if (t->small_limit > 0 ? skip_above(work, t->small_limit) : skip_large(work)) {
+    case_end();
+    return;
+  }
+  const clt_gemm_shape s = {t->trans_a,
+                            t->trans_b,
+                            M,
+                            N,
+                            K,
+                            t->trans_a ? M : K,
+                            (t->trans_b ? K : N) + (size_t)t->ldb_pad,
+                            N + (size_t)t->ldc_pad};
+  const size_t a_one = t->trans_a ? K * s.lda : M * s.lda;
+  const size_t b_one = t->trans_b ? N * s.ldb : K * s.ldb, c_one = M * s.ldc;
+  const clt_gemm_batch bt = {(size_t)t->count, a_one + (size_t)t->a_gap, b_one + (size_t)t->b_gap,
+                             c_one + (size_t)t->c_gap};
+  const size_t na = buffer_floats((size_t)t->a_off, bt.a_stride, t->count, a_one);
+  const size_t nb = buffer_floats((size_t)t->b_off, bt.b_stride, t->count, b_one);
+  const size_t nc = buffer_floats((size_t)t->c_off, bt.c_stride, t->count, c_one);
+  double *a = dnew(na), *b = dnew(nb), *c = dnew(nc);
+  rand_fill(a, na, -1, 1);
+  rand_fill(b, nb, -1, 1);
+  rand_fill(c, nc, -4, 4);
+  /* The products' entries of C, in order, and which floats of C they are. */
+  double *want = dnew((size_t)t->count * M * N), *got = dnew((size_t)t->count * M * N);
+  unsigned char *in_c = hnew(nc);
+  mark(in_c, (size_t)t->c_off, bt.c_stride, t->count, M, N, s.ldc);
+  for (int z = 0; z < t->count; z++) {
+    const double *az = a + t->a_off + z * bt.a_stride, *bz = b + t->b_off + z * bt.b_stride;
+    const double *cz = c + t->c_off + z * bt.c_stride;
+    for (size_t i = 0; i < M; i++)
+      for (size_t j = 0; j < N; j++) {
+        double sum = t->beta * cz[i * s.ldc + j];
+        for (size_t p = 0; p < K; p++)
+          sum += az[t->trans_a ? p * s.lda + i : i * s.lda + p] *
+                 bz[t->trans_b ? j * s.ldb + p : p * s.ldb + j];
+        want[(z * M + i) * N + j] = sum;
+      }
+  }
+  cl_mem A = dev_new(na), B = dev_new(nb), C1 = dev_new(nc + TAIL), C2 = dev_new(nc + TAIL);
+  upload(A, 0, a, na);
+  upload(B, 0, b, nb);
+  /* C's products' rows only (the gaps keep GARBAGE), from offset 0 up
+   * (Oclgrind's uninitialised-value check ignores write offsets). */
+  float *cf = hnew((nc + TAIL) * sizeof *cf), *first = hnew((nc + TAIL) * sizeof *first);
+  for (size_t i = 0; i < nc + TAIL; i++) cf[i] = i < nc && in_c[i] ? (float)c[i] : GARBAGE;
+  upload_bytes(C1, 0, cf, (nc + TAIL) * sizeof *cf);
+  upload_bytes(C2, 0, cf, (nc + TAIL) * sizeof *cf);
+  int ok = !api_failed(clt_gemm_batched_reserve(R, &s, bt.count, &E), "reserve") &&
+           !api_failed(clt_replica_enable_profiling(R, &E), "profiling") &&
+           !api_failed(clt_replica_profile_collect(R, &E), "profile");
+  const long before = ok ? launches() : 0;
+  ok = ok &&
+       !api_failed(clt_gemm_batched(R, &s, &bt, 1.0f, A, (size_t)t->a_off, B, (size_t)t->b_off,
+                                    t->beta, C1, (size_t)t->c_off, &E),
+                   "batched gemm") &&
+       !api_failed(clt_replica_profile_collect(R, &E), "profile");
+  if (ok) one_launch(t, before);
+  ok = ok && !api_failed(clt_gemm_batched(R, &s, &bt, 1.0f, A, (size_t)t->a_off, B,
+                                          (size_t)t->b_off, t->beta, C2, (size_t)t->c_off, &E),
+                         "batched gemm again");
+  if (!ok) {
+    case_end();
+    return;
+  }
+  download_f(C1, 0, first, nc + TAIL);
+  size_t n = 0, outside = 0;
+  for (size_t i = 0; i < nc + TAIL; i++) {
+    if (i < nc && in_c[i]) got[n++] = first[i];
+    else outside += first[i] != GARBAGE;
+  }
+  check("C", got, want, n, TOL);
+  expect("C's gaps, padding and tail untouched", outside, nc + TAIL - n);
+  float *again = hnew((nc + TAIL) * sizeof *again);
+  download_f(C2, 0, again, nc + TAIL);
+  expect("again, bit for bit", memcmp(again, first, (nc + TAIL) * sizeof *again) != 0, 1);
+  case_end();
+}
+
+static const batch_case cases[] = {
+    /* Small mode's: each kernel and tile (cpu: NB 1, 2, 4) once. */
+    {0, 0, 7, 37, 11, 3, 0, 0, 5, 3, 7, 3, 5, 1, 0.0f, 0}, /* gemm16 NB 2 + gemm_tail */
+    {0, 0, 5, 64, 9, 2, 3, 5, 1, 0, 9, 0, 17, 2, 1.0f, 0}, /* NB 4, C += (accumulate), ld pads */
+    {0, 1, 6, 20, 13, 3, 0, 0, 2, 9, 4, 1, 2, 3, 0.0f, 0}, /* B^T transposed per product */
+    {1, 0, 9, 32, 14, 3, 0, 0, 3, 1, 2, 7, 1, 4, 0.0f, 0}, /* A^T, short K: laid out as rows */
+    {1, 0, 3, 16, 520, 2, 0, 0, 1, 2, 3, 5, 6, 7, 0.0f, 60000}, /* the A^T kernels */
+    {1, 1, 3, 21, 513, 2, 0, 0, 2, 2, 2, 1, 1, 1, 0.0f, 70000}, /* A^T, B^T, a tail */
+    {0, 0, 5, 21, 8, 1, 0, 0, 3, 1, 2, 0, 0, 0, 0.0f, 0},       /* a count of 1 */
+    /* Larger: more row blocks and chunks, a split K for a count of 1 (cpu),
+     * the A^T kernels' 128-column copies, and the Winograd passes' products
+     * of the reference CNN's second convolution (F(4x4): 36 positions of
+     * 576 tiles, 64 channels, 80 filters; 16 floats between them). */
+    {0, 0, 200, 96, 300, 4, 0, 0, 1, 5, 3, 11, 13, 17, 0.0f, 0},
+    {1, 0, 9, 64, 2100, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0.0f, 0},
+    {1, 0, 40, 261, 600, 3, 0, 0, 2, 3, 1, 5, 2, 9, 0.0f, 0},
+    {0, 0, 576, 80, 64, 36, 0, 0, 0, 0, 0, 16, 16, 16, 0.0f, 0},
+    {1, 0, 64, 80, 576, 36, 0, 0, 0, 0, 0, 16, 16, 16, 0.0f, 0},
+};
+
+/* gpu: CLBlast's indirect kernel (forced: every GEMM from here on), for which
+ * the batch goes one product at a time through the reserved scratch. */
+static const batch_case indirect_cases[] = {
+    {0, 0, 7, 37, 11, 3, 0, 0, 5, 3, 7, 3, 5, 1, 0.0f, 0},
+    {1, 0, 9, 32, 14, 3, 0, 0, 3, 1, 2, 7, 1, 4, 0.0f, 0},
+};
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  rng_seed(0xba7c4);
+  replica_open();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+  if (strcmp(R->backend->name, "gpu") == 0) {
+    const char *names[] = {"XGEMM_MIN_INDIRECT_SIZE"};
+    const size_t values[] = {0};
+    if (CLBlastOverrideParameters(R->device.id, "GemmRoutine", CLBlastPrecisionSingle, 1, names,
+                                  values) != CLBlastSuccess)
+      fatal("forcing CLBlast's indirect GEMM");
+    indirect = 1;
+    for (size_t i = 0; i < sizeof indirect_cases / sizeof indirect_cases[0]; i++)
+      run_case(&indirect_cases[i]);
+  }
+  replica_close();
+  return summary();
+}
