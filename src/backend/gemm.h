@@ -127,8 +127,8 @@ int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, 
 
 /* ---- Winograd F(m x m, 3x3) (winograd.c, cl/winograd.cl) ------------------------------
  * For 3x3 stride-1 convolutions, any padding: per (m+2)^2 positions of the
- * Winograd domain an independent product over the channels (clt_gemm with
- * offsets). dx runs as the forward of dy with the kernel flipped and its
+ * Winograd domain an independent product over the channels, all of a pass's
+ * in one clt_gemm_batched. dx runs as the forward of dy with the kernel flipped and its
  * channels swapped; dW as the forward's transpose: the sum over tiles of the
  * transformed input times the transformed output gradient (a GEMM with A^T),
  * then G^T . G back to 3x3. Sums in a fixed order, as everywhere. */

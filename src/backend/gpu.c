@@ -199,7 +199,7 @@ static int batched_direct(clt_replica *r, const clt_gemm_shape *s, size_t count,
 static int gpu_gemm_batched_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count,
                                     clt_err *e) {
   if (s->m == 0 || s->n == 0 || s->k == 0 || count == 0) return CLT_OK;
-  int direct, status = gpu_gemm_reserve(r, s, e);
+  int direct = 0, status = gpu_gemm_reserve(r, s, e);
   if (!status) status = batched_direct(r, s, count, &direct, e);
   if (status || !direct) return status;
   cl_mem t;
@@ -221,7 +221,7 @@ static int gpu_gemm_batched_reserve(clt_replica *r, const clt_gemm_shape *s, siz
 static int gpu_gemm_batched(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_batch *bt,
                             float alpha, cl_mem a, size_t a_off, cl_mem b, size_t b_off, float beta,
                             cl_mem c, size_t c_off, clt_err *e) {
-  int direct, status = batched_direct(r, s, bt->count, &direct, e);
+  int direct = 0, status = batched_direct(r, s, bt->count, &direct, e);
   if (status) return status;
   if (!direct) {
     /* One product at a time through the reserved scratch. */
