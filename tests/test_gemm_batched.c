@@ -187,9 +187,10 @@ int main(void) {
   int seen[2][2] = {{0, 0}, {0, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     /* Under Oclgrind the gpu backend's batches are CLBlast's one program (rebuilt
-     * for each case's fresh replica): one case per pair of transposes. */
+     * for each case's fresh replica): one case each of the transposes Winograd
+     * runs (A B and A^T B). */
     int *done = &seen[cases[i].trans_a][cases[i].trans_b];
-    if (gpu && small_mode() && *done) continue;
+    if (gpu && small_mode() && (*done || cases[i].trans_b)) continue;
     *done = 1;
     run_case(&cases[i]);
   }
