@@ -54,3 +54,31 @@ __kernel void add_backward(__global const float *dy, __global const float *y,
   }
 #endif
 }
+
+// The same where the gradient plan gave the inputs' gradients the output
+// gradient's buffer (src/engine/net.c): dy masked in place, and copied to dx
+// when dx is not NULL (an input whose gradient lives elsewhere). Same layout
+// of work as add_forward.
+__kernel void add_backward_in_place(__global float *dy, __global const float *y,
+                                    __global float *dx, const int n) {
+  const int i = get_global_id(0);
+#if CLT_GPU
+  if (i >= n) return;
+  const float g = y[i] > 0.0f ? dy[i] : 0.0f;
+  dy[i] = g;
+  if (dx) dx[i] = g;
+#else
+  const size_t at = (size_t)i * CH;
+  if (at + CH <= (size_t)n) {
+    const float8 g = select((float8)(0.0f), vload8(i, dy), isgreater(vload8(i, y), (float8)(0.0f)));
+    vstore8(g, i, dy);
+    if (dx) vstore8(g, i, dx);
+  } else {
+    for (size_t j = at; j < (size_t)n; j++) {
+      const float g = y[j] > 0.0f ? dy[j] : 0.0f;
+      dy[j] = g;
+      if (dx) dx[j] = g;
+    }
+  }
+#endif
+}

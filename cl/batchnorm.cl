@@ -34,12 +34,13 @@
 
 // Per block of rows, the statistics Chan et al.'s pairwise update combines:
 // partial[part + blk*C + c] = the block's mean of x[r, c], partial[part2 + ...]
-// = its sum of squared deviations from that mean, both by the corrected
-// two-pass algorithm (a first-pass mean m, then the deviations d = x - m: m +
-// sum d / n, sum d^2 - (sum d)^2 / n; errors then scale with the spread, not
-// the mean). A block is read twice, the second time from cache (CPUs: 128 rows
-// x CG channels, 128 KiB in L2): the whole batch's two passes had read the
-// activations from memory twice. clt_launch_row_blocks over (C, nblocks).
+// = its sum of squared deviations from that mean, both computed so that errors
+// scale with the spread, not the mean. CPUs: one pass over the block by
+// Welford's update, rows in order (a first pass for the mean had cost as much
+// again, though the second read came from cache). GPUs: the corrected two-pass
+// algorithm (a first-pass mean m, then the deviations d = x - m: m + sum d / n,
+// sum d^2 - (sum d)^2 / n), the lanes' sums meeting in lane_sum, which only
+// adds. clt_launch_row_blocks over (C, nblocks).
 __kernel void bn_partial_stats(__global const float *x, const int rows, const int C,
                                const int rows_per_block, __global float *partial,
                                const int part, const int part2) {
@@ -71,34 +72,34 @@ __kernel void bn_partial_stats(__global const float *x, const int rows, const in
   BN_CPU_BLOCK;
   __global float *mean = partial + part + (size_t)blk * C + c0;
   __global float *m2 = partial + part2 + (size_t)blk * C + c0;
-  float sd[CG]; // the deviations' sums (in L1 like the partial sums)
-  for (int c = 0; c < w; c++) mean[c] = m2[c] = sd[c] = 0.0f;
-  __global const float *q = p;
-  for (int r = 0; r < n; r++, q += C) {
-    int c = 0;
-    for (; c + CH <= w; c += CH) vstore8(vload8(0, mean + c) + vload8(0, q + c), 0, mean + c);
-    for (; c < w; c++) mean[c] += q[c];
+  // Welford's update row by row on x shifted by the block's first row k: the
+  // running mean m of d = x - k gains (d - m) / (r + 1) and M2 gains (d - m) *
+  // (d - m') with m' the updated mean; the block's mean is then k + m. The
+  // shift keeps m near the spread's size, so its rounding does not scale with
+  // the mean. k, m and M2 stay in L1 like the partial sums.
+  float k[CG];
+  for (int c = 0; c < w; c++) {
+    k[c] = p[c];
+    mean[c] = m2[c] = 0.0f;
   }
-  const float nf = (float)n;
-  for (int c = 0; c < w; c++) mean[c] /= nf;
   for (int r = 0; r < n; r++, p += C) {
+    const float inv = 1.0f / (float)(r + 1);
     int c = 0;
     for (; c + CH <= w; c += CH) {
-      const float8 d = vload8(0, p + c) - vload8(0, mean + c);
-      vstore8(vload8(0, sd + c) + d, 0, sd + c);
-      vstore8(vload8(0, m2 + c) + d * d, 0, m2 + c);
+      const float8 v = vload8(0, p + c) - vload8(0, k + c), m = vload8(0, mean + c);
+      const float8 d = v - m, m1 = m + d * inv;
+      vstore8(m1, 0, mean + c);
+      vstore8(vload8(0, m2 + c) + d * (v - m1), 0, m2 + c);
     }
     for (; c < w; c++) {
-      const float d = p[c] - mean[c];
-      sd[c] += d;
-      m2[c] += d * d;
+      const float v = p[c] - k[c], d = v - mean[c];
+      mean[c] += d * inv;
+      m2[c] += d * (v - mean[c]);
     }
   }
-  for (int c = 0; c < w; c++) {
-    const float v = m2[c] - sd[c] * sd[c] / nf;
-    mean[c] += sd[c] / nf;
-    m2[c] = v < 0.0f ? 0.0f : v; // not max(): a NaN goes on to the loss guard
-  }
+  for (int c = 0; c < w; c++) mean[c] += k[c];
+  for (int c = 0; c < w; c++)
+    if (m2[c] < 0.0f) m2[c] = 0.0f; // rounding; not max(): a NaN goes on to the loss guard
 #endif
 }
 

@@ -317,6 +317,32 @@ static void test_add(const add_case *t) {
     check_untouched(which == 0 ? "dx2=NULL: dx2 buffer untouched" : "dx=NULL: dx buffer untouched",
                     which == 0 ? DX2 : DX, 0, n);
   }
+  /* The gradient plan's in-place form (CLT_FUSE_GRAD_IN_PLACE): dy's buffer is
+   * one input's gradient (or both, or one with the other NULL), the other's,
+   * when given elsewhere, gets the same values. */
+  static const char *const shared[] = {"dx = dy", "dx2 = dy", "dx = dx2 = dy", "dx = dy, dx2 NULL",
+                                       "dx2 = dy, dx NULL"};
+  for (int form = 0; form < 5; form++) {
+    dev_fill(DX, 0, n, GARBAGE);
+    dev_fill(DX2, 0, n, GARBAGE);
+    upload(DY, 0, dy, n);
+    io.dx = form == 0 || form == 2 || form == 3 ? DY : form == 4 ? NULL : DX;
+    io.dx2 = form == 1 || form == 2 || form == 4 ? DY : form == 3 ? NULL : DX2;
+    char what[96];
+    snprintf(what, sizeof what, "backward, %s", shared[form]);
+    if (api_failed(l.ops->backward(&l, &io, &E), what)) goto done;
+    download(DY, 0, dx, n);
+    snprintf(what, sizeof what, "%s: dy's buffer", shared[form]);
+    check(what, dx, dx_ref, n, TOL_EXACT);
+    cl_mem other = form == 0 ? DX2 : form == 1 ? DX : NULL;
+    if (other) {
+      download(other, 0, dx2, n);
+      snprintf(what, sizeof what, "%s: the other gradient", shared[form]);
+      check(what, dx2, dx2_ref, n, TOL_EXACT);
+    }
+    snprintf(what, sizeof what, "%s: no other buffer written", shared[form]);
+    check_untouched(what, other == DX2 ? DX : DX2, 0, n + (other ? 0 : TAIL));
+  }
   io.dx = io.dx2 = NULL;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward, both NULL")) goto done;
   expect("backward with both gradients NULL", 0, 1);

@@ -1,6 +1,8 @@
 /* The fusion plan of every built-in model on every backend, against the plans
  * stored in tests/plans/ (src/engine/plan.h): a change of what runs fused with
- * what shows in review as a change of those files.
+ * what shows in review as a change of those files. Then the gradient plan
+ * (clt_net_plan_gradients): where an Add's inputs take its output gradient's
+ * buffer, and where they must not.
  *
  *   test_plans DIR           compares; on a difference prints both and how to
  *                            accept the new plans
@@ -12,6 +14,7 @@
 #include "backend.h"
 #include "check.h"
 #include "model.h"
+#include "net.h"
 #include "plan.h"
 
 /* The built-in models at the sizes of the reference workloads. */
@@ -44,6 +47,78 @@ static char *read_file(const char *path) {
   }
   fclose(f);
   return text;
+}
+
+/* Whether the Add named `add` in the model `desc` (8x8x4 input, 3 classes)
+ * leaves both inputs' gradients in its output gradient's buffer, against
+ * `want`; the model's Add has a ReLU, or none (relu 0). */
+static void grad_sharing(const char *what, const char *desc, const char *add, int want) {
+  static clt_model m;
+  clt_err e = {0};
+  if (clt_model_parse("t", (clt_shape){8, 8, 4}, 3, CLT_PRE_UNIT, desc, &m, &e)) {
+    check(0, "%s: parses: %s", what, e.msg);
+    return;
+  }
+  clt_grad_plan *plan = calloc((size_t)m.nlayers, sizeof *plan);
+  int nbuf = 0, i = clt_model_find(&m, add);
+  if (!plan || i < 0 || clt_net_plan_gradients(&m, plan, &nbuf, &e)) {
+    check(0, "%s: planned: %s", what, e.msg);
+    free(plan);
+    return;
+  }
+  const clt_grad_plan *p = &plan[i];
+  const int shared = p->in[0] == p->out && p->in[1] == p->out;
+  /* A shared buffer must hold both gradients until both producers have read it:
+   * no other layer's gradient or temporary may be given it in between. */
+  int reused = 0;
+  for (int j = 0; shared && j < m.nlayers; j++) {
+    const int lo = m.layers[i].inputs[0] < m.layers[i].inputs[1] ? m.layers[i].inputs[0]
+                                                                 : m.layers[i].inputs[1];
+    if (j <= lo || j >= i) continue;
+    for (int k = 0; k < 2; k++) reused += plan[j].in[k] == p->out && m.layers[j].inputs[k] != lo;
+  }
+  check(shared == want && !reused, "%s: %s share its output gradient's buffer", what,
+        want ? "the inputs" : "the inputs do not");
+  free(plan);
+}
+
+static void test_grad_sharing(void) {
+  /* A bottleneck block: the shortcut's other reader (b) comes before the
+   * residual branch's last layer, a BatchNormalization. */
+  grad_sharing("residual block",
+               "a=Conv2D(4,1x1,s1,valid,relu) b=Conv2D(4,1x1,s1,valid)<a "
+               "n=BatchNormalization(eps0.001,m0.99)<b s=Add(relu)<a,n "
+               "g=GlobalAveragePooling2D d=Dense(3)",
+               "s", 1);
+  grad_sharing("residual block, Add without ReLU",
+               "a=Conv2D(4,1x1,s1,valid,relu) b=Conv2D(4,1x1,s1,valid)<a "
+               "n=BatchNormalization(eps0.001,m0.99)<b s=Add<n,a "
+               "g=GlobalAveragePooling2D d=Dense(3)",
+               "s", 1);
+  /* The later input reads the earlier one itself: its backward would add into
+   * the buffer it reads. */
+  grad_sharing("Add(x, f(x))",
+               "a=Conv2D(4,1x1,s1,valid,relu) n=BatchNormalization(eps0.001,m0.99)<a "
+               "s=Add(relu)<a,n g=GlobalAveragePooling2D d=Dense(3)",
+               "s", 0);
+  /* The earlier input has a reader after the later one: its backward would add
+   * into the buffer before the later input's backward reads it. */
+  grad_sharing("earlier input read after the later one",
+               "a=Conv2D(4,1x1,s1,valid,relu) b=Conv2D(4,1x1,s1,valid)<a "
+               "n=BatchNormalization(eps0.001,m0.99)<b c=Conv2D(4,1x1,s1,valid)<a "
+               "s=Add(relu)<a,n t=Add<s,c g=GlobalAveragePooling2D d=Dense(3)",
+               "s", 0);
+  /* The later input's backward may mask dy in place (a Conv2D with its ReLU). */
+  grad_sharing("later input a Conv2D",
+               "a=Conv2D(4,1x1,s1,valid,relu) b=Conv2D(4,1x1,s1,valid,relu)<a "
+               "s=Add(relu)<a,b g=GlobalAveragePooling2D d=Dense(3)",
+               "s", 0);
+  /* The later input is read twice: its gradient is the sum of two. */
+  grad_sharing("later input read twice",
+               "a=Conv2D(4,1x1,s1,valid,relu) b=Conv2D(4,1x1,s1,valid)<a "
+               "n=BatchNormalization(eps0.001,m0.99)<b s=Add(relu)<a,n t=Add<s,n "
+               "g=GlobalAveragePooling2D d=Dense(3)",
+               "s", 0);
 }
 
 int main(int argc, char **argv) {
@@ -86,6 +161,7 @@ int main(int argc, char **argv) {
       free(stored);
     }
   }
+  test_grad_sharing();
   if (changed) {
     printf("The plans changed: if that is intended, accept them with\n"
            "  %s --write %s\nand commit the files.\n",

@@ -13,12 +13,50 @@ static int alloc_floats(clt_net *net, size_t n, const char *what, cl_mem *out, c
   return clt_replica_alloc(net->replica, n * sizeof(float), what, out, e);
 }
 
+/* How many inputs of m's layers layer t's output is, and (*last) the latest of
+ * them below layer `below` (-1: none). */
+static int readers_below(const clt_model *m, int t, int below, int *last) {
+  int n = 0;
+  *last = -1;
+  for (int j = 0; j < m->nlayers; j++)
+    for (int k = 0; k < m->layers[j].ninputs; k++) {
+      if (m->layers[j].inputs[k] != t) continue;
+      n++;
+      if (j < below && j > *last) *last = j;
+    }
+  return n;
+}
+
+/* Whether layer i's inputs may both take its output gradient's buffer as their
+ * own (CLT_FUSE_GRAD_IN_PLACE, an Add): neither has a gradient yet (i reads
+ * them last), and nothing writes the buffer before both have read it. With
+ * hi, lo the later and earlier input: hi's backward reads it first, so i must
+ * be hi's only reader and hi's backward must leave it as it is
+ * (CLT_FUSE_KEEPS_DY: BatchNormalization, a residual block's last layer);
+ * lo's other readers add into it, so all must come before hi (their backward
+ * runs after hi's), which also keeps hi from reading lo. */
+static int grads_share_out(const clt_model *m, int i, const int *owner) {
+  const clt_layer *l = &m->layers[i];
+  if (!(clt_layer_fusions(l) & CLT_FUSE_GRAD_IN_PLACE) || l->ninputs != 2) return 0;
+  const int t0 = l->inputs[0], t1 = l->inputs[1];
+  if (t0 < 0 || t1 < 0 || t0 == t1 || owner[t0] >= 0 || owner[t1] >= 0) return 0;
+  const int hi = t0 > t1 ? t0 : t1, lo = t0 > t1 ? t1 : t0;
+  int last;
+  if (readers_below(m, hi, i, &last) != 1 ||
+      !(clt_layer_fusions(&m->layers[hi]) & CLT_FUSE_KEEPS_DY))
+    return 0;
+  readers_below(m, lo, i, &last);
+  return last < hi;
+}
+
 /* Plans the activation-gradient buffers of a backward pass (see clt_grad_plan):
  * walking the layers backwards, a layer's input gradient takes a pool buffer
  * when first written and is accumulated through a temporary when a second
- * consumer writes it (ResNet's shortcuts); buffers return to the pool when the
- * producing layer's backward has read them. */
-static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers, clt_err *e) {
+ * consumer writes it (ResNet's shortcuts); an aliasing layer's input gradient,
+ * and an Add's where grads_share_out, is its output gradient's buffer. A
+ * buffer counts the layer outputs it holds the gradient of, and returns to the
+ * pool when the last of their producers' backward has read it. */
+int clt_net_plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers, clt_err *e) {
   /* At most one buffer per layer output and per input's temporary is busy. */
   const int most = 3 * m->nlayers + 1;
   int *owner = malloc((size_t)m->nlayers * sizeof *owner),
@@ -48,17 +86,17 @@ static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers
                         l->name);
       break;
     }
-    int keep_out = 0;
+    const int share = l->ops->aliases_input || grads_share_out(m, i, owner);
     for (int k = 0; k < 2; k++) {
       p->in[k] = p->add_to[k] = -1;
       const int t = k < l->ninputs ? l->inputs[k] : -1;
       if (t < 0) continue; /* the model's input needs no gradient */
-      if (l->ops->aliases_input) {
-        /* The output is the input's memory, so its gradient is the input's. */
+      if (share) {
+        /* The output gradient's buffer is the input's gradient too. */
         p->in[k] = p->out;
         if (owner[t] < 0) {
           owner[t] = p->out;
-          keep_out = 1;
+          busy[p->out]++;
         } else {
           p->add_to[k] = owner[t];
         }
@@ -73,7 +111,7 @@ static int plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers
     for (int k = 0; k < 2; k++) {
       if (p->add_to[k] >= 0 && p->in[k] != p->out) busy[p->in[k]] = 0;
     }
-    if (!keep_out) busy[p->out] = 0;
+    busy[p->out]--; /* layer i's own gradient has been read */
   }
 #undef TAKE
   free(owner);
@@ -152,7 +190,8 @@ size_t clt_net_bytes(const clt_model *m, int max_batch, int train) {
   if (train) floats += m->grad_floats + CLT_OPT_SLOTS * m->trainable_floats;
   /* Without host memory to plan: the most buffers a plan can take. */
   if (!train && (!act || plan_activations(m, act, &nbuf, &ignored))) nbuf = m->nlayers;
-  if (train && (!plan || plan_gradients(m, plan, &nbuf, &ignored))) nbuf = 3 * m->nlayers + 1;
+  if (train && (!plan || clt_net_plan_gradients(m, plan, &nbuf, &ignored)))
+    nbuf = 3 * m->nlayers + 1;
   free(plan);
   free(act);
   if (!train) return (floats + (size_t)nbuf * max_act) * sizeof(float);
@@ -281,7 +320,8 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   if ((status = clt_plan_build(m, r->backend->name, r->backend->fuses_conv_pool, &net->plan, e)))
     goto cleanup;
   build_joint_program(m, r);
-  if (train && (status = plan_gradients(m, net->grad_plan, &net->grad_buffers, e))) goto cleanup;
+  if (train && (status = clt_net_plan_gradients(m, net->grad_plan, &net->grad_buffers, e)))
+    goto cleanup;
   if (!train && (status = plan_activations(m, act_buf, &net->act_buffers, e))) goto cleanup;
   moving_runs(m, net);
   clt_model_grads_needed(m, net->grads_needed);

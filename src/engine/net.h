@@ -21,6 +21,10 @@ typedef struct clt_grad_plan {
                     whose content is added into it */
 } clt_grad_plan;
 
+/* Plans the gradient buffers of m's backward pass: plan[i] per layer, and the
+ * pool's size (*nbuffers). clt_net_create calls it; exposed for the tests. */
+int clt_net_plan_gradients(const clt_model *m, clt_grad_plan *plan, int *nbuffers, clt_err *e);
+
 typedef struct clt_net {
   const clt_model *model;
   clt_replica *replica;

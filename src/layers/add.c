@@ -48,8 +48,8 @@ static int add_prepare(const clt_layer *l, clt_replica *r, int max_batch, const 
   (void)f;
   (void)max_batch;
   if (hp(l)->bcast) return clt_bcast_prepare(r, e);
-  static const char *const names[] = {"add_forward", "add_backward"};
-  return clt_layer_build_kernels(r, "add.cl", names, 2, e);
+  static const char *const names[] = {"add_forward", "add_backward", "add_backward_in_place"};
+  return clt_layer_build_kernels(r, "add.cl", names, 3, e);
 }
 
 static int add_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
@@ -65,6 +65,32 @@ static int add_forward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->x), CLT_ARG(io->x2), CLT_ARG(io->y), CLT_ARG(n), CLT_ARG(relu)};
   status = clt_launch_elems(io->replica, k, "add_forward", args, 5, total, e);
+  return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
+}
+
+/* Backward where an input's gradient is dy's own buffer (the gradient plan's
+ * CLT_FUSE_GRAD_IN_PLACE): dy masked in place by the ReLU, and copied to the
+ * other input's gradient where that lives elsewhere. Without a ReLU and a
+ * second buffer there is nothing to do. */
+static int add_backward_in_place(const clt_layer *l, const clt_layer_io *io, size_t total,
+                                 clt_err *e) {
+  cl_mem other = io->dx == io->dy ? io->dx2 : io->dx, none = NULL;
+  if (other == io->dy) other = NULL;
+  int n = (int)total, relu = hp(l)->relu, status;
+  cl_kernel k;
+  if (!relu && !other) return CLT_OK;
+  if (!relu) {
+    /* The other gradient is dy as it is (add_backward without its ReLU). */
+    status = clt_replica_kernel(io->replica, "add.cl", "", "add_backward", &k, e);
+    clt_karg args[] = {CLT_ARG(io->dy), CLT_ARG(io->y), CLT_ARG(other),
+                       CLT_ARG(none),   CLT_ARG(n),     CLT_ARG(relu)};
+    if (!status) status = clt_launch_elems(io->replica, k, "add_backward", args, 6, total, e);
+  } else {
+    status = clt_replica_kernel(io->replica, "add.cl", "", "add_backward_in_place", &k, e);
+    clt_karg args[] = {CLT_ARG(io->dy), CLT_ARG(io->y), CLT_ARG(other), CLT_ARG(n)};
+    if (!status)
+      status = clt_launch_elems(io->replica, k, "add_backward_in_place", args, 4, total, e);
+  }
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
 
@@ -84,6 +110,7 @@ static int add_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) 
   cl_kernel k;
   const size_t total = (size_t)io->batch * clt_shape_size(l->out);
   int n = (int)total, relu = hp(l)->relu;
+  if (io->dx == io->dy || io->dx2 == io->dy) return add_backward_in_place(l, io, total, e);
   int status = clt_replica_kernel(io->replica, "add.cl", "", "add_backward", &k, e);
   if (status) return status;
   clt_karg args[] = {CLT_ARG(io->dy),  CLT_ARG(io->y), CLT_ARG(io->dx),
@@ -145,11 +172,11 @@ static void add_ref_backward(const clt_layer *l, const clt_ref_io *io) {
 }
 #endif
 
-/* The sum's fused ReLU, for a producer that does this forward (clt_layer.add_fused). */
-/* A sum whose producer of one input can do it in its own forward (fusion.adds). */
+/* A sum whose producer of one input can do it in its own forward (fusion.adds),
+ * and whose inputs' gradients can share its output gradient's buffer. */
 static unsigned add_fusions(const clt_layer *l) {
   if (hp(l)->bcast) return 0u;
-  return CLT_FUSE_SUM | (hp(l)->relu ? CLT_FUSE_SUM_RELU : 0u);
+  return CLT_FUSE_SUM | CLT_FUSE_GRAD_IN_PLACE | (hp(l)->relu ? CLT_FUSE_SUM_RELU : 0u);
 }
 
 static const char *const add_sources[] = {"add.cl", "broadcast.cl", NULL};

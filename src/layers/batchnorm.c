@@ -4,9 +4,10 @@
  * order: gamma, beta, moving_mean, moving_variance (the last two non-trainable);
  * scale=False drops gamma (1), center=False beta (0), as Keras' get_weights does.
  *
- * training forward: mean, biased var per channel over the rows (a two-pass variance
- *           per block of rows, blocks combined by Chan et al.'s update, so a large
- *           mean does not cancel the variance away); inv_std = 1/sqrt(var+eps);
+ * training forward: mean, biased var per channel over the rows (per block of rows
+ *           by Welford's update on CPUs, a two-pass variance on GPUs; blocks
+ *           combined by Chan et al.'s update, so a large mean does not cancel the
+ *           variance away); inv_std = 1/sqrt(var+eps);
  *           y = gamma*(x-mean)*inv_std + beta (+ReLU). mean and inv_std are kept in
  *           io->state for backward. The gradient slots of the moving statistics get
  *           stat_weight*mean and stat_weight*unbiased var: the all-reduce turns them
@@ -190,8 +191,8 @@ static int bn_run(const clt_layer_io *io, const char *name, const clt_karg *args
 }
 
 /* Batch statistics into io->state (mean, inv_std) and the moving statistics' slots:
- * a two-pass variance per block of rows, the blocks combined by Chan et al.'s
- * update (see bn_partial_stats in batchnorm.cl). */
+ * a mean and sum of squared deviations per block of rows, the blocks combined by
+ * Chan et al.'s update (see bn_partial_stats in batchnorm.cl). */
 static int bn_batch_stats(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int rows = bn_rows(l, io->batch), C = l->in.c;
   int per_block = bn_rows_per_block(l, io->replica, rows);
@@ -401,10 +402,11 @@ static int bn_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs
 
 /* An Add after a BatchNormalization without a ReLU of its own joins bn_apply's
  * pass (a residual block's last BatchNormalization): its own ReLU, if any,
- * would come before the sum. */
-/* Without a ReLU of its own, its forward can add an Add's other input and apply
- * the Add's ReLU (fusion.adds). */
-static unsigned bn_fusions(const clt_layer *l) { return hp(l)->relu ? 0u : CLT_FUSE_ADD_RESIDUAL; }
+ * would come before the sum (fusion.adds). The backward reads dy and leaves it
+ * alone, so an Add's output gradient can be its input's in place. */
+static unsigned bn_fusions(const clt_layer *l) {
+  return CLT_FUSE_KEEPS_DY | (hp(l)->relu ? 0u : CLT_FUSE_ADD_RESIDUAL);
+}
 
 static const char *const bn_sources[] = {"batchnorm.cl", NULL};
 

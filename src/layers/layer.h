@@ -112,6 +112,12 @@ enum {
   CLT_FUSE_POOL_OUTPUT = 1 << 7,     /* its passes can so pool their output (Conv2D of
                                         few taps with a ReLU, on backends that
                                         fuse_conv_pool) */
+  CLT_FUSE_GRAD_IN_PLACE = 1 << 8,   /* its inputs' gradients are its output's (masked
+                                        by a ReLU): its backward can leave them in
+                                        dy's buffer (Add; src/engine/net.c) */
+  CLT_FUSE_KEEPS_DY = 1 << 9,        /* its backward only reads io->dy (which layers
+                                        may otherwise overwrite) and passes no buffer
+                                        on as its input's gradient */
 };
 
 /* Buffers one forward or backward call works on (offsets are in floats). */
