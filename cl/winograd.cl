@@ -11,9 +11,10 @@
 // (F(4x4,3x3), points 0, 1, -1, 2, -2, the matrices of Lavin and Gray).
 //
 // Launches: clt_launch_rows over (channels, tiles or input channels), one row
-// a work-item. CLT_GPU 0 (CPUs): a work-item takes 8 channels as a float8
-// (a tail of fewer as the first lanes); CLT_GPU 1 (GPUs): a work-item per
-// channel, consecutive work-items on consecutive channels (coalesced).
+// a work-item. CLT_GPU 0 (CPUs): a work-item takes WINO_LANES channels as a
+// float16 or float8 (a tail of fewer as the first lanes); CLT_GPU 1 (GPUs): a
+// work-item per channel, consecutive work-items on consecutive channels
+// (coalesced).
 
 #ifndef WINO_M
 #define WINO_M 2
@@ -57,30 +58,45 @@ static inline void st(__global float *p, const int n, const vt v) {
   p[0] = v;
 }
 #else
+// WINO_LANES channels a work-item: 16 (a float16, where the device's vectors
+// are that wide) or 8; winograd.c launches that many fewer work-items.
+#ifndef WINO_LANES
+#define WINO_LANES 8
+#endif
+#if WINO_LANES == 16
+typedef float16 vt;
+#define VLOAD vload16
+#define VSTORE vstore16
+#elif WINO_LANES == 8
 typedef float8 vt;
-#define LANES CH
-#define LANE0() ((int)get_global_id(0) * CH)
-// n channels (at most 8) from p, `stride` floats apart; the other lanes 0.
+#define VLOAD vload8
+#define VSTORE vstore8
+#else
+#error "WINO_LANES must be 8 or 16"
+#endif
+#define LANES WINO_LANES
+#define LANE0() ((int)get_global_id(0) * LANES)
+// n channels (at most LANES) from p, `stride` floats apart; the other lanes 0.
 static inline vt ld(__global const float *p, const int n, const int stride) {
-  if (n >= CH && stride == 1) return vload8(0, p);
-  float t[CH];
-  for (int i = 0; i < CH; i++) t[i] = i < n ? p[i * stride] : 0.0f;
-  return vload8(0, t);
+  if (n >= LANES && stride == 1) return VLOAD(0, p);
+  float t[LANES];
+  for (int i = 0; i < LANES; i++) t[i] = i < n ? p[i * stride] : 0.0f;
+  return VLOAD(0, t);
 }
 static inline void st(__global float *p, const int n, const vt v) {
-  if (n >= CH) {
-    vstore8(v, 0, p);
+  if (n >= LANES) {
+    VSTORE(v, 0, p);
     return;
   }
-  float t[CH];
-  vstore8(v, 0, t);
+  float t[LANES];
+  VSTORE(v, 0, t);
   for (int i = 0; i < n; i++) p[i] = t[i];
 }
 #endif
 
 // G g G^T of the 3x3 kernel g into U at `at`, position t `tstride` floats apart.
-static inline void filter_tile(vt g[3][3], __global float *U, const size_t at,
-                               const size_t tstride, const int n) {
+static inline void filter_tile(vt g[3][3], __global float *U, const size_t at, const size_t tstride,
+                               const int n) {
   vt tg[WA][3];
 #pragma unroll
   for (int i = 0; i < WA; i++)
@@ -112,48 +128,59 @@ __kernel void wino_filter(__global const float *w, const int w_off, __global flo
   filter_tile(g, U, u_off + (size_t)c * CO + co, us, n);
 }
 
-// The input gradient's kernel: the forward's flipped (rows and columns) with
-// its channels swapped, U[t][co][c] from w[2 - i][2 - j][c][co]. Launched as
-// rows of outputs co with 8 rows a work-item; channels: inputs c. GPUs: a
-// work-item per (c, co), reading CO floats apart. CPUs: a block of 16 inputs
-// by 8 outputs, read as rows of contiguous outputs and transposed in private
-// memory, not gathered CO floats apart for each output.
-__kernel void wino_filter_flip(__global const float *w, const int w_off, __global float *U,
-                               const int u_off, const int C, const int CO, const int us) {
-  vt g[3][3];
+// The input gradient's kernel, the forward's flipped (rows and columns) with
+// its channels swapped, runs as wino_filter over F[tap][co][c] =
+// w[8 - tap][c][co] (w: [9][C][CO]), which this kernel writes. Transposing
+// while transforming put a work-item's accesses on more pages than the TLB
+// holds (T planes of U, or 9 taps of w, by as many rows); apart, each pass
+// touches few.
+//
+// GPUs: a work-item per (c, row tap * CO + co): F's rows written by
+// consecutive work-items (coalesced), w read CO floats apart. Rows: 9 CO.
+// CPUs: a work-item per tap and 16 x 16 block, as four 8 x 8 blocks read as
+// rows of float8 and transposed in registers (element by element, rows 2 KiB
+// apart at 512 channels put the block's lines in the same two cache sets);
+// blocks at the edges by plain loops. Rows: 9 blocks of ceil(C / 16) * 16
+// inputs, 16 a work-item; channels: blocks of 16 outputs.
+#if !CLT_GPU
+// Column j of the 8 x 8 block whose rows are r[0..7].
+#define COL8(r, j)                                                                       \
+  (float8)((r)[0].s##j, (r)[1].s##j, (r)[2].s##j, (r)[3].s##j, (r)[4].s##j, (r)[5].s##j, \
+           (r)[6].s##j, (r)[7].s##j)
+#endif
+__kernel void wino_flip_taps(__global const float *w, const int w_off, __global float *F,
+                             const int f_off, const int C, const int CO) {
 #if CLT_GPU
-  const int c = LANE0(), co = get_global_id(1);
-  if (c >= C || co >= CO) return;
-#pragma unroll
-  for (int i = 0; i < 3; i++)
-#pragma unroll
-    for (int j = 0; j < 3; j++)
-      g[i][j] = w[w_off + ((size_t)((2 - i) * 3 + 2 - j) * C + c) * CO + co];
-  filter_tile(g, U, u_off + (size_t)co * C + c, us, 1);
+  const int c = get_global_id(0), row = get_global_id(1);
+  if (c >= C || row >= 9 * CO) return;
+  const int tap = row / CO, co = row % CO;
+  F[f_off + (size_t)row * C + c] = w[w_off + ((size_t)(8 - tap) * C + c) * CO + co];
 #else
-  // Two blocks of 8 inputs a work-item (the odd ones idle), so that each
-  // output row's write is a whole cache line rather than halves written by two
-  // work-items far apart in time.
-  const int c0 = LANE0(), co0 = (int)get_global_id(1) * CH;
-  if (c0 >= C || co0 >= CO || (c0 / CH) % 2) return;
-  const int nco = min(CH, CO - co0);
-  float blk[9][CH][2 * CH];  // [tap][output][input]
-  for (int tap = 0; tap < 9; tap++)
-    for (int i = 0; i < 2 * CH; i++) {
-      float row[CH];
-      vstore8(c0 + i < C ? ld(w + w_off + ((size_t)tap * C + c0 + i) * CO + co0, nco, 1)
-                         : (vt)(0.0f),
-              0, row);
-      for (int j = 0; j < CH; j++) blk[tap][j][i] = row[j];
-    }
-  for (int j = 0; j < nco; j++)
-    for (int h = 0; h < 2 && c0 + h * CH < C; h++) {
+  const int nb = (C + 15) / 16, co0 = (int)get_global_id(0) * 16;
+  const int tap = (int)get_global_id(1) / nb, c0 = ((int)get_global_id(1) % nb) * 16;
+  if (co0 >= CO || tap >= 9) return;
+  const int nco = min(16, CO - co0), nc = min(16, C - c0);
+  __global const float *src = w + w_off + ((size_t)(8 - tap) * C + c0) * CO + co0;
+  __global float *dst = F + f_off + ((size_t)tap * CO + co0) * C + c0;
+  if (nco < 16 || nc < 16) {
+    for (int k = 0; k < nco; k++)
+      for (int n = 0; n < nc; n++) dst[(size_t)k * C + n] = src[(size_t)n * CO + k];
+    return;
+  }
+  for (int bi = 0; bi < 2; bi++)
+    for (int bj = 0; bj < 2; bj++) {
+      float8 r[8];
 #pragma unroll
-      for (int a = 0; a < 3; a++)
-#pragma unroll
-        for (int b = 0; b < 3; b++) g[a][b] = vload8(0, blk[(2 - a) * 3 + 2 - b][j] + h * CH);
-      const int c = c0 + h * CH;
-      filter_tile(g, U, u_off + (size_t)(co0 + j) * C + c, us, min(CH, C - c));
+      for (int i = 0; i < 8; i++) r[i] = vload8(0, src + (size_t)(8 * bi + i) * CO + 8 * bj);
+      __global float *d = dst + (size_t)(8 * bj) * C + 8 * bi;
+      vstore8(COL8(r, 0), 0, d);
+      vstore8(COL8(r, 1), 0, d + (size_t)C);
+      vstore8(COL8(r, 2), 0, d + (size_t)2 * C);
+      vstore8(COL8(r, 3), 0, d + (size_t)3 * C);
+      vstore8(COL8(r, 4), 0, d + (size_t)4 * C);
+      vstore8(COL8(r, 5), 0, d + (size_t)5 * C);
+      vstore8(COL8(r, 6), 0, d + (size_t)6 * C);
+      vstore8(COL8(r, 7), 0, d + (size_t)7 * C);
     }
 #endif
 }

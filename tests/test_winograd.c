@@ -36,6 +36,9 @@ static const wino_case cases[] = {
     {"w_asym=Conv2D(6,3x3,s1,valid,nobias)", {0, 1, 0, 1}, 2, 5, 6, 4},
     {"w_pad2=Conv2D(7,3x3,s1,valid)", {1, 2, 2, 0}, 1, 5, 5, 6},
     {"w_pad3=Conv2D(3,3x3,s1,valid,relu)", {3, 0, 0, 1}, 1, 4, 5, 5},
+    /* 18 inputs and 24 outputs: whole 16 x 16 blocks of the flipped kernel
+     * and tails, float16 lanes and tails. */
+    {"w_blocks=Conv2D(24,3x3,s1,same,relu)", {0, 0, 0, 0}, 1, 3, 3, 18},
 };
 
 /* ResNet50's 3x3 layers at 96 px (conv2 to conv5: 24, 12, 6 and 3 px) and the
@@ -60,9 +63,16 @@ static void same_bits(const char *what, cl_mem m, const float *first, size_t n) 
   expect(what, memcmp(again, first, n * sizeof *again) != 0, 1);
 }
 
-static void run_case(const wino_case *t, int tile) {
-  set_case("%s %s pad %d,%d,%d,%d B%d %dx%dx%d:", t->entry, algo_name(tile), t->pad.top,
-           t->pad.bottom, t->pad.left, t->pad.right, t->B, t->H, t->W, t->C);
+/* width: the vector width the replica's device is taken to have (the CPU
+ * variant's transforms take 16 channels a work-item at 16, else 8), 0 for its
+ * own. */
+static void run_case(const wino_case *t, int tile, cl_uint width) {
+  set_case("%s %s pad %d,%d,%d,%d B%d %dx%dx%d%s:", t->entry, algo_name(tile), t->pad.top,
+           t->pad.bottom, t->pad.left, t->pad.right, t->B, t->H, t->W, t->C,
+           width == 16 ? " width 16"
+           : width     ? " width 8"
+                       : "");
+  if (width) R->device.float_vector_width = width;
   clt_layer l;
   if (api_failed(clt_layer_init(&l, t->entry, &E), "init")) goto done;
   l.pad = t->pad;
@@ -70,8 +80,8 @@ static void run_case(const wino_case *t, int tile) {
   if (api_failed(l.ops->setup(&l, in, &E), "setup")) goto done;
   const int B = t->B;
   const double work = (double)B * l.out.h * l.out.w * 9 * t->C * l.out.c;
-  /* Small mode keeps w_pad: 10 channels and 8 filters take the CPU variant's
-   * float8 and its tail. */
+  /* Small mode keeps w_pad (10 channels and 8 filters: the CPU variant's lanes
+   * and their tail) and w_blocks. */
   if (skip_large(work)) goto done;
   R->winograd = tile;
   const size_t nx = clt_shape_size(l.in) * B, ny = clt_shape_size(l.out) * B;
@@ -178,16 +188,22 @@ int main(void) {
   /* Small mode (Oclgrind): Winograd alone, the direct kernels being covered elsewhere. */
   const int tiles[3] = {2, 4, 0}, ntiles = small_mode() ? 2 : 3;
   const size_t ncases = sizeof cases / sizeof cases[0];
+  /* Small mode (Oclgrind, whose device reports no CPU's width) runs each case
+   * of the CPU variant (chunk 8) with both lane counts, a fresh replica each
+   * (case_end). */
+  const cl_uint widths[2] = {16, 8};
+  const int nwidths = small_mode() && R->chunk > 1 ? 2 : 1;
   /* The same data for each algorithm of a case. */
   for (size_t i = 0; i < ncases; i++)
-    for (int k = 0; k < ntiles; k++) {
-      rng_seed(0x3a7e1 + i);
-      run_case(&cases[i], tiles[k]);
-    }
+    for (int k = 0; k < ntiles; k++)
+      for (int v = 0; v < nwidths; v++) {
+        rng_seed(0x3a7e1 + i);
+        run_case(&cases[i], tiles[k], small_mode() ? widths[v] : 0);
+      }
   for (size_t i = 0; i < sizeof model_cases / sizeof model_cases[0]; i++)
     for (int k = 0; k < ntiles; k++) {
       rng_seed(0x5c0d3 + i);
-      run_case(&model_cases[i], tiles[k]);
+      run_case(&model_cases[i], tiles[k], 0);
     }
   replica_close();
   return summary();

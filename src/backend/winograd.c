@@ -7,7 +7,9 @@
  * With P tiles of m x m outputs (every image's ceil(OH/m) x ceil(OW/m)) and
  * T = (m+2)^2 positions, the scratch holds for a pass:
  *   forward: V[T][P][C] (input), M[T][P][CO] (products), U[T][C][CO] (kernel)
- *   dx:      the same over dy's tiles of dx, with C and CO swapped
+ *   dx:      the same over dy's tiles of dx, with C and CO swapped, then
+ *            F[9][CO][C]: the kernel's taps flipped and transposed, which
+ *            wino_filter reads as a forward kernel
  *   dW:      V[T][P][C], Z[T][P][CO] (output gradient), dU[T][C][CO].
  * Each position's matrix is followed by PLANE_PAD floats: a transform's
  * work-item touches all T positions at once, and matrices whose size is a
@@ -75,37 +77,60 @@ static wino_planes planes(const wino_conv *c) {
                        (size_t)c->cin * c->cout + PLANE_PAD};
 }
 
-/* V, M (or Z), U (or dU), in that order in the scratch. */
-static size_t conv_floats(const wino_conv *c) {
+/* The flipped kernel F (dx's pass: flip set), floats. */
+static size_t flip_floats(const wino_conv *c, int flip) {
+  return flip ? (size_t)9 * c->cin * c->cout : 0;
+}
+
+/* V, M (or Z), U (or dU), in that order in the scratch, then F where flip. */
+static size_t conv_floats(const wino_conv *c, int flip) {
   const wino_planes s = planes(c);
-  return positions(c->m) * (s.v + s.m + s.u);
+  return positions(c->m) * (s.v + s.m + s.u) + flip_floats(c, flip);
 }
 
 size_t clt_winograd_scratch(const clt_conv_geom *g, int filters, const clt_conv_algos *a) {
   size_t n = 0, f;
   if (is_winograd(a->forward)) {
     const wino_conv c = forward_conv(g, filters, a->forward);
-    f = conv_floats(&c);
+    f = conv_floats(&c, 0);
     if (f > n) n = f;
   }
   if (is_winograd(a->weight_grad)) {
     const wino_conv c = forward_conv(g, filters, a->weight_grad);
-    f = conv_floats(&c);
+    f = conv_floats(&c, 0);
     if (f > n) n = f;
   }
   if (is_winograd(a->input_grad)) {
     const wino_conv c = dx_conv(g, filters, a->input_grad);
-    f = conv_floats(&c);
+    f = conv_floats(&c, 1);
     if (f > n) n = f;
   }
   return n;
 }
 
-static void wino_options(int m, char *buf, size_t size) { snprintf(buf, size, "-DWINO_M=%d", m); }
+/* Channels a work-item of the transforms takes: the gpu variant's one (r->chunk
+ * 1); on CPUs a float16 where the device's vectors are that wide (half the
+ * work-items, each transform's instructions twice as wide), else a float8. */
+static int lanes(const clt_replica *r) {
+  if (r->chunk == 1) return 1;
+  return r->device.float_vector_width >= 16 ? 16 : 8;
+}
+
+/* The columns to give clt_launch_rows for `channels` channels taken `lanes` a
+ * work-item: it launches a work-item per r->chunk of its columns. */
+static size_t lane_cols(const clt_replica *r, int channels) {
+  const size_t l = (size_t)lanes(r), n = (size_t)channels;
+  return (n + l - 1) / l * r->chunk;
+}
+
+static void wino_options(const clt_replica *r, int m, char *buf, size_t size) {
+  if (lanes(r) > 1) snprintf(buf, size, "-DWINO_M=%d -DWINO_LANES=%d", m, lanes(r));
+  else snprintf(buf, size, "-DWINO_M=%d", m);
+}
 
 static int wino_kernel(clt_replica *r, int m, const char *name, cl_kernel *k, clt_err *e) {
-  char options[32];
-  wino_options(m, options, sizeof options);
+  char options[48];
+  wino_options(r, m, options, sizeof options);
   return clt_replica_kernel(r, "winograd.cl", options, name, k, e);
 }
 
@@ -121,11 +146,10 @@ static clt_gemm_shape grad_shape(const wino_conv *c) {
 }
 
 static int reserve_pass(clt_replica *r, const wino_conv *c, int weight_grad, int flip, clt_err *e) {
-  const char *const fwd[] = {flip ? "wino_filter_flip" : "wino_filter", "wino_input",
-                             "wino_output"};
+  const char *const fwd[] = {"wino_filter", "wino_input", "wino_output"};
   const char *const dw[] = {"wino_input", "wino_grad_output", "wino_filter_grad"};
   cl_kernel k;
-  int status = CLT_OK;
+  int status = flip ? wino_kernel(r, c->m, "wino_flip_taps", &k, e) : CLT_OK;
   for (int i = 0; i < 3 && !status; i++)
     status = wino_kernel(r, c->m, weight_grad ? dw[i] : fwd[i], &k, e);
   const clt_gemm_shape s = weight_grad ? grad_shape(c) : product_shape(c);
@@ -155,37 +179,53 @@ static int check_tile(int m, clt_err *e) {
   return clt_fail(e, CLT_ERR_INTERNAL, "Winograd tile %d: expected 2 or 4", m);
 }
 
-/* Where V, M (Z) and U (dU) start in the scratch, in floats. */
+/* Where V, M (Z), U (dU) and F start in the scratch, in floats. */
 typedef struct wino_parts {
-  int v, m, u;
+  int v, m, u, f;
 } wino_parts;
 
 static wino_parts parts(const wino_conv *c) {
   const size_t t2 = positions(c->m);
   const wino_planes s = planes(c);
-  return (wino_parts){0, (int)(t2 * s.v), (int)(t2 * (s.v + s.m))};
+  return (wino_parts){0, (int)(t2 * s.v), (int)(t2 * (s.v + s.m)), (int)(t2 * (s.v + s.m + s.u))};
 }
 
 /* The scratch's floats must be addressable by the kernels' int offsets. */
-static int check_size(const wino_conv *c, clt_err *e) {
-  if (conv_floats(c) < (size_t)1 << 31) return CLT_OK;
-  return clt_fail(e, CLT_ERR_INTERNAL, "Winograd scratch of %zu floats: over 2^31", conv_floats(c));
+static int check_size(const wino_conv *c, int flip, clt_err *e) {
+  const size_t n = conv_floats(c, flip);
+  if (n < (size_t)1 << 31) return CLT_OK;
+  return clt_fail(e, CLT_ERR_INTERNAL, "Winograd scratch of %zu floats: over 2^31", n);
 }
 
 /* The kernel's transform into U. The flip's kernel is the original one read
- * as [3][3][cout][cin]: rows its cin (the original's outputs). */
+ * as [3][3][cout][cin]: wino_flip_taps writes it so into F at f_off, then
+ * wino_filter transforms it. */
 static int run_filter(clt_replica *r, const wino_conv *c, int flip, cl_mem w, size_t w_off,
-                      cl_mem s, int u_off, clt_err *e) {
+                      cl_mem s, int u_off, int f_off, clt_err *e) {
   cl_kernel k;
-  const char *name = flip ? "wino_filter_flip" : "wino_filter";
-  int status = wino_kernel(r, c->m, name, &k, e);
+  int status = CLT_OK, off = (int)w_off;
+  const int C = c->cin, CO = c->cout, us = (int)planes(c).u;
+  if (flip) {
+    /* w is [9][CO][C] (the forward's cin, cout); F is [9][C][CO]. */
+    status = wino_kernel(r, c->m, "wino_flip_taps", &k, e);
+    if (status) return status;
+    clt_karg fargs[] = {CLT_ARG(w),     CLT_ARG(off), CLT_ARG(s),
+                        CLT_ARG(f_off), CLT_ARG(CO),  CLT_ARG(C)};
+    const size_t blocks = ((size_t)CO + 15) / 16;
+    if (lanes(r) > 1) /* a work-item per tap and 16 x 16 block */
+      status = clt_launch_rows(r, k, "wino_flip_taps", fargs, 6, ((size_t)C + 15) / 16 * r->chunk,
+                               9 * blocks * 16, 16, e);
+    else
+      status = clt_launch_rows(r, k, "wino_flip_taps", fargs, 6, (size_t)CO, 9 * (size_t)C, 1, e);
+    if (status) return status;
+    w = s;
+    off = f_off;
+  }
+  status = wino_kernel(r, c->m, "wino_filter", &k, e);
   if (status) return status;
-  const int off = (int)w_off, C = flip ? c->cout : c->cin, CO = flip ? c->cin : c->cout;
-  const int us = (int)planes(c).u;
   clt_karg args[] = {CLT_ARG(w), CLT_ARG(off), CLT_ARG(s), CLT_ARG(u_off),
                      CLT_ARG(C), CLT_ARG(CO),  CLT_ARG(us)};
-  if (flip) return clt_launch_rows(r, k, name, args, 7, (size_t)C, (size_t)CO, 8, e);
-  return clt_launch_rows(r, k, name, args, 7, (size_t)CO, (size_t)C, 1, e);
+  return clt_launch_rows(r, k, "wino_filter", args, 7, lane_cols(r, CO), (size_t)C, 1, e);
 }
 
 static int run_input(clt_replica *r, const wino_conv *c, cl_mem x, cl_mem s, int v_off,
@@ -197,7 +237,7 @@ static int run_input(clt_replica *r, const wino_conv *c, cl_mem x, cl_mem s, int
   clt_karg args[] = {CLT_ARG(x),     CLT_ARG(s),     CLT_ARG(v_off),  CLT_ARG(c->batch),
                      CLT_ARG(c->h),  CLT_ARG(c->w),  CLT_ARG(c->cin), CLT_ARG(c->pt),
                      CLT_ARG(c->pl), CLT_ARG(c->th), CLT_ARG(c->tw),  CLT_ARG(vs)};
-  return clt_launch_rows(r, k, "wino_input", args, 12, (size_t)c->cin, c->p, 1, e);
+  return clt_launch_rows(r, k, "wino_input", args, 12, lane_cols(r, c->cin), c->p, 1, e);
 }
 
 /* The forward's (and dx's) T products, one batch: M[t] = V[t] U[t]. */
@@ -219,17 +259,17 @@ static int run_output(clt_replica *r, const wino_conv *c, cl_mem s, int m_off, c
                      CLT_ARG(boff),    CLT_ARG(c->batch), CLT_ARG(c->oh), CLT_ARG(c->ow),
                      CLT_ARG(c->cout), CLT_ARG(c->th),    CLT_ARG(c->tw), CLT_ARG(relu),
                      CLT_ARG(ms)};
-  return clt_launch_rows(r, k, "wino_output", args, 13, (size_t)c->cout, c->p, 1, e);
+  return clt_launch_rows(r, k, "wino_output", args, 13, lane_cols(r, c->cout), c->p, 1, e);
 }
 
 /* A forward over c: kernel, input, products, output. */
 static int run_conv(clt_replica *r, const wino_conv *c, int flip, cl_mem x, cl_mem w, size_t w_off,
                     cl_mem y, cl_mem bias, long bias_off, int relu, cl_mem s, clt_err *e) {
   int status = check_tile(c->m, e);
-  if (!status) status = check_size(c, e);
+  if (!status) status = check_size(c, flip, e);
   if (status) return status;
   const wino_parts at = parts(c);
-  status = run_filter(r, c, flip, w, w_off, s, at.u, e);
+  status = run_filter(r, c, flip, w, w_off, s, at.u, at.f, e);
   if (!status) status = run_input(r, c, x, s, at.v, e);
   if (!status) status = run_products(r, c, s, at, e);
   if (!status) status = run_output(r, c, s, at.m, y, bias, bias_off, relu, e);
@@ -253,7 +293,7 @@ int clt_winograd_dw(clt_replica *r, const clt_conv_geom *g, int filters, int m, 
                     cl_mem dw, size_t dw_off, cl_mem scratch, clt_err *e) {
   const wino_conv c = forward_conv(g, filters, m);
   int status = check_tile(m, e);
-  if (!status) status = check_size(&c, e);
+  if (!status) status = check_size(&c, 0, e);
   if (status) return status;
   const wino_parts at = parts(&c);
   status = run_input(r, &c, x, scratch, at.v, e);
@@ -265,7 +305,7 @@ int clt_winograd_dw(clt_replica *r, const clt_conv_geom *g, int filters, int m, 
     clt_karg args[] = {CLT_ARG(dy),   CLT_ARG(scratch), CLT_ARG(at.m),   CLT_ARG(c.batch),
                        CLT_ARG(c.oh), CLT_ARG(c.ow),    CLT_ARG(c.cout), CLT_ARG(c.th),
                        CLT_ARG(c.tw), CLT_ARG(zs)};
-    status = clt_launch_rows(r, k, "wino_grad_output", args, 10, (size_t)c.cout, c.p, 1, e);
+    status = clt_launch_rows(r, k, "wino_grad_output", args, 10, lane_cols(r, c.cout), c.p, 1, e);
   }
   /* dU[t] = V[t]^T Z[t], one batch, each a sum over the tiles in the GEMM's
    * fixed order. */
@@ -279,5 +319,6 @@ int clt_winograd_dw(clt_replica *r, const clt_conv_geom *g, int filters, int m, 
   const int off = (int)dw_off;
   clt_karg args[] = {CLT_ARG(scratch), CLT_ARG(at.u),   CLT_ARG(dw), CLT_ARG(off),
                      CLT_ARG(c.cin),   CLT_ARG(c.cout), CLT_ARG(us)};
-  return clt_launch_rows(r, k, "wino_filter_grad", args, 7, (size_t)c.cout, (size_t)c.cin, 1, e);
+  return clt_launch_rows(r, k, "wino_filter_grad", args, 7, lane_cols(r, c.cout), (size_t)c.cin, 1,
+                         e);
 }
