@@ -131,8 +131,9 @@ __kernel void wino_filter(__global const float *w, const int w_off, __global flo
 // The input gradient's kernel, the forward's flipped (rows and columns) with
 // its channels swapped, runs as wino_filter over F[tap][co][c] =
 // w[8 - tap][c][co] (w: [9][C][CO]), which this kernel writes. Transposing
-// while transforming put a work-item's accesses on more pages than the TLB
-// holds (T planes of U, or 9 taps of w, by as many rows); apart, each pass
+// while transforming was many times slower than both passes: a work-item's
+// accesses spanned T planes of U, or 9 taps of w, by as many rows, more pages
+// and lines of the same few cache sets than stay cached; apart, each pass
 // touches few.
 //
 // GPUs: a work-item per (c, row tap * CO + co): F's rows written by
