@@ -172,7 +172,8 @@ static double transform_bytes(const char *name, int pass, int m, int B, int h, i
     c = co;
     co = s;
   }
-  const double tiles = (double)B * ((oh + m - 1) / m) * ((ow + m - 1) / m);
+  const int th = (oh + m - 1) / m, tw = (ow + m - 1) / m;
+  const double tiles = (double)B * th * tw;
   double floats = 0;
   if (!strcmp(name, "wino_flip_taps")) floats = 18.0 * c * co;
   else if (!strcmp(name, "wino_filter") || !strcmp(name, "wino_filter_flip") ||
