@@ -4,7 +4,12 @@
 # size and batch, back to back. Each round runs, per --sizes image size:
 #   cltrain (1 PoCL device)    cltrain train --model resnet50 --devices 0
 #                              (Keras' ResNet50 and its default optimizer,
-#                              Adam 1e-3, eps 1e-7);
+#                              Adam 1e-3, eps 1e-7) on the algorithms `cltrain
+#                              tune` chose for this device and size before the
+#                              rounds (its time and whole-step verdict are
+#                              printed; files in the bench's temporary folder,
+#                              so an earlier cache plays no part);
+#   cltrain (--tune off)       the same on the backend's defaults;
 #   PyTorch X (glibc defaults) tests/bench/pytorch_resnet.py: torchvision's
 #                              resnet50(weights=None, num_classes=the folder's
 #                              classes), Adam 1e-3, eps 1e-7, in the venv of
@@ -102,12 +107,12 @@ else
 fi
 
 tv=$("$torch" -c "import importlib.metadata as m; print(m.version('torch'))" | sed 's/+.*//')
-cols=(cltrain torch torch-notrim torch-cl torch-compile torch-compile-cl)
-declare -A label=([cltrain]="cltrain (1 PoCL device)" [torch]="PyTorch $tv (glibc defaults)"
+cols=(cltrain cltrain-off torch torch-notrim torch-cl torch-compile torch-compile-cl)
+declare -A label=([cltrain]="cltrain (1 PoCL device)" [cltrain-off]="cltrain (--tune off)" [torch]="PyTorch $tv (glibc defaults)"
   [torch-notrim]="PyTorch $tv (no trim)" [torch-cl]="PyTorch $tv (channels_last, no trim)"
   [torch-compile]="PyTorch $tv (torch.compile, no trim)"
   [torch-compile-cl]="PyTorch $tv (torch.compile, channels_last, no trim)")
-torch_compiles "$torch" || cols=(cltrain torch torch-notrim torch-cl)
+torch_compiles "$torch" || cols=(cltrain cltrain-off torch torch-notrim torch-cl)
 later() { sed -n "2,\$p"; } # epochs 2 on
 
 # train KEY SIZE R: round R's run of column KEY at SIZE; appends its images/s and
@@ -117,10 +122,12 @@ train() {
   local time=(/usr/bin/time -f %M -o "$tmp/rss")
   n=$(count "$size")
   case $key in
-    cltrain)
+ cltrain | cltrain-off)
+      local tune=(--tune-file "$tmp/tune-$size.json")
+      [ "$key" = cltrain ] || tune=(--tune off)
       "${time[@]}" "$build/cltrain" train --data "$data" --model resnet50 --image-size "$size" \
         --batch-per-replica "$batch" --devices 0 --epochs "$epochs" --train-limit "$n" --checkpoint-every 0 \
-        --log "$tmp/c-$size-$r.jsonl" >"$out"
+        "${tune[@]}" --log "$tmp/c-$size-$r.jsonl" >"$out"
       later <"$tmp/c-$size-$r.jsonl" | grep -Eo '"images_per_second": [0-9.]+' | cut -d' ' -f2 | median >>"$tmp/$key-$size.rate"
       later <"$tmp/c-$size-$r.jsonl" | grep -Eo '"data_wait_seconds": [0-9.]+' | cut -d' ' -f2 | median >>"$tmp/$key-$size.wait" ;;
     torch) "${time[@]}" "$torch" "$here/pytorch_resnet.py" "$data" "$size" "$batch" "$n" "$epochs" 2 $v1 >"$out" ;;
@@ -142,6 +149,14 @@ train() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 # range FILE: "median [min-max]" of its numbers, one decimal.
 range() { printf '%.1f [%.1f-%.1f]' "$(median <"$1")" "$(sort -g "$1" | head -n1)" "$(sort -g "$1" | tail -n1)"; }
+
+# The algorithms of the cltrain column, tuned ahead per size on this device.
+for size in $sizes; do
+  /usr/bin/time -f %e -o "$tmp/tune.s" "$build/cltrain" tune --model resnet50 --image-size "$size" \
+    --batch "$batch" --devices 0 --tune-file "$tmp/tune-$size.json" >"$tmp/tune-$size.txt"
+  echo "cltrain tune at ${size}x$size (empty tuning file): $(cat "$tmp/tune.s") s;$(grep -m1 '^  step:' \
+    "$tmp/tune-$size.txt" | sed 's/^  step//')"
+done
 
 for ((r = 1; r <= runs; r++)); do
   for size in $sizes; do
@@ -170,6 +185,8 @@ for size in $sizes; do
     extra=""
     if [ "$key" = cltrain ]; then
       extra="waited $(printf "%.2f" "$(median <"$tmp/cltrain-$size.wait")") s/epoch for images"
+    elif [ "$key" = cltrain-off ]; then
+      extra="cltrain/this $(ratio "$c" "$m") (the tuner's gain)"
     else
       extra="cltrain/this $(ratio "$c" "$m")"
       if [ -z "$fastest" ] || [ "$(awk -v a="$m" -v b="$(median <"$tmp/$fastest-$size.rate")" 'BEGIN { print (a > b) }')" = 1 ]; then

@@ -3,7 +3,12 @@
 # same CNN (Fashion-MNIST, tests/bench/pytorch_fmnist.py) on the same images with
 # the same batch (64) and optimizer (Adam 1e-3, eps 1e-7). Each round runs, back to
 # back, 3 epochs of --images images in each of these columns:
-#   cltrain (1 PoCL device)    --devices 0;
+#   cltrain (1 PoCL device)    --devices 0, on the algorithms `cltrain tune`
+#                              chose for this device before the rounds (its
+#                              time and whole-step verdict are printed; a
+#                              file in the bench's temporary folder, so an
+#                              earlier cache plays no part);
+#   cltrain (--tune off)       the same on the backend's defaults;
 #   PyTorch X (glibc defaults) the current PyTorch from PyPI, in the venv of
 #                              common.sh's torch_venv (created once, outside the
 #                              repository: ${CLTRAIN_TORCH_VENV:-~/.cache/cltrain/venv-torch});
@@ -93,12 +98,12 @@ notrim=(MALLOC_MMAP_THRESHOLD_=17179869184 MALLOC_TRIM_THRESHOLD_=17179869184 MA
 # The columns: key and label (PyTorch columns start with "PyTorch").
 version() { "$1" -c "import importlib.metadata as m; print(m.version('$2'))" 2>/dev/null | sed 's/+.*//'; }
 tv=$(version "$torch" torch)
-cols=(cltrain torch torch-notrim torch-cl torch-compile torch-compile-cl)
-declare -A label=([cltrain]="cltrain (1 PoCL device)" [torch]="PyTorch $tv (glibc defaults)"
+cols=(cltrain cltrain-off torch torch-notrim torch-cl torch-compile torch-compile-cl)
+declare -A label=([cltrain]="cltrain (1 PoCL device)" [cltrain-off]="cltrain (--tune off)" [torch]="PyTorch $tv (glibc defaults)"
   [torch-notrim]="PyTorch $tv (no trim)" [torch-cl]="PyTorch $tv (channels_last, no trim)"
   [torch-compile]="PyTorch $tv (torch.compile, no trim)"
   [torch-compile-cl]="PyTorch $tv (torch.compile, channels_last, no trim)")
-torch_compiles "$torch" || cols=(cltrain torch torch-notrim torch-cl)
+torch_compiles "$torch" || cols=(cltrain cltrain-off torch torch-notrim torch-cl)
 if dv=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null); then
   cols+=(debian)
   label[debian]="PyTorch ${dv%%+*} (Debian, no trim)"
@@ -120,9 +125,11 @@ train() {
   local key=$1 r=$2 out=$tmp/$1-$2.txt
   local time=(/usr/bin/time -f %M -o "$tmp/rss")
   case $key in
-    cltrain)
+ cltrain | cltrain-off)
+      local tune=(--tune-file "$tmp/tune.json")
+      [ "$key" = cltrain ] || tune=(--tune off)
       "${time[@]}" "$build/cltrain" train --devices 0 --epochs 3 --train-limit "$images" --test-limit 64 \
-        --checkpoint-every 0 --log "$tmp/c$r.jsonl" >"$out"
+        --checkpoint-every 0 "${tune[@]}" --log "$tmp/c$r.jsonl" >"$out"
       sed -n '2,3p' "$tmp/c$r.jsonl" | grep -Eo '"images_per_second": [0-9.]+' | cut -d' ' -f2 | median >>"$tmp/$key.rate"
       grep -Eo 'start-up [0-9.]+s' "$out" | grep -Eo '[0-9.]+' >>"$tmp/$key.start" ;;
     torch) "${time[@]}" "$torch" "$here/pytorch_fmnist.py" "$data" "$images" 3 2 >"$out" ;;
@@ -137,7 +144,7 @@ train() {
     tf) "${time[@]}" "$tf_venv/bin/python" "$here/tf_fmnist.py" "$data" "$images" 3 2 >"$out" 2>"$tmp/tf.err" ||
       { cat "$tmp/tf.err" >&2; return 1; } ;;
   esac
-  if [ "$key" != cltrain ]; then
+  if [ "${key%-off}" != cltrain ]; then
     grep '^epoch' "$out" | sed -n '2,3p' | awk '{ print $4 }' | median >>"$tmp/$key.rate"
     grep -Eo 'startup_seconds [0-9.]+' "$out" | cut -d' ' -f2 >>"$tmp/$key.start"
   fi
@@ -149,10 +156,15 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 # commas X: X rounded, with thousands separators (4469.2 -> 4,469).
 commas() { printf '%.0f' "$1" | sed -E ':a; s/^([0-9]+)([0-9]{3})/\1,\2/; ta'; }
 
+# The algorithms of the cltrain column, tuned ahead on this device.
+/usr/bin/time -f %e -o "$tmp/tune.s" "$build/cltrain" tune --model fmnist-cnn --batch 64 --devices 0 \
+  --tune-file "$tmp/tune.json" >"$tmp/tune.txt"
+echo "cltrain tune (empty tuning file): $(cat "$tmp/tune.s") s;$(grep -m1 '^  step:' "$tmp/tune.txt" | sed 's/^  step//')"
+
 # Start-up, cold (an empty PoCL cache) then warm.
 for kind in cold warm; do
   POCL_CACHE_DIR=$tmp/pocl-cache "$build/cltrain" train --devices 0 --epochs 1 --train-limit 64 \
-    --test-limit 64 --checkpoint-every 0 >"$tmp/start-$kind.txt"
+    --test-limit 64 --checkpoint-every 0 --tune-file "$tmp/tune.json" >"$tmp/start-$kind.txt"
 done
 cold=$(grep -Eo 'start-up [0-9.]+s' "$tmp/start-cold.txt" | grep -Eo '[0-9.]+')
 warm=$(grep -Eo 'start-up [0-9.]+s' "$tmp/start-warm.txt" | grep -Eo '[0-9.]+')
