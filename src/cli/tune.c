@@ -140,7 +140,8 @@ static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o
   clt_gemm_tune_line *lines = malloc((size_t)max * sizeof *lines);
   if (!lines) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   const double left = o->budget > 0 ? o->budget - (clt_now_seconds() - t0) : 0;
-  const clt_gemm_tuner_opts go = {.tune = 1, .budget_s = o->budget > 0 && left <= 0 ? 1e-9 : left,
+  const clt_gemm_tuner_opts go = {.tune = 1,
+                                  .budget_s = o->budget > 0 && left <= 0 ? 1e-9 : left,
                                   .cache = cache};
   int status = clt_net_create(m, r, o->batch, 2, &net, e);
   if (!status) status = clt_gemm_tune_net(net, &go, lines, max, &n, e);

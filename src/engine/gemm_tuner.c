@@ -17,12 +17,15 @@
 #define CHECK_ROWS 8
 /* A tiling is taken over the default when at most this fraction of its time. */
 #define WIN_MARGIN 0.97
+/* Rounds for products whose default takes under SHORT_MS milliseconds. */
+#define SHORT_MS 1.0
+#define SHORT_RUNS 9
 
 void clt_gemm_tune_key(const clt_replica *r, const clt_gemm_shape *s, char *out, size_t size) {
   const int m = s->trans_a ? (int)s->m : clt_tune_batch_bucket((int)s->m);
   const int k = s->trans_a ? clt_tune_batch_bucket((int)s->k) : (int)s->k;
-  snprintf(out, size, "gemm %s tA%d tB%d m%d n%zu k%d", r->backend->name, s->trans_a, s->trans_b,
-           m, s->n, k);
+  snprintf(out, size, "gemm %s tA%d tB%d m%d n%zu k%d", r->backend->name, s->trans_a, s->trans_b, m,
+           s->n, k);
 }
 
 /* A shape's operands (plain matrices, A as the kernel reads it) and the
@@ -154,12 +157,13 @@ static int time_tiling(shape_run *t, int runs, double *ms, clt_err *e) {
 }
 
 /* Tunes shape s: the default and each candidate checked, those that pass
- * timed, the fastest taken and cached. *over: the budget ran out first (the
- * default stays, nothing cached). */
+ * timed in rounds (each round runs every one once, so a change in the load
+ * falls on all alike), the fastest median taken and cached. *over: the budget
+ * ran out first (the default stays, nothing cached). */
 static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_gemm_shape *s,
                       int index, const char *key, double deadline, clt_gemm_tune_line *line,
                       int *over, clt_err *e) {
-  const int runs = o->runs > 0 ? (o->runs < MAX_RUNS ? o->runs : MAX_RUNS) : DEFAULT_RUNS;
+  int runs = o->runs > 0 ? (o->runs < MAX_RUNS ? o->runs : MAX_RUNS) : DEFAULT_RUNS;
   clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
   const int ncand = clt_cpu_gemm_candidates(r, s, cand);
   line->candidates = ncand + 1;
@@ -167,42 +171,62 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
   if (ncand == 0) return CLT_OK;
   shape_run t;
   int status = shape_init(&t, r, s, index, e);
-  int best = -2; /* -1: the default */
-  double best_ms = 0;
-  for (int i = -1; i < ncand && !status; i++) {
+  /* Slot 0: the default; slot i + 1: cand[i]. */
+  int passed[CLT_GEMM_MAX_TILINGS + 1], npassed = 0;
+  for (int i = -1; i < ncand && !status && !*over; i++) {
     if (deadline > 0 && clt_now_seconds() > deadline) {
       *over = 1;
       break;
     }
     const clt_gemm_tiling *tl = i < 0 ? NULL : &cand[i];
     status = clt_cpu_gemm_choose(r, s, tl, e);
-    if (!status) status = clt_gemm_reserve(r, &t.s, e); /* builds the tiling's kernel */
-    double error = 0, ms = 0;
+    if (!status) status = clt_gemm_reserve(r, &t.s, e); /* builds the tiling's kernels */
+    double error = 0;
     if (!status) status = check_tiling(&t, o, tl, &error, e);
-    if (status) break;
-    if (!(error <= CLT_TUNE_TOL)) {
-      line->rejected++;
-      continue;
+    if (!status && error <= CLT_TUNE_TOL) passed[npassed++] = i + 1;
+    else if (!status) line->rejected++;
+  }
+  double times[CLT_GEMM_MAX_TILINGS + 1][MAX_RUNS];
+  for (int round = 0; round < runs && !status && !*over; round++) {
+    if (deadline > 0 && clt_now_seconds() > deadline) {
+      *over = 1;
+      break;
     }
-    if ((status = time_tiling(&t, runs, &ms, e))) break;
-    if (i < 0) line->default_ms = ms;
-    /* A tiling displaces the default only when clearly faster (timing noise
-     * must not swap kernels); among the others, the fastest. */
-    const double bar = best == -1 ? best_ms * WIN_MARGIN : best_ms;
-    if (best == -2 || ms < bar) best = i, best_ms = ms;
+    for (int q = 0; q < npassed && !status; q++) {
+      const int slot = passed[q];
+      status = clt_cpu_gemm_choose(r, s, slot ? &cand[slot - 1] : NULL, e);
+      if (!status) status = time_tiling(&t, 1, &times[slot][round], e);
+    }
+    /* Short products (launch-bound, the noisiest) get more rounds. */
+    if (round == 0 && o->runs <= 0 && npassed && passed[0] == 0 && times[0][0] < SHORT_MS)
+      runs = SHORT_RUNS;
   }
   shape_free(&t);
-  if (!status && !*over && best == -2)
+  int best = -1; /* a slot */
+  double best_ms = 0;
+  for (int q = 0; q < npassed && !status && !*over; q++) {
+    const int slot = passed[q];
+    qsort(times[slot], (size_t)runs, sizeof times[slot][0], cmp_double);
+    const double ms = runs % 2 ? times[slot][runs / 2]
+                               : (times[slot][runs / 2 - 1] + times[slot][runs / 2]) / 2;
+    if (slot == 0) line->default_ms = ms;
+    /* A tiling displaces the default only when clearly faster (timing noise
+     * must not swap kernels); among the others, the fastest. */
+    const double bar = best == 0 ? best_ms * WIN_MARGIN : best_ms;
+    if (best < 0 || ms < bar) best = slot, best_ms = ms;
+  }
+  if (!status && !*over && best < 0)
     status = clt_fail(e, CLT_ERR_INTERNAL,
                       "GEMM %zux%zux%zu%s: no tiling matched the reference product", s->m, s->n,
                       s->k, s->trans_a ? " At" : "");
-  const int s2 = clt_cpu_gemm_choose(r, s, status || *over || best < 0 ? NULL : &cand[best], e);
+  const int s2 = clt_cpu_gemm_choose(r, s, status || *over || best <= 0 ? NULL : &cand[best - 1],
+                                     e);
   if (status || *over) return status ? status : s2;
-  if (best >= 0) clt_cpu_gemm_tiling_name(&cand[best], line->chosen, sizeof line->chosen);
+  if (best > 0) clt_cpu_gemm_tiling_name(&cand[best - 1], line->chosen, sizeof line->chosen);
   line->ms = best_ms;
   line->tuned = 1;
-  if (!s2 && o->cache) status = clt_tune_put(o->cache, key, line->chosen, best_ms,
-                                             line->default_ms, e);
+  if (!s2 && o->cache)
+    status = clt_tune_put(o->cache, key, line->chosen, best_ms, line->default_ms, e);
   return status ? status : s2;
 }
 
