@@ -727,7 +727,10 @@ int clt_cpu_gemm_candidates(const clt_replica *r, const clt_gemm_shape *s, clt_g
     const int kcs[] = {d.kc == 256 ? 512 : 256, 512};
     for (int i = 0; i < 2; i++) {
       cand[n] = (clt_gemm_tiling){d.tm, d.nb, kcs[i], rb, kcs[i] > FWD_KC ? 0 : d.pack, 0};
-      if (kcs[i] != d.kc && (i == 0 || kcs[0] != 512) && clt_cpu_gemm_tiling_valid(r, s, &cand[n]))
+      /* A chunk at least K long either way changes nothing. */
+      const int same = s->k <= (size_t)(kcs[i] < d.kc ? kcs[i] : d.kc);
+      if (kcs[i] != d.kc && (i == 0 || kcs[0] != 512) && !same &&
+          clt_cpu_gemm_tiling_valid(r, s, &cand[n]))
         n++;
     }
     cand[n] = (clt_gemm_tiling){d.tm, d.nb, d.kc > FWD_KC ? FWD_KC : d.kc, rb, !d.pack, 0};

@@ -81,8 +81,8 @@ static int shape_init(shape_run *t, clt_replica *r, const clt_gemm_shape *s, int
   status = upload_random(r, &rng, t->a, na, e, &ha);
   if (!status) status = upload_random(r, &rng, t->b, nb, e, &hb);
   for (size_t i = 0; i < s->m && i < CHECK_ROWS; i++) t->rows[t->nrows++] = i;
-  for (size_t i = s->m > 2 * CHECK_ROWS ? s->m - CHECK_ROWS : 2 * CHECK_ROWS; i < s->m; i++)
-    t->rows[t->nrows++] = i;
+  const size_t last = s->m > (size_t)2 * CHECK_ROWS ? s->m - CHECK_ROWS : (size_t)CHECK_ROWS;
+  for (size_t i = last; i < s->m; i++) t->rows[t->nrows++] = i;
   t->out = malloc((nc ? nc : 1) * sizeof *t->out);
   t->ref = malloc((size_t)t->nrows * s->n * sizeof *t->ref);
   if (!status && (!t->out || !t->ref))
@@ -122,43 +122,31 @@ static int check_tiling(shape_run *t, const clt_gemm_tuner_opts *o, const clt_ge
   return CLT_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static int marker(clt_replica *r, cl_event *ev, clt_err *e) {
   cl_int rc = clEnqueueMarkerWithWaitList(r->queue, 0, NULL, ev);
   return rc ? clt_replica_fail(r, e, rc, "GEMM tuning: a marker") : CLT_OK;
 }
 
-/* The median device milliseconds of `runs` products (after the check's run). */
-static int time_tiling(shape_run *t, int runs, double *ms, clt_err *e) {
-  double times[MAX_RUNS];
-  int status = CLT_OK;
-  for (int i = 0; i < runs && !status; i++) {
-    cl_event ev[2] = {NULL, NULL};
-    status = marker(t->r, &ev[0], e);
-    if (!status) status = clt_gemm(t->r, &t->s, 1.0f, t->a, 0, t->b, 0, 0.0f, t->c, 0, e);
-    if (!status) status = marker(t->r, &ev[1], e);
-    cl_ulong end[2] = {0, 0};
-    cl_int rc = status ? CL_SUCCESS : clWaitForEvents(2, ev);
-    for (int k = 0; k < 2 && !status && !rc; k++)
-      rc = clGetEventProfilingInfo(ev[k], CL_PROFILING_COMMAND_END, sizeof end[k], &end[k], NULL);
-    if (!status && rc) status = clt_replica_fail(t->r, e, rc, "GEMM tuning: profiling a product");
-    for (int k = 0; k < 2; k++)
-      if (ev[k]) clReleaseEvent(ev[k]);
-    times[i] = end[1] > end[0] ? (double)(end[1] - end[0]) * 1e-6 : 0.0;
-  }
-  if (status) return status;
-  qsort(times, (size_t)runs, sizeof times[0], cmp_double);
-  *ms = runs % 2 ? times[runs / 2] : (times[runs / 2 - 1] + times[runs / 2]) / 2;
-  return CLT_OK;
+/* The device milliseconds of one product. */
+static int time_tiling(shape_run *t, double *ms, clt_err *e) {
+  cl_event ev[2] = {NULL, NULL};
+  int status = marker(t->r, &ev[0], e);
+  if (!status) status = clt_gemm(t->r, &t->s, 1.0f, t->a, 0, t->b, 0, 0.0f, t->c, 0, e);
+  if (!status) status = marker(t->r, &ev[1], e);
+  cl_ulong end[2] = {0, 0};
+  cl_int rc = status ? CL_SUCCESS : clWaitForEvents(2, ev);
+  for (int k = 0; k < 2 && !status && !rc; k++)
+    rc = clGetEventProfilingInfo(ev[k], CL_PROFILING_COMMAND_END, sizeof end[k], &end[k], NULL);
+  if (!status && rc) status = clt_replica_fail(t->r, e, rc, "GEMM tuning: profiling a product");
+  for (int k = 0; k < 2; k++)
+    if (ev[k]) clReleaseEvent(ev[k]);
+  *ms = end[1] > end[0] ? (double)(end[1] - end[0]) * 1e-6 : 0.0;
+  return status;
 }
 
 /* Tunes shape s: the default and each candidate checked, those that pass
  * timed in rounds (each round runs every one once, so a change in the load
- * falls on all alike), the fastest median taken and cached. *over: the budget
+ * falls on all alike), the one with the fastest round taken and cached. *over: the budget
  * ran out first (the default stays, nothing cached). */
 static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_gemm_shape *s,
                       int index, const char *key, double deadline, clt_gemm_tune_line *line,
@@ -186,7 +174,7 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
     if (!status && error <= CLT_TUNE_TOL) passed[npassed++] = i + 1;
     else if (!status) line->rejected++;
   }
-  double times[CLT_GEMM_MAX_TILINGS + 1][MAX_RUNS];
+  double times[CLT_GEMM_MAX_TILINGS + 1][MAX_RUNS] = {{0}};
   for (int round = 0; round < runs && !status && !*over; round++) {
     if (deadline > 0 && clt_now_seconds() > deadline) {
       *over = 1;
@@ -195,7 +183,7 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
     for (int q = 0; q < npassed && !status; q++) {
       const int slot = passed[q];
       status = clt_cpu_gemm_choose(r, s, slot ? &cand[slot - 1] : NULL, e);
-      if (!status) status = time_tiling(&t, 1, &times[slot][round], e);
+      if (!status) status = time_tiling(&t, &times[slot][round], e);
     }
     /* Short products (launch-bound, the noisiest) get more rounds. */
     if (round == 0 && o->runs <= 0 && npassed && passed[0] == 0 && times[0][0] < SHORT_MS)
@@ -206,9 +194,9 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
   double best_ms = 0;
   for (int q = 0; q < npassed && !status && !*over; q++) {
     const int slot = passed[q];
-    qsort(times[slot], (size_t)runs, sizeof times[slot][0], cmp_double);
-    const double ms = runs % 2 ? times[slot][runs / 2]
-                               : (times[slot][runs / 2 - 1] + times[slot][runs / 2]) / 2;
+    /* The fastest round: other jobs' load only ever adds time. */
+    double ms = times[slot][0];
+    for (int k = 1; k < runs; k++) ms = times[slot][k] < ms ? times[slot][k] : ms;
     if (slot == 0) line->default_ms = ms;
     /* A tiling displaces the default only when clearly faster (timing noise
      * must not swap kernels); among the others, the fastest. */

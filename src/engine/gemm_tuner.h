@@ -3,7 +3,7 @@
  * Dense layers'), a few register tiles and blockings around the defaults
  * (clt_cpu_gemm_candidates) are each built through the replica's kernel
  * cache, checked against a double-precision product on a slice of C's rows,
- * then timed with profiling events (the median of a few runs, on plain
+ * then timed with profiling events (the fastest of a few rounds, on plain
  * matrices of the shape); the fastest that passed is taken for the shape
  * (clt_cpu_gemm_choose) and kept in the tuning cache under a "gemm ..." key,
  * so a device measures a shape once. A tiling whose result is wrong never
@@ -21,14 +21,14 @@
 typedef struct clt_gemm_tune_line {
   clt_gemm_shape shape;  /* as the tiled kernel computes it (cpu.h) */
   char chosen[64];       /* "default" or a tiling (clt_cpu_gemm_tiling_name) */
-  double ms, default_ms; /* median times; 0 when not timed */
+  double ms, default_ms; /* fastest rounds' times; 0 when not timed */
   int cached, tuned, rejected, candidates;
 } clt_gemm_tune_line;
 
 typedef struct clt_gemm_tuner_opts {
   int tune;              /* 0: take what the cache holds and time nothing */
   double budget_s;       /* seconds for timing (<= 0: no limit) */
-  int runs;              /* timed runs per candidate, their median (0: 3) */
+  int runs;              /* timed rounds, each candidate once a round (0: 3) */
   clt_tune_cache *cache; /* NULL: nothing read or kept */
   /* Test-only: called after tiling t (NULL: the default) ran on shape s, with
    * C's `floats` floats; may change them (a test makes one tiling wrong and
