@@ -114,8 +114,8 @@ static void print_gemm_lines(const clt_gemm_tune_line *lines, int n) {
   for (int i = 0; i < n; i++) {
     const clt_gemm_tune_line *t = &lines[i];
     char shape[64], how[64], ms[32] = "-", dms[32] = "-", gain[32] = "-";
-    snprintf(shape, sizeof shape, "%zux%zux%zu%s", t->shape.m, t->shape.n, t->shape.k,
-             t->shape.trans_a ? " At" : "");
+    snprintf(shape, sizeof shape, "%zux%zux%zu%s%s", t->shape.m, t->shape.n, t->shape.k,
+             t->shape.trans_a ? " At" : "", t->shape.trans_b ? " Bt" : "");
     if (t->cached) snprintf(how, sizeof how, "cached");
     else if (t->tuned && t->rejected)
       snprintf(how, sizeof how, "tuned, %d candidates, %d rejected", t->candidates, t->rejected);
