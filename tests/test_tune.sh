@@ -46,7 +46,8 @@ fi
 verdicts=$($PY - "$pin" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-print(sorted({r.get("decision", "") + "/" + r.get("method", "") for r in d["results"].values()}))
+print(sorted({r.get("decision", "") + "/" + r.get("method", "")
+              for k, r in d["results"].items() if k.startswith("conv ")}))
 EOF
 )
 case "$verdicts" in

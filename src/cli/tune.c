@@ -160,7 +160,6 @@ static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o
   return status;
 }
 
-
 /* Tunes m on one device: in the step, on a synthetic batch through the
  * training net, as cltrain train does between epochs. */
 static int tune_device(const clt_model *m, const clt_device *d, int index, const clt_tune_opts *o,

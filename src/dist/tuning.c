@@ -86,7 +86,7 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
   trainer_replica *l = &t->local[i];
   clt_replica *r = l->replica;
   int status = CLT_OK;
-  const double t0 = clt_now_seconds();
+  const double start = clt_now_seconds();
   if (cfg->tune) {
     clt_tune_ident ident;
     clt_tune_cache *cache = NULL;
@@ -122,7 +122,8 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
   /* Then the products' tilings, as the chosen algorithms run them. */
   if (!status && cfg->tune)
     status = clt_gemm_tune_trainer_net(l->net, cfg->file, budget_s > 0,
-                                       budget_s > 0 ? budget_s - (clt_now_seconds() - t0) : 0, e);
+                                       budget_s > 0 ? budget_s - (clt_now_seconds() - start) : 0,
+                                       e);
   return status;
 }
 
