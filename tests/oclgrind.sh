@@ -87,6 +87,9 @@ run resnet_models 0 "$bin/test_models"
 run optimizers 1 "$bin/test_optimizers"
 run winograd "$gemm_uninit" "$bin/test_winograd"
 run gemm_batched "$gemm_uninit" "$bin/test_gemm_batched"
+# The GEMM tuner's tilings: each candidate register tile and blocking (a build
+# of gemm.cl per define set) on the tiny model's products; the gpu backend has none.
+[ "$backend" = cpu ] && run gemm_tilings 0 "$bin/test_gemm_tuner"
 
 # Coverage: every __kernel of cl/ must have run; on the gpu backend all but
 # gemm.cl's (GPUs multiply with CLBlast, whose kernels ran above too).

@@ -5,6 +5,20 @@
 
 #include "backend.h"
 
+/* A register tile and blocking of cl/gemm.cl's tiled kernels for one product
+ * shape, chosen by the GEMM tuner (src/engine/gemm_tuner.h) in place of
+ * own_tiling's defaults: tm rows by nb 16-wide column blocks (build options),
+ * K chunks of kc, up to rb row sub-blocks a work-item (halved while the
+ * device has too few work-items), pack (PACK_B, gemm16: the B chunk copied
+ * into a private array), and for A^T products up to cb column blocks a
+ * work-item (0: own_tiling's rule; 1: the in-place kernel). */
+typedef struct clt_gemm_tiling {
+  int tm, nb, kc, rb, pack, cb;
+} clt_gemm_tiling;
+
+#define CLT_GEMM_MAX_SHAPES 128
+#define CLT_GEMM_MAX_TILINGS 6
+
 /* What the backend keeps per replica: the GEMM scratch (a transposed operand,
  * split-K partial sums, a flipped kernel), grown at set-up to the largest
  * product, and the zeros a padded convolution reads for taps outside the
@@ -14,6 +28,12 @@ typedef struct clt_cpu_state {
   size_t temp_bytes;
   cl_mem zeros;
   size_t zeros_floats;
+  /* The tiled products' shapes reserved since clt_cpu_gemm_shapes_clear (what
+   * the GEMM tuner tunes), and the tilings chosen for shapes (by
+   * clt_cpu_gemm_matches). */
+  int nshapes, ntilings;
+  clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES], tiled[CLT_GEMM_MAX_SHAPES];
+  clt_gemm_tiling tilings[CLT_GEMM_MAX_SHAPES];
 } clt_cpu_state;
 
 static inline clt_cpu_state *cpu_state(const clt_replica *r) {
@@ -41,5 +61,39 @@ int clt_cpu_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
 int clt_cpu_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters, clt_err *e);
 int clt_cpu_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, cl_mem w,
                     size_t w_off, cl_mem dx, clt_err *e);
+
+/* ---- the GEMM tuner's hooks (cpu_gemm.c) ----
+ * A tiled product's shape here is what the tiled kernel computes: N in whole
+ * 16-wide blocks, a B^T operand already transposed, a short A^T as a plain
+ * product (the transposed copy). */
+
+/* Whether a and b take the same tiling: the same transposes, N and fixed
+ * dimension, and the batch's dimension (M, or K for A^T) in the same bucket
+ * (clt_tune_batch_bucket). */
+int clt_cpu_gemm_matches(const clt_gemm_shape *a, const clt_gemm_shape *b);
+
+/* The tiled shapes reserved on r since the last clear, one per match, into
+ * out (at most max); returns how many. */
+int clt_cpu_gemm_shapes(const clt_replica *r, clt_gemm_shape *out, int max);
+void clt_cpu_gemm_shapes_clear(clt_replica *r);
+
+/* The tilings worth timing for s besides the default, at most
+ * CLT_GEMM_MAX_TILINGS - 1, into out; returns how many. Each passes
+ * clt_cpu_gemm_tiling_valid. */
+int clt_cpu_gemm_candidates(const clt_replica *r, const clt_gemm_shape *s, clt_gemm_tiling *out);
+
+/* Whether t fits s and r's registers and the kernels' private arrays. */
+int clt_cpu_gemm_tiling_valid(const clt_replica *r, const clt_gemm_shape *s,
+                              const clt_gemm_tiling *t);
+
+/* Takes t for the products matching s (NULL: back to the default). An
+ * invalid tiling or a full table is an error. The tiling's kernels are built
+ * when the shape is next reserved or run. */
+int clt_cpu_gemm_choose(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_tiling *t,
+                        clt_err *e);
+
+/* "6x4 kc384 rb12 pack0 cb0", and back (-1: not a tiling). */
+void clt_cpu_gemm_tiling_name(const clt_gemm_tiling *t, char *out, size_t size);
+int clt_cpu_gemm_tiling_parse(const char *text, clt_gemm_tiling *out);
 
 #endif

@@ -22,12 +22,14 @@ static const own_batch ONE = {1, 0, 0, 0};
  * work-items share a long sum (split K). Only TM and NB are build options, so
  * a device compiles one program per register tile (and padding). */
 typedef struct own_tiles {
-  int tm, nb, rb, cb, kc, splits;
+  int tm, nb, rb, cb, kc, splits, pack;
 } own_tiles;
 
 /* The private copies' sizes in cl/gemm.cl: gemm16's K chunk (FWD_PACK_K),
  * gemm16_at's K chunk and columns a work-item (PACK_K, PACK_COLS). */
 enum { FWD_KC = 384, AT_PACK_K = 64, AT_PACK_COLS = 128 };
+
+static const clt_gemm_tiling *tiling_chosen(const clt_replica *r, const clt_gemm_shape *s);
 
 static int largest_divisor(size_t blocks, int limit) {
   for (int d = limit; d > 1; d--) {
@@ -56,10 +58,14 @@ static int largest_divisor(size_t blocks, int limit) {
  * 128 columns, cb blocks of 16*NB, each sub-block's X values copied once and
  * used by all of them (AVX2's narrow tiles gain most). One block (cb 1) keeps
  * the in-place kernel (own_kernel). */
-static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
+static own_tiles own_tiling_from(const clt_replica *r, const clt_gemm_shape *s,
+                                 const clt_gemm_tiling *chosen) {
   own_tiles t = {.tm = 6, .nb = 1, .rb = 12, .cb = 1, .kc = FWD_KC, .splits = 1};
   const size_t blocks = s->n / 16;
-  if (r->device.float_vector_width >= 16) {
+  if (chosen) { /* the tuner's, in place of the rules */
+    t.tm = chosen->tm;
+    t.nb = chosen->nb;
+  } else if (r->device.float_vector_width >= 16) {
     t.nb = largest_divisor(blocks, 4);
     if (t.nb == 1 && blocks % 5 == 0) {
       t.nb = 5;
@@ -75,6 +81,11 @@ static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
     t.rb = (int)((rows + (size_t)t.tm - 1) / (size_t)t.tm);
     t.kc = AT_PACK_K;
   }
+  if (chosen) {
+    t.kc = chosen->kc;
+    t.rb = chosen->rb;
+  }
+  t.pack = chosen ? chosen->pack : t.nb == 1;
   /* Split K (gemm16_at only) when the output has too few work-items to keep a
    * device's cores busy and the sums are long (the first layer's weight
    * gradient: 9 x 64 outputs, K = batch x 676); chunks of at least 512 keep
@@ -97,7 +108,8 @@ static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
   if (s->trans_a) {
     const size_t cols = blocks / (size_t)t.nb, rows = (size_t)t.tm * (size_t)t.rb;
     const size_t items = cols * ((s->m + rows - 1) / rows) * (size_t)t.splits;
-    for (int d = AT_PACK_COLS / (16 * t.nb); d > 1; d--) {
+    const int widest = chosen && chosen->cb ? chosen->cb : AT_PACK_COLS / (16 * t.nb);
+    for (int d = widest; d > 1; d--) {
       if (cols % (size_t)d == 0 && items / (size_t)d >= want) {
         t.cb = d;
         break;
@@ -105,6 +117,11 @@ static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
     }
   }
   return t;
+}
+
+/* The tiling of s: the tuner's choice for it, else the rules above. */
+static own_tiles own_tiling(const clt_replica *r, const clt_gemm_shape *s) {
+  return own_tiling_from(r, s, tiling_chosen(r, s));
 }
 
 /* Whether some window reaches outside the image (the kernels then check taps). */
@@ -124,7 +141,7 @@ static int conv_padded(const clt_conv_geom *g) {
 static void own_options(const own_tiles *t, const clt_gemm_shape *s, const clt_conv_geom *g,
                         char *buf, size_t size) {
   const int padded = s->trans_a && g && conv_padded(g);
-  snprintf(buf, size, "-DTM=%d -DNB=%d -DPADDED=%d -DPACK_B=%d", t->tm, t->nb, padded, t->nb == 1);
+  snprintf(buf, size, "-DTM=%d -DNB=%d -DPADDED=%d -DPACK_B=%d", t->tm, t->nb, padded, t->pack);
 }
 
 /* C[c_off + i] = the sum of the `splits` partial products of `count` floats in
@@ -390,6 +407,8 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
                     e);
 }
 
+static void note_shape(clt_replica *r, const clt_gemm_shape *s);
+
 /* Grows the scratch buffer to at least `bytes`. */
 static int grow_temp(clt_replica *r, size_t bytes, clt_err *e) {
   if (bytes <= cpu_state(r)->temp_bytes) return CLT_OK;
@@ -416,6 +435,7 @@ static int gemm_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count, c
     blocks.trans_a = 0;
     blocks.lda = s->k;
   }
+  if (blocks.n) note_shape(r, &blocks);
   const own_tiles tiles = own_tiling(r, &blocks);
   char options[64];
   cl_kernel k;
@@ -511,6 +531,8 @@ static int conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, int
     return clt_fail(e, CLT_ERR_INTERNAL, "implicit convolution with %d filters", filters);
   }
   const clt_gemm_shape fwd = conv_fwd_shape(g, filters), dw = conv_dw_shape(g, filters);
+  note_shape(r, &fwd);
+  if (weight_grad) note_shape(r, &dw);
   const own_tiles tf = own_tiling(r, &fwd), tw = own_tiling(r, &dw);
   char options[64];
   cl_kernel k;
@@ -614,4 +636,152 @@ int clt_cpu_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
   if (s.k == 0)
     return clt_replica_fill(r, dw, dw_off, s.m * s.n, 0.0f, "an empty kernel gradient", e);
   return run_gemm16_at(r, &s, g, x, 0, dy, 0, filters, dw, (int)dw_off, &ONE, e);
+}
+
+/* ---- Tilings chosen per shape (the GEMM tuner: src/engine/gemm_tuner.c) ---- */
+
+/* A^T products' rows are the batch's dimension in K; the others' in M. */
+static size_t batch_dim(const clt_gemm_shape *s) { return s->trans_a ? s->k : s->m; }
+static size_t fixed_dim(const clt_gemm_shape *s) { return s->trans_a ? s->m : s->k; }
+
+static size_t bucket(size_t v) {
+  size_t b = 1;
+  while (b < v && b < ((size_t)1 << 40)) b *= 2;
+  return b;
+}
+
+int clt_cpu_gemm_matches(const clt_gemm_shape *a, const clt_gemm_shape *b) {
+  return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->n == b->n &&
+         fixed_dim(a) == fixed_dim(b) && bucket(batch_dim(a)) == bucket(batch_dim(b));
+}
+
+static const clt_gemm_tiling *tiling_chosen(const clt_replica *r, const clt_gemm_shape *s) {
+  const clt_cpu_state *c = cpu_state(r);
+  for (int i = 0; c && i < c->ntilings; i++)
+    if (clt_cpu_gemm_matches(&c->tiled[i], s)) return &c->tilings[i];
+  return NULL;
+}
+
+/* Kept with the largest batch's dimension a match has had (the reserved size). */
+static void note_shape(clt_replica *r, const clt_gemm_shape *s) {
+  clt_cpu_state *c = cpu_state(r);
+  for (int i = 0; i < c->nshapes; i++) {
+    if (!clt_cpu_gemm_matches(&c->shapes[i], s)) continue;
+    if (batch_dim(s) > batch_dim(&c->shapes[i])) c->shapes[i] = *s;
+    return;
+  }
+  if (c->nshapes < CLT_GEMM_MAX_SHAPES) c->shapes[c->nshapes++] = *s;
+}
+
+int clt_cpu_gemm_shapes(const clt_replica *r, clt_gemm_shape *out, int max) {
+  const clt_cpu_state *c = cpu_state(r);
+  int n = 0;
+  for (int i = 0; i < c->nshapes && n < max; i++) out[n++] = c->shapes[i];
+  return n;
+}
+
+void clt_cpu_gemm_shapes_clear(clt_replica *r) { cpu_state(r)->nshapes = 0; }
+
+/* Float16 accumulators a register tile may hold: AVX-512's 32 registers less
+ * the B vectors and the broadcast; a float16 is two of AVX2's 16. */
+static int tile_fits(const clt_replica *r, int tm, int nb) {
+  const int regs = r->device.float_vector_width >= 16 ? 32 : 8;
+  return tm * nb + nb + 1 <= regs;
+}
+
+int clt_cpu_gemm_tiling_valid(const clt_replica *r, const clt_gemm_shape *s,
+                              const clt_gemm_tiling *t) {
+  const size_t blocks = s->n / 16;
+  if (t->tm < 1 || t->tm > 8 || t->nb < 1 || t->nb > 8 || blocks == 0 ||
+      blocks % (size_t)t->nb != 0 || !tile_fits(r, t->tm, t->nb) || t->rb < 1 || t->rb > 64 ||
+      t->kc < 1 || (t->pack != 0 && t->pack != 1) || t->cb < 0)
+    return 0;
+  if (s->trans_a) /* gemm16_at's private copies: PACK_K rows, PACK_COLS columns */
+    return t->kc <= AT_PACK_K && t->pack == 0 && t->cb * 16 * t->nb <= AT_PACK_COLS &&
+           (t->cb == 0 || blocks / (size_t)t->nb % (size_t)t->cb == 0);
+  return t->cb == 0 && t->kc <= 1024 && (!t->pack || t->kc <= FWD_KC);
+}
+
+int clt_cpu_gemm_candidates(const clt_replica *r, const clt_gemm_shape *s, clt_gemm_tiling *out) {
+  const own_tiles d = own_tiling_from(r, s, NULL); /* the default */
+  const int wide = r->device.float_vector_width >= 16;
+  /* Register tiles around the defaults, two (A^T: three) that fit: AVX-512's
+   * 6x4 against 4x4, 8x2, 8x3, and N of 5 blocks' 4x5 against 5x5, 3x5; AVX2's
+   * 6x1 against 4x1, 8x1, 3x2. */
+  static const int tiles16[][2] = {{6, 4}, {4, 4}, {8, 2}, {8, 3}, {4, 5}, {5, 5}, {6, 2}, {3, 5}};
+  static const int tiles8[][2] = {{6, 1}, {4, 1}, {8, 1}, {3, 2}, {2, 2}};
+  const int(*tiles)[2] = wide ? tiles16 : tiles8;
+  const int ntiles = wide ? 8 : 5;
+  const int rb = s->trans_a ? d.rb : 12;
+  clt_gemm_tiling cand[16];
+  int n = 0;
+  for (int i = 0; i < ntiles && n < (s->trans_a ? 3 : 2); i++) {
+    if (tiles[i][0] == d.tm && tiles[i][1] == d.nb) continue;
+    /* The same rows a work-item: rb sub-blocks of tm. */
+    const int rbi = (rb * d.tm + tiles[i][0] - 1) / tiles[i][0];
+    cand[n] = (clt_gemm_tiling){tiles[i][0], tiles[i][1], d.kc, rbi, s->trans_a ? 0 : d.pack, 0};
+    if (clt_cpu_gemm_tiling_valid(r, s, &cand[n])) n++;
+  }
+  if (!s->trans_a) {
+    /* The default tile with longer or shorter K chunks, and with PACK_B the other way. */
+    const int kcs[] = {d.kc == 256 ? 512 : 256, 512};
+    for (int i = 0; i < 2; i++) {
+      cand[n] = (clt_gemm_tiling){d.tm, d.nb, kcs[i], rb, kcs[i] > FWD_KC ? 0 : d.pack, 0};
+      /* A chunk at least K long either way changes nothing. */
+      const int same = s->k <= (size_t)(kcs[i] < d.kc ? kcs[i] : d.kc);
+      if (kcs[i] != d.kc && (i == 0 || kcs[0] != 512) && !same &&
+          clt_cpu_gemm_tiling_valid(r, s, &cand[n]))
+        n++;
+    }
+    cand[n] = (clt_gemm_tiling){d.tm, d.nb, d.kc > FWD_KC ? FWD_KC : d.kc, rb, !d.pack, 0};
+    if (clt_cpu_gemm_tiling_valid(r, s, &cand[n])) n++;
+  } else {
+    /* Columns a work-item: one block (no copies) against the widest. */
+    cand[n] = (clt_gemm_tiling){d.tm, d.nb, d.kc, rb, 0, d.cb > 1 ? 1 : 0};
+    if (d.cb == 1) cand[n].cb = AT_PACK_COLS / (16 * d.nb);
+    while (cand[n].cb > 1 && s->n / 16 / (size_t)d.nb % (size_t)cand[n].cb) cand[n].cb--;
+    if (cand[n].cb != d.cb && clt_cpu_gemm_tiling_valid(r, s, &cand[n])) n++;
+  }
+  if (n > CLT_GEMM_MAX_TILINGS - 1) n = CLT_GEMM_MAX_TILINGS - 1;
+  for (int i = 0; i < n; i++) out[i] = cand[i];
+  return n;
+}
+
+int clt_cpu_gemm_choose(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_tiling *t,
+                        clt_err *e) {
+  clt_cpu_state *c = cpu_state(r);
+  int at = -1;
+  for (int i = 0; i < c->ntilings && at < 0; i++)
+    if (clt_cpu_gemm_matches(&c->tiled[i], s)) at = i;
+  if (!t) {
+    if (at >= 0) {
+      c->ntilings--;
+      c->tiled[at] = c->tiled[c->ntilings];
+      c->tilings[at] = c->tilings[c->ntilings];
+    }
+    return CLT_OK;
+  }
+  char name[64];
+  clt_cpu_gemm_tiling_name(t, name, sizeof name);
+  if (!clt_cpu_gemm_tiling_valid(r, s, t))
+    return clt_fail(e, CLT_ERR_ARG, "device %d (%s): GEMM tiling %s does not fit %zux%zux%zu%s",
+                    r->device.index, r->device.name, name, s->m, s->n, s->k,
+                    s->trans_a ? " At" : "");
+  if (at < 0 && c->ntilings == CLT_GEMM_MAX_SHAPES)
+    return clt_fail(e, CLT_ERR_INTERNAL, "more than %d GEMM tilings chosen", CLT_GEMM_MAX_SHAPES);
+  if (at < 0) at = c->ntilings++;
+  c->tiled[at] = *s;
+  c->tilings[at] = *t;
+  return CLT_OK;
+}
+
+void clt_cpu_gemm_tiling_name(const clt_gemm_tiling *t, char *out, size_t size) {
+  snprintf(out, size, "%dx%d kc%d rb%d pack%d cb%d", t->tm, t->nb, t->kc, t->rb, t->pack, t->cb);
+}
+
+int clt_cpu_gemm_tiling_parse(const char *text, clt_gemm_tiling *out) {
+  char end = 0;
+  const int n = sscanf(text, "%dx%d kc%d rb%d pack%d cb%d%c", &out->tm, &out->nb, &out->kc,
+                       &out->rb, &out->pack, &out->cb, &end);
+  return n == 6 ? 0 : -1;
 }

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "flags.h"
+#include "gemm_tuner.h"
 #include "internals.h"
 #include "keras.h"
 #include "net.h"
@@ -106,6 +107,59 @@ static int synthetic_batch(clt_net *net, int batch, clt_err *e) {
   return status;
 }
 
+/* The products' lines: each tiled GEMM's chosen tiling against the default. */
+static void print_gemm_lines(const clt_gemm_tune_line *lines, int n) {
+  printf("  %-26s %-28s %10s %10s %7s  %s\n", "GEMM (M x N x K)", "tiling", "ms", "default ms",
+         "speedup", "how");
+  for (int i = 0; i < n; i++) {
+    const clt_gemm_tune_line *t = &lines[i];
+    char shape[64], how[64], ms[32] = "-", dms[32] = "-", gain[32] = "-";
+    snprintf(shape, sizeof shape, "%zux%zux%zu%s%s", t->shape.m, t->shape.n, t->shape.k,
+             t->shape.trans_a ? " At" : "", t->shape.trans_b ? " Bt" : "");
+    if (t->cached) snprintf(how, sizeof how, "cached");
+    else if (t->tuned && t->rejected)
+      snprintf(how, sizeof how, "tuned, %d candidates, %d rejected", t->candidates, t->rejected);
+    else if (t->tuned) snprintf(how, sizeof how, "tuned, %d candidates", t->candidates);
+    else if (t->candidates < 2) snprintf(how, sizeof how, "one tiling fits");
+    else snprintf(how, sizeof how, "not tuned (budget)");
+    if (t->ms > 0) snprintf(ms, sizeof ms, "%.3f", t->ms);
+    if (t->default_ms > 0) snprintf(dms, sizeof dms, "%.3f", t->default_ms);
+    if (t->ms > 0 && t->default_ms > 0) snprintf(gain, sizeof gain, "%.2fx", t->default_ms / t->ms);
+    printf("  %-26s %-28s %10s %10s %7s  %s\n", shape, t->chosen, ms, dms, gain, how);
+  }
+}
+
+/* The tiled products of m's net on r, as the chosen algorithms run them, tuned
+ * with what is left of the budget. */
+static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o,
+                      clt_tune_cache *cache, double t0, clt_err *e) {
+  if (r->backend != &clt_backend_cpu) return CLT_OK;
+  clt_net *net = NULL;
+  int n = 0;
+  const int max = CLT_GEMM_MAX_SHAPES;
+  clt_gemm_tune_line *lines = malloc((size_t)max * sizeof *lines);
+  if (!lines) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  const double left = o->budget > 0 ? o->budget - (clt_now_seconds() - t0) : 0;
+  const clt_gemm_tuner_opts go = {.tune = 1,
+                                  .budget_s = o->budget > 0 && left <= 0 ? 1e-9 : left,
+                                  .cache = cache};
+  int status = clt_net_create(m, r, o->batch, 2, &net, e);
+  if (!status) status = clt_gemm_tune_net(net, &go, lines, max, &n, e);
+  if (!status) {
+    int tuned = 0, cached = 0;
+    for (int i = 0; i < n; i++) {
+      tuned += lines[i].tuned;
+      cached += lines[i].cached;
+    }
+    print_gemm_lines(lines, n);
+    printf("  %d GEMM shapes: %d tuned, %d cached, %d at the default; %.1f s\n", n, tuned, cached,
+           n - tuned - cached, clt_now_seconds() - t0);
+  }
+  if (net) clt_net_destroy(net);
+  free(lines);
+  return status;
+}
+
 /* Tunes m on one device: in the step, on a synthetic batch through the
  * training net, as cltrain train does between epochs. */
 static int tune_device(const clt_model *m, const clt_device *d, int index, const clt_tune_opts *o,
@@ -155,6 +209,8 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
     print_step(lines, n, &v);
   }
   clt_net_destroy(net);
+  /* Then the products, on a net of their own (the algorithms chosen). */
+  if (!status) status = tune_gemms(m, r, o, cache, t0, e);
   clt_tune_close(cache);
   clt_backend_destroy_replica(r);
   return status;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm_tuner.h"
 #include "layer.h"
 #include "timing.h"
 #include "trainer_impl.h"
@@ -85,6 +86,7 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
   trainer_replica *l = &t->local[i];
   clt_replica *r = l->replica;
   int status = CLT_OK;
+  const double start = clt_now_seconds();
   if (cfg->tune) {
     clt_tune_ident ident;
     clt_tune_cache *cache = NULL;
@@ -117,6 +119,11 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
   }
   if (!status && cfg->recorded) apply_record(t->model, r, t->base + i, l->cap, cfg->recorded);
   if (!status) status = clt_net_prepare(l->net, e);
+  /* Then the products' tilings, as the chosen algorithms run them. */
+  if (!status && cfg->tune)
+    status = clt_gemm_tune_trainer_net(l->net, cfg->file, budget_s > 0,
+                                       budget_s > 0 ? budget_s - (clt_now_seconds() - start) : 0,
+                                       e);
   return status;
 }
 

@@ -1,0 +1,289 @@
+/* The GEMM tuner (gemm_tuner.h): per product shape, each tiling checked
+ * against a double-precision product, then timed; the fastest kept. */
+#define _POSIX_C_SOURCE 200809L
+#include "gemm_tuner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "rng.h"
+#include "timing.h"
+#include "tuner.h"
+
+#define DEFAULT_RUNS 3
+#define MAX_RUNS 15
+/* Rows of C checked at each end (the first and last row blocks). */
+#define CHECK_ROWS 8
+/* A tiling is taken over the default when at most this fraction of its time. */
+#define WIN_MARGIN 0.97
+/* Rounds for products whose default takes under SHORT_MS milliseconds. */
+#define SHORT_MS 1.0
+#define SHORT_RUNS 9
+
+void clt_gemm_tune_key(const clt_replica *r, const clt_gemm_shape *s, char *out, size_t size) {
+  const int m = s->trans_a ? (int)s->m : clt_tune_batch_bucket((int)s->m);
+  const int k = s->trans_a ? clt_tune_batch_bucket((int)s->k) : (int)s->k;
+  snprintf(out, size, "gemm %s tA%d tB%d m%d n%zu k%d", r->backend->name, s->trans_a, s->trans_b, m,
+           s->n, k);
+}
+
+/* A shape's operands (plain matrices, A as the kernel reads it) and the
+ * double-precision rows of C the check compares. */
+typedef struct shape_run {
+  clt_replica *r;
+  clt_gemm_shape s;
+  cl_mem a, b, c;
+  float *out;
+  double *ref; /* rows[0 .. nrows) of C */
+  size_t rows[2 * CHECK_ROWS];
+  int nrows;
+} shape_run;
+
+static void shape_free(shape_run *t) {
+  cl_mem *m[] = {&t->a, &t->b, &t->c};
+  for (int i = 0; i < 3; i++)
+    if (*m[i]) clReleaseMemObject(*m[i]);
+  free(t->out);
+  free(t->ref);
+}
+
+static int upload_random(clt_replica *r, clt_rng *rng, cl_mem m, size_t n, clt_err *e,
+                         float **keep) {
+  float *v = malloc((n ? n : 1) * sizeof *v);
+  if (!v) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning a GEMM");
+  for (size_t i = 0; i < n; i++) v[i] = (float)(2.0 * clt_rng_uniform(rng) - 1.0);
+  cl_int rc = clEnqueueWriteBuffer(r->queue, m, CL_TRUE, 0, n * sizeof *v, v, 0, NULL, NULL);
+  *keep = v;
+  return rc ? clt_replica_fail(r, e, rc, "GEMM tuning: writing a buffer") : CLT_OK;
+}
+
+/* The operands of s (the plain product: lda, ldb, ldc packed) and the check's
+ * reference rows. */
+static int shape_init(shape_run *t, clt_replica *r, const clt_gemm_shape *s, int index,
+                      clt_err *e) {
+  memset(t, 0, sizeof *t);
+  t->r = r;
+  t->s = *s;
+  t->s.trans_b = 0;
+  t->s.lda = s->trans_a ? s->m : s->k;
+  t->s.ldb = s->n;
+  t->s.ldc = s->n;
+  const size_t na = s->m * s->k, nb = s->k * s->n, nc = s->m * s->n;
+  int status = clt_replica_alloc(r, na * sizeof(float), "GEMM tuning A", &t->a, e);
+  if (!status) status = clt_replica_alloc(r, nb * sizeof(float), "GEMM tuning B", &t->b, e);
+  if (!status) status = clt_replica_alloc(r, nc * sizeof(float), "GEMM tuning C", &t->c, e);
+  if (!status) status = clt_gemm_reserve(r, &t->s, e);
+  if (status) return status;
+  clt_rng rng;
+  clt_rng_seed(&rng, 0x67656d6du, (uint64_t)index);
+  float *ha = NULL, *hb = NULL;
+  status = upload_random(r, &rng, t->a, na, e, &ha);
+  if (!status) status = upload_random(r, &rng, t->b, nb, e, &hb);
+  for (size_t i = 0; i < s->m && i < CHECK_ROWS; i++) t->rows[t->nrows++] = i;
+  const size_t last = s->m > (size_t)2 * CHECK_ROWS ? s->m - CHECK_ROWS : (size_t)CHECK_ROWS;
+  for (size_t i = last; i < s->m; i++) t->rows[t->nrows++] = i;
+  t->out = malloc((nc ? nc : 1) * sizeof *t->out);
+  t->ref = malloc((size_t)t->nrows * s->n * sizeof *t->ref);
+  if (!status && (!t->out || !t->ref))
+    status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning a GEMM");
+  for (int q = 0; q < t->nrows && !status; q++) {
+    const size_t i = t->rows[q];
+    double *row = t->ref + (size_t)q * s->n;
+    for (size_t j = 0; j < s->n; j++) row[j] = 0;
+    for (size_t p = 0; p < s->k; p++) {
+      const double av = s->trans_a ? ha[p * s->m + i] : ha[i * s->k + p];
+      const float *bp = hb + p * s->n;
+      for (size_t j = 0; j < s->n; j++) row[j] += av * bp[j];
+    }
+  }
+  free(ha);
+  free(hb);
+  return status;
+}
+
+/* Runs tiling `t` (NULL: the default) once and compares the checked rows:
+ * *error gets the relative error. */
+static int check_tiling(shape_run *t, const clt_gemm_tuner_opts *o, const clt_gemm_tiling *tl,
+                        double *error, clt_err *e) {
+  const clt_gemm_shape *s = &t->s;
+  int status = clt_gemm(t->r, s, 1.0f, t->a, 0, t->b, 0, 0.0f, t->c, 0, e);
+  if (status) return status;
+  if (o->after_check) o->after_check(o->hook_ctx, t->r, s, tl, t->c, s->m * s->n);
+  cl_int rc = clEnqueueReadBuffer(t->r->queue, t->c, CL_TRUE, 0, s->m * s->n * sizeof(float),
+                                  t->out, 0, NULL, NULL);
+  if (rc) return clt_replica_fail(t->r, e, rc, "GEMM tuning: reading a result");
+  *error = 0;
+  for (int q = 0; q < t->nrows; q++) {
+    const double err = clt_tune_rel_error(t->out + t->rows[q] * s->n, t->ref + (size_t)q * s->n,
+                                          s->n);
+    if (!(err <= *error)) *error = err;
+  }
+  return CLT_OK;
+}
+
+static int marker(clt_replica *r, cl_event *ev, clt_err *e) {
+  cl_int rc = clEnqueueMarkerWithWaitList(r->queue, 0, NULL, ev);
+  return rc ? clt_replica_fail(r, e, rc, "GEMM tuning: a marker") : CLT_OK;
+}
+
+/* The device milliseconds of one product. */
+static int time_tiling(shape_run *t, double *ms, clt_err *e) {
+  cl_event ev[2] = {NULL, NULL};
+  int status = marker(t->r, &ev[0], e);
+  if (!status) status = clt_gemm(t->r, &t->s, 1.0f, t->a, 0, t->b, 0, 0.0f, t->c, 0, e);
+  if (!status) status = marker(t->r, &ev[1], e);
+  cl_ulong end[2] = {0, 0};
+  cl_int rc = status ? CL_SUCCESS : clWaitForEvents(2, ev);
+  for (int k = 0; k < 2 && !status && !rc; k++)
+    rc = clGetEventProfilingInfo(ev[k], CL_PROFILING_COMMAND_END, sizeof end[k], &end[k], NULL);
+  if (!status && rc) status = clt_replica_fail(t->r, e, rc, "GEMM tuning: profiling a product");
+  for (int k = 0; k < 2; k++)
+    if (ev[k]) clReleaseEvent(ev[k]);
+  *ms = end[1] > end[0] ? (double)(end[1] - end[0]) * 1e-6 : 0.0;
+  return status;
+}
+
+/* Tunes shape s: the default and each candidate checked, those that pass
+ * timed in rounds (each round runs every one once, so a change in the load
+ * falls on all alike), the one with the fastest round taken and cached. *over: the budget
+ * ran out first (the default stays, nothing cached). */
+static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_gemm_shape *s,
+                      int index, const char *key, double deadline, clt_gemm_tune_line *line,
+                      int *over, clt_err *e) {
+  int runs = o->runs > 0 ? (o->runs < MAX_RUNS ? o->runs : MAX_RUNS) : DEFAULT_RUNS;
+  clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
+  const int ncand = clt_cpu_gemm_candidates(r, s, cand);
+  line->candidates = ncand + 1;
+  *over = 0;
+  if (ncand == 0) return CLT_OK;
+  shape_run t;
+  int status = shape_init(&t, r, s, index, e);
+  /* Slot 0: the default; slot i + 1: cand[i]. */
+  int passed[CLT_GEMM_MAX_TILINGS + 1], npassed = 0;
+  for (int i = -1; i < ncand && !status && !*over; i++) {
+    if (deadline > 0 && clt_now_seconds() > deadline) {
+      *over = 1;
+      break;
+    }
+    const clt_gemm_tiling *tl = i < 0 ? NULL : &cand[i];
+    status = clt_cpu_gemm_choose(r, s, tl, e);
+    if (!status) status = clt_gemm_reserve(r, &t.s, e); /* builds the tiling's kernels */
+    double error = 0;
+    if (!status) status = check_tiling(&t, o, tl, &error, e);
+    if (!status && error <= CLT_TUNE_TOL) passed[npassed++] = i + 1;
+    else if (!status) line->rejected++;
+  }
+  double times[CLT_GEMM_MAX_TILINGS + 1][MAX_RUNS] = {{0}};
+  for (int round = 0; round < runs && !status && !*over; round++) {
+    if (deadline > 0 && clt_now_seconds() > deadline) {
+      *over = 1;
+      break;
+    }
+    for (int q = 0; q < npassed && !status; q++) {
+      const int slot = passed[q];
+      status = clt_cpu_gemm_choose(r, s, slot ? &cand[slot - 1] : NULL, e);
+      if (!status) status = time_tiling(&t, &times[slot][round], e);
+    }
+    /* Short products (launch-bound, the noisiest) get more rounds. */
+    if (round == 0 && o->runs <= 0 && npassed && passed[0] == 0 && times[0][0] < SHORT_MS)
+      runs = SHORT_RUNS;
+  }
+  shape_free(&t);
+  int best = -1; /* a slot */
+  double best_ms = 0;
+  for (int q = 0; q < npassed && !status && !*over; q++) {
+    const int slot = passed[q];
+    /* The fastest round: other jobs' load only ever adds time. */
+    double ms = times[slot][0];
+    for (int k = 1; k < runs; k++) ms = times[slot][k] < ms ? times[slot][k] : ms;
+    if (slot == 0) line->default_ms = ms;
+    /* A tiling displaces the default only when clearly faster (timing noise
+     * must not swap kernels); among the others, the fastest. */
+    const double bar = best == 0 ? best_ms * WIN_MARGIN : best_ms;
+    if (best < 0 || ms < bar) best = slot, best_ms = ms;
+  }
+  if (!status && !*over && best < 0)
+    status = clt_fail(e, CLT_ERR_INTERNAL,
+                      "GEMM %zux%zux%zu%s: no tiling matched the reference product", s->m, s->n,
+                      s->k, s->trans_a ? " At" : "");
+  const int s2 = clt_cpu_gemm_choose(r, s, status || *over || best <= 0 ? NULL : &cand[best - 1],
+                                     e);
+  if (status || *over) return status ? status : s2;
+  if (best > 0) clt_cpu_gemm_tiling_name(&cand[best - 1], line->chosen, sizeof line->chosen);
+  line->ms = best_ms;
+  line->tuned = 1;
+  if (!s2 && o->cache)
+    status = clt_tune_put(o->cache, key, line->chosen, best_ms, line->default_ms, e);
+  return status ? status : s2;
+}
+
+/* Whether the product runs as the tiled kernel its shape names (an A^T with a
+ * short K runs as a transposed copy's plain product, recorded as that). */
+static int tunable(const clt_gemm_shape *s) {
+  return !(s->trans_a && s->k <= 512) && s->m > 0 && s->n >= 16 && s->k > 0;
+}
+
+int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines,
+                      int max_lines, int *nlines, clt_err *e) {
+  clt_replica *r = net->replica;
+  if (nlines) *nlines = 0;
+  if (r->backend != &clt_backend_cpu) return CLT_OK;
+  /* The shapes the net runs now (not those of algorithms tried and left). */
+  clt_cpu_gemm_shapes_clear(r);
+  int status = clt_net_prepare(net, e);
+  clt_gemm_shape *shapes = malloc(CLT_GEMM_MAX_SHAPES * sizeof *shapes);
+  if (!shapes) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
+  const int n = status ? 0 : clt_cpu_gemm_shapes(r, shapes, CLT_GEMM_MAX_SHAPES);
+  clt_profile *profile = r->profile; /* the tuner's launches stay out of the profile */
+  r->profile = NULL;
+  const double deadline = o->tune && o->budget_s > 0 ? clt_now_seconds() + o->budget_s : 0;
+  int over = 0;
+  for (int i = 0; i < n && !status; i++) {
+    const clt_gemm_shape *s = &shapes[i];
+    if (!tunable(s)) continue;
+    clt_gemm_tune_line scratch, *line = &scratch;
+    if (lines && nlines && *nlines < max_lines) line = &lines[(*nlines)++];
+    memset(line, 0, sizeof *line);
+    line->shape = *s;
+    snprintf(line->chosen, sizeof line->chosen, "default");
+    char key[160];
+    clt_gemm_tune_key(r, s, key, sizeof key);
+    double ms = 0, dms = 0;
+    const char *hit = o->cache ? clt_tune_get(o->cache, key, &ms, &dms) : NULL;
+    clt_gemm_tiling tl;
+    clt_err ignored = {0};
+    const int is_default = hit && strcmp(hit, "default") == 0;
+    if (hit && (is_default || (clt_cpu_gemm_tiling_parse(hit, &tl) == 0 &&
+                               clt_cpu_gemm_choose(r, s, &tl, &ignored) == CLT_OK))) {
+      if (is_default) (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
+      snprintf(line->chosen, sizeof line->chosen, "%s", hit);
+      line->ms = ms;
+      line->default_ms = dms;
+      line->cached = 1;
+      continue;
+    }
+    if (!o->tune || over) continue;
+    status = tune_shape(r, o, s, i, key, deadline, line, &over, e);
+  }
+  r->profile = profile;
+  free(shapes);
+  /* The chosen tilings' kernels, before the next step. */
+  if (!status) status = clt_net_prepare(net, e);
+  return status;
+}
+
+int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double budget_s,
+                              clt_err *e) {
+  clt_replica *r = net->replica;
+  if (r->backend != &clt_backend_cpu) return CLT_OK;
+  if (tune && budget_s <= 0) budget_s = 1e-9; /* spent: nothing more is timed */
+  clt_tune_ident ident;
+  clt_tune_cache *cache = NULL;
+  int status = clt_tune_ident_of(&r->device, r->defines, &ident, e);
+  if (!status) status = clt_tune_open(NULL, file, &ident, stderr, &cache, e);
+  const clt_gemm_tuner_opts o = {.tune = tune, .budget_s = budget_s, .cache = cache};
+  if (!status) status = clt_gemm_tune_net(net, &o, NULL, 0, NULL, e);
+  clt_tune_close(cache);
+  return status;
+}

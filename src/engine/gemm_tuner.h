@@ -1,0 +1,57 @@
+/* The GEMM tuner: for each tiled product a model's net runs on a cpu-backend
+ * replica (its convolutions' products as their chosen algorithms run them,
+ * Dense layers'), a few register tiles and blockings around the defaults
+ * (clt_cpu_gemm_candidates) are each built through the replica's kernel
+ * cache, checked against a double-precision product on a slice of C's rows,
+ * then timed with profiling events (the fastest of a few rounds, on plain
+ * matrices of the shape); the fastest that passed is taken for the shape
+ * (clt_cpu_gemm_choose) and kept in the tuning cache under a "gemm ..." key,
+ * so a device measures a shape once. A tiling whose result is wrong never
+ * wins. Other backends have no candidates: nothing is timed. */
+#ifndef CLT_GEMM_TUNER_H
+#define CLT_GEMM_TUNER_H
+
+#include <stdio.h>
+
+#include "cpu.h"
+#include "net.h"
+#include "tune.h"
+
+/* One product shape, as the tuner left it. */
+typedef struct clt_gemm_tune_line {
+  clt_gemm_shape shape;  /* as the tiled kernel computes it (cpu.h) */
+  char chosen[64];       /* "default" or a tiling (clt_cpu_gemm_tiling_name) */
+  double ms, default_ms; /* fastest rounds' times; 0 when not timed */
+  int cached, tuned, rejected, candidates;
+} clt_gemm_tune_line;
+
+typedef struct clt_gemm_tuner_opts {
+  int tune;              /* 0: take what the cache holds and time nothing */
+  double budget_s;       /* seconds for timing (<= 0: no limit) */
+  int runs;              /* timed rounds, each candidate once a round (0: 3) */
+  clt_tune_cache *cache; /* NULL: nothing read or kept */
+  /* Test-only: called after tiling t (NULL: the default) ran on shape s, with
+   * C's `floats` floats; may change them (a test makes one tiling wrong and
+   * sees it rejected). NULL in the product. */
+  void (*after_check)(void *ctx, clt_replica *r, const clt_gemm_shape *s, const clt_gemm_tiling *t,
+                      cl_mem c, size_t floats);
+  void *hook_ctx;
+} clt_gemm_tuner_opts;
+
+/* The cache key of shape s on r: "gemm cpu tA0 tB0 m8192 n80 k576", the
+ * batch's dimension (M, or K for A^T) bucketed. */
+void clt_gemm_tune_key(const clt_replica *r, const clt_gemm_shape *s, char *out, size_t size);
+
+/* Tunes (or, with tune 0, applies the cache to) every product the net runs:
+ * its shapes reserved afresh, tuned, and the net prepared again so the chosen
+ * tilings' kernels are built before the next step. Lines go to lines[0 ..
+ * *nlines) when lines is not NULL, at most max_lines. */
+int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines,
+                      int max_lines, int *nlines, clt_err *e);
+
+/* clt_gemm_tune_net for the trainer: r's cache opened from `file` (--tune-file;
+ * NULL: the folder), notes to stderr. */
+int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double budget_s,
+                              clt_err *e);
+
+#endif

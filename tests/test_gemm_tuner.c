@@ -1,0 +1,230 @@
+/* The GEMM tuner (src/engine/gemm_tuner.c) and the tilings it chooses per
+ * product shape (src/backend/cpu_gemm.c): a tiling that does not fit a shape
+ * is refused, the candidates all fit and all match the reference, a tiling
+ * made wrong by the test's hook is rejected and never chosen, the choices go
+ * to the cache and a second run takes them from there without timing, a step
+ * on non-default tilings agrees with the defaults' at rounding level and
+ * repeats bit for bit; on the gpu backend there is nothing to tune. Small
+ * mode (Oclgrind) runs each tiling's kernels once: the forced step and the
+ * unhooked tuning. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gemm_tuner.h"
+#include "harness.h"
+
+#define MAX_LINES 32
+#define B 4
+
+static const char *const DESC =
+    "c1=Conv2D(16,3x3,s1,same,relu) c2=Conv2D(32,3x3,s1,same) flat=Flatten dense=Dense(10)";
+
+static clt_model M;
+
+/* A training step of M on R with whatever tilings R has chosen: the loss and
+ * the gradients (grads, M.grad_floats floats). */
+static double step(float *grads) {
+  clt_net *net = NULL;
+  double loss = NAN;
+  if (api_failed(clt_net_create(&M, R, B, 1, &net, &E), "net")) return loss;
+  const size_t nin = (size_t)B * clt_shape_size(M.input);
+  double *x = dnew(nin);
+  rng_seed(77);
+  rand_fill(x, nin, 0, 1);
+  upload(net->input, 0, x, nin);
+  int labels[B] = {1, 2, 3, 4};
+  upload_bytes(net->labels, 0, labels, sizeof labels);
+  float *flat = hnew(M.flat_floats * sizeof *flat);
+  for (size_t i = 0; i < M.flat_floats; i++) flat[i] = (float)urand(-0.2, 0.2);
+  if (!api_failed(clt_net_write_params(net, flat, &E), "params") &&
+      !api_failed(clt_net_forward_backward(net, B, 0.25f, 0, 1, &E), "step")) {
+    float m[2];
+    download_bytes(net->metrics, 0, m, sizeof m);
+    loss = m[0];
+    download_bytes(net->grads, 0, grads, M.grad_floats * sizeof *grads);
+  }
+  clt_net_destroy(net);
+  return loss;
+}
+
+static void test_tilings(void) {
+  set_case("tilings:");
+  const clt_gemm_shape fwd = {0, 0, 576, 32, 144, 144, 32, 32};
+  const clt_gemm_shape at = {1, 0, 144, 32, 2304, 144, 32, 32};
+  clt_gemm_tiling c[CLT_GEMM_MAX_TILINGS];
+  int bad = 0;
+  const int n = clt_cpu_gemm_candidates(R, &fwd, c);
+  for (int i = 0; i < n; i++) bad += !clt_cpu_gemm_tiling_valid(R, &fwd, &c[i]);
+  expect("forward: 1 to 5 candidates, each fits", n < 1 || n > 5 || bad, 1);
+  const int na = clt_cpu_gemm_candidates(R, &at, c);
+  bad = 0;
+  for (int i = 0; i < na; i++) bad += !clt_cpu_gemm_tiling_valid(R, &at, &c[i]);
+  expect("A^T: 1 to 5 candidates, each fits", na < 1 || na > 5 || bad, 1);
+  const clt_gemm_tiling three = {4, 3, 384, 12, 0, 0}, long_pack = {4, 2, 512, 12, 1, 0};
+  expect("3 blocks of 16 across N = 32 refused", clt_cpu_gemm_choose(R, &fwd, &three, &E) == 0, 1);
+  expect("PACK_B past its private chunk refused", clt_cpu_gemm_choose(R, &fwd, &long_pack, &E) == 0,
+         1);
+  const clt_gemm_tiling at_kc = {4, 2, 128, 4, 0, 0};
+  expect("A^T past its K chunk refused", clt_cpu_gemm_choose(R, &at, &at_kc, &E) == 0, 1);
+  char name[64];
+  clt_gemm_tiling back;
+  clt_cpu_gemm_tiling_name(&c[0], name, sizeof name);
+  expect("names round-trip",
+         clt_cpu_gemm_tiling_parse(name, &back) != 0 || memcmp(&back, &c[0], sizeof back) != 0, 1);
+  expect("a malformed name refused", clt_cpu_gemm_tiling_parse("6x4 kc384", &back) == 0, 1);
+  clt_gemm_shape smaller = fwd, other = fwd;
+  smaller.m = 600; /* the same bucket as 576: 1024 */
+  other.m = 400;
+  expect("M in the same bucket matches, another does not",
+         !clt_cpu_gemm_matches(&fwd, &smaller) || clt_cpu_gemm_matches(&fwd, &other), 1);
+  char key[160];
+  clt_gemm_tune_key(R, &at, key, sizeof key);
+  expect("the key buckets A^T's K", strcmp(key, "gemm cpu tA1 tB0 m144 n32 k4096") != 0, 1);
+  case_end();
+}
+
+/* The hook: each shape's first candidate made wrong by 1% of C's largest value. */
+static int hook_calls;
+static void corrupt_first(void *ctx, clt_replica *r, const clt_gemm_shape *s,
+                          const clt_gemm_tiling *t, cl_mem c, size_t floats) {
+  (void)ctx;
+  clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
+  if (!t || clt_cpu_gemm_candidates(r, s, cand) < 1 || memcmp(t, &cand[0], sizeof *t) != 0) return;
+  float *v = hnew(floats * sizeof *v);
+  check_cl(clEnqueueReadBuffer(r->queue, c, CL_TRUE, 0, floats * sizeof *v, v, 0, NULL, NULL),
+           "reading");
+  float big = 0;
+  for (size_t i = 0; i < floats; i++) big = fmaxf(big, fabsf(v[i]));
+  v[0] += 0.01f * big; /* in the first row block, which the check reads */
+  check_cl(clEnqueueWriteBuffer(r->queue, c, CL_TRUE, 0, floats * sizeof *v, v, 0, NULL, NULL),
+           "writing");
+  hook_calls++;
+}
+
+static void test_tuner(const char *dir) {
+  set_case("GEMM tuner:");
+  const clt_shape in = {12, 12, 3};
+  if (api_failed(clt_model_parse("tiny", in, 10, CLT_PRE_UNIT, DESC, &M, &E), "model")) return;
+  float *g_default = hnew(M.grad_floats * sizeof(float)), *g1 = hnew(M.grad_floats * sizeof(float)),
+        *g2 = hnew(M.grad_floats * sizeof(float));
+  const double loss_default = step(g_default);
+  clt_net *net = NULL;
+  if (api_failed(clt_net_create(&M, R, B, 1, &net, &E), "net")) return;
+  clt_gemm_tune_line lines[MAX_LINES];
+  int n = 0;
+  if (R->backend != &clt_backend_cpu) {
+    const clt_gemm_tuner_opts o = {.tune = 1, .runs = 1};
+    (void)api_failed(clt_gemm_tune_net(net, &o, lines, MAX_LINES, &n, &E), "tune");
+    expect("the gpu backend (CLBlast's GEMM): nothing to tune", n != 0, 1);
+    clt_net_destroy(net);
+    case_end();
+    return;
+  }
+  /* Every product's tiling away from the default: a step agrees with the
+   * defaults' and repeats bit for bit. */
+  clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
+  const int ns = clt_cpu_gemm_shapes(R, shapes, CLT_GEMM_MAX_SHAPES);
+  int forced = 0;
+  for (int i = 0; i < ns; i++) {
+    clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
+    if (clt_cpu_gemm_candidates(R, &shapes[i], cand) > 0 &&
+        !api_failed(clt_cpu_gemm_choose(R, &shapes[i], &cand[0], &E), "choose"))
+      forced++;
+  }
+  expect("the net's products: forward, weight and input gradients", ns < 5 || forced < 4, 1);
+  /* Small mode (Oclgrind): each tiling's kernels once, no repeats. */
+  const double loss1 = step(g1), loss2 = small_mode() ? loss1 : step(g2);
+  if (small_mode()) memcpy(g2, g1, M.grad_floats * sizeof *g1);
+  char detail[96];
+  snprintf(detail, sizeof detail, "(%.7g against %.7g)", loss1, loss_default);
+  report("a step's loss on other tilings against the defaults'",
+         fabs(loss1 - loss_default) / fabs(loss_default), 1e-5, detail);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < M.grad_floats; i++) {
+    worst = fmax(worst, fabs((double)g1[i] - g_default[i]));
+    scale = fmax(scale, fabs((double)g_default[i]));
+  }
+  report("its gradients against the defaults'", worst / scale, 1e-4, "");
+  expect("a repeat on the same tilings: the same bits",
+         loss1 != loss2 || memcmp(g1, g2, M.grad_floats * sizeof *g1) != 0, 1);
+  for (int i = 0; i < ns; i++) (void)clt_cpu_gemm_choose(R, &shapes[i], NULL, &E);
+
+  /* Unhooked: every candidate matches the reference. */
+  clt_gemm_tuner_opts o = {.tune = 1, .runs = 1};
+  if (api_failed(clt_gemm_tune_net(net, &o, lines, MAX_LINES, &n, &E), "tune, unhooked")) return;
+  int rejected = 0, tuned = 0, several = 0;
+  for (int i = 0; i < n; i++) {
+    rejected += lines[i].rejected, tuned += lines[i].tuned;
+    several += lines[i].candidates > 1;
+    printf("  %zux%zux%zu%s: %d candidates, %s\n", lines[i].shape.m, lines[i].shape.n,
+           lines[i].shape.k, lines[i].shape.trans_a ? " At" : "", lines[i].candidates,
+           lines[i].chosen);
+  }
+  expect("every shape with candidates tuned", several < 4 || tuned != several, 1);
+  expect("no correct tiling rejected", rejected != 0, 1);
+
+  if (small_mode()) {
+    clt_net_destroy(net);
+    case_end();
+    return;
+  }
+  /* Hooked, into the cache: the wrong tiling rejected and never chosen. */
+
+  clt_tune_ident id;
+  clt_tune_cache *cache = NULL;
+  if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+      api_failed(clt_tune_open(dir, NULL, &id, NULL, &cache, &E), "open"))
+    return;
+  o.cache = cache;
+  o.after_check = corrupt_first;
+  if (api_failed(clt_gemm_tune_net(net, &o, lines, MAX_LINES, &n, &E), "tune, hooked")) return;
+  int wrong = 0;
+  for (int i = 0; i < n; i++) {
+    clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
+    char first[64];
+    if (clt_cpu_gemm_candidates(R, &lines[i].shape, cand) < 1) continue;
+    clt_cpu_gemm_tiling_name(&cand[0], first, sizeof first);
+    wrong += lines[i].rejected != 1 || strcmp(lines[i].chosen, first) == 0;
+  }
+  expect("the hook ran for every shape with candidates", hook_calls != several, 1);
+  expect("each wrong tiling rejected and not chosen", wrong != 0, (size_t)n);
+  clt_gemm_tune_line first[MAX_LINES];
+  memcpy(first, lines, sizeof first);
+  const int nfirst = n;
+
+  /* The cache, read by a new handle: nothing timed, the same tilings. */
+  clt_tune_close(cache);
+  cache = NULL;
+  for (int i = 0; i < nfirst; i++) (void)clt_cpu_gemm_choose(R, &first[i].shape, NULL, &E);
+  if (api_failed(clt_tune_open(dir, NULL, &id, NULL, &cache, &E), "reopen")) return;
+  const clt_gemm_tuner_opts cached = {.tune = 0, .cache = cache};
+  if (api_failed(clt_gemm_tune_net(net, &cached, lines, MAX_LINES, &n, &E), "cached")) return;
+  int same = n == nfirst;
+  for (int i = 0; i < n && same; i++)
+    same = (lines[i].cached || lines[i].candidates < 2) && !lines[i].tuned &&
+           strcmp(lines[i].chosen, first[i].chosen) == 0;
+  expect("a second run takes every shape from the cache", !same, 1);
+  /* A spent budget times nothing: shapes of another batch stay at the default. */
+  clt_tune_close(cache);
+  clt_net_destroy(net);
+  case_end();
+}
+
+int main(void) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  char dir[] = "/tmp/cltrain_gemm_tuner_XXXXXX";
+  if (!mkdtemp(dir)) fatal("mkdtemp");
+  replica_open();
+  R->winograd = 0;
+  if (R->backend == &clt_backend_cpu) test_tilings();
+  test_tuner(dir);
+  replica_close();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) printf("note: could not remove %s\n", dir);
+  return summary();
+}
