@@ -120,10 +120,11 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
   if (!status && cfg->recorded) apply_record(t->model, r, t->base + i, l->cap, cfg->recorded);
   if (!status) status = clt_net_prepare(l->net, e);
   /* Then the products' tilings, as the chosen algorithms run them. */
-  if (!status && cfg->tune)
-    status = clt_gemm_tune_trainer_net(l->net, cfg->file, budget_s > 0,
-                                       budget_s > 0 ? budget_s - (clt_now_seconds() - start) : 0,
-                                       e);
+  if (!status && cfg->tune) {
+    /* What the algorithms left of the budget; none left: the cache only. */
+    const double left = budget_s > 0 ? budget_s - (clt_now_seconds() - start) : 0;
+    status = clt_gemm_tune_trainer_net(l->net, cfg->file, left > 0, left, e);
+  }
   return status;
 }
 
