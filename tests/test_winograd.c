@@ -64,7 +64,7 @@ static void same_bits(const char *what, cl_mem m, const float *first, size_t n) 
 }
 
 /* width: the vector width the replica's device is taken to have (the CPU
- * variant's transforms take 16 channels a work-item at 16, else 8), 0 for its
+ * variant's F(2x2) transforms take 16 channels a work-item at 16, else 8), 0 for its
  * own. */
 static void run_case(const wino_case *t, int tile, cl_uint width) {
   set_case("%s %s pad %d,%d,%d,%d B%d %dx%dx%d%s:", t->entry, algo_name(tile), t->pad.top,

@@ -108,23 +108,25 @@ size_t clt_winograd_scratch(const clt_conv_geom *g, int filters, const clt_conv_
   return n;
 }
 
-/* Channels a work-item of the transforms takes: the gpu variant's one (r->chunk
- * 1); on CPUs a float16 where the device's vectors are that wide (half the
- * work-items, each transform's instructions twice as wide), else a float8. */
-static int lanes(const clt_replica *r) {
+/* Channels a work-item of the m x m tiles' transforms takes: the gpu variant's
+ * one (r->chunk 1); on CPUs a float16 for F(2x2) where the device's vectors are
+ * that wide (half the work-items, each transform's instructions twice as wide),
+ * else a float8: F(4x4)'s 36 positions of float16 spill registers anyway, and
+ * its float16 kernels took PoCL seconds longer to build for no faster step. */
+static int lanes(const clt_replica *r, int m) {
   if (r->chunk == 1) return 1;
-  return r->device.float_vector_width >= 16 ? 16 : 8;
+  return m == 2 && r->device.float_vector_width >= 16 ? 16 : 8;
 }
 
 /* The columns to give clt_launch_rows for `channels` channels taken `lanes` a
  * work-item: it launches a work-item per r->chunk of its columns. */
-static size_t lane_cols(const clt_replica *r, int channels) {
-  const size_t l = (size_t)lanes(r), n = (size_t)channels;
+static size_t lane_cols(const clt_replica *r, int m, int channels) {
+  const size_t l = (size_t)lanes(r, m), n = (size_t)channels;
   return (n + l - 1) / l * r->chunk;
 }
 
 static void wino_options(const clt_replica *r, int m, char *buf, size_t size) {
-  if (lanes(r) > 1) snprintf(buf, size, "-DWINO_M=%d -DWINO_LANES=%d", m, lanes(r));
+  if (lanes(r, m) > 1) snprintf(buf, size, "-DWINO_M=%d -DWINO_LANES=%d", m, lanes(r, m));
   else snprintf(buf, size, "-DWINO_M=%d", m);
 }
 
@@ -212,7 +214,7 @@ static int run_filter(clt_replica *r, const wino_conv *c, int flip, cl_mem w, si
     clt_karg fargs[] = {CLT_ARG(w),     CLT_ARG(off), CLT_ARG(s),
                         CLT_ARG(f_off), CLT_ARG(CO),  CLT_ARG(C)};
     const size_t blocks = ((size_t)CO + 15) / 16;
-    if (lanes(r) > 1) /* a work-item per tap and 16 x 16 block */
+    if (lanes(r, c->m) > 1) /* a work-item per tap and 16 x 16 block */
       status = clt_launch_rows(r, k, "wino_flip_taps", fargs, 6, ((size_t)C + 15) / 16 * r->chunk,
                                9 * blocks * 16, 16, e);
     else
@@ -225,7 +227,7 @@ static int run_filter(clt_replica *r, const wino_conv *c, int flip, cl_mem w, si
   if (status) return status;
   clt_karg args[] = {CLT_ARG(w), CLT_ARG(off), CLT_ARG(s), CLT_ARG(u_off),
                      CLT_ARG(C), CLT_ARG(CO),  CLT_ARG(us)};
-  return clt_launch_rows(r, k, "wino_filter", args, 7, lane_cols(r, CO), (size_t)C, 1, e);
+  return clt_launch_rows(r, k, "wino_filter", args, 7, lane_cols(r, c->m, CO), (size_t)C, 1, e);
 }
 
 static int run_input(clt_replica *r, const wino_conv *c, cl_mem x, cl_mem s, int v_off,
@@ -237,7 +239,7 @@ static int run_input(clt_replica *r, const wino_conv *c, cl_mem x, cl_mem s, int
   clt_karg args[] = {CLT_ARG(x),     CLT_ARG(s),     CLT_ARG(v_off),  CLT_ARG(c->batch),
                      CLT_ARG(c->h),  CLT_ARG(c->w),  CLT_ARG(c->cin), CLT_ARG(c->pt),
                      CLT_ARG(c->pl), CLT_ARG(c->th), CLT_ARG(c->tw),  CLT_ARG(vs)};
-  return clt_launch_rows(r, k, "wino_input", args, 12, lane_cols(r, c->cin), c->p, 1, e);
+  return clt_launch_rows(r, k, "wino_input", args, 12, lane_cols(r, c->m, c->cin), c->p, 1, e);
 }
 
 /* The forward's (and dx's) T products, one batch: M[t] = V[t] U[t]. */
@@ -259,7 +261,7 @@ static int run_output(clt_replica *r, const wino_conv *c, cl_mem s, int m_off, c
                      CLT_ARG(boff),    CLT_ARG(c->batch), CLT_ARG(c->oh), CLT_ARG(c->ow),
                      CLT_ARG(c->cout), CLT_ARG(c->th),    CLT_ARG(c->tw), CLT_ARG(relu),
                      CLT_ARG(ms)};
-  return clt_launch_rows(r, k, "wino_output", args, 13, lane_cols(r, c->cout), c->p, 1, e);
+  return clt_launch_rows(r, k, "wino_output", args, 13, lane_cols(r, c->m, c->cout), c->p, 1, e);
 }
 
 /* A forward over c: kernel, input, products, output. */
@@ -305,7 +307,8 @@ int clt_winograd_dw(clt_replica *r, const clt_conv_geom *g, int filters, int m, 
     clt_karg args[] = {CLT_ARG(dy),   CLT_ARG(scratch), CLT_ARG(at.m),   CLT_ARG(c.batch),
                        CLT_ARG(c.oh), CLT_ARG(c.ow),    CLT_ARG(c.cout), CLT_ARG(c.th),
                        CLT_ARG(c.tw), CLT_ARG(zs)};
-    status = clt_launch_rows(r, k, "wino_grad_output", args, 10, lane_cols(r, c.cout), c.p, 1, e);
+    status = clt_launch_rows(r, k, "wino_grad_output", args, 10, lane_cols(r, c.m, c.cout), c.p, 1,
+                             e);
   }
   /* dU[t] = V[t]^T Z[t], one batch, each a sum over the tiles in the GEMM's
    * fixed order. */
@@ -319,6 +322,6 @@ int clt_winograd_dw(clt_replica *r, const clt_conv_geom *g, int filters, int m, 
   const int off = (int)dw_off;
   clt_karg args[] = {CLT_ARG(scratch), CLT_ARG(at.u),   CLT_ARG(dw), CLT_ARG(off),
                      CLT_ARG(c.cin),   CLT_ARG(c.cout), CLT_ARG(us)};
-  return clt_launch_rows(r, k, "wino_filter_grad", args, 7, lane_cols(r, c.cout), (size_t)c.cin, 1,
-                         e);
+  return clt_launch_rows(r, k, "wino_filter_grad", args, 7, lane_cols(r, c.m, c.cout),
+                         (size_t)c.cin, 1, e);
 }

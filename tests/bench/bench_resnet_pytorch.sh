@@ -155,7 +155,7 @@ for size in $sizes; do
   /usr/bin/time -f %e -o "$tmp/tune.s" "$build/cltrain" tune --model resnet50 --image-size "$size" \
     --batch "$batch" --devices 0 --tune-file "$tmp/tune-$size.json" >"$tmp/tune-$size.txt"
   echo "cltrain tune at ${size}x$size (empty tuning file): $(cat "$tmp/tune.s") s;$(grep -m1 '^  step:' \
-    "$tmp/tune-$size.txt" | sed 's/^  step//')"
+    "$tmp/tune-$size.txt" | sed 's/^  step: / whole step /')"
 done
 
 for ((r = 1; r <= runs; r++)); do

@@ -159,7 +159,7 @@ commas() { printf '%.0f' "$1" | sed -E ':a; s/^([0-9]+)([0-9]{3})/\1,\2/; ta'; }
 # The algorithms of the cltrain column, tuned ahead on this device.
 /usr/bin/time -f %e -o "$tmp/tune.s" "$build/cltrain" tune --model fmnist-cnn --batch 64 --devices 0 \
   --tune-file "$tmp/tune.json" >"$tmp/tune.txt"
-echo "cltrain tune (empty tuning file): $(cat "$tmp/tune.s") s;$(grep -m1 '^  step:' "$tmp/tune.txt" | sed 's/^  step//')"
+echo "cltrain tune (empty tuning file): $(cat "$tmp/tune.s") s;$(grep -m1 '^  step:' "$tmp/tune.txt" | sed 's/^  step: / whole step /')"
 
 # Start-up, cold (an empty PoCL cache) then warm.
 for kind in cold warm; do
