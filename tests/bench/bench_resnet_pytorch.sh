@@ -143,7 +143,7 @@ train() {
       env "${notrim[@]}" CLT_TORCH_COMPILE=1 CLT_TORCH_CHANNELS_LAST=1 "${time[@]}" "$torch" "$here/pytorch_resnet.py" \
         "$data" "$size" "$batch" "$n" "$epochs" 2 $v1 >"$out" ;;
   esac
-  [ "$key" = cltrain ] || grep '^epoch' "$out" | later | awk '{ print $4 }' | median >>"$tmp/$key-$size.rate"
+  [ "${key%-off}" = cltrain ] || grep '^epoch' "$out" | later | awk '{ print $4 }' | median >>"$tmp/$key-$size.rate"
   echo $(($(cat "$tmp/rss") / 1024)) >>"$tmp/$key-$size.rss"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
