@@ -214,7 +214,7 @@ run() {
     bad "$name: figures ($figs)"
   fi
 }
-run one-device pthread 24 64
+run one-device pthread 24 128
 run two-device "pthread pthread" 4 256
 run three-device "pthread pthread pthread" 4 256 --split 1,1,4
 if grep -q "^Epoch 1, Loss" "$tmp/two-device.txt" && [ ! -e "$tmp/two-device.json.tmp-"* ]; then
