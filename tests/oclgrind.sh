@@ -6,8 +6,9 @@
 #   tests/oclgrind.sh cpu|gpu TESTS_DIR SOURCE_DIR
 #
 # Runs the device tests in small mode (CLT_TEST_SMALL=1: every code path on
-# shapes the simulator runs in seconds), each checking the kernels' outputs
-# against the C references, with CLTRAIN_KERNELS set to the backend, under
+# shapes the simulator runs in seconds), one per core at a time, each checking
+# the kernels' outputs against the C references, with CLTRAIN_KERNELS set to
+# the backend, under
 #   oclgrind --check-api --data-races --uninitialized
 # Fails when a test fails, when Oclgrind reports anything at all, or when a
 # kernel of cl/ that the backend uses did not run (each test logs the kernels it
@@ -46,24 +47,28 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 used="$work/kernels_used"
-: > "$used"
 failed=0
+# Oclgrind runs a kernel on one thread when its checks are on, so the runs go
+# side by side, as many at a time as there are cores (CLT_OCLGRIND_JOBS
+# overrides), each with its own logs; their results print in the order below.
+jobs=${CLT_OCLGRIND_JOBS:-$(nproc)}
+names=()
 
-# run NAME UNINITIALIZED(0|1) TEST [ARGS...]
-run() {
+# check NAME UNINITIALIZED(0|1) TEST [ARGS...]: one test under Oclgrind; prints
+# its result line (and what failed), exits non-zero when it failed.
+check() {
   local name=$1 uninit=$2
   shift 2
   local log="$work/$name.oclgrind" out="$work/$name.out" checks=(--check-api --data-races)
   [ "$uninit" = 1 ] && checks+=(--uninitialized)
   local start=$SECONDS
-  CLT_TEST_SMALL=1 CLTRAIN_KERNELS=$backend CLT_TEST_KERNELS_USED=$used \
+  CLT_TEST_SMALL=1 CLTRAIN_KERNELS=$backend CLT_TEST_KERNELS_USED="$work/$name.used" \
     oclgrind "${checks[@]}" --max-errors 100 --build-options -cl-opt-disable --log "$log" \
     "$@" > "$out" 2>&1
   local rc=$? secs=$((SECONDS - start))
   local summary
   summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
   if [ $rc -ne 0 ] || [ -s "$log" ]; then
-    failed=1
     echo "FAIL: $name ($backend kernels, ${checks[*]}): exit $rc, ${summary:-no summary}, ${secs}s"
     if [ -s "$log" ]; then
       echo "  Oclgrind reports ($(grep -c . "$log") lines), first ones:"
@@ -71,25 +76,40 @@ run() {
     fi
     grep -E '^FAIL' "$out" | head -20 | sed 's/^/  /'
     [ $rc -ne 0 ] && tail -5 "$out" | sed 's/^/  > /'
-  else
-    echo "ok: $name ($backend kernels, ${checks[*]}): $summary, no report, ${secs}s"
+    return 1
   fi
+  echo "ok: $name ($backend kernels, ${checks[*]}): $summary, no report, ${secs}s"
+}
+
+# run NAME UNINITIALIZED TEST [ARGS...]: starts check in the background once a
+# slot is free; its result goes to NAME.result and NAME.rc.
+run() {
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  names+=("$1")
+  { check "$@" > "$work/$1.result"; echo $? > "$work/$1.rc"; } &
 }
 
 # cltrain's float16 GEMM (see above) runs in test_kernels and test_layer_kinds on cpu.
 gemm_uninit=1
 [ "$backend" = cpu ] && gemm_uninit=0
-run layer_kinds "$gemm_uninit" "$bin/test_layer_kinds"
-run resnet_layers 1 "$bin/test_layers2"
-run kernels_vs_reference "$gemm_uninit" "$bin/test_kernels"
-run batch_sources 1 "$bin/test_source" "$bin/make_photos"
-run resnet_models 0 "$bin/test_models"
-run optimizers 1 "$bin/test_optimizers"
+# The longest first, so the slots finish together.
 run winograd "$gemm_uninit" "$bin/test_winograd"
-run gemm_batched "$gemm_uninit" "$bin/test_gemm_batched"
 # The GEMM tuner's tilings: each candidate register tile and blocking (a build
 # of gemm.cl per define set) on the tiny model's products; the gpu backend has none.
 [ "$backend" = cpu ] && run gemm_tilings 0 "$bin/test_gemm_tuner"
+run kernels_vs_reference "$gemm_uninit" "$bin/test_kernels"
+run layer_kinds "$gemm_uninit" "$bin/test_layer_kinds"
+run resnet_layers 1 "$bin/test_layers2"
+run resnet_models 0 "$bin/test_models"
+run optimizers 1 "$bin/test_optimizers"
+run gemm_batched "$gemm_uninit" "$bin/test_gemm_batched"
+run batch_sources 1 "$bin/test_source" "$bin/make_photos"
+wait
+for name in "${names[@]}"; do
+  cat "$work/$name.result"
+  [ "$(cat "$work/$name.rc" 2>/dev/null)" = 0 ] || failed=1
+done
+cat "$work"/*.used > "$used" 2>/dev/null
 
 # Coverage: every __kernel of cl/ must have run; on the gpu backend all but
 # gemm.cl's (GPUs multiply with CLBlast, whose kernels ran above too).
