@@ -226,6 +226,20 @@ __kernel void bn_infer_stats(__global const float *params, const int mean_off, c
   stats[stats_off + C + c] = 1.0f / sqrt(params[var_off + c] + eps);
 }
 
+// The normalised value before the residual and the ReLU: d * scale + shift, d = x -
+// mean, scale = gamma * inv_std, shift = beta. bn_apply writes it; the backward of a
+// BatchNormalization with its ReLU recomputes it from x for the mask (y > 0 exactly
+// where this is > 0) instead of reading y: the one expression in both, so the same
+// bits (a contraction to FMA, if any, is the same in both).
+static inline float bn_norm(const float d, const float scale, const float shift) {
+  return d * scale + shift;
+}
+#if !CLT_GPU
+static inline float8 bn_norm8(const float8 d, const float8 scale, const float8 shift) {
+  return d * scale + shift;
+}
+#endif
+
 // y = (x - mean) * gamma * inv_std + beta (+ res when res is not NULL: the Add
 // that follows, fused), then ReLU when relu != 0 (not fmax, so a
 // NaN reaches the loss guard); mean and inv_std at stats[off], stats[off + C];
@@ -245,7 +259,7 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
   const size_t at = (size_t)r * C + c;
   const float gamma = gamma_off < 0 ? 1.0f : params[gamma_off + c];
   const float beta = beta_off < 0 ? 0.0f : params[beta_off + c];
-  float v = (x[at] - stats[off + c]) * (gamma * stats[off + C + c]) + beta;
+  float v = bn_norm(x[at] - stats[off + c], gamma * stats[off + C + c], beta);
   if (res) v += res[at];
   if (relu && v < 0.0f) v = 0.0f;
   y[at] = v;
@@ -267,7 +281,7 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
           gamma_off < 0 ? (float8)(1.0f) : vload8(0, params + gamma_off + c0 + c);
       const float8 shift = beta_off < 0 ? (float8)(0.0f) : vload8(0, params + beta_off + c0 + c);
       const float8 scale = gamma * vload8(0, inv_std + c);
-      float8 v = (vload8(0, xr + c) - vload8(0, mean + c)) * scale + shift;
+      float8 v = bn_norm8(vload8(0, xr + c) - vload8(0, mean + c), scale, shift);
       if (rr) v += vload8(0, rr + c);
       if (relu) v = select(v, (float8)(0.0f), isless(v, (float8)(0.0f)));
       vstore8(v, 0, yr + c);
@@ -275,7 +289,7 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
     for (; c < w; c++) {
       const float gamma = gamma_off < 0 ? 1.0f : params[gamma_off + c0 + c];
       const float beta = beta_off < 0 ? 0.0f : params[beta_off + c0 + c];
-      float v = (xr[c] - mean[c]) * (gamma * inv_std[c]) + beta;
+      float v = bn_norm(xr[c] - mean[c], gamma * inv_std[c], beta);
       if (rr) v += rr[c];
       if (relu && v < 0.0f) v = 0.0f;
       yr[c] = v;
@@ -284,28 +298,61 @@ __kernel void bn_apply(__global const float *x, __global float *y, const int row
 #endif
 }
 
-// Backward partial sums over blocks of rows: sum of g into partial[part ...] and
-// sum of g * (x - mean) into partial[part2 ...] (times inv_std that is dgamma), where
-// g = dy, zeroed where the output y is not positive when relu != 0 (the fused
-// ReLU's backward, done here rather than as a pass of its own over dy).
+// The gradient g a backward pass works with: dy, and with relu != 0 (the fused
+// ReLU's backward, done in the two passes that read dy rather than as a pass of its
+// own) 0 where the output is not positive. The output before the ReLU is recomputed
+// from d = x - mean (bn_norm, as bn_apply computed it: the same bits, so the mask
+// is exact), which saves reading y. scale, shift as bn_apply's.
+static inline float bn_grad(const float dy, const int relu, const float d, const float scale,
+                            const float shift) {
+  return relu && !(bn_norm(d, scale, shift) > 0.0f) ? 0.0f : dy;
+}
+// gamma * inv_std and beta of channel c (gamma_off < 0: 1; beta_off < 0: 0).
+static inline float bn_scale(__global const float *params, const int gamma_off,
+                             __global const float *state, const int C, const int c) {
+  return (gamma_off < 0 ? 1.0f : params[gamma_off + c]) * state[C + c];
+}
+static inline float bn_shift(__global const float *params, const int beta_off, const int c) {
+  return beta_off < 0 ? 0.0f : params[beta_off + c];
+}
+#if !CLT_GPU
+static inline float8 bn_grad8(const float8 dy, const int relu, const float8 d, const float8 scale,
+                              const float8 shift) {
+  return relu ? select((float8)(0.0f), dy, isgreater(bn_norm8(d, scale, shift), (float8)(0.0f)))
+              : dy;
+}
+static inline float8 bn_scale8(__global const float *params, const int gamma_off,
+                               __global const float *state, const int C, const int c) {
+  return (gamma_off < 0 ? (float8)(1.0f) : vload8(0, params + gamma_off + c)) *
+         vload8(0, state + C + c);
+}
+static inline float8 bn_shift8(__global const float *params, const int beta_off, const int c) {
+  return beta_off < 0 ? (float8)(0.0f) : vload8(0, params + beta_off + c);
+}
+#endif
+
+// Backward partial sums over blocks of rows: sum of g (bn_grad) into partial[part
+// ...] and sum of g * (x - mean) into partial[part2 ...] (times inv_std that is
+// dgamma). params, gamma_off, beta_off as bn_apply's (for the ReLU's mask only).
 // clt_launch_row_blocks over (C, nblocks).
 __kernel void bn_partial_grad(__global const float *dy, __global const float *x,
-                              __global const float *y, const int relu, const int rows,
-                              const int C, const int rows_per_block,
-                              __global const float *state, __global float *partial,
-                              const int part, const int part2) {
+                              __global const float *params, const int gamma_off,
+                              const int beta_off, const int relu, const int rows, const int C,
+                              const int rows_per_block, __global const float *state,
+                              __global float *partial, const int part, const int part2) {
 #if CLT_GPU
   __local float tile[CLT_WG], tile2[CLT_WG];
   const int c = get_global_id(0), blk = get_group_id(1);
   const int r0 = blk * rows_per_block, r1 = min(rows, r0 + rows_per_block);
   float s = 0.0f, s2 = 0.0f;
   if (c < C) {
-    const float m = state[c];
+    const float m = state[c], scale = bn_scale(params, gamma_off, state, C, c);
+    const float shift = bn_shift(params, beta_off, c);
     for (int r = r0 + get_local_id(1); r < r1; r += get_local_size(1)) {
       const size_t at = (size_t)r * C + c;
-      const float g = relu && !(y[at] > 0.0f) ? 0.0f : dy[at];
+      const float d = x[at] - m, g = bn_grad(dy[at], relu, d, scale, shift);
       s += g;
-      s2 += g * (x[at] - m);
+      s2 += g * d;
     }
   }
   s = lane_sum(s, tile);
@@ -319,22 +366,25 @@ __kernel void bn_partial_grad(__global const float *dy, __global const float *x,
   __global float *out = partial + part + (size_t)blk * C + c0;
   __global float *out2 = partial + part2 + (size_t)blk * C + c0;
   __global const float *m = state + c0;
-  const size_t at0 = (size_t)r0 * C + c0;
-  __global const float *gy = dy + at0, *py = y + at0;
+  __global const float *gy = dy + (size_t)r0 * C + c0;
   for (int c = 0; c < w; c++) out[c] = out2[c] = 0.0f;
-  for (int r = 0; r < n; r++, p += C, gy += C, py += C) {
+  for (int r = 0; r < n; r++, p += C, gy += C) {
     int c = 0;
     for (; c + CH <= w; c += CH) {
-      float8 g = vload8(0, gy + c);
-      if (relu) g = select((float8)(0.0f), g, isgreater(vload8(0, py + c), (float8)(0.0f)));
+      const float8 d = vload8(0, p + c) - vload8(0, m + c);
+      const float8 g = bn_grad8(vload8(0, gy + c), relu, d,
+                                bn_scale8(params, gamma_off, state, C, c0 + c),
+                                bn_shift8(params, beta_off, c0 + c));
       const float8 s2 = vload8(0, out2 + c);
       vstore8(vload8(0, out + c) + g, 0, out + c);
-      vstore8(s2 + g * (vload8(0, p + c) - vload8(0, m + c)), 0, out2 + c);
+      vstore8(s2 + g * d, 0, out2 + c);
     }
     for (; c < w; c++) {
-      const float g = relu && !(py[c] > 0.0f) ? 0.0f : gy[c];
+      const float d = p[c] - m[c];
+      const float g = bn_grad(gy[c], relu, d, bn_scale(params, gamma_off, state, C, c0 + c),
+                              bn_shift(params, beta_off, c0 + c));
       out[c] += g;
-      out2[c] += g * (p[c] - m[c]);
+      out2[c] += g * d;
     }
   }
 #endif
@@ -369,9 +419,60 @@ __kernel void bn_grad_final(__global const float *partial, const int part, const
   coef[coef_off + 2 * C + c] = dgamma * inv_std / (float)rows;
 }
 
-// dx = a * (g - b - (x - mean) * k) with the coefficients of bn_grad_final and g as
-// in bn_partial_grad; work as in bn_apply.
-__kernel void bn_dx(__global const float *dy, __global const float *x, __global const float *y,
+// dx = a * (g - b - (x - mean) * k) with the coefficients of bn_grad_final and g
+// as in bn_partial_grad (params, gamma_off, beta_off for its mask); work as in
+// bn_apply.
+#if !CLT_GPU
+// The CPU's dx over rows r0 .. r1 - 1 of channels c0 .. c0 + w - 1; with sum not
+// NULL also sum[c] = that block's sum of dx of channel c0 + c, each added in row
+// order from 0 as bias_grad_partial adds them (the same bits).
+static inline void bn_dx_rows(__global const float *dy, __global const float *x,
+                              __global const float *params, const int gamma_off,
+                              const int beta_off, const int relu, __global float *dx,
+                              const int C, __global const float *state,
+                              __global const float *coef, const int coef_off, const int c0,
+                              const int w, const int r0, const int r1, __global float *sum) {
+  __global const float *a = coef + coef_off + c0, *b = a + C, *k = b + C, *m = state + c0;
+  for (int c = 0; sum && c < w; c++) sum[c] = 0.0f;
+  for (int r = r0; r < r1; r++) {
+    const size_t at = (size_t)r * C + c0;
+    int c = 0;
+    for (; c + CH <= w; c += CH) {
+      const float8 d = vload8(0, x + at + c) - vload8(0, m + c);
+      const float8 g = bn_grad8(vload8(0, dy + at + c), relu, d,
+                                bn_scale8(params, gamma_off, state, C, c0 + c),
+                                bn_shift8(params, beta_off, c0 + c));
+      const float8 v = vload8(0, a + c) * (g - vload8(0, b + c) - d * vload8(0, k + c));
+      vstore8(v, 0, dx + at + c);
+      if (sum) vstore8(vload8(0, sum + c) + v, 0, sum + c);
+    }
+    for (; c < w; c++) {
+      const float d = x[at + c] - m[c];
+      const float g = bn_grad(dy[at + c], relu, d, bn_scale(params, gamma_off, state, C, c0 + c),
+                              bn_shift(params, beta_off, c0 + c));
+      const float v = a[c] * (g - b[c] - d * k[c]);
+      dx[at + c] = v;
+      if (sum) sum[c] += v;
+    }
+  }
+}
+#else
+// One element's dx (GPUs).
+static inline float bn_dx_at(__global const float *dy, __global const float *x,
+                             __global const float *params, const int gamma_off,
+                             const int beta_off, const int relu, const int C,
+                             __global const float *state, __global const float *coef,
+                             const int coef_off, const int c, const size_t at) {
+  __global const float *a = coef + coef_off, *b = a + C, *k = b + C;
+  const float d = x[at] - state[c];
+  const float g = bn_grad(dy[at], relu, d, bn_scale(params, gamma_off, state, C, c),
+                          bn_shift(params, beta_off, c));
+  return a[c] * (g - b[c] - d * k[c]);
+}
+#endif
+
+__kernel void bn_dx(__global const float *dy, __global const float *x,
+                    __global const float *params, const int gamma_off, const int beta_off,
                     const int relu, __global float *dx, const int rows, const int C,
                     const int rows_per_item, __global const float *state,
                     __global const float *coef, const int coef_off) {
@@ -379,31 +480,53 @@ __kernel void bn_dx(__global const float *dy, __global const float *x, __global 
   (void)rows_per_item; // the CPU variant's
   const int c = get_global_id(0), r = get_global_id(1);
   if (c >= C || r >= rows) return;
-  __global const float *a = coef + coef_off, *b = a + C, *k = b + C;
   const size_t at = (size_t)r * C + c;
-  const float g = relu && !(y[at] > 0.0f) ? 0.0f : dy[at];
-  dx[at] = a[c] * (g - b[c] - (x[at] - state[c]) * k[c]);
+  dx[at] = bn_dx_at(dy, x, params, gamma_off, beta_off, relu, C, state, coef, coef_off, c, at);
 #else
   // Blocks as bn_apply's.
   const int c0 = get_global_id(0) * CG;
   const int r0 = get_global_id(1) * rows_per_item;
   if (c0 >= C || r0 >= rows) return;
-  const int r1 = min(rows, r0 + rows_per_item), w = min(CG, C - c0);
-  __global const float *a = coef + coef_off + c0, *b = a + C, *k = b + C, *m = state + c0;
-  for (int r = r0; r < r1; r++) {
-    const size_t at = (size_t)r * C + c0;
-    int c = 0;
-    for (; c + CH <= w; c += CH) {
-      float8 g = vload8(0, dy + at + c);
-      if (relu) g = select((float8)(0.0f), g, isgreater(vload8(0, y + at + c), (float8)(0.0f)));
-      vstore8(vload8(0, a + c) * (g - vload8(0, b + c) - (vload8(0, x + at + c) - vload8(0, m + c)) *
-                                          vload8(0, k + c)),
-              0, dx + at + c);
-    }
-    for (; c < w; c++) {
-      const float g = relu && !(y[at + c] > 0.0f) ? 0.0f : dy[at + c];
-      dx[at + c] = a[c] * (g - b[c] - (x[at + c] - m[c]) * k[c]);
+  bn_dx_rows(dy, x, params, gamma_off, beta_off, relu, dx, C, state, coef, coef_off, c0,
+             min(CG, C - c0), r0, min(rows, r0 + rows_per_item), NULL);
+#endif
+}
+
+// bn_dx, and the sums of dx over each block of rows_per_block rows into
+// partial[part + blk * C + c]: the input's producer's bias gradient (a Conv2D
+// whose output only this layer reads) in the layout and order of bias.cl's
+// bias_grad_partial over dx, which bias_grad_final then adds up; so that pass
+// over dx is saved and the gradient keeps its bits. clt_launch_row_blocks over
+// (C, nblocks), the lanes of a GPU's group taking every LR-th row and meeting in
+// lane_sum, as bias_grad_partial's.
+__kernel void bn_dx_sums(__global const float *dy, __global const float *x,
+                         __global const float *params, const int gamma_off, const int beta_off,
+                         const int relu, __global float *dx, const int rows, const int C,
+                         const int rows_per_block, __global const float *state,
+                         __global const float *coef, const int coef_off, __global float *partial,
+                         const int part) {
+#if CLT_GPU
+  __local float tile[CLT_WG];
+  const int c = get_global_id(0), blk = get_group_id(1);
+  const int begin = blk * rows_per_block, end = min(rows, begin + rows_per_block);
+  float sum = 0.0f;
+  if (c < C) {
+    for (int r = begin + (int)get_local_id(1); r < end; r += (int)get_local_size(1)) {
+      const size_t at = (size_t)r * C + c;
+      const float v =
+          bn_dx_at(dy, x, params, gamma_off, beta_off, relu, C, state, coef, coef_off, c, at);
+      dx[at] = v;
+      sum += v;
     }
   }
+  sum = lane_sum(sum, tile); // all items, also those past C: barriers
+  if (get_local_id(1) == 0 && c < C) partial[part + (size_t)blk * C + c] = sum;
+#else
+  const int c0 = get_global_id(0) * CG, blk = get_global_id(1);
+  const int r0 = blk * rows_per_block;
+  if (c0 >= C || r0 >= rows) return;
+  bn_dx_rows(dy, x, params, gamma_off, beta_off, relu, dx, C, state, coef, coef_off, c0,
+             min(CG, C - c0), r0, min(rows, r0 + rows_per_block),
+             partial + part + (size_t)blk * C + c0);
 #endif
 }

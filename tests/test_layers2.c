@@ -427,6 +427,7 @@ int main(int argc, char **argv) {
 
   replica_open();
   test_bn_all();
+  test_bn_backward_fusions();
   test_add_all();
   test_gap(1, 7, 7, 16);
   test_gap(3, 5, 3, 12);

@@ -32,4 +32,8 @@ void test_ppool_all(void);
 void test_conv_pool_all(void);
 void test_conv_pool_conditions(void);
 
+/* test_layers2_bn.c: BatchNormalization's backward with the ReLU's mask from x and
+ * with its input's bias gradient summed in the dx pass. */
+void test_bn_backward_fusions(void);
+
 #endif

@@ -572,7 +572,7 @@ done:
 
 /* The fusion of layer i in plan p (all 0 when no step runs it). */
 static clt_fusion fusion_of(const clt_plan *p, int i) {
-  const clt_fusion none = {0, 0, 0, 0};
+  const clt_fusion none = {0};
   for (int k = 0; k < p->nsteps; k++)
     if (p->steps[k].layer == i) return p->steps[k].fusion;
   return none;

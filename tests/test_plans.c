@@ -2,7 +2,8 @@
  * stored in tests/plans/ (src/engine/plan.h): a change of what runs fused with
  * what shows in review as a change of those files. Then the gradient plan
  * (clt_net_plan_gradients): where an Add's inputs take its output gradient's
- * buffer, and where they must not.
+ * buffer, and where they must not. Then where a BatchNormalization's dx pass
+ * sums the bias gradient of the Conv2D before it, and where it must not.
  *
  *   test_plans DIR           compares; on a difference prints both and how to
  *                            accept the new plans
@@ -121,6 +122,72 @@ static void test_grad_sharing(void) {
                "s", 0);
 }
 
+/* Whether the Conv2D `conv` of model `desc` (8x8x4 input, 3 classes; a layer
+ * frozen when `frozen` names it) has its bias gradient summed by its reader
+ * `bn`, against `want`: both ends of the fusion and the gradient's offset. */
+static void bias_sums(const char *what, const char *desc, const char *frozen, const char *conv,
+                      const char *bn, int want) {
+  static clt_model m;
+  static clt_plan plan;
+  clt_err e = {0};
+  if (clt_model_parse("t", (clt_shape){8, 8, 4}, 3, CLT_PRE_UNIT, desc, &m, &e)) {
+    check(0, "%s: parses: %s", what, e.msg);
+    return;
+  }
+  if (frozen) m.layers[clt_model_find(&m, frozen)].frozen = 1;
+  clt_model_layout(&m);
+  const int c = clt_model_find(&m, conv), b = clt_model_find(&m, bn);
+  if (c < 0 || b < 0 || clt_plan_build(&m, "cpu", 1, &plan, &e)) {
+    check(0, "%s: planned: %s", what, e.msg);
+    return;
+  }
+  clt_fusion fc = {0}, fb = {0};
+  for (int k = 0; k < plan.nsteps; k++) {
+    if (plan.steps[k].layer == c) fc = plan.steps[k].fusion;
+    if (plan.steps[k].layer == b) fb = plan.steps[k].fusion;
+  }
+  const int at = fb.input_bias == m.layers[c].params[m.layers[c].nparams - 1].offset;
+  check(fc.bias_summed == want && fb.sums_input_bias == want && (!want || at),
+        "%s: %s's bias gradient %s by %s", what, conv, want ? "summed" : "not summed", bn);
+}
+
+static void test_bias_sums(void) {
+  const char *tail = " g=GlobalAveragePooling2D d=Dense(3)";
+  char desc[512];
+#define DESC(s) (snprintf(desc, sizeof desc, "%s%s", s, tail), desc)
+  bias_sums("Conv2D -> BatchNormalization(relu)",
+            DESC("c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c"), NULL, "c",
+            "n", 1);
+  bias_sums("Conv2D -> BatchNormalization -> Add",
+            DESC("a=Conv2D(4,1x1,s1,valid,relu) c=Conv2D(4,1x1,s1,valid)<a "
+                 "n=BatchNormalization(eps0.001,m0.99)<c s=Add(relu)<a,n"),
+            NULL, "c", "n", 1);
+  /* The BatchNormalization frozen (Keras' inference mode): its dx pass still runs. */
+  bias_sums("frozen BatchNormalization",
+            DESC("c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c"), "n", "c",
+            "n", 1);
+  /* A frozen Conv2D wants no bias gradient. */
+  bias_sums("frozen Conv2D",
+            DESC("c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c"), "c", "c",
+            "n", 0);
+  bias_sums("Conv2D without a bias",
+            DESC("c=Conv2D(4,3x3,s1,same,nobias) n=BatchNormalization(eps0.001,m0.99,relu)<c"),
+            NULL, "c", "n", 0);
+  /* Its ReLU's mask comes between: dy is not the bias gradient's. */
+  bias_sums("Conv2D with a ReLU",
+            DESC("c=Conv2D(4,3x3,s1,same,relu) n=BatchNormalization(eps0.001,m0.99)<c"), NULL, "c",
+            "n", 0);
+  /* Two readers: the output gradient is the sum of two. */
+  bias_sums("Conv2D read twice",
+            DESC("c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c "
+                 "s=Add<n,c"),
+            NULL, "c", "n", 0);
+  bias_sums("grouped Conv2D",
+            DESC("c=Conv2D(4,3x3,s1,same,g2) n=BatchNormalization(eps0.001,m0.99,relu)<c"), NULL,
+            "c", "n", 0);
+#undef DESC
+}
+
 int main(int argc, char **argv) {
   const int write = argc == 3 && strcmp(argv[1], "--write") == 0;
   if (argc != 2 && !write) {
@@ -162,6 +229,7 @@ int main(int argc, char **argv) {
     }
   }
   test_grad_sharing();
+  test_bias_sums();
   if (changed) {
     printf("The plans changed: if that is intended, accept them with\n"
            "  %s --write %s\nand commit the files.\n",

@@ -13,6 +13,13 @@ static int readers(const clt_model *m, int t) {
   return n;
 }
 
+/* The index of l's parameter named "bias", or -1. */
+static int bias_param(const clt_layer *l) {
+  for (int k = 0; k < l->nparams; k++)
+    if (strcmp(l->params[k].name, "bias") == 0) return k;
+  return -1;
+}
+
 /* Whether layer i (a 2x2 max pooling) is pooled in its producer's passes: the
  * layer before it, which reads the model's input and can pool its output,
  * and which nothing else reads. */
@@ -73,6 +80,23 @@ int clt_plan_build(const clt_model *m, const char *backend, int fuses_conv_pool,
     fusion[i].masks_input_relu = 1;
     fusion[t].relu_masked = 1;
   }
+  /* A bias gradient summed by the one reader that writes its producer's output
+   * gradient. */
+  for (int i = 0; i < m->nlayers; i++) {
+    const clt_layer *l = &m->layers[i];
+    const int t = l->inputs[0];
+    if (pooled[i] || l->ninputs != 1 || t < 0 || !(clt_layer_fusions(l) & CLT_FUSE_INPUT_BIAS))
+      continue;
+    const clt_layer *p = &m->layers[t];
+    if (pooled[t] || fusion[t].pools || !(clt_layer_fusions(p) & CLT_FUSE_BIAS_BY_READER) ||
+        readers(m, t) != 1)
+      continue;
+    const int b = bias_param(p);
+    if (b < 0 || p->params[b].size != (size_t)l->in.c) continue;
+    fusion[i].sums_input_bias = 1;
+    fusion[i].input_bias = p->params[b].offset;
+    fusion[t].bias_summed = 1;
+  }
   for (int i = 0; i < m->nlayers; i++) {
     if (pooled[i]) continue; /* its producer's step runs it */
     clt_plan_step *s = &p->steps[p->nsteps++];
@@ -123,6 +147,9 @@ size_t clt_plan_describe(const clt_model *m, const clt_plan *p, char *buf, size_
     }
     if (!s->forward) OUT("; its forward run by %s", m->layers[s->layer - 1].name);
     if (s->fusion.relu_masked) OUT("; its ReLU's backward run by its reader");
+    if (s->fusion.bias_summed) OUT("; its bias gradient summed by its reader");
+    if (s->fusion.sums_input_bias)
+      OUT("; sums %s's bias gradient", m->layers[m->layers[s->layer].inputs[0]].name);
     if (s->fusion.masks_input_relu)
       OUT("; runs %s's ReLU backward", m->layers[m->layers[s->layer].inputs[0]].name);
     OUT("\n");

@@ -21,7 +21,14 @@
  *               the model's input (whose gradient nobody needs), takes over
  *               the pooling right after it when it is the only reader
  *               (fusion.pools), on backends that support it. Both passes of
- *               the pooling are the producer's; its output is never stored. */
+ *               the pooling are the producer's; its output is never stored.
+ *   bias        A Conv2D's bias gradient is its output gradient's column sums,
+ *               a pass over that gradient of its own; where a
+ *               BatchNormalization is the output's only reader and the bias is
+ *               trained (no ReLU between), the BatchNormalization's dx pass,
+ *               which writes that gradient, adds the same partial sums and
+ *               writes the bias gradient (fusion.sums_input_bias, input_bias;
+ *               fusion.bias_summed on the Conv2D): the same bits, one pass less. */
 #ifndef CLT_PLAN_H
 #define CLT_PLAN_H
 

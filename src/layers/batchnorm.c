@@ -21,12 +21,17 @@
  *           coefficients of bn_grad_final over no blocks, then bn_dx).
  * backward: g = dy masked by (y > 0) if relu (fused into the two kernels that read
  *           dy: a separate scalar ReLU-backward pass cost PoCL about as much as those
- *           two together); dbeta = sum g;
+ *           two together; y > 0 is taken from x and the statistics, recomputed as
+ *           the forward computed it, so y is not read); dbeta = sum g;
  *           dgamma = sum g*xhat; dx = gamma*inv_std/n * (n*g - dbeta - xhat*dgamma).
  *           dy is not modified. The moving statistics' slots are left as the
- *           forward wrote them.
- * Scratch: [partial sums: 2*nblocks*C][dx coefficients: 3*C]; inference uses its
- * first 2*C floats for the statistics.
+ *           forward wrote them. With fusion.sums_input_bias (the input is a
+ *           Conv2D's output that only this layer reads) the dx pass also sums dx
+ *           per block of rows as clt_bias_grad would, and clt_bias_grad_final
+ *           writes the Conv2D's bias gradient: the same bits without the
+ *           Conv2D's pass over dx (fusion.bias_summed on the Conv2D).
+ * Scratch: [partial sums: 2*nblocks*C][dx coefficients: 3*C][dx's partial sums:
+ * clt_bias_grad_scratch]; inference uses its first 2*C floats for the statistics.
  * Launches (src/backend/backend.h; see cl/batchnorm.cl): partial sums
  * clt_launch_row_blocks, elementwise passes clt_launch_row_chunks, the final
  * sums over the blocks clt_launch_columns. */
@@ -143,22 +148,26 @@ static int bn_blocks(int rows, int per_block) { return (rows + per_block - 1) / 
 
 /* The most blocks any backend uses: blocks of BN_ROWS_PER_BLOCK rows. */
 static size_t bn_scratch(const clt_layer *l, int batch) {
-  return (2 * (size_t)bn_blocks(bn_rows(l, batch), BN_ROWS_PER_BLOCK) + 3) * l->in.c;
+  return (2 * (size_t)bn_blocks(bn_rows(l, batch), BN_ROWS_PER_BLOCK) + 3) * l->in.c +
+         clt_bias_grad_scratch(bn_rows(l, batch), l->in.c);
 }
 
 static size_t bn_state(const clt_layer *l) { return 2 * (size_t)l->in.c; }
 
 static const char *const bn_kernels[] = {
     "bn_partial_stats", "bn_stats_final", "bn_infer_stats", "bn_apply",
-    "bn_partial_grad",  "bn_grad_final",  "bn_dx"};
+    "bn_partial_grad",  "bn_grad_final",  "bn_dx",          "bn_dx_sums"};
 
 static int bn_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
                       clt_err *e) {
-  (void)f;
   (void)l;
   (void)max_batch;
-  return clt_layer_build_kernels(r, "batchnorm.cl", bn_kernels,
-                                 (int)(sizeof bn_kernels / sizeof bn_kernels[0]), e);
+  static const char *const bias[] = {"bias_grad_final"};
+  int status = clt_layer_build_kernels(r, "batchnorm.cl", bn_kernels,
+                                       (int)(sizeof bn_kernels / sizeof bn_kernels[0]), e);
+  if (!status && f && f->sums_input_bias)
+    status = clt_layer_build_kernels(r, "bias.cl", bias, 1, e);
+  return status;
 }
 
 /* The shapes of batchnorm.cl's launches over C channels (see the kernels there). */
@@ -251,8 +260,8 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
   int rows = bn_rows(l, io->batch), C = l->in.c;
   int per_block = bn_rows_per_block(l, io->replica, rows);
   int nblocks = bn_blocks(rows, per_block), part = 0, part2 = nblocks * C, coef = 2 * nblocks * C;
-  const int gamma_off = bn_offset(l, bn_gamma(l));
-  int gamma_slot = gamma_off, beta_slot = bn_offset(l, bn_beta(l));
+  const int gamma_off = bn_offset(l, bn_gamma(l)), beta_off = bn_offset(l, bn_beta(l));
+  int gamma_slot = gamma_off, beta_slot = beta_off;
   int relu = hp(l)->relu, status = CLT_OK;
   if (l->frozen) {
     /* No gradient of gamma and beta, and the statistics are constants: the sums
@@ -260,10 +269,12 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
     nblocks = 0;
     gamma_slot = beta_slot = -1;
   } else {
-    clt_karg args[] = {CLT_ARG(io->dy),      CLT_ARG(io->x), CLT_ARG(io->y),     CLT_ARG(relu),
-                       CLT_ARG(rows),        CLT_ARG(C),     CLT_ARG(per_block), CLT_ARG(io->state),
-                       CLT_ARG(io->scratch), CLT_ARG(part),  CLT_ARG(part2)};
-    status = bn_run(io, "bn_partial_grad", args, 11, BN_BLOCKS, C, nblocks, e);
+    clt_karg args[] = {CLT_ARG(io->dy),    CLT_ARG(io->x),       CLT_ARG(io->params),
+                       CLT_ARG(gamma_off), CLT_ARG(beta_off),    CLT_ARG(relu),
+                       CLT_ARG(rows),      CLT_ARG(C),           CLT_ARG(per_block),
+                       CLT_ARG(io->state), CLT_ARG(io->scratch), CLT_ARG(part),
+                       CLT_ARG(part2)};
+    status = bn_run(io, "bn_partial_grad", args, 13, BN_BLOCKS, C, nblocks, e);
   }
   if (!status) {
     /* Gamma and beta share the layout of the gradient buffer: same offsets (-1: absent
@@ -275,12 +286,27 @@ static int bn_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e) {
                        CLT_ARG(io->scratch), CLT_ARG(coef)};
     status = bn_run(io, "bn_grad_final", args, 14, BN_FINAL, C, 0, e);
   }
-  if (!status && io->dx) {
-    int per_item = BN_ROWS_PER_ITEM;
-    clt_karg args[] = {CLT_ARG(io->dy),    CLT_ARG(io->x),       CLT_ARG(io->y), CLT_ARG(relu),
-                       CLT_ARG(io->dx),    CLT_ARG(rows),        CLT_ARG(C),     CLT_ARG(per_item),
-                       CLT_ARG(io->state), CLT_ARG(io->scratch), CLT_ARG(coef)};
-    status = bn_run(io, "bn_dx", args, 11, BN_ROWS, C, rows, e);
+  const int sums = io->fusion.sums_input_bias;
+  if (!status && sums && !io->dx) {
+    status = clt_fail(e, CLT_ERR_INTERNAL, "%s: its input's bias gradient needs dx", l->name);
+  } else if (!status && io->dx) {
+    /* With sums: dx's partial sums after the coefficients, in blocks of
+     * clt_bias_grad's rows. */
+    int sums_at = coef + 3 * C, block = sums ? CLT_BIAS_GRAD_ROWS_PER_BLOCK : BN_ROWS_PER_ITEM;
+    clt_karg args[] = {CLT_ARG(io->dy),    CLT_ARG(io->x),       CLT_ARG(io->params),
+                       CLT_ARG(gamma_off), CLT_ARG(beta_off),    CLT_ARG(relu),
+                       CLT_ARG(io->dx),    CLT_ARG(rows),        CLT_ARG(C),
+                       CLT_ARG(block),     CLT_ARG(io->state),   CLT_ARG(io->scratch),
+                       CLT_ARG(coef),      CLT_ARG(io->scratch), CLT_ARG(sums_at)};
+    if (sums) {
+      status = bn_run(io, "bn_dx_sums", args, 15, BN_BLOCKS, C,
+                      bn_blocks(rows, CLT_BIAS_GRAD_ROWS_PER_BLOCK), e);
+      if (!status)
+        status = clt_bias_grad_final(io, io->scratch, (size_t)sums_at, rows, C,
+                                     io->fusion.input_bias, e);
+    } else {
+      status = bn_run(io, "bn_dx", args, 13, BN_ROWS, C, rows, e);
+    }
   }
   return status ? clt_wrap(e, "%s", l->name) : CLT_OK;
 }
@@ -403,12 +429,13 @@ static int bn_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inputs
 /* An Add after a BatchNormalization without a ReLU of its own joins bn_apply's
  * pass (a residual block's last BatchNormalization): its own ReLU, if any,
  * would come before the sum (fusion.adds). The backward reads dy and leaves it
- * alone, so an Add's output gradient can be its input's in place. */
+ * alone, so an Add's output gradient can be its input's in place. Its dx pass
+ * can sum dx into the input's producer's bias gradient (fusion.sums_input_bias). */
 static unsigned bn_fusions(const clt_layer *l) {
-  return CLT_FUSE_KEEPS_DY | (hp(l)->relu ? 0u : CLT_FUSE_ADD_RESIDUAL);
+  return CLT_FUSE_KEEPS_DY | CLT_FUSE_INPUT_BIAS | (hp(l)->relu ? 0u : CLT_FUSE_ADD_RESIDUAL);
 }
 
-static const char *const bn_sources[] = {"batchnorm.cl", NULL};
+static const char *const bn_sources[] = {"batchnorm.cl", "bias.cl", NULL};
 
 const clt_layer_ops clt_batchnorm_ops = {
     .kind = "BatchNormalization",

@@ -472,11 +472,14 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
   const size_t col_floats = pointwise || (winograd_dw && winograd_dx) ? 0 : rows * conv_k(l);
   cl_mem col = pointwise ? io->x : io->scratch;
   /* The ReLU's backward (dy *= y > 0) is fused into the bias gradient's pass,
-   * or was done by the next layer (fusion.relu_masked). A frozen layer computes
-   * no weight gradient. */
-  int status = clt_bias_relu_grad(io, hp(l)->relu && !io->fusion.relu_masked,
-                                  clt_layer_trained(l, conv_bias(l)), col_floats, (int)rows,
-                                  hp(l)->filters, e);
+   * or was done by the next layer (fusion.relu_masked). The bias gradient was
+   * written by the one reader that wrote dy (fusion.bias_summed: no ReLU then).
+   * A frozen layer computes no weight gradient. */
+  int status = io->fusion.bias_summed
+                   ? CLT_OK
+                   : clt_bias_relu_grad(io, hp(l)->relu && !io->fusion.relu_masked,
+                                        clt_layer_trained(l, conv_bias(l)), col_floats, (int)rows,
+                                        hp(l)->filters, e);
   if (!status && !l->frozen && winograd_dw) {
     status = clt_winograd_dw(io->replica, &g, hp(l)->filters, a.weight_grad, io->x, io->dy,
                              io->grads, l->params[0].offset, io->scratch, e);
@@ -635,12 +638,14 @@ static int conv_to_onnx(const clt_layer *l, clt_onnx *g, const char *const *inpu
 }
 
 /* Its ReLU; a pointwise convolution's input gradient is one GEMM, which can add
- * into dx; the 2x2 max pooling after it. */
+ * into dx; the 2x2 max pooling after it; a trained bias without a ReLU after it,
+ * whose gradient (dy's column sums) the reader that writes dy can add up. */
 static unsigned conv_fusions(const clt_layer *l) {
   if (conv_groups(l) > 1) return hp(l)->relu ? CLT_FUSE_OUTPUT_RELU : 0u;
   return (hp(l)->relu ? CLT_FUSE_OUTPUT_RELU : 0u) |
          (conv_pointwise(l) ? CLT_FUSE_ACCUMULATE_DX : 0u) |
-         (conv_can_pool_output(l) ? CLT_FUSE_POOL_OUTPUT : 0u);
+         (conv_can_pool_output(l) ? CLT_FUSE_POOL_OUTPUT : 0u) |
+         (!hp(l)->relu && clt_layer_trained(l, conv_bias(l)) ? CLT_FUSE_BIAS_BY_READER : 0u);
 }
 
 /* A grouped convolution's depthwise.cl or grouped.cl build as programs of their own

@@ -80,7 +80,7 @@ size_t clt_layer_scratch_floats(const clt_layer *l, int batch) {
 
 int clt_layer_prepare(const clt_layer *l, clt_replica *r, int max_batch, const clt_fusion *f,
                       clt_err *e) {
-  const clt_fusion alone = {0, 0, 0, 0};
+  const clt_fusion alone = {0};
   return l->ops->prepare ? l->ops->prepare(l, r, max_batch, f ? f : &alone, e) : CLT_OK;
 }
 
@@ -289,19 +289,28 @@ int clt_onnx_conv(const clt_layer *l, clt_onnx *g, const char *input, int kernel
   return status;
 }
 
-#define BIAS_GRAD_ROWS_PER_BLOCK 256
-
 size_t clt_bias_grad_scratch(int rows, int cols) {
-  return (size_t)((rows + BIAS_GRAD_ROWS_PER_BLOCK - 1) / BIAS_GRAD_ROWS_PER_BLOCK) * cols;
+  return (size_t)((rows + CLT_BIAS_GRAD_ROWS_PER_BLOCK - 1) / CLT_BIAS_GRAD_ROWS_PER_BLOCK) * cols;
+}
+
+int clt_bias_grad_final(const clt_layer_io *io, cl_mem scratch, size_t scratch_offset, int rows,
+                        int cols, size_t grad_offset, clt_err *e) {
+  cl_kernel kf;
+  int status = clt_replica_kernel(io->replica, "bias.cl", "", "bias_grad_final", &kf, e);
+  if (status) return status;
+  int part = (int)scratch_offset, off = (int)grad_offset;
+  int nblocks = (rows + CLT_BIAS_GRAD_ROWS_PER_BLOCK - 1) / CLT_BIAS_GRAD_ROWS_PER_BLOCK;
+  clt_karg fargs[] = {CLT_ARG(scratch), CLT_ARG(part),      CLT_ARG(nblocks),
+                      CLT_ARG(cols),    CLT_ARG(io->grads), CLT_ARG(off)};
+  return clt_launch_columns(io->replica, kf, "bias_grad_final", fargs, 6, (size_t)cols, e);
 }
 
 int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scratch,
                   size_t scratch_offset, int rows, int cols, size_t grad_offset, clt_err *e) {
-  cl_kernel kp, kf;
+  cl_kernel kp;
   int status = clt_replica_kernel(io->replica, "bias.cl", "", "bias_grad_partial", &kp, e);
-  if (!status) status = clt_replica_kernel(io->replica, "bias.cl", "", "bias_grad_final", &kf, e);
   if (status) return status;
-  int per_block = BIAS_GRAD_ROWS_PER_BLOCK;
+  int per_block = CLT_BIAS_GRAD_ROWS_PER_BLOCK;
   int nblocks = (rows + per_block - 1) / per_block;
   int part = (int)scratch_offset, relu = relu_y != NULL;
   cl_mem y = relu ? relu_y : dy; /* any valid buffer when unused */
@@ -312,10 +321,7 @@ int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scrat
                                  relu ? "relu and bias gradient" : "bias_grad_partial", pargs, 8,
                                  (size_t)cols, (size_t)nblocks, e);
   if (status) return status;
-  int off = (int)grad_offset;
-  clt_karg fargs[] = {CLT_ARG(scratch), CLT_ARG(part),      CLT_ARG(nblocks),
-                      CLT_ARG(cols),    CLT_ARG(io->grads), CLT_ARG(off)};
-  return clt_launch_columns(io->replica, kf, "bias_grad_final", fargs, 6, (size_t)cols, e);
+  return clt_bias_grad_final(io, scratch, scratch_offset, rows, cols, grad_offset, e);
 }
 
 int clt_global_pool_setup(clt_layer *l, const clt_shape *ins, clt_err *e) {

@@ -90,6 +90,11 @@ typedef struct clt_fusion {
   int pools;            /* both passes: also the next layer, a 2x2 max pooling: y and dy
                            are the pooling's output and its gradient, and no input
                            gradient is computed (the input is the model's) */
+  int bias_summed;      /* backward: its one reader wrote its bias gradient (the column
+                           sums of dy) while writing dy: no pass of its own for it */
+  int sums_input_bias;  /* backward: also writes its input's producer's bias gradient,
+                           the column sums of dx, at io->grads[input_bias] */
+  size_t input_bias;    /* with sums_input_bias: that gradient's offset */
 } clt_fusion;
 
 /* What a kind can do with its neighbours (ops->fusions' bits): */
@@ -118,6 +123,12 @@ enum {
   CLT_FUSE_KEEPS_DY = 1 << 9,        /* its backward only reads io->dy (which layers
                                         may otherwise overwrite) and passes no buffer
                                         on as its input's gradient */
+  CLT_FUSE_BIAS_BY_READER = 1 << 10, /* it has a trained bias whose gradient is its
+                                        output gradient's column sums, no ReLU between
+                                        (Conv2D): its one reader may sum them */
+  CLT_FUSE_INPUT_BIAS = 1 << 11,     /* its backward can sum its input gradient's
+                                        columns as it writes them, into the producer's
+                                        bias gradient (BatchNormalization, in bn_dx) */
 };
 
 /* Buffers one forward or backward call works on (offsets are in floats). */
@@ -437,6 +448,14 @@ size_t clt_bias_relu_scratch(int rows, int cols, const clt_param *bias);
 int clt_bias_grad(const clt_layer_io *io, cl_mem dy, cl_mem relu_y, cl_mem scratch,
                   size_t scratch_offset, int rows, int cols, size_t grad_offset, clt_err *e);
 size_t clt_bias_grad_scratch(int rows, int cols);
+/* Rows per partial sum of clt_bias_grad: a pass that writes dy can add the same
+ * partial sums (bias.cl's bias_grad_partial's layout and order) and leave the
+ * rest to clt_bias_grad_final. */
+#define CLT_BIAS_GRAD_ROWS_PER_BLOCK 256
+/* The second pass of clt_bias_grad: grads[grad_offset + c] = the sum of the
+ * blocks' partial sums of column c in scratch from scratch_offset, in order. */
+int clt_bias_grad_final(const clt_layer_io *io, cl_mem scratch, size_t scratch_offset, int rows,
+                        int cols, size_t grad_offset, clt_err *e);
 
 /* The elementwise kinds over cl/broadcast.cl (src/layers/multiply.c): Multiply,
  * Subtract, CustomScaleLayer, LayerScale. Two inputs of one shape, or one of them

@@ -3,14 +3,18 @@
  * runs), the bytes it moves and so its GB/s, beside the device's own copy of a
  * buffer of the layer's size (clEnqueueCopyBuffer, read + write bytes).
  *
- *   bench_bn [--runs N] [--size 96|224] [--add-in-place]
+ *   bench_bn [--runs N] [--size 96|224] [--add-in-place] [--bias-pass]
  *
  * Kinds: "relu" (BatchNormalization with its ReLU: the 1x1 and 3x3 of each
  * block, conv1), "plain" (the projection shortcut's), "add" (a block's last,
  * with the Add and its ReLU fused into bn_apply; its line includes the Add's
  * backward: its input gradients in their own buffers, or with --add-in-place
  * in dy's buffer, as the gradient plan gives a residual block's Add, see
- * src/engine/net.c). A line per shape, then the sums per kernel over the model's
+ * src/engine/net.c). Each also gives the bias gradient of the Conv2D before it
+ * (ResNet50's convolutions have biases): summed in bn_dx_sums' pass over dx as
+ * the fusion plan runs it (fusion.sums_input_bias), or with --bias-pass in the
+ * Conv2D's own pass over dx (bias_grad_partial, as without that fusion); both
+ * end in bias_grad_final. A line per shape, then the sums per kernel over the model's
  * layers (each shape times its count):
  *   conv2 24x24x64 relu (x6): bn_partial_stats 0.21 ms 11.2 GB/s, ... copy 30.1 GB/s
  *   total per step: bn_partial_stats 12.1 ms (16.3 GB/s), ...
@@ -56,13 +60,14 @@ static double now(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Floats of the activations a kernel reads and writes, per element. */
+/* Floats of the activations a kernel reads and writes, per element (the ReLU's
+ * mask comes from x, not y). */
 static double streams(const char *kernel, int kind) {
-  const int relu = kind == 0;
   if (strcmp(kernel, "bn_partial_stats") == 0) return 1;
   if (strcmp(kernel, "bn_apply") == 0) return kind == 2 ? 3 : 2;
-  if (strcmp(kernel, "bn_partial_grad") == 0) return relu ? 3 : 2;
-  if (strcmp(kernel, "bn_dx") == 0) return relu ? 4 : 3;
+  if (strcmp(kernel, "bn_partial_grad") == 0) return 2;
+  if (strcmp(kernel, "bn_dx") == 0 || strcmp(kernel, "bn_dx_sums") == 0) return 3;
+  if (strcmp(kernel, "bias_grad_partial") == 0) return 1;
   if (strcmp(kernel, "add_backward") == 0) return 4;
   if (strcmp(kernel, "add_backward_in_place") == 0) return 3;
   return 0; /* per-channel passes */
@@ -105,7 +110,7 @@ static void add_total(const char *name, double ms, double mb) {
   totals[j].mb += mb;
 }
 
-static void bench(const bn_shape *b, int size, int runs, int in_place) {
+static void bench(const bn_shape *b, int size, int runs, int in_place, int bias_pass) {
   const int B = 16, H = size / b->div, W = H, C = b->C;
   char entry[96];
   snprintf(entry, sizeof entry, "bn=BatchNormalization(eps1.001e-05,m0.99%s)",
@@ -119,11 +124,14 @@ static void bench(const bn_shape *b, int size, int runs, int in_place) {
   double *params = dnew(flat), *x = dnew(n);
   rand_fill(params, flat, 0.5, 1.5);
   rand_fill(x, n, -1, 1);
-  if (clt_layer_prepare(&l, R, B, NULL, &E) || clt_layer_prepare(&add, R, B, NULL, &E))
+  /* The Conv2D's bias gradient goes after the layer's gradients. */
+  const clt_fusion sums = {.sums_input_bias = !bias_pass, .input_bias = flat};
+  if (clt_layer_prepare(&l, R, B, &sums, &E) || clt_layer_prepare(&add, R, B, NULL, &E))
     fatal("prepare");
   cl_mem X = dev_new(n), Y = dev_new(n), DY = dev_new(n), DX = dev_new(n), RES = dev_new(n);
-  cl_mem DX2 = dev_new(n), P = dev_new(flat), G = dev_new(flat);
-  cl_mem S = dev_new(clt_layer_scratch_floats(&l, B)), ST = dev_new(clt_layer_state_floats(&l));
+  cl_mem DX2 = dev_new(n), P = dev_new(flat), G = dev_new(flat + (size_t)C);
+  const size_t ns = clt_layer_scratch_floats(&l, B);
+  cl_mem S = dev_new(ns), ST = dev_new(clt_layer_state_floats(&l));
   upload(X, 0, x, n);
   upload(RES, 0, x, n);
   upload(DY, 0, x, n);
@@ -140,6 +148,7 @@ static void bench(const bn_shape *b, int size, int runs, int in_place) {
                      .grads = G,
                      .scratch = S,
                      .state = ST};
+  io.fusion = sums;
   if (b->kind == 2) {
     io.fusion.adds = 1;
     io.residual = RES;
@@ -152,6 +161,7 @@ static void bench(const bn_shape *b, int size, int runs, int in_place) {
   double copy = 0;
   for (int r = -1; r < runs; r++) {
     if (l.ops->forward(&l, &io, &E) || l.ops->backward(&l, &io, &E)) fatal("bn");
+    if (bias_pass && clt_bias_grad(&io, DX, NULL, S, 0, B * H * W, C, flat, &E)) fatal("bias");
     if (b->kind == 2 && add.ops->backward(&add, &aio, &E)) fatal("add");
     collect(r <= 0);
     /* The device's copy of the same bytes, unprofiled. */
@@ -179,16 +189,19 @@ static void bench(const bn_shape *b, int size, int runs, int in_place) {
 }
 
 int main(int argc, char **argv) {
-  int runs = 5, size = 96, in_place = 0;
+  int runs = 5, size = 96, in_place = 0, bias_pass = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = atoi(argv[++i]);
     } else if (strcmp(argv[i], "--add-in-place") == 0) {
       in_place = 1;
+    } else if (strcmp(argv[i], "--bias-pass") == 0) {
+      bias_pass = 1;
     } else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
       size = atoi(argv[++i]);
     } else {
-      fprintf(stderr, "usage: bench_bn [--runs N] [--size 96|224] [--add-in-place]\n");
+      fprintf(stderr,
+              "usage: bench_bn [--runs N] [--size 96|224] [--add-in-place] [--bias-pass]\n");
       return 2;
     }
   }
@@ -201,7 +214,7 @@ int main(int argc, char **argv) {
   if (clt_replica_enable_profiling(R, &E)) fatal("profiling");
   clt_replica_profile_kind(R, CLT_PROFILE_COMPUTE);
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-    bench(&shapes[i], size, runs, in_place);
+    bench(&shapes[i], size, runs, in_place, bias_pass);
   printf("total per step (%d px, batch 16):", size);
   double ms = 0;
   for (int j = 0; j < ntotals; j++) {
