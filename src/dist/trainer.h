@@ -333,11 +333,12 @@ typedef struct clt_trainer_tuning {
  * device's tuning results (with tune), then the recorded choices of the same
  * replica index (a resumed run keeps what it ran), and reserves the kernels and
  * scratch they run. Then its GEMM tilings: with replicas recorded, a replica
- * the record names with the same build identity (tune.h's clt_tune_ident_hash:
- * device, driver, options, kernel sources) takes exactly the recorded tilings,
- * whatever the cache or tune says; one the record does not name, one of
- * another identity and one whose recorded tiling this build cannot run get one
- * note each and take the cache's (with tune; else the defaults). With budget_s > 0 the passes not
+ * takes the algorithms and exactly the tilings of the recorded replica of its
+ * index when that one has its build identity (tune.h's clt_tune_ident_hash:
+ * device, driver, options, kernel sources), else of the first recorded one
+ * that has, whatever the cache or tune says; one with neither, and one whose
+ * recorded tiling this build cannot run, gets one note and the cache's
+ * tilings (with tune; else the defaults). With budget_s > 0 the passes not
  * yet cached are tuned first in the step (tuner.h's clt_tune_net, on the batch
  * clt_trainer_keep_probe_batch kept; nothing the run computes changes), within
  * budget_s seconds in all (between epochs, the replicas idle); *spent gets the

@@ -107,54 +107,88 @@ static int count_lines(const char *text) {
   return n;
 }
 
-/* Replica i's recorded GEMM tilings (cfg->tilings, cfg->replicas) restored on
- * its replica: 1 when its tilings are now exactly the record's, 0 when not (one
- * note on cfg->notes says why and what it takes instead). */
-static int restore_tilings(clt_trainer *t, int i, const clt_trainer_tuning *cfg) {
+/* A record's "R RANK HOST BUILD DEVICE" line parsed: 0 when it is not one. */
+static int parse_replica(const char *line, int *rank, char *host, char *build, int *name) {
+  int at = -1;
+  *name = 0;
+  return sscanf(line, "%d %d %127s %31s %n", &at, rank, host, build, name) >= 4 && *name;
+}
+
+/* The recorded replica whose choices replica `index` (of build `mine`) takes:
+ * its own when of the same build, else the first recorded of that build; -1
+ * when none. *own gets its own line (empty when the record has none). */
+static int donor_of(const char *replicas, int index, const char *mine, char *own, size_t size) {
+  char line[512], host[128], build[32];
+  const char *from = NULL;
+  int rank = -1, name = 0;
+  own[0] = '\0';
+  if (next_line(replicas, index, &from, line, sizeof line) &&
+      parse_replica(line, &rank, host, build, &name)) {
+    snprintf(own, size, "%s", line);
+    if (strcmp(build, mine) == 0) return index;
+  }
+  for (const char *p = replicas; p && *p;) {
+    const char *end = strchr(p, '\n');
+    const size_t len = end ? (size_t)(end - p) : strlen(p);
+    int at = -1;
+    snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+    if (sscanf(line, "%d", &at) == 1 && parse_replica(line, &rank, host, build, &name) &&
+        strcmp(build, mine) == 0)
+      return at;
+    p = end ? end + 1 : p + len;
+  }
+  return -1;
+}
+
+/* Replica i's recorded choices (cfg->recorded, cfg->tilings, cfg->replicas)
+ * restored on its replica, from the recorded replica donor_of picks: 1 when
+ * its tilings are now exactly that replica's, 0 when not (one note on
+ * cfg->notes says why and what it takes instead; the algorithms then follow
+ * the record of its own index where there is one). */
+static int restore_choices(clt_trainer *t, int i, const clt_trainer_tuning *cfg) {
   clt_replica *r = t->local[i].replica;
   const int index = t->base + i;
   const clt_replica_info *info = &t->info[index];
   const char *instead = cfg->tune ? "the tuning cache's (else the defaults)" : "the defaults";
   FILE *notes = cfg->notes;
-  char line[512], host[128] = "", build[32] = "";
-  const char *from = NULL;
-  int at = -1, rank = -1, name = 0;
-  if (!next_line(cfg->replicas, index, &from, line, sizeof line) ||
-      sscanf(line, "%d %d %127s %31s %n", &at, &rank, host, build, &name) < 4 || !name) {
-    if (notes)
-      fprintf(notes,
-              "cltrain: note: replica %d (rank %d, device %d: %s): the checkpoint records no "
-              "choices for it (its run had %d replica%s): its algorithms and GEMM tilings are "
-              "%s\n",
-              index, info->rank, r->device.index, r->device.name, count_lines(cfg->replicas),
-              count_lines(cfg->replicas) == 1 ? "" : "s", instead);
-    return 0;
-  }
   clt_tune_ident ident;
   char mine[17] = "";
   clt_err ignored = {0};
   if (clt_tune_ident_of(&r->device, r->defines, &ident, &ignored) == CLT_OK)
     clt_tune_ident_hash(&ident, mine);
-  from = NULL;
-  char tiling[512];
-  const int has_tilings = next_line(cfg->tilings, index, &from, tiling, sizeof tiling);
+  char own[512], host[128] = "", build[32] = "", tiling[512];
+  const int donor = donor_of(cfg->replicas, index, mine, own, sizeof own);
   const int cpu = r->backend == &clt_backend_cpu;
-  if (strcmp(build, mine) != 0) {
-    if (notes && (cpu || has_tilings))
+  if (donor < 0) {
+    if (cfg->recorded) apply_record(t->model, r, index, t->local[i].cap, cfg->recorded);
+    int rank = -1, name = 0;
+    const char *from = NULL;
+    if (own[0] && parse_replica(own, &rank, host, build, &name)) {
+      if (notes && (cpu || next_line(cfg->tilings, index, &from, tiling, sizeof tiling)))
+        fprintf(notes,
+                "cltrain: note: replica %d: the checkpoint's GEMM tilings were chosen for "
+                "another device or build (%s of rank %d on host %s, build %s; here %s, build "
+                "%s): its GEMM tilings are %s\n",
+                index, own + name, rank, host, build, r->device.name, mine, instead);
+    } else if (notes) {
+      const int n = count_lines(cfg->replicas);
       fprintf(notes,
-              "cltrain: note: replica %d: the checkpoint's GEMM tilings were chosen for another "
-              "device or build (%s on host %s, build %s; here %s, build %s): its GEMM tilings "
-              "are %s\n",
-              index, line + name, host, build, r->device.name, mine, instead);
+              "cltrain: note: replica %d (rank %d, device %d: %s): the checkpoint records no "
+              "choices for it or its device and build (its run had %d replica%s): its "
+              "algorithms and GEMM tilings are %s\n",
+              index, info->rank, r->device.index, r->device.name, n, n == 1 ? "" : "s", instead);
+    }
     return 0;
   }
+  if (cfg->recorded) apply_record(t->model, r, donor, t->local[i].cap, cfg->recorded);
   if (!cpu) return 1; /* the same build: one without tilings */
+  const char *from = NULL;
+  int at = -1;
   clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
   clt_gemm_tiling tilings[CLT_GEMM_MAX_SHAPES];
   int n = 0;
-  from = NULL;
-  while (next_line(cfg->tilings, index, &from, tiling, sizeof tiling)) {
-    clt_gemm_shape *sh = &shapes[n];
+  while (next_line(cfg->tilings, donor, &from, tiling, sizeof tiling)) {
+    clt_gemm_shape *sh = &shapes[n < CLT_GEMM_MAX_SHAPES ? n : 0];
     char text[128] = "";
     memset(sh, 0, sizeof *sh);
     const char *why = NULL;
@@ -273,9 +307,12 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
     free(lines);
     clt_tune_close(cache);
   }
-  if (!status && cfg->recorded) apply_record(t->model, r, t->base + i, l->cap, cfg->recorded);
-  /* A checkpoint's tilings, not the cache's, where the record fits this replica. */
-  const int restored = !status && cfg->replicas && restore_tilings(t, i, cfg);
+  /* A checkpoint's algorithms, and its tilings rather than the cache's where
+   * the record has a replica of this one's build; an older checkpoint's
+   * algorithms by index. */
+  int restored = 0;
+  if (!status && cfg->replicas) restored = restore_choices(t, i, cfg);
+  else if (!status && cfg->recorded) apply_record(t->model, r, t->base + i, l->cap, cfg->recorded);
   if (!status) status = clt_net_prepare(l->net, e);
   /* Then the products' tilings, as the chosen algorithms run them. */
   if (!status && cfg->tune && !restored) {
