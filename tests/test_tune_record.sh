@@ -30,6 +30,7 @@ at_tiling="5x5 kc64 rb29 pack0 cb0"
 # gradient, which the default does not take.
 "$CLT" tune --model fmnist-cnn --batch 32 --tune-file "$tmp/tuned.json" >"$tmp/tune.txt" 2>&1 ||
   bad "cltrain tune ($(tail -2 "$tmp/tune.txt"))"
+[ -s "$tmp/tuned.json" ] || bad "cltrain tune wrote its file ($(tail -3 "$tmp/tune.txt"))"
 # pinned FILE TILING: the pinned file with TILING for the A^T product.
 pinned() {
   $PY - "$tmp/tuned.json" "$1" "$at_key" "$2" <<'EOF'

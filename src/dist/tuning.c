@@ -438,6 +438,7 @@ int clt_trainer_choices_gather(clt_trainer *t, clt_trainer_choices *out, clt_err
   /* A process that failed here stops every one before the transfers. */
   status = clt_cluster_agree(t->cluster, status, e);
   if (!status) status = clt_cluster_allgather(t->cluster, &mine, sizeof mine, sizes, e);
+  longest = mine; /* this process's own, at least */
   for (int p = 0; p < procs && !status; p++) longest = sizes[p] > longest ? sizes[p] : longest;
   char *buf = status ? NULL : calloc((size_t)longest, 1);
   char *all = status ? NULL : malloc((size_t)longest * (size_t)procs);
