@@ -62,6 +62,22 @@ sys.exit(1 if diff else 0)
 EOF
 }
 
+# same_arrays A.npz B.npz: same_state without the metadata (which records the
+# layout that ran: processes, hosts, replicas); prints "same" or what differs.
+same_arrays() {
+  /usr/bin/python3 - "$1" "$2" <<'EOF'
+import sys
+import numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+members = (set(a.files) | set(b.files)) - {"save_counter", "metadata"}
+diff = [m for m in sorted(members)
+        if m not in a.files or m not in b.files or a[m].dtype != b[m].dtype
+        or a[m].shape != b[m].shape or a[m].tobytes() != b[m].tobytes()]
+print(" ".join(diff) if diff else "same")
+sys.exit(1 if diff else 0)
+EOF
+}
+
 # mpi_check CLTRAIN: 0 when mpirun and an MPI build of CLTRAIN are here (MPI is
 # then mpirun's command for processes on this host); else a skip's line and 1,
 # or a failure under CI, which installs OpenMPI (.ci/setup). CLTRAIN "": mpirun

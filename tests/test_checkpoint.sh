@@ -161,8 +161,9 @@ a, b = (np.load(p) for p in sys.argv[1:])
 ma, mb = json.loads(str(a["metadata"])), json.loads(str(b["metadata"]))
 data = mb.pop("data", {})
 # The version of the cltrain that wrote each (the resumed one is this build's),
-# and the convolutions' algorithms, which this build records.
+# and the convolutions' algorithms, GEMM tilings and replicas, which this build records.
 ma.pop("cltrain_version"), mb.pop("cltrain_version"), mb.pop("conv_algorithms", None)
+mb.pop("gemm_tilings", None), mb.pop("replicas", None)
 sys.exit(ma != mb or sorted(a) != sorted(b) or "data" in ma or data.get("train_limit") != 64)
 PY
       ok "the $name checkpoint it saves has the same metadata (and its data) and members"

@@ -45,7 +45,8 @@ train out 2 0 16 640 --epochs 2 --check-replicas
 train out_again 2 0 16 640 --epochs 2 --check-replicas
 unset CLTRAIN_TEST_SLOW
 train one 0 0 32 640 --epochs 2
-if cmp -s "$tmp/one/ckpt-1.npz" "$tmp/out/ckpt-1.npz"; then
+# The arrays: the metadata records each run's own layout.
+if same_arrays "$tmp/one/ckpt-1.npz" "$tmp/out/ckpt-1.npz" >/dev/null; then
   ok "process 0's device out of every step = one device on the whole batch, byte for byte"
 else
   bad "process 0's device out of every step = one device, byte for byte ($("$TOOL" diff "$tmp/one/ckpt-1.npz" "$tmp/out/ckpt-1.npz"); $(tail -4 "$tmp/out.txt"))"

@@ -167,6 +167,21 @@ static void json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* ", "key": [...]": a record's lines as an array of strings. */
+static void json_lines(FILE *log, const char *key, const char *record) {
+  fprintf(log, ", \"%s\": [", key);
+  for (const char *line = record; *line;) {
+    const char *end = strchr(line, '\n');
+    const size_t n = end ? (size_t)(end - line) : strlen(line);
+    char text[256];
+    snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), line);
+    fprintf(log, "%s", line == record ? "" : ", ");
+    json_string(log, text);
+    line = end ? end + 1 : line + n;
+  }
+  fprintf(log, "]");
+}
+
 static int write_log(const clt_report *r, const clt_epoch_record *rec, clt_err *e) {
   FILE *log = r->log;
   const clt_epoch_result *res = &rec->train;
@@ -230,19 +245,9 @@ static int write_log(const clt_report *r, const clt_epoch_record *rec, clt_err *
             st->joined_step, st->probes, st->probe_seconds);
   }
   fprintf(log, "]");
-  if (rec->conv_algorithms && *rec->conv_algorithms) {
-    fprintf(log, ", \"conv_algorithms\": [");
-    for (const char *line = rec->conv_algorithms; *line;) {
-      const char *end = strchr(line, '\n');
-      const size_t n = end ? (size_t)(end - line) : strlen(line);
-      char text[256];
-      snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), line);
-      fprintf(log, "%s", line == rec->conv_algorithms ? "" : ", ");
-      json_string(log, text);
-      line = end ? end + 1 : line + n;
-    }
-    fprintf(log, "]");
-  }
+  if (rec->conv_algorithms && *rec->conv_algorithms)
+    json_lines(log, "conv_algorithms", rec->conv_algorithms);
+  if (rec->gemm_tilings) json_lines(log, "gemm_tilings", rec->gemm_tilings);
   fprintf(log, "}\n");
   /* A full disk or /dev/full shows only here: the stream's error flag or the flush. */
   if (fflush(log) != 0 || ferror(log)) {

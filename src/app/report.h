@@ -60,6 +60,8 @@ typedef struct clt_epoch_record {
   double reduced_to;          /* > 0: ReduceLROnPlateau lowered the rate to it after the epoch */
   char *conv_algorithms;      /* what the epoch's convolutions ran (clt_trainer_conv_record),
                                  or NULL */
+  char *gemm_tilings;         /* ... and its GEMMs' tilings (clt_trainer_tiling_record), or
+                                 NULL */
 } clt_epoch_record;
 
 /* --verbose: the OpenCL compilers' logs of the replicas' successful builds

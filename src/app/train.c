@@ -62,10 +62,16 @@ static int tune_mode(const clt_train_opts *o, int *tune, clt_err *e) {
   return CLT_OK;
 }
 
-/* --verbose: each replica's algorithm per convolution pass. */
+/* --verbose: each replica's algorithm per convolution pass, then its GEMM
+ * tilings other than the defaults. */
 static int report_conv_algorithms(const clt_trainer *t, FILE *out, clt_err *e) {
   char *record = clt_trainer_conv_record(t);
-  if (!record) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  char *tilings = clt_trainer_tiling_record(t);
+  if (!record || !tilings) {
+    free(record);
+    free(tilings);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  }
   for (const char *line = record; *line;) {
     const char *end = strchr(line, '\n');
     int replica = 0;
@@ -75,7 +81,31 @@ static int report_conv_algorithms(const clt_trainer *t, FILE *out, clt_err *e) {
               layer, a[0], a[1], a[2]);
     line = end ? end + 1 : line + strlen(line);
   }
+  for (const char *line = tilings; *line;) {
+    const char *end = strchr(line, '\n');
+    const int n = end ? (int)(end - line) : (int)strlen(line);
+    const char *shape = strchr(line, ' ');
+    if (shape && shape < line + n)
+      fprintf(out, "Replica %.*s: GEMM %.*s\n", (int)(shape - line), line,
+              n - (int)(shape + 1 - line), shape + 1);
+    line += n + (end != NULL);
+  }
   free(record);
+  free(tilings);
+  return CLT_OK;
+}
+
+/* The run's choices now (every process's) into state, which saves record them. */
+static int record_choices(clt_trainer *t, clt_checkpoint *state, clt_err *e) {
+  clt_trainer_choices now;
+  const int status = clt_trainer_choices_gather(t, &now, e);
+  if (status) return status;
+  free(state->conv_algorithms);
+  free(state->gemm_tilings);
+  free(state->replicas);
+  state->conv_algorithms = now.conv;
+  state->gemm_tilings = now.tilings;
+  state->replicas = now.replicas;
   return CLT_OK;
 }
 
@@ -89,10 +119,6 @@ static int save_now(const clt_train_opts *o, clt_trainer *t, const clt_model *mo
   state->epoch = epochs_done;
   state->seed = seed;
   state->epoch_step = 0;
-  /* The algorithms the replicas run from here: a resumed run keeps them. */
-  free(state->conv_algorithms);
-  if (!(state->conv_algorithms = clt_trainer_conv_record(t)))
-    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   const int partial = rec && rec->train.steps_done < rec->train.steps;
   if (partial) {
     const size_t doubles = (size_t)2 * rec->train.steps_done;
@@ -390,15 +416,29 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   if (!status && trace) status = clt_trainer_trace(t, trace, o->trace_steps, step, e);
   /* The convolutions' algorithms: the tuning results cached for each device (no
    * timing before the first step), then a resumed checkpoint's record. */
-  const clt_trainer_tuning tuning = {.tune = tune,
-                                     .file = o->tune_file,
-                                     .recorded = o->resume ? state.conv_algorithms : NULL,
-                                     .verbose = o->verbose || o->profile ? stderr : NULL};
-  if (!status && (tune || tuning.recorded)) status = clt_trainer_tune(t, &tuning, 0, NULL, NULL, e);
+  clt_trainer_tuning tuning = {.tune = tune,
+                               .file = o->tune_file,
+                               .recorded = o->resume ? state.conv_algorithms : NULL,
+                               .tilings = o->resume ? state.gemm_tilings : NULL,
+                               .replicas = o->resume ? state.replicas : NULL,
+                               .verbose = o->verbose || o->profile ? stderr : NULL,
+                               .notes = stderr};
+  if (!status && leader && o->resume && !tuning.replicas)
+    fprintf(stderr,
+            "cltrain: note: %s records no GEMM tilings%s (an older cltrain's checkpoint): the "
+            "replicas' are %s; the run may differ from the one that saved it at rounding level\n",
+            ckpt_path, tuning.recorded ? "" : " or convolution algorithms",
+            tune ? "the tuning cache's (else the defaults)" : "the defaults");
+  const int restoring = tuning.recorded || tuning.replicas;
+  if (!status && (tune || restoring)) status = clt_trainer_tune(t, &tuning, 0, NULL, NULL, e);
   if (!status && (o->verbose || o->profile)) status = report_conv_algorithms(t, stderr, e);
   if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
+  /* What every process's replicas run, for the log and the checkpoints. */
+  if ((status = record_choices(t, &state, e))) goto cleanup;
+  /* The record is applied: later tuning starts from what runs. */
+  tuning.recorded = tuning.tilings = tuning.replicas = NULL;
   /* Timed between epochs, within the budget; a resumed run keeps its record. */
-  double tune_budget = tune && !tuning.recorded ? o->tune_budget : 0;
+  double tune_budget = tune && !restoring ? o->tune_budget : 0;
   const double t_ready = clt_now_seconds();
   rep.trainer = t;
   if (leader) clt_report_ready(&rep, t_ready - t_setup, t_ready - rep.launch);
@@ -431,8 +471,10 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     }
     /* What the epoch ran, for the log; then, before the save (which records
      * what runs next), what is not cached is tuned within the budget left. */
-    rec.conv_algorithms = clt_trainer_conv_record(t);
-    if (!rec.conv_algorithms) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+    rec.conv_algorithms = strdup(state.conv_algorithms ? state.conv_algorithms : "");
+    rec.gemm_tilings = strdup(state.gemm_tilings ? state.gemm_tilings : "");
+    if (!rec.conv_algorithms || !rec.gemm_tilings)
+      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
     if (!status && tune_budget > 0 && epoch + 1 < o->epochs) {
       double spent = 0;
       int over = 0;
@@ -441,8 +483,11 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
       tune_budget = over ? 0 : tune_budget - spent;
       if (!status && (o->verbose || o->profile)) status = report_conv_algorithms(t, stderr, e);
     }
-    if ((status = clt_cluster_agree(c, status, e))) {
+    /* Every process, every epoch (tuning may have run in some alone). */
+    if (!(status = clt_cluster_agree(c, status, e))) status = record_choices(t, &state, e);
+    if (status) {
       free(rec.conv_algorithms);
+      free(rec.gemm_tilings);
       goto cleanup;
     }
     /* After the epoch, before its save: ReduceLROnPlateau (in every process, on
@@ -475,7 +520,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
       }
     }
     free(rec.conv_algorithms);
-    rec.conv_algorithms = NULL;
+    free(rec.gemm_tilings);
+    rec.conv_algorithms = rec.gemm_tilings = NULL;
     /* Process 0's save (a full disk...) stops every process. */
     if ((status = clt_cluster_agree(c, status, e))) goto cleanup;
     /* A signal during the evaluation or the save: stop at this epoch's end. */

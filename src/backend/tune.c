@@ -138,6 +138,10 @@ static uint64_t ident_hash(const clt_tune_ident *id) {
   return h;
 }
 
+void clt_tune_ident_hash(const clt_tune_ident *id, char out[17]) {
+  snprintf(out, 17, "%016llx", (unsigned long long)ident_hash(id));
+}
+
 static void note(clt_tune_cache *c, const char *fmt, const char *a, const char *b) {
   if (c->notes) {
     fprintf(c->notes, fmt, a, b);

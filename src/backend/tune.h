@@ -40,6 +40,10 @@ typedef struct clt_tune_ident {
 /* d's identity with the build options `options`, asked of OpenCL and the host. */
 int clt_tune_ident_of(const clt_device *d, const char *options, clt_tune_ident *out, clt_err *e);
 
+/* The identity's hash (the one naming its file), 16 hex digits: two replicas
+ * with the same hash build the same kernels. */
+void clt_tune_ident_hash(const clt_tune_ident *id, char out[17]);
+
 /* The hash of the embedded kernel sources (names and texts), 16 hex digits. */
 void clt_tune_sources_hash(char out[17]);
 

@@ -322,14 +322,24 @@ typedef struct clt_trainer_tuning {
   int tune;             /* 0 (--tune off): no tuning results are read or timed */
   const char *file;     /* --tune-file: this file rather than the cache folder's */
   const char *recorded; /* a checkpoint's record (clt_trainer_conv_record), or NULL */
-  FILE *verbose;        /* each replica's in-step verdict goes here, or NULL */
+  /* A checkpoint's GEMM tilings and replicas (clt_trainer_choices), or NULL:
+   * none recorded (then the tilings come from the cache, as for a new run). */
+  const char *tilings, *replicas;
+  FILE *verbose; /* each replica's in-step verdict goes here, or NULL */
+  FILE *notes;   /* a record that cannot be restored is said here, or NULL */
 } clt_trainer_tuning;
 
 /* Chooses the convolution algorithms of each replica of this process: its
  * device's tuning results (with tune), then the recorded choices of the same
  * replica index (a resumed run keeps what it ran), and reserves the kernels and
- * scratch they run. With budget_s > 0 the passes not yet cached are tuned
- * first in the step (tuner.h's clt_tune_net, on the batch
+ * scratch they run. Then its GEMM tilings: with replicas recorded, a replica
+ * takes the algorithms and exactly the tilings of the recorded replica of its
+ * index when that one has its build identity (tune.h's clt_tune_ident_hash:
+ * device, driver, options, kernel sources), else of the first recorded one
+ * that has, whatever the cache or tune says; one with neither, and one whose
+ * recorded tiling this build cannot run, gets one note and the cache's
+ * tilings (with tune; else the defaults). With budget_s > 0 the passes not
+ * yet cached are tuned first in the step (tuner.h's clt_tune_net, on the batch
  * clt_trainer_keep_probe_batch kept; nothing the run computes changes), within
  * budget_s seconds in all (between epochs, the replicas idle); *spent gets the
  * seconds taken and *over whether a replica's tuning did not fit what was left
@@ -346,5 +356,23 @@ int clt_trainer_keep_probe_batch(clt_trainer *t, clt_err *e);
  * algorithm, a line each: "R LAYER FWD DW DX" (R the run's replica index, the
  * passes' gemm.h names); a new string, NULL when out of host memory. */
 char *clt_trainer_conv_record(const clt_trainer *t);
+
+/* The GEMM tilings each cpu-backend replica of this process takes, a line
+ * each: "R tA0 tB0 mM nN kK TILING" (the tiled shape, its batch's dimension
+ * standing for its bucket; TILING as cpu.h's clt_cpu_gemm_tiling_name); a
+ * replica on the defaults has none. A new string, NULL when out of memory. */
+char *clt_trainer_tiling_record(const clt_trainer *t);
+
+/* Every replica's choices in the run, all processes' in rank order: conv
+ * (clt_trainer_conv_record's lines), tilings (clt_trainer_tiling_record's)
+ * and replicas, a line each: "R RANK HOST BUILD DEVICE" (BUILD the device's
+ * clt_tune_ident_hash, DEVICE its name, to the line's end). */
+typedef struct clt_trainer_choices {
+  char *conv, *tilings, *replicas;
+} clt_trainer_choices;
+
+/* Gathers them: every process calls it at the same point (a collective). */
+int clt_trainer_choices_gather(clt_trainer *t, clt_trainer_choices *out, clt_err *e);
+void clt_trainer_choices_free(clt_trainer_choices *c);
 
 #endif

@@ -1,6 +1,8 @@
 /* The trainer's convolution algorithms (trainer.h): each replica's from its
  * device's tuning results and a checkpoint's record, reserved on its net. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,194 @@ static void apply_record(const clt_model *m, clt_replica *r, int index, int batc
       if (a >= 0) (void)clt_conv_choose(r, layer, &g, filters, p, a, &ignored);
     }
   }
+}
+
+/* A text grown line by line; failed once out of memory. */
+typedef struct text_buf {
+  char *s;
+  size_t used, size;
+  int failed;
+} text_buf;
+
+static void text_add(text_buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (b->failed || n < 0) {
+    b->failed = 1;
+    return;
+  }
+  if (b->used + (size_t)n + 1 > b->size) {
+    const size_t size = 2 * (b->used + (size_t)n + 1) + 256;
+    char *grown = realloc(b->s, size);
+    if (!grown) {
+      b->failed = 1;
+      return;
+    }
+    b->s = grown;
+    b->size = size;
+  }
+  va_start(ap, fmt);
+  vsnprintf(b->s + b->used, b->size - b->used, fmt, ap);
+  va_end(ap);
+  b->used += (size_t)n;
+}
+
+/* The text (never NULL but out of memory), b's to free. */
+static char *text_done(text_buf *b) {
+  text_add(b, "%s", "");
+  if (b->failed) {
+    free(b->s);
+    return NULL;
+  }
+  return b->s;
+}
+
+/* The line of `text` whose first field is `index` (the record's replica) at or
+ * after *from, into out; *from moves past it. 0 when there is none. */
+static int next_line(const char *text, int index, const char **from, char *out, size_t size) {
+  const char *line = *from ? *from : text;
+  while (line && *line) {
+    const char *end = strchr(line, '\n');
+    const size_t len = end ? (size_t)(end - line) : strlen(line);
+    *from = end ? end + 1 : line + len;
+    int at = -1;
+    if (sscanf(line, "%d", &at) == 1 && at == index) {
+      snprintf(out, size, "%.*s", (int)(len < size ? len : size - 1), line);
+      return 1;
+    }
+    line = *from;
+  }
+  return 0;
+}
+
+static int count_lines(const char *text) {
+  int n = 0;
+  for (const char *p = text; p && *p; p++) n += *p == '\n';
+  return n;
+}
+
+/* A record's "R RANK HOST BUILD DEVICE" line parsed: 0 when it is not one. */
+static int parse_replica(const char *line, int *rank, char *host, char *build, int *name) {
+  int at = -1;
+  *name = 0;
+  return sscanf(line, "%d %d %127s %31s %n", &at, rank, host, build, name) >= 4 && *name;
+}
+
+/* The recorded replica whose choices replica `index` (of build `mine`) takes:
+ * its own when of the same build, else the first recorded of that build; -1
+ * when none. *own gets its own line (empty when the record has none). */
+static int donor_of(const char *replicas, int index, const char *mine, char *own, size_t size) {
+  char line[512], host[128], build[32];
+  const char *from = NULL;
+  int rank = -1, name = 0;
+  own[0] = '\0';
+  if (next_line(replicas, index, &from, line, sizeof line) &&
+      parse_replica(line, &rank, host, build, &name)) {
+    snprintf(own, size, "%s", line);
+    if (strcmp(build, mine) == 0) return index;
+  }
+  for (const char *p = replicas; p && *p;) {
+    const char *end = strchr(p, '\n');
+    const size_t len = end ? (size_t)(end - p) : strlen(p);
+    int at = -1;
+    snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+    if (sscanf(line, "%d", &at) == 1 && parse_replica(line, &rank, host, build, &name) &&
+        strcmp(build, mine) == 0)
+      return at;
+    p = end ? end + 1 : p + len;
+  }
+  return -1;
+}
+
+/* Replica i's recorded choices (cfg->recorded, cfg->tilings, cfg->replicas)
+ * restored on its replica, from the recorded replica donor_of picks: 1 when
+ * its tilings are now exactly that replica's, 0 when not (one note on
+ * cfg->notes says why and what it takes instead; the algorithms then follow
+ * the record of its own index where there is one). */
+static int restore_choices(clt_trainer *t, int i, const clt_trainer_tuning *cfg) {
+  clt_replica *r = t->local[i].replica;
+  const int index = t->base + i;
+  const clt_replica_info *info = &t->info[index];
+  const char *instead = cfg->tune ? "the tuning cache's (else the defaults)" : "the defaults";
+  FILE *notes = cfg->notes;
+  clt_tune_ident ident;
+  char mine[17] = "";
+  clt_err ignored = {0};
+  if (clt_tune_ident_of(&r->device, r->defines, &ident, &ignored) == CLT_OK)
+    clt_tune_ident_hash(&ident, mine);
+  char own[512], host[128] = "", build[32] = "", tiling[512];
+  const int donor = donor_of(cfg->replicas, index, mine, own, sizeof own);
+  const int cpu = r->backend == &clt_backend_cpu;
+  if (donor < 0) {
+    if (cfg->recorded) apply_record(t->model, r, index, t->local[i].cap, cfg->recorded);
+    int rank = -1, name = 0;
+    const char *from = NULL;
+    if (own[0] && parse_replica(own, &rank, host, build, &name)) {
+      if (notes && (cpu || next_line(cfg->tilings, index, &from, tiling, sizeof tiling)))
+        fprintf(notes,
+                "cltrain: note: replica %d: the checkpoint's GEMM tilings were chosen for "
+                "another device or build (%s of rank %d on host %s, build %s; here %s, build "
+                "%s): its GEMM tilings are %s\n",
+                index, own + name, rank, host, build, r->device.name, mine, instead);
+    } else if (notes) {
+      const int n = count_lines(cfg->replicas);
+      fprintf(notes,
+              "cltrain: note: replica %d (rank %d, device %d: %s): the checkpoint records no "
+              "choices for it or its device and build (its run had %d replica%s): its "
+              "algorithms and GEMM tilings are %s\n",
+              index, info->rank, r->device.index, r->device.name, n, n == 1 ? "" : "s", instead);
+    }
+    return 0;
+  }
+  if (cfg->recorded) apply_record(t->model, r, donor, t->local[i].cap, cfg->recorded);
+  if (!cpu) return 1; /* the same build: one without tilings */
+  const char *from = NULL;
+  int at = -1;
+  clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
+  clt_gemm_tiling tilings[CLT_GEMM_MAX_SHAPES];
+  int n = 0;
+  while (next_line(cfg->tilings, donor, &from, tiling, sizeof tiling)) {
+    clt_gemm_shape *sh = &shapes[n < CLT_GEMM_MAX_SHAPES ? n : 0];
+    char text[128] = "";
+    memset(sh, 0, sizeof *sh);
+    const char *why = NULL;
+    if (n == CLT_GEMM_MAX_SHAPES) why = "more tilings than a replica holds";
+    else if (sscanf(tiling, "%d tA%d tB%d m%zu n%zu k%zu %127[^\n]", &at, &sh->trans_a,
+                    &sh->trans_b, &sh->m, &sh->n, &sh->k, text) != 7 ||
+             (sh->trans_a != 0 && sh->trans_a != 1) || (sh->trans_b != 0 && sh->trans_b != 1) ||
+             clt_cpu_gemm_tiling_parse(text, &tilings[n]) != 0)
+      why = "not a tiling record";
+    else if (!clt_cpu_gemm_tiling_valid(r, sh, &tilings[n]))
+      why = "a tiling this build cannot run there";
+    if (why) {
+      if (notes)
+        fprintf(notes,
+                "cltrain: note: replica %d: the checkpoint's GEMM tiling \"%s\" is %s: its GEMM "
+                "tilings are %s\n",
+                index, tiling, why, instead);
+      return 0;
+    }
+    sh->lda = sh->trans_a ? sh->m : sh->k;
+    sh->ldb = sh->trans_b ? sh->k : sh->n;
+    sh->ldc = sh->n;
+    n++;
+  }
+  /* Exactly the record's: the table emptied (the defaults), then filled. */
+  int status = CLT_OK;
+  const clt_cpu_state *c = cpu_state(r);
+  while (c->ntilings > 0 && !status) status = clt_cpu_gemm_choose(r, &c->tiled[0], NULL, &ignored);
+  for (int k = 0; k < n && !status; k++)
+    status = clt_cpu_gemm_choose(r, &shapes[k], &tilings[k], &ignored);
+  if (status) {
+    while (c->ntilings > 0) (void)clt_cpu_gemm_choose(r, &c->tiled[0], NULL, &ignored);
+    if (notes)
+      fprintf(notes, "cltrain: note: replica %d: the checkpoint's GEMM tilings: %s: they are %s\n",
+              index, ignored.msg, instead);
+    return 0;
+  }
+  return 1;
 }
 
 /* Copies `from` into `to` (both of its size), enqueued. */
@@ -117,10 +307,15 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
     free(lines);
     clt_tune_close(cache);
   }
-  if (!status && cfg->recorded) apply_record(t->model, r, t->base + i, l->cap, cfg->recorded);
+  /* A checkpoint's algorithms, and its tilings rather than the cache's where
+   * the record has a replica of this one's build; an older checkpoint's
+   * algorithms by index. */
+  int restored = 0;
+  if (!status && cfg->replicas) restored = restore_choices(t, i, cfg);
+  else if (!status && cfg->recorded) apply_record(t->model, r, t->base + i, l->cap, cfg->recorded);
   if (!status) status = clt_net_prepare(l->net, e);
   /* Then the products' tilings, as the chosen algorithms run them. */
-  if (!status && cfg->tune) {
+  if (!status && cfg->tune && !restored) {
     /* What the algorithms left of the budget; none left: the cache only. */
     const double left = budget_s > 0 ? budget_s - (clt_now_seconds() - start) : 0;
     status = clt_gemm_tune_trainer_net(l->net, cfg->file, left > 0, left, e);
@@ -174,4 +369,107 @@ char *clt_trainer_conv_record(const clt_trainer *t) {
   }
   out[used] = '\0';
   return out;
+}
+
+/* Shapes in a fixed order (the table's order depends on how it was filled). */
+static int shape_order(const void *pa, const void *pb) {
+  const clt_gemm_shape *a = pa, *b = pb;
+  const size_t x[5] = {(size_t)a->trans_a, (size_t)a->trans_b, a->m, a->n, a->k};
+  const size_t y[5] = {(size_t)b->trans_a, (size_t)b->trans_b, b->m, b->n, b->k};
+  for (int k = 0; k < 5; k++)
+    if (x[k] != y[k]) return x[k] < y[k] ? -1 : 1;
+  return 0;
+}
+
+char *clt_trainer_tiling_record(const clt_trainer *t) {
+  text_buf b = {0};
+  for (int i = 0; i < t->n; i++) {
+    const clt_replica *r = t->local[i].replica;
+    if (r->backend != &clt_backend_cpu) continue;
+    const clt_cpu_state *c = cpu_state(r);
+    clt_gemm_shape order[CLT_GEMM_MAX_SHAPES];
+    memcpy(order, c->tiled, (size_t)c->ntilings * sizeof order[0]);
+    qsort(order, (size_t)c->ntilings, sizeof order[0], shape_order);
+    for (int k = 0; k < c->ntilings; k++) {
+      const clt_gemm_shape *s = &order[k];
+      int at = 0;
+      while (at < c->ntilings && shape_order(&c->tiled[at], s) != 0) at++;
+      char name[64];
+      clt_cpu_gemm_tiling_name(&c->tilings[at], name, sizeof name);
+      text_add(&b, "%d tA%d tB%d m%zu n%zu k%zu %s\n", t->base + i, s->trans_a, s->trans_b, s->m,
+               s->n, s->k, name);
+    }
+  }
+  return text_done(&b);
+}
+
+/* This process's "R RANK HOST BUILD DEVICE" lines. */
+static char *replica_record(const clt_trainer *t, clt_err *e) {
+  text_buf b = {0};
+  for (int i = 0; i < t->n; i++) {
+    const clt_replica *r = t->local[i].replica;
+    const clt_replica_info *info = &t->info[t->base + i];
+    clt_tune_ident ident;
+    char build[17];
+    if (clt_tune_ident_of(&r->device, r->defines, &ident, e)) {
+      free(b.s);
+      return NULL;
+    }
+    clt_tune_ident_hash(&ident, build);
+    text_add(&b, "%d %d %s %s %s\n", t->base + i, info->rank, info->host[0] ? info->host : "-",
+             build, r->device.name);
+  }
+  char *text = text_done(&b);
+  if (!text) clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  return text;
+}
+
+int clt_trainer_choices_gather(clt_trainer *t, clt_trainer_choices *out, clt_err *e) {
+  memset(out, 0, sizeof *out);
+  char *part[3] = {clt_trainer_conv_record(t), clt_trainer_tiling_record(t), NULL};
+  int status = part[0] && part[1] ? CLT_OK : clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  if (!status && !(part[2] = replica_record(t, e))) status = e->code ? e->code : CLT_ERR_NOMEM;
+  /* Each process's three texts, NUL-terminated one after another, padded to the longest. */
+  const int procs = clt_cluster_size(t->cluster);
+  uint64_t mine = 0, longest = 0;
+  for (int k = 0; k < 3 && !status; k++) mine += strlen(part[k]) + 1;
+  uint64_t *sizes = malloc((size_t)procs * sizeof *sizes);
+  if (!status && !sizes) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  /* A process that failed here stops every one before the transfers. */
+  status = clt_cluster_agree(t->cluster, status, e);
+  if (!status) status = clt_cluster_allgather(t->cluster, &mine, sizeof mine, sizes, e);
+  longest = mine; /* this process's own, at least */
+  for (int p = 0; p < procs && !status; p++) longest = sizes[p] > longest ? sizes[p] : longest;
+  char *buf = status ? NULL : calloc((size_t)longest, 1);
+  char *all = status ? NULL : malloc((size_t)longest * (size_t)procs);
+  if (!status && (!buf || !all)) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  for (int k = 0, used = 0; k < 3 && !status; k++) {
+    const size_t n = strlen(part[k]) + 1;
+    memcpy(buf + used, part[k], n);
+    used += (int)n;
+  }
+  if (!status) status = clt_cluster_allgather(t->cluster, buf, (size_t)longest, all, e);
+  char **dst[3] = {&out->conv, &out->tilings, &out->replicas};
+  for (int k = 0; k < 3 && !status; k++) {
+    text_buf b = {0};
+    for (int p = 0; p < procs; p++) {
+      const char *text = all + (size_t)p * longest;
+      for (int skip = 0; skip < k; skip++) text += strlen(text) + 1;
+      text_add(&b, "%s", text);
+    }
+    if (!(*dst[k] = text_done(&b))) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  }
+  free(buf);
+  free(all);
+  free(sizes);
+  for (int k = 0; k < 3; k++) free(part[k]);
+  if (status) clt_trainer_choices_free(out);
+  return status;
+}
+
+void clt_trainer_choices_free(clt_trainer_choices *c) {
+  free(c->conv);
+  free(c->tilings);
+  free(c->replicas);
+  memset(c, 0, sizeof *c);
 }

@@ -458,7 +458,7 @@ int clt_checkpoint_save(const char *dir, int keep, const clt_model *m, clt_check
   }
   arrays = calloc((size_t)narrays, sizeof *arrays);
   meta = clt_checkpoint_meta_json(m, &st->optimizer, &st->plateau, &st->data, &st->early_stop,
-                                  st->conv_algorithms);
+                                  st->conv_algorithms, st->gemm_tilings, st->replicas);
   if (meta) meta_text = calloc(strlen(meta) + 1, sizeof *meta_text);
   if (st->class_names) names_text = calloc(strlen(st->class_names) + 1, sizeof *names_text);
   if (st->keras_json) json_text = calloc(strlen(st->keras_json) + 1, sizeof *json_text);
@@ -859,6 +859,10 @@ int clt_checkpoint_load_from(const char *path, const unsigned char *bytes, size_
     if (st->conv_algorithms) memcpy(st->conv_algorithms, meta->conv_algorithms, n);
     nomem |= !st->conv_algorithms;
   }
+  /* Taken over from the metadata, which clt_checkpoint_meta_free then leaves alone. */
+  st->gemm_tilings = meta->gemm_tilings;
+  st->replicas = meta->replicas;
+  meta->gemm_tilings = meta->replicas = NULL;
   for (int k = 0; k < CLT_OPT_SLOTS && with_optimizer; k++) {
     st->opt_state[k] = calloc(m->flat_floats, sizeof(float)); /* zeros where no slot */
     nomem |= !st->opt_state[k];
@@ -948,8 +952,11 @@ void clt_checkpoint_free(clt_checkpoint *st) {
   free(st->keras_json);
   free(st->epoch_sums);
   free(st->conv_algorithms);
+  free(st->gemm_tilings);
+  free(st->replicas);
   st->class_names = NULL;
   st->keras_json = NULL;
   st->epoch_sums = NULL;
   st->conv_algorithms = NULL;
+  st->gemm_tilings = st->replicas = NULL;
 }

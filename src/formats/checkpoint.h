@@ -124,6 +124,12 @@ typedef struct clt_checkpoint {
    * "conv_algorithms": trainer.h's clt_trainer_conv_record), or NULL: none.
    * A load allocates it; clt_checkpoint_free frees it. */
   char *conv_algorithms;
+  /* The GEMM tilings every cpu-backend replica takes ("gemm_tilings": a line
+   * each, "R tA0 tB0 mM nN kK TILING", trainer.h's clt_trainer_choices) and
+   * who ran each replica ("replicas": "R RANK HOST BUILD DEVICE"), or NULL:
+   * none recorded (an older cltrain); "" is an empty list. A load allocates
+   * them; clt_checkpoint_free frees them. */
+  char *gemm_tilings, *replicas;
   /* For a save: this is the run's best checkpoint so far (early_stop's best),
    * which the folder's best record then names. Not read by a load. */
   int best;

@@ -83,10 +83,10 @@ static int add_data(cJSON *root, const clt_checkpoint_data *d) {
          (!d->image_size || add(o, "image_size", cJSON_CreateNumber(d->image_size)));
 }
 
-/* "conv_algorithms": the record's lines as an array of strings. */
-static int add_conv_algorithms(cJSON *root, const char *record) {
+/* `key`: the record's lines as an array of strings ("": an empty array). */
+static int add_lines(cJSON *root, const char *key, const char *record) {
   cJSON *list = cJSON_CreateArray();
-  if (!add(root, "conv_algorithms", list)) return 0;
+  if (!add(root, key, list)) return 0;
   for (const char *line = record; *line;) {
     const char *end = strchr(line, '\n');
     const size_t n = end ? (size_t)(end - line) : strlen(line);
@@ -180,7 +180,8 @@ static size_t spaced(const char *compact, char *out) {
  * Python json.dumps' (", " and ": ", ASCII). */
 char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
                                const clt_plateau *plateau, const clt_checkpoint_data *data,
-                               const clt_early_stop *es, const char *conv_algorithms) {
+                               const clt_early_stop *es, const char *conv_algorithms,
+                               const char *gemm_tilings, const char *replicas) {
   const size_t arch_size = clt_describe_max(m->nlayers);
   char *arch = malloc(arch_size);
   const int input[3] = {m->input.h, m->input.w, m->input.c};
@@ -203,7 +204,10 @@ char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
   if (ok && opt->lr > 0 && plateau && plateau->active) ok = add_plateau(root, plateau);
   if (ok && data && data->known) ok = add_data(root, data);
   if (ok && es && es->enabled) ok = add_early_stop(root, es);
-  if (ok && conv_algorithms && *conv_algorithms) ok = add_conv_algorithms(root, conv_algorithms);
+  if (ok && conv_algorithms && *conv_algorithms)
+    ok = add_lines(root, "conv_algorithms", conv_algorithms);
+  if (ok && gemm_tilings) ok = add_lines(root, "gemm_tilings", gemm_tilings);
+  if (ok && replicas) ok = add_lines(root, "replicas", replicas);
   ok = ok && add(root, "cltrain_version", cJSON_CreateString(CLT_VERSION));
   if (ok && (compact = cJSON_PrintUnformatted(root)) && (text = malloc(spaced(compact, NULL) + 1)))
     spaced(compact, text);
@@ -504,6 +508,32 @@ static int get_conv_algorithms(place at, const cJSON *root, clt_checkpoint_meta 
   return status;
 }
 
+/* `key` (optional): an array of strings into *out, allocated, each followed by a
+ * newline; *out stays NULL when the key is absent. */
+static int get_lines(place at, const cJSON *root, const char *key, char **out, clt_err *e) {
+  const cJSON *list = NULL, *line = NULL;
+  int status = lookup(at, root, key, cJSON_Array, "an array", 0, &list, e);
+  if (status || !list) return status;
+  size_t size = 1;
+  cJSON_ArrayForEach(line, list) {
+    if (!cJSON_IsString(line) || strchr(line->valuestring, '\n'))
+      return clt_fail(e, CLT_ERR_FORMAT, "%s: metadata key %s holds %s, not lines", at.path, key,
+                      cJSON_IsString(line) ? "a string of several lines" : type_name(line));
+    size += strlen(line->valuestring) + 1;
+  }
+  if (!(*out = malloc(size)))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory reading %s", at.path);
+  size_t used = 0;
+  cJSON_ArrayForEach(line, list) {
+    const size_t n = strlen(line->valuestring);
+    memcpy(*out + used, line->valuestring, n);
+    used += n;
+    (*out)[used++] = '\n';
+  }
+  (*out)[used] = '\0';
+  return CLT_OK;
+}
+
 /* "frozen" (optional): an array of layer names; clt_checkpoint_meta_model checks
  * that each names a layer. */
 static int get_frozen(place at, const cJSON *root, clt_checkpoint_meta *meta, clt_err *e) {
@@ -639,6 +669,8 @@ static int parse(const char *path, const cJSON *root, int with_optimizer, clt_ch
                            e)) ||
       (status = get_frozen(at, root, meta, e)) ||
       (status = get_conv_algorithms(at, root, meta, e)) ||
+      (status = get_lines(at, root, "gemm_tilings", &meta->gemm_tilings, e)) ||
+      (status = get_lines(at, root, "replicas", &meta->replicas, e)) ||
       (status = lookup(at, root, "output", cJSON_String, "a string", 0, &output, e)) ||
       (status = lookup(at, root, "optimizer", cJSON_Object, "an object", 0, &optimizer, e)) ||
       (status = lookup(at, root, "data", cJSON_Object, "an object", 0, &data, e)) ||
@@ -735,6 +767,8 @@ static int build(const clt_checkpoint_meta *meta, clt_model *m, clt_err *e) {
 void clt_checkpoint_meta_free(clt_checkpoint_meta *meta) {
   free(meta->architecture);
   free(meta->frozen);
+  free(meta->gemm_tilings);
+  free(meta->replicas);
   memset(meta, 0, sizeof *meta);
 }
 

@@ -35,6 +35,9 @@ typedef struct clt_checkpoint_meta {
    * a line each ("R LAYER FWD DW DX", trainer.h's clt_trainer_conv_record); ""
    * when none is recorded. */
   char conv_algorithms[CLT_CONV_RECORD_MAX];
+  /* "gemm_tilings" and "replicas" (checkpoint.h), allocated, the lines joined
+   * by newlines; NULL when the key is absent (an older cltrain's checkpoint). */
+  char *gemm_tilings, *replicas;
 } clt_checkpoint_meta;
 
 /* The metadata of model m trained with opt (none recorded when opt->lr is 0; its
@@ -43,11 +46,14 @@ typedef struct clt_checkpoint_meta {
  * "reduce_lr_on_plateau": {"config": --reduce-lr-on-plateau's text, "wait",
  * "cooldown_counter", "best"}) on data (none recorded unless data->known) with
  * early stopping es (may be NULL; none recorded unless es->enabled) and the
- * convolution algorithms (NULL or "": none recorded), in the layout of
- * Python's json.dumps; a new string, NULL when out of memory. */
+ * replicas' choices (checkpoint.h: the convolution algorithms, NULL or "":
+ * none recorded; the GEMM tilings and the replicas, NULL: none recorded, ""
+ * an empty list), in the layout of Python's json.dumps; a new string, NULL
+ * when out of memory. */
 char *clt_checkpoint_meta_json(const clt_model *m, const clt_optimizer *opt,
                                const clt_plateau *plateau, const clt_checkpoint_data *data,
-                               const clt_early_stop *es, const char *conv_algorithms);
+                               const clt_early_stop *es, const char *conv_algorithms,
+                               const char *gemm_tilings, const char *replicas);
 
 /* Reads member "metadata" of z (the checkpoint at path) into meta, the optimizer
  * too when with_optimizer (the data and early stopping always). Errors name the
