@@ -128,64 +128,6 @@ __kernel void wino_filter(__global const float *w, const int w_off, __global flo
   filter_tile(g, U, u_off + (size_t)c * CO + co, us, n);
 }
 
-// The input gradient's kernel, the forward's flipped (rows and columns) with
-// its channels swapped, runs as wino_filter over F[tap][co][c] =
-// w[8 - tap][c][co] (w: [9][C][CO]), which this kernel writes. Transposing
-// while transforming was many times slower than both passes: a work-item's
-// accesses spanned T planes of U, or 9 taps of w, by as many rows, more pages
-// and lines of the same few cache sets than stay cached; apart, each pass
-// touches few.
-//
-// GPUs: a work-item per (c, row tap * CO + co): F's rows written by
-// consecutive work-items (coalesced), w read CO floats apart. Rows: 9 CO.
-// CPUs: a work-item per tap and 16 x 16 block, as four 8 x 8 blocks read as
-// rows of float8 and transposed in registers (element by element, rows 2 KiB
-// apart at 512 channels put the block's lines in the same two cache sets);
-// blocks at the edges by plain loops. Rows: 9 blocks of ceil(C / 16) * 16
-// inputs, 16 a work-item; channels: blocks of 16 outputs.
-#if !CLT_GPU
-// Column j of the 8 x 8 block whose rows are r[0..7].
-#define COL8(r, j)                                                                       \
-  (float8)((r)[0].s##j, (r)[1].s##j, (r)[2].s##j, (r)[3].s##j, (r)[4].s##j, (r)[5].s##j, \
-           (r)[6].s##j, (r)[7].s##j)
-#endif
-__kernel void wino_flip_taps(__global const float *w, const int w_off, __global float *F,
-                             const int f_off, const int C, const int CO) {
-#if CLT_GPU
-  const int c = get_global_id(0), row = get_global_id(1);
-  if (c >= C || row >= 9 * CO) return;
-  const int tap = row / CO, co = row % CO;
-  F[f_off + (size_t)row * C + c] = w[w_off + ((size_t)(8 - tap) * C + c) * CO + co];
-#else
-  const int nb = (C + 15) / 16, co0 = (int)get_global_id(0) * 16;
-  const int tap = (int)get_global_id(1) / nb, c0 = ((int)get_global_id(1) % nb) * 16;
-  if (co0 >= CO || tap >= 9) return;
-  const int nco = min(16, CO - co0), nc = min(16, C - c0);
-  __global const float *src = w + w_off + ((size_t)(8 - tap) * C + c0) * CO + co0;
-  __global float *dst = F + f_off + ((size_t)tap * CO + co0) * C + c0;
-  if (nco < 16 || nc < 16) {
-    for (int k = 0; k < nco; k++)
-      for (int n = 0; n < nc; n++) dst[(size_t)k * C + n] = src[(size_t)n * CO + k];
-    return;
-  }
-  for (int bi = 0; bi < 2; bi++)
-    for (int bj = 0; bj < 2; bj++) {
-      float8 r[8];
-#pragma unroll
-      for (int i = 0; i < 8; i++) r[i] = vload8(0, src + (size_t)(8 * bi + i) * CO + 8 * bj);
-      __global float *d = dst + (size_t)(8 * bj) * C + 8 * bi;
-      vstore8(COL8(r, 0), 0, d);
-      vstore8(COL8(r, 1), 0, d + (size_t)C);
-      vstore8(COL8(r, 2), 0, d + (size_t)2 * C);
-      vstore8(COL8(r, 3), 0, d + (size_t)3 * C);
-      vstore8(COL8(r, 4), 0, d + (size_t)4 * C);
-      vstore8(COL8(r, 5), 0, d + (size_t)5 * C);
-      vstore8(COL8(r, 6), 0, d + (size_t)6 * C);
-      vstore8(COL8(r, 7), 0, d + (size_t)7 * C);
-    }
-#endif
-}
-
 // V[t][p][c] = (B^T d B)[t] for tile p = (b, ty, tx) of TH x TW per image: d
 // the WA x WA window of x (B images of H x W x C) at row ty * WINO_M - PT,
 // column tx * WINO_M - PL, zeros outside. Rows: tiles.
