@@ -627,8 +627,8 @@ int clt_cpu_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
   int status = clt_replica_kernel(r, "flip.cl", PLAIN, "flip_taps", &k, e);
   if (status) return status;
   const int taps = g->kh * g->kw, off = (int)w_off, zero = 0;
-  clt_karg args[] = {CLT_ARG(w),         CLT_ARG(off),  CLT_ARG(cpu_state(r)->temp),
-                     CLT_ARG(zero),      CLT_ARG(g->c), CLT_ARG(filters),
+  clt_karg args[] = {CLT_ARG(w),    CLT_ARG(off),  CLT_ARG(cpu_state(r)->temp),
+                     CLT_ARG(zero), CLT_ARG(g->c), CLT_ARG(filters),
                      CLT_ARG(taps)};
   status = clt_launch_rows(r, k, "conv kernel flip", args, 7, ((size_t)g->c + 15) / 16 * r->chunk,
                            (size_t)taps * (((size_t)filters + 15) / 16), 1, e);

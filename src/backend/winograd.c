@@ -211,8 +211,8 @@ static int run_filter(clt_replica *r, const wino_conv *c, int flip, cl_mem w, si
     /* w is [9][CO][C] (the forward's cin, cout); F is [9][C][CO]. */
     status = clt_replica_kernel(r, "flip.cl", "", "flip_taps", &k, e);
     if (status) return status;
-    clt_karg fargs[] = {CLT_ARG(w),    CLT_ARG(off), CLT_ARG(s),   CLT_ARG(f_off),
-                        CLT_ARG(CO),   CLT_ARG(C),   CLT_ARG(taps)};
+    clt_karg fargs[] = {CLT_ARG(w),  CLT_ARG(off), CLT_ARG(s),   CLT_ARG(f_off),
+                        CLT_ARG(CO), CLT_ARG(C),   CLT_ARG(taps)};
     if (r->chunk > 1) /* a work-item per 16 x 16 block (CPUs) */
       status = clt_launch_rows(r, k, "wino_flip_taps", fargs, 7, ((size_t)CO + 15) / 16 * r->chunk,
                                (size_t)taps * (((size_t)C + 15) / 16), 1, e);
