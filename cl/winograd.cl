@@ -22,24 +22,14 @@
 #define WA (WINO_M + 2)  // the tile's side in the Winograd domain
 #define WA2 (WA * WA)
 
-#if WINO_M == 2
-__constant float BT[WA][WA] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
-__constant float G[WA][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
-__constant float AT[WINO_M][WA] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
-#elif WINO_M == 4
-__constant float BT[WA][WA] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0}, {0, 4, -4, -1, 1, 0},
-                               {0, -2, -1, 2, 1, 0}, {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
-__constant float G[WA][3] = {{0.25f, 0, 0},
-                             {-1.0f / 6, -1.0f / 6, -1.0f / 6},
-                             {-1.0f / 6, 1.0f / 6, -1.0f / 6},
-                             {1.0f / 24, 1.0f / 12, 1.0f / 6},
-                             {1.0f / 24, -1.0f / 12, 1.0f / 6},
-                             {0, 0, 1}};
-__constant float AT[WINO_M][WA] = {{1, 1, 1, 1, 1, 0},
-                                   {0, 1, -1, 2, -2, 0},
-                                   {0, 1, 1, 4, 4, 0},
-                                   {0, 1, -1, 8, -8, 1}};
-#else
+// The matrices, applied as the 1-D transforms below:
+// F(2x2,3x3): B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],
+//   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], A^T = [1 1 1 0; 0 1 -1 -1].
+// F(4x4,3x3): B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+//   0 2 -1 -2 1 0; 0 4 0 -5 0 1], G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6;
+//   1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1], A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0;
+//   0 1 1 4 4 0; 0 1 -1 8 -8 1].
+#if WINO_M != 2 && WINO_M != 4
 #error "WINO_M must be 2 or 4"
 #endif
 
@@ -94,22 +84,117 @@ static inline void st(__global float *p, const int n, const vt v) {
 }
 #endif
 
+// The 1-D transforms of a tile's column or row, in even/odd form: rows of
+// the matrices for the points +p and -p share the sums of the even and the
+// odd terms, computed once (the constants' zero terms left out).
+#if WINO_M == 2
+// o = G (a, b, c)
+static inline void g_1d(vt *o, const vt a, const vt b, const vt c) {
+  const vt e = (a + c) * 0.5f, od = b * 0.5f;
+  o[0] = a;
+  o[1] = e + od;
+  o[2] = e - od;
+  o[3] = c;
+}
+// o = G^T u
+static inline void gt_1d(vt *o, const vt u0, const vt u1, const vt u2, const vt u3) {
+  const vt e = (u1 + u2) * 0.5f;
+  o[0] = u0 + e;
+  o[1] = (u1 - u2) * 0.5f;
+  o[2] = e + u3;
+}
+// o = B^T d
+static inline void bt_1d(vt *o, const vt d0, const vt d1, const vt d2, const vt d3) {
+  o[0] = d0 - d2;
+  o[1] = d1 + d2;
+  o[2] = d2 - d1;
+  o[3] = d1 - d3;
+}
+// o = A^T m
+static inline void at_1d(vt *o, const vt m0, const vt m1, const vt m2, const vt m3) {
+  o[0] = m0 + m1 + m2;
+  o[1] = m1 - m2 - m3;
+}
+// o = A e
+static inline void a_1d(vt *o, const vt e0, const vt e1) {
+  o[0] = e0;
+  o[1] = e0 + e1;
+  o[2] = e0 - e1;
+  o[3] = -e1;
+}
+// The arguments: column j or row i of an array of WA or WINO_M.
+#define COLW(x, j) x[0][j], x[1][j], x[2][j], x[3][j]
+#define ROWW(x, i) x[i][0], x[i][1], x[i][2], x[i][3]
+#define COLM(x, j) x[0][j], x[1][j]
+#define ROWM(x, i) x[i][0], x[i][1]
+#else
+static inline void g_1d(vt *o, const vt a, const vt b, const vt c) {
+  const vt e = a + c, e2 = a * (1.0f / 24) + c * (1.0f / 6), od = b * (1.0f / 12);
+  o[0] = a * 0.25f;
+  o[1] = (e + b) * (-1.0f / 6);
+  o[2] = (e - b) * (-1.0f / 6);
+  o[3] = e2 + od;
+  o[4] = e2 - od;
+  o[5] = c;
+}
+static inline void gt_1d(vt *o, const vt u0, const vt u1, const vt u2, const vt u3, const vt u4,
+                         const vt u5) {
+  const vt s12 = u1 + u2, d12 = u1 - u2, s34 = u3 + u4, d34 = u3 - u4;
+  o[0] = u0 * 0.25f + s12 * (-1.0f / 6) + s34 * (1.0f / 24);
+  o[1] = d12 * (-1.0f / 6) + d34 * (1.0f / 12);
+  o[2] = s12 * (-1.0f / 6) + s34 * (1.0f / 6) + u5;
+}
+static inline void bt_1d(vt *o, const vt d0, const vt d1, const vt d2, const vt d3, const vt d4,
+                         const vt d5) {
+  const vt a = d4 - d2 * 4.0f, b = d3 - d1 * 4.0f, c = d4 - d2, f = (d3 - d1) * 2.0f;
+  o[0] = d0 * 4.0f - d2 * 5.0f + d4;
+  o[1] = a + b;
+  o[2] = a - b;
+  o[3] = c + f;
+  o[4] = c - f;
+  o[5] = d1 * 4.0f - d3 * 5.0f + d5;
+}
+static inline void at_1d(vt *o, const vt m0, const vt m1, const vt m2, const vt m3, const vt m4,
+                         const vt m5) {
+  const vt s12 = m1 + m2, d12 = m1 - m2, s34 = m3 + m4, d34 = m3 - m4;
+  o[0] = m0 + s12 + s34;
+  o[1] = d12 + d34 * 2.0f;
+  o[2] = s12 + s34 * 4.0f;
+  o[3] = d12 + d34 * 8.0f + m5;
+}
+static inline void a_1d(vt *o, const vt e0, const vt e1, const vt e2, const vt e3) {
+  const vt ev = e0 + e2, od = e1 + e3, ev2 = e0 + e2 * 4.0f, od2 = e1 * 2.0f + e3 * 8.0f;
+  o[0] = e0;
+  o[1] = ev + od;
+  o[2] = ev - od;
+  o[3] = ev2 + od2;
+  o[4] = ev2 - od2;
+  o[5] = e3;
+}
+#define COLW(x, j) x[0][j], x[1][j], x[2][j], x[3][j], x[4][j], x[5][j]
+#define ROWW(x, i) x[i][0], x[i][1], x[i][2], x[i][3], x[i][4], x[i][5]
+#define COLM(x, j) x[0][j], x[1][j], x[2][j], x[3][j]
+#define ROWM(x, i) x[i][0], x[i][1], x[i][2], x[i][3]
+#endif
+#define COL3(x, j) x[0][j], x[1][j], x[2][j]
+#define ROW3(x, i) x[i][0], x[i][1], x[i][2]
+
 // G g G^T of the 3x3 kernel g into U at `at`, position t `tstride` floats apart.
 static inline void filter_tile(vt g[3][3], __global float *U, const size_t at, const size_t tstride,
                                const int n) {
-  vt tg[WA][3];
+  vt tg[WA][3], o[WA];
 #pragma unroll
-  for (int i = 0; i < WA; i++)
+  for (int j = 0; j < 3; j++) {
+    g_1d(o, COL3(g, j));
 #pragma unroll
-    for (int j = 0; j < 3; j++)
-      tg[i][j] = G[i][0] * g[0][j] + G[i][1] * g[1][j] + G[i][2] * g[2][j];
+    for (int i = 0; i < WA; i++) tg[i][j] = o[i];
+  }
 #pragma unroll
-  for (int i = 0; i < WA; i++)
+  for (int i = 0; i < WA; i++) {
+    g_1d(o, ROW3(tg, i));
 #pragma unroll
-    for (int j = 0; j < WA; j++) {
-      const vt u = tg[i][0] * G[j][0] + tg[i][1] * G[j][1] + tg[i][2] * G[j][2];
-      st(U + at + (size_t)(i * WA + j) * tstride, n, u);
-    }
+    for (int j = 0; j < WA; j++) st(U + at + (size_t)(i * WA + j) * tstride, n, o[j]);
+  }
 }
 
 // U[t][c][co] = (G g G^T)[t] for the kernel w (HWIO at w_off: [3][3][C][CO]).
@@ -128,64 +213,6 @@ __kernel void wino_filter(__global const float *w, const int w_off, __global flo
   filter_tile(g, U, u_off + (size_t)c * CO + co, us, n);
 }
 
-// The input gradient's kernel, the forward's flipped (rows and columns) with
-// its channels swapped, runs as wino_filter over F[tap][co][c] =
-// w[8 - tap][c][co] (w: [9][C][CO]), which this kernel writes. Transposing
-// while transforming was many times slower than both passes: a work-item's
-// accesses spanned T planes of U, or 9 taps of w, by as many rows, more pages
-// and lines of the same few cache sets than stay cached; apart, each pass
-// touches few.
-//
-// GPUs: a work-item per (c, row tap * CO + co): F's rows written by
-// consecutive work-items (coalesced), w read CO floats apart. Rows: 9 CO.
-// CPUs: a work-item per tap and 16 x 16 block, as four 8 x 8 blocks read as
-// rows of float8 and transposed in registers (element by element, rows 2 KiB
-// apart at 512 channels put the block's lines in the same two cache sets);
-// blocks at the edges by plain loops. Rows: 9 blocks of ceil(C / 16) * 16
-// inputs, 16 a work-item; channels: blocks of 16 outputs.
-#if !CLT_GPU
-// Column j of the 8 x 8 block whose rows are r[0..7].
-#define COL8(r, j)                                                                       \
-  (float8)((r)[0].s##j, (r)[1].s##j, (r)[2].s##j, (r)[3].s##j, (r)[4].s##j, (r)[5].s##j, \
-           (r)[6].s##j, (r)[7].s##j)
-#endif
-__kernel void wino_flip_taps(__global const float *w, const int w_off, __global float *F,
-                             const int f_off, const int C, const int CO) {
-#if CLT_GPU
-  const int c = get_global_id(0), row = get_global_id(1);
-  if (c >= C || row >= 9 * CO) return;
-  const int tap = row / CO, co = row % CO;
-  F[f_off + (size_t)row * C + c] = w[w_off + ((size_t)(8 - tap) * C + c) * CO + co];
-#else
-  const int nb = (C + 15) / 16, co0 = (int)get_global_id(0) * 16;
-  const int tap = (int)get_global_id(1) / nb, c0 = ((int)get_global_id(1) % nb) * 16;
-  if (co0 >= CO || tap >= 9) return;
-  const int nco = min(16, CO - co0), nc = min(16, C - c0);
-  __global const float *src = w + w_off + ((size_t)(8 - tap) * C + c0) * CO + co0;
-  __global float *dst = F + f_off + ((size_t)tap * CO + co0) * C + c0;
-  if (nco < 16 || nc < 16) {
-    for (int k = 0; k < nco; k++)
-      for (int n = 0; n < nc; n++) dst[(size_t)k * C + n] = src[(size_t)n * CO + k];
-    return;
-  }
-  for (int bi = 0; bi < 2; bi++)
-    for (int bj = 0; bj < 2; bj++) {
-      float8 r[8];
-#pragma unroll
-      for (int i = 0; i < 8; i++) r[i] = vload8(0, src + (size_t)(8 * bi + i) * CO + 8 * bj);
-      __global float *d = dst + (size_t)(8 * bj) * C + 8 * bi;
-      vstore8(COL8(r, 0), 0, d);
-      vstore8(COL8(r, 1), 0, d + (size_t)C);
-      vstore8(COL8(r, 2), 0, d + (size_t)2 * C);
-      vstore8(COL8(r, 3), 0, d + (size_t)3 * C);
-      vstore8(COL8(r, 4), 0, d + (size_t)4 * C);
-      vstore8(COL8(r, 5), 0, d + (size_t)5 * C);
-      vstore8(COL8(r, 6), 0, d + (size_t)6 * C);
-      vstore8(COL8(r, 7), 0, d + (size_t)7 * C);
-    }
-#endif
-}
-
 // V[t][p][c] = (B^T d B)[t] for tile p = (b, ty, tx) of TH x TW per image: d
 // the WA x WA window of x (B images of H x W x C) at row ty * WINO_M - PT,
 // column tx * WINO_M - PL, zeros outside. Rows: tiles.
@@ -197,7 +224,7 @@ __kernel void wino_input(__global const float *x, __global float *V, const int v
   const int n = min(LANES, C - c);
   const int tx = p % TW, ty = (p / TW) % TH, b = p / (TW * TH);
   const int y0 = ty * WINO_M - PT, x0 = tx * WINO_M - PL;
-  vt d[WA][WA], t[WA][WA];
+  vt d[WA][WA], t[WA][WA], o[WA];
 #pragma unroll
   for (int i = 0; i < WA; i++)
 #pragma unroll
@@ -208,23 +235,18 @@ __kernel void wino_input(__global const float *x, __global float *V, const int v
                     : (vt)(0.0f);
     }
 #pragma unroll
-  for (int i = 0; i < WA; i++)
+  for (int j = 0; j < WA; j++) {
+    bt_1d(o, COLW(d, j));
 #pragma unroll
-    for (int j = 0; j < WA; j++) {
-      vt s = (vt)(0.0f);
+    for (int i = 0; i < WA; i++) t[i][j] = o[i];
+  }
 #pragma unroll
-      for (int k = 0; k < WA; k++) s += BT[i][k] * d[k][j];
-      t[i][j] = s;
-    }
+  for (int i = 0; i < WA; i++) {
+    bt_1d(o, ROWW(t, i));
 #pragma unroll
-  for (int i = 0; i < WA; i++)
-#pragma unroll
-    for (int j = 0; j < WA; j++) {
-      vt s = (vt)(0.0f);
-#pragma unroll
-      for (int k = 0; k < WA; k++) s += t[i][k] * BT[j][k];
-      st(V + v_off + (size_t)(i * WA + j) * vs + (size_t)p * C + c, n, s);
-    }
+    for (int j = 0; j < WA; j++)
+      st(V + v_off + (size_t)(i * WA + j) * vs + (size_t)p * C + c, n, o[j]);
+  }
 }
 
 // y = (A^T M A) of tile p, + bias[bias_off + co] (bias_off < 0: none), then
@@ -238,35 +260,31 @@ __kernel void wino_output(__global const float *M, const int m_off, __global flo
   if (co >= CO || p >= P) return;
   const int n = min(LANES, CO - co);
   const int tx = p % TW, ty = (p / TW) % TH, b = p / (TW * TH);
-  vt m[WA][WA], t[WINO_M][WA];
+  vt m[WA][WA], t[WINO_M][WA], o[WINO_M];
 #pragma unroll
   for (int i = 0; i < WA; i++)
 #pragma unroll
     for (int j = 0; j < WA; j++)
       m[i][j] = ld(M + m_off + (size_t)(i * WA + j) * ms + (size_t)p * CO + co, n, 1);
 #pragma unroll
-  for (int i = 0; i < WINO_M; i++)
+  for (int j = 0; j < WA; j++) {
+    at_1d(o, COLW(m, j));
 #pragma unroll
-    for (int j = 0; j < WA; j++) {
-      vt s = (vt)(0.0f);
-#pragma unroll
-      for (int k = 0; k < WA; k++) s += AT[i][k] * m[k][j];
-      t[i][j] = s;
-    }
+    for (int i = 0; i < WINO_M; i++) t[i][j] = o[i];
+  }
   const vt add = bias_off >= 0 ? ld(bias + bias_off + co, n, 1) : (vt)(0.0f);
 #pragma unroll
-  for (int i = 0; i < WINO_M; i++)
+  for (int i = 0; i < WINO_M; i++) {
+    at_1d(o, ROWW(t, i));
 #pragma unroll
     for (int j = 0; j < WINO_M; j++) {
       const int oy = ty * WINO_M + i, ox = tx * WINO_M + j;
       if (oy >= OH || ox >= OW) continue;
-      vt s = (vt)(0.0f);
-#pragma unroll
-      for (int k = 0; k < WA; k++) s += t[i][k] * AT[j][k];
-      s += add;
+      vt s = o[j] + add;
       if (relu) s = fmax(s, (vt)(0.0f));
       st(y + (((size_t)b * OH + oy) * OW + ox) * CO + co, n, s);
     }
+  }
 }
 
 // The weight gradient's side of the output gradient: Z[t][p][co] = (A e A^T)[t]
@@ -279,7 +297,7 @@ __kernel void wino_grad_output(__global const float *dy, __global float *Z, cons
   if (co >= CO || p >= P) return;
   const int n = min(LANES, CO - co);
   const int tx = p % TW, ty = (p / TW) % TH, b = p / (TW * TH);
-  vt d[WINO_M][WINO_M], t[WA][WINO_M];
+  vt d[WINO_M][WINO_M], t[WA][WINO_M], o[WA];
 #pragma unroll
   for (int i = 0; i < WINO_M; i++)
 #pragma unroll
@@ -289,23 +307,18 @@ __kernel void wino_grad_output(__global const float *dy, __global float *Z, cons
                                    : (vt)(0.0f);
     }
 #pragma unroll
-  for (int i = 0; i < WA; i++)
+  for (int j = 0; j < WINO_M; j++) {
+    a_1d(o, COLM(d, j));
 #pragma unroll
-    for (int j = 0; j < WINO_M; j++) {
-      vt s = (vt)(0.0f);
+    for (int i = 0; i < WA; i++) t[i][j] = o[i];
+  }
 #pragma unroll
-      for (int k = 0; k < WINO_M; k++) s += AT[k][i] * d[k][j];
-      t[i][j] = s;
-    }
+  for (int i = 0; i < WA; i++) {
+    a_1d(o, ROWM(t, i));
 #pragma unroll
-  for (int i = 0; i < WA; i++)
-#pragma unroll
-    for (int j = 0; j < WA; j++) {
-      vt s = (vt)(0.0f);
-#pragma unroll
-      for (int k = 0; k < WINO_M; k++) s += t[i][k] * AT[k][j];
-      st(Z + z_off + (size_t)(i * WA + j) * zs + (size_t)p * CO + co, n, s);
-    }
+    for (int j = 0; j < WA; j++)
+      st(Z + z_off + (size_t)(i * WA + j) * zs + (size_t)p * CO + co, n, o[j]);
+  }
 }
 
 // dw[i][j][c][co] (HWIO at dw_off) = (G^T dU G)[i][j] with dU[t][c][co] the
@@ -315,28 +328,22 @@ __kernel void wino_filter_grad(__global const float *dU, const int du_off, __glo
   const int co = LANE0(), c = get_global_id(1);
   if (co >= CO || c >= C) return;
   const int n = min(LANES, CO - co);
-  vt u[WA][WA], t[3][WA];
+  vt u[WA][WA], t[3][WA], o[3];
 #pragma unroll
   for (int i = 0; i < WA; i++)
 #pragma unroll
     for (int j = 0; j < WA; j++)
       u[i][j] = ld(dU + du_off + (size_t)(i * WA + j) * us + (size_t)c * CO + co, n, 1);
 #pragma unroll
-  for (int i = 0; i < 3; i++)
+  for (int j = 0; j < WA; j++) {
+    gt_1d(o, COLW(u, j));
 #pragma unroll
-    for (int j = 0; j < WA; j++) {
-      vt s = (vt)(0.0f);
+    for (int i = 0; i < 3; i++) t[i][j] = o[i];
+  }
 #pragma unroll
-      for (int k = 0; k < WA; k++) s += G[k][i] * u[k][j];
-      t[i][j] = s;
-    }
+  for (int i = 0; i < 3; i++) {
+    gt_1d(o, ROWW(t, i));
 #pragma unroll
-  for (int i = 0; i < 3; i++)
-#pragma unroll
-    for (int j = 0; j < 3; j++) {
-      vt s = (vt)(0.0f);
-#pragma unroll
-      for (int k = 0; k < WA; k++) s += t[i][k] * G[k][j];
-      st(dw + dw_off + ((size_t)(i * 3 + j) * C + c) * CO + co, n, s);
-    }
+    for (int j = 0; j < 3; j++) st(dw + dw_off + ((size_t)(i * 3 + j) * C + c) * CO + co, n, o[j]);
+  }
 }

@@ -608,7 +608,7 @@ int clt_cpu_conv_dx_reserve(clt_replica *r, const clt_conv_geom *g, int filters,
   const clt_conv_geom d = dx_geom(g, filters);
   cl_kernel k;
   int status = conv_reserve(r, &d, g->c, 0, e);
-  if (!status) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
+  if (!status) status = clt_replica_kernel(r, "flip.cl", PLAIN, "flip_taps", &k, e);
   if (!status)
     status = grow_temp(r, (size_t)g->kh * g->kw * g->c * (size_t)filters * sizeof(float), e);
   return status;
@@ -621,11 +621,17 @@ int clt_cpu_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
   if (s.m == 0) return CLT_OK;
   if (s.k * s.n * sizeof(float) > cpu_state(r)->temp_bytes)
     return clt_fail(e, CLT_ERR_INTERNAL, "flipped kernel of %zu floats not reserved", s.k * s.n);
-  /* Tap T-1-z's C x filters block, transposed, to tap z: rows of filters
-   * floats (ld, K) become rows of C floats (N, ldd). */
-  const int taps = g->kh * g->kw, block = g->c * filters;
-  int status = transpose(r, "conv kernel flip", w, (int)w_off + (taps - 1) * block, filters,
-                         filters, g->c, g->c, taps, -block, block, e);
+  /* Tap T-1-z's C x filters block, transposed, to tap z (cl/flip.cl: a
+   * work-item per 16 x 16 block). */
+  cl_kernel k;
+  int status = clt_replica_kernel(r, "flip.cl", PLAIN, "flip_taps", &k, e);
+  if (status) return status;
+  const int taps = g->kh * g->kw, off = (int)w_off, zero = 0;
+  clt_karg args[] = {CLT_ARG(w),    CLT_ARG(off),  CLT_ARG(cpu_state(r)->temp),
+                     CLT_ARG(zero), CLT_ARG(g->c), CLT_ARG(filters),
+                     CLT_ARG(taps)};
+  status = clt_launch_rows(r, k, "conv kernel flip", args, 7, ((size_t)g->c + 15) / 16 * r->chunk,
+                           (size_t)taps * (((size_t)filters + 15) / 16), 1, e);
   if (status) return status;
   return run_gemm16(r, &s, &d, dy, 0, cpu_state(r)->temp, 0, g->c, dx, 0, NULL, -1, 0, 0, &ONE, e);
 }

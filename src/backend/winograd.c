@@ -151,7 +151,7 @@ static int reserve_pass(clt_replica *r, const wino_conv *c, int weight_grad, int
   const char *const fwd[] = {"wino_filter", "wino_input", "wino_output"};
   const char *const dw[] = {"wino_input", "wino_grad_output", "wino_filter_grad"};
   cl_kernel k;
-  int status = flip ? wino_kernel(r, c->m, "wino_flip_taps", &k, e) : CLT_OK;
+  int status = flip ? clt_replica_kernel(r, "flip.cl", "", "flip_taps", &k, e) : CLT_OK;
   for (int i = 0; i < 3 && !status; i++)
     status = wino_kernel(r, c->m, weight_grad ? dw[i] : fwd[i], &k, e);
   const clt_gemm_shape s = weight_grad ? grad_shape(c) : product_shape(c);
@@ -200,25 +200,25 @@ static int check_size(const wino_conv *c, int flip, clt_err *e) {
 }
 
 /* The kernel's transform into U. The flip's kernel is the original one read
- * as [3][3][cout][cin]: wino_flip_taps writes it so into F at f_off, then
- * wino_filter transforms it. */
+ * as [3][3][cout][cin]: cl/flip.cl's flip_taps writes it so into F at f_off,
+ * then wino_filter transforms it. */
 static int run_filter(clt_replica *r, const wino_conv *c, int flip, cl_mem w, size_t w_off,
                       cl_mem s, int u_off, int f_off, clt_err *e) {
   cl_kernel k;
   int status = CLT_OK, off = (int)w_off;
-  const int C = c->cin, CO = c->cout, us = (int)planes(c).u;
+  const int C = c->cin, CO = c->cout, us = (int)planes(c).u, taps = 9;
   if (flip) {
     /* w is [9][CO][C] (the forward's cin, cout); F is [9][C][CO]. */
-    status = wino_kernel(r, c->m, "wino_flip_taps", &k, e);
+    status = clt_replica_kernel(r, "flip.cl", "", "flip_taps", &k, e);
     if (status) return status;
-    clt_karg fargs[] = {CLT_ARG(w),     CLT_ARG(off), CLT_ARG(s),
-                        CLT_ARG(f_off), CLT_ARG(CO),  CLT_ARG(C)};
-    const size_t blocks = ((size_t)CO + 15) / 16;
-    if (lanes(r, c->m) > 1) /* a work-item per tap and 16 x 16 block */
-      status = clt_launch_rows(r, k, "wino_flip_taps", fargs, 6, ((size_t)C + 15) / 16 * r->chunk,
-                               9 * blocks * 16, 16, e);
+    clt_karg fargs[] = {CLT_ARG(w),  CLT_ARG(off), CLT_ARG(s),   CLT_ARG(f_off),
+                        CLT_ARG(CO), CLT_ARG(C),   CLT_ARG(taps)};
+    if (r->chunk > 1) /* a work-item per 16 x 16 block (CPUs) */
+      status = clt_launch_rows(r, k, "wino_flip_taps", fargs, 7, ((size_t)CO + 15) / 16 * r->chunk,
+                               (size_t)taps * (((size_t)C + 15) / 16), 1, e);
     else
-      status = clt_launch_rows(r, k, "wino_flip_taps", fargs, 6, (size_t)CO, 9 * (size_t)C, 1, e);
+      status = clt_launch_rows(r, k, "wino_flip_taps", fargs, 7, (size_t)CO, (size_t)taps * C, 1,
+                               e);
     if (status) return status;
     w = s;
     off = f_off;

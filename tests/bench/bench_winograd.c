@@ -211,6 +211,14 @@ static void print_profile(const char *pass, int tile, int pass_index, const benc
     printf(",");
   }
   printf(" total %.2f ms\n", 1e3 * total);
+  /* The direct input gradient's flipped kernel (cl/flip.cl, as wino_flip_taps). */
+  for (int i = 0; i < p->nnames && !tile; i++) {
+    if (best_calls[i] == 0 || strcmp(p->names[i] + p->kernel_at[i], "conv kernel flip") != 0)
+      continue;
+    const double bytes = 4 * 18.0 * b->C * l->out.c;
+    printf("  flip %s direct: conv kernel flip %.2f MB %.2f ms %.1f GB/s\n", pass, 1e-6 * bytes,
+           1e3 * best[i], 1e-9 * bytes / best[i]);
+  }
   if (!tile) return;
   printf("  transforms %s F%d:", pass, tile);
   for (int i = 0; i < p->nnames; i++) {
