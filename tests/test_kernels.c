@@ -398,6 +398,10 @@ int main(void) {
   test_dense_all();
   test_gemm_accumulate(7, 37, 40);
   test_gemm_accumulate(5, 12, 33);
+  /* B^T laid out as rows (cpu: the transpose kernel): 100 x 70, whole 16 x 16
+   * tiles in strips of 64 along K and a shorter strip, and partial tiles at both
+   * edges (small enough for Oclgrind). */
+  test_gemm_accumulate(3, 70, 100);
   test_gemm_at(602, 261, 530, 0); /* cpu: the A^T kernels, a short last K chunk */
   test_gemm_at(602, 261, 130, 0); /* cpu: K <= 512, A^T transposed, then the plain kernel */
   /* A smaller last batch: reserved with K = 4000, run with 130 (the scratch may

@@ -29,6 +29,9 @@ typedef struct own_tiles {
  * gemm16_at's K chunk and columns a work-item (PACK_K, PACK_COLS). */
 enum { FWD_KC = 384, AT_PACK_K = 64, AT_PACK_COLS = 128 };
 
+/* The 16 x 16 tiles along K a work-item of cl/gemm.cl's transpose moves (TR_TILES). */
+enum { TR_TILES = 4 };
+
 static const clt_gemm_tiling *tiling_chosen(const clt_replica *r, const clt_gemm_shape *s);
 
 static int largest_divisor(size_t blocks, int limit) {
@@ -313,7 +316,7 @@ static size_t transposed_ld(size_t n) { return n % 128 == 0 ? n + 16 : n; }
 
 /* The transpose kernel (cl/gemm.cl) into the GEMM scratch: `count` blocks, block
  * z's K rows of N floats (ld apart) at src_off + z*src_step written as N rows of
- * K floats (ldd apart) at z*dst_step. Groups of one tile: PoCL compiles a kernel
+ * K floats (ldd apart) at z*dst_step. Groups of one work-item: PoCL compiles a kernel
  * for each group size, and the shapes would otherwise each pick their own. */
 static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off, int ld, int K,
                      int N, int ldd, int count, int src_step, int dst_step, clt_err *e) {
@@ -328,7 +331,8 @@ static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off,
   clt_karg args[] = {CLT_ARG(src), CLT_ARG(src_off),  CLT_ARG(ld),
                      CLT_ARG(K),   CLT_ARG(N),        CLT_ARG(cpu_state(r)->temp),
                      CLT_ARG(ldd), CLT_ARG(src_step), CLT_ARG(dst_step)};
-  size_t global[3] = {((size_t)K + 15) / 16, ((size_t)N + 15) / 16, (size_t)count};
+  const size_t strip = 16 * TR_TILES; /* K a work-item moves */
+  size_t global[3] = {((size_t)K + strip - 1) / strip, ((size_t)N + 15) / 16, (size_t)count};
   size_t local[3] = {1, 1, 1};
   return clt_launch(r, t, label, args, 9, 3, global, local, e);
 }
