@@ -107,11 +107,16 @@ static own_tiles own_tiling_from(const clt_replica *r, const clt_gemm_shape *s,
     t.rb = (t.rb + 1) / 2;
   }
   /* Weight gradients: up to AT_PACK_COLS columns a work-item (AVX2: 8
-   * blocks of 16), as long as every compute unit keeps 4 work-items. */
+   * blocks of 16), as long as every compute unit keeps 4 work-items. Tiles
+   * of 4 blocks and more (AVX-512's) keep one block, read in place: the
+   * copies shared by two blocks lost to it on most of ResNet50's weight
+   * gradients (the GEMM tuner's choices). */
   if (s->trans_a) {
     const size_t cols = blocks / (size_t)t.nb, rows = (size_t)t.tm * (size_t)t.rb;
     const size_t items = cols * ((s->m + rows - 1) / rows) * (size_t)t.splits;
-    const int widest = chosen && chosen->cb ? chosen->cb : AT_PACK_COLS / (16 * t.nb);
+    const int widest = chosen && chosen->cb ? chosen->cb
+                       : t.nb >= 4          ? 1
+                                            : AT_PACK_COLS / (16 * t.nb);
     for (int d = widest; d > 1; d--) {
       if (cols % (size_t)d == 0 && items / (size_t)d >= want) {
         t.cb = d;
