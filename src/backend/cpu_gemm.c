@@ -59,8 +59,8 @@ static int largest_divisor(size_t blocks, int limit) {
  * per row block, so a work-item takes up to 144 rows in 64-long K chunks (B's
  * chunk stays in L1 for all of them) and K is split for parallelism; and up to
  * 128 columns, cb blocks of 16*NB, each sub-block's X values copied once and
- * used by all of them (AVX2's narrow tiles gain most). One block (cb 1) keeps
- * the in-place kernel (own_kernel). */
+ * used by all of them (AVX2's narrow tiles; AVX-512's 4-block tiles take one
+ * block). One block (cb 1) keeps the in-place kernel (own_kernel). */
 static own_tiles own_tiling_from(const clt_replica *r, const clt_gemm_shape *s,
                                  const clt_gemm_tiling *chosen) {
   own_tiles t = {.tm = 6, .nb = 1, .rb = 12, .cb = 1, .kc = FWD_KC, .splits = 1};
