@@ -336,7 +336,7 @@ static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off,
   clt_karg args[] = {CLT_ARG(src), CLT_ARG(src_off),  CLT_ARG(ld),
                      CLT_ARG(K),   CLT_ARG(N),        CLT_ARG(cpu_state(r)->temp),
                      CLT_ARG(ldd), CLT_ARG(src_step), CLT_ARG(dst_step)};
-  const size_t strip = 16 * TR_TILES; /* K a work-item moves */
+  const size_t strip = (size_t)16 * TR_TILES; /* K a work-item moves */
   size_t global[3] = {((size_t)K + strip - 1) / strip, ((size_t)N + 15) / 16, (size_t)count};
   size_t local[3] = {1, 1, 1};
   return clt_launch(r, t, label, args, 9, 3, global, local, e);
