@@ -60,12 +60,20 @@
 #define PACK_B 0
 #endif
 #endif
-// float16 values never cross a function call: on hosts without AVX-512 a
+// float16 values never cross a function call on hosts without AVX-512: there a
 // float16 argument or return value of a builtin (vload16, fma, select) draws
 // clang's "changes the ABI" warning on every build. Loads and stores go
 // through float8 halves and the arithmetic is written as operators (contracted
 // to FMA, FP_CONTRACT being on by default), which compile to the same vector
-// instructions.
+// instructions. On AVX-512 devices loads and stores are vload16 and vstore16:
+// a call with a float16 value marks the kernel as using 512-bit vectors
+// (clang's min-legal-vector-width), without which LLVM's skylake-avx512
+// tuning (256-bit vectors preferred) may split each float16 into two ymm
+// halves (transpose's register shuffles then cost twice the instructions).
+#ifdef __AVX512F__
+#define LOAD16(j, p) vload16((j), (p))
+#define STORE16(v, j, p) vstore16((v), (j), (p))
+#else
 #define LOAD16(j, p) ((float16)(vload8(2 * (j), (p)), vload8(2 * (j) + 1, (p))))
 #define STORE16(v, j, p)              \
   do {                                \
@@ -73,6 +81,7 @@
     vstore8(v_.lo, 2 * (j), (p));     \
     vstore8(v_.hi, 2 * (j) + 1, (p)); \
   } while (0)
+#endif
 
 // PoCL leaves these loops rolled otherwise, and the accumulator arrays then
 // live on the stack (one load and store per FMA: a third of the speed).
@@ -471,19 +480,54 @@ __kernel void sum_splits(__global const float *P, const int splits, const int st
 // dimension z moves both by whole matrices, src by src_step (negative to
 // reverse their order) and dst by dst_step: a convolution kernel's taps, each
 // C x filters block transposed, in reverse (clt_conv_dx's flipped kernel). A
-// work-item moves a 16 x 16 tile: one element per work-item cost more in
-// PoCL's per-item overhead than the copy itself. Plain loops: a register
-// transpose of float16 rows compiles several times longer at a run's start for
-// a saving too small to see in a step. Range: (ceil(K / 16), ceil(N / 16), count).
+// work-item moves TR_TILES 16 x 16 tiles along K: fewer items keep PoCL's
+// per-item overhead small against the copy. A whole tile is 16 rows loaded as
+// float16 vectors, transposed in registers in four rounds (each swaps the
+// off-diagonal blocks of 8, 4, 2, 1 lanes between rows 8, 4, 2, 1 apart:
+// constant swizzles, a shuffle each) and stored as 16 rows, where element by
+// element every float is a strided scalar load and a store. Tiles at the edges
+// (K or N not a multiple of 16) go element by element. Range:
+// (ceil(K / (16 * TR_TILES)), ceil(N / 16), count).
+#define TR_TILES 4
+#define TR_SWAP(r, i, s, lo, hi)           \
+  do {                                     \
+    const float16 a_ = r[i], b_ = r[i + s]; \
+    r[i] = (float16)lo;                    \
+    r[i + s] = (float16)hi;                \
+  } while (0)
 __kernel void transpose(__global const float *src, const int src_off, const int ld, const int K,
                         const int N, __global float *dst, const int ldd, const int src_step,
                         const int dst_step) {
-  const int k0 = get_global_id(0) * 16, n0 = get_global_id(1) * 16, z = get_global_id(2);
-  if (k0 >= K || n0 >= N) return;
-  src += src_off + (long)z * src_step + (size_t)n0 * ld + k0;
-  dst += (size_t)z * dst_step + (size_t)k0 * ldd + n0;
-  const int kt = min(16, K - k0), nt = min(16, N - n0);
-  for (int k = 0; k < kt; k++)
-    for (int n = 0; n < nt; n++) dst[(size_t)k * ldd + n] = src[(size_t)n * ld + k];
+  const int kb = get_global_id(0) * 16 * TR_TILES, n0 = get_global_id(1) * 16,
+            z = get_global_id(2);
+  if (kb >= K || n0 >= N) return;
+  src += src_off + (long)z * src_step + (size_t)n0 * ld;
+  dst += (size_t)z * dst_step + n0;
+  const int nt = min(16, N - n0);
+  for (int k0 = kb; k0 < min(K, kb + 16 * TR_TILES); k0 += 16) {
+    const int kt = min(16, K - k0);
+    if (kt < 16 || nt < 16) {
+      for (int k = 0; k < kt; k++)
+        for (int n = 0; n < nt; n++) dst[(size_t)(k0 + k) * ldd + n] = src[(size_t)n * ld + k0 + k];
+      continue;
+    }
+    float16 r[16];
+    UNROLL for (int i = 0; i < 16; i++) r[i] = LOAD16(0, src + (size_t)i * ld + k0);
+    UNROLL for (int i = 0; i < 8; i++) TR_SWAP(r, i, 8, (a_.lo, b_.lo), (a_.hi, b_.hi));
+    UNROLL for (int i = 0; i < 16; i++) {
+      if (i & 4) continue;
+      TR_SWAP(r, i, 4, (a_.s0123, b_.s0123, a_.s89ab, b_.s89ab),
+              (a_.s4567, b_.s4567, a_.scdef, b_.scdef));
+    }
+    UNROLL for (int i = 0; i < 16; i++) {
+      if (i & 2) continue;
+      TR_SWAP(r, i, 2, (a_.s01, b_.s01, a_.s45, b_.s45, a_.s89, b_.s89, a_.scd, b_.scd),
+              (a_.s23, b_.s23, a_.s67, b_.s67, a_.sab, b_.sab, a_.sef, b_.sef));
+    }
+    UNROLL for (int i = 0; i < 16; i += 2)
+      TR_SWAP(r, i, 1, (((float16)(a_.even, b_.even)).s08192a3b4c5d6e7f),
+              (((float16)(a_.odd, b_.odd)).s08192a3b4c5d6e7f));
+    UNROLL for (int i = 0; i < 16; i++) STORE16(r[i], 0, dst + (size_t)(k0 + i) * ldd);
+  }
 }
 #endif  // TM

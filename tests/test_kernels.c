@@ -182,9 +182,9 @@ static void test_conv_all(void) {
       {2, 4, 4, 128, 32, 1, 1, 1, 0, 1, 0},   /* dx's transposed B padded to 144 floats a row */
       {2, 6, 5, 16, 16, 2, 2, 1, 1, 1, 0},    /* dx as a convolution of dy (CPUs): even, same */
       {1, 8, 7, 32, 48, 5, 5, 1, 1, 0, 0},    /* the same with 5x5 taps, padding 2 */
-      /* dW over 128 columns a work-item (CPUs: 8 blocks with AVX2's tiles, 2 with
-       * AVX-512's), C = 20 rows a tap: sub-blocks across two taps, K = 72: a short
-       * last chunk. */
+      /* dW over 128 columns a work-item (CPUs with AVX2's tiles: 8 blocks; AVX-512's
+       * take one block in place, and kernels_vs_reference_other_tiles AVX2's), C = 20
+       * rows a tap: sub-blocks across two taps, K = 72: a short last chunk. */
       {2, 6, 6, 20, 512, 3, 3, 1, 1, 0, 0},
       /* dW of 441 rows and 32 columns, K = 1: the copying A^T kernel (CPUs with
        * AVX2's tiles and Oclgrind's: 2 column blocks of 4 row blocks) at small
@@ -398,6 +398,10 @@ int main(void) {
   test_dense_all();
   test_gemm_accumulate(7, 37, 40);
   test_gemm_accumulate(5, 12, 33);
+  /* B^T laid out as rows (cpu: the transpose kernel): 100 x 70, whole 16 x 16
+   * tiles in strips of 64 along K and a shorter strip, and partial tiles at both
+   * edges (small enough for Oclgrind). */
+  test_gemm_accumulate(3, 70, 100);
   test_gemm_at(602, 261, 530, 0); /* cpu: the A^T kernels, a short last K chunk */
   test_gemm_at(602, 261, 130, 0); /* cpu: K <= 512, A^T transposed, then the plain kernel */
   /* A smaller last batch: reserved with K = 4000, run with 130 (the scratch may

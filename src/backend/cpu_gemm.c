@@ -29,6 +29,9 @@ typedef struct own_tiles {
  * gemm16_at's K chunk and columns a work-item (PACK_K, PACK_COLS). */
 enum { FWD_KC = 384, AT_PACK_K = 64, AT_PACK_COLS = 128 };
 
+/* The 16 x 16 tiles along K a work-item of cl/gemm.cl's transpose moves (TR_TILES). */
+enum { TR_TILES = 4 };
+
 static const clt_gemm_tiling *tiling_chosen(const clt_replica *r, const clt_gemm_shape *s);
 
 static int largest_divisor(size_t blocks, int limit) {
@@ -56,8 +59,8 @@ static int largest_divisor(size_t blocks, int limit) {
  * per row block, so a work-item takes up to 144 rows in 64-long K chunks (B's
  * chunk stays in L1 for all of them) and K is split for parallelism; and up to
  * 128 columns, cb blocks of 16*NB, each sub-block's X values copied once and
- * used by all of them (AVX2's narrow tiles gain most). One block (cb 1) keeps
- * the in-place kernel (own_kernel). */
+ * used by all of them (AVX2's narrow tiles; AVX-512's 4-block tiles take one
+ * block). One block (cb 1) keeps the in-place kernel (own_kernel). */
 static own_tiles own_tiling_from(const clt_replica *r, const clt_gemm_shape *s,
                                  const clt_gemm_tiling *chosen) {
   own_tiles t = {.tm = 6, .nb = 1, .rb = 12, .cb = 1, .kc = FWD_KC, .splits = 1};
@@ -104,11 +107,16 @@ static own_tiles own_tiling_from(const clt_replica *r, const clt_gemm_shape *s,
     t.rb = (t.rb + 1) / 2;
   }
   /* Weight gradients: up to AT_PACK_COLS columns a work-item (AVX2: 8
-   * blocks of 16), as long as every compute unit keeps 4 work-items. */
+   * blocks of 16), as long as every compute unit keeps 4 work-items. Tiles
+   * of 4 blocks and more (AVX-512's) keep one block, read in place: the
+   * copies shared by two blocks lost to it on most of ResNet50's weight
+   * gradients (the GEMM tuner's choices). */
   if (s->trans_a) {
     const size_t cols = blocks / (size_t)t.nb, rows = (size_t)t.tm * (size_t)t.rb;
     const size_t items = cols * ((s->m + rows - 1) / rows) * (size_t)t.splits;
-    const int widest = chosen && chosen->cb ? chosen->cb : AT_PACK_COLS / (16 * t.nb);
+    const int widest = chosen && chosen->cb ? chosen->cb
+                       : t.nb >= 4          ? 1
+                                            : AT_PACK_COLS / (16 * t.nb);
     for (int d = widest; d > 1; d--) {
       if (cols % (size_t)d == 0 && items / (size_t)d >= want) {
         t.cb = d;
@@ -313,7 +321,7 @@ static size_t transposed_ld(size_t n) { return n % 128 == 0 ? n + 16 : n; }
 
 /* The transpose kernel (cl/gemm.cl) into the GEMM scratch: `count` blocks, block
  * z's K rows of N floats (ld apart) at src_off + z*src_step written as N rows of
- * K floats (ldd apart) at z*dst_step. Groups of one tile: PoCL compiles a kernel
+ * K floats (ldd apart) at z*dst_step. Groups of one work-item: PoCL compiles a kernel
  * for each group size, and the shapes would otherwise each pick their own. */
 static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off, int ld, int K,
                      int N, int ldd, int count, int src_step, int dst_step, clt_err *e) {
@@ -328,7 +336,8 @@ static int transpose(clt_replica *r, const char *label, cl_mem src, int src_off,
   clt_karg args[] = {CLT_ARG(src), CLT_ARG(src_off),  CLT_ARG(ld),
                      CLT_ARG(K),   CLT_ARG(N),        CLT_ARG(cpu_state(r)->temp),
                      CLT_ARG(ldd), CLT_ARG(src_step), CLT_ARG(dst_step)};
-  size_t global[3] = {((size_t)K + 15) / 16, ((size_t)N + 15) / 16, (size_t)count};
+  const size_t strip = (size_t)16 * TR_TILES; /* K a work-item moves */
+  size_t global[3] = {((size_t)K + strip - 1) / strip, ((size_t)N + 15) / 16, (size_t)count};
   size_t local[3] = {1, 1, 1};
   return clt_launch(r, t, label, args, 9, 3, global, local, e);
 }
