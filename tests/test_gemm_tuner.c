@@ -4,7 +4,9 @@
  * made wrong by the test's hook is rejected and never chosen, the choices go
  * to the cache and a second run takes them from there without timing, a step
  * on non-default tilings agrees with the defaults' at rounding level and
- * repeats bit for bit; on the gpu backend there is nothing to tune. Small
+ * repeats bit for bit; a model's products come from the cache's record of
+ * them with no net built (no program, no device memory) until its algorithms
+ * change or a product is missing; on the gpu backend there is nothing to tune. Small
  * mode (Oclgrind) runs each tiling's kernels once: the forced step and the
  * unhooked tuning. */
 #define _POSIX_C_SOURCE 200809L
@@ -214,6 +216,77 @@ static void test_tuner(const char *dir) {
   case_end();
 }
 
+/* A model's products from the cache's record (clt_gemm_tune_model): the first
+ * run builds a net, tunes and records; a second, on a fresh replica, takes
+ * every line from the cache and builds no program and allocates nothing
+ * (no net); other convolution algorithms or a product missing from the
+ * cache build the net again. */
+static void test_record(const char *dir) {
+  set_case("the products' record:");
+  char folder[256];
+  snprintf(folder, sizeof folder, "%s/record", dir);
+  clt_tune_ident id;
+  clt_tune_cache *cache = NULL, *partial = NULL;
+  clt_replica *r1 = NULL, *r2 = NULL;
+  if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+      api_failed(clt_tune_open(folder, NULL, &id, NULL, &cache, &E), "open") ||
+      api_failed(clt_backend_create_replica(&R->device, &r1, &E), "replica") ||
+      api_failed(clt_backend_create_replica(&R->device, &r2, &E), "replica"))
+    return;
+  r1->winograd = r2->winograd = 0;
+  clt_gemm_tune_line lines[MAX_LINES], first[MAX_LINES];
+  int n = 0, nfirst = 0, built = 0;
+  const clt_gemm_tuner_opts o = {.tune = 1, .runs = 1, .cache = cache};
+  if (api_failed(clt_gemm_tune_model(&M, r1, B, &o, first, MAX_LINES, &nfirst, &built, &E),
+                 "first"))
+    return;
+  int tuned = 0;
+  for (int i = 0; i < nfirst; i++) tuned += first[i].tuned;
+  expect("the first run builds a net and tunes its products", !built || nfirst < 4 || !tuned, 1);
+  const clt_program_entry *programs = r2->programs;
+  const size_t bytes = r2->allocated_bytes;
+  if (api_failed(clt_gemm_tune_model(&M, r2, B, &o, lines, MAX_LINES, &n, &built, &E), "second"))
+    return;
+  int same = n == nfirst;
+  for (int i = 0; i < n && same; i++)
+    same = (lines[i].cached || lines[i].candidates < 2) && !lines[i].tuned &&
+           lines[i].shape.m == first[i].shape.m && lines[i].shape.n == first[i].shape.n &&
+           lines[i].shape.k == first[i].shape.k && lines[i].shape.trans_a == first[i].shape.trans_a &&
+           lines[i].shape.trans_b == first[i].shape.trans_b &&
+           strcmp(lines[i].chosen, first[i].chosen) == 0;
+  expect("a second run: every product from the cache, as the first chose", !same, 1);
+  expect("and no net: nothing built, nothing allocated on the device",
+         built || r2->programs != programs || r2->allocated_bytes != bytes, 1);
+  /* c2's forward on F(2x2): other products, the net built again. */
+  clt_conv_geom g;
+  int f;
+  clt_conv2d_tunable(&M.layers[1], B, &g, &f);
+  if (api_failed(clt_conv_choose(r2, "c2", &g, f, CLT_CONV_PASS_FORWARD, CLT_CONV_WINOGRAD2, &E),
+                 "choose") ||
+      api_failed(clt_gemm_tune_model(&M, r2, B, &o, lines, MAX_LINES, &n, &built, &E), "other"))
+    return;
+  expect("other algorithms: the net built again", !built, 1);
+  (void)clt_conv_choose(r2, "c2", &g, f, CLT_CONV_PASS_FORWARD, -1, &E);
+  /* A file holding the record but no product's result (a run that timed
+   * nothing wrote it): the net built again. */
+  char pfolder[256];
+  snprintf(pfolder, sizeof pfolder, "%s/partial", dir);
+  if (api_failed(clt_tune_open(pfolder, NULL, &id, NULL, &partial, &E), "open partial")) return;
+  const clt_gemm_tuner_opts look = {.cache = partial};
+  int built2 = 0;
+  if (api_failed(clt_gemm_tune_model(&M, r2, B, &look, lines, MAX_LINES, &n, &built, &E),
+                 "untimed") ||
+      api_failed(clt_gemm_tune_model(&M, r2, B, &look, lines, MAX_LINES, &n, &built2, &E),
+                 "untimed again"))
+    return;
+  expect("a product missing from the cache: the net built again", !built || !built2, 1);
+  clt_tune_close(partial);
+  clt_tune_close(cache);
+  clt_backend_destroy_replica(r1);
+  clt_backend_destroy_replica(r2);
+  case_end();
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   char dir[] = "/tmp/cltrain_gemm_tuner_XXXXXX";
@@ -222,6 +295,7 @@ int main(void) {
   R->winograd = 0;
   if (R->backend == &clt_backend_cpu) test_tilings();
   test_tuner(dir);
+  if (R->backend == &clt_backend_cpu && !small_mode()) test_record(dir);
   replica_close();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

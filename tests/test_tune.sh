@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tuner through the command line: cltrain tune times the reference CNN's
 # convolution passes into a pinned file and prints each choice, a second run
-# takes them from it without timing; cltrain train --tune-file runs the file's
+# takes them and the products' tilings from it without timing or building a
+# net; cltrain train --tune-file runs the file's
 # algorithms (--verbose names them; the log and the checkpoint record them),
 # and a resumed run keeps the recorded ones even with --tune off, bit for bit;
 # two replicas made to run different algorithms (a checkpoint's record) stay
@@ -32,10 +33,11 @@ else
   bad "cltrain tune times the three passes ($(cat "$tmp/tune1.txt"))"
 fi
 "$CLT" tune --model fmnist-cnn --batch 32 --tune-file "$pin" >"$tmp/tune2.txt" 2>&1
-if grep -q "3 passes: 0 tuned, 3 cached" "$tmp/tune2.txt"; then
-  ok "a second cltrain tune takes every pass from the file"
+if grep -q "3 passes: 0 tuned, 3 cached" "$tmp/tune2.txt" &&
+  grep -qE "GEMM shapes: 0 tuned, [0-9]+ cached, [0-9]+ at the default \(no net built\)" "$tmp/tune2.txt"; then
+  ok "a second cltrain tune takes every pass and product from the file, building no net"
 else
-  bad "a second cltrain tune takes every pass from the file ($(cat "$tmp/tune2.txt"))"
+  bad "a second cltrain tune takes every pass and product from the file ($(cat "$tmp/tune2.txt"))"
 fi
 if grep -qE '^  step: [0-9.]+ ms default, [0-9.]+ ms tuned, [0-9.]+x: (confirmed|kept default) ' "$tmp/tune1.txt" ||
   grep -q '^  step: kept default (the current algorithms were the fastest in the step)' "$tmp/tune1.txt"; then

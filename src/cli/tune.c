@@ -130,12 +130,11 @@ static void print_gemm_lines(const clt_gemm_tune_line *lines, int n) {
 }
 
 /* The tiled products of m's net on r, as the chosen algorithms run them, tuned
- * with what is left of the budget. */
+ * with what is left of the budget (all cached: from the cache, no net built). */
 static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o,
                       clt_tune_cache *cache, double t0, clt_err *e) {
   if (r->backend != &clt_backend_cpu) return CLT_OK;
-  clt_net *net = NULL;
-  int n = 0;
+  int n = 0, built = 0;
   const int max = CLT_GEMM_MAX_SHAPES;
   clt_gemm_tune_line *lines = malloc((size_t)max * sizeof *lines);
   if (!lines) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
@@ -143,8 +142,7 @@ static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o
   const clt_gemm_tuner_opts go = {.tune = 1,
                                   .budget_s = o->budget > 0 && left <= 0 ? 1e-9 : left,
                                   .cache = cache};
-  int status = clt_net_create(m, r, o->batch, 2, &net, e);
-  if (!status) status = clt_gemm_tune_net(net, &go, lines, max, &n, e);
+  int status = clt_gemm_tune_model(m, r, o->batch, &go, lines, max, &n, &built, e);
   if (!status) {
     int tuned = 0, cached = 0;
     for (int i = 0; i < n; i++) {
@@ -152,10 +150,9 @@ static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o
       cached += lines[i].cached;
     }
     print_gemm_lines(lines, n);
-    printf("  %d GEMM shapes: %d tuned, %d cached, %d at the default; %.1f s\n", n, tuned, cached,
-           n - tuned - cached, clt_now_seconds() - t0);
+    printf("  %d GEMM shapes: %d tuned, %d cached, %d at the default%s; %.1f s\n", n, tuned,
+           cached, n - tuned - cached, built ? "" : " (no net built)", clt_now_seconds() - t0);
   }
-  if (net) clt_net_destroy(net);
   free(lines);
   return status;
 }

@@ -3,10 +3,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gemm_tuner.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "layer.h"
 #include "rng.h"
 #include "timing.h"
 #include "tuner.h"
@@ -247,6 +249,8 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     memset(line, 0, sizeof *line);
     line->shape = *s;
     snprintf(line->chosen, sizeof line->chosen, "default");
+    clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
+    line->candidates = clt_cpu_gemm_candidates(r, s, cand) + 1;
     char key[160];
     clt_gemm_tune_key(r, s, key, sizeof key);
     double ms = 0, dms = 0;
@@ -270,6 +274,116 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
   free(shapes);
   /* The chosen tilings' kernels, before the next step. */
   if (!status) status = clt_net_prepare(net, e);
+  return status;
+}
+
+/* ---- a model's products, from the cache's record of them --------------------------- */
+
+/* Integers per product in the record: M, N, K, A^T, B^T, candidates (under
+ * 2: nothing to tune, none cached). */
+#define RECORD_FIELDS 6
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/* The record's key: the model (its description, input, classes and frozen
+ * layers), the batch and the convolution algorithms r runs for it, each of
+ * which changes the products the net runs; 0 out of memory. */
+static int record_key(const clt_model *m, const clt_replica *r, int batch, char *out,
+                      size_t size) {
+  const size_t room = clt_describe_max(m->nlayers);
+  char *text = malloc(room);
+  if (!text) return 0;
+  clt_model_describe(m, text, room);
+  uint64_t hm = fnv1a(14695981039346656037ULL, text, strlen(text) + 1);
+  free(text);
+  const int dims[4] = {m->input.h, m->input.w, m->input.c, m->classes};
+  hm = fnv1a(hm, dims, sizeof dims);
+  uint64_t ha = 14695981039346656037ULL;
+  for (int i = 0; i < m->nlayers; i++) {
+    const clt_layer *l = &m->layers[i];
+    const int frozen = l->frozen;
+    hm = fnv1a(hm, &frozen, sizeof frozen);
+    clt_conv_geom g;
+    int filters;
+    if (!clt_conv2d_tunable(l, batch, &g, &filters)) continue;
+    const clt_conv_algos a = clt_conv_algos_layer(r, l->name, &g, filters);
+    const int v[4] = {i, a.forward, a.weight_grad, a.input_grad};
+    ha = fnv1a(ha, v, sizeof v);
+  }
+  snprintf(out, size, "gemm shapes %s model %016llx b%d algorithms %016llx", r->backend->name,
+           (unsigned long long)hm, batch, (unsigned long long)ha);
+  return 1;
+}
+
+/* Fills lines from the record under key when it and every product's result
+ * are cached: 1, else 0 (nothing filled that counts). */
+static int from_record(const clt_replica *r, const clt_tune_cache *cache, const char *key,
+                       clt_gemm_tune_line *lines, int max_lines, int *nlines) {
+  long v[CLT_GEMM_MAX_SHAPES * RECORD_FIELDS];
+  const int n = clt_tune_get_list(cache, key, v, CLT_GEMM_MAX_SHAPES * RECORD_FIELDS);
+  if (n < 0 || n % RECORD_FIELDS || n / RECORD_FIELDS > max_lines) return 0;
+  for (int i = 0; i < n / RECORD_FIELDS; i++) {
+    const long *f = v + (size_t)i * RECORD_FIELDS;
+    if (f[0] <= 0 || f[1] <= 0 || f[2] <= 0 || (f[3] & ~1L) || (f[4] & ~1L) || f[5] < 0 ||
+        f[5] > CLT_GEMM_MAX_TILINGS + 1)
+      return 0;
+    clt_gemm_tune_line *line = &lines[i];
+    memset(line, 0, sizeof *line);
+    line->shape = (clt_gemm_shape){.trans_a = (int)f[3],
+                                   .trans_b = (int)f[4],
+                                   .m = (size_t)f[0],
+                                   .n = (size_t)f[1],
+                                   .k = (size_t)f[2]};
+    snprintf(line->chosen, sizeof line->chosen, "default");
+    line->candidates = (int)f[5];
+    if (f[5] < 2) continue;
+    char gkey[160];
+    clt_gemm_tune_key(r, &line->shape, gkey, sizeof gkey);
+    const char *hit = clt_tune_get(cache, gkey, &line->ms, &line->default_ms);
+    if (!hit) return 0;
+    snprintf(line->chosen, sizeof line->chosen, "%s", hit);
+    line->cached = 1;
+  }
+  *nlines = n / RECORD_FIELDS;
+  return 1;
+}
+
+int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch,
+                        const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines, int max_lines,
+                        int *nlines, int *built, clt_err *e) {
+  *nlines = 0;
+  *built = 0;
+  if (r->backend != &clt_backend_cpu) return CLT_OK;
+  char key[192];
+  if (!record_key(m, r, batch, key, sizeof key))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
+  if (o->cache && from_record(r, o->cache, key, lines, max_lines, nlines)) return CLT_OK;
+  *nlines = 0;
+  clt_net *net = NULL;
+  int status = clt_net_create(m, r, batch, 2, &net, e);
+  *built = !status;
+  if (!status) status = clt_gemm_tune_net(net, o, lines, max_lines, nlines, e);
+  if (net) clt_net_destroy(net);
+  /* Every product's shape, for the next run (complete: the lines hold all). */
+  if (!status && o->cache && *nlines < max_lines) {
+    long v[CLT_GEMM_MAX_SHAPES * RECORD_FIELDS];
+    int n = 0;
+    for (int i = 0; i < *nlines && i < CLT_GEMM_MAX_SHAPES; i++) {
+      const clt_gemm_shape *s = &lines[i].shape;
+      const long f[RECORD_FIELDS] = {(long)s->m, (long)s->n,  (long)s->k,
+                                     s->trans_a, s->trans_b, lines[i].candidates};
+      memcpy(v + n, f, sizeof f);
+      n += RECORD_FIELDS;
+    }
+    status = clt_tune_put_list(o->cache, key, "products", v, n, e);
+  }
   return status;
 }
 

@@ -49,6 +49,18 @@ void clt_gemm_tune_key(const clt_replica *r, const clt_gemm_shape *s, char *out,
 int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines,
                       int max_lines, int *nlines, clt_err *e);
 
+/* Tunes (or applies the cache to) the products m's net runs on r at `batch`
+ * examples with the convolution algorithms r holds now. The cache records
+ * which products those are, keyed by the model (its description, input,
+ * classes and frozen layers), the batch and the algorithms: with that record
+ * and every product's result cached, the lines come from the cache and no net
+ * is built (*built 0), nothing runs; otherwise a net is built (*built 1), its
+ * products tuned (clt_gemm_tune_net) and the record kept. Lines as
+ * clt_gemm_tune_net's. */
+int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch,
+                        const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines, int max_lines,
+                        int *nlines, int *built, clt_err *e);
+
 /* clt_gemm_tune_net for the trainer: r's cache opened from `file` (--tune-file;
  * NULL: the folder), notes to stderr. */
 int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double budget_s,
