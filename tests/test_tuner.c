@@ -284,8 +284,8 @@ static clt_net *probe_net(void) {
 
 /* Tunes net in the step with hook h into cache folder dir/sub (with
  * progress: work carried between calls). */
-static int in_step_with(clt_net *net, const char *dir, const char *sub, slow_hook *h,
-                        double budget, clt_tune_progress *progress, clt_tune_line *lines, int *n,
+static int in_step_with(clt_net *net, const char *dir, const char *sub, slow_hook *h, double budget,
+                        clt_tune_progress *progress, clt_tune_line *lines, int *n,
                         clt_tune_verdict *v, clt_tune_cache **cache) {
   char folder[256];
   snprintf(folder, sizeof folder, "%s/%s", dir, sub);

@@ -352,8 +352,8 @@ int clt_tune_put_step(clt_tune_cache *c, const char *key, const char *variant, d
   return put_entry(c, key, entry, e);
 }
 
-int clt_tune_put_list(clt_tune_cache *c, const char *key, const char *variant, const long *v,
-                      int n, clt_err *e) {
+int clt_tune_put_list(clt_tune_cache *c, const char *key, const char *variant, const long *v, int n,
+                      clt_err *e) {
   cJSON *entry = cJSON_CreateObject();
   int ok = entry && cJSON_AddStringToObject(entry, "variant", variant);
   cJSON *list = ok ? cJSON_AddArrayToObject(entry, "list") : NULL;

@@ -98,8 +98,8 @@ const char *clt_tune_get_decision(const clt_tune_cache *c, const char *key, doub
  * "list": [...]}), as clt_tune_put writes; clt_tune_get_list copies it to
  * v[0 .. max) and returns its length, or -1 when there is none, it is not a
  * list of numbers or it is longer than max. */
-int clt_tune_put_list(clt_tune_cache *c, const char *key, const char *variant, const long *v,
-                      int n, clt_err *e);
+int clt_tune_put_list(clt_tune_cache *c, const char *key, const char *variant, const long *v, int n,
+                      clt_err *e);
 int clt_tune_get_list(const clt_tune_cache *c, const char *key, long *v, int max);
 
 /* The key of one pass of a convolution: its geometry per example, the filters

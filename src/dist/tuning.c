@@ -92,6 +92,11 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
   clt_replica *r = l->replica;
   int status = CLT_OK;
   const double start = clt_now_seconds();
+  /* The probes run on the kept training batch, whole slices, into the spare
+   * metrics slot; the next step loads its own batch over it. */
+  const clt_step_opts so = {.count = l->cap,
+                            .loss_scale = 1.0f / (float)t->global,
+                            .metric_slot = l->net->metric_slots - 1};
   if (cfg->tune) {
     clt_tune_ident ident;
     clt_tune_cache *cache = NULL;
@@ -100,18 +105,14 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
     const int max_lines = CLT_CONV_PASSES * t->model->nlayers + 1;
     clt_tune_line *lines = status ? NULL : malloc((size_t)max_lines * sizeof *lines);
     if (!status && !lines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
-    if (!status && budget_s > 0 && !l->tune_progress && !(l->tune_progress = clt_tune_progress_new()))
+    if (!status && budget_s > 0 && !l->tune_progress &&
+        !(l->tune_progress = clt_tune_progress_new()))
       status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
     const clt_tuner_opts o = {.batch = l->cap,
                               .tune = budget_s > 0,
                               .budget_s = budget_s,
                               .cache = cache,
                               .progress = l->tune_progress};
-    /* The probes run on the kept training batch, whole slices, into the spare
-     * metrics slot; the next step loads its own batch over it. */
-    const clt_step_opts so = {.count = l->cap,
-                              .loss_scale = 1.0f / (float)t->global,
-                              .metric_slot = l->net->metric_slots - 1};
     if (!status && o.tune && l->probe_input) {
       status = copy_buffer(r, l->probe_input, l->net->input, e);
       if (!status) status = copy_buffer(r, l->probe_labels, l->net->labels, e);
@@ -133,7 +134,8 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
     /* What the algorithms left of the budget; none left: the cache only. */
     const double left = budget_s > 0 ? budget_s - (clt_now_seconds() - start) : 0;
     const int settled = !clt_tune_progress_pending(l->tune_progress);
-    status = clt_gemm_tune_trainer_net(l->net, cfg->file, left > 0 && settled, left, e);
+    status = clt_gemm_tune_trainer_net(l->net, cfg->file, left > 0 && settled, left, &so,
+                                       cfg->verbose, e);
   }
   return status;
 }

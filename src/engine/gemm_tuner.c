@@ -152,7 +152,7 @@ static int time_tiling(shape_run *t, double *ms, clt_err *e) {
  * ran out first (the default stays, nothing cached). */
 static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_gemm_shape *s,
                       int index, const char *key, double deadline, clt_gemm_tune_line *line,
-                      int *over, clt_err *e) {
+                      int *over, clt_gemm_tiling *won, int *pending, clt_err *e) {
   int runs = o->runs > 0 ? (o->runs < MAX_RUNS ? o->runs : MAX_RUNS) : DEFAULT_RUNS;
   clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
   const int ncand = clt_cpu_gemm_candidates(r, s, cand);
@@ -209,7 +209,12 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
     status = clt_fail(e, CLT_ERR_INTERNAL,
                       "GEMM %zux%zux%zu%s: no tiling matched the reference product", s->m, s->n,
                       s->k, s->trans_a ? " At" : "");
-  const int s2 = clt_cpu_gemm_choose(r, s, status || *over || best <= 0 ? NULL : &cand[best - 1],
+  /* A tiling to confirm in the step stays off until its verdict. */
+  *pending = !status && !*over && best > 0 && o->step;
+  if (*pending) *won = cand[best - 1];
+  const int s2 = clt_cpu_gemm_choose(r, s,
+                                     status || *over || best <= 0 || *pending ? NULL
+                                                                              : &cand[best - 1],
                                      e);
   if (status || *over) return status ? status : s2;
   if (best > 0) clt_cpu_gemm_tiling_name(&cand[best - 1], line->chosen, sizeof line->chosen);
@@ -226,6 +231,54 @@ static int tunable(const clt_gemm_shape *s) {
   return !(s->trans_a && s->k <= 512) && s->m > 0 && s->n >= 16 && s->k > 0;
 }
 
+/* The tilings awaiting the whole step's verdict. */
+typedef struct pending_set {
+  clt_replica *r;
+  int n;
+  struct {
+    clt_gemm_shape shape;
+    clt_gemm_tiling tiling;
+    char key[160];
+    double ms, default_ms;
+    clt_gemm_tune_line *line; /* NULL: none kept */
+  } at[CLT_GEMM_MAX_SHAPES];
+} pending_set;
+
+/* clt_tune_confirm's sides: 0 the defaults, 1 the tilings picked. */
+static int set_pending(void *ctx, int side, clt_err *e) {
+  const pending_set *p = ctx;
+  int status = CLT_OK;
+  for (int i = 0; i < p->n && !status; i++)
+    status = clt_cpu_gemm_choose(p->r, &p->at[i].shape, side ? &p->at[i].tiling : NULL, e);
+  return status;
+}
+
+/* The whole step's verdict on the pending tilings, kept in the cache. */
+static int confirm_pending(clt_net *net, const clt_gemm_tuner_opts *o, pending_set *p,
+                           double deadline, clt_err *e) {
+  clt_tune_verdict v;
+  int status = clt_tune_confirm(net, o->step, set_pending, p, deadline, &v, e);
+  for (int i = 0; i < p->n && !status && !v.over; i++) {
+    char name[64] = "default";
+    if (v.confirmed) clt_cpu_gemm_tiling_name(&p->at[i].tiling, name, sizeof name);
+    const double ms = v.confirmed ? p->at[i].ms : p->at[i].default_ms;
+    clt_gemm_tune_line *line = p->at[i].line;
+    if (line) {
+      snprintf(line->chosen, sizeof line->chosen, "%s", name);
+      line->ms = ms;
+      line->instep = 1;
+      line->confirmed = v.confirmed;
+      line->step_ms = v.tuned_ms;
+      line->default_step_ms = v.default_ms;
+    }
+    if (o->cache)
+      status = clt_tune_put_step(o->cache, p->at[i].key, name, ms, p->at[i].default_ms,
+                                 v.confirmed ? "confirmed" : "kept default", v.why, v.tuned_ms,
+                                 v.default_ms, e);
+  }
+  return status;
+}
+
 int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines,
                       int max_lines, int *nlines, clt_err *e) {
   clt_replica *r = net->replica;
@@ -235,7 +288,13 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
   clt_cpu_gemm_shapes_clear(r);
   int status = clt_net_prepare(net, e);
   clt_gemm_shape *shapes = malloc(CLT_GEMM_MAX_SHAPES * sizeof *shapes);
-  if (!shapes) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
+  pending_set *pend = o->step ? calloc(1, sizeof *pend) : NULL;
+  if (!shapes || (o->step && !pend)) {
+    free(shapes);
+    free(pend);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
+  }
+  if (pend) pend->r = r;
   const int n = status ? 0 : clt_cpu_gemm_shapes(r, shapes, CLT_GEMM_MAX_SHAPES);
   clt_profile *profile = r->profile; /* the tuner's launches stay out of the profile */
   r->profile = NULL;
@@ -258,8 +317,27 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     clt_gemm_tiling tl;
     clt_err ignored = {0};
     const int is_default = hit && strcmp(hit, "default") == 0;
-    if (hit && (is_default || (clt_cpu_gemm_tiling_parse(hit, &tl) == 0 &&
-                               clt_cpu_gemm_choose(r, s, &tl, &ignored) == CLT_OK))) {
+    const int parsed = hit && !is_default && clt_cpu_gemm_tiling_parse(hit, &tl) == 0 &&
+                       clt_cpu_gemm_tiling_valid(r, s, &tl);
+    /* With whole-step confirmation a tiling runs only once confirmed; one
+     * timed but not yet judged waits for the verdict, at the default. */
+    const int decided = !hit || !o->step || is_default ||
+                        clt_tune_get_decision(o->cache, key, NULL, NULL) != NULL;
+    if (parsed && !decided) {
+      line->ms = ms;
+      line->default_ms = dms;
+      line->cached = 1;
+      (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
+      if (!o->tune) continue;
+      pend->at[pend->n].shape = *s;
+      pend->at[pend->n].tiling = tl;
+      snprintf(pend->at[pend->n].key, sizeof pend->at[pend->n].key, "%s", key);
+      pend->at[pend->n].ms = ms;
+      pend->at[pend->n].default_ms = dms;
+      pend->at[pend->n++].line = line == &scratch ? NULL : line;
+      continue;
+    }
+    if (hit && (is_default || (parsed && clt_cpu_gemm_choose(r, s, &tl, &ignored) == CLT_OK))) {
       if (is_default) (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
       snprintf(line->chosen, sizeof line->chosen, "%s", hit);
       line->ms = ms;
@@ -268,10 +346,24 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
       continue;
     }
     if (!o->tune || over) continue;
-    status = tune_shape(r, o, s, i, key, deadline, line, &over, e);
+    int pending = 0;
+    status = tune_shape(r, o, s, i, key, deadline, line, &over, &tl, &pending, e);
+    if (!status && pending) {
+      pend->at[pend->n].shape = *s;
+      pend->at[pend->n].tiling = tl;
+      snprintf(pend->at[pend->n].key, sizeof pend->at[pend->n].key, "%s", key);
+      pend->at[pend->n].ms = line->ms;
+      pend->at[pend->n].default_ms = line->default_ms;
+      pend->at[pend->n++].line = line == &scratch ? NULL : line;
+      snprintf(line->chosen, sizeof line->chosen, "default");
+    }
   }
   r->profile = profile;
   free(shapes);
+  /* Every product timed: the picked tilings against the defaults, in whole
+   * steps (the budget ended first: they wait, at the default). */
+  if (!status && pend && pend->n && !over) status = confirm_pending(net, o, pend, deadline, e);
+  free(pend);
   /* The chosen tilings' kernels, before the next step. */
   if (!status) status = clt_net_prepare(net, e);
   return status;
@@ -295,8 +387,7 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
 /* The record's key: the model (its description, input, classes and frozen
  * layers), the batch and the convolution algorithms r runs for it, each of
  * which changes the products the net runs; 0 out of memory. */
-static int record_key(const clt_model *m, const clt_replica *r, int batch, char *out,
-                      size_t size) {
+static int record_key(const clt_model *m, const clt_replica *r, int batch, char *out, size_t size) {
   const size_t room = clt_describe_max(m->nlayers);
   char *text = malloc(room);
   if (!text) return 0;
@@ -323,9 +414,10 @@ static int record_key(const clt_model *m, const clt_replica *r, int batch, char 
 }
 
 /* Fills lines from the record under key when it and every product's result
- * are cached: 1, else 0 (nothing filled that counts). */
+ * are cached (with confirming, every tiling judged by the whole step): 1,
+ * else 0 (nothing filled that counts). */
 static int from_record(const clt_replica *r, const clt_tune_cache *cache, const char *key,
-                       clt_gemm_tune_line *lines, int max_lines, int *nlines) {
+                       int confirming, clt_gemm_tune_line *lines, int max_lines, int *nlines) {
   long v[CLT_GEMM_MAX_SHAPES * RECORD_FIELDS];
   const int n = clt_tune_get_list(cache, key, v, CLT_GEMM_MAX_SHAPES * RECORD_FIELDS);
   if (n < 0 || n % RECORD_FIELDS || n / RECORD_FIELDS > max_lines) return 0;
@@ -347,7 +439,9 @@ static int from_record(const clt_replica *r, const clt_tune_cache *cache, const 
     char gkey[160];
     clt_gemm_tune_key(r, &line->shape, gkey, sizeof gkey);
     const char *hit = clt_tune_get(cache, gkey, &line->ms, &line->default_ms);
-    if (!hit) return 0;
+    if (!hit || (confirming && strcmp(hit, "default") != 0 &&
+                 !clt_tune_get_decision(cache, gkey, NULL, NULL)))
+      return 0;
     snprintf(line->chosen, sizeof line->chosen, "%s", hit);
     line->cached = 1;
   }
@@ -355,20 +449,22 @@ static int from_record(const clt_replica *r, const clt_tune_cache *cache, const 
   return 1;
 }
 
-int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch,
-                        const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines, int max_lines,
-                        int *nlines, int *built, clt_err *e) {
+int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch, const clt_gemm_tuner_opts *o,
+                        clt_gemm_tune_line *lines, int max_lines, int *nlines, int *built,
+                        clt_err *e) {
   *nlines = 0;
   *built = 0;
   if (r->backend != &clt_backend_cpu) return CLT_OK;
   char key[192];
   if (!record_key(m, r, batch, key, sizeof key))
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
-  if (o->cache && from_record(r, o->cache, key, lines, max_lines, nlines)) return CLT_OK;
+  if (o->cache && from_record(r, o->cache, key, o->step != NULL, lines, max_lines, nlines))
+    return CLT_OK;
   *nlines = 0;
   clt_net *net = NULL;
   int status = clt_net_create(m, r, batch, 2, &net, e);
   *built = !status;
+  if (!status && o->load) status = o->load(net, batch, e);
   if (!status) status = clt_gemm_tune_net(net, o, lines, max_lines, nlines, e);
   if (net) clt_net_destroy(net);
   /* Every product's shape, for the next run (complete: the lines hold all). */
@@ -377,7 +473,7 @@ int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch,
     int n = 0;
     for (int i = 0; i < *nlines && i < CLT_GEMM_MAX_SHAPES; i++) {
       const clt_gemm_shape *s = &lines[i].shape;
-      const long f[RECORD_FIELDS] = {(long)s->m, (long)s->n,  (long)s->k,
+      const long f[RECORD_FIELDS] = {(long)s->m, (long)s->n, (long)s->k,
                                      s->trans_a, s->trans_b, lines[i].candidates};
       memcpy(v + n, f, sizeof f);
       n += RECORD_FIELDS;
@@ -388,7 +484,7 @@ int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch,
 }
 
 int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double budget_s,
-                              clt_err *e) {
+                              const clt_step_opts *step, FILE *verbose, clt_err *e) {
   clt_replica *r = net->replica;
   if (r->backend != &clt_backend_cpu) return CLT_OK;
   if (tune && budget_s <= 0) budget_s = 1e-9; /* spent: nothing more is timed */
@@ -396,8 +492,27 @@ int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double b
   clt_tune_cache *cache = NULL;
   int status = clt_tune_ident_of(&r->device, r->defines, &ident, e);
   if (!status) status = clt_tune_open(NULL, file, &ident, stderr, &cache, e);
-  const clt_gemm_tuner_opts o = {.tune = tune, .budget_s = budget_s, .cache = cache};
-  if (!status) status = clt_gemm_tune_net(net, &o, NULL, 0, NULL, e);
+  const clt_gemm_tuner_opts o = {.tune = tune, .budget_s = budget_s, .cache = cache, .step = step};
+  clt_gemm_tune_line *lines = malloc(CLT_GEMM_MAX_SHAPES * sizeof *lines);
+  int n = 0;
+  if (!status && !lines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
+  if (!status) status = clt_gemm_tune_net(net, &o, lines, CLT_GEMM_MAX_SHAPES, &n, e);
+  /* What tuning did now, when it did anything. */
+  int tuned = 0;
+  const clt_gemm_tune_line *judged = NULL;
+  for (int i = 0; i < n && !status; i++) {
+    tuned += lines[i].tuned;
+    if (lines[i].instep && !judged) judged = &lines[i];
+  }
+  if (!status && verbose && tune && judged)
+    fprintf(verbose,
+            "Replica %d: GEMM tilings: %d of %d products timed now; in the step: %.2f ms "
+            "default, %.2f ms tuned: %s\n",
+            r->index, tuned, n, judged->default_step_ms, judged->step_ms,
+            judged->confirmed ? "confirmed" : "kept default");
+  else if (!status && verbose && tune && tuned)
+    fprintf(verbose, "Replica %d: GEMM tilings: %d of %d products timed now\n", r->index, tuned, n);
+  free(lines);
   clt_tune_close(cache);
   return status;
 }

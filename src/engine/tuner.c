@@ -638,7 +638,7 @@ struct clt_tune_progress {
   int confirm, timed; /* confirmation steps of each side wanted, and timed so far */
   int warmed;         /* the confirmation's untimed step of each side ran */
   double d[MAX_CONFIRM], t[MAX_CONFIRM];
-  double ms;       /* the latest probe step's */
+  double ms;        /* the latest probe step's */
   int steps, calls; /* in all */
 };
 
@@ -789,6 +789,72 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   return status;
 }
 
+int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
+                     int (*set)(void *ctx, int side, clt_err *e), void *ctx, double deadline,
+                     clt_tune_verdict *res, clt_err *e) {
+  memset(res, 0, sizeof *res);
+  clt_replica *r = net->replica;
+  instep in = {.net = net, .r = r, .s = s};
+  in.marks = calloc(1, sizeof *in.marks);
+  in.end = malloc(CLT_SCOPE_MARKS_MAX * sizeof *in.end);
+  int status = in.marks && in.end ? CLT_OK
+                                  : clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  int confirm = s->confirm > 0 ? (s->confirm < MAX_CONFIRM ? s->confirm : MAX_CONFIRM)
+                               : DEFAULT_CONFIRM;
+  clt_profile *profile = r->profile;
+  r->profile = NULL; /* the probes stay out of --profile */
+  in.marks->at_scope = s->in_step ? at_scope : NULL;
+  in.marks->ctx = &in;
+  double d[MAX_CONFIRM] = {0}, t[MAX_CONFIRM] = {0};
+  /* One untimed step of each side, then the timed ones. */
+  for (int c = -1; c < confirm && !status && !res->over; c++) {
+    for (int side = 0; side < 2 && !status; side++) {
+      if (deadline > 0 && clt_now_seconds() > deadline) {
+        res->over = 1;
+        snprintf(res->why, sizeof res->why, "the budget ended during the confirmation");
+        break;
+      }
+      double ms = 0;
+      status = set(ctx, side, e);
+      if (!status) status = clt_net_prepare(net, e);
+      cl_int rc = status ? CL_SUCCESS : clFinish(r->queue);
+      if (rc) status = clt_replica_fail(r, e, rc, "tuning: clFinish");
+      if (!status) status = probe(&in, 1 + side, &ms, e);
+      if (c >= 0 && side) t[c] = ms;
+      else if (c >= 0) d[c] = ms;
+      /* Short steps: more of them, as in clt_tune_net. */
+      if (c < 0 && side && s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
+        confirm = (int)(CONFIRM_MS / ms);
+        if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
+      }
+    }
+  }
+  r->profile = profile;
+  r->marks = NULL;
+  res->probe_steps = res->all_steps = in.steps;
+  res->calls = 1;
+  if (!status && !res->over) {
+    double dfast = d[0];
+    for (int c = 1; c < confirm; c++) dfast = d[c] < dfast ? d[c] : dfast;
+    res->probed = res->differs = 1;
+    res->default_fast = dfast;
+    res->tuned_median = median(t, confirm);
+    res->tuned_ms = res->tuned_median;
+    res->default_ms = median(d, confirm);
+    res->confirmed = res->tuned_median < dfast;
+    snprintf(res->why, sizeof res->why,
+             res->confirmed ? "median tuned step %.2f ms < fastest default step %.2f ms"
+                            : "median tuned step %.2f ms not below fastest default step %.2f ms",
+             res->tuned_median, dfast);
+  }
+  /* The verdict's side stays (the current one when none). */
+  if (!status) status = set(ctx, res->confirmed, e);
+  if (!status) status = clt_net_prepare(net, e);
+  free(in.marks);
+  free(in.end);
+  return status;
+}
+
 int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
                  clt_tune_line *lines, int max_lines, int *nlines, clt_tune_verdict *res,
                  clt_err *e) {
@@ -800,8 +866,8 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
   int status = CLT_OK;
   if (o->tune && p->active) {
     /* Resumed: the lines as the checks left them (their choices held by r). */
-    if (p->n > max_lines) status = clt_fail(e, CLT_ERR_INTERNAL, "more than %d tuned passes",
-                                            max_lines);
+    if (p->n > max_lines)
+      status = clt_fail(e, CLT_ERR_INTERNAL, "more than %d tuned passes", max_lines);
     else memcpy(lines, p->lines, (size_t)p->n * sizeof *lines);
     *nlines = p->n;
     res->resumed = 1;

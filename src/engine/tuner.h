@@ -126,6 +126,18 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
                  clt_tune_line *lines, int max_lines, int *nlines, clt_tune_verdict *res,
                  clt_err *e);
 
+/* Confirms an assignment by whole steps as clt_tune_net does: probe steps
+ * of net (s's batch) alternate between the current assignment and the picked
+ * one, which set(ctx, side) puts in place (0: the current, 1: the picked; s's
+ * hook sees phases 1 and 2), one untimed step of each and then s->confirm
+ * timed (0: 5, more for short steps); res gets the verdict (confirmed: the
+ * picked one's median step below the current one's fastest), or over when
+ * the deadline (0: none) came first. The verdict's side is left in place (the
+ * current one unless confirmed) and the net prepared for it. */
+int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
+                     int (*set)(void *ctx, int side, clt_err *e), void *ctx, double deadline,
+                     clt_tune_verdict *res, clt_err *e);
+
 /* The work in-step tuning carries between calls (clt_tuner_opts.progress). */
 typedef struct clt_tune_progress clt_tune_progress;
 clt_tune_progress *clt_tune_progress_new(void); /* NULL out of memory */
