@@ -244,6 +244,19 @@ typedef struct pending_set {
   } at[CLT_GEMM_MAX_SHAPES];
 } pending_set;
 
+/* Adds shape s's tiling t (its times in line, which is kept unless scratch)
+ * to the set awaiting the verdict. */
+static void push_pending(pending_set *p, const clt_gemm_shape *s, const clt_gemm_tiling *t,
+                         const char *key, clt_gemm_tune_line *line, int scratch) {
+  p->at[p->n].shape = *s;
+  p->at[p->n].tiling = *t;
+  snprintf(p->at[p->n].key, sizeof p->at[p->n].key, "%s", key);
+  p->at[p->n].ms = line->ms;
+  p->at[p->n].default_ms = line->default_ms;
+  p->at[p->n++].line = scratch ? NULL : line;
+  snprintf(line->chosen, sizeof line->chosen, "default"); /* until the verdict */
+}
+
 /* clt_tune_confirm's sides: 0 the defaults, 1 the tilings picked. */
 static int set_pending(void *ctx, int side, clt_err *e) {
   const pending_set *p = ctx;
@@ -328,13 +341,7 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
       line->default_ms = dms;
       line->cached = 1;
       (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
-      if (!o->tune) continue;
-      pend->at[pend->n].shape = *s;
-      pend->at[pend->n].tiling = tl;
-      snprintf(pend->at[pend->n].key, sizeof pend->at[pend->n].key, "%s", key);
-      pend->at[pend->n].ms = ms;
-      pend->at[pend->n].default_ms = dms;
-      pend->at[pend->n++].line = line == &scratch ? NULL : line;
+      if (o->tune) push_pending(pend, s, &tl, key, line, line == &scratch);
       continue;
     }
     if (hit && (is_default || (parsed && clt_cpu_gemm_choose(r, s, &tl, &ignored) == CLT_OK))) {
@@ -348,15 +355,7 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     if (!o->tune || over) continue;
     int pending = 0;
     status = tune_shape(r, o, s, i, key, deadline, line, &over, &tl, &pending, e);
-    if (!status && pending) {
-      pend->at[pend->n].shape = *s;
-      pend->at[pend->n].tiling = tl;
-      snprintf(pend->at[pend->n].key, sizeof pend->at[pend->n].key, "%s", key);
-      pend->at[pend->n].ms = line->ms;
-      pend->at[pend->n].default_ms = line->default_ms;
-      pend->at[pend->n++].line = line == &scratch ? NULL : line;
-      snprintf(line->chosen, sizeof line->chosen, "default");
-    }
+    if (!status && pending) push_pending(pend, s, &tl, key, line, line == &scratch);
   }
   r->profile = profile;
   free(shapes);

@@ -801,6 +801,11 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
                                   : clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   int confirm = s->confirm > 0 ? (s->confirm < MAX_CONFIRM ? s->confirm : MAX_CONFIRM)
                                : DEFAULT_CONFIRM;
+  if (status) {
+    free(in.marks);
+    free(in.end);
+    return status;
+  }
   clt_profile *profile = r->profile;
   r->profile = NULL; /* the probes stay out of --profile */
   in.marks->at_scope = s->in_step ? at_scope : NULL;
