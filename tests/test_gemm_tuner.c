@@ -296,7 +296,7 @@ static void slow_phase(void *ctx, clt_replica *r, const char *what, const char *
   (void)r;
   const int *slowed = ctx;
   if (phase != *slowed || strcmp(what, "c1") != 0 || strcmp(pass, "forward") != 0) return;
-  struct timespec ts = {0, 20 * 1000 * 1000};
+  struct timespec ts = {0, 20000000L};
   nanosleep(&ts, NULL);
 }
 

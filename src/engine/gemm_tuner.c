@@ -52,7 +52,7 @@ static void shape_free(shape_run *t) {
 
 static int upload_random(clt_replica *r, clt_rng *rng, cl_mem m, size_t n, clt_err *e,
                          float **keep) {
-  float *v = malloc((n ? n : 1) * sizeof *v);
+  float *v = calloc(n ? n : 1, sizeof *v);
   if (!v) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning a GEMM");
   for (size_t i = 0; i < n; i++) v[i] = (float)(2.0 * clt_rng_uniform(rng) - 1.0);
   cl_int rc = clEnqueueWriteBuffer(r->queue, m, CL_TRUE, 0, n * sizeof *v, v, 0, NULL, NULL);
@@ -65,6 +65,8 @@ static int upload_random(clt_replica *r, clt_rng *rng, cl_mem m, size_t n, clt_e
 static int shape_init(shape_run *t, clt_replica *r, const clt_gemm_shape *s, int index,
                       clt_err *e) {
   memset(t, 0, sizeof *t);
+  if (!s->m || !s->n || !s->k)
+    return clt_fail(e, CLT_ERR_INTERNAL, "GEMM tuning: a product of an empty shape");
   t->r = r;
   t->s = *s;
   t->s.trans_b = 0;
@@ -341,7 +343,7 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
       line->default_ms = dms;
       line->cached = 1;
       (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
-      if (o->tune) push_pending(pend, s, &tl, key, line, line == &scratch);
+      if (o->tune && pend) push_pending(pend, s, &tl, key, line, line == &scratch);
       continue;
     }
     if (hit && (is_default || (parsed && clt_cpu_gemm_choose(r, s, &tl, &ignored) == CLT_OK))) {
@@ -355,7 +357,7 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     if (!o->tune || over) continue;
     int pending = 0;
     status = tune_shape(r, o, s, i, key, deadline, line, &over, &tl, &pending, e);
-    if (!status && pending) push_pending(pend, s, &tl, key, line, line == &scratch);
+    if (!status && pending && pend) push_pending(pend, s, &tl, key, line, line == &scratch);
   }
   r->profile = profile;
   free(shapes);
@@ -383,6 +385,15 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
   return h;
 }
 
+/* fnv1a over an int's four low bytes, by value. */
+static uint64_t fnv1a_int(uint64_t h, int v) {
+  for (int b = 0; b < 4; b++) {
+    h ^= (uint64_t)(((unsigned)v >> (8 * b)) & 0xffu);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
 /* The record's key: the model (its description, input, classes and frozen
  * layers), the batch and the convolution algorithms r runs for it, each of
  * which changes the products the net runs; 0 out of memory. */
@@ -390,22 +401,22 @@ static int record_key(const clt_model *m, const clt_replica *r, int batch, char 
   const size_t room = clt_describe_max(m->nlayers);
   char *text = malloc(room);
   if (!text) return 0;
+  text[0] = '\0';
   clt_model_describe(m, text, room);
   uint64_t hm = fnv1a(14695981039346656037ULL, text, strlen(text) + 1);
   free(text);
   const int dims[4] = {m->input.h, m->input.w, m->input.c, m->classes};
-  hm = fnv1a(hm, dims, sizeof dims);
+  for (int i = 0; i < 4; i++) hm = fnv1a_int(hm, dims[i]);
   uint64_t ha = 14695981039346656037ULL;
   for (int i = 0; i < m->nlayers; i++) {
     const clt_layer *l = &m->layers[i];
-    const int frozen = l->frozen;
-    hm = fnv1a(hm, &frozen, sizeof frozen);
+    hm = fnv1a_int(hm, l->frozen);
     clt_conv_geom g;
     int filters;
     if (!clt_conv2d_tunable(l, batch, &g, &filters)) continue;
     const clt_conv_algos a = clt_conv_algos_layer(r, l->name, &g, filters);
     const int v[4] = {i, a.forward, a.weight_grad, a.input_grad};
-    ha = fnv1a(ha, v, sizeof v);
+    for (int k = 0; k < 4; k++) ha = fnv1a_int(ha, v[k]);
   }
   snprintf(out, size, "gemm shapes %s model %016llx b%d algorithms %016llx", r->backend->name,
            (unsigned long long)hm, batch, (unsigned long long)ha);

@@ -660,9 +660,9 @@ static int progress_start(clt_tune_progress *p, int n, clt_err *e) {
     free(p->lines);
     free(p->best);
     free(p->pick);
-    p->lines = malloc((size_t)n * sizeof *p->lines);
-    p->best = malloc((size_t)n * CLT_CONV_MAX_CANDIDATES * sizeof *p->best);
-    p->pick = malloc((size_t)n * sizeof *p->pick);
+    p->lines = malloc(((size_t)n + 1) * sizeof *p->lines);
+    p->best = malloc(((size_t)n + 1) * CLT_CONV_MAX_CANDIDATES * sizeof *p->best);
+    p->pick = malloc(((size_t)n + 1) * sizeof *p->pick);
     p->room = p->lines && p->best && p->pick ? n : 0;
     if (!p->room) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   }
@@ -703,7 +703,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   for (int k = 0; k < kmax; k++)
     for (int dx = 0; dx < 2; dx++) configs += assignment(lines, n, varied, cur, k, dx, algo);
   /* Round 0 is untimed: first launches build and specialize kernels. */
-  const int per_round = 2 * kmax, total = (rounds + 1) * per_round;
+  const int per_round = 2 * (kmax > 0 ? kmax : 1), total = kmax > 0 ? (rounds + 1) * per_round : 0;
   for (; p->pos < total && !status && !res->over; p->pos++) {
     const int round = p->pos / per_round, k = p->pos % per_round / 2, dx = p->pos % 2;
     /* What is left, at the latest step's pace, must fit the budget (all in
