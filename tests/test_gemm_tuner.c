@@ -4,7 +4,11 @@
  * made wrong by the test's hook is rejected and never chosen, the choices go
  * to the cache and a second run takes them from there without timing, a step
  * on non-default tilings agrees with the defaults' at rounding level and
- * repeats bit for bit; on the gpu backend there is nothing to tune. Small
+ * repeats bit for bit; a model's products come from the cache's record of
+ * them with no net built (no program, no device memory) until its algorithms
+ * change or a product is missing; tilings are kept only where whole probe
+ * steps confirm them, and one not judged yet never runs; on the gpu backend
+ * there is nothing to tune. Small
  * mode (Oclgrind) runs each tiling's kernels once: the forced step and the
  * unhooked tuning. */
 #define _POSIX_C_SOURCE 200809L
@@ -12,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gemm_tuner.h"
@@ -214,6 +219,171 @@ static void test_tuner(const char *dir) {
   case_end();
 }
 
+/* A model's products from the cache's record (clt_gemm_tune_model): the first
+ * run builds a net, tunes and records; a second, on a fresh replica, takes
+ * every line from the cache and builds no program and allocates nothing
+ * (no net); other convolution algorithms or a product missing from the
+ * cache build the net again. */
+static void test_record(const char *dir) {
+  set_case("the products' record:");
+  char folder[256];
+  snprintf(folder, sizeof folder, "%s/record", dir);
+  clt_tune_ident id;
+  clt_tune_cache *cache = NULL, *partial = NULL;
+  clt_replica *r1 = NULL, *r2 = NULL;
+  if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+      api_failed(clt_tune_open(folder, NULL, &id, NULL, &cache, &E), "open") ||
+      api_failed(clt_backend_create_replica(&R->device, &r1, &E), "replica") ||
+      api_failed(clt_backend_create_replica(&R->device, &r2, &E), "replica"))
+    return;
+  r1->winograd = r2->winograd = 0;
+  clt_gemm_tune_line lines[MAX_LINES], first[MAX_LINES];
+  int n = 0, nfirst = 0, built = 0;
+  const clt_gemm_tuner_opts o = {.tune = 1, .runs = 1, .cache = cache};
+  if (api_failed(clt_gemm_tune_model(&M, r1, B, &o, first, MAX_LINES, &nfirst, &built, &E),
+                 "first"))
+    return;
+  int tuned = 0;
+  for (int i = 0; i < nfirst; i++) tuned += first[i].tuned;
+  expect("the first run builds a net and tunes its products", !built || nfirst < 4 || !tuned, 1);
+  const clt_program_entry *programs = r2->programs;
+  const size_t bytes = r2->allocated_bytes;
+  if (api_failed(clt_gemm_tune_model(&M, r2, B, &o, lines, MAX_LINES, &n, &built, &E), "second"))
+    return;
+  int same = n == nfirst;
+  for (int i = 0; i < n && same; i++)
+    same = (lines[i].cached || lines[i].candidates < 2) && !lines[i].tuned &&
+           lines[i].shape.m == first[i].shape.m && lines[i].shape.n == first[i].shape.n &&
+           lines[i].shape.k == first[i].shape.k &&
+           lines[i].shape.trans_a == first[i].shape.trans_a &&
+           lines[i].shape.trans_b == first[i].shape.trans_b &&
+           strcmp(lines[i].chosen, first[i].chosen) == 0;
+  expect("a second run: every product from the cache, as the first chose", !same, 1);
+  expect("and no net: nothing built, nothing allocated on the device",
+         built || r2->programs != programs || r2->allocated_bytes != bytes, 1);
+  /* c2's forward on F(2x2): other products, the net built again. */
+  clt_conv_geom g;
+  int f;
+  clt_conv2d_tunable(&M.layers[1], B, &g, &f);
+  if (api_failed(clt_conv_choose(r2, "c2", &g, f, CLT_CONV_PASS_FORWARD, CLT_CONV_WINOGRAD2, &E),
+                 "choose") ||
+      api_failed(clt_gemm_tune_model(&M, r2, B, &o, lines, MAX_LINES, &n, &built, &E), "other"))
+    return;
+  expect("other algorithms: the net built again", !built, 1);
+  (void)clt_conv_choose(r2, "c2", &g, f, CLT_CONV_PASS_FORWARD, -1, &E);
+  /* A file holding the record but no product's result (a run that timed
+   * nothing wrote it): the net built again. */
+  char pfolder[256];
+  snprintf(pfolder, sizeof pfolder, "%s/partial", dir);
+  if (api_failed(clt_tune_open(pfolder, NULL, &id, NULL, &partial, &E), "open partial")) return;
+  const clt_gemm_tuner_opts look = {.cache = partial};
+  int built2 = 0;
+  if (api_failed(clt_gemm_tune_model(&M, r2, B, &look, lines, MAX_LINES, &n, &built, &E),
+                 "untimed") ||
+      api_failed(clt_gemm_tune_model(&M, r2, B, &look, lines, MAX_LINES, &n, &built2, &E),
+                 "untimed again"))
+    return;
+  expect("a product missing from the cache: the net built again", !built || !built2, 1);
+  clt_tune_close(partial);
+  clt_tune_close(cache);
+  clt_backend_destroy_replica(r1);
+  clt_backend_destroy_replica(r2);
+  case_end();
+}
+
+/* The step hook: sleeps when c1's forward starts in phase `phase`. */
+static void slow_phase(void *ctx, clt_replica *r, const char *what, const char *pass, int phase) {
+  (void)r;
+  const int *slowed = ctx;
+  if (phase != *slowed || strcmp(what, "c1") != 0 || strcmp(pass, "forward") != 0) return;
+  struct timespec ts = {0, 20000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* The tilings judged by whole steps: a cache holding a timed but unjudged
+ * tiling for every product (what a run whose budget ended before the
+ * verdict leaves) runs none of them untuned; tuning confirms them in
+ * alternating probe steps, and a hook that slows the picked side's steps
+ * gets them rejected (the defaults run, the cache says "kept default"),
+ * one that slows the defaults' gets them kept ("confirmed"). */
+static void test_confirm(const char *dir) {
+  set_case("tilings in the step:");
+  clt_net *net = NULL;
+  if (api_failed(clt_net_create(&M, R, B, 1, &net, &E), "net")) return;
+  const size_t nin = (size_t)B * clt_shape_size(M.input);
+  double *x = dnew(nin);
+  rng_seed(78);
+  rand_fill(x, nin, 0, 1);
+  upload(net->input, 0, x, nin);
+  int labels[B] = {1, 2, 3, 4};
+  upload_bytes(net->labels, 0, labels, sizeof labels);
+  clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
+  clt_cpu_gemm_shapes_clear(R);
+  if (api_failed(clt_net_prepare(net, &E), "prepare")) return;
+  const int ns = clt_cpu_gemm_shapes(R, shapes, CLT_GEMM_MAX_SHAPES);
+  for (int side = 0; side < 2; side++) {
+    char folder[256];
+    snprintf(folder, sizeof folder, "%s/%s", dir, side ? "confirmed" : "rejected");
+    clt_tune_ident id;
+    clt_tune_cache *cache = NULL;
+    if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+        api_failed(clt_tune_open(folder, NULL, &id, NULL, &cache, &E), "open"))
+      return;
+    int picked = 0;
+    for (int i = 0; i < ns; i++) {
+      clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
+      char key[160], name[64];
+      if (clt_cpu_gemm_candidates(R, &shapes[i], cand) < 1) continue;
+      clt_gemm_tune_key(R, &shapes[i], key, sizeof key);
+      clt_cpu_gemm_tiling_name(&cand[0], name, sizeof name);
+      if (api_failed(clt_tune_put(cache, key, name, 1.0, 2.0, &E), "put")) return;
+      picked++;
+    }
+    const int slowed = side ? 1 : 2; /* the defaults' steps, or the picked */
+    const clt_step_opts so = {.count = B,
+                              .loss_scale = 0.25f,
+                              .confirm = 3,
+                              .in_step = slow_phase,
+                              .hook_ctx = (void *)&slowed};
+    clt_gemm_tune_line lines[MAX_LINES];
+    int n = 0;
+    clt_gemm_tuner_opts o = {.tune = 0, .cache = cache, .step = &so};
+    if (api_failed(clt_gemm_tune_net(net, &o, lines, MAX_LINES, &n, &E), "cache only")) return;
+    expect("unjudged tilings in the cache: none runs before its verdict",
+           picked < 3 || cpu_state(R)->ntilings != 0, 1);
+    o.tune = 1;
+    o.runs = 1;
+    if (api_failed(clt_gemm_tune_net(net, &o, lines, MAX_LINES, &n, &E), "confirm")) return;
+    int judged = 0, kept = 0, in_cache = 0;
+    for (int i = 0; i < n; i++) {
+      if (!lines[i].instep) continue;
+      judged++;
+      kept += lines[i].confirmed && strcmp(lines[i].chosen, "default") != 0;
+      char key[160];
+      clt_gemm_tune_key(R, &lines[i].shape, key, sizeof key);
+      const char *d = clt_tune_get_decision(cache, key, NULL, NULL);
+      const char *v = clt_tune_get(cache, key, NULL, NULL);
+      in_cache += d && v &&
+                  (side ? strcmp(d, "confirmed") == 0 && strcmp(v, "default") != 0
+                        : strcmp(d, "kept default") == 0 && strcmp(v, "default") == 0);
+    }
+    expect("every picked tiling judged by the whole step", judged != picked, 1);
+    if (side) {
+      expect("the picked side faster: every tiling kept, and run",
+             kept != picked || cpu_state(R)->ntilings != picked, 1);
+      expect("the cache says confirmed, with the tiling", in_cache != picked, 1);
+    } else {
+      expect("the picked side slower: none kept, the defaults run",
+             kept != 0 || cpu_state(R)->ntilings != 0, 1);
+      expect("the cache says kept default, with the default", in_cache != picked, 1);
+    }
+    for (int i = 0; i < ns; i++) (void)clt_cpu_gemm_choose(R, &shapes[i], NULL, &E);
+    clt_tune_close(cache);
+  }
+  clt_net_destroy(net);
+  case_end();
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   char dir[] = "/tmp/cltrain_gemm_tuner_XXXXXX";
@@ -222,6 +392,8 @@ int main(void) {
   R->winograd = 0;
   if (R->backend == &clt_backend_cpu) test_tilings();
   test_tuner(dir);
+  if (R->backend == &clt_backend_cpu && !small_mode()) test_record(dir);
+  if (R->backend == &clt_backend_cpu && !small_mode()) test_confirm(dir);
   replica_close();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

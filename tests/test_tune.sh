@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tuner through the command line: cltrain tune times the reference CNN's
 # convolution passes into a pinned file and prints each choice, a second run
-# takes them from it without timing; cltrain train --tune-file runs the file's
+# takes them and the products' tilings from it without timing or building a
+# net; cltrain train --tune-file runs the file's
 # algorithms (--verbose names them; the log and the checkpoint record them),
 # and a resumed run keeps the recorded ones even with --tune off, bit for bit;
 # two replicas made to run different algorithms (a checkpoint's record) stay
@@ -12,7 +13,8 @@
 # ("confirmed" or "kept default"); results timed alone (no verdict: an older
 # cltrain) are tuned again; training tunes between epochs without changing
 # what the run computes (its first checkpoint's arrays are --tune off's) and
-# a resumed run continues it bit for bit; a budget too short is not retried.
+# a resumed run continues it bit for bit; a budget too short for an epoch
+# goes on after the next where it stopped.
 #   test_tune.sh CLTRAIN
 set -u
 CLT=$1
@@ -32,10 +34,11 @@ else
   bad "cltrain tune times the three passes ($(cat "$tmp/tune1.txt"))"
 fi
 "$CLT" tune --model fmnist-cnn --batch 32 --tune-file "$pin" >"$tmp/tune2.txt" 2>&1
-if grep -q "3 passes: 0 tuned, 3 cached" "$tmp/tune2.txt"; then
-  ok "a second cltrain tune takes every pass from the file"
+if grep -q "3 passes: 0 tuned, 3 cached" "$tmp/tune2.txt" &&
+  grep -qE "GEMM shapes: 0 tuned, [0-9]+ cached, [0-9]+ at the default \(no net built\)" "$tmp/tune2.txt"; then
+  ok "a second cltrain tune takes every pass and product from the file, building no net"
 else
-  bad "a second cltrain tune takes every pass from the file ($(cat "$tmp/tune2.txt"))"
+  bad "a second cltrain tune takes every pass and product from the file ($(cat "$tmp/tune2.txt"))"
 fi
 if grep -qE '^  step: [0-9.]+ ms default, [0-9.]+ ms tuned, [0-9.]+x: (confirmed|kept default) ' "$tmp/tune1.txt" ||
   grep -q '^  step: kept default (the current algorithms were the fastest in the step)' "$tmp/tune1.txt"; then
@@ -64,7 +67,13 @@ for r in d["results"].values():
 json.dump(d, open(sys.argv[2], "w"))
 EOF
 "$CLT" tune --model fmnist-cnn --batch 32 --tune-file "$tmp/old.json" >"$tmp/tune_old.txt" 2>&1
-if grep -q "3 passes: 3 tuned, 0 cached" "$tmp/tune_old.txt" && [ "$(grep -c '"decision"' "$tmp/old.json")" = 3 ]; then
+decided=$($PY - "$tmp/old.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(sum(1 for k, r in d["results"].items() if k.startswith("conv ") and "decision" in r))
+EOF
+)
+if grep -q "3 passes: 3 tuned, 0 cached" "$tmp/tune_old.txt" && [ "$decided" = 3 ]; then
   ok "results timed alone (an older file) are read, and tuned again in the step"
 else
   bad "an older file tuned again ($(cat "$tmp/tune_old.txt"))"
@@ -201,13 +210,25 @@ for how in "--tune off" "--tune-budget 0"; do
   fi
 done
 
-# A budget too short for the tuning: said once, and later epochs do not try again.
-"$CLT" train --epochs 3 "${small[@]}" --tune-budget 0.01 --tune-file "$tmp/short.json" --verbose \
-  --checkpoint-dir "$tmp/short" >"$tmp/short.txt" 2>&1 || bad "training with a short budget"
-if [ "$(grep -c '^Replica 0: tuning in the step: the budget .*; the algorithms stay' "$tmp/short.txt")" = 1 ]; then
-  ok "a budget too short: one verdict, no retry in later epochs"
+# A budget too short for the tuning (per epoch): it goes on after each epoch
+# where it stopped, the defaults running until its verdict.
+"$CLT" train --epochs 5 "${small[@]}" --tune-budget 0.05 --tune-file "$tmp/short.json" --verbose \
+  --checkpoint-dir "$tmp/short" --log "$tmp/short.jsonl" >"$tmp/short.txt" 2>&1 ||
+  bad "training with a short budget"
+steps=$(grep -o 'after the next epoch ([0-9]* probe steps so far' "$tmp/short.txt" | grep -o '[0-9]*')
+pending=$(wc -w <<<"$steps")
+sorted=$(sort -n -u <<<"$steps" | tr '\n' ' ')
+if [ "$pending" -ge 2 ] && [ "$sorted" = "$(tr '\n' ' ' <<<"$steps")" ]; then
+  ok "a budget too short: the tuning goes on after each epoch where it stopped ($pending epochs, steps $sorted)"
 else
-  bad "a budget too short: one verdict ($(grep -i 'tuning in the step' "$tmp/short.txt"))"
+  bad "a budget too short: goes on after each epoch ($(grep -i 'tuning in the step' "$tmp/short.txt"))"
+fi
+# The epochs after a tuning not done (pending, or ended in the checks) ran the defaults.
+stay=$(grep -c '^Replica 0: tuning in the step: .*; the algorithms stay' "$tmp/short.txt")
+if [ "$(head -n "$stay" "$tmp/short.jsonl" | grep -c '"conv_algorithms": \["0 conv2d_1 in_place in_place in_place"\]')" = "$stay" ]; then
+  ok "until its verdict the defaults run"
+else
+  bad "until its verdict the defaults run ($(grep -o '"conv_algorithms[^]]*]' "$tmp/short.jsonl"))"
 fi
 
 expect_fail "--tune on refused" "--tune on: expected auto or off" \

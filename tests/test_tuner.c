@@ -15,7 +15,9 @@
  * candidate slowed in the step is not picked; an assignment whose whole
  * step is slower is not kept ("kept default", the defaults run); a budget
  * shorter than the probes ends them: nothing changes or is cached, within
- * the budget and a step. */
+ * the budget and a step; with the work carried between calls (the trainer's
+ * epochs) the same budget finishes over several calls, each resuming, the
+ * defaults running and nothing cached until the confirmed verdict. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -250,10 +252,7 @@ static void nap(double s) {
 static void in_step_hook(void *ctx, clt_replica *r, const char *what, const char *pass, int phase) {
   slow_hook *h = ctx;
   h->calls++;
-  if (h->sleep_s > 0) {
-    nap(h->sleep_s);
-    return;
-  }
+  if (h->sleep_s > 0) nap(h->sleep_s);
   if (h->late && phase == 2 && strcmp(what, "loss") == 0) nap(0.03);
   if (!((h->phases >> phase) & 1) || strcmp(what, "c2") != 0 || strcmp(pass, "forward") != 0)
     return;
@@ -283,21 +282,29 @@ static clt_net *probe_net(void) {
   return net;
 }
 
-/* Tunes net in the step with hook h into cache folder dir/sub. */
-static int in_step(clt_net *net, const char *dir, const char *sub, slow_hook *h, double budget,
-                   clt_tune_line *lines, int *n, clt_tune_verdict *v, clt_tune_cache **cache) {
+/* Tunes net in the step with hook h into cache folder dir/sub (with
+ * progress: work carried between calls). */
+static int in_step_with(clt_net *net, const char *dir, const char *sub, slow_hook *h, double budget,
+                        clt_tune_progress *progress, clt_tune_line *lines, int *n,
+                        clt_tune_verdict *v, clt_tune_cache **cache) {
   char folder[256];
   snprintf(folder, sizeof folder, "%s/%s", dir, sub);
   clt_tune_ident id;
   if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
       api_failed(clt_tune_open(folder, NULL, &id, NULL, cache, &E), "open"))
     return 1;
-  const clt_tuner_opts o = {.batch = 4, .tune = 1, .budget_s = budget, .cache = *cache};
+  const clt_tuner_opts o = {
+      .batch = 4, .tune = 1, .budget_s = budget, .cache = *cache, .progress = progress};
   const clt_step_opts so = {.count = 4,
                             .loss_scale = 0.25f,
                             .in_step = in_step_hook,
                             .hook_ctx = h};
   return api_failed(clt_tune_net(net, &o, &so, lines, MAX_LINES, n, v, &E), sub);
+}
+
+static int in_step(clt_net *net, const char *dir, const char *sub, slow_hook *h, double budget,
+                   clt_tune_line *lines, int *n, clt_tune_verdict *v, clt_tune_cache **cache) {
+  return in_step_with(net, dir, sub, h, budget, NULL, lines, n, v, cache);
 }
 
 static int c2_forward(void) {
@@ -388,6 +395,36 @@ static void test_in_step(const char *dir) {
   expect("the defaults run", c2_forward() != def, 1);
   report("within the budget and a probe step (seconds over)", took - budget, 0.5, detail);
   clt_tune_close(cache);
+
+  /* The same short budget, with the work carried between calls (as between
+   * epochs), and every c2 forward but F(4x4) slowed: each call goes on where
+   * the last stopped; until the verdict nothing changes and nothing is
+   * cached; then F(4x4) is picked, confirmed and run. */
+  R->nconv_choices = 0;
+  clt_tune_progress *progress = clt_tune_progress_new();
+  slow_hook resume = {.phases = 7, .slow = -1, .keep = CLT_CONV_WINOGRAD4, .sleep_s = 0.005};
+  int calls = 0, early = 0, resumed = 0, steps = 0;
+  for (; calls < 200; calls++) {
+    if (in_step_with(net, dir, "resume", &resume, budget, progress, lines, &n, &v, &cache)) break;
+    steps += v.probe_steps;
+    resumed += v.resumed;
+    c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+    if (v.pending)
+      early += c2_forward() != def || !c2 || clt_tune_get(cache, c2->key, NULL, NULL) != NULL ||
+               !clt_tune_progress_pending(progress);
+    clt_tune_close(cache);
+    if (!v.pending) break;
+  }
+  snprintf(detail, sizeof detail, "(%d calls, %d probe steps)", calls + 1, steps);
+  expect("a budget shorter than the work: it goes on over several calls", calls < 2, 1);
+  expect("each call after the first resumes", resumed != calls, 1);
+  expect("until the verdict: the defaults run, nothing cached", early != 0, 1);
+  expect("then the one forward not slowed is picked and confirmed",
+         !c2 || c2->picked != CLT_CONV_WINOGRAD4 || !v.confirmed || v.all_steps != steps, 1);
+  printf("  resumed %s\n", detail);
+  expect("the replica runs it, and the work is done",
+         c2_forward() != CLT_CONV_WINOGRAD4 || clt_tune_progress_pending(progress), 1);
+  clt_tune_progress_free(progress);
   R->nconv_choices = 0;
   clt_net_destroy(net);
   case_end();

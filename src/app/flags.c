@@ -314,8 +314,9 @@ static const clt_flag train_flags[] = {
      .max = 86400,
      .def = 10,
      .meta = "SECONDS",
-     .help = "with --tune auto: seconds the run may spend tuning between epochs, in all (0: "
-             "none; the first step never waits for it)"},
+     .help = "with --tune auto: seconds the run may spend tuning between two epochs, each "
+             "time; what does not fit goes on after the next epoch where it stopped (0: none; "
+             "the first step never waits for it)"},
     {.name = "tune-file",
      .type = CLT_FLAG_STRING,
      .offset = TR(tune_file),

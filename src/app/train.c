@@ -437,8 +437,9 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
   if ((status = record_choices(t, &state, e))) goto cleanup;
   /* The record is applied: later tuning starts from what runs. */
   tuning.recorded = tuning.tilings = tuning.replicas = NULL;
-  /* Timed between epochs, within the budget; a resumed run keeps its record. */
-  double tune_budget = tune && !restoring ? o->tune_budget : 0;
+  /* Timed between epochs, within the budget each time; a resumed run keeps its
+   * record. */
+  const double tune_budget = tune && !restoring ? o->tune_budget : 0;
   const double t_ready = clt_now_seconds();
   rep.trainer = t;
   if (leader) clt_report_ready(&rep, t_ready - t_setup, t_ready - rep.launch);
@@ -476,11 +477,8 @@ int clt_train(const clt_train_opts *o, clt_err *e) {
     if (!rec.conv_algorithms || !rec.gemm_tilings)
       status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
     if (!status && tune_budget > 0 && epoch + 1 < o->epochs) {
-      double spent = 0;
-      int over = 0;
-      status = clt_trainer_tune(t, &tuning, tune_budget, &spent, &over, e);
-      /* What did not fit will not fit the smaller budget left either. */
-      tune_budget = over ? 0 : tune_budget - spent;
+      /* What does not fit goes on after the next epoch, where it stopped. */
+      status = clt_trainer_tune(t, &tuning, tune_budget, NULL, NULL, e);
       if (!status && (o->verbose || o->profile)) status = report_conv_algorithms(t, stderr, e);
     }
     /* Every process, every epoch (tuning may have run in some alone). */

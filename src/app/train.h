@@ -64,7 +64,7 @@ typedef struct clt_train_opts {
   const char *wire;         /* --wire: how gradients cross between processes, fp32 or fp16 */
   const char *tune;         /* --tune: auto or off ($CLTRAIN_TUNE when not given) */
   int tune_given;
-  double tune_budget;          /* --tune-budget: seconds of tuning between epochs in all */
+  double tune_budget;          /* --tune-budget: seconds of tuning between two epochs */
   const char *tune_file;       /* --tune-file: the tuning file, pinned; NULL: the cache folder's */
   const char *trace_path;      /* --trace: Chrome trace-event JSON of the first steps, or NULL */
   const char *tensorboard_dir; /* --tensorboard: event files under DIR/train, DIR/validation */

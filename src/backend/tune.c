@@ -356,6 +356,36 @@ int clt_tune_put_step(clt_tune_cache *c, const char *key, const char *variant, d
   return put_entry(c, key, entry, e);
 }
 
+int clt_tune_put_list(clt_tune_cache *c, const char *key, const char *variant, const long *v, int n,
+                      clt_err *e) {
+  cJSON *entry = cJSON_CreateObject();
+  int ok = entry && cJSON_AddStringToObject(entry, "variant", variant);
+  cJSON *list = ok ? cJSON_AddArrayToObject(entry, "list") : NULL;
+  ok = list != NULL;
+  for (int i = 0; i < n && ok; i++) {
+    cJSON *item = cJSON_CreateNumber((double)v[i]);
+    ok = item && cJSON_AddItemToArray(list, item);
+  }
+  if (!ok) {
+    cJSON_Delete(entry);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory recording a tuning result");
+  }
+  return put_entry(c, key, entry, e);
+}
+
+int clt_tune_get_list(const clt_tune_cache *c, const char *key, long *v, int max) {
+  const cJSON *entry = cJSON_GetObjectItemCaseSensitive(c->result, key);
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive(entry, "list");
+  if (!cJSON_IsArray(list)) return -1;
+  int n = 0;
+  const cJSON *item;
+  cJSON_ArrayForEach(item, list) {
+    if (n == max || !cJSON_IsNumber(item)) return -1;
+    v[n++] = (long)item->valuedouble;
+  }
+  return n;
+}
+
 /* Records entry (taken) under key and writes the file. */
 static int put_entry(clt_tune_cache *c, const char *key, cJSON *entry, clt_err *e) {
   if (cJSON_GetObjectItemCaseSensitive(c->result, key))

@@ -98,6 +98,14 @@ int clt_tune_put_step(clt_tune_cache *c, const char *key, const char *variant, d
 const char *clt_tune_get_decision(const clt_tune_cache *c, const char *key, double *step_ms,
                                   double *default_step_ms);
 
+/* A list of integers recorded under `key` (an entry {"variant": variant,
+ * "list": [...]}), as clt_tune_put writes; clt_tune_get_list copies it to
+ * v[0 .. max) and returns its length, or -1 when there is none, it is not a
+ * list of numbers or it is longer than max. */
+int clt_tune_put_list(clt_tune_cache *c, const char *key, const char *variant, const long *v, int n,
+                      clt_err *e);
+int clt_tune_get_list(const clt_tune_cache *c, const char *key, long *v, int max);
+
 /* The key of one pass of a convolution: its geometry per example, the filters
  * and the batch bucketed: "conv fwd 28x28x32 k3x3 s1 p1,1 o28x28 f64 b32". */
 void clt_tune_conv_key(const char *pass, int h, int w, int c, int kh, int kw, int stride,

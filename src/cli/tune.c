@@ -113,13 +113,16 @@ static void print_gemm_lines(const clt_gemm_tune_line *lines, int n) {
          "speedup", "how");
   for (int i = 0; i < n; i++) {
     const clt_gemm_tune_line *t = &lines[i];
-    char shape[64], how[64], ms[32] = "-", dms[32] = "-", gain[32] = "-";
+    char shape[64], how[128], ms[32] = "-", dms[32] = "-", gain[32] = "-";
     snprintf(shape, sizeof shape, "%zux%zux%zu%s%s", t->shape.m, t->shape.n, t->shape.k,
              t->shape.trans_a ? " At" : "", t->shape.trans_b ? " Bt" : "");
-    if (t->cached) snprintf(how, sizeof how, "cached");
-    else if (t->tuned && t->rejected)
-      snprintf(how, sizeof how, "tuned, %d candidates, %d rejected", t->candidates, t->rejected);
-    else if (t->tuned) snprintf(how, sizeof how, "tuned, %d candidates", t->candidates);
+    char rejected[32] = "", step[48] = "";
+    if (t->rejected) snprintf(rejected, sizeof rejected, ", %d rejected", t->rejected);
+    if (t->instep)
+      snprintf(step, sizeof step, ", in the step: %s", t->confirmed ? "confirmed" : "kept default");
+    if (t->cached) snprintf(how, sizeof how, "cached%s", step);
+    else if (t->tuned)
+      snprintf(how, sizeof how, "tuned, %d candidates%s%s", t->candidates, rejected, step);
     else if (t->candidates < 2) snprintf(how, sizeof how, "one tiling fits");
     else snprintf(how, sizeof how, "not tuned (budget)");
     if (t->ms > 0) snprintf(ms, sizeof ms, "%.3f", t->ms);
@@ -130,21 +133,23 @@ static void print_gemm_lines(const clt_gemm_tune_line *lines, int n) {
 }
 
 /* The tiled products of m's net on r, as the chosen algorithms run them, tuned
- * with what is left of the budget. */
+ * with what is left of the budget (all cached: from the cache, no net built). */
 static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o,
                       clt_tune_cache *cache, double t0, clt_err *e) {
   if (r->backend != &clt_backend_cpu) return CLT_OK;
-  clt_net *net = NULL;
-  int n = 0;
+  int n = 0, built = 0;
   const int max = CLT_GEMM_MAX_SHAPES;
   clt_gemm_tune_line *lines = malloc((size_t)max * sizeof *lines);
   if (!lines) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   const double left = o->budget > 0 ? o->budget - (clt_now_seconds() - t0) : 0;
+  /* The tilings picked are confirmed by whole steps on a synthetic batch. */
+  const clt_step_opts so = {.count = o->batch, .loss_scale = 1.0f / (float)o->batch};
   const clt_gemm_tuner_opts go = {.tune = 1,
                                   .budget_s = o->budget > 0 && left <= 0 ? 1e-9 : left,
-                                  .cache = cache};
-  int status = clt_net_create(m, r, o->batch, 2, &net, e);
-  if (!status) status = clt_gemm_tune_net(net, &go, lines, max, &n, e);
+                                  .cache = cache,
+                                  .step = &so,
+                                  .load = synthetic_batch};
+  int status = clt_gemm_tune_model(m, r, o->batch, &go, lines, max, &n, &built, e);
   if (!status) {
     int tuned = 0, cached = 0;
     for (int i = 0; i < n; i++) {
@@ -152,10 +157,16 @@ static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o
       cached += lines[i].cached;
     }
     print_gemm_lines(lines, n);
-    printf("  %d GEMM shapes: %d tuned, %d cached, %d at the default; %.1f s\n", n, tuned, cached,
-           n - tuned - cached, clt_now_seconds() - t0);
+    printf("  %d GEMM shapes: %d tuned, %d cached, %d at the default%s; %.1f s\n", n, tuned, cached,
+           n - tuned - cached, built ? "" : " (no net built)", clt_now_seconds() - t0);
+    /* The tilings' whole-step verdict, when one was taken now. */
+    for (int i = 0; i < n; i++) {
+      if (!lines[i].instep) continue;
+      printf("  tilings' step: %.2f ms default, %.2f ms tuned: %s\n", lines[i].default_step_ms,
+             lines[i].step_ms, lines[i].confirmed ? "confirmed" : "kept default");
+      break;
+    }
   }
-  if (net) clt_net_destroy(net);
   free(lines);
   return status;
 }

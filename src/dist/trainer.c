@@ -8,6 +8,7 @@
 #include "rng.h"
 #include "timing.h"
 #include "trainer_impl.h"
+#include "tuner.h"
 
 /* What create makes: a trainer for training (else evaluation only), one that
  * lets replicas leave the step where the split allows it. */
@@ -381,6 +382,7 @@ void clt_trainer_destroy(clt_trainer *t) {
     clt_net_destroy(l->net);
     if (l->probe_input && !l->replica->hung) clReleaseMemObject(l->probe_input);
     if (l->probe_labels && !l->replica->hung) clReleaseMemObject(l->probe_labels);
+    clt_tune_progress_free(l->tune_progress);
     clt_backend_destroy_replica(l->replica);
   }
   free(t->order);

@@ -341,9 +341,11 @@ typedef struct clt_trainer_tuning {
  * tilings (with tune; else the defaults). With budget_s > 0 the passes not
  * yet cached are tuned first in the step (tuner.h's clt_tune_net, on the batch
  * clt_trainer_keep_probe_batch kept; nothing the run computes changes), within
- * budget_s seconds in all (between epochs, the replicas idle); *spent gets the
- * seconds taken and *over whether a replica's tuning did not fit what was left
- * of the budget (either may be NULL). */
+ * budget_s seconds in all (between epochs, the replicas idle); tuning that does
+ * not fit goes on at the next call where it stopped (tuner.h's progress), the
+ * tilings once the algorithms are settled. *spent gets the seconds taken and
+ * *over whether a replica's tuning did not fit what was left of the budget
+ * (either may be NULL). */
 int clt_trainer_tune(clt_trainer *t, const clt_trainer_tuning *cfg, double budget_s, double *spent,
                      int *over, clt_err *e);
 

@@ -29,8 +29,10 @@ typedef struct trainer_replica {
    * images staged for the preprocessing kernel. */
   cl_mem host_images;
   cl_kernel convert;
-  /* In-step tuning (tuning.c): a copy of the latest training step's batch. */
+  /* In-step tuning (tuning.c): a copy of the latest training step's batch,
+   * and the work a budget cut short, for the next epoch's (or NULL). */
   cl_mem probe_input, probe_labels;
+  struct clt_tune_progress *tune_progress;
 } trainer_replica;
 
 struct clt_trainer {

@@ -257,15 +257,20 @@ int clt_trainer_keep_probe_batch(clt_trainer *t, clt_err *e) {
 
 static void report_verdict(FILE *out, int replica, const clt_tune_verdict *v, double seconds) {
   if (!out) return;
-  if (v->over)
+  if (v->pending)
+    fprintf(out,
+            "Replica %d: tuning in the step: %s; the algorithms stay until it is done, after "
+            "the next epoch (%d probe steps so far, %.1f s)\n",
+            replica, v->why, v->all_steps, seconds);
+  else if (v->over)
     fprintf(out, "Replica %d: tuning in the step: %s; the algorithms stay (%.1f s)\n", replica,
             v->why, seconds);
   else if (v->probed && v->differs)
     fprintf(out,
             "Replica %d: tuning in the step: step %.2f ms default, %.2f ms tuned: %s (%s; %d "
-            "probe steps, %.1f s)\n",
+            "probe steps, %.1f s%s)\n",
             replica, v->default_ms, v->tuned_ms, v->confirmed ? "confirmed" : "kept default",
-            v->why, v->probe_steps, seconds);
+            v->why, v->all_steps, seconds, v->calls > 1 ? " in this call" : "");
   else if (v->probed)
     fprintf(out, "Replica %d: tuning in the step: kept default (%s; %d probe steps, %.1f s)\n",
             replica, v->why, v->probe_steps, seconds);
@@ -277,6 +282,11 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
   clt_replica *r = l->replica;
   int status = CLT_OK;
   const double start = clt_now_seconds();
+  /* The probes run on the kept training batch, whole slices, into the spare
+   * metrics slot; the next step loads its own batch over it. */
+  const clt_step_opts so = {.count = l->cap,
+                            .loss_scale = 1.0f / (float)t->global,
+                            .metric_slot = l->net->metric_slots - 1};
   if (cfg->tune) {
     clt_tune_ident ident;
     clt_tune_cache *cache = NULL;
@@ -285,15 +295,14 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
     const int max_lines = CLT_CONV_PASSES * t->model->nlayers + 1;
     clt_tune_line *lines = status ? NULL : malloc((size_t)max_lines * sizeof *lines);
     if (!status && !lines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+    if (!status && budget_s > 0 && !l->tune_progress &&
+        !(l->tune_progress = clt_tune_progress_new()))
+      status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
     const clt_tuner_opts o = {.batch = l->cap,
                               .tune = budget_s > 0,
                               .budget_s = budget_s,
-                              .cache = cache};
-    /* The probes run on the kept training batch, whole slices, into the spare
-     * metrics slot; the next step loads its own batch over it. */
-    const clt_step_opts so = {.count = l->cap,
-                              .loss_scale = 1.0f / (float)t->global,
-                              .metric_slot = l->net->metric_slots - 1};
+                              .cache = cache,
+                              .progress = l->tune_progress};
     if (!status && o.tune && l->probe_input) {
       status = copy_buffer(r, l->probe_input, l->net->input, e);
       if (!status) status = copy_buffer(r, l->probe_labels, l->net->labels, e);
@@ -314,11 +323,14 @@ static int tune_replica(clt_trainer *t, int i, const clt_trainer_tuning *cfg, do
   if (!status && cfg->replicas) restored = restore_choices(t, i, cfg);
   else if (!status && cfg->recorded) apply_record(t->model, r, t->base + i, l->cap, cfg->recorded);
   if (!status) status = clt_net_prepare(l->net, e);
-  /* Then the products' tilings, as the chosen algorithms run them. */
+  /* Then the products' tilings, as the chosen algorithms run them, once those
+   * are settled. */
   if (!status && cfg->tune && !restored) {
     /* What the algorithms left of the budget; none left: the cache only. */
     const double left = budget_s > 0 ? budget_s - (clt_now_seconds() - start) : 0;
-    status = clt_gemm_tune_trainer_net(l->net, cfg->file, left > 0, left, e);
+    const int settled = !clt_tune_progress_pending(l->tune_progress);
+    status = clt_gemm_tune_trainer_net(l->net, cfg->file, left > 0 && settled, left, &so,
+                                       cfg->verbose, e);
   }
   return status;
 }

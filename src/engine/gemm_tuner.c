@@ -3,10 +3,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gemm_tuner.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "layer.h"
 #include "rng.h"
 #include "timing.h"
 #include "tuner.h"
@@ -50,7 +52,7 @@ static void shape_free(shape_run *t) {
 
 static int upload_random(clt_replica *r, clt_rng *rng, cl_mem m, size_t n, clt_err *e,
                          float **keep) {
-  float *v = malloc((n ? n : 1) * sizeof *v);
+  float *v = calloc(n ? n : 1, sizeof *v);
   if (!v) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning a GEMM");
   for (size_t i = 0; i < n; i++) v[i] = (float)(2.0 * clt_rng_uniform(rng) - 1.0);
   cl_int rc = clEnqueueWriteBuffer(r->queue, m, CL_TRUE, 0, n * sizeof *v, v, 0, NULL, NULL);
@@ -63,6 +65,8 @@ static int upload_random(clt_replica *r, clt_rng *rng, cl_mem m, size_t n, clt_e
 static int shape_init(shape_run *t, clt_replica *r, const clt_gemm_shape *s, int index,
                       clt_err *e) {
   memset(t, 0, sizeof *t);
+  if (!s->m || !s->n || !s->k)
+    return clt_fail(e, CLT_ERR_INTERNAL, "GEMM tuning: a product of an empty shape");
   t->r = r;
   t->s = *s;
   t->s.trans_b = 0;
@@ -150,7 +154,7 @@ static int time_tiling(shape_run *t, double *ms, clt_err *e) {
  * ran out first (the default stays, nothing cached). */
 static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_gemm_shape *s,
                       int index, const char *key, double deadline, clt_gemm_tune_line *line,
-                      int *over, clt_err *e) {
+                      int *over, clt_gemm_tiling *won, int *pending, clt_err *e) {
   int runs = o->runs > 0 ? (o->runs < MAX_RUNS ? o->runs : MAX_RUNS) : DEFAULT_RUNS;
   clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
   const int ncand = clt_cpu_gemm_candidates(r, s, cand);
@@ -207,7 +211,12 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
     status = clt_fail(e, CLT_ERR_INTERNAL,
                       "GEMM %zux%zux%zu%s: no tiling matched the reference product", s->m, s->n,
                       s->k, s->trans_a ? " At" : "");
-  const int s2 = clt_cpu_gemm_choose(r, s, status || *over || best <= 0 ? NULL : &cand[best - 1],
+  /* A tiling to confirm in the step stays off until its verdict. */
+  *pending = !status && !*over && best > 0 && o->step;
+  if (*pending) *won = cand[best - 1];
+  const int s2 = clt_cpu_gemm_choose(r, s,
+                                     status || *over || best <= 0 || *pending ? NULL
+                                                                              : &cand[best - 1],
                                      e);
   if (status || *over) return status ? status : s2;
   if (best > 0) clt_cpu_gemm_tiling_name(&cand[best - 1], line->chosen, sizeof line->chosen);
@@ -224,6 +233,67 @@ static int tunable(const clt_gemm_shape *s) {
   return !(s->trans_a && s->k <= 512) && s->m > 0 && s->n >= 16 && s->k > 0;
 }
 
+/* The tilings awaiting the whole step's verdict. */
+typedef struct pending_set {
+  clt_replica *r;
+  int n;
+  struct {
+    clt_gemm_shape shape;
+    clt_gemm_tiling tiling;
+    char key[160];
+    double ms, default_ms;
+    clt_gemm_tune_line *line; /* NULL: none kept */
+  } at[CLT_GEMM_MAX_SHAPES];
+} pending_set;
+
+/* Adds shape s's tiling t (its times in line, which is kept unless scratch)
+ * to the set awaiting the verdict. */
+static void push_pending(pending_set *p, const clt_gemm_shape *s, const clt_gemm_tiling *t,
+                         const char *key, clt_gemm_tune_line *line, int scratch) {
+  p->at[p->n].shape = *s;
+  p->at[p->n].tiling = *t;
+  snprintf(p->at[p->n].key, sizeof p->at[p->n].key, "%s", key);
+  p->at[p->n].ms = line->ms;
+  p->at[p->n].default_ms = line->default_ms;
+  p->at[p->n++].line = scratch ? NULL : line;
+  snprintf(line->chosen, sizeof line->chosen, "default"); /* until the verdict */
+}
+
+/* clt_tune_confirm's sides: 0 the defaults, 1 the tilings picked. */
+static int set_pending(void *ctx, int side, clt_err *e) {
+  const pending_set *p = ctx;
+  int status = CLT_OK;
+  for (int i = 0; i < p->n && !status; i++)
+    status = clt_cpu_gemm_choose(p->r, &p->at[i].shape, side ? &p->at[i].tiling : NULL, e);
+  return status;
+}
+
+/* The whole step's verdict on the pending tilings, kept in the cache. */
+static int confirm_pending(clt_net *net, const clt_gemm_tuner_opts *o, pending_set *p,
+                           double deadline, clt_err *e) {
+  clt_tune_verdict v;
+  int status = clt_tune_confirm(net, o->step, set_pending, p, deadline, &v, e);
+  for (int i = 0; i < p->n && !status && !v.over; i++) {
+    char name[64] = "default";
+    if (v.confirmed) clt_cpu_gemm_tiling_name(&p->at[i].tiling, name, sizeof name);
+    const double ms = v.confirmed ? p->at[i].ms : p->at[i].default_ms;
+    clt_gemm_tune_line *line = p->at[i].line;
+    if (line) {
+      snprintf(line->chosen, sizeof line->chosen, "%s", name);
+      line->ms = ms;
+      line->instep = 1;
+      line->confirmed = v.confirmed;
+      line->step_ms = v.tuned_ms;
+      line->default_step_ms = v.default_ms;
+    }
+    if (o->cache)
+      status = clt_tune_put_step(o->cache, p->at[i].key, name, ms, p->at[i].default_ms,
+                                 v.confirmed ? "confirmed" : "kept default", v.why, v.tuned_ms,
+                                 v.default_ms, e);
+  }
+  return status;
+}
+
 int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines,
                       int max_lines, int *nlines, clt_err *e) {
   clt_replica *r = net->replica;
@@ -233,7 +303,13 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
   clt_cpu_gemm_shapes_clear(r);
   int status = clt_net_prepare(net, e);
   clt_gemm_shape *shapes = malloc(CLT_GEMM_MAX_SHAPES * sizeof *shapes);
-  if (!shapes) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
+  pending_set *pend = o->step ? calloc(1, sizeof *pend) : NULL;
+  if (!shapes || (o->step && !pend)) {
+    free(shapes);
+    free(pend);
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
+  }
+  if (pend) pend->r = r;
   const int n = status ? 0 : clt_cpu_gemm_shapes(r, shapes, CLT_GEMM_MAX_SHAPES);
   clt_profile *profile = r->profile; /* the tuner's launches stay out of the profile */
   r->profile = NULL;
@@ -247,6 +323,8 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     memset(line, 0, sizeof *line);
     line->shape = *s;
     snprintf(line->chosen, sizeof line->chosen, "default");
+    clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
+    line->candidates = clt_cpu_gemm_candidates(r, s, cand) + 1;
     char key[160];
     clt_gemm_tune_key(r, s, key, sizeof key);
     double ms = 0, dms = 0;
@@ -254,8 +332,21 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     clt_gemm_tiling tl;
     clt_err ignored = {0};
     const int is_default = hit && strcmp(hit, "default") == 0;
-    if (hit && (is_default || (clt_cpu_gemm_tiling_parse(hit, &tl) == 0 &&
-                               clt_cpu_gemm_choose(r, s, &tl, &ignored) == CLT_OK))) {
+    const int parsed = hit && !is_default && clt_cpu_gemm_tiling_parse(hit, &tl) == 0 &&
+                       clt_cpu_gemm_tiling_valid(r, s, &tl);
+    /* With whole-step confirmation a tiling runs only once confirmed; one
+     * timed but not yet judged waits for the verdict, at the default. */
+    const int decided = !hit || !o->step || is_default ||
+                        clt_tune_get_decision(o->cache, key, NULL, NULL) != NULL;
+    if (parsed && !decided) {
+      line->ms = ms;
+      line->default_ms = dms;
+      line->cached = 1;
+      (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
+      if (o->tune && pend) push_pending(pend, s, &tl, key, line, line == &scratch);
+      continue;
+    }
+    if (hit && (is_default || (parsed && clt_cpu_gemm_choose(r, s, &tl, &ignored) == CLT_OK))) {
       if (is_default) (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
       snprintf(line->chosen, sizeof line->chosen, "%s", hit);
       line->ms = ms;
@@ -264,17 +355,146 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
       continue;
     }
     if (!o->tune || over) continue;
-    status = tune_shape(r, o, s, i, key, deadline, line, &over, e);
+    int pending = 0;
+    status = tune_shape(r, o, s, i, key, deadline, line, &over, &tl, &pending, e);
+    if (!status && pending && pend) push_pending(pend, s, &tl, key, line, line == &scratch);
   }
   r->profile = profile;
   free(shapes);
+  /* Every product timed: the picked tilings against the defaults, in whole
+   * steps (the budget ended first: they wait, at the default). */
+  if (!status && pend && pend->n && !over) status = confirm_pending(net, o, pend, deadline, e);
+  free(pend);
   /* The chosen tilings' kernels, before the next step. */
   if (!status) status = clt_net_prepare(net, e);
   return status;
 }
 
+/* ---- a model's products, from the cache's record of them --------------------------- */
+
+/* Integers per product in the record: M, N, K, A^T, B^T, candidates (under
+ * 2: nothing to tune, none cached). */
+#define RECORD_FIELDS 6
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/* fnv1a over an int's four low bytes, by value. */
+static uint64_t fnv1a_int(uint64_t h, int v) {
+  for (int b = 0; b < 4; b++) {
+    h ^= (uint64_t)(((unsigned)v >> (8 * b)) & 0xffu);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/* The record's key: the model (its description, input, classes and frozen
+ * layers), the batch and the convolution algorithms r runs for it, each of
+ * which changes the products the net runs; 0 out of memory. */
+static int record_key(const clt_model *m, const clt_replica *r, int batch, char *out, size_t size) {
+  const size_t room = clt_describe_max(m->nlayers);
+  char *text = malloc(room);
+  if (!text) return 0;
+  text[0] = '\0';
+  clt_model_describe(m, text, room);
+  uint64_t hm = fnv1a(14695981039346656037ULL, text, strlen(text) + 1);
+  free(text);
+  const int dims[4] = {m->input.h, m->input.w, m->input.c, m->classes};
+  for (int i = 0; i < 4; i++) hm = fnv1a_int(hm, dims[i]);
+  uint64_t ha = 14695981039346656037ULL;
+  for (int i = 0; i < m->nlayers; i++) {
+    const clt_layer *l = &m->layers[i];
+    hm = fnv1a_int(hm, l->frozen);
+    clt_conv_geom g;
+    int filters;
+    if (!clt_conv2d_tunable(l, batch, &g, &filters)) continue;
+    const clt_conv_algos a = clt_conv_algos_layer(r, l->name, &g, filters);
+    const int v[4] = {i, a.forward, a.weight_grad, a.input_grad};
+    for (int k = 0; k < 4; k++) ha = fnv1a_int(ha, v[k]);
+  }
+  snprintf(out, size, "gemm shapes %s model %016llx b%d algorithms %016llx", r->backend->name,
+           (unsigned long long)hm, batch, (unsigned long long)ha);
+  return 1;
+}
+
+/* Fills lines from the record under key when it and every product's result
+ * are cached (with confirming, every tiling judged by the whole step): 1,
+ * else 0 (nothing filled that counts). */
+static int from_record(const clt_replica *r, const clt_tune_cache *cache, const char *key,
+                       int confirming, clt_gemm_tune_line *lines, int max_lines, int *nlines) {
+  long v[CLT_GEMM_MAX_SHAPES * RECORD_FIELDS];
+  const int n = clt_tune_get_list(cache, key, v, CLT_GEMM_MAX_SHAPES * RECORD_FIELDS);
+  if (n < 0 || n % RECORD_FIELDS || n / RECORD_FIELDS > max_lines) return 0;
+  for (int i = 0; i < n / RECORD_FIELDS; i++) {
+    const long *f = v + (size_t)i * RECORD_FIELDS;
+    if (f[0] <= 0 || f[1] <= 0 || f[2] <= 0 || (f[3] & ~1L) || (f[4] & ~1L) || f[5] < 0 ||
+        f[5] > CLT_GEMM_MAX_TILINGS + 1)
+      return 0;
+    clt_gemm_tune_line *line = &lines[i];
+    memset(line, 0, sizeof *line);
+    line->shape = (clt_gemm_shape){.trans_a = (int)f[3],
+                                   .trans_b = (int)f[4],
+                                   .m = (size_t)f[0],
+                                   .n = (size_t)f[1],
+                                   .k = (size_t)f[2]};
+    snprintf(line->chosen, sizeof line->chosen, "default");
+    line->candidates = (int)f[5];
+    if (f[5] < 2) continue;
+    char gkey[160];
+    clt_gemm_tune_key(r, &line->shape, gkey, sizeof gkey);
+    const char *hit = clt_tune_get(cache, gkey, &line->ms, &line->default_ms);
+    if (!hit || (confirming && strcmp(hit, "default") != 0 &&
+                 !clt_tune_get_decision(cache, gkey, NULL, NULL)))
+      return 0;
+    snprintf(line->chosen, sizeof line->chosen, "%s", hit);
+    line->cached = 1;
+  }
+  *nlines = n / RECORD_FIELDS;
+  return 1;
+}
+
+int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch, const clt_gemm_tuner_opts *o,
+                        clt_gemm_tune_line *lines, int max_lines, int *nlines, int *built,
+                        clt_err *e) {
+  *nlines = 0;
+  *built = 0;
+  if (r->backend != &clt_backend_cpu) return CLT_OK;
+  char key[192];
+  if (!record_key(m, r, batch, key, sizeof key))
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
+  if (o->cache && from_record(r, o->cache, key, o->step != NULL, lines, max_lines, nlines))
+    return CLT_OK;
+  *nlines = 0;
+  clt_net *net = NULL;
+  int status = clt_net_create(m, r, batch, 2, &net, e);
+  *built = !status;
+  if (!status && o->load) status = o->load(net, batch, e);
+  if (!status) status = clt_gemm_tune_net(net, o, lines, max_lines, nlines, e);
+  if (net) clt_net_destroy(net);
+  /* Every product's shape, for the next run (complete: the lines hold all). */
+  if (!status && o->cache && *nlines < max_lines) {
+    long v[CLT_GEMM_MAX_SHAPES * RECORD_FIELDS];
+    int n = 0;
+    for (int i = 0; i < *nlines && i < CLT_GEMM_MAX_SHAPES; i++) {
+      const clt_gemm_shape *s = &lines[i].shape;
+      const long f[RECORD_FIELDS] = {(long)s->m, (long)s->n, (long)s->k,
+                                     s->trans_a, s->trans_b, lines[i].candidates};
+      memcpy(v + n, f, sizeof f);
+      n += RECORD_FIELDS;
+    }
+    status = clt_tune_put_list(o->cache, key, "products", v, n, e);
+  }
+  return status;
+}
+
 int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double budget_s,
-                              clt_err *e) {
+                              const clt_step_opts *step, FILE *verbose, clt_err *e) {
   clt_replica *r = net->replica;
   if (r->backend != &clt_backend_cpu) return CLT_OK;
   if (tune && budget_s <= 0) budget_s = 1e-9; /* spent: nothing more is timed */
@@ -282,8 +502,27 @@ int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double b
   clt_tune_cache *cache = NULL;
   int status = clt_tune_ident_of(&r->device, r->defines, &ident, e);
   if (!status) status = clt_tune_open(NULL, file, &ident, stderr, &cache, e);
-  const clt_gemm_tuner_opts o = {.tune = tune, .budget_s = budget_s, .cache = cache};
-  if (!status) status = clt_gemm_tune_net(net, &o, NULL, 0, NULL, e);
+  const clt_gemm_tuner_opts o = {.tune = tune, .budget_s = budget_s, .cache = cache, .step = step};
+  clt_gemm_tune_line *lines = malloc(CLT_GEMM_MAX_SHAPES * sizeof *lines);
+  int n = 0;
+  if (!status && !lines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
+  if (!status) status = clt_gemm_tune_net(net, &o, lines, CLT_GEMM_MAX_SHAPES, &n, e);
+  /* What tuning did now, when it did anything. */
+  int tuned = 0;
+  const clt_gemm_tune_line *judged = NULL;
+  for (int i = 0; i < n && !status; i++) {
+    tuned += lines[i].tuned;
+    if (lines[i].instep && !judged) judged = &lines[i];
+  }
+  if (!status && verbose && tune && judged)
+    fprintf(verbose,
+            "Replica %d: GEMM tilings: %d of %d products timed now; in the step: %.2f ms "
+            "default, %.2f ms tuned: %s\n",
+            r->index, tuned, n, judged->default_step_ms, judged->step_ms,
+            judged->confirmed ? "confirmed" : "kept default");
+  else if (!status && verbose && tune && tuned)
+    fprintf(verbose, "Replica %d: GEMM tilings: %d of %d products timed now\n", r->index, tuned, n);
+  free(lines);
   clt_tune_close(cache);
   return status;
 }

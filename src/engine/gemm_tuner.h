@@ -16,6 +16,7 @@
 #include "cpu.h"
 #include "net.h"
 #include "tune.h"
+#include "tuner.h"
 
 /* One product shape, as the tuner left it. */
 typedef struct clt_gemm_tune_line {
@@ -23,6 +24,9 @@ typedef struct clt_gemm_tune_line {
   char chosen[64];       /* "default" or a tiling (clt_cpu_gemm_tiling_name) */
   double ms, default_ms; /* fastest rounds' times; 0 when not timed */
   int cached, tuned, rejected, candidates;
+  int instep;                      /* judged by whole steps now (clt_gemm_tuner_opts.step) */
+  int confirmed;                   /* ... and kept (else the default stays) */
+  double step_ms, default_step_ms; /* the confirmation's median steps */
 } clt_gemm_tune_line;
 
 typedef struct clt_gemm_tuner_opts {
@@ -30,6 +34,14 @@ typedef struct clt_gemm_tuner_opts {
   double budget_s;       /* seconds for timing (<= 0: no limit) */
   int runs;              /* timed rounds, each candidate once a round (0: 3) */
   clt_tune_cache *cache; /* NULL: nothing read or kept */
+  /* Whole-step confirmation (tuner.h's clt_tune_confirm, on the batch the net
+   * holds): once every product is timed, the tilings picked run against the
+   * defaults in alternating probe steps, and are kept only when the step is
+   * faster; the verdict goes to the cache ("decision"), and a cached tiling
+   * without one runs only once confirmed. NULL: each fastest kept as timed. */
+  const clt_step_opts *step;
+  /* clt_gemm_tune_model: loads a batch into the net it builds (NULL: none). */
+  int (*load)(clt_net *net, int batch, clt_err *e);
   /* Test-only: called after tiling t (NULL: the default) ran on shape s, with
    * C's `floats` floats; may change them (a test makes one tiling wrong and
    * sees it rejected). NULL in the product. */
@@ -49,9 +61,22 @@ void clt_gemm_tune_key(const clt_replica *r, const clt_gemm_shape *s, char *out,
 int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines,
                       int max_lines, int *nlines, clt_err *e);
 
+/* Tunes (or applies the cache to) the products m's net runs on r at `batch`
+ * examples with the convolution algorithms r holds now. The cache records
+ * which products those are, keyed by the model (its description, input,
+ * classes and frozen layers), the batch and the algorithms: with that record
+ * and every product's result cached, the lines come from the cache and no net
+ * is built (*built 0), nothing runs; otherwise a net is built (*built 1), its
+ * products tuned (clt_gemm_tune_net) and the record kept. Lines as
+ * clt_gemm_tune_net's. */
+int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch, const clt_gemm_tuner_opts *o,
+                        clt_gemm_tune_line *lines, int max_lines, int *nlines, int *built,
+                        clt_err *e);
+
 /* clt_gemm_tune_net for the trainer: r's cache opened from `file` (--tune-file;
- * NULL: the folder), notes to stderr. */
+ * NULL: the folder), notes to stderr; step as the options'; what tuning did
+ * goes to verbose (NULL: nowhere). */
 int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double budget_s,
-                              clt_err *e);
+                              const clt_step_opts *step, FILE *verbose, clt_err *e);
 
 #endif

@@ -626,9 +626,70 @@ static void choose(clt_tune_line *lines, int n, const unsigned char *varied, con
   free(done);
 }
 
-/* Probes and confirms (see tuner.h); the replica holds the verdict's choices. */
+/* Work carried from one call of clt_tune_net to the next (tuner.h). */
+struct clt_tune_progress {
+  int active;           /* probing or confirming is under way: lines hold the checks */
+  int n, room;          /* lines, and room for them */
+  clt_tune_line *lines; /* as the last call left them */
+  double *best;         /* room * CLT_CONV_MAX_CANDIDATES: each candidate's fastest span */
+  int *pick;            /* room: the probes' pick, once probed */
+  int pos;              /* the next probe: (round, k, dx) in order */
+  int probed, differs;
+  int confirm, timed; /* confirmation steps of each side wanted, and timed so far */
+  int warmed;         /* the confirmation's untimed step of each side ran */
+  double d[MAX_CONFIRM], t[MAX_CONFIRM];
+  double ms;        /* the latest probe step's */
+  int steps, calls; /* in all */
+};
+
+clt_tune_progress *clt_tune_progress_new(void) { return calloc(1, sizeof(clt_tune_progress)); }
+
+void clt_tune_progress_free(clt_tune_progress *p) {
+  if (!p) return;
+  free(p->lines);
+  free(p->best);
+  free(p->pick);
+  free(p);
+}
+
+int clt_tune_progress_pending(const clt_tune_progress *p) { return p && p->active; }
+
+/* Room for n lines, the work reset. */
+static int progress_start(clt_tune_progress *p, int n, clt_err *e) {
+  if (n > p->room) {
+    free(p->lines);
+    free(p->best);
+    free(p->pick);
+    p->lines = malloc(((size_t)n + 1) * sizeof *p->lines);
+    p->best = malloc(((size_t)n + 1) * CLT_CONV_MAX_CANDIDATES * sizeof *p->best);
+    p->pick = malloc(((size_t)n + 1) * sizeof *p->pick);
+    p->room = p->lines && p->best && p->pick ? n : 0;
+    if (!p->room) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  }
+  p->active = p->pos = p->probed = p->differs = p->confirm = p->timed = p->warmed = 0;
+  p->steps = p->calls = 0;
+  p->n = n;
+  p->ms = 0;
+  for (size_t i = 0; i < (size_t)n * CLT_CONV_MAX_CANDIDATES; i++) p->best[i] = INFINITY;
+  return CLT_OK;
+}
+
+/* Whether the next probe step may start: before the deadline, and when the
+ * work resumes later, only a step that ends before it (at the latest step's
+ * pace), though a call always runs its first. */
+static int may_step(const clt_tune_progress *p, double deadline, int resumable, int ran) {
+  if (deadline <= 0) return 1;
+  const double now = clt_now_seconds();
+  if (!resumable) return now <= deadline;
+  return !ran || now + p->ms * 1e-3 <= deadline;
+}
+
+/* Probes and confirms (see tuner.h), from where p left off; the replica
+ * holds the verdict's choices. With resumable, a budget that ends keeps the
+ * work done in p for the next call. */
 static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char *varied,
-                   const int *cur, double deadline, clt_tune_verdict *res, int *pick, clt_err *e) {
+                   const int *cur, double deadline, int resumable, clt_tune_progress *p,
+                   clt_tune_verdict *res, clt_err *e) {
   const clt_step_opts *s = in->s;
   const int rounds = s->rounds > 0 ? s->rounds : DEFAULT_ROUNDS;
   int confirm = s->confirm > 0 ? (s->confirm < MAX_CONFIRM ? s->confirm : MAX_CONFIRM)
@@ -637,79 +698,150 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   for (int i = 0; i < n; i++)
     if (varied[i] && lines[i].nok > kmax) kmax = lines[i].nok;
   int *algo = malloc(((size_t)n + 1) * sizeof *algo);
-  double *best = malloc(((size_t)n * CLT_CONV_MAX_CANDIDATES + 1) * sizeof *best);
-  if (!algo || !best) {
-    free(algo);
-    free(best);
-    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
-  }
-  for (size_t i = 0; i < (size_t)n * CLT_CONV_MAX_CANDIDATES; i++) best[i] = INFINITY;
-  int status = CLT_OK, configs = 0;
+  if (!algo) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  int status = CLT_OK, configs = 0, ran = 0;
   for (int k = 0; k < kmax; k++)
     for (int dx = 0; dx < 2; dx++) configs += assignment(lines, n, varied, cur, k, dx, algo);
-  double ms = 0;
   /* Round 0 is untimed: first launches build and specialize kernels. */
-  for (int round = 0; round <= rounds && !status && !res->over; round++) {
-    for (int k = 0; k < kmax && !status && !res->over; k++) {
-      for (int dx = 0; dx < 2 && !status && !res->over; dx++) {
-        if (!assignment(lines, n, varied, cur, k, dx, algo)) continue;
-        if (deadline > 0 && clt_now_seconds() > deadline) {
-          res->over = 1;
-          snprintf(res->why, sizeof res->why, "the budget ended during the probe steps");
-          break;
-        }
-        status = apply(in, lines, n, algo, e);
-        if (!status) status = probe(in, 0, &ms, e);
-        for (int i = 0; i < n && !status && round > 0; i++) {
-          if (!varied[i] || k >= lines[i].nok || (lines[i].pass == CLT_CONV_PASS_INPUT_GRAD) != dx)
-            continue;
-          const double t = span_ms(in, &lines[i]);
-          double *b = &best[(size_t)i * CLT_CONV_MAX_CANDIDATES + k];
-          if (t >= 0 && t < *b) *b = t;
-        }
-      }
-    }
-    /* What is left, at the latest step's pace, must fit the budget. */
-    const double left = (double)(rounds - round) * configs + 2.0 * (confirm + 1);
-    if (!status && !res->over && round == 0 && deadline > 0 &&
-        clt_now_seconds() + left * ms * 1e-3 > deadline) {
+  const int per_round = 2 * (kmax > 0 ? kmax : 1), total = kmax > 0 ? (rounds + 1) * per_round : 0;
+  for (; p->pos < total && !status && !res->over; p->pos++) {
+    const int round = p->pos / per_round, k = p->pos % per_round / 2, dx = p->pos % 2;
+    /* What is left, at the latest step's pace, must fit the budget (all in
+     * one call: judged once, after the untimed round). */
+    const double left = (double)rounds * configs + 2.0 * (confirm + 1);
+    if (!resumable && p->pos == per_round && deadline > 0 &&
+        clt_now_seconds() + left * p->ms * 1e-3 > deadline) {
       res->over = 1;
       snprintf(res->why, sizeof res->why,
                "the budget is short of the %.0f more probe steps of %.0f ms tuning needs", left,
-               ms);
+               p->ms);
+      break;
+    }
+    if (!assignment(lines, n, varied, cur, k, dx, algo)) continue;
+    if (!may_step(p, deadline, resumable, ran)) {
+      res->over = 1;
+      snprintf(res->why, sizeof res->why, "the budget ended during the probe steps");
+      break;
+    }
+    status = apply(in, lines, n, algo, e);
+    if (!status) status = probe(in, 0, &p->ms, e);
+    ran = 1;
+    for (int i = 0; i < n && !status && round > 0; i++) {
+      if (!varied[i] || k >= lines[i].nok || (lines[i].pass == CLT_CONV_PASS_INPUT_GRAD) != dx)
+        continue;
+      const double t = span_ms(in, &lines[i]);
+      double *b = &p->best[(size_t)i * CLT_CONV_MAX_CANDIDATES + k];
+      if (t >= 0 && t < *b) *b = t;
     }
   }
-  if (!status && !res->over) {
-    choose(lines, n, varied, cur, best, pick);
-    res->probed = 1;
-    for (int i = 0; i < n; i++) res->differs |= pick[i] != cur[i];
+  if (!status && !res->over && !p->probed) {
+    choose(lines, n, varied, cur, p->best, p->pick);
+    p->probed = 1;
+    for (int i = 0; i < n; i++) p->differs |= p->pick[i] != cur[i];
+    /* Short steps: more of them (about CONFIRM_MS of each side), for a
+     * fastest default step that noise has not slowed. */
+    if (s->confirm <= 0 && p->ms > 0 && p->ms * confirm < CONFIRM_MS) {
+      confirm = (int)(CONFIRM_MS / p->ms);
+      if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
+    }
+    p->confirm = confirm;
   }
-  if (!status && res->probed && !res->differs)
+  res->probed = p->probed;
+  res->differs = p->differs;
+  if (!status && p->probed && !p->differs)
     snprintf(res->why, sizeof res->why, "the current algorithms were the fastest in the step");
-  /* Short steps: more of them (about CONFIRM_MS of each side), for a
-   * fastest default step that noise has not slowed. */
-  if (s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
-    confirm = (int)(CONFIRM_MS / ms);
-    if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
+  /* The confirmation: whole steps, alternating, after one untimed of each
+   * (once: the kernels are built by then). */
+  while (!status && p->probed && p->differs && !res->over && p->timed < p->confirm) {
+    double ms[2] = {0, 0};
+    for (int side = 0; side < 2 && !status && !res->over; side++) {
+      if (!may_step(p, deadline, resumable, ran)) {
+        res->over = 1;
+        snprintf(res->why, sizeof res->why, "the budget ended during the confirmation");
+        break;
+      }
+      status = apply(in, lines, n, side ? p->pick : cur, e);
+      if (!status) status = probe(in, 1 + side, &ms[side], e);
+      ran = 1;
+    }
+    if (status || res->over) break;
+    p->ms = ms[1];
+    if (p->warmed) {
+      p->d[p->timed] = ms[0];
+      p->t[p->timed++] = ms[1];
+    }
+    p->warmed = 1;
   }
-  /* The confirmation: whole steps, alternating, after one untimed of each. */
+  if (!status && p->probed && p->differs && !res->over) {
+    double dfast = p->d[0];
+    for (int c = 1; c < p->confirm; c++) dfast = p->d[c] < dfast ? p->d[c] : dfast;
+    res->default_fast = dfast;
+    res->tuned_median = median(p->t, p->confirm);
+    res->tuned_ms = res->tuned_median;
+    res->default_ms = median(p->d, p->confirm);
+    res->confirmed = res->tuned_median < dfast;
+    snprintf(res->why, sizeof res->why,
+             res->confirmed ? "median tuned step %.2f ms < fastest default step %.2f ms"
+                            : "median tuned step %.2f ms not below fastest default step %.2f ms",
+             res->tuned_median, dfast);
+  }
+  free(algo);
+  return status;
+}
+
+int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
+                     int (*set)(void *ctx, int side, clt_err *e), void *ctx, double deadline,
+                     clt_tune_verdict *res, clt_err *e) {
+  memset(res, 0, sizeof *res);
+  clt_replica *r = net->replica;
+  instep in = {.net = net, .r = r, .s = s};
+  in.marks = calloc(1, sizeof *in.marks);
+  in.end = malloc(CLT_SCOPE_MARKS_MAX * sizeof *in.end);
+  int status = in.marks && in.end ? CLT_OK
+                                  : clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  int confirm = s->confirm > 0 ? (s->confirm < MAX_CONFIRM ? s->confirm : MAX_CONFIRM)
+                               : DEFAULT_CONFIRM;
+  if (status) {
+    free(in.marks);
+    free(in.end);
+    return status;
+  }
+  clt_profile *profile = r->profile;
+  r->profile = NULL; /* the probes stay out of --profile */
+  in.marks->at_scope = s->in_step ? at_scope : NULL;
+  in.marks->ctx = &in;
   double d[MAX_CONFIRM] = {0}, t[MAX_CONFIRM] = {0};
-  for (int c = -1; c < confirm && !status && res->probed && res->differs && !res->over; c++) {
+  /* One untimed step of each side, then the timed ones. */
+  for (int c = -1; c < confirm && !status && !res->over; c++) {
     for (int side = 0; side < 2 && !status; side++) {
       if (deadline > 0 && clt_now_seconds() > deadline) {
         res->over = 1;
         snprintf(res->why, sizeof res->why, "the budget ended during the confirmation");
         break;
       }
-      status = apply(in, lines, n, side ? pick : cur, e);
-      if (!status) status = probe(in, 1 + side, &ms, e);
+      double ms = 0;
+      status = set(ctx, side, e);
+      if (!status) status = clt_net_prepare(net, e);
+      cl_int rc = status ? CL_SUCCESS : clFinish(r->queue);
+      if (rc) status = clt_replica_fail(r, e, rc, "tuning: clFinish");
+      if (!status) status = probe(&in, 1 + side, &ms, e);
       if (c >= 0 && side) t[c] = ms;
       else if (c >= 0) d[c] = ms;
+      /* Short steps: more of them, as in clt_tune_net. */
+      if (c < 0 && side && s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
+        confirm = (int)(CONFIRM_MS / ms);
+        if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
+      }
     }
   }
-  if (!status && res->probed && res->differs && !res->over) {
+  r->profile = profile;
+  r->marks = NULL;
+  res->probe_steps = res->all_steps = in.steps;
+  res->calls = 1;
+  if (!status && !res->over) {
     double dfast = d[0];
     for (int c = 1; c < confirm; c++) dfast = d[c] < dfast ? d[c] : dfast;
+    res->probed = res->differs = 1;
     res->default_fast = dfast;
     res->tuned_median = median(t, confirm);
     res->tuned_ms = res->tuned_median;
@@ -720,8 +852,11 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
                             : "median tuned step %.2f ms not below fastest default step %.2f ms",
              res->tuned_median, dfast);
   }
-  free(algo);
-  free(best);
+  /* The verdict's side stays (the current one when none). */
+  if (!status) status = set(ctx, res->confirmed, e);
+  if (!status) status = clt_net_prepare(net, e);
+  free(in.marks);
+  free(in.end);
   return status;
 }
 
@@ -731,19 +866,39 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
   clt_replica *r = net->replica;
   memset(res, 0, sizeof *res);
   const double deadline = o->tune && o->budget_s > 0 ? clt_now_seconds() + o->budget_s : 0;
-  clt_tuner_opts checks = *o;
-  checks.check_only = 1;
-  checks.batch = net->max_batch;
-  int status = clt_tune_model(net->model, r, &checks, lines, max_lines, nlines, e);
+  clt_tune_progress local = {0}, *p = o->progress ? o->progress : &local;
+  const int resumable = o->progress != NULL;
+  int status = CLT_OK;
+  if (o->tune && p->active) {
+    /* Resumed: the lines as the checks left them (their choices held by r). */
+    if (p->n > max_lines)
+      status = clt_fail(e, CLT_ERR_INTERNAL, "more than %d tuned passes", max_lines);
+    else memcpy(lines, p->lines, (size_t)p->n * sizeof *lines);
+    *nlines = p->n;
+    res->resumed = 1;
+  } else {
+    clt_tuner_opts checks = *o;
+    checks.check_only = 1;
+    checks.batch = net->max_batch;
+    status = clt_tune_model(net->model, r, &checks, lines, max_lines, nlines, e);
+    if (!status && o->tune) status = progress_start(p, *nlines, e);
+  }
   const int n = *nlines;
-  if (status || !o->tune) return status == CLT_OK ? clt_net_prepare(net, e) : status;
+  if (status || !o->tune) {
+    free(local.lines);
+    free(local.best);
+    free(local.pick);
+    return status == CLT_OK ? clt_net_prepare(net, e) : status;
+  }
+  p->calls++;
   unsigned char *varied = calloc((size_t)n + 1, 1);
-  int *cur = malloc(((size_t)n + 1) * sizeof *cur), *pick = malloc(((size_t)n + 1) * sizeof *pick);
+  int *cur = malloc(((size_t)n + 1) * sizeof *cur);
+  const int *pick = p->pick;
   clt_conv_choice *saved = malloc(sizeof r->conv_choices);
   instep in = {.net = net, .r = r, .s = s};
   in.marks = calloc(1, sizeof *in.marks);
   in.end = malloc(CLT_SCOPE_MARKS_MAX * sizeof *in.end);
-  if (!varied || !cur || !pick || !saved || !in.marks || !in.end)
+  if (!varied || !cur || !saved || !in.marks || !in.end)
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   int any = 0;
   for (int i = 0; i < n && !status; i++) {
@@ -765,9 +920,10 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
     /* Only a test's hook: each call flushes the queue, which the step does not. */
     in.marks->at_scope = s->in_step ? at_scope : NULL;
     in.marks->ctx = &in;
-    status = in_step(&in, lines, n, varied, cur, deadline, res, pick, e);
+    status = in_step(&in, lines, n, varied, cur, deadline, resumable, p, res, e);
     r->profile = profile;
     r->marks = NULL;
+    /* Nothing unconfirmed stays: a pending or rejected pick is undone. */
     if (!status && !res->confirmed) {
       memcpy(r->conv_choices, saved, sizeof r->conv_choices);
       r->nconv_choices = nsaved;
@@ -776,6 +932,13 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
     }
   }
   res->probe_steps = in.steps;
+  p->steps += in.steps;
+  res->all_steps = p->steps;
+  res->calls = p->calls;
+  /* A budget that ended keeps the work for the next call. */
+  p->active = !status && any && res->over && resumable;
+  res->pending = p->active;
+  if (p->active) memcpy(p->lines, lines, (size_t)n * sizeof *lines);
   /* The verdict per pass, and in the cache once per shape. */
   for (int i = 0; i < n && !status && any && res->probed && !res->over; i++) {
     if (!varied[i]) continue;
@@ -799,9 +962,11 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
   if (!status) status = clt_net_prepare(net, e);
   free(varied);
   free(cur);
-  free(pick);
   free(saved);
   free(in.marks);
   free(in.end);
+  free(local.lines);
+  free(local.best);
+  free(local.pick);
   return status;
 }

@@ -59,6 +59,9 @@ typedef struct clt_tuner_opts {
   int check_only;        /* candidates checked (ok[]), none timed, chosen or cached; only
                             cache entries chosen in the step count (clt_tune_net) */
   clt_tune_cache *cache; /* NULL: nothing read or kept */
+  /* clt_tune_net only: where work the budget cut short is kept for the next
+   * call (clt_tune_progress_new), or NULL: all in one call, nothing kept. */
+  struct clt_tune_progress *progress;
   /* Test-only: called after candidate `algo` of pass `pass` ran on the check
    * slice, with the floats it wrote (`out` from `offset`); may change them (a
    * test makes a candidate wrong and sees it rejected). NULL in the product. */
@@ -95,19 +98,52 @@ typedef struct clt_tune_verdict {
   int differs;                       /* ... unlike the current one (then confirmed or not) */
   int confirmed;                     /* the picked assignment was kept */
   int over;                          /* the budget ended it first: nothing changed or cached */
+  int pending;                       /* ... and the progress keeps what was done */
+  int resumed;                       /* this call went on from the progress's work */
   double default_ms, tuned_ms;       /* the confirmation's median steps (0: not run) */
   double default_fast, tuned_median; /* the figures the verdict compared */
   int probe_steps;                   /* steps run, confirmation included */
+  int all_steps, calls;              /* over the calls this tuning took so far */
   char why[192];                     /* the verdict, in words */
 } clt_tune_verdict;
 
 /* Tunes net's convolutions in the step (the net's loaded batch; its
  * parameters, optimizer state and data are not changed) within o->budget_s:
  * lines as clt_tune_model's, the cache read and written as described above;
- * the replica is left on the confirmed assignment, or the one it had. */
+ * the replica is left on the confirmed assignment, or the one it had.
+ *
+ * With o->progress, tuning that does not fit the budget goes on at the next
+ * call (the trainer calls once between epochs): the checks' lines, the probe
+ * times and the confirmation steps measured so far are kept there, and the
+ * next call (on the same net, its batch perhaps another) starts where this
+ * one stopped; a call starts a probe step only when it ends within the
+ * budget at the latest step's pace (its first step always runs, so every
+ * call makes progress). Until the confirmation's verdict the replica runs
+ * what it ran before: nothing unconfirmed runs in a real step. Without it, a
+ * budget too short for what is left after the untimed round stops the
+ * probes at once, and nothing is kept. */
 int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
                  clt_tune_line *lines, int max_lines, int *nlines, clt_tune_verdict *res,
                  clt_err *e);
+
+/* Confirms an assignment by whole steps as clt_tune_net does: probe steps
+ * of net (s's batch) alternate between the current assignment and the picked
+ * one, which set(ctx, side) puts in place (0: the current, 1: the picked; s's
+ * hook sees phases 1 and 2), one untimed step of each and then s->confirm
+ * timed (0: 5, more for short steps); res gets the verdict (confirmed: the
+ * picked one's median step below the current one's fastest), or over when
+ * the deadline (0: none) came first. The verdict's side is left in place (the
+ * current one unless confirmed) and the net prepared for it. */
+int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
+                     int (*set)(void *ctx, int side, clt_err *e), void *ctx, double deadline,
+                     clt_tune_verdict *res, clt_err *e);
+
+/* The work in-step tuning carries between calls (clt_tuner_opts.progress). */
+typedef struct clt_tune_progress clt_tune_progress;
+clt_tune_progress *clt_tune_progress_new(void); /* NULL out of memory */
+void clt_tune_progress_free(clt_tune_progress *p);
+/* Whether a tuning is under way: the next clt_tune_net call goes on with it. */
+int clt_tune_progress_pending(const clt_tune_progress *p);
 
 /* The worst difference of n floats from the reference, relative to the
  * reference's largest magnitude: the check's measure. */
