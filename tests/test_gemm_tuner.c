@@ -30,19 +30,27 @@ static const char *const DESC =
 
 static clt_model M;
 
-/* A training step of M on R with whatever tilings R has chosen: the loss and
- * the gradients (grads, M.grad_floats floats). */
-static double step(float *grads) {
+/* M's net on R with a batch of inputs drawn from `seed` and its labels loaded;
+ * NULL when it cannot be made (the failure counted). */
+static clt_net *net_with_batch(uint64_t seed) {
   clt_net *net = NULL;
-  double loss = NAN;
-  if (api_failed(clt_net_create(&M, R, B, 1, &net, &E), "net")) return loss;
+  if (api_failed(clt_net_create(&M, R, B, 1, &net, &E), "net")) return NULL;
   const size_t nin = (size_t)B * clt_shape_size(M.input);
   double *x = dnew(nin);
-  rng_seed(77);
+  rng_seed(seed);
   rand_fill(x, nin, 0, 1);
   upload(net->input, 0, x, nin);
   int labels[B] = {1, 2, 3, 4};
   upload_bytes(net->labels, 0, labels, sizeof labels);
+  return net;
+}
+
+/* A training step of M on R with whatever tilings R has chosen: the loss and
+ * the gradients (grads, M.grad_floats floats). */
+static double step(float *grads) {
+  double loss = NAN;
+  clt_net *net = net_with_batch(77);
+  if (!net) return loss;
   float *flat = hnew(M.flat_floats * sizeof *flat);
   for (size_t i = 0; i < M.flat_floats; i++) flat[i] = (float)urand(-0.2, 0.2);
   if (!api_failed(clt_net_write_params(net, flat, &E), "params") &&
@@ -308,15 +316,8 @@ static void slow_phase(void *ctx, clt_replica *r, const char *what, const char *
  * one that slows the defaults' gets them kept ("confirmed"). */
 static void test_confirm(const char *dir) {
   set_case("tilings in the step:");
-  clt_net *net = NULL;
-  if (api_failed(clt_net_create(&M, R, B, 1, &net, &E), "net")) return;
-  const size_t nin = (size_t)B * clt_shape_size(M.input);
-  double *x = dnew(nin);
-  rng_seed(78);
-  rand_fill(x, nin, 0, 1);
-  upload(net->input, 0, x, nin);
-  int labels[B] = {1, 2, 3, 4};
-  upload_bytes(net->labels, 0, labels, sizeof labels);
+  clt_net *net = net_with_batch(78);
+  if (!net) return;
   clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
   clt_cpu_gemm_shapes_clear(R);
   if (api_failed(clt_net_prepare(net, &E), "prepare")) return;

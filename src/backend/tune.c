@@ -26,7 +26,7 @@ struct clt_tune_cache {
   cJSON *result; /* key -> {"variant", "ms", "default_ms"} */
 };
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+uint64_t clt_fnv1a(uint64_t h, const void *data, size_t n) {
   const unsigned char *p = data;
   for (size_t i = 0; i < n; i++) {
     h ^= p[i];
@@ -35,16 +35,14 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
   return h;
 }
 
-#define FNV_START 14695981039346656037ULL
-
 void clt_tune_sources_hash(char out[17]) {
-  uint64_t h = FNV_START;
+  uint64_t h = CLT_FNV_START;
   for (size_t i = 0; i < clt_cl_source_count(); i++) {
     const char *name = "";
     size_t len = 0;
     const char *text = clt_cl_source_at(i, &name, &len);
-    h = fnv1a(h, name, strlen(name) + 1);
-    h = fnv1a(h, text, len);
+    h = clt_fnv1a(h, name, strlen(name) + 1);
+    h = clt_fnv1a(h, text, len);
   }
   snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
@@ -132,7 +130,7 @@ static cJSON *ident_json(const clt_tune_ident *id) {
 static uint64_t ident_hash(const clt_tune_ident *id) {
   cJSON *o = ident_json(id);
   char *text = o ? cJSON_PrintUnformatted(o) : NULL;
-  const uint64_t h = text ? fnv1a(FNV_START, text, strlen(text)) : 0;
+  const uint64_t h = text ? clt_fnv1a(CLT_FNV_START, text, strlen(text)) : 0;
   cJSON_free(text);
   cJSON_Delete(o);
   return h;

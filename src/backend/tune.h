@@ -20,6 +20,7 @@
 #ifndef CLT_TUNE_H
 #define CLT_TUNE_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "device.h"
@@ -43,6 +44,11 @@ int clt_tune_ident_of(const clt_device *d, const char *options, clt_tune_ident *
 /* The identity's hash (the one naming its file), 16 hex digits: two replicas
  * with the same hash build the same kernels. */
 void clt_tune_ident_hash(const clt_tune_ident *id, char out[17]);
+
+/* 64-bit FNV-1a of n bytes, continued from h (CLT_FNV_START for a new hash):
+ * the tuning keys' hashes. */
+#define CLT_FNV_START 14695981039346656037ULL
+uint64_t clt_fnv1a(uint64_t h, const void *data, size_t n);
 
 /* The hash of the embedded kernel sources (names and texts), 16 hex digits. */
 void clt_tune_sources_hash(char out[17]);

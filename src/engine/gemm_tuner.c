@@ -376,22 +376,11 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
  * 2: nothing to tune, none cached). */
 #define RECORD_FIELDS 6
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-/* fnv1a over an int's four low bytes, by value. */
+/* FNV-1a over an int's four bytes, low byte first whatever the host's order. */
 static uint64_t fnv1a_int(uint64_t h, int v) {
-  for (int b = 0; b < 4; b++) {
-    h ^= (uint64_t)(((unsigned)v >> (8 * b)) & 0xffu);
-    h *= 1099511628211ULL;
-  }
-  return h;
+  const unsigned u = (unsigned)v;
+  const unsigned char bytes[4] = {u & 0xffu, (u >> 8) & 0xffu, (u >> 16) & 0xffu, u >> 24};
+  return clt_fnv1a(h, bytes, sizeof bytes);
 }
 
 /* The record's key: the model (its description, input, classes and frozen
@@ -403,11 +392,11 @@ static int record_key(const clt_model *m, const clt_replica *r, int batch, char 
   if (!text) return 0;
   text[0] = '\0';
   clt_model_describe(m, text, room);
-  uint64_t hm = fnv1a(14695981039346656037ULL, text, strlen(text) + 1);
+  uint64_t hm = clt_fnv1a(CLT_FNV_START, text, strlen(text) + 1);
   free(text);
   const int dims[4] = {m->input.h, m->input.w, m->input.c, m->classes};
   for (int i = 0; i < 4; i++) hm = fnv1a_int(hm, dims[i]);
-  uint64_t ha = 14695981039346656037ULL;
+  uint64_t ha = CLT_FNV_START;
   for (int i = 0; i < m->nlayers; i++) {
     const clt_layer *l = &m->layers[i];
     hm = fnv1a_int(hm, l->frozen);
