@@ -93,7 +93,8 @@ run() {
 gemm_uninit=1
 [ "$backend" = cpu ] && gemm_uninit=0
 # The longest first, so the slots finish together.
-run winograd "$gemm_uninit" "$bin/test_winograd"
+run winograd_f2 "$gemm_uninit" env CLT_TEST_TILE=2 "$bin/test_winograd"
+run winograd_f4 "$gemm_uninit" env CLT_TEST_TILE=4 "$bin/test_winograd"
 # The GEMM tuner's tilings: each candidate register tile and blocking (a build
 # of gemm.cl per define set) on the tiny model's products; the gpu backend has none.
 [ "$backend" = cpu ] && run gemm_tilings 0 "$bin/test_gemm_tuner"

@@ -17,7 +17,9 @@
  * shorter than the probes ends them: nothing changes or is cached, within
  * the budget and a step; with the work carried between calls (the trainer's
  * epochs) the same budget finishes over several calls, each resuming, the
- * defaults running and nothing cached until the confirmed verdict. */
+ * defaults running and nothing cached until the confirmed verdict; checks
+ * longer than the budget go on over calls too, each candidate checked once,
+ * and no probe step runs before every pass is checked. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -282,6 +284,25 @@ static clt_net *probe_net(void) {
   return net;
 }
 
+/* A check hook that sleeps after each candidate's check and counts the
+ * checks per layer, pass and algorithm. */
+typedef struct check_hook {
+  double sleep_s;
+  int counts[8][CLT_CONV_PASSES][16];
+} check_hook;
+
+static void count_check(void *ctx, clt_replica *r, const clt_layer *l, int pass, int algo,
+                        cl_mem out, size_t offset, size_t floats) {
+  (void)r, (void)out, (void)offset, (void)floats;
+  check_hook *h = ctx;
+  const long layer = l - M.layers;
+  if (layer >= 0 && layer < 8 && pass >= 0 && pass < CLT_CONV_PASSES && algo >= 0 && algo < 16)
+    h->counts[layer][pass][algo]++;
+  nap(h->sleep_s);
+}
+
+static check_hook *checks_hook; /* in_step_with's check hook, NULL: none */
+
 /* Tunes net in the step with hook h into cache folder dir/sub (with
  * progress: work carried between calls). */
 static int in_step_with(clt_net *net, const char *dir, const char *sub, slow_hook *h, double budget,
@@ -293,8 +314,13 @@ static int in_step_with(clt_net *net, const char *dir, const char *sub, slow_hoo
   if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
       api_failed(clt_tune_open(folder, NULL, &id, NULL, cache, &E), "open"))
     return 1;
-  const clt_tuner_opts o = {
-      .batch = 4, .tune = 1, .budget_s = budget, .cache = *cache, .progress = progress};
+  const clt_tuner_opts o = {.batch = 4,
+                            .tune = 1,
+                            .budget_s = budget,
+                            .cache = *cache,
+                            .progress = progress,
+                            .after_check = checks_hook ? count_check : NULL,
+                            .hook_ctx = checks_hook};
   const clt_step_opts so = {.count = 4,
                             .loss_scale = 0.25f,
                             .in_step = in_step_hook,
@@ -424,6 +450,43 @@ static void test_in_step(const char *dir) {
   printf("  resumed %s\n", detail);
   expect("the replica runs it, and the work is done",
          c2_forward() != CLT_CONV_WINOGRAD4 || clt_tune_progress_pending(progress), 1);
+  clt_tune_progress_free(progress);
+
+  /* Checks longer than the budget (each candidate's check sleeps), the work
+   * carried between calls: no probe step runs on the part checked so far;
+   * each call checks only what is left, each candidate once in all; once
+   * every pass is checked the whole model is probed and judged. */
+  R->nconv_choices = 0;
+  progress = clt_tune_progress_new();
+  static check_hook slow_checks = {.sleep_s = 0.08};
+  checks_hook = &slow_checks;
+  slow_hook keep4 = {.phases = 7, .slow = -1, .keep = CLT_CONV_WINOGRAD4};
+  int checking = 0, probed_early = 0, twice = 0, unchecked = 0;
+  for (calls = 0; calls < 200; calls++) {
+    if (in_step_with(net, dir, "checks", &keep4, budget, progress, lines, &n, &v, &cache)) break;
+    clt_tune_close(cache);
+    int left = 0;
+    for (int i = 0; i < n; i++)
+      left |= lines[i].candidates > 1 && !lines[i].cached && !lines[i].checked;
+    if (left) {
+      checking++;
+      probed_early += v.probe_steps != 0 || !v.pending || c2_forward() != def;
+    }
+    if (!v.pending) break;
+  }
+  checks_hook = NULL;
+  for (int l = 0; l < 8; l++)
+    for (int p = 0; p < CLT_CONV_PASSES; p++)
+      for (int a = 0; a < 16; a++) twice += slow_checks.counts[l][p][a] > 1;
+  for (int i = 0; i < n; i++) unchecked += lines[i].candidates > 1 && !lines[i].checked;
+  c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+  snprintf(detail, sizeof detail, "(%d calls, %d of them checking)", calls + 1, checking);
+  expect("checks longer than the budget go on over several calls", checking < 2, 1);
+  expect("no probe step until every pass is checked; the defaults run", probed_early != 0, 1);
+  expect("each candidate checked once in all the calls", twice != 0, 1);
+  expect("then every pass is probed and judged, F(4x4) for c2's forward",
+         unchecked != 0 || v.pending || !c2 || c2->picked != CLT_CONV_WINOGRAD4, 1);
+  printf("  checks %s\n", detail);
   clt_tune_progress_free(progress);
   R->nconv_choices = 0;
   clt_net_destroy(net);

@@ -193,15 +193,20 @@ int main(void) {
    * (case_end). */
   const cl_uint widths[2] = {16, 8};
   const int nwidths = small_mode() && R->chunk > 1 ? 2 : 1;
+  /* $CLT_TEST_TILE=2 or 4: that tile's cases alone (tests/oclgrind.sh runs
+   * the two side by side). */
+  const char *only = getenv("CLT_TEST_TILE");
+  const int tile = only ? atoi(only) : 0;
   /* The same data for each algorithm of a case. */
   for (size_t i = 0; i < ncases; i++)
     for (int k = 0; k < ntiles; k++)
-      for (int v = 0; v < nwidths; v++) {
+      for (int v = 0; v < nwidths && (!tile || tiles[k] == tile); v++) {
         rng_seed(0x3a7e1 + i);
         run_case(&cases[i], tiles[k], small_mode() ? widths[v] : 0);
       }
   for (size_t i = 0; i < sizeof model_cases / sizeof model_cases[0]; i++)
     for (int k = 0; k < ntiles; k++) {
+      if (tile && tiles[k] != tile) continue;
       rng_seed(0x5c0d3 + i);
       run_case(&model_cases[i], tiles[k], 0);
     }

@@ -347,17 +347,14 @@ static int tune_pass(layer_run *t, const clt_tuner_opts *o, const clt_layer *l, 
 }
 
 /* Checks every candidate of one pass (none timed): line->ok gets those that
- * passed; the layer is left on its default. */
+ * passed; the layer is left on its default. A pass begun before the deadline
+ * is checked whole, so checks cut short by a budget resume at a pass. */
 static int check_candidates(layer_run *t, const clt_tuner_opts *o, const clt_layer *l, int pass,
                             const int *cand, int ncand, double deadline, clt_tune_line *line,
                             int *over, clt_err *e) {
   int status = CLT_OK;
-  *over = 0;
-  for (int i = 0; i < ncand && !status; i++) {
-    if (deadline > 0 && clt_now_seconds() > deadline) {
-      *over = 1;
-      break;
-    }
+  *over = deadline > 0 && clt_now_seconds() > deadline;
+  for (int i = 0; i < ncand && !status && !*over; i++) {
     status = clt_conv_choose(t->r, l->name, &t->g, t->filters, pass, cand[i], e);
     if (!status) status = clt_layer_prepare(t->copy, t->r, t->batch, NULL, e);
     double error = 0;
@@ -449,12 +446,16 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
         line->confirmed = decision && strcmp(decision, "confirmed") == 0;
         continue;
       }
-      if (!o->tune || over) continue;
+      if (!o->tune) continue;
       if (o->check_only) {
-        /* A shape checked already in this model: its verdicts hold. */
+        /* A shape checked already in this model, now or by an earlier call:
+         * its verdicts hold. */
         const clt_tune_line *same = NULL;
         for (int k = 0; k < *nlines - 1 && !same; k++)
           if (lines[k].checked && strcmp(lines[k].key, key) == 0) same = &lines[k];
+        for (int k = 0; k < o->nchecked_before && !same; k++)
+          if (o->checked_before[k].checked && strcmp(o->checked_before[k].key, key) == 0)
+            same = &o->checked_before[k];
         if (same) {
           line->checked = 1;
           line->nok = same->nok;
@@ -462,6 +463,7 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
           continue;
         }
       }
+      if (over) continue;
       if (!ready) {
         const int b = o->check_only && o->batch > CHECK_EXAMPLES ? CHECK_EXAMPLES : o->batch;
         status = run_init(&t, r, l, b, step->layer, e);
@@ -629,6 +631,7 @@ static void choose(clt_tune_line *lines, int n, const unsigned char *varied, con
 /* Work carried from one call of clt_tune_net to the next (tuner.h). */
 struct clt_tune_progress {
   int active;           /* probing or confirming is under way: lines hold the checks */
+  int checking;         /* the checks are under way: lines hold those done */
   int n, room;          /* lines, and room for them */
   clt_tune_line *lines; /* as the last call left them */
   double *best;         /* room * CLT_CONV_MAX_CANDIDATES: each candidate's fastest span */
@@ -652,7 +655,9 @@ void clt_tune_progress_free(clt_tune_progress *p) {
   free(p);
 }
 
-int clt_tune_progress_pending(const clt_tune_progress *p) { return p && p->active; }
+int clt_tune_progress_pending(const clt_tune_progress *p) {
+  return p && (p->active || p->checking);
+}
 
 /* Room for n lines, the work reset. */
 static int progress_start(clt_tune_progress *p, int n, clt_err *e) {
@@ -880,6 +885,10 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
     clt_tuner_opts checks = *o;
     checks.check_only = 1;
     checks.batch = net->max_batch;
+    if (p->checking) {
+      checks.checked_before = p->lines;
+      checks.nchecked_before = p->n;
+    }
     status = clt_tune_model(net->model, r, &checks, lines, max_lines, nlines, e);
     if (!status && o->tune) status = progress_start(p, *nlines, e);
   }
@@ -900,15 +909,21 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
   in.end = malloc(CLT_SCOPE_MARKS_MAX * sizeof *in.end);
   if (!varied || !cur || !saved || !in.marks || !in.end)
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
-  int any = 0;
+  int any = 0, unchecked = 0;
   for (int i = 0; i < n && !status; i++) {
     cur[i] = lines[i].algo;
     varied[i] = lines[i].checked && lines[i].nok > 1;
     any |= varied[i];
+    unchecked |= lines[i].candidates > 1 && !lines[i].cached && !lines[i].checked;
     /* Checked with one candidate left: nothing to choose, the default stays. */
     if (lines[i].checked && lines[i].nok == 1) lines[i].instep = 1;
   }
-  if (!status && !any && deadline > 0 && clt_now_seconds() > deadline) {
+  /* Checks the budget cut short: no probes on the part checked (its verdict
+   * would be judged without the rest); with a progress the next call checks
+   * only what is left, then probes the whole. */
+  if (unchecked) any = 0;
+  p->checking = !status && unchecked && resumable;
+  if (!status && !any && (unchecked || (deadline > 0 && clt_now_seconds() > deadline))) {
     res->over = 1;
     snprintf(res->why, sizeof res->why, "the budget ended during the candidates' checks");
   }
@@ -937,8 +952,8 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
   res->calls = p->calls;
   /* A budget that ended keeps the work for the next call. */
   p->active = !status && any && res->over && resumable;
-  res->pending = p->active;
-  if (p->active) memcpy(p->lines, lines, (size_t)n * sizeof *lines);
+  res->pending = p->active || p->checking;
+  if (res->pending) memcpy(p->lines, lines, (size_t)n * sizeof *lines);
   /* The verdict per pass, and in the cache once per shape. */
   for (int i = 0; i < n && !status && any && res->probed && !res->over; i++) {
     if (!varied[i]) continue;

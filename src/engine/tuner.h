@@ -62,6 +62,10 @@ typedef struct clt_tuner_opts {
   /* clt_tune_net only: where work the budget cut short is kept for the next
    * call (clt_tune_progress_new), or NULL: all in one call, nothing kept. */
   struct clt_tune_progress *progress;
+  /* clt_tune_model with check_only: passes an earlier call checked (n of
+   * them), whose verdicts hold for the same key; NULL: none. */
+  const clt_tune_line *checked_before;
+  int nchecked_before;
   /* Test-only: called after candidate `algo` of pass `pass` ran on the check
    * slice, with the floats it wrote (`out` from `offset`); may change them (a
    * test makes a candidate wrong and sees it rejected). NULL in the product. */
