@@ -1,5 +1,5 @@
 // Fills, sums and counts over flat float arrays: zeroing buffers, the
-// all-reduce's adds, the check of a gradient for non-finite values. On CPUs
+// all-reduce's adds, the total of a gradient's non-finite count. On CPUs
 // (CLT_GPU 0) a work-item takes eight floats as a float8; on GPUs consecutive
 // work-items take consecutive floats and reductions meet in local memory.
 
@@ -39,37 +39,10 @@ static inline float group_sum(float v, __local float *tile) {
 }
 #endif
 
-// Counts non-finite values of x[0..n) per block of `block` floats into
-// partial[blk]; then count_final adds the partials into out[slot] (fixed order).
-// CPU: a work-item per block, range nblocks. GPU: a work-group per block, its
-// items striding through it (coalesced), range nblocks * group size.
-__kernel void count_nonfinite_partial(__global const float *x, const int n, const int block,
-                                      __global float *partial) {
-#if CLT_GPU
-  __local float tile[CLT_WG];
-  const int blk = get_group_id(0);
-  const int begin = blk * block, end = min(n, begin + block);
-  int bad = 0;
-  for (int i = begin + (int)get_local_id(0); i < end; i += get_local_size(0)) bad += !isfinite(x[i]);
-  const float sum = group_sum((float)bad, tile);
-  if (get_local_id(0) == 0 && begin < n) partial[blk] = sum;
-#else
-  const int blk = get_global_id(0);
-  const int begin = blk * block;
-  if (begin >= n) return;
-  const int end = min(n, begin + block);
-  // Eight lanes at a time (a scalar loop is slow over ResNet50's 23.5M
-  // gradients). isfinite of a vector is -1 per finite lane, 0 otherwise.
-  int8 lanes = (int8)(0);
-  int i = begin;
-  for (; i + 8 <= end; i += 8) lanes += (int8)(1) + isfinite(vload8(0, x + i));
-  int bad = lanes.s0 + lanes.s1 + lanes.s2 + lanes.s3 + lanes.s4 + lanes.s5 + lanes.s6 + lanes.s7;
-  for (; i < end; i++) bad += !isfinite(x[i]);
-  partial[blk] = (float)bad;
-#endif
-}
-
-// out[slot] = sum of partial[0..nblocks). One work-item (CPU) or one work-group
+// The gradient check's total: the optimizers' update kernels (optimizer.cl) count
+// the gradient's non-finite values per block of floats into partial[blk]; this
+// adds them into out[slot] (fixed order): out[slot] = sum of partial[0..nblocks).
+// One work-item (CPU) or one work-group
 // (GPU, a power of two) for the whole sum: nblocks is small.
 __kernel void count_final(__global const float *partial, const int nblocks, __global float *out,
                           const int slot) {

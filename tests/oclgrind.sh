@@ -32,7 +32,7 @@
 #   check in resnet_layers (both backends) and layer_kinds (gpu backend); gemm.cl's
 #   kernels, the cpu variants of the kernels only layer_kinds runs (activation,
 #   depthwise, pad, average pooling), of loss.cl, optimizer.cl, data.cl and
-#   count_nonfinite/count_final, and add_into and moving_average on both
+#   count_final, and add_into and moving_average on both
 #   backends, get races, bounds and API only.
 set -u
 backend=${1:?usage: oclgrind.sh cpu|gpu TESTS_DIR SOURCE_DIR}

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend.h"
 #include "gemm.h"
 #include "harness.h"
 #include "optimizer.h"
@@ -170,7 +171,9 @@ static void test_adam(void) {
   rand_fill(p, (size_t)n, -0.1, 0.1); /* weights' scale: their float ulp << lr */
   memcpy(p0, p, (size_t)n * sizeof *p);
   cl_mem P = dev_new((size_t)n + TAIL), G = dev_new((size_t)n), M = dev_new((size_t)n);
-  cl_mem V = dev_new((size_t)n);
+  cl_mem V = dev_new((size_t)n),
+         partial = dev_new(((size_t)n + CLT_CHECK_BLOCK - 1) / CLT_CHECK_BLOCK);
+  const int block = CLT_CHECK_BLOCK;
   upload(P, 0, p, (size_t)n);
   dev_fill(M, 0, (size_t)n, 0.0f);
   dev_fill(V, 0, (size_t)n, 0.0f);
@@ -182,9 +185,12 @@ static void test_adam(void) {
     /* As clt_net_update: both bias corrections folded into alpha, in double. */
     float alpha = (float)(opt.lr * sqrt(1.0 - pow(opt.beta2, (double)step)) /
                           (1.0 - pow(opt.beta1, (double)step)));
-    clt_karg args[] = {CLT_ARG(P),  CLT_ARG(G),  CLT_ARG(M),   CLT_ARG(V),    CLT_ARG(n),
-                       CLT_ARG(b1), CLT_ARG(b2), CLT_ARG(eps), CLT_ARG(alpha)};
-    if (api_failed(clt_launch1d(R, k, "adam_update", args, 9, (size_t)n, &E), "launch")) goto done;
+    clt_karg args[] = {CLT_ARG(P),     CLT_ARG(G),  CLT_ARG(M),     CLT_ARG(V),
+                       CLT_ARG(n),     CLT_ARG(b1), CLT_ARG(b2),    CLT_ARG(eps),
+                       CLT_ARG(alpha), CLT_ARG(n),  CLT_ARG(block), CLT_ARG(partial)};
+    const size_t nblocks = ((size_t)n + block - 1) / block;
+    if (api_failed(clt_launch_groups(R, k, "adam_update", args, 12, nblocks, &E), "launch"))
+      goto done;
     ref_adam(p, g, m, v, (size_t)n, opt.lr, opt.beta1, opt.beta2, opt.epsilon, step);
   }
   download(P, 0, pd, (size_t)n);

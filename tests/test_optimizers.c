@@ -34,7 +34,9 @@
 #define TOL_ADAM 1e-4
 #define STEPS 5
 
-static clt_model model;
+/* The model the cases run on: tiny, or wide (several blocks of the update kernels). */
+static clt_model tiny, wide;
+static const clt_model *model = &tiny;
 
 /* Keras' update of n values with gradient g at step t (from 1), in double. s0 and s1
  * are the slot variables as optimizer.h orders them. */
@@ -71,9 +73,9 @@ static void ref_update(const clt_optimizer *o, long t, double *p, const double *
 /* A net for the model with its optimizer state zeroed (training starts so). */
 static clt_net *new_net(void) {
   clt_net *net = NULL;
-  if (clt_net_create(&model, R, 2, 1, &net, &E)) fatal("creating a net");
+  if (clt_net_create(model, R, 2, 2, &net, &E)) fatal("creating a net");
   for (int k = 0; k < CLT_OPT_SLOTS; k++)
-    dev_fill(net->opt_state[k], 0, model.trainable_floats, 0.0f);
+    dev_fill(net->opt_state[k], 0, model->trainable_floats, 0.0f);
   return net;
 }
 
@@ -172,9 +174,9 @@ static void test_table(void) {
 static double stat_momentum(size_t i) {
   double m = 0;
   size_t best = 0;
-  for (int l = 0; l < model.nlayers; l++) {
-    for (int k = 0; k < model.layers[l].nparams; k++) {
-      const clt_param *q = &model.layers[l].params[k];
+  for (int l = 0; l < model->nlayers; l++) {
+    for (int k = 0; k < model->layers[l].nparams; k++) {
+      const clt_param *q = &model->layers[l].params[k];
       if (q->non_trainable && q->offset <= i && q->offset >= best) {
         best = q->offset;
         m = q->moving_momentum;
@@ -189,7 +191,7 @@ static void test_steps(const clt_optimizer *o, double scale) {
   char name[256];
   describe(o, name, sizeof name);
   set_case("%s, gradients x%g:", name, scale);
-  const size_t n = model.flat_floats, nt = model.trainable_floats;
+  const size_t n = model->flat_floats, nt = model->trainable_floats;
   double *p = dnew(n), *p0 = dnew(n), *g = dnew(n), *s0 = dnew(n), *s1 = dnew(n);
   double *got = dnew(n), *move = dnew(n), *move_ref = dnew(n);
   clt_net *net = new_net();
@@ -228,11 +230,62 @@ done:
   case_end();
 }
 
+/* The gradient check the update kernels do as they read the gradient: 0 over a
+ * finite gradient, then every planted NaN, -inf and +inf counted (block edges, an
+ * eight-float group, the last trainable value, and the moving statistics' slots
+ * after it, which the optimizer does not update), into the slot asked for and
+ * none other; the trainable values move as clt_net_update moves them. */
+static void test_counts(const clt_optimizer *o) {
+  char name[256];
+  describe(o, name, sizeof name);
+  set_case("%s, gradient check (%zu values):", name, model->grad_floats);
+  const size_t n = model->flat_floats, nt = model->trainable_floats, ng = model->grad_floats;
+  double *p = dnew(n), *g = dnew(n), *got = dnew(n), *want = dnew(n);
+  clt_net *net = new_net(), *plain = new_net();
+  rand_fill(p, n, -0.05, 0.05);
+  rand_fill(g, n, -1, 1);
+  const float zero[2] = {0, 0};
+  upload_bytes(net->grad_checks, 0, zero, sizeof zero);
+  for (int k = 0; k < 2; k++) {
+    clt_net *x = k ? plain : net;
+    upload(x->params, 0, p, n);
+    upload(x->grads, 0, g, n);
+  }
+  if (api_failed(clt_net_update_checked(net, o, 1, 0, &E), "clt_net_update_checked") ||
+      api_failed(clt_net_update(plain, o, 1, &E), "clt_net_update"))
+    goto done;
+  download(net->params, 0, got, nt);
+  download(plain->params, 0, want, nt);
+  size_t differ = 0;
+  for (size_t i = 0; i < nt; i++) differ += got[i] != want[i];
+  expect("the same update with and without a check slot", differ, nt);
+  const size_t at[] = {0, 5, 4095, 4096, 4101, 8195, nt - 1, nt, ng - 1};
+  const float bad[3] = {NAN, -INFINITY, INFINITY};
+  size_t planted = 0, last = 0;
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    if (at[i] >= ng || (planted && at[i] <= last)) continue; /* past a small model's end */
+    upload_bytes(net->grads, at[i] * sizeof(float), &bad[i % 3], sizeof(float));
+    last = at[i];
+    planted++;
+  }
+  if (api_failed(clt_net_update_checked(net, o, 2, 1, &E), "clt_net_update_checked")) goto done;
+  float counts[2];
+  if (api_failed(clt_net_read_grad_checks(net, counts, 2, &E), "clt_net_read_grad_checks"))
+    goto done;
+  char what[96];
+  snprintf(what, sizeof what, "0 over a finite gradient, then the %zu planted", planted);
+  expect(what, (counts[0] != 0.0f) + (counts[1] != (float)planted), 2);
+done:
+  clt_net_destroy(net);
+  clt_net_destroy(plain);
+  case_end();
+}
+
 /* Keras' documented examples: loss var^2 / 2 from var = start, `steps` steps. */
 static void test_keras_example(const char *what, const clt_optimizer *o, double start, int steps,
                                const double *want) {
   set_case("Keras' example, %s:", what);
-  const size_t n = model.flat_floats, nt = model.trainable_floats;
+  const size_t n = model->flat_floats, nt = model->trainable_floats;
   double *p = dnew(n), worst = 0;
   clt_net *net = new_net();
   for (size_t i = 0; i < n; i++) p[i] = i < nt ? start : 1.0;
@@ -264,10 +317,18 @@ int main(void) {
    * dense classifier. */
   const char *desc = "c=Conv2D(8,3x3,s1,same) bn=BatchNormalization(eps0.001,m0.99,relu) "
                      "bn2=BatchNormalization(eps0.001,m0.9) gap=GlobalAveragePooling2D d=Dense(3)";
-  if (clt_model_parse("tiny", (clt_shape){4, 4, 3}, 3, CLT_PRE_UNIT, desc, &model, &E)) {
+  if (clt_model_parse("tiny", (clt_shape){4, 4, 3}, 3, CLT_PRE_UNIT, desc, &tiny, &E)) {
     fatal("building the model");
   }
-  printf("model: %zu trainable of %zu values\n", model.trainable_floats, model.flat_floats);
+  printf("model: %zu trainable of %zu values\n", tiny.trainable_floats, tiny.flat_floats);
+  /* ~30000 values: the update kernels' blocks of 4096, the last one partial. */
+  const char *wide_desc = "c=Conv2D(96,3x3,s1,same) bn=BatchNormalization(eps0.001,m0.99,relu) "
+                          "c2=Conv2D(32,3x3,s1,same) bn2=BatchNormalization(eps0.001,m0.9) "
+                          "gap=GlobalAveragePooling2D d=Dense(3)";
+  if (clt_model_parse("wide", (clt_shape){4, 4, 3}, 3, CLT_PRE_UNIT, wide_desc, &wide, &E)) {
+    fatal("building the wide model");
+  }
+  printf("wide model: %zu trainable of %zu values\n", wide.trainable_floats, wide.flat_floats);
   test_table();
 
   /* Keras' defaults but for what a row sets (0: the default). */
@@ -294,9 +355,16 @@ int main(void) {
     o.momentum = cases[i].momentum;
     o.nesterov = cases[i].nesterov;
     o.weight_decay = cases[i].weight_decay;
+    model = &tiny;
     test_steps(&o, 1.0);
     test_steps(&o, 1e-5);
+    test_counts(&o);
+    /* Under Oclgrind the wide model's counts only. */
+    model = &wide;
+    if (!small_mode()) test_steps(&o, 1.0);
+    test_counts(&o);
   }
+  model = &tiny;
 
   clt_optimizer o = clt_optimizer_defaults(CLT_OPT_ADAM);
   o.lr = 0.1;

@@ -268,7 +268,7 @@ static int all_reduce(pass *p, int rank, const step *st, overlap *ov, double *t0
   if (ov) {
     /* The last bucket goes on the replica's own queue, idle now (the backward
      * pass is done): no second queue to wait on. That queue's next commands
-     * (the gradient check, the update) read the other buckets too, so they wait
+     * (the update and its gradient check) read the other buckets too, so they wait
      * for the transfer queue's (done by now: each collective waits for its copies). */
     const clt_bucket *b = &t->buckets[t->nbuckets - 1];
     status = join_queues(rep, l->transfer, e);
@@ -362,18 +362,16 @@ static int rebalance(pass *p, int rank, const step *st, clt_err *e) {
   return barrier(t, e);
 }
 
-/* Counts the reduced gradient's non-finite values (read after the epoch), then
- * the optimizer's update. */
+/* The optimizer's update, its kernel counting the reduced gradient's non-finite
+ * values into the step's check slot (read after the epoch). */
 static int update(pass *p, int rank, int s, clt_err *e) {
   clt_net *net = p->t->local[rank].net;
-  int status = clt_net_check_grads(net, s, e);
-  /* Step-wise: the step's figures are read as soon as they are final, so the
-   * caller need not wait for the update (steps.c). */
+  int status = clt_net_update_checked(net, p->opt, p->first_step + s + 1, s, e);
+  /* Step-wise: the step's figures are read as soon as its check is final. */
   if (!status && p->read_back)
     status = clt_net_read_slot(net, s, p->t->metrics + ((size_t)rank * p->t->slots + s) * 2,
                                p->t->checks + (size_t)rank * p->t->slots + s,
                                &p->ranks[rank].read_done, e);
-  if (!status) status = clt_net_update(net, p->opt, p->first_step + s + 1, e);
   if (status) return status;
   cl_int rc = clFlush(net->replica->queue);
   return rc ? clt_replica_fail(net->replica, e, rc, "clFlush") : CLT_OK;

@@ -46,8 +46,8 @@
  * buckets in the same order; the ring cuts them where it cuts the whole buffer,
  * so the sums, and so the bits, are those of the whole-buffer all-reduce. The
  * last bucket (the first layers') goes after the barrier that ends the
- * backward passes, on the replica's own queue; the gradient check and the
- * update wait for the second queue. A replica's compute time for the balancer runs to its backward
+ * backward passes, on the replica's own queue; the update (and its gradient
+ * check) waits for the second queue. A replica's compute time for the balancer runs to its backward
  * pass's end (its last marker's end on the device), not to the end of the
  * buckets' all-reduce. $CLTRAIN_ALLREDUCE_BUCKETS sets the buckets' least size in
  * floats (0: the whole gradient after the backward pass, as with one replica in

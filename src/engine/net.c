@@ -7,8 +7,6 @@
 
 #include "fault.h"
 
-#define CHECK_BLOCK 4096 /* floats per partial count of the gradient check */
-
 static int alloc_floats(clt_net *net, size_t n, const char *what, cl_mem *out, clt_err *e) {
   return clt_replica_alloc(net->replica, n * sizeof(float), what, out, e);
 }
@@ -370,7 +368,7 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
   ALLOC(2 * (size_t)metric_slots, "metrics", &net->metrics);
   if (train) {
     ALLOC((size_t)metric_slots, "gradient checks", &net->grad_checks);
-    ALLOC((m->grad_floats + CHECK_BLOCK) / CHECK_BLOCK, "gradient check partials",
+    ALLOC((m->grad_floats + CLT_CHECK_BLOCK) / CLT_CHECK_BLOCK, "gradient check partials",
           &net->check_partial);
   }
   for (int b = 0; b < net->act_buffers; b++) {
@@ -404,7 +402,6 @@ static int create(const clt_model *m, clt_replica *r, int max_batch, int metric_
                               {"loss.cl", "", "metrics_accumulate"},
                               {CLT_OPTIMIZER_SOURCE, exact, "moving_average"},
                               {"reduce.cl", "", "add_into"},
-                              {"reduce.cl", "", "count_nonfinite_partial"},
                               {"reduce.cl", "", "count_final"}};
   for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
     cl_kernel k;
@@ -705,14 +702,30 @@ static int launch_update(clt_net *net, const char *name, const clt_karg *args, i
   return status ? status : clt_launch1d(net->replica, k, name, args, nargs, (size_t)n, e);
 }
 
-int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e) {
+int clt_net_update_checked(clt_net *net, const clt_optimizer *opt, long step, int slot,
+                           clt_err *e) {
   if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "optimizer step on an inference-only net");
+  if (slot >= net->metric_slots) return clt_fail(e, CLT_ERR_INTERNAL, "check slot %d", slot);
+  cl_kernel kf;
+  int status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_final", &kf, e);
+  if (status) return status;
   clt_replica_scope(net->replica, "optimizer", "update");
+  /* The update's kernel counts the non-finite values of the whole gradient
+   * (the moving statistics' slots after the trainable ones too). */
   clt_optimizer_buffers buffers = {.params = net->params,
                                    .grads = net->grads,
-                                   .n = (int)net->model->trainable_floats};
+                                   .n = (int)net->model->trainable_floats,
+                                   .count_n = (int)net->model->grad_floats,
+                                   .partial = net->check_partial};
   for (int k = 0; k < CLT_OPT_SLOTS; k++) buffers.slots[k] = net->opt_state[k];
-  int status = clt_optimizer_update(net->replica, opt, step, &buffers, e);
+  status = clt_optimizer_update(net->replica, opt, step, &buffers, e);
+  if (!status && slot >= 0) {
+    const int n = (int)net->model->grad_floats;
+    const int nblocks = (n + CLT_CHECK_BLOCK - 1) / CLT_CHECK_BLOCK;
+    clt_karg fargs[] = {CLT_ARG(net->check_partial), CLT_ARG(nblocks), CLT_ARG(net->grad_checks),
+                        CLT_ARG(slot)};
+    status = clt_launch_single_group(net->replica, kf, "gradient check", fargs, 4, e);
+  }
   cl_mem p = net->params, g = net->grads;
   for (int k = 0; k < net->stat_runs && !status; k++) {
     int first = net->stat_first[k];
@@ -722,6 +735,10 @@ int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e
     status = launch_update(net, "moving_average", margs, 5, total - first, e);
   }
   return status;
+}
+
+int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e) {
+  return clt_net_update_checked(net, opt, step, -1, e);
 }
 
 int clt_net_set_metric_slots(clt_net *net, int slots, clt_err *e) {
@@ -779,24 +796,6 @@ int clt_net_read_logits(clt_net *net, int count, float *out, clt_err *e) {
   cl_int rc = clEnqueueReadBuffer(net->replica->queue, net->act[m->nlayers - 1], CL_FALSE, 0, bytes,
                                   out, 0, NULL, NULL);
   return rc ? clt_replica_fail(net->replica, e, rc, "reading logits") : CLT_OK;
-}
-
-int clt_net_check_grads(clt_net *net, int slot, clt_err *e) {
-  if (!net->train) return clt_fail(e, CLT_ERR_INTERNAL, "gradient check on an inference-only net");
-  cl_kernel kp, kf;
-  int status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_nonfinite_partial", &kp, e);
-  if (!status) status = clt_replica_kernel(net->replica, "reduce.cl", "", "count_final", &kf, e);
-  if (status) return status;
-  if (slot < 0 || slot >= net->metric_slots)
-    return clt_fail(e, CLT_ERR_INTERNAL, "check slot %d", slot);
-  clt_replica_scope(net->replica, "gradient", "check");
-  int n = (int)net->model->grad_floats, block = CHECK_BLOCK, nblocks = (n + block - 1) / block;
-  clt_karg pargs[] = {CLT_ARG(net->grads), CLT_ARG(n), CLT_ARG(block), CLT_ARG(net->check_partial)};
-  status = clt_launch_groups(net->replica, kp, "gradient check", pargs, 4, (size_t)nblocks, e);
-  if (status) return status;
-  clt_karg fargs[] = {CLT_ARG(net->check_partial), CLT_ARG(nblocks), CLT_ARG(net->grad_checks),
-                      CLT_ARG(slot)};
-  return clt_launch_single_group(net->replica, kf, "gradient check", fargs, 4, e);
 }
 
 int clt_net_read_grad_checks(clt_net *net, float *out, int n, clt_err *e) {

@@ -138,6 +138,10 @@ int clt_net_forward_backward_marked(clt_net *net, int count, float loss_scale, i
  * replica->exact_options), so replicas on different devices stay bit-identical. */
 int clt_net_update(clt_net *net, const clt_optimizer *opt, long step, clt_err *e);
 
+/* clt_net_update, its kernel also counting the non-finite values of the whole
+ * gradient buffer (read as it updates) into grad-check slot `slot` (< 0: none kept). */
+int clt_net_update_checked(clt_net *net, const clt_optimizer *opt, long step, int slot, clt_err *e);
+
 /* Makes the net hold `slots` metric and gradient-check slots (their values are
  * lost): a trainer whose passes grew longer. Waits for the replica's queue. */
 int clt_net_set_metric_slots(clt_net *net, int slots, clt_err *e);
@@ -156,9 +160,7 @@ int clt_net_read_metrics(clt_net *net, float *out, int n, clt_err *e);
  * forward's logits, count x classes floats, into out. */
 int clt_net_read_logits(clt_net *net, int count, float *out, clt_err *e);
 
-/* Enqueues a count of the non-finite values of the gradient into grad-check slot
- * `slot`, and reads slots [0, n) back (blocking). */
-int clt_net_check_grads(clt_net *net, int slot, clt_err *e);
+/* Reads grad-check slots [0, n) back (blocking). */
 int clt_net_read_grad_checks(clt_net *net, float *out, int n, clt_err *e);
 
 #endif

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend.h"
+
 /* Keras casts its Python-float hyper-parameters to float32 where they meet a
  * tensor; the kernels take them so, and do the same float operations in the same
  * order as Keras (cl/optimizer.cl). */
@@ -17,6 +19,28 @@ static int launch(clt_replica *r, const char *name, const clt_karg *args, int na
   cl_kernel k;
   int status = clt_replica_kernel(r, CLT_OPTIMIZER_SOURCE, r->exact_options, name, &k, e);
   return status ? status : clt_launch1d(r, k, name, args, nargs, (size_t)n, e);
+}
+
+/* Launches update kernel `name` with args followed by the gradient check's
+ * (count_n, the block, partial), a block of CLT_CHECK_BLOCK floats per work-item
+ * (cpu) or work-group (gpu) over max(n, count_n). */
+static int launch_counted(clt_replica *r, const char *name, const clt_karg *args, int nargs,
+                          const clt_optimizer_buffers *b, clt_err *e) {
+  static const int block = CLT_CHECK_BLOCK;
+  const int count_n = b->count_n > b->n ? b->count_n : b->n;
+  clt_karg all[16];
+  if (!b->partial)
+    return clt_fail(e, CLT_ERR_INTERNAL, "%s without a buffer for its gradient check", name);
+  if (nargs + 3 > (int)(sizeof all / sizeof all[0]))
+    return clt_fail(e, CLT_ERR_INTERNAL, "%s: %d arguments", name, nargs);
+  memcpy(all, args, (size_t)nargs * sizeof *args);
+  all[nargs] = CLT_ARG(count_n);
+  all[nargs + 1] = CLT_ARG(block);
+  all[nargs + 2] = CLT_ARG(b->partial);
+  cl_kernel k;
+  int status = clt_replica_kernel(r, CLT_OPTIMIZER_SOURCE, r->exact_options, name, &k, e);
+  const size_t nblocks = ((size_t)count_n + block - 1) / block;
+  return status ? status : clt_launch_groups(r, k, name, all, nargs + 3, nblocks, e);
 }
 
 /* Adam's decay is a kernel of its own, so adam_update is the same with and without it. */
@@ -36,7 +60,7 @@ static int adam_update(clt_replica *r, const clt_optimizer *o, long step,
                         (1.0 - pow(o->beta1, (double)step)));
   clt_karg args[] = {CLT_ARG(p),  CLT_ARG(g),  CLT_ARG(s0),  CLT_ARG(s1),   CLT_ARG(n),
                      CLT_ARG(b1), CLT_ARG(b2), CLT_ARG(eps), CLT_ARG(alpha)};
-  return launch(r, "adam_update", args, 9, n, e);
+  return launch_counted(r, "adam_update", args, 9, b, e);
 }
 
 static int sgd_update(clt_replica *r, const clt_optimizer *o, long step,
@@ -47,7 +71,7 @@ static int sgd_update(clt_replica *r, const clt_optimizer *o, long step,
   cl_mem p = b->params, g = b->grads, s0 = b->slots[0];
   clt_karg args[] = {CLT_ARG(p),  CLT_ARG(g),   CLT_ARG(s0),       CLT_ARG(n),
                      CLT_ARG(lr), CLT_ARG(mom), CLT_ARG(nesterov), CLT_ARG(wd)};
-  return launch(r, "sgd_update", args, 8, n, e);
+  return launch_counted(r, "sgd_update", args, 8, b, e);
 }
 
 /* 1 - rho is rounded once from the double, as Keras computes it on a Python float. */
@@ -61,7 +85,7 @@ static int rmsprop_update(clt_replica *r, const clt_optimizer *o, long step,
   clt_karg args[] = {CLT_ARG(p),   CLT_ARG(g),   CLT_ARG(s0),  CLT_ARG(s1),
                      CLT_ARG(n),   CLT_ARG(lr),  CLT_ARG(rho), CLT_ARG(one_minus_rho),
                      CLT_ARG(eps), CLT_ARG(mom), CLT_ARG(wd)};
-  return launch(r, "rmsprop_update", args, 11, n, e);
+  return launch_counted(r, "rmsprop_update", args, 11, b, e);
 }
 
 /* The ranges a checkpoint's metadata may hold (the command line's flags have

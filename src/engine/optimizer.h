@@ -33,6 +33,9 @@ typedef enum { CLT_OPT_ADAM, CLT_OPT_SGD, CLT_OPT_RMSPROP } clt_optimizer_kind;
 /* The OpenCL source of every optimizer's kernels (and of the moving averages). */
 #define CLT_OPTIMIZER_SOURCE "optimizer.cl"
 
+/* Gradient floats per partial count of the gradient check (the updates' blocks). */
+#define CLT_CHECK_BLOCK 4096
+
 typedef struct clt_optimizer {
   clt_optimizer_kind kind;
   int nesterov; /* sgd with momentum */
@@ -78,6 +81,11 @@ extern const clt_hyper_info clt_hypers[CLT_HP_COUNT];
 typedef struct clt_optimizer_buffers {
   cl_mem params, grads, slots[CLT_OPT_SLOTS];
   int n;
+  /* The update also counts the non-finite values of grads[0, count_n) (count_n
+   * >= n) per block of CLT_CHECK_BLOCK floats into partial (ceil(count_n /
+   * CLT_CHECK_BLOCK) floats), as reduce.cl's count_final sums them. */
+  int count_n;
+  cl_mem partial;
 } clt_optimizer_buffers;
 
 typedef struct clt_optimizer_ops {
