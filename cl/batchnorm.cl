@@ -19,11 +19,15 @@
 //   lanes stride through the rows and meet in a fixed local-memory tree.
 #if !CLT_GPU
 // The CPU's partial sums over rows: a work-item takes a block of rows times CG
-// channels, reading each row's CG floats in one run and keeping the sums in its
-// slice of `partial` (in L1), eight channels at a time. Work-items of 8 channels each had read every row in
-// 32-byte pieces a row apart, which the prefetchers did not follow: 16 GB/s
-// where the elementwise passes reach 30. Each channel's sum still runs over
-// the block's rows in order from 0, as on one item per channel.
+// channels. bn_partial_grad reads each row's CG floats in one run, keeping the
+// sums in its slice of `partial` (in L1), eight channels at a time. Work-items
+// of 8 channels each had read every row in 32-byte pieces a row apart, which
+// the prefetchers did not follow: 16 GB/s where the elementwise passes reach
+// 30. bn_partial_stats goes down the rows a strip of BN_STATS_STRIP channels
+// (four cache lines a row) at a time, its three running values in registers
+// rather than loaded and stored in L1 for every row. Each channel's sum still
+// runs over the block's rows in order from 0, as on one item per channel.
+#define BN_STATS_STRIP 64
 #define BN_CPU_BLOCK                                                    \
   const int c0 = get_global_id(0) * CG, blk = get_global_id(1);         \
   const int r0 = blk * rows_per_block;                                  \
@@ -70,36 +74,53 @@ __kernel void bn_partial_stats(__global const float *x, const int rows, const in
   }
 #else
   BN_CPU_BLOCK;
-  __global float *mean = partial + part + (size_t)blk * C + c0;
-  __global float *m2 = partial + part2 + (size_t)blk * C + c0;
   // Welford's update row by row on x shifted by the block's first row k: the
   // running mean m of d = x - k gains (d - m) / (r + 1) and M2 gains (d - m) *
   // (d - m') with m' the updated mean; the block's mean is then k + m. The
   // shift keeps m near the spread's size, so its rounding does not scale with
-  // the mean. k, m and M2 stay in L1 like the partial sums.
-  float k[CG];
-  for (int c = 0; c < w; c++) {
-    k[c] = p[c];
-    mean[c] = m2[c] = 0.0f;
+  // the mean. A strip of NV x 8 channels at a time keeps k, m and M2 in
+  // registers over the block's rows: BN_STATS_STRIP floats while they last, then
+  // 8, then one at a time.
+  __global float *out = partial + part + (size_t)blk * C + c0;
+  __global float *out2 = partial + part2 + (size_t)blk * C + c0;
+  int c = 0;
+#define BN_STATS_STRIP_OF(NV)                                                             \
+  for (; c + (NV) * CH <= w; c += (NV) * CH) {                                            \
+    float8 k[NV], mean[NV], m2[NV];                                                       \
+    __global const float *q = p + c;                                                      \
+    _Pragma("unroll") for (int j = 0; j < (NV); j++) {                                    \
+      k[j] = vload8(j, q);                                                                \
+      mean[j] = m2[j] = (float8)(0.0f);                                                   \
+    }                                                                                     \
+    for (int r = 0; r < n; r++, q += C) {                                                 \
+      const float inv = 1.0f / (float)(r + 1);                                            \
+      _Pragma("unroll") for (int j = 0; j < (NV); j++) {                                  \
+        const float8 v = vload8(j, q) - k[j], d = v - mean[j], m1 = mean[j] + d * inv;    \
+        mean[j] = m1;                                                                     \
+        m2[j] += d * (v - m1);                                                            \
+      }                                                                                   \
+    }                                                                                     \
+    /* m2 < 0 from rounding: 0 (not fmax: a NaN goes on to the loss guard) */             \
+    _Pragma("unroll") for (int j = 0; j < (NV); j++) {                                    \
+      vstore8(mean[j] + k[j], j, out + c);                                                \
+      vstore8(select(m2[j], (float8)(0.0f), isless(m2[j], (float8)(0.0f))), j, out2 + c); \
+    }                                                                                     \
   }
-  for (int r = 0; r < n; r++, p += C) {
-    const float inv = 1.0f / (float)(r + 1);
-    int c = 0;
-    for (; c + CH <= w; c += CH) {
-      const float8 v = vload8(0, p + c) - vload8(0, k + c), m = vload8(0, mean + c);
-      const float8 d = v - m, m1 = m + d * inv;
-      vstore8(m1, 0, mean + c);
-      vstore8(vload8(0, m2 + c) + d * (v - m1), 0, m2 + c);
+  BN_STATS_STRIP_OF(BN_STATS_STRIP / CH)
+  BN_STATS_STRIP_OF(1)
+#undef BN_STATS_STRIP_OF
+  for (; c < w; c++) {
+    __global const float *q = p + c;
+    const float k = q[0];
+    float mean = 0.0f, m2 = 0.0f;
+    for (int r = 0; r < n; r++, q += C) {
+      const float v = q[0] - k, d = v - mean;
+      mean += d * (1.0f / (float)(r + 1));
+      m2 += d * (v - mean);
     }
-    for (; c < w; c++) {
-      const float v = p[c] - k[c], d = v - mean[c];
-      mean[c] += d * inv;
-      m2[c] += d * (v - mean[c]);
-    }
+    out[c] = mean + k;
+    out2[c] = m2 < 0.0f ? 0.0f : m2;
   }
-  for (int c = 0; c < w; c++) mean[c] += k[c];
-  for (int c = 0; c < w; c++)
-    if (m2[c] < 0.0f) m2[c] = 0.0f; // rounding; not max(): a NaN goes on to the loss guard
 #endif
 }
 
