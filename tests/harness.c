@@ -254,6 +254,22 @@ void relu_mask(double *dy, const double *y, size_t n) {
 
 static size_t align32(size_t n) { return (n + 31) / 32 * 32; }
 
+clt_layer_io layer_io(int batch, cl_mem x, cl_mem y, cl_mem dy, cl_mem dx, cl_mem params,
+                      cl_mem grads, cl_mem scratch, cl_mem state) {
+  return (clt_layer_io){.replica = R,
+                        .batch = batch,
+                        .train = 1,
+                        .stat_weight = 1.0f,
+                        .x = x,
+                        .y = y,
+                        .dy = dy,
+                        .dx = dx,
+                        .params = params,
+                        .grads = grads,
+                        .scratch = scratch,
+                        .state = state};
+}
+
 size_t place_params(clt_layer *l) {
   size_t off = 32;
   for (int i = 0; i < l->nparams; i++) {

@@ -108,6 +108,13 @@ void relu_mask(double *dy, const double *y, size_t n);
  * the buffer's length, leaving 32 floats of tail. */
 size_t place_params(clt_layer *l);
 
+/* A layer call's buffers on R, as the tests pass them: `batch` examples in
+ * training mode, the slice the whole global batch (stat_weight 1); x, y, dy, dx,
+ * the flat parameters and gradients, scratch and the layer's state, any of them
+ * NULL. The caller sets what else its case needs (x2, dx2, fusion, ...). */
+clt_layer_io layer_io(int batch, cl_mem x, cl_mem y, cl_mem dy, cl_mem dx, cl_mem params,
+                      cl_mem grads, cl_mem scratch, cl_mem state);
+
 /* Checks that the entries of a flat buffer laid out by place_params outside
  * parameters first..last (none if last < first) still hold GARBAGE. */
 void check_flat(const char *what, cl_mem m, const clt_layer *l, size_t flat, int first, int last);

@@ -45,18 +45,26 @@ expect_close() {
   if awk -v d="$d" -v l="$4" 'BEGIN { exit !(d != "" && d <= l) }'; then ok "$1 ($d <= $4)"; else bad "$1 ($d > $4)"; fi
 }
 
-# same_state A.npz B.npz: every member of two checkpoints equal (values and strings),
-# save_counter aside; prints "same" or the members that differ. Needs numpy.
+# same_state A.npz B.npz [KEY...]: every member of two checkpoints equal (values
+# and strings), save_counter aside; with KEYs, the metadata's JSON equal apart
+# from those keys. Prints "same" or the members that differ. Needs numpy.
 same_state() {
-  /usr/bin/python3 - "$1" "$2" <<'EOF'
-import sys
+  /usr/bin/python3 - "$@" <<'EOF'
+import json, sys
 import numpy as np
 a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+skip = set(sys.argv[3:])
 members = set(a.files) | set(b.files)
 members.discard("save_counter")
-diff = [m for m in sorted(members)
-        if m not in a.files or m not in b.files or a[m].dtype != b[m].dtype
-        or a[m].shape != b[m].shape or a[m].tobytes() != b[m].tobytes()]
+def meta(z):
+    return {k: v for k, v in json.loads(str(z["metadata"])).items() if k not in skip}
+def same(m):
+    if m not in a.files or m not in b.files:
+        return False
+    if m == "metadata" and skip:
+        return meta(a) == meta(b)
+    return a[m].dtype == b[m].dtype and a[m].shape == b[m].shape and a[m].tobytes() == b[m].tobytes()
+diff = [m for m in sorted(members) if not same(m)]
 print(" ".join(diff) if diff else "same")
 sys.exit(1 if diff else 0)
 EOF

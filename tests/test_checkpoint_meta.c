@@ -15,6 +15,7 @@
 #include "check.h"
 #include "checkpoint.h"
 #include "npz.h"
+#include "text.h"
 
 static char root[] = "/tmp/cltrain-meta-XXXXXX";
 
@@ -574,6 +575,24 @@ static void test_fixtures(const char *dir) {
   }
 }
 
+/* The records' lines (src/base/text.h): the last without its newline, an empty
+ * line, nothing at the end or in an empty or absent text. */
+static void test_record_lines(void) {
+  const char *record = "0 conv2d_1 a b c\n\n1 x", *want[] = {"0 conv2d_1 a b c", "", "1 x"};
+  const char *p = record, *line = NULL;
+  size_t len = 0;
+  int n = 0, good = 1;
+  while (clt_text_line(&p, &line, &len)) {
+    good = good && n < 3 && len == strlen(want[n]) && strncmp(line, want[n], len) == 0;
+    n++;
+  }
+  check(good && n == 3 && p == record + strlen(record), "a record's lines, one by one (%d)", n);
+  p = "";
+  const char *none = NULL;
+  check(!clt_text_line(&p, &line, &len) && !clt_text_line(&none, &line, &len),
+        "no line in an empty or absent text");
+}
+
 int main(int argc, char **argv) {
   if (argc != 2 || !mkdtemp(root)) {
     fprintf(stderr, "usage: test_checkpoint_meta FIXTURES_DIR (and a writable /tmp)\n");
@@ -584,6 +603,7 @@ int main(int argc, char **argv) {
   test_lr_control();
   test_early_stopping();
   test_fixtures(argv[1]);
+  test_record_lines();
   char cmd[4200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
   if (system(cmd) != 0) printf("note: could not remove %s\n", root);

@@ -117,15 +117,7 @@ static void test_conv(const conv_case *t) {
   upload(P, koff, w, nw);
   upload(P, boff, bias, nb);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R,
-                     .batch = t->B,
-                     .x = X,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .params = P,
-                     .grads = G,
-                     .scratch = S};
+  clt_layer_io io = layer_io(t->B, X, Y, DY, DX, P, G, S, NULL);
 
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   download(Y, 0, y, ny);
@@ -232,7 +224,7 @@ static void test_pool(const pool_case *t) {
   /* dx starts as 7.0 everywhere: inputs no window selects (the last row and column of
    * an odd size) must be overwritten with 0, not left alone. */
   dev_fill(DX, 0, nx, 7.0f);
-  clt_layer_io io = {.replica = R, .batch = t->B, .x = X, .y = Y, .dy = DY, .dx = DX, .scratch = S};
+  clt_layer_io io = layer_io(t->B, X, Y, DY, DX, NULL, NULL, S, NULL);
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   download(Y, 0, y, ny);
@@ -262,7 +254,7 @@ static void test_pool_tie_by_hand(int pool, int stride, int H, int W, const doub
   cl_mem X = dev_new(nx), Y = dev_new(ny), DY = dev_new(ny), DX = dev_new(nx), S = dev_new(1);
   upload(X, 0, x, nx);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R, .batch = 1, .x = X, .y = Y, .dy = DY, .dx = DX, .scratch = S};
+  clt_layer_io io = layer_io(1, X, Y, DY, DX, NULL, NULL, S, NULL);
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   download(DX, 0, dx, nx);
@@ -336,15 +328,7 @@ static void test_dense(const dense_case *t) {
   upload(P, koff, w, nw);
   upload(P, boff, bias, nb);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R,
-                     .batch = t->B,
-                     .x = X,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .params = P,
-                     .grads = G,
-                     .scratch = S};
+  clt_layer_io io = layer_io(t->B, X, Y, DY, DX, P, G, S, NULL);
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   download(Y, 0, y, ny);

@@ -205,20 +205,9 @@ static void test_case(const kind_case *t) {
   upload(X2, 0, x2, nx);
   upload(P, 0, params, flat);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R,
-                     .batch = B,
-                     .train = 1,
-                     .stat_weight = (float)stat_weight,
-                     .x = X,
-                     .x2 = l.ninputs > 1 ? X2 : NULL,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .dx2 = l.ninputs > 1 ? DX2 : NULL,
-                     .params = P,
-                     .grads = G,
-                     .scratch = S,
-                     .state = ST};
+  clt_layer_io io = layer_io(B, X, Y, DY, DX, P, G, S, ST);
+  io.stat_weight = (float)stat_weight;
+  io.x2 = l.ninputs > 1 ? X2 : NULL, io.dx2 = l.ninputs > 1 ? DX2 : NULL;
   if (api_failed(l.ops->forward(&l, &io, &E), "forward (train)")) goto done;
   download(Y, 0, y, ny);
   check("y (train)", y, y_ref, ny, tol);
@@ -282,19 +271,8 @@ static void run_kind(const char *entry, int B, clt_shape in0, clt_shape in1, dou
   upload(X, 0, x, nx);
   upload(X2, 0, x2, nx2);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R,
-                     .batch = B,
-                     .train = 1,
-                     .stat_weight = 1.0f,
-                     .x = X,
-                     .x2 = two ? X2 : NULL,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .dx2 = two ? DX2 : NULL,
-                     .params = P,
-                     .grads = G,
-                     .scratch = S};
+  clt_layer_io io = layer_io(B, X, Y, DY, DX, P, G, S, NULL);
+  io.x2 = two ? X2 : NULL, io.dx2 = two ? DX2 : NULL;
   clt_ref_io ref = {.batch = B, .train = 1, .stat_weight = 1.0, .x = x, .x2 = two ? x2 : NULL};
   ref.y = y_ref;
   l.ops->ref_forward(&l, &ref);

@@ -116,18 +116,8 @@ static void test_bn(const bn_case *t) {
   upload(P, mo, mm, nc);
   upload(P, vo, mv, nc);
   upload(DY, 0, dy, n);
-  clt_layer_io io = {.replica = R,
-                     .batch = t->B,
-                     .train = 1,
-                     .stat_weight = 0.5f,
-                     .x = X,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .params = P,
-                     .grads = G,
-                     .scratch = S,
-                     .state = ST};
+  clt_layer_io io = layer_io(t->B, X, Y, DY, DX, P, G, S, ST);
+  io.stat_weight = 0.5f;
 
   /* Training forward. */
   if (api_failed(l.ops->forward(&l, &io, &E), "forward (train)")) goto done;
@@ -275,16 +265,8 @@ static void test_add(const add_case *t) {
   upload(X, 0, x, n);
   upload(X2, 0, x2, n);
   upload(DY, 0, dy, n);
-  clt_layer_io io = {.replica = R,
-                     .batch = t->B,
-                     .train = 1,
-                     .x = X,
-                     .x2 = X2,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .dx2 = DX2,
-                     .scratch = S};
+  clt_layer_io io = layer_io(t->B, X, Y, DY, DX, NULL, NULL, S, NULL);
+  io.x2 = X2, io.dx2 = DX2;
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   download(Y, 0, y, n);
   ref_add(x, x2, n, t->relu, y_ref);
@@ -393,8 +375,7 @@ static void test_gap(int B, int H, int W, int C) {
   cl_mem S = dev_new(ns + TAIL);
   upload(X, 0, x, nx);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {
-      .replica = R, .batch = B, .train = 1, .x = X, .y = Y, .dy = DY, .dx = DX, .scratch = S};
+  clt_layer_io io = layer_io(B, X, Y, DY, DX, NULL, NULL, S, NULL);
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   download(Y, 0, y, ny);

@@ -88,18 +88,7 @@ static void test_mask(const mask_case *t) {
   upload(X, 0, x, n);
   upload(DY, 0, dy, n);
   fill_params(&lr, P, C, t->ties);
-  clt_layer_io io = {.replica = R,
-                     .batch = t->B,
-                     .train = 1,
-                     .stat_weight = 1.0f,
-                     .x = X,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .params = P,
-                     .grads = G,
-                     .scratch = S,
-                     .state = ST};
+  clt_layer_io io = layer_io(t->B, X, Y, DY, DX, P, G, S, ST);
   if (api_failed(lr.ops->forward(&lr, &io, &E), "forward")) goto done;
   download(Y, 0, y, n);
   /* Frozen with ties: x = the moving mean (0) and beta 0 give outputs exactly 0. */
@@ -161,18 +150,7 @@ static void test_sums(const sums_case *t) {
   download(P, l.params[0].offset, gamma, nc);
   download(P, l.params[1].offset, beta, nc);
   download(P, l.params[3].offset, mv, nc);
-  clt_layer_io io = {.replica = R,
-                     .batch = t->B,
-                     .train = 1,
-                     .stat_weight = 1.0f,
-                     .x = X,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DXU,
-                     .params = P,
-                     .grads = GU,
-                     .scratch = S,
-                     .state = ST};
+  clt_layer_io io = layer_io(t->B, X, Y, DY, DXU, P, GU, S, ST);
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   download(Y, 0, y, n);
   /* Today's path: the backward alone, then the Conv2D's pass over dx. */

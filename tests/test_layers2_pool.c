@@ -49,8 +49,7 @@ static void test_ppool(const ppool_case *t) {
   upload(DY, 0, dy, ny);
   /* dx starts as 7: inputs no window selects must be overwritten with 0. */
   dev_fill(DX, 0, nx, 7.0f);
-  clt_layer_io io = {
-      .replica = R, .batch = t->B, .train = 1, .x = X, .y = Y, .dy = DY, .dx = DX, .scratch = S};
+  clt_layer_io io = layer_io(t->B, X, Y, DY, DX, NULL, NULL, S, NULL);
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   download(Y, 0, y, ny);

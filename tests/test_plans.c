@@ -152,40 +152,39 @@ static void bias_sums(const char *what, const char *desc, const char *frozen, co
 }
 
 static void test_bias_sums(void) {
-  const char *tail = " g=GlobalAveragePooling2D d=Dense(3)";
+  /* Each model's Conv2D c and BatchNormalization n, before the same head. */
+  static const struct {
+    const char *what, *layers, *frozen;
+    int want;
+  } cases[] = {
+      {"Conv2D -> BatchNormalization(relu)",
+       "c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c", NULL, 1},
+      {"Conv2D -> BatchNormalization -> Add",
+       "a=Conv2D(4,1x1,s1,valid,relu) c=Conv2D(4,1x1,s1,valid)<a "
+       "n=BatchNormalization(eps0.001,m0.99)<c s=Add(relu)<a,n",
+       NULL, 1},
+      /* The BatchNormalization frozen (Keras' inference mode): its dx pass still runs. */
+      {"frozen BatchNormalization",
+       "c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c", "n", 1},
+      /* A frozen Conv2D wants no bias gradient. */
+      {"frozen Conv2D", "c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c", "c",
+       0},
+      {"Conv2D without a bias",
+       "c=Conv2D(4,3x3,s1,same,nobias) n=BatchNormalization(eps0.001,m0.99,relu)<c", NULL, 0},
+      /* Its ReLU's mask comes between: dy is not the bias gradient's. */
+      {"Conv2D with a ReLU", "c=Conv2D(4,3x3,s1,same,relu) n=BatchNormalization(eps0.001,m0.99)<c",
+       NULL, 0},
+      /* Two readers: the output gradient is the sum of two. */
+      {"Conv2D read twice",
+       "c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c s=Add<n,c", NULL, 0},
+      {"grouped Conv2D", "c=Conv2D(4,3x3,s1,same,g2) n=BatchNormalization(eps0.001,m0.99,relu)<c",
+       NULL, 0},
+  };
   char desc[512];
-#define DESC(s) (snprintf(desc, sizeof desc, "%s%s", s, tail), desc)
-  bias_sums("Conv2D -> BatchNormalization(relu)",
-            DESC("c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c"), NULL, "c",
-            "n", 1);
-  bias_sums("Conv2D -> BatchNormalization -> Add",
-            DESC("a=Conv2D(4,1x1,s1,valid,relu) c=Conv2D(4,1x1,s1,valid)<a "
-                 "n=BatchNormalization(eps0.001,m0.99)<c s=Add(relu)<a,n"),
-            NULL, "c", "n", 1);
-  /* The BatchNormalization frozen (Keras' inference mode): its dx pass still runs. */
-  bias_sums("frozen BatchNormalization",
-            DESC("c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c"), "n", "c",
-            "n", 1);
-  /* A frozen Conv2D wants no bias gradient. */
-  bias_sums("frozen Conv2D",
-            DESC("c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c"), "c", "c",
-            "n", 0);
-  bias_sums("Conv2D without a bias",
-            DESC("c=Conv2D(4,3x3,s1,same,nobias) n=BatchNormalization(eps0.001,m0.99,relu)<c"),
-            NULL, "c", "n", 0);
-  /* Its ReLU's mask comes between: dy is not the bias gradient's. */
-  bias_sums("Conv2D with a ReLU",
-            DESC("c=Conv2D(4,3x3,s1,same,relu) n=BatchNormalization(eps0.001,m0.99)<c"), NULL, "c",
-            "n", 0);
-  /* Two readers: the output gradient is the sum of two. */
-  bias_sums("Conv2D read twice",
-            DESC("c=Conv2D(4,3x3,s1,same) n=BatchNormalization(eps0.001,m0.99,relu)<c "
-                 "s=Add<n,c"),
-            NULL, "c", "n", 0);
-  bias_sums("grouped Conv2D",
-            DESC("c=Conv2D(4,3x3,s1,same,g2) n=BatchNormalization(eps0.001,m0.99,relu)<c"), NULL,
-            "c", "n", 0);
-#undef DESC
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(desc, sizeof desc, "%s g=GlobalAveragePooling2D d=Dense(3)", cases[i].layers);
+    bias_sums(cases[i].what, desc, cases[i].frozen, "c", "n", cases[i].want);
+  }
 }
 
 int main(int argc, char **argv) {

@@ -165,16 +165,7 @@ fi
 # The probes change nothing the run computes: epoch 1's checkpoint holds --tune
 # off's arrays; and a resumed run continues the tuned one bit for bit.
 "$CLT" train --epochs 1 "${small[@]}" --tune off --checkpoint-dir "$tmp/untuned" >/dev/null 2>&1
-same=$($PY - "$tmp/fresh/ckpt-1.npz" "$tmp/untuned/ckpt-1.npz" <<'EOF'
-import sys
-import numpy as np
-a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
-keys = [k for k in a.files if k != "metadata"]
-print(int(sorted(keys) == sorted(k for k in b.files if k != "metadata") and
-          all(a[k].tobytes() == b[k].tobytes() for k in keys)))
-EOF
-)
-if [ "$same" = 1 ]; then
+if same_arrays "$tmp/fresh/ckpt-1.npz" "$tmp/untuned/ckpt-1.npz" >/dev/null; then
   ok "tuning in the step leaves the weights and the optimizer state as --tune off's"
 else
   bad "tuning in the step leaves the weights and the optimizer state as --tune off's"

@@ -10,11 +10,15 @@
 # own file) the checkpoint records both processes' algorithms, tilings and
 # replicas, a resume on the same layout continues bit for bit, and on 3
 # processes the replica it has no record of takes those of a recorded replica
-# of its build (device and kernels).
-#   test_tune_record.sh CLTRAIN
+# of its build (device and kernels): that part alone with `mpi` (the ctest
+# configuration "cluster"; skipped, 77, without mpirun or an MPI build, except
+# in CI), the rest without it.
+#   test_tune_record.sh CLTRAIN [mpi]
 set -u
 CLT=$1
+mode=${2:-}
 . "$(dirname "$0")/lib.sh"
+if [ "$mode" = mpi ]; then mpi_check "$CLT" || skip_exit; fi
 unset CLTRAIN_TUNE CLTRAIN_WINOGRAD
 export XDG_CACHE_HOME="$tmp/cache" # empty: the only tilings are the pinned file's and the record's
 # The float16 code whatever the CPU, so that the pinned tiling fits its registers.
@@ -73,12 +77,85 @@ resume_from() {
   "$CLT" train --epochs 2 --resume "${small[@]}" --verbose --checkpoint-dir "$tmp/$name" "$@" \
     >"$tmp/$name.txt" 2>&1
 }
+# The tiling's line in the records (replica 0).
+line="0 tA1 tB0 m576 n80 k3872 $at_tiling"
+
+# --- under mpirun --------------------------------------------------------------------------------
+if [ "$mode" = mpi ]; then
+  export POCL_DEVICES="pthread pthread pthread"
+  # Rank 1 pinned to Winograd's F(2x2) forward and the default tilings, rank 0 to the file above.
+  $PY - "$pin" "$tmp/pin1.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["results"] = {k: dict(r, variant="winograd2" if " fwd " in k else r["variant"])
+                for k, r in d["results"].items() if k.startswith("conv ")}
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+  mpi=(--devices 0 --split equal --global-batch 64 --train-limit 192 --test-limit 64 --seed 3 --checkpoint-every 1)
+  # mpi_run NAME NP EPOCHS [flags]: NP processes, rank 0 pinned to $pin, the others to pin1.json.
+  mpi_run() {
+    local name=$1 np=$2 epochs=$3 r
+    shift 3
+    local all=("${MPI[@]}" -np 1 "$CLT" train "${mpi[@]}" --epochs "$epochs" --tune-file "$pin" \
+      --tune-budget 0 --checkpoint-dir "$tmp/$name" "$@")
+    for r in $(seq 1 $((np - 1))); do
+      all+=(: -np 1 "$CLT" train "${mpi[@]}" --epochs "$epochs" --tune-file "$tmp/pin1.json" \
+        --tune-budget 0 --checkpoint-dir "$tmp/$name.r$r" "$@")
+    done
+    "${all[@]}" >"$tmp/$name.txt" 2>&1 || bad "mpirun $name ($(grep -m2 error "$tmp/$name.txt"))"
+  }
+  mpi_run mpi 2 2
+  got=$($PY - "$tmp/mpi/ckpt-1.npz" "$line" <<'EOF'
+import json, re, sys
+import numpy as np
+m = json.loads(str(np.load(sys.argv[1])["metadata"]))
+conv = sorted(m.get("conv_algorithms", []))
+reps = m.get("replicas", [])
+good = (conv == ["0 conv2d_1 in_place in_place in_place", "1 conv2d_1 winograd2 in_place in_place"]
+        and m.get("gemm_tilings") == [sys.argv[2]]
+        and len(reps) == 2 and all(re.match(r"%d %d \S+ [0-9a-f]{16} pthread-" % (i, i), reps[i])
+                                   for i in range(2)))
+print("yes" if good else "no: %s %s %s" % (conv, m.get("gemm_tilings"), reps))
+EOF
+)
+  if [ "$got" = yes ]; then
+    ok "mpirun: the checkpoint records both processes' algorithms, tilings and replicas"
+  else
+    bad "mpirun: the checkpoint records both processes' choices ($got)"
+  fi
+  # The same layout, every rank --tune off: each process restores its own, bit for bit.
+  for d in mpi_res mpi_three; do
+    mkdir -p "$tmp/$d"
+    cp "$tmp/mpi/ckpt-1.npz" "$tmp/$d/"
+    printf 'model_checkpoint_path: "ckpt-1"\n' >"$tmp/$d/checkpoint"
+  done
+  mpi_run mpi_res 2 2 --resume --tune off --verbose
+  if cmp -s "$tmp/mpi/ckpt-2.npz" "$tmp/mpi_res/ckpt-2.npz" && ! grep -q note "$tmp/mpi_res.txt" &&
+    grep -q "^Replica 1: conv2d_1: forward winograd2" "$tmp/mpi_res.txt" &&
+    grep -q "^Replica 0: GEMM tA1 tB0 m576 n80 k3872 $at_tiling$" "$tmp/mpi_res.txt"; then
+    ok "mpirun: resumed on the same layout (--tune off), each process its own choices, bit for bit"
+  else
+    bad "mpirun: resumed on the same layout ($(grep -E 'note|error|Replica . (conv|GEMM)' "$tmp/mpi_res.txt"))"
+  fi
+  # 3 processes: replicas 0 and 1 restored, replica 2 (not recorded) takes the
+  # choices of the first recorded replica of its build, replica 0's.
+  mpi_run mpi_three 3 2 --resume --tune off --verbose
+  if ! grep -q note "$tmp/mpi_three.txt" &&
+    grep -q "^Replica 1: conv2d_1: forward winograd2" "$tmp/mpi_three.txt" &&
+    grep -q "^Replica 2: conv2d_1: forward in_place" "$tmp/mpi_three.txt" &&
+    grep -q "^Replica 2: GEMM tA1 tB0 m576 n80 k3872 $at_tiling$" "$tmp/mpi_three.txt"; then
+    ok "mpirun: on 3 processes replica 2 takes the choices of the recorded replica of its build"
+  else
+    bad "mpirun: on 3 processes ($(grep -E 'note|error|Replica . (conv|GEMM)' "$tmp/mpi_three.txt"))"
+  fi
+  finish
+  exit
+fi
 
 # --- recorded -------------------------------------------------------------------------------
 "$CLT" train --epochs 2 "${small[@]}" --tune-file "$pin" --tune-budget 0 --verbose \
   --checkpoint-dir "$tmp/straight" --log "$tmp/straight.jsonl" >"$tmp/straight.txt" 2>&1 ||
   bad "training pinned ($(tail -2 "$tmp/straight.txt"))"
-line="0 tA1 tB0 m576 n80 k3872 $at_tiling"
 if grep -q "^Replica 0: GEMM tA1 tB0 m576 n80 k3872 $at_tiling$" "$tmp/straight.txt"; then
   ok "--verbose names the pinned tiling"
 else
@@ -152,73 +229,4 @@ expect_fail "a record of the wrong type: one error naming the key" \
   "ckpt-1.npz: metadata key gemm_tilings" \
   "$CLT" train --epochs 2 --resume "${small[@]}" --checkpoint-dir "$tmp/typed"
 
-# --- under mpirun --------------------------------------------------------------------------------
-if mpi_check "$CLT"; then
-  export POCL_DEVICES="pthread pthread pthread"
-  # Rank 1 pinned to Winograd's F(2x2) forward and the default tilings, rank 0 to the file above.
-  $PY - "$pin" "$tmp/pin1.json" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["results"] = {k: dict(r, variant="winograd2" if " fwd " in k else r["variant"])
-                for k, r in d["results"].items() if k.startswith("conv ")}
-json.dump(d, open(sys.argv[2], "w"))
-EOF
-  mpi=(--devices 0 --split equal --global-batch 64 --train-limit 192 --test-limit 64 --seed 3 --checkpoint-every 1)
-  # mpi_run NAME NP EPOCHS [flags]: NP processes, rank 0 pinned to $pin, the others to pin1.json.
-  mpi_run() {
-    local name=$1 np=$2 epochs=$3 r
-    shift 3
-    local all=("${MPI[@]}" -np 1 "$CLT" train "${mpi[@]}" --epochs "$epochs" --tune-file "$pin" \
-      --tune-budget 0 --checkpoint-dir "$tmp/$name" "$@")
-    for r in $(seq 1 $((np - 1))); do
-      all+=(: -np 1 "$CLT" train "${mpi[@]}" --epochs "$epochs" --tune-file "$tmp/pin1.json" \
-        --tune-budget 0 --checkpoint-dir "$tmp/$name.r$r" "$@")
-    done
-    "${all[@]}" >"$tmp/$name.txt" 2>&1 || bad "mpirun $name ($(grep -m2 error "$tmp/$name.txt"))"
-  }
-  mpi_run mpi 2 2
-  got=$($PY - "$tmp/mpi/ckpt-1.npz" "$line" <<'EOF'
-import json, re, sys
-import numpy as np
-m = json.loads(str(np.load(sys.argv[1])["metadata"]))
-conv = sorted(m.get("conv_algorithms", []))
-reps = m.get("replicas", [])
-good = (conv == ["0 conv2d_1 in_place in_place in_place", "1 conv2d_1 winograd2 in_place in_place"]
-        and m.get("gemm_tilings") == [sys.argv[2]]
-        and len(reps) == 2 and all(re.match(r"%d %d \S+ [0-9a-f]{16} pthread-" % (i, i), reps[i])
-                                   for i in range(2)))
-print("yes" if good else "no: %s %s %s" % (conv, m.get("gemm_tilings"), reps))
-EOF
-)
-  if [ "$got" = yes ]; then
-    ok "mpirun: the checkpoint records both processes' algorithms, tilings and replicas"
-  else
-    bad "mpirun: the checkpoint records both processes' choices ($got)"
-  fi
-  # The same layout, every rank --tune off: each process restores its own, bit for bit.
-  for d in mpi_res mpi_three; do
-    mkdir -p "$tmp/$d"
-    cp "$tmp/mpi/ckpt-1.npz" "$tmp/$d/"
-    printf 'model_checkpoint_path: "ckpt-1"\n' >"$tmp/$d/checkpoint"
-  done
-  mpi_run mpi_res 2 2 --resume --tune off --verbose
-  if cmp -s "$tmp/mpi/ckpt-2.npz" "$tmp/mpi_res/ckpt-2.npz" && ! grep -q note "$tmp/mpi_res.txt" &&
-    grep -q "^Replica 1: conv2d_1: forward winograd2" "$tmp/mpi_res.txt" &&
-    grep -q "^Replica 0: GEMM tA1 tB0 m576 n80 k3872 $at_tiling$" "$tmp/mpi_res.txt"; then
-    ok "mpirun: resumed on the same layout (--tune off), each process its own choices, bit for bit"
-  else
-    bad "mpirun: resumed on the same layout ($(grep -E 'note|error|Replica . (conv|GEMM)' "$tmp/mpi_res.txt"))"
-  fi
-  # 3 processes: replicas 0 and 1 restored, replica 2 (not recorded) takes the
-  # choices of the first recorded replica of its build, replica 0's.
-  mpi_run mpi_three 3 2 --resume --tune off --verbose
-  if ! grep -q note "$tmp/mpi_three.txt" &&
-    grep -q "^Replica 1: conv2d_1: forward winograd2" "$tmp/mpi_three.txt" &&
-    grep -q "^Replica 2: conv2d_1: forward in_place" "$tmp/mpi_three.txt" &&
-    grep -q "^Replica 2: GEMM tA1 tB0 m576 n80 k3872 $at_tiling$" "$tmp/mpi_three.txt"; then
-    ok "mpirun: on 3 processes replica 2 takes the choices of the recorded replica of its build"
-  else
-    bad "mpirun: on 3 processes ($(grep -E 'note|error|Replica . (conv|GEMM)' "$tmp/mpi_three.txt"))"
-  fi
-fi
 finish

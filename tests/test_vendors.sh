@@ -90,18 +90,7 @@ if grep -q "different parameters" "$tmp/one_then_pair.txt"; then bad "resumed pa
 # the metadata's record of each replica and its convolution algorithms aside
 # (the pair's lists both replicas).
 run auto all 8 32 1 --check-replicas
-same=$(/usr/bin/python3 - "$tmp/one/ckpt-1.npz" "$tmp/auto/ckpt-1.npz" <<'EOF'
-import json, sys
-import numpy as np
-a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
-diff = [m for m in sorted(set(a.files) | set(b.files)) if m != "metadata" and (
-    m not in a.files or m not in b.files or a[m].tobytes() != b[m].tobytes())]
-ma, mb = (json.loads(str(x["metadata"])) for x in (a, b))
-for key in ("conv_algorithms", "replicas"):  # what each layout's replicas ran
-    ma.pop(key, None), mb.pop(key, None)
-print(" ".join(diff + (["metadata"] if ma != mb else [])) or "same")
-EOF
-)
+same=$(same_state "$tmp/one/ckpt-1.npz" "$tmp/auto/ckpt-1.npz" conv_algorithms replicas)
 if [ "$same" = same ]; then
   ok "--split auto leaves the simulator out: the same checkpoint bytes as PoCL alone"
 else

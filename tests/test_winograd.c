@@ -105,17 +105,7 @@ static void run_case(const wino_case *t, int tile, cl_uint width) {
   upload(X, 0, x, nx);
   upload(P, 0, params, flat);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R,
-                     .batch = B,
-                     .train = 1,
-                     .stat_weight = 1.0f,
-                     .x = X,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .params = P,
-                     .grads = G,
-                     .scratch = S};
+  clt_layer_io io = layer_io(B, X, Y, DY, DX, P, G, S, NULL);
   if (api_failed(l.ops->forward(&l, &io, &E), "forward")) goto done;
   download(Y, 0, y, ny);
   check("y", y, y_ref, ny, tol);

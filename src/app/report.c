@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "text.h"
 #include "timing.h"
 
 void clt_report_replica_lines(const clt_device *const *devices, int n, int first, int rank,
@@ -170,14 +171,13 @@ static void json_string(FILE *f, const char *s) {
 /* ", "key": [...]": a record's lines as an array of strings. */
 static void json_lines(FILE *log, const char *key, const char *record) {
   fprintf(log, ", \"%s\": [", key);
-  for (const char *line = record; *line;) {
-    const char *end = strchr(line, '\n');
-    const size_t n = end ? (size_t)(end - line) : strlen(line);
+  const char *line;
+  size_t n;
+  for (const char *p = record; clt_text_line(&p, &line, &n);) {
     char text[256];
     snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), line);
     fprintf(log, "%s", line == record ? "" : ", ");
     json_string(log, text);
-    line = end ? end + 1 : line + n;
   }
   fprintf(log, "]");
 }

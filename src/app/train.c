@@ -17,6 +17,7 @@
 #include "keras.h"
 #include "npz.h"
 #include "report.h"
+#include "text.h"
 #include "timing.h"
 #include "trainer.h"
 #include "weights.h"
@@ -72,23 +73,21 @@ static int report_conv_algorithms(const clt_trainer *t, FILE *out, clt_err *e) {
     free(tilings);
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   }
-  for (const char *line = record; *line;) {
-    const char *end = strchr(line, '\n');
+  const char *line;
+  size_t len;
+  for (const char *p = record; clt_text_line(&p, &line, &len);) {
     int replica = 0;
     char layer[64], a[3][16];
     if (sscanf(line, "%d %63s %15s %15s %15s", &replica, layer, a[0], a[1], a[2]) == 5)
       fprintf(out, "Replica %d: %s: forward %s, weight gradient %s, input gradient %s\n", replica,
               layer, a[0], a[1], a[2]);
-    line = end ? end + 1 : line + strlen(line);
   }
-  for (const char *line = tilings; *line;) {
-    const char *end = strchr(line, '\n');
-    const int n = end ? (int)(end - line) : (int)strlen(line);
+  for (const char *p = tilings; clt_text_line(&p, &line, &len);) {
+    const int n = (int)len;
     const char *shape = strchr(line, ' ');
     if (shape && shape < line + n)
       fprintf(out, "Replica %.*s: GEMM %.*s\n", (int)(shape - line), line,
               n - (int)(shape + 1 - line), shape + 1);
-    line += n + (end != NULL);
   }
   free(record);
   free(tilings);

@@ -9,6 +9,7 @@
 
 #include "gemm_tuner.h"
 #include "layer.h"
+#include "text.h"
 #include "timing.h"
 #include "trainer_impl.h"
 #include "tuner.h"
@@ -17,13 +18,11 @@
  * this replica cannot run keeps its default). */
 static void apply_record(const clt_model *m, clt_replica *r, int index, int batch,
                          const char *record) {
-  const char *line = record;
-  while (line && *line) {
-    const char *end = strchr(line, '\n');
+  const char *line;
+  size_t len;
+  for (const char *p = record; clt_text_line(&p, &line, &len);) {
     char text[256];
-    const size_t len = end ? (size_t)(end - line) : strlen(line);
     snprintf(text, sizeof text, "%.*s", (int)(len < sizeof text ? len : sizeof text - 1), line);
-    line = end ? end + 1 : NULL;
     int at = -1;
     char layer[64], algo[CLT_CONV_PASSES][16];
     if (sscanf(text, "%d %63s %15s %15s %15s", &at, layer, algo[0], algo[1], algo[2]) != 5 ||
@@ -86,17 +85,15 @@ static char *text_done(text_buf *b) {
 /* The line of `text` whose first field is `index` (the record's replica) at or
  * after *from, into out; *from moves past it. 0 when there is none. */
 static int next_line(const char *text, int index, const char **from, char *out, size_t size) {
-  const char *line = *from ? *from : text;
-  while (line && *line) {
-    const char *end = strchr(line, '\n');
-    const size_t len = end ? (size_t)(end - line) : strlen(line);
-    *from = end ? end + 1 : line + len;
+  const char *line;
+  size_t len;
+  if (!*from) *from = text;
+  while (clt_text_line(from, &line, &len)) {
     int at = -1;
     if (sscanf(line, "%d", &at) == 1 && at == index) {
       snprintf(out, size, "%.*s", (int)(len < size ? len : size - 1), line);
       return 1;
     }
-    line = *from;
   }
   return 0;
 }
@@ -127,15 +124,14 @@ static int donor_of(const char *replicas, int index, const char *mine, char *own
     snprintf(own, size, "%s", line);
     if (strcmp(build, mine) == 0) return index;
   }
-  for (const char *p = replicas; p && *p;) {
-    const char *end = strchr(p, '\n');
-    const size_t len = end ? (size_t)(end - p) : strlen(p);
+  const char *start;
+  size_t len;
+  for (const char *p = replicas; clt_text_line(&p, &start, &len);) {
     int at = -1;
-    snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+    snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), start);
     if (sscanf(line, "%d", &at) == 1 && parse_replica(line, &rank, host, build, &name) &&
         strcmp(build, mine) == 0)
       return at;
-    p = end ? end + 1 : p + len;
   }
   return -1;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "text.h"
 
 /* The metadata's names of the preprocessing modes, by clt_preprocess value. */
 static const char *const preprocess_names[] = {"unit", "caffe", "raw"};
@@ -87,9 +88,9 @@ static int add_data(cJSON *root, const clt_checkpoint_data *d) {
 static int add_lines(cJSON *root, const char *key, const char *record) {
   cJSON *list = cJSON_CreateArray();
   if (!add(root, key, list)) return 0;
-  for (const char *line = record; *line;) {
-    const char *end = strchr(line, '\n');
-    const size_t n = end ? (size_t)(end - line) : strlen(line);
+  const char *line;
+  size_t n;
+  for (const char *p = record; clt_text_line(&p, &line, &n);) {
     char *text = malloc(n + 1);
     if (!text) return 0;
     memcpy(text, line, n);
@@ -97,7 +98,6 @@ static int add_lines(cJSON *root, const char *key, const char *record) {
     const int ok = cJSON_AddItemToArray(list, cJSON_CreateString(text));
     free(text);
     if (!ok) return 0;
-    line = end ? end + 1 : line + n;
   }
   return 1;
 }

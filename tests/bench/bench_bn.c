@@ -136,26 +136,15 @@ static void bench(const bn_shape *b, int size, int runs, int in_place, int bias_
   upload(RES, 0, x, n);
   upload(DY, 0, x, n);
   upload(P, 0, params, flat);
-  clt_layer_io io = {.replica = R,
-                     .batch = B,
-                     .train = 1,
-                     .stat_weight = 1.0f,
-                     .x = X,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .params = P,
-                     .grads = G,
-                     .scratch = S,
-                     .state = ST};
+  clt_layer_io io = layer_io(B, X, Y, DY, DX, P, G, S, ST);
   io.fusion = sums;
   if (b->kind == 2) {
     io.fusion.adds = 1;
     io.residual = RES;
     io.residual_relu = 1;
   }
-  clt_layer_io aio = {
-      .replica = R, .batch = B, .x = X, .x2 = RES, .y = Y, .dy = DY, .dx = DX, .dx2 = DX2};
+  clt_layer_io aio = layer_io(B, X, Y, DY, DX, NULL, NULL, NULL, NULL);
+  aio.x2 = RES, aio.dx2 = DX2;
   if (in_place) aio.dx = aio.dx2 = DY;
   run_n = 0;
   double copy = 0;

@@ -253,17 +253,7 @@ static void bench(const bench_layer *b, int runs, int profile) {
   upload(X, 0, x, nx);
   upload(P, 0, params, flat);
   upload(DY, 0, dy, ny);
-  clt_layer_io io = {.replica = R,
-                     .batch = b->B,
-                     .train = 1,
-                     .stat_weight = 1.0f,
-                     .x = X,
-                     .y = Y,
-                     .dy = DY,
-                     .dx = DX,
-                     .params = P,
-                     .grads = G,
-                     .scratch = S};
+  clt_layer_io io = layer_io(b->B, X, Y, DY, DX, P, G, S, NULL);
   static double t[ALGOS][PASSES][MAX_RUNS];
   /* A warm-up run (PoCL's first launches), then the timed ones, interleaved. */
   for (int r = -1; r < runs; r++)
