@@ -247,6 +247,17 @@ static const shape shapes[] = {
     {"resnet96", 144, 512, 4608, 0, 0},
     {"resnet96", 144, 4608, 512, 0, 1},
     {"resnet96", 4608, 512, 144, 1, 0},
+    /* Its B^T products (input gradients of 1x1 convolutions and of Winograd's
+     * products) and A^T ones (weight gradients). */
+    {"resnet96 Bt", 576, 256, 1024, 0, 1},
+    {"resnet96 Bt", 576, 1024, 256, 0, 1},
+    {"resnet96 Bt", 9216, 64, 256, 0, 1},
+    {"resnet96 Bt", 144, 512, 2048, 0, 1},
+    {"resnet96 Bt", 2304, 128, 512, 0, 1},
+    {"resnet96 Bt", 144, 2048, 512, 0, 1},
+    {"resnet96 At", 64, 256, 9216, 1, 0},
+    {"resnet96 At", 128, 512, 2304, 1, 0},
+    {"resnet96 At", 512, 2048, 144, 1, 0},
     /* Tails: K not a multiple of 16 (transpose), of the K chunk or of a split. */
     {"edge", 37, 48, 1000, 0, 1},
     {"edge", 13, 32, 3001, 1, 0},
