@@ -26,8 +26,9 @@ typedef struct own_tiles {
 } own_tiles;
 
 /* pack 2: a B^T operand read as stored, each K chunk transposed into gemm16's
- * private array (TRANS_B in cl/gemm.cl). */
-enum { PACK_TRANS_B = 2 };
+ * private array (TRANS_B in cl/gemm.cl). By default for products of at most
+ * BT_ROWS rows (one work-item's, in 128-long chunks). */
+enum { PACK_TRANS_B = 2, BT_ROWS = 144, BT_KC = 128 };
 
 /* The private copies' sizes in cl/gemm.cl: gemm16's K chunk (FWD_PACK_K),
  * gemm16_at's K chunk and columns a work-item (PACK_K, PACK_COLS). */
@@ -88,11 +89,21 @@ static own_tiles own_tiling_from(const clt_replica *r, const clt_gemm_shape *s,
     t.rb = (int)((rows + (size_t)t.tm - 1) / (size_t)t.tm);
     t.kc = AT_PACK_K;
   }
+  /* B^T (not with A^T) over at most BT_ROWS rows: read as stored, a
+   * work-item taking all the rows, so each chunk of B is transposed once, as
+   * the transposed copy would be, without the copy's pass and launch. Over
+   * more rows each row block transposes the chunks again, and the copy (one
+   * pass for all) is the faster (docs/performance.md, GEMM tilings). */
+  const int bt_in_place = s->trans_b && !s->trans_a && s->m <= BT_ROWS;
+  if (bt_in_place) {
+    t.kc = BT_KC;
+    t.rb = (BT_ROWS + t.tm - 1) / t.tm;
+  }
   if (chosen) {
     t.kc = chosen->kc;
     t.rb = chosen->rb;
   }
-  t.pack = chosen ? chosen->pack : t.nb == 1;
+  t.pack = chosen ? chosen->pack : bt_in_place ? PACK_TRANS_B : t.nb == 1;
   /* Split K (gemm16_at only) when the output has too few work-items to keep a
    * device's cores busy and the sums are long (the first layer's weight
    * gradient: 9 x 64 outputs, K = batch x 676); chunks of at least 512 keep
@@ -742,16 +753,21 @@ int clt_cpu_gemm_candidates(const clt_replica *r, const clt_gemm_shape *s, clt_g
   clt_gemm_tiling cand[16];
   int n = 0;
   /* B^T read as stored (gemm16's TRANS_B, pack 2), each K chunk transposed
-   * once for a work-item's rows: with 144 or 288 rows (the transposes
-   * shared by more of them) over 128- or 384-long chunks, against the
-   * default's transposed copy. Each work-item transposes its chunks again,
-   * where the copy is one pass, so it wins on some shapes only. */
+   * once for a work-item's rows: 144 or 288 rows over 128- or 384-long
+   * chunks, against the transposed copy (the default past BT_ROWS rows; the
+   * candidate with PACK_B flipped below otherwise). */
   const int bt = s->trans_b && !s->trans_a;
+  if (bt && d.pack == PACK_TRANS_B) { /* the transposed copy first: never left out */
+    const int kc = s->ldb >= 1024 && s->ldb % 1024 == 0 ? 128 : FWD_KC;
+    cand[n] = (clt_gemm_tiling){d.tm, d.nb, kc, 12, d.nb == 1, 0};
+    if (clt_cpu_gemm_tiling_valid(r, s, &cand[n])) n++;
+  }
   if (bt) {
-    static const int kr[][2] = {{128, 24}, {128, 48}, {FWD_KC, 24}};
+    static const int kr[][2] = {{BT_KC, 24}, {BT_KC, 48}, {FWD_KC, 24}};
     for (int i = 0; i < 3; i++) {
       cand[n] = (clt_gemm_tiling){d.tm, d.nb, kr[i][0], kr[i][1] * 6 / d.tm, PACK_TRANS_B, 0};
-      if (clt_cpu_gemm_tiling_valid(r, s, &cand[n])) n++;
+      const int same = d.pack == PACK_TRANS_B && d.kc == cand[n].kc && d.rb == cand[n].rb;
+      if (!same && clt_cpu_gemm_tiling_valid(r, s, &cand[n])) n++;
     }
   }
   for (int i = 0; i < ntiles && n < (s->trans_a ? 3 : bt ? 4 : 2); i++) {
