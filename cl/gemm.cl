@@ -18,7 +18,10 @@
 // convolution or a plain matrix: no tap is checked), 1 otherwise (taps outside
 // read as 0) for the weight-gradient kernels, -DPACK_B=1: gemm16 copies each
 // chunk of B into a private array (contiguous rows stay in L1; see own_options
-// in src/backend/cpu_gemm.c). gemm16 takes padding as an argument instead
+// in src/backend/cpu_gemm.c), -DTRANS_B=1: gemm16's B is stored [N][K] (ldb
+// apart: a B^T operand) and each chunk is copied into the private array
+// transposed, 16 x 16 blocks in registers, so no transposed copy of B is
+// written out and read back; the FMA loop is PACK_B's. gemm16 takes padding as an argument instead
 // (`padded`): the choice is made once per run of k, outside the FMA loop, so it
 // costs nothing there, and one program per tile then serves padded and unpadded
 // products (each program and kernel variant is a compile at a run's start).
@@ -40,7 +43,7 @@
 // writes its partial product to C + s * c_split; sum_splits then adds the
 // chunks in order.
 // Range: (N / (16*NB), ceil(M / (TM*rb)), count); the weight-gradient kernels'
-// see AT_ARGS. (B^T operands are transposed first.)
+// see AT_ARGS. (B^T operands of the A^T kernels are transposed first.)
 // Strided batches (clt_gemm_batched: a Winograd pass's products in one
 // launch): product z of the range's third dimension reads X at x_off +
 // z * x_step, B at b_off + z * b_step and writes C at its offset + z * its
@@ -58,6 +61,9 @@
 #endif
 #ifndef PACK_B
 #define PACK_B 0
+#endif
+#ifndef TRANS_B
+#define TRANS_B 0
 #endif
 #endif
 // float16 values never cross a function call on hosts without AVX-512: there a
@@ -82,6 +88,33 @@
     vstore8(v_.hi, 2 * (j) + 1, (p)); \
   } while (0)
 #endif
+
+// TRANSPOSE16: the 16 x 16 block r[0..15] (rows of float16) transposed in
+// registers in four rounds (each swaps the off-diagonal blocks of 8, 4, 2, 1
+// lanes between rows 8, 4, 2, 1 apart: constant swizzles, a shuffle each).
+#define TR_SWAP(r, i, s, lo, hi)           \
+  do {                                     \
+    const float16 a_ = r[i], b_ = r[i + s]; \
+    r[i] = (float16)lo;                    \
+    r[i + s] = (float16)hi;                \
+  } while (0)
+#define TRANSPOSE16(r)                                                                 \
+  do {                                                                                 \
+    UNROLL for (int t_ = 0; t_ < 8; t_++) TR_SWAP(r, t_, 8, (a_.lo, b_.lo), (a_.hi, b_.hi)); \
+    UNROLL for (int t_ = 0; t_ < 16; t_++) {                                           \
+      if (t_ & 4) continue;                                                            \
+      TR_SWAP(r, t_, 4, (a_.s0123, b_.s0123, a_.s89ab, b_.s89ab),                      \
+              (a_.s4567, b_.s4567, a_.scdef, b_.scdef));                               \
+    }                                                                                  \
+    UNROLL for (int t_ = 0; t_ < 16; t_++) {                                           \
+      if (t_ & 2) continue;                                                            \
+      TR_SWAP(r, t_, 2, (a_.s01, b_.s01, a_.s45, b_.s45, a_.s89, b_.s89, a_.scd, b_.scd), \
+              (a_.s23, b_.s23, a_.s67, b_.s67, a_.sab, b_.sab, a_.sef, b_.sef));       \
+    }                                                                                  \
+    UNROLL for (int t_ = 0; t_ < 16; t_ += 2)                                          \
+      TR_SWAP(r, t_, 1, (((float16)(a_.even, b_.even)).s08192a3b4c5d6e7f),            \
+              (((float16)(a_.odd, b_.odd)).s08192a3b4c5d6e7f));                        \
+  } while (0)
 
 // PoCL leaves these loops rolled otherwise, and the accumulator arrays then
 // live on the stack (one load and store per FMA: a third of the speed).
@@ -147,17 +180,35 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
   const size_t z = get_global_id(2);
   Y += y_off + z * y_step + col;
   X += x_off + z * x_step;
+#if TRANS_B
+  B += b_off + z * b_step + (size_t)col * ldb; /* row col of the stored [N][K] */
+#else
   B += b_off + z * b_step + col;
+#endif
   const int plane = OH * OW;
   float16 add[NB];
   UNROLL for (int j = 0; j < NB; j++)
     add[j] = bias_off >= 0 ? LOAD16(j, bias + bias_off + col) : (float16)(0.0f);
-#if PACK_B
+#if PACK_B || TRANS_B
   float bp[FWD_PACK_K * 16 * NB];
 #endif
   for (int kc = 0; kc < K; kc += kchunk) {
     const int kc_end = min(K, kc + kchunk);
-#if PACK_B
+#if TRANS_B
+    // bp[p - kc][n] = B[n][p]: 16 x 16 blocks while 16 values of k remain,
+    // then the chunk's last values of k one at a time.
+    int p = kc;
+    for (; p + 16 <= kc_end; p += 16) {
+      UNROLL for (int j = 0; j < NB; j++) {
+        float16 r[16];
+        UNROLL for (int i = 0; i < 16; i++) r[i] = LOAD16(0, B + (size_t)(16 * j + i) * ldb + p);
+        TRANSPOSE16(r);
+        UNROLL for (int i = 0; i < 16; i++) STORE16(r[i], j, bp + (p - kc + i) * 16 * NB);
+      }
+    }
+    for (; p < kc_end; p++)
+      for (int n = 0; n < 16 * NB; n++) bp[(p - kc) * 16 * NB + n] = B[(size_t)n * ldb + p];
+#elif PACK_B
     for (int p = kc; p < kc_end; p++) {
       const __global float *b = B + (size_t)p * ldb;
       UNROLL for (int j = 0; j < NB; j++) STORE16(LOAD16(j, b), j, bp + (p - kc) * 16 * NB);
@@ -196,7 +247,7 @@ __kernel void gemm16(const int M, const int N, const int K, __global const float
           UNROLL for (int i = 0; i < TM; i++)
             a[i] = img[i] + ((size_t)(iy[i] + ky) * W + ix[i]) * C;
         }
-#if PACK_B
+#if PACK_B || TRANS_B
         const float *b = bp + (k - kc) * 16 * NB;
         for (int c = c0; c < c1; c++, b += 16 * NB) {
 #else
@@ -425,24 +476,26 @@ __kernel void gemm16_at_direct(AT_ARGS) {
 #else  // no tile: the plain kernels
 // Columns n0..N-1 of C where N is not a multiple of 16 (a classifier's 10
 // outputs; gemm16 takes the columns before n0) of the plain product op(A) B,
-// op(A)[m][k] = trans_a ? A[k*lda + m] : A[m*lda + k]: a work-item computes one
+// op(A)[m][k] = trans_a ? A[k*lda + m] : A[m*lda + k] and op(B)[k][n] = trans_b ?
+// B[n*ldb + k] : B[k*ldb + n]: a work-item computes one
 // row's last N - n0 < 16 columns, k in order, with gemm16's epilogue. Keeping these
 // here rather than in CLBlast spares CPUs its program builds (most of a first
 // run's start) for a sliver of the work. Range: (M, count), product z's
 // operands z steps on (a strided batch's; steps 0 and count 1: one product).
 // Lanes past nt are 0 and never read (no private array: Oclgrind's
 // uninitialised-value check crashed on one indexed by a loop).
-#define TAIL_LANE(p, i, nt) ((i) < (nt) ? (p)[i] : 0.0f)
-#define TAIL_LOAD(p, nt)                                                             \
-  ((float16)(TAIL_LANE(p, 0, nt), TAIL_LANE(p, 1, nt), TAIL_LANE(p, 2, nt),          \
-             TAIL_LANE(p, 3, nt), TAIL_LANE(p, 4, nt), TAIL_LANE(p, 5, nt),          \
-             TAIL_LANE(p, 6, nt), TAIL_LANE(p, 7, nt), TAIL_LANE(p, 8, nt),          \
-             TAIL_LANE(p, 9, nt), TAIL_LANE(p, 10, nt), TAIL_LANE(p, 11, nt),        \
-             TAIL_LANE(p, 12, nt), TAIL_LANE(p, 13, nt), TAIL_LANE(p, 14, nt), 0.0f))
+#define TAIL_LANE(p, i, nt, st) ((i) < (nt) ? (p)[(i) * (st)] : 0.0f)
+#define TAIL_LOAD_STRIDED(p, nt, st)                                                           \
+  ((float16)(TAIL_LANE(p, 0, nt, st), TAIL_LANE(p, 1, nt, st), TAIL_LANE(p, 2, nt, st),        \
+             TAIL_LANE(p, 3, nt, st), TAIL_LANE(p, 4, nt, st), TAIL_LANE(p, 5, nt, st),        \
+             TAIL_LANE(p, 6, nt, st), TAIL_LANE(p, 7, nt, st), TAIL_LANE(p, 8, nt, st),        \
+             TAIL_LANE(p, 9, nt, st), TAIL_LANE(p, 10, nt, st), TAIL_LANE(p, 11, nt, st),      \
+             TAIL_LANE(p, 12, nt, st), TAIL_LANE(p, 13, nt, st), TAIL_LANE(p, 14, nt, st), 0.0f))
+#define TAIL_LOAD(p, nt) TAIL_LOAD_STRIDED(p, nt, 1)
 
 __kernel void gemm_tail(const int M, const int N, const int K, const int n0,
                         const int trans_a, __global const float *A, const int a_off, const int lda,
-                        __global const float *B, const int b_off, const int ldb, __global float *C,
+                        const int trans_b, __global const float *B, const int b_off, const int ldb, __global float *C,
                         const int c_off, const int ldc, __global const float *bias,
                         const int bias_off, const int relu, const int accumulate,
                         const int a_step, const int b_step, const int c_step) {
@@ -451,12 +504,13 @@ __kernel void gemm_tail(const int M, const int N, const int K, const int n0,
   const int nt = N - n0; /* 1..15 */
   const size_t z = get_global_id(1);
   A += a_off + z * a_step;
-  B += b_off + z * b_step + n0;
+  B += b_off + z * b_step + (trans_b ? (size_t)n0 * ldb : (size_t)n0);
+  const int b_lane = trans_b ? ldb : 1, b_row = trans_b ? 1 : ldb;
   C += c_off + z * c_step + (size_t)row * ldc + n0;
   float16 acc = accumulate ? TAIL_LOAD(C, nt) : (float16)(0.0f);
-  for (int k = 0; k < K; k++, B += ldb) {
+  for (int k = 0; k < K; k++, B += b_row) {
     const float a = trans_a ? A[(size_t)k * lda + row] : A[(size_t)row * lda + k];
-    acc = (float16)(a) * TAIL_LOAD(B, nt) + acc;
+    acc = (float16)(a) * TAIL_LOAD_STRIDED(B, nt, b_lane) + acc;
   }
   if (bias_off >= 0) acc += TAIL_LOAD(bias + bias_off + n0, nt);
   if (relu) acc = acc < (float16)(0.0f) ? (float16)(0.0f) : acc;
@@ -489,12 +543,6 @@ __kernel void sum_splits(__global const float *P, const int splits, const int st
 // (K or N not a multiple of 16) go element by element. Range:
 // (ceil(K / (16 * TR_TILES)), ceil(N / 16), count).
 #define TR_TILES 4
-#define TR_SWAP(r, i, s, lo, hi)           \
-  do {                                     \
-    const float16 a_ = r[i], b_ = r[i + s]; \
-    r[i] = (float16)lo;                    \
-    r[i + s] = (float16)hi;                \
-  } while (0)
 __kernel void transpose(__global const float *src, const int src_off, const int ld, const int K,
                         const int N, __global float *dst, const int ldd, const int src_step,
                         const int dst_step) {
@@ -513,20 +561,7 @@ __kernel void transpose(__global const float *src, const int src_off, const int 
     }
     float16 r[16];
     UNROLL for (int i = 0; i < 16; i++) r[i] = LOAD16(0, src + (size_t)i * ld + k0);
-    UNROLL for (int i = 0; i < 8; i++) TR_SWAP(r, i, 8, (a_.lo, b_.lo), (a_.hi, b_.hi));
-    UNROLL for (int i = 0; i < 16; i++) {
-      if (i & 4) continue;
-      TR_SWAP(r, i, 4, (a_.s0123, b_.s0123, a_.s89ab, b_.s89ab),
-              (a_.s4567, b_.s4567, a_.scdef, b_.scdef));
-    }
-    UNROLL for (int i = 0; i < 16; i++) {
-      if (i & 2) continue;
-      TR_SWAP(r, i, 2, (a_.s01, b_.s01, a_.s45, b_.s45, a_.s89, b_.s89, a_.scd, b_.scd),
-              (a_.s23, b_.s23, a_.s67, b_.s67, a_.sab, b_.sab, a_.sef, b_.sef));
-    }
-    UNROLL for (int i = 0; i < 16; i += 2)
-      TR_SWAP(r, i, 1, (((float16)(a_.even, b_.even)).s08192a3b4c5d6e7f),
-              (((float16)(a_.odd, b_.odd)).s08192a3b4c5d6e7f));
+    TRANSPOSE16(r);
     UNROLL for (int i = 0; i < 16; i++) STORE16(r[i], 0, dst + (size_t)(k0 + i) * ldd);
   }
 }

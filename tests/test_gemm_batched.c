@@ -13,6 +13,7 @@
 #include <clblast_c.h>
 
 #include "backend.h"
+#include "cpu.h"
 #include "gemm.h"
 #include "harness.h"
 
@@ -52,8 +53,22 @@ static long launches(void) {
   return calls;
 }
 
-static void one_launch(const batch_case *t, long before) {
+/* Launches of B's transpose into the scratch so far. */
+static long transposes(void) {
+  long calls = 0;
+  for (int i = 0; i < R->profile->nnames; i++)
+    if (strstr(R->profile->names[i], "gemm transpose") &&
+        !strstr(R->profile->names[i], "gemm transpose A"))
+      calls += R->profile->calls[i];
+  return calls;
+}
+
+static void one_launch(const batch_case *t, const clt_gemm_tiling *in_place, long before,
+                       long transposed) {
   const long calls = launches() - before;
+  /* cpu: B^T with its in-place tiling read as stored, not transposed first. */
+  if (in_place)
+    expect("B^T read in place, not transposed first", (size_t)(transposes() - transposed), 1);
   const double mnk = (double)t->m * t->n * t->k;
   if (t->count < 2) return;
   if (strcmp(R->backend->name, "gpu") == 0) {
@@ -67,7 +82,8 @@ static void one_launch(const batch_case *t, long before) {
   }
 }
 
-static void run_case(const batch_case *t) {
+/* in_place (cpu, B^T): this tiling, reading B as stored, chosen for the case. */
+static void run_case(const batch_case *t, const clt_gemm_tiling *in_place) {
   const size_t M = (size_t)t->m, N = (size_t)t->n, K = (size_t)t->k;
   set_case("gemm batched %s%s %zux%zux%zu x %d, beta %g, offsets %d/%d/%d, gaps %d/%d/%d:",
            t->trans_a ? "At" : "A", t->trans_b ? "Bt" : "B", M, N, K, t->count, (double)t->beta,
@@ -112,6 +128,18 @@ static void run_case(const batch_case *t) {
         want[(z * M + i) * N + j] = sum;
       }
   }
+  /* The tiling applies to gemm16's columns (N less the tail). */
+  clt_gemm_shape blocks = s;
+  blocks.n -= N % 16;
+  /* A tile past the device's registers (AVX2's float8 code): 6 x 1. */
+  clt_gemm_tiling tl = in_place ? *in_place : (clt_gemm_tiling){0, 0, 0, 0, 0, 0};
+  if (in_place && !clt_cpu_gemm_tiling_valid(R, &blocks, &tl)) {
+    tl.tm = 6;
+    tl.nb = 1;
+  }
+  if (in_place)
+    expect("the in-place tiling taken",
+           (size_t)(clt_cpu_gemm_choose(R, &blocks, &tl, &E) != CLT_OK), 1);
   cl_mem A = dev_new(na), B = dev_new(nb), C1 = dev_new(nc + TAIL), C2 = dev_new(nc + TAIL);
   upload(A, 0, a, na);
   upload(B, 0, b, nb);
@@ -124,16 +152,18 @@ static void run_case(const batch_case *t) {
   int ok = !api_failed(clt_gemm_batched_reserve(R, &s, bt.count, &E), "reserve") &&
            !api_failed(clt_replica_enable_profiling(R, &E), "profiling") &&
            !api_failed(clt_replica_profile_collect(R, &E), "profile");
-  const long before = ok ? launches() : 0;
+  const long before = ok ? launches() : 0, transposed = ok ? transposes() : 0;
   ok = ok &&
        !api_failed(clt_gemm_batched(R, &s, &bt, 1.0f, A, (size_t)t->a_off, B, (size_t)t->b_off,
                                     t->beta, C1, (size_t)t->c_off, &E),
                    "batched gemm") &&
        !api_failed(clt_replica_profile_collect(R, &E), "profile");
-  if (ok) one_launch(t, before);
+  if (ok) one_launch(t, in_place, before, transposed);
   ok = ok && !api_failed(clt_gemm_batched(R, &s, &bt, 1.0f, A, (size_t)t->a_off, B,
                                           (size_t)t->b_off, t->beta, C2, (size_t)t->c_off, &E),
                          "batched gemm again");
+  if (in_place) /* back to the default */
+    (void)clt_cpu_gemm_choose(R, &blocks, NULL, &E);
   if (!ok) {
     case_end();
     return;
@@ -172,6 +202,20 @@ static const batch_case cases[] = {
     {1, 0, 64, 80, 576, 36, 0, 0, 0, 0, 0, 16, 16, 16, 0.0f, 0},
 };
 
+/* cpu: B^T read as stored (gemm16's TRANS_B), its tiling chosen: 16 x 16
+ * blocks of K in chunks of 128 (the last 19 values one at a time) over NB 5
+ * and 2 sub-blocks of 4 rows, chunks of 384 over NB 4 with 5 tail columns read
+ * strided and C += the product, and a K shorter than a block; padded rows of B
+ * throughout. */
+static const batch_case in_place_cases[] = {
+    {0, 1, 70, 80, 403, 3, 3, 1, 2, 7, 1, 5, 3, 2, 0.0f, 0},
+    {0, 1, 37, 69, 50, 2, 5, 2, 0, 1, 3, 1, 9, 4, 1.0f, 0},
+    {0, 1, 6, 20, 13, 3, 1, 0, 2, 9, 4, 1, 2, 3, 0.0f, 0},
+};
+static const clt_gemm_tiling in_place_tilings[] = {{4, 5, 128, 2, 2, 0},
+                                                   {6, 4, 384, 12, 2, 0},
+                                                   {6, 1, 384, 12, 2, 0}};
+
 /* gpu: CLBlast's indirect kernel (forced: every GEMM from here on), for which
  * the batch goes one product at a time through the reserved scratch. */
 static const batch_case indirect_cases[] = {
@@ -192,8 +236,11 @@ int main(void) {
     int *done = &seen[cases[i].trans_a][cases[i].trans_b];
     if (gpu && small_mode() && (*done || cases[i].trans_b)) continue;
     *done = 1;
-    run_case(&cases[i]);
+    run_case(&cases[i], NULL);
   }
+  if (strcmp(R->backend->name, "cpu") == 0)
+    for (size_t i = 0; i < sizeof in_place_cases / sizeof in_place_cases[0]; i++)
+      run_case(&in_place_cases[i], &in_place_tilings[i]);
   /* The indirect kernels are CLBlast's plain GEMM's, which Oclgrind sees in
    * test_kernels: not again in small mode. */
   if (gpu && !small_mode()) {
@@ -204,7 +251,7 @@ int main(void) {
       fatal("forcing CLBlast's indirect GEMM");
     indirect = 1;
     for (size_t i = 0; i < sizeof indirect_cases / sizeof indirect_cases[0]; i++)
-      run_case(&indirect_cases[i]);
+      run_case(&indirect_cases[i], NULL);
   }
   replica_close();
   return summary();

@@ -81,6 +81,29 @@ static void test_tilings(void) {
   expect("3 blocks of 16 across N = 32 refused", clt_cpu_gemm_choose(R, &fwd, &three, &E) == 0, 1);
   expect("PACK_B past its private chunk refused", clt_cpu_gemm_choose(R, &fwd, &long_pack, &E) == 0,
          1);
+  /* B^T: candidates that read it as stored (pack 2), refused past gemm16's
+   * private chunk and for products without B^T. */
+  const clt_gemm_shape bt = {0, 1, 576, 256, 1024, 1024, 1024, 256};
+  const int nbt = clt_cpu_gemm_candidates(R, &bt, c);
+  int in_place = -1; /* a candidate reading B in place */
+  bad = 0;
+  for (int i = 0; i < nbt; i++) {
+    bad += !clt_cpu_gemm_tiling_valid(R, &bt, &c[i]);
+    if (c[i].pack == 2) in_place = i;
+  }
+  expect("B^T: 1 to 5 candidates, each fits, some read B in place",
+         nbt < 1 || nbt > 5 || bad || in_place < 0, 1);
+  if (in_place >= 0) {
+    clt_gemm_tiling bt_long = c[in_place];
+    bt_long.kc = 512;
+    clt_gemm_shape plain = bt;
+    plain.trans_b = 0;
+    plain.ldb = plain.n;
+    expect("B^T read in place past its private chunk refused",
+           clt_cpu_gemm_tiling_valid(R, &bt, &bt_long), 0);
+    expect("B read in place without B^T refused",
+           clt_cpu_gemm_tiling_valid(R, &plain, &c[in_place]), 0);
+  }
   const clt_gemm_tiling at_kc = {4, 2, 128, 4, 0, 0};
   expect("A^T past its K chunk refused", clt_cpu_gemm_choose(R, &at, &at_kc, &E) == 0, 1);
   char name[64];

@@ -10,7 +10,9 @@
  * own_tiling's defaults: tm rows by nb 16-wide column blocks (build options),
  * K chunks of kc, up to rb row sub-blocks a work-item (halved while the
  * device has too few work-items), pack (PACK_B, gemm16: the B chunk copied
- * into a private array), and for A^T products up to cb column blocks a
+ * into a private array; 2, B^T products only: B read as stored, each chunk
+ * transposed into that array, where 0 and 1 transpose B into the scratch
+ * first), and for A^T products up to cb column blocks a
  * work-item (0: own_tiling's rule; 1: the in-place kernel). */
 typedef struct clt_gemm_tiling {
   int tm, nb, kc, rb, pack, cb;

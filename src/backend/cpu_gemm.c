@@ -25,6 +25,11 @@ typedef struct own_tiles {
   int tm, nb, rb, cb, kc, splits, pack;
 } own_tiles;
 
+/* pack 2: a B^T operand read as stored, each K chunk transposed into gemm16's
+ * private array (TRANS_B in cl/gemm.cl). By default for products of at most
+ * BT_ROWS rows (one work-item's, in 128-long chunks). */
+enum { PACK_TRANS_B = 2, BT_ROWS = 144, BT_KC = 128 };
+
 /* The private copies' sizes in cl/gemm.cl: gemm16's K chunk (FWD_PACK_K),
  * gemm16_at's K chunk and columns a work-item (PACK_K, PACK_COLS). */
 enum { FWD_KC = 384, AT_PACK_K = 64, AT_PACK_COLS = 128 };
@@ -84,11 +89,21 @@ static own_tiles own_tiling_from(const clt_replica *r, const clt_gemm_shape *s,
     t.rb = (int)((rows + (size_t)t.tm - 1) / (size_t)t.tm);
     t.kc = AT_PACK_K;
   }
+  /* B^T (not with A^T) over at most BT_ROWS rows: read as stored, a
+   * work-item taking all the rows, so each chunk of B is transposed once, as
+   * the transposed copy would be, without the copy's pass and launch. Over
+   * more rows each row block transposes the chunks again, and the copy (one
+   * pass for all) is the faster (docs/performance.md, GEMM tilings). */
+  const int bt_in_place = s->trans_b && !s->trans_a && s->m <= BT_ROWS;
+  if (bt_in_place) {
+    t.kc = BT_KC;
+    t.rb = (BT_ROWS + t.tm - 1) / t.tm;
+  }
   if (chosen) {
     t.kc = chosen->kc;
     t.rb = chosen->rb;
   }
-  t.pack = chosen ? chosen->pack : t.nb == 1;
+  t.pack = chosen ? chosen->pack : bt_in_place ? PACK_TRANS_B : t.nb == 1;
   /* Split K (gemm16_at only) when the output has too few work-items to keep a
    * device's cores busy and the sums are long (the first layer's weight
    * gradient: 9 x 64 outputs, K = batch x 676); chunks of at least 512 keep
@@ -149,7 +164,8 @@ static int conv_padded(const clt_conv_geom *g) {
 static void own_options(const own_tiles *t, const clt_gemm_shape *s, const clt_conv_geom *g,
                         char *buf, size_t size) {
   const int padded = s->trans_a && g && conv_padded(g);
-  snprintf(buf, size, "-DTM=%d -DNB=%d -DPADDED=%d -DPACK_B=%d", t->tm, t->nb, padded, t->pack);
+  snprintf(buf, size, "-DTM=%d -DNB=%d -DPADDED=%d -DPACK_B=%d%s", t->tm, t->nb, padded,
+           t->pack == 1, t->pack == PACK_TRANS_B ? " -DTRANS_B=1" : "");
 }
 
 /* C[c_off + i] = the sum of the `splits` partial products of `count` floats in
@@ -287,29 +303,29 @@ static int run_gemm16_at(clt_replica *r, const clt_gemm_shape *s, const clt_conv
 }
 
 /* The columns past the last multiple of 16 (bias_off < 0: no bias). */
-static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, cl_mem b, int bo,
-                    int ldb, cl_mem c, int co, cl_mem bias, int bias_off, int relu, int accumulate,
-                    const own_batch *z, clt_err *e) {
+static int own_tail(clt_replica *r, const clt_gemm_shape *s, cl_mem a, int ao, int tb, cl_mem b,
+                    int bo, int ldb, cl_mem c, int co, cl_mem bias, int bias_off, int relu,
+                    int accumulate, const own_batch *z, clt_err *e) {
   cl_kernel k;
   int status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
   if (status) return status;
   int m = (int)s->m, n = (int)s->n, kk = (int)s->k, n0 = (int)(s->n - s->n % 16), ta = s->trans_a,
       lda = (int)s->lda, ldc = (int)s->ldc;
   if (!bias) bias = c; /* any valid buffer: not read when bias_off < 0 */
-  clt_karg args[] = {CLT_ARG(m),    CLT_ARG(n),          CLT_ARG(kk),   CLT_ARG(n0),
-                     CLT_ARG(ta),   CLT_ARG(a),          CLT_ARG(ao),   CLT_ARG(lda),
-                     CLT_ARG(b),    CLT_ARG(bo),         CLT_ARG(ldb),  CLT_ARG(c),
-                     CLT_ARG(co),   CLT_ARG(ldc),        CLT_ARG(bias), CLT_ARG(bias_off),
-                     CLT_ARG(relu), CLT_ARG(accumulate), CLT_ARG(z->a), CLT_ARG(z->b),
-                     CLT_ARG(z->c)};
+  clt_karg args[] = {CLT_ARG(m),        CLT_ARG(n),    CLT_ARG(kk),         CLT_ARG(n0),
+                     CLT_ARG(ta),       CLT_ARG(a),    CLT_ARG(ao),         CLT_ARG(lda),
+                     CLT_ARG(tb),       CLT_ARG(b),    CLT_ARG(bo),         CLT_ARG(ldb),
+                     CLT_ARG(c),        CLT_ARG(co),   CLT_ARG(ldc),        CLT_ARG(bias),
+                     CLT_ARG(bias_off), CLT_ARG(relu), CLT_ARG(accumulate), CLT_ARG(z->a),
+                     CLT_ARG(z->b),     CLT_ARG(z->c)};
   char name[64];
   snprintf(name, sizeof name, "gemm tail %zux%zux%zu%s%s%s", s->m, s->n % 16, s->k,
            s->trans_a ? " At" : "", s->trans_b ? " Bt" : "", batch_label(z));
-  if (z->count == 1) return clt_launch1d(r, k, name, args, 21, s->m, e);
+  if (z->count == 1) return clt_launch1d(r, k, name, args, 22, s->m, e);
   /* Product z along the second dimension, groups as the 1-D launch's. */
   const size_t local = clt_replica_local_1d(r, k);
   size_t global[2] = {(s->m + local - 1) / local * local, (size_t)z->count}, group[2] = {local, 1};
-  return clt_launch(r, k, name, args, 21, 2, global, group, e);
+  return clt_launch(r, k, name, args, 22, 2, global, group, e);
 }
 
 /* The row length of a transposed B operand in the scratch: N plus a cache line
@@ -375,8 +391,13 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   int status;
   int n = (int)s->n, kk = (int)s->k, ldb = (int)s->ldb, ao = (int)a_off, bo = (int)b_off,
       co = (int)c_off;
-  own_batch zb = *z; /* steps of the operands as the kernels read them */
-  if (s->trans_b) {
+  own_batch zb = *z;          /* steps of the operands as the kernels read them */
+  clt_gemm_shape blocks = *s; /* the columns gemm16 takes */
+  blocks.n -= s->n % 16;
+  /* B^T read as stored (gemm16's TRANS_B; the tail reads it strided), or laid
+   * out as rows first. */
+  const int in_place = s->trans_b && (blocks.n == 0 || own_tiling(r, &blocks).pack == PACK_TRANS_B);
+  if (s->trans_b && !in_place) {
     /* B is [N][K]: lay it out as [K][N] in the scratch first (weights: small). */
     const int ldt = (int)transposed_ld(s->n);
     if ((status = transpose(r, "gemm transpose", b, bo, ldb, kk, n, ldt, z->count, z->b, kk * ldt,
@@ -389,11 +410,10 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
   }
   int bias_off = (int)bias_offset;
   if (s->n % 16) {
-    status = own_tail(r, s, a, ao, b, bo, ldb, c, co, bias, bias_off, relu, accumulate, &zb, e);
+    status = own_tail(r, s, a, ao, in_place, b, bo, ldb, c, co, bias, bias_off, relu, accumulate,
+                      &zb, e);
     if (status || s->n < 16) return status;
   }
-  clt_gemm_shape blocks = *s; /* the columns gemm16 takes */
-  blocks.n -= s->n % 16;
   if (run_via_transpose(r, s, z->count)) {
     /* [K][M] as [M][K] rows in the scratch, then the plain product. */
     const int mk = (int)(s->m * s->k);
@@ -453,6 +473,7 @@ static int gemm_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count, c
   if (blocks.n)
     status = clt_replica_kernel(r, "gemm.cl", options, own_kernel(&blocks, &tiles), &k, e);
   if (!status && s->n % 16) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "gemm_tail", &k, e);
+  /* B^T laid out as rows too: a tiling the GEMM tuner may choose (pack 0, 1). */
   if (!status && s->trans_b) status = clt_replica_kernel(r, "gemm.cl", PLAIN, "transpose", &k, e);
   if (!status && s->trans_b)
     status = grow_temp(r, count * s->k * transposed_ld(s->n) * sizeof(float), e);
@@ -709,8 +730,9 @@ int clt_cpu_gemm_tiling_valid(const clt_replica *r, const clt_gemm_shape *s,
   const size_t blocks = s->n / 16;
   if (t->tm < 1 || t->tm > 8 || t->nb < 1 || t->nb > 8 || blocks == 0 ||
       blocks % (size_t)t->nb != 0 || !tile_fits(r, t->tm, t->nb) || t->rb < 1 || t->rb > 64 ||
-      t->kc < 1 || (t->pack != 0 && t->pack != 1) || t->cb < 0)
+      t->kc < 1 || t->pack < 0 || t->pack > PACK_TRANS_B || t->cb < 0)
     return 0;
+  if (t->pack == PACK_TRANS_B && (!s->trans_b || s->trans_a)) return 0;
   if (s->trans_a) /* gemm16_at's private copies: PACK_K rows, PACK_COLS columns */
     return t->kc <= AT_PACK_K && t->pack == 0 && t->cb * 16 * t->nb <= AT_PACK_COLS &&
            (t->cb == 0 || blocks / (size_t)t->nb % (size_t)t->cb == 0);
@@ -730,7 +752,25 @@ int clt_cpu_gemm_candidates(const clt_replica *r, const clt_gemm_shape *s, clt_g
   const int rb = s->trans_a ? d.rb : 12;
   clt_gemm_tiling cand[16];
   int n = 0;
-  for (int i = 0; i < ntiles && n < (s->trans_a ? 3 : 2); i++) {
+  /* B^T read as stored (gemm16's TRANS_B, pack 2), each K chunk transposed
+   * once for a work-item's rows: 144 or 288 rows over 128- or 384-long
+   * chunks, against the transposed copy (the default past BT_ROWS rows; the
+   * candidate with PACK_B flipped below otherwise). */
+  const int bt = s->trans_b && !s->trans_a;
+  if (bt && d.pack == PACK_TRANS_B) { /* the transposed copy first: never left out */
+    const int kc = s->ldb >= 1024 && s->ldb % 1024 == 0 ? 128 : FWD_KC;
+    cand[n] = (clt_gemm_tiling){d.tm, d.nb, kc, 12, d.nb == 1, 0};
+    if (clt_cpu_gemm_tiling_valid(r, s, &cand[n])) n++;
+  }
+  if (bt) {
+    static const int kr[][2] = {{BT_KC, 24}, {BT_KC, 48}, {FWD_KC, 24}};
+    for (int i = 0; i < 3; i++) {
+      cand[n] = (clt_gemm_tiling){d.tm, d.nb, kr[i][0], kr[i][1] * 6 / d.tm, PACK_TRANS_B, 0};
+      const int same = d.pack == PACK_TRANS_B && d.kc == cand[n].kc && d.rb == cand[n].rb;
+      if (!same && clt_cpu_gemm_tiling_valid(r, s, &cand[n])) n++;
+    }
+  }
+  for (int i = 0; i < ntiles && n < (s->trans_a ? 3 : bt ? 4 : 2); i++) {
     if (tiles[i][0] == d.tm && tiles[i][1] == d.nb) continue;
     /* The same rows a work-item: rb sub-blocks of tm. */
     const int rbi = (rb * d.tm + tiles[i][0] - 1) / tiles[i][0];

@@ -60,8 +60,8 @@ static int upload_random(clt_replica *r, clt_rng *rng, cl_mem m, size_t n, clt_e
   return rc ? clt_replica_fail(r, e, rc, "GEMM tuning: writing a buffer") : CLT_OK;
 }
 
-/* The operands of s (the plain product: lda, ldb, ldc packed) and the check's
- * reference rows. */
+/* The operands of s (lda, ldb, ldc packed; B^T stored [N][K], as the
+ * product reads it: its tilings differ in how) and the check's reference rows. */
 static int shape_init(shape_run *t, clt_replica *r, const clt_gemm_shape *s, int index,
                       clt_err *e) {
   memset(t, 0, sizeof *t);
@@ -69,9 +69,8 @@ static int shape_init(shape_run *t, clt_replica *r, const clt_gemm_shape *s, int
     return clt_fail(e, CLT_ERR_INTERNAL, "GEMM tuning: a product of an empty shape");
   t->r = r;
   t->s = *s;
-  t->s.trans_b = 0;
   t->s.lda = s->trans_a ? s->m : s->k;
-  t->s.ldb = s->n;
+  t->s.ldb = s->trans_b ? s->k : s->n;
   t->s.ldc = s->n;
   const size_t na = s->m * s->k, nb = s->k * s->n, nc = s->m * s->n;
   int status = clt_replica_alloc(r, na * sizeof(float), "GEMM tuning A", &t->a, e);
@@ -97,8 +96,8 @@ static int shape_init(shape_run *t, clt_replica *r, const clt_gemm_shape *s, int
     for (size_t j = 0; j < s->n; j++) row[j] = 0;
     for (size_t p = 0; p < s->k; p++) {
       const double av = s->trans_a ? ha[p * s->m + i] : ha[i * s->k + p];
-      const float *bp = hb + p * s->n;
-      for (size_t j = 0; j < s->n; j++) row[j] += av * bp[j];
+      for (size_t j = 0; j < s->n; j++)
+        row[j] += av * (s->trans_b ? hb[j * s->k + p] : hb[p * s->n + j]);
     }
   }
   free(ha);

@@ -4,6 +4,7 @@
  * every result against a double-precision product on the host.
  *
  *   bench_gemm [--repeats R] [--only SUBSTRING] [--quick] [--peak] [--chains C]
+ *              [--tiling "6x4 kc128 rb24 pack2 cb0"]
  *
  * First measures the device's single-precision FMA peak (see peak_source) and
  * prints it as "FMA peak: ... GFLOP/s (...)"; then prints per shape the median
@@ -12,6 +13,9 @@
  * the largest error relative to sum |a_ik b_kj|.
  * --quick keeps the shapes under 1 GFLOP.
  * --peak measures only the peak.
+ * --tiling T (cpu backend): runs each shape T fits with that GEMM tiling
+ * (src/backend/cpu.h) in place of the tuner's default, "6x4 kc384 rb12 pack2
+ * cb0" B^T read as stored; the shapes it does not fit are left out.
  * --chains C overrides the peak kernel's number of independent FMA chains per
  * work-item (for tuning it on a new device). */
 #define _POSIX_C_SOURCE 200809L
@@ -23,6 +27,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "cpu.h"
 #include "gemm.h"
 #include "median.h"
 #include "timing.h"
@@ -247,6 +252,17 @@ static const shape shapes[] = {
     {"resnet96", 144, 512, 4608, 0, 0},
     {"resnet96", 144, 4608, 512, 0, 1},
     {"resnet96", 4608, 512, 144, 1, 0},
+    /* Its B^T products (input gradients of 1x1 convolutions and of Winograd's
+     * products) and A^T ones (weight gradients). */
+    {"resnet96 Bt", 576, 256, 1024, 0, 1},
+    {"resnet96 Bt", 576, 1024, 256, 0, 1},
+    {"resnet96 Bt", 9216, 64, 256, 0, 1},
+    {"resnet96 Bt", 144, 512, 2048, 0, 1},
+    {"resnet96 Bt", 2304, 128, 512, 0, 1},
+    {"resnet96 Bt", 144, 2048, 512, 0, 1},
+    {"resnet96 At", 64, 256, 9216, 1, 0},
+    {"resnet96 At", 128, 512, 2304, 1, 0},
+    {"resnet96 At", 512, 2048, 144, 1, 0},
     /* Tails: K not a multiple of 16 (transpose), of the K chunk or of a split. */
     {"edge", 37, 48, 1000, 0, 1},
     {"edge", 13, 32, 3001, 1, 0},
@@ -292,19 +308,27 @@ static double check(const shape *s, const float *a, const float *b, const float 
 
 int main(int argc, char **argv) {
   int repeats = 7, quick = 0, peak_only = 0, chains = 0;
-  const char *only = NULL;
+  const char *only = NULL, *tiling_name = NULL;
+  clt_gemm_tiling tiling;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) repeats = atoi(argv[++i]);
     else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     else if (strcmp(argv[i], "--quick") == 0) quick = 1;
     else if (strcmp(argv[i], "--peak") == 0) peak_only = 1;
     else if (strcmp(argv[i], "--chains") == 0 && i + 1 < argc) chains = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--tiling") == 0 && i + 1 < argc) tiling_name = argv[++i];
     else {
       fprintf(stderr, "bench_gemm: unknown option %s\n", argv[i]);
       return 2;
     }
   }
   if (repeats < 1) repeats = 1;
+  if (tiling_name && clt_cpu_gemm_tiling_parse(tiling_name, &tiling)) {
+    fprintf(stderr,
+            "bench_gemm: --tiling %s: expected a tiling such as \"6x4 kc384 rb12 pack0 cb0\"\n",
+            tiling_name);
+    return 2;
+  }
   clt_err e = {0};
   clt_device_list list;
   clt_replica *r;
@@ -351,6 +375,18 @@ int main(int argc, char **argv) {
     if (quick && flop > 1e9) continue;
     clt_gemm_shape g = {s->ta, s->tb, s->m, s->n, s->k, s->ta ? s->m : s->k, s->tb ? s->k : s->n,
                         s->n};
+    if (tiling_name) { /* gemm16's columns take the tiling; other shapes are left out */
+      clt_gemm_shape blocks = g;
+      blocks.n -= s->n % 16;
+      if (r->backend != &clt_backend_cpu || !clt_cpu_gemm_tiling_valid(r, &blocks, &tiling))
+        continue;
+      (void)clt_cpu_gemm_choose(r, &blocks, NULL, &e);
+      if (clt_cpu_gemm_choose(r, &blocks, &tiling, &e)) {
+        fprintf(stderr, "bench_gemm: %s\n", e.msg);
+        error = 1;
+        break;
+      }
+    }
     /* Plain products run as a layer's forward (bias, and ReLU for the CNN). */
     const int fused = !s->ta && !s->tb, relu = fused && s->model[0] == 'f';
     float *a = malloc(sizeof(float) * s->m * s->k), *b = malloc(sizeof(float) * s->k * s->n),
