@@ -27,6 +27,22 @@
 #define CG CLT_CPU_BLOCK_COLS
 
 #if CLT_GPU
+// Sum of v over the work-group (dimension 0, a power of two) by a fixed tree
+// over local memory: the same order every run. Every work-item must call it
+// (barriers); the sum is returned to all, and tile may be reused at once.
+static inline float group_sum(const float v, __local float *tile) {
+  const int lid = get_local_id(0);
+  tile[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+    if (lid < s) tile[lid] += tile[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float r = tile[0];
+  barrier(CLK_LOCAL_MEM_FENCE); // all have read tile[0] before the next call writes it
+  return r;
+}
+
 // Sum of v over the LR row lanes (dimension 1) of a (LC, LR) work-group, per
 // channel lane, by a fixed tree (LR is a power of two): the same order every
 // run. Every work-item must call it (barriers), each sum of a kernel with its

@@ -4,23 +4,7 @@
 //
 // Launches: clt_launch_groups over the rows. CLT_GPU 0 (CPUs): a work-item per row,
 // its sums in channel order; CLT_GPU 1 (GPUs): a work-group per row, its work-items
-// striding the channels, their sums added by a fixed tree (ln_group_sum).
-
-#if CLT_GPU
-// The sum of v over the work-group, in a fixed order (a tree over local memory).
-static inline float ln_group_sum(float v, __local float *tile) {
-  const int lid = get_local_id(0);
-  tile[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
-    if (lid < s) tile[lid] += tile[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float r = tile[0];
-  barrier(CLK_LOCAL_MEM_FENCE); // all have read tile[0] before the next call writes it
-  return r;
-}
-#endif
+// striding the channels, their sums added by a fixed tree (group_sum).
 
 // gamma at p[g] and beta at p[bt] (-1: none, the scale 1 or the offset 0).
 __kernel void layernorm_forward(__global const float *x, __global const float *p, const int g,
@@ -33,10 +17,10 @@ __kernel void layernorm_forward(__global const float *x, __global const float *p
   __global float *yr = y + (size_t)r * C;
   float s = 0.0f;
   for (int c = lid; c < C; c += size) s += xr[c];
-  const float mean = ln_group_sum(s, tile) / C;
+  const float mean = group_sum(s, tile) / C;
   s = 0.0f;
   for (int c = lid; c < C; c += size) s += (xr[c] - mean) * (xr[c] - mean);
-  const float inv = rsqrt(ln_group_sum(s, tile) / C + eps);
+  const float inv = rsqrt(group_sum(s, tile) / C + eps);
   for (int c = lid; c < C; c += size) {
     const float v = (xr[c] - mean) * inv;
     yr[c] = v * (g >= 0 ? p[g + c] : 1.0f) + (bt >= 0 ? p[bt + c] : 0.0f);
@@ -72,10 +56,10 @@ __kernel void layernorm_backward(__global const float *x, __global const float *
   const size_t at = (size_t)r * C;
   float s = 0.0f;
   for (int c = lid; c < C; c += size) s += x[at + c];
-  const float mean = ln_group_sum(s, tile) / C;
+  const float mean = group_sum(s, tile) / C;
   s = 0.0f;
   for (int c = lid; c < C; c += size) s += (x[at + c] - mean) * (x[at + c] - mean);
-  const float inv = rsqrt(ln_group_sum(s, tile) / C + eps);
+  const float inv = rsqrt(group_sum(s, tile) / C + eps);
   float s1 = 0.0f, s2 = 0.0f;
   for (int c = lid; c < C; c += size) {
     const float xh = (x[at + c] - mean) * inv, d = dy[at + c] * (g >= 0 ? p[g + c] : 1.0f);
@@ -83,7 +67,7 @@ __kernel void layernorm_backward(__global const float *x, __global const float *
     s2 += d * xh;
     if (want_gx) gx[at + c] = dy[at + c] * xh;
   }
-  const float m1 = ln_group_sum(s1, tile) / C, m2 = ln_group_sum(s2, tile) / C;
+  const float m1 = group_sum(s1, tile) / C, m2 = group_sum(s2, tile) / C;
   if (!want_dx) return;
   for (int c = lid; c < C; c += size) {
     const float xh = (x[at + c] - mean) * inv, d = dy[at + c] * (g >= 0 ? p[g + c] : 1.0f);

@@ -18,17 +18,6 @@
 // batch statistics, which moving_average reads). UPDATE(i, w) updates w values
 // from index i (w 1 or 8) below n.
 #if CLT_GPU
-// Sum of v over the work-group in a fixed tree order; valid in work-item 0.
-static inline float opt_group_sum(float v, __local float *tile) {
-  const int lid = get_local_id(0);
-  tile[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
-    if (lid < s) tile[lid] += tile[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return tile[0];
-}
 #define OPT_BLOCKS(UPDATE)                                                      \
   __local float tile[CLT_WG];                                                   \
   const int blk = get_group_id(0), begin = blk * block;                         \
@@ -38,7 +27,7 @@ static inline float opt_group_sum(float v, __local float *tile) {
     bad += !isfinite(g[i]);                                                     \
     if (i < n) UPDATE(i, 1);                                                    \
   }                                                                             \
-  const float sum = opt_group_sum((float)bad, tile);                            \
+  const float sum = group_sum((float)bad, tile);                                \
   if (get_local_id(0) == 0 && begin < count_n) partial[blk] = sum;
 #else
 #define OPT_BLOCKS(UPDATE)                                                                      \

@@ -24,21 +24,6 @@ __kernel void add_into(__global float *dst, const int dst_offset, __global const
 #endif
 }
 
-#if CLT_GPU
-// Sum of v over the work-group, in a fixed tree order (the same on every run);
-// every work-item must call it. The result is valid in work-item 0.
-static inline float group_sum(float v, __local float *tile) {
-  const int lid = get_local_id(0);
-  tile[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
-    if (lid < s) tile[lid] += tile[lid + s];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  return tile[0];
-}
-#endif
-
 // The gradient check's total: the optimizers' update kernels (optimizer.cl) count
 // the gradient's non-finite values per block of floats into partial[blk]; this
 // adds them into out[slot] (fixed order): out[slot] = sum of partial[0..nblocks).
