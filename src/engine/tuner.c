@@ -488,6 +488,10 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
 #define DEFAULT_CONFIRM 5
 #define MAX_CONFIRM 15
 #define CONFIRM_MS 500.0
+/* The confirmation keeps the picked assignment when its median pair ratio is
+ * at most WIN_RATIO and it won at least WIN_PAIRS of every 5 pairs. */
+#define WIN_RATIO 0.98
+#define WIN_PAIRS 4
 
 typedef struct instep {
   clt_net *net;
@@ -638,10 +642,10 @@ struct clt_tune_progress {
   int *pick;            /* room: the probes' pick, once probed */
   int pos;              /* the next probe: (round, k, dx) in order */
   int probed, differs;
-  int confirm, timed; /* confirmation steps of each side wanted, and timed so far */
-  int warmed;         /* the confirmation's untimed step of each side ran */
+  int confirm, timed; /* confirmation pairs wanted, and timed so far */
   double d[MAX_CONFIRM], t[MAX_CONFIRM];
   double ms;        /* the latest probe step's */
+  double slowest;   /* the slowest probe step's */
   int steps, calls; /* in all */
 };
 
@@ -671,10 +675,10 @@ static int progress_start(clt_tune_progress *p, int n, clt_err *e) {
     p->room = p->lines && p->best && p->pick ? n : 0;
     if (!p->room) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   }
-  p->active = p->pos = p->probed = p->differs = p->confirm = p->timed = p->warmed = 0;
+  p->active = p->pos = p->probed = p->differs = p->confirm = p->timed = 0;
   p->steps = p->calls = 0;
   p->n = n;
-  p->ms = 0;
+  p->ms = p->slowest = 0;
   for (size_t i = 0; i < (size_t)n * CLT_CONV_MAX_CANDIDATES; i++) p->best[i] = INFINITY;
   return CLT_OK;
 }
@@ -687,6 +691,31 @@ static int may_step(const clt_tune_progress *p, double deadline, int resumable, 
   const double now = clt_now_seconds();
   if (!resumable) return now <= deadline;
   return !ran || now + p->ms * 1e-3 <= deadline;
+}
+
+/* The confirmation's verdict on n alternating pairs of whole steps, d[i] of
+ * the current assignment and t[i] of the picked one: the picked one is kept
+ * when it was the faster in at least WIN_PAIRS of every 5 pairs and by
+ * 1 - WIN_RATIO or more in the median pair. Pairs rather than each side's own
+ * figures: a host whose speed drifts during the confirmation (other tenants
+ * on its cores) slows both steps of a pair alike. */
+static void verdict(const double *d, const double *t, int n, clt_tune_verdict *res) {
+  double ratio[MAX_CONFIRM], dd[MAX_CONFIRM], tt[MAX_CONFIRM];
+  int wins = 0;
+  for (int i = 0; i < n; i++) {
+    ratio[i] = d[i] > 0 ? t[i] / d[i] : INFINITY;
+    wins += t[i] < d[i];
+    dd[i] = d[i];
+    tt[i] = t[i];
+  }
+  res->default_ms = median(dd, n);
+  res->tuned_ms = median(tt, n);
+  res->ratio = median(ratio, n);
+  res->wins = wins;
+  res->pairs = n;
+  res->confirmed = res->ratio <= WIN_RATIO && wins * 5 >= WIN_PAIRS * n;
+  snprintf(res->why, sizeof res->why, "tuned step faster in %d of %d pairs, median ratio %.3f%s",
+           wins, n, res->ratio, res->confirmed ? "" : ": short of the bar");
 }
 
 /* Probes and confirms (see tuner.h), from where p left off; the replica
@@ -707,19 +736,20 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   int status = CLT_OK, configs = 0, ran = 0;
   for (int k = 0; k < kmax; k++)
     for (int dx = 0; dx < 2; dx++) configs += assignment(lines, n, varied, cur, k, dx, algo);
-  /* Round 0 is untimed: first launches build and specialize kernels. */
-  const int per_round = 2 * (kmax > 0 ? kmax : 1), total = kmax > 0 ? (rounds + 1) * per_round : 0;
+  /* Every round is timed and a candidate keeps its fastest span: first
+   * launches, which build and specialize kernels, only ever add time. */
+  const int per_round = 2 * (kmax > 0 ? kmax : 1), total = kmax > 0 ? rounds * per_round : 0;
   for (; p->pos < total && !status && !res->over; p->pos++) {
-    const int round = p->pos / per_round, k = p->pos % per_round / 2, dx = p->pos % 2;
-    /* What is left, at the latest step's pace, must fit the budget (all in
-     * one call: judged once, after the untimed round). */
-    const double left = (double)rounds * configs + 2.0 * (confirm + 1);
+    const int k = p->pos % per_round / 2, dx = p->pos % 2;
+    /* What is left, at the slowest step's pace, must fit the budget (all in
+     * one call: judged once, after the first round). */
+    const double left = (double)(rounds - 1) * configs + 2.0 * confirm;
     if (!resumable && p->pos == per_round && deadline > 0 &&
-        clt_now_seconds() + left * p->ms * 1e-3 > deadline) {
+        clt_now_seconds() + left * p->slowest * 1e-3 > deadline) {
       res->over = 1;
       snprintf(res->why, sizeof res->why,
                "the budget is short of the %.0f more probe steps of %.0f ms tuning needs", left,
-               p->ms);
+               p->slowest);
       break;
     }
     if (!assignment(lines, n, varied, cur, k, dx, algo)) continue;
@@ -730,8 +760,9 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     }
     status = apply(in, lines, n, algo, e);
     if (!status) status = probe(in, 0, &p->ms, e);
+    if (p->ms > p->slowest) p->slowest = p->ms;
     ran = 1;
-    for (int i = 0; i < n && !status && round > 0; i++) {
+    for (int i = 0; i < n && !status; i++) {
       if (!varied[i] || k >= lines[i].nok || (lines[i].pass == CLT_CONV_PASS_INPUT_GRAD) != dx)
         continue;
       const double t = span_ms(in, &lines[i]);
@@ -743,8 +774,8 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     choose(lines, n, varied, cur, p->best, p->pick);
     p->probed = 1;
     for (int i = 0; i < n; i++) p->differs |= p->pick[i] != cur[i];
-    /* Short steps: more of them (about CONFIRM_MS of each side), for a
-     * fastest default step that noise has not slowed. */
+    /* Short steps: more pairs of them (about CONFIRM_MS of each side), as
+     * noise weighs more on each. */
     if (s->confirm <= 0 && p->ms > 0 && p->ms * confirm < CONFIRM_MS) {
       confirm = (int)(CONFIRM_MS / p->ms);
       if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
@@ -755,8 +786,8 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   res->differs = p->differs;
   if (!status && p->probed && !p->differs)
     snprintf(res->why, sizeof res->why, "the current algorithms were the fastest in the step");
-  /* The confirmation: whole steps, alternating, after one untimed of each
-   * (once: the kernels are built by then). */
+  /* The confirmation: pairs of whole steps, alternating (the probes built
+   * every kernel either side runs). */
   while (!status && p->probed && p->differs && !res->over && p->timed < p->confirm) {
     double ms[2] = {0, 0};
     for (int side = 0; side < 2 && !status && !res->over; side++) {
@@ -771,25 +802,10 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     }
     if (status || res->over) break;
     p->ms = ms[1];
-    if (p->warmed) {
-      p->d[p->timed] = ms[0];
-      p->t[p->timed++] = ms[1];
-    }
-    p->warmed = 1;
+    p->d[p->timed] = ms[0];
+    p->t[p->timed++] = ms[1];
   }
-  if (!status && p->probed && p->differs && !res->over) {
-    double dfast = p->d[0];
-    for (int c = 1; c < p->confirm; c++) dfast = p->d[c] < dfast ? p->d[c] : dfast;
-    res->default_fast = dfast;
-    res->tuned_median = median(p->t, p->confirm);
-    res->tuned_ms = res->tuned_median;
-    res->default_ms = median(p->d, p->confirm);
-    res->confirmed = res->tuned_median < dfast;
-    snprintf(res->why, sizeof res->why,
-             res->confirmed ? "median tuned step %.2f ms < fastest default step %.2f ms"
-                            : "median tuned step %.2f ms not below fastest default step %.2f ms",
-             res->tuned_median, dfast);
-  }
+  if (!status && p->probed && p->differs && !res->over) verdict(p->d, p->t, p->confirm, res);
   free(algo);
   return status;
 }
@@ -816,8 +832,8 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
   in.marks->at_scope = s->in_step ? at_scope : NULL;
   in.marks->ctx = &in;
   double d[MAX_CONFIRM] = {0}, t[MAX_CONFIRM] = {0};
-  /* One untimed step of each side, then the timed ones. */
-  for (int c = -1; c < confirm && !status && !res->over; c++) {
+  /* Pairs of steps, each side's kernels built already (timed alone). */
+  for (int c = 0; c < confirm && !status && !res->over; c++) {
     for (int side = 0; side < 2 && !status; side++) {
       if (deadline > 0 && clt_now_seconds() > deadline) {
         res->over = 1;
@@ -830,10 +846,10 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
       cl_int rc = status ? CL_SUCCESS : clFinish(r->queue);
       if (rc) status = clt_replica_fail(r, e, rc, "tuning: clFinish");
       if (!status) status = probe(&in, 1 + side, &ms, e);
-      if (c >= 0 && side) t[c] = ms;
-      else if (c >= 0) d[c] = ms;
-      /* Short steps: more of them, as in clt_tune_net. */
-      if (c < 0 && side && s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
+      if (side) t[c] = ms;
+      else d[c] = ms;
+      /* Short steps: more pairs of them, as in clt_tune_net. */
+      if (c == 0 && side && s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
         confirm = (int)(CONFIRM_MS / ms);
         if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
       }
@@ -844,18 +860,8 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
   res->probe_steps = res->all_steps = in.steps;
   res->calls = 1;
   if (!status && !res->over) {
-    double dfast = d[0];
-    for (int c = 1; c < confirm; c++) dfast = d[c] < dfast ? d[c] : dfast;
     res->probed = res->differs = 1;
-    res->default_fast = dfast;
-    res->tuned_median = median(t, confirm);
-    res->tuned_ms = res->tuned_median;
-    res->default_ms = median(d, confirm);
-    res->confirmed = res->tuned_median < dfast;
-    snprintf(res->why, sizeof res->why,
-             res->confirmed ? "median tuned step %.2f ms < fastest default step %.2f ms"
-                            : "median tuned step %.2f ms not below fastest default step %.2f ms",
-             res->tuned_median, dfast);
+    verdict(d, t, confirm, res);
   }
   /* The verdict's side stays (the current one when none). */
   if (!status) status = set(ctx, res->confirmed, e);

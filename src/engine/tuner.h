@@ -85,10 +85,8 @@ typedef struct clt_step_opts {
   int count;        /* examples of the net's loaded batch the probe steps run */
   float loss_scale; /* as the step's (1 / global batch) */
   int metric_slot;  /* the probes' metrics go there (not read) */
-  int rounds;       /* timed probe steps per assignment, their fastest (0: 2), after an
-                       untimed one */
-  int confirm;      /* whole steps of each side in the confirmation (0: 5), after an untimed
-                       one each */
+  int rounds;       /* probe steps per assignment, their fastest taken (0: 2) */
+  int confirm;      /* pairs of whole steps, one of each side, in the confirmation (0: 5) */
   /* Test-only: called inside every probe step as each layer's pass begins
    * (what, pass: clt_replica_scope's), phase 0 while probing, 1 in a
    * confirmation step of the current assignment, 2 of the picked one; a test
@@ -98,17 +96,18 @@ typedef struct clt_step_opts {
 } clt_step_opts;
 
 typedef struct clt_tune_verdict {
-  int probed;                        /* probe steps ran and picked an assignment */
-  int differs;                       /* ... unlike the current one (then confirmed or not) */
-  int confirmed;                     /* the picked assignment was kept */
-  int over;                          /* the budget ended it first: nothing changed or cached */
-  int pending;                       /* ... and the progress keeps what was done */
-  int resumed;                       /* this call went on from the progress's work */
-  double default_ms, tuned_ms;       /* the confirmation's median steps (0: not run) */
-  double default_fast, tuned_median; /* the figures the verdict compared */
-  int probe_steps;                   /* steps run, confirmation included */
-  int all_steps, calls;              /* over the calls this tuning took so far */
-  char why[192];                     /* the verdict, in words */
+  int probed;                  /* probe steps ran and picked an assignment */
+  int differs;                 /* ... unlike the current one (then confirmed or not) */
+  int confirmed;               /* the picked assignment was kept */
+  int over;                    /* the budget ended it first: nothing changed or cached */
+  int pending;                 /* ... and the progress keeps what was done */
+  int resumed;                 /* this call went on from the progress's work */
+  double default_ms, tuned_ms; /* the confirmation's median steps (0: not run) */
+  double ratio;                /* the median pair's tuned / default step */
+  int wins, pairs;             /* pairs whose tuned step was the faster, of all */
+  int probe_steps;             /* steps run, confirmation included */
+  int all_steps, calls;        /* over the calls this tuning took so far */
+  char why[192];               /* the verdict, in words */
 } clt_tune_verdict;
 
 /* Tunes net's convolutions in the step (the net's loaded batch; its
@@ -124,8 +123,8 @@ typedef struct clt_tune_verdict {
  * budget at the latest step's pace (its first step always runs, so every
  * call makes progress). Until the confirmation's verdict the replica runs
  * what it ran before: nothing unconfirmed runs in a real step. Without it, a
- * budget too short for what is left after the untimed round stops the
- * probes at once, and nothing is kept. */
+ * budget too short for what is left after the first round (at its slowest
+ * step's pace) stops the probes at once, and nothing is kept. */
 int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
                  clt_tune_line *lines, int max_lines, int *nlines, clt_tune_verdict *res,
                  clt_err *e);
@@ -133,10 +132,10 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
 /* Confirms an assignment by whole steps as clt_tune_net does: probe steps
  * of net (s's batch) alternate between the current assignment and the picked
  * one, which set(ctx, side) puts in place (0: the current, 1: the picked; s's
- * hook sees phases 1 and 2), one untimed step of each and then s->confirm
- * timed (0: 5, more for short steps); res gets the verdict (confirmed: the
- * picked one's median step below the current one's fastest), or over when
- * the deadline (0: none) came first. The verdict's side is left in place (the
+ * hook sees phases 1 and 2), s->confirm pairs of steps (0: 5, more for
+ * short steps); res gets the verdict (confirmed: the picked one faster in 4
+ * of every 5 pairs and by 2% or more in the median pair), or over when the
+ * deadline (0: none) came first. The verdict's side is left in place (the
  * current one unless confirmed) and the net prepared for it. */
 int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
                      int (*set)(void *ctx, int side, clt_err *e), void *ctx, double deadline,
