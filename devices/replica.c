@@ -546,6 +546,10 @@ void clt_replica_scope(clt_replica *r, const char *what, const char *pass) {
   else snprintf(r->profile->scope, sizeof r->profile->scope, "%s %s", what, pass);
 }
 
+void clt_replica_submark(clt_replica *r, const char *what, const char *part) {
+  if (r->marks) scope_mark(r, what, part);
+}
+
 void clt_replica_profile_commit(clt_replica *r, const char *name) {
   clt_profile *p = r->profile;
   if (!p || p->npending == CLT_PROFILE_MAX_PENDING || !p->pending[p->npending]) return;

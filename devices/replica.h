@@ -128,6 +128,10 @@ int clt_replica_create(const clt_device *device, clt_replica **out, clt_err *e);
 /* Names what the following launches are for in the profile, e.g. ("conv2d_1",
  * "backward"); (NULL, NULL) clears it. */
 void clt_replica_scope(clt_replica *r, const char *what, const char *pass);
+/* For in-step timing alone (nothing unless the replica holds marks): where a
+ * part of the current scope begins, e.g. ("conv2d_1", "input gradient") in its
+ * backward, timed apart by the tuner; the profile's scope stays. */
+void clt_replica_submark(clt_replica *r, const char *what, const char *part);
 void clt_replica_destroy(clt_replica *r);
 
 /* Returns the kernel `name` of embedded source `source` ("conv.cl") built with

@@ -540,12 +540,15 @@ static int probe(instep *in, int phase, double *ms, clt_err *e) {
   return status;
 }
 
-/* Device milliseconds of the layer's forward or backward in the latest probe
- * (-1: it did not run). */
+/* Device milliseconds of the layer's pass in the latest probe (-1: it did not
+ * run): its forward; its backward up to the input gradient's mark (the bias
+ * and weight gradients); the input gradient, from that mark. */
 static double span_ms(const instep *in, const clt_tune_line *line) {
   char want[sizeof in->marks->scope[0]];
   snprintf(want, sizeof want, "%s %s", line->layer,
-           line->pass == CLT_CONV_PASS_FORWARD ? "forward" : "backward");
+           line->pass == CLT_CONV_PASS_FORWARD       ? "forward"
+           : line->pass == CLT_CONV_PASS_WEIGHT_GRAD ? "backward"
+                                                     : "input gradient");
   for (int i = 0; i + 1 < in->marks->n; i++)
     if (strcmp(in->marks->scope[i], want) == 0)
       return in->end[i + 1] > in->end[i] ? (double)(in->end[i + 1] - in->end[i]) * 1e-6 : 0.0;
@@ -567,17 +570,15 @@ static int apply(instep *in, const clt_tune_line *lines, int n, const int *algo,
   return status;
 }
 
-/* Probe assignment (k, dx): the varied passes of one kind (dx: the input
- * gradients; else the forwards and weight gradients, timed apart as they
- * run in different scopes) on their k-th candidate, the rest as they are
- * (a layer's backward then differs in one pass alone). 0 when no pass varies. */
+/* Probe assignment k: every varied pass on its k-th candidate (each timed
+ * apart: forward, weight and input gradient have spans of their own), the
+ * rest as they are. 0 when no pass varies. */
 static int assignment(const clt_tune_line *lines, int n, const unsigned char *varied,
-                      const int *cur, int k, int dx, int *algo) {
+                      const int *cur, int k, int *algo) {
   int any = 0;
   for (int i = 0; i < n; i++) {
     algo[i] = cur[i];
-    if (!varied[i] || k >= lines[i].nok || (lines[i].pass == CLT_CONV_PASS_INPUT_GRAD) != dx)
-      continue;
+    if (!varied[i] || k >= lines[i].nok) continue;
     algo[i] = lines[i].ok[k];
     any = 1;
   }
@@ -640,7 +641,7 @@ struct clt_tune_progress {
   clt_tune_line *lines; /* as the last call left them */
   double *best;         /* room * CLT_CONV_MAX_CANDIDATES: each candidate's fastest span */
   int *pick;            /* room: the probes' pick, once probed */
-  int pos;              /* the next probe: (round, k, dx) in order */
+  int pos;              /* the next probe: (round, k) in order */
   int probed, differs;
   int confirm, timed; /* confirmation pairs wanted, and timed so far */
   double d[MAX_CONFIRM], t[MAX_CONFIRM];
@@ -734,13 +735,12 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   int *algo = malloc(((size_t)n + 1) * sizeof *algo);
   if (!algo) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   int status = CLT_OK, configs = 0, ran = 0;
-  for (int k = 0; k < kmax; k++)
-    for (int dx = 0; dx < 2; dx++) configs += assignment(lines, n, varied, cur, k, dx, algo);
+  for (int k = 0; k < kmax; k++) configs += assignment(lines, n, varied, cur, k, algo);
   /* Every round is timed and a candidate keeps its fastest span: first
    * launches, which build and specialize kernels, only ever add time. */
-  const int per_round = 2 * (kmax > 0 ? kmax : 1), total = kmax > 0 ? rounds * per_round : 0;
+  const int per_round = kmax > 0 ? kmax : 1, total = kmax > 0 ? rounds * per_round : 0;
   for (; p->pos < total && !status && !res->over; p->pos++) {
-    const int k = p->pos % per_round / 2, dx = p->pos % 2;
+    const int k = p->pos % per_round;
     /* What is left, at the slowest step's pace, must fit the budget (all in
      * one call: judged once, after the first round). */
     const double left = (double)(rounds - 1) * configs + 2.0 * confirm;
@@ -752,7 +752,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
                p->slowest);
       break;
     }
-    if (!assignment(lines, n, varied, cur, k, dx, algo)) continue;
+    if (!assignment(lines, n, varied, cur, k, algo)) continue;
     if (!may_step(p, deadline, resumable, ran)) {
       res->over = 1;
       snprintf(res->why, sizeof res->why, "the budget ended during the probe steps");
@@ -763,8 +763,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     if (p->ms > p->slowest) p->slowest = p->ms;
     ran = 1;
     for (int i = 0; i < n && !status; i++) {
-      if (!varied[i] || k >= lines[i].nok || (lines[i].pass == CLT_CONV_PASS_INPUT_GRAD) != dx)
-        continue;
+      if (!varied[i] || k >= lines[i].nok) continue;
       const double t = span_ms(in, &lines[i]);
       double *b = &p->best[(size_t)i * CLT_CONV_MAX_CANDIDATES + k];
       if (t >= 0 && t < *b) *b = t;

@@ -493,6 +493,8 @@ static int conv_backward(const clt_layer *l, const clt_layer_io *io, clt_err *e)
       status = clt_gemm(io->replica, &dw, 1.0f, col, 0, io->dy, 0, 0.0f, io->grads,
                         l->params[0].offset, e);
   }
+  /* The tuner's probes time the input gradient apart from the weight's. */
+  if (!status && io->dx) clt_replica_submark(io->replica, l->name, "input gradient");
   if (!status && io->dx && winograd_dx) {
     status = clt_winograd_dx(io->replica, &g, hp(l)->filters, a.input_grad, io->dy, io->params,
                              l->params[0].offset, io->dx, io->scratch, e);
