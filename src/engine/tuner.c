@@ -701,7 +701,7 @@ static int may_step(const clt_tune_progress *p, double deadline, int resumable, 
  * figures: a host whose speed drifts during the confirmation (other tenants
  * on its cores) slows both steps of a pair alike. */
 static void verdict(const double *d, const double *t, int n, clt_tune_verdict *res) {
-  double ratio[MAX_CONFIRM], dd[MAX_CONFIRM], tt[MAX_CONFIRM];
+  double ratio[MAX_CONFIRM] = {0}, dd[MAX_CONFIRM] = {0}, tt[MAX_CONFIRM] = {0};
   int wins = 0;
   for (int i = 0; i < n; i++) {
     ratio[i] = d[i] > 0 ? t[i] / d[i] : INFINITY;
