@@ -15,7 +15,8 @@
  * candidate slowed in the step is not picked; an assignment whose whole
  * step is slower is not kept ("kept default", the defaults run); one faster
  * in every pair of confirmation steps is kept though the host slows down
- * during them (its median step above the defaults' fastest); a budget
+ * during them (its median step above the defaults' fastest); an input
+ * gradient slowed at its own mark gets the candidate not slowed; a budget
  * shorter than the probes ends them: nothing changes or is cached, within
  * the budget and a step; with the work carried between calls (the trainer's
  * epochs) the same budget finishes over several calls, each resuming, the
@@ -246,6 +247,7 @@ typedef struct slow_hook {
   int phases, slow, keep, late;
   double sleep_s; /* at every scope when > 0 */
   double drift_s; /* at the loss of both steps of the confirmation's k-th pair: k times this */
+  int dx;         /* slow c2's input gradient (at its mark) instead of its forward */
   int calls, pair;
 } slow_hook;
 
@@ -263,11 +265,18 @@ static void in_step_hook(void *ctx, clt_replica *r, const char *what, const char
     nap(h->drift_s * h->pair);
     h->pair += phase == 2; /* a pair: the current side's step, then the picked one's */
   }
-  if (!((h->phases >> phase) & 1) || strcmp(what, "c2") != 0 || strcmp(pass, "forward") != 0)
-    return;
   clt_conv_geom g;
   int f;
   clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
+  if (h->dx) {
+    if (((h->phases >> phase) & 1) && strcmp(what, "c2") == 0 &&
+        strcmp(pass, "input gradient") == 0 &&
+        clt_conv_algos_layer(r, "c2", &g, f).input_grad != h->keep)
+      nap(0.03);
+    return;
+  }
+  if (!((h->phases >> phase) & 1) || strcmp(what, "c2") != 0 || strcmp(pass, "forward") != 0)
+    return;
   const int algo = clt_conv_algos_layer(r, "c2", &g, f).forward;
   if (h->slow >= 0 ? algo == h->slow : algo != h->keep) nap(0.03);
 }
@@ -430,6 +439,19 @@ static void test_in_step(const char *dir) {
              c2_forward() != CLT_CONV_WINOGRAD4,
          1);
   printf("  drift %s\n", detail);
+  clt_tune_close(cache);
+
+  /* Every c2 input gradient but F(4x4)'s slowed, at the mark where it begins
+   * inside the backward: timed apart from the weight gradient, F(4x4) is
+   * picked for it, confirmed and run. */
+  R->nconv_choices = 0;
+  slow_hook dxh = {.phases = 7, .keep = CLT_CONV_WINOGRAD4, .dx = 1};
+  if (in_step(net, dir, "dx", &dxh, 0, lines, &n, &v, &cache)) return;
+  c2 = find(lines, n, "c2", CLT_CONV_PASS_INPUT_GRAD);
+  expect("the input gradient timed apart: the one not slowed is picked, confirmed and run",
+         !c2 || c2->picked != CLT_CONV_WINOGRAD4 || !v.confirmed ||
+             clt_conv_algos_layer(R, "c2", &g, f).input_grad != CLT_CONV_WINOGRAD4,
+         1);
   clt_tune_close(cache);
 
   /* Probe steps far longer than the budget. */
