@@ -248,7 +248,8 @@ typedef struct slow_hook {
   double sleep_s; /* at every scope when > 0 */
   double drift_s; /* at the loss of both steps of the confirmation's k-th pair: k times this */
   int dx;         /* slow c2's input gradient (at its mark) instead of its forward */
-  int calls, pair;
+  double build_s; /* at the loss of a probe step whose c2 forward ran first: as a build */
+  int calls, pair, built;
 } slow_hook;
 
 static void nap(double s) {
@@ -268,6 +269,11 @@ static void in_step_hook(void *ctx, clt_replica *r, const char *what, const char
   clt_conv_geom g;
   int f;
   clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
+  if (h->build_s > 0 && phase == 0 && strcmp(what, "loss") == 0) {
+    const int algo = clt_conv_algos_layer(r, "c2", &g, f).forward;
+    if (algo >= 0 && algo < 30 && !((h->built >> algo) & 1)) nap(h->build_s);
+    if (algo >= 0 && algo < 30) h->built |= 1 << algo;
+  }
   if (h->dx) {
     if (((h->phases >> phase) & 1) && strcmp(what, "c2") == 0 &&
         strcmp(pass, "input gradient") == 0 &&
@@ -439,6 +445,21 @@ static void test_in_step(const char *dir) {
              c2_forward() != CLT_CONV_WINOGRAD4,
          1);
   printf("  drift %s\n", detail);
+  clt_tune_close(cache);
+
+  /* The first round's steps slow, as when they build their kernels: the
+   * budget, ample for the later steps, is not judged at the first round's pace,
+   * and F(4x4) is confirmed. */
+  R->nconv_choices = 0;
+  slow_hook builds = {.phases = 7, .slow = -1, .keep = CLT_CONV_WINOGRAD4, .build_s = 0.5};
+  if (in_step(net, dir, "builds", &builds, 6, lines, &n, &v, &cache)) return;
+  c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+  expect("slow first launches: the budget holds the rest", v.over, 1);
+  if (v.over) printf("  builds: %s\n", v.why);
+  expect("and F(4x4) is confirmed and run",
+         !c2 || c2->picked != CLT_CONV_WINOGRAD4 || !v.confirmed ||
+             c2_forward() != CLT_CONV_WINOGRAD4,
+         1);
   clt_tune_close(cache);
 
   /* Every c2 input gradient but F(4x4)'s slowed, at the mark where it begins

@@ -646,7 +646,7 @@ struct clt_tune_progress {
   int confirm, timed; /* confirmation pairs wanted, and timed so far */
   double d[MAX_CONFIRM], t[MAX_CONFIRM];
   double ms;        /* the latest probe step's */
-  double slowest;   /* the slowest probe step's */
+  double slowest;   /* the first round's slowest probe step's */
   int steps, calls; /* in all */
 };
 
@@ -741,16 +741,20 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   const int per_round = kmax > 0 ? kmax : 1, total = kmax > 0 ? rounds * per_round : 0;
   for (; p->pos < total && !status && !res->over; p->pos++) {
     const int k = p->pos % per_round;
-    /* What is left, at the slowest step's pace, must fit the budget (all in
-     * one call: judged once, after the first round). */
-    const double left = (double)(rounds - 1) * configs + 2.0 * confirm;
-    if (!resumable && p->pos == per_round && deadline > 0 &&
-        clt_now_seconds() + left * p->slowest * 1e-3 > deadline) {
-      res->over = 1;
-      snprintf(res->why, sizeof res->why,
-               "the budget is short of the %.0f more probe steps of %.0f ms tuning needs", left,
-               p->slowest);
-      break;
+    /* What is left must fit the budget (all in one call: judged once, after
+     * the second round's first step). The pace is the first round's slowest
+     * step, but at most twice the second round's first: the first round's
+     * steps built their kernels, which no later step repeats. */
+    if (!resumable && p->pos == per_round + 1 && deadline > 0) {
+      const double left = (double)(rounds - 1) * configs - 1 + 2.0 * confirm;
+      const double pace = p->slowest < 2 * p->ms ? p->slowest : 2 * p->ms;
+      if (clt_now_seconds() + left * pace * 1e-3 > deadline) {
+        res->over = 1;
+        snprintf(res->why, sizeof res->why,
+                 "the budget is short of the %.0f more probe steps of %.0f ms tuning needs", left,
+                 pace);
+        break;
+      }
     }
     if (!assignment(lines, n, varied, cur, k, algo)) continue;
     if (!may_step(p, deadline, resumable, ran)) {
@@ -760,7 +764,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     }
     status = apply(in, lines, n, algo, e);
     if (!status) status = probe(in, 0, &p->ms, e);
-    if (p->ms > p->slowest) p->slowest = p->ms;
+    if (p->pos < per_round && p->ms > p->slowest) p->slowest = p->ms;
     ran = 1;
     for (int i = 0; i < n && !status; i++) {
       if (!varied[i] || k >= lines[i].nok) continue;

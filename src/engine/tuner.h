@@ -123,8 +123,10 @@ typedef struct clt_tune_verdict {
  * budget at the latest step's pace (its first step always runs, so every
  * call makes progress). Until the confirmation's verdict the replica runs
  * what it ran before: nothing unconfirmed runs in a real step. Without it, a
- * budget too short for what is left after the first round (at its slowest
- * step's pace) stops the probes at once, and nothing is kept. */
+ * budget too short for what is left after the second round's first step (at
+ * the first round's slowest step's pace, or twice that step's where less:
+ * the first round builds the kernels) stops the probes at once, and nothing
+ * is kept. */
 int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
                  clt_tune_line *lines, int max_lines, int *nlines, clt_tune_verdict *res,
                  clt_err *e);
