@@ -25,6 +25,14 @@
 
 #define EVENT_PREFIX "events.out.tfevents."
 
+/* Seconds on the clock the writer reads. time() reads the kernel's coarse clock, which
+ * can differ from CLOCK_REALTIME by a second near a second's turn. */
+static time_t wall_seconds(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return time(NULL);
+  return ts.tv_sec;
+}
+
 /* --- a minimal reader of the records and events --------------------------------- */
 
 typedef struct event {
@@ -297,7 +305,7 @@ static const char expected_lines[] = "train epoch_accuracy 1 0.75\n"
 static void write_and_read(const char *logdir) {
   clt_err e = {0};
   clt_tb_writer *train = NULL, *val = NULL;
-  const time_t t0 = time(NULL);
+  const time_t t0 = wall_seconds();
   int st = clt_tb_open(logdir, "train", &train, &e);
   if (!st) st = clt_tb_open(logdir, "validation", &val, &e);
   check(st == CLT_OK && train && val, "open two runs in a new log folder%s%s", st ? ": " : "",
@@ -319,7 +327,7 @@ static void write_and_read(const char *logdir) {
   st = clt_tb_close(val, &e);
   val = NULL;
   check(st == CLT_OK, "close the second run");
-  const time_t t1 = time(NULL);
+  const time_t t1 = wall_seconds();
 
   /* The file's name: events.out.tfevents.<seconds>.<host>, alone in the run's folder. */
   char folder[512], name[256], host[128], want[1024];
@@ -368,7 +376,7 @@ static void existing_names(void) {
   path_of(folder, sizeof folder, "suffix");
   mkdir(folder, 0777);
   host_name(host, sizeof host);
-  const time_t t0 = time(NULL);
+  const time_t t0 = wall_seconds();
   for (time_t t = t0; t <= t0 + 10; t++) {
     snprintf(name, sizeof name, "%s/" EVENT_PREFIX "%lld.%s", folder, (long long)t, host);
     write_file(name, "keep");
