@@ -15,6 +15,10 @@
  * groups gain nothing). */
 #define CPU_GROUP 64
 
+/* Work-items across the channels in the groups of row passes (each takes 8
+ * channels): the rest of CPU_GROUP goes down the rows. */
+#define ROW_GROUP_COLS 8
+
 static int cpu_attach(clt_replica *r, clt_err *e) {
   if (!(r->backend_state = calloc(1, sizeof(clt_cpu_state))))
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory creating a replica");
@@ -38,8 +42,14 @@ static void cpu_release(clt_replica *r) {
 static int cpu_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args, int nargs,
                     size_t cols, size_t rows, size_t rows_per_item, clt_err *e) {
   if (cols == 0 || rows == 0) return CLT_OK;
-  return clt_launch2d(r, k, kname, args, nargs, (cols + 7) / 8,
-                      (rows + rows_per_item - 1) / rows_per_item, e);
+  const size_t n0 = (cols + 7) / 8, n1 = (rows + rows_per_item - 1) / rows_per_item;
+  if (n0 % ROW_GROUP_COLS != 0) return clt_launch2d(r, k, kname, args, nargs, n0, n1, e);
+  /* One group shape for every width that allows it: PoCL compiles a kernel
+   * again for each group shape it is launched with, and a shape per width
+   * built a model's Winograd kernels once per stage. */
+  const size_t l1 = CPU_GROUP / ROW_GROUP_COLS;
+  size_t global[2] = {n0, (n1 + l1 - 1) / l1 * l1}, local[2] = {ROW_GROUP_COLS, l1};
+  return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
 }
 
 static int cpu_blocks(clt_replica *r, cl_kernel k, const char *kname, const clt_karg *args,
