@@ -43,10 +43,11 @@ static int cpu_rows(clt_replica *r, cl_kernel k, const char *kname, const clt_ka
                     size_t cols, size_t rows, size_t rows_per_item, clt_err *e) {
   if (cols == 0 || rows == 0) return CLT_OK;
   const size_t n0 = (cols + 7) / 8, n1 = (rows + rows_per_item - 1) / rows_per_item;
-  if (n0 % ROW_GROUP_COLS != 0) return clt_launch2d(r, k, kname, args, nargs, n0, n1, e);
   /* One group shape for every width that allows it: PoCL compiles a kernel
    * again for each group shape it is launched with, and a shape per width
    * built a model's Winograd kernels once per stage. */
+  if (n0 % ROW_GROUP_COLS != 0 || clt_replica_local_1d(r, k) < CPU_GROUP)
+    return clt_launch2d(r, k, kname, args, nargs, n0, n1, e);
   const size_t l1 = CPU_GROUP / ROW_GROUP_COLS;
   size_t global[2] = {n0, (n1 + l1 - 1) / l1 * l1}, local[2] = {ROW_GROUP_COLS, l1};
   return clt_launch(r, k, kname, args, nargs, 2, global, local, e);
