@@ -322,11 +322,24 @@ static void test_record(const char *dir) {
   case_end();
 }
 
-/* The step hook: sleeps when c1's forward starts in phase `phase`. */
+/* The step hook's orders: slow c1's forward in phase `phase` by 20 ms, and
+ * the picked side's step of the confirmation's k-th pair by 100 ms (bit k of
+ * lose). */
+typedef struct slow_hook {
+  int phase;
+  unsigned lose;
+  int picked_steps;
+} slow_hook;
+
 static void slow_phase(void *ctx, clt_replica *r, const char *what, const char *pass, int phase) {
   (void)r;
-  const int *slowed = ctx;
-  if (phase != *slowed || strcmp(what, "c1") != 0 || strcmp(pass, "forward") != 0) return;
+  slow_hook *h = ctx;
+  if (phase == 2 && strcmp(what, "c1") == 0 && strcmp(pass, "forward") == 0 &&
+      ((h->lose >> h->picked_steps++) & 1)) {
+    struct timespec ts = {0, 100000000L};
+    nanosleep(&ts, NULL);
+  }
+  if (phase != h->phase || strcmp(what, "c1") != 0 || strcmp(pass, "forward") != 0) return;
   struct timespec ts = {0, 20000000L};
   nanosleep(&ts, NULL);
 }
@@ -336,7 +349,9 @@ static void slow_phase(void *ctx, clt_replica *r, const char *what, const char *
  * verdict leaves) runs none of them untuned; tuning confirms them in
  * alternating probe steps, and a hook that slows the picked side's steps
  * gets them rejected (the defaults run, the cache says "kept default"),
- * one that slows the defaults' gets them kept ("confirmed"). */
+ * one that slows the defaults' gets them kept ("confirmed"), and so does
+ * one whose first pair the picked side lost (2 wins of 3: as many pairs
+ * more, then 5 of 6). */
 static void test_confirm(const char *dir) {
   set_case("tilings in the step:");
   clt_net *net = net_with_batch(78);
@@ -345,9 +360,15 @@ static void test_confirm(const char *dir) {
   clt_cpu_gemm_shapes_clear(R);
   if (api_failed(clt_net_prepare(net, &E), "prepare")) return;
   const int ns = clt_cpu_gemm_shapes(R, shapes, CLT_GEMM_MAX_SHAPES);
-  for (int side = 0; side < 2; side++) {
+  /* 2: the defaults slowed, the picked side's first pair slowed more (a noisy
+   * host): 2 wins of 3, 3 pairs more, kept. */
+  for (int run = 0; run < 3; run++) {
+    const int side = run > 0;
     char folder[256];
-    snprintf(folder, sizeof folder, "%s/%s", dir, side ? "confirmed" : "rejected");
+    snprintf(folder, sizeof folder, "%s/%s", dir,
+             run == 2 ? "noisy"
+             : side   ? "confirmed"
+                      : "rejected");
     clt_tune_ident id;
     clt_tune_cache *cache = NULL;
     if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
@@ -363,12 +384,10 @@ static void test_confirm(const char *dir) {
       if (api_failed(clt_tune_put(cache, key, name, 1.0, 2.0, &E), "put")) return;
       picked++;
     }
-    const int slowed = side ? 1 : 2; /* the defaults' steps, or the picked */
-    const clt_step_opts so = {.count = B,
-                              .loss_scale = 0.25f,
-                              .confirm = 3,
-                              .in_step = slow_phase,
-                              .hook_ctx = (void *)&slowed};
+    /* The defaults' steps slowed, or the picked. */
+    slow_hook slowed = {.phase = side ? 1 : 2, .lose = run == 2 ? 1 : 0};
+    const clt_step_opts so = {
+        .count = B, .loss_scale = 0.25f, .confirm = 3, .in_step = slow_phase, .hook_ctx = &slowed};
     clt_gemm_tune_line lines[MAX_LINES];
     int n = 0;
     clt_gemm_tuner_opts o = {.tune = 0, .cache = cache, .step = &so};
@@ -392,7 +411,11 @@ static void test_confirm(const char *dir) {
                         : strcmp(d, "kept default") == 0 && strcmp(v, "default") == 0);
     }
     expect("every picked tiling judged by the whole step", judged != picked, 1);
-    if (side) {
+    if (run == 2) {
+      printf("  noisy host: %d pairs\n", slowed.picked_steps);
+      expect("a noisy host's first pair lost: 3 pairs more, every tiling kept, and run",
+             slowed.picked_steps != 6 || kept != picked || cpu_state(R)->ntilings != picked, 1);
+    } else if (side) {
       expect("the picked side faster: every tiling kept, and run",
              kept != picked || cpu_state(R)->ntilings != picked, 1);
       expect("the cache says confirmed, with the tiling", in_cache != picked, 1);

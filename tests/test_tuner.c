@@ -15,14 +15,19 @@
  * candidate slowed in the step is not picked; an assignment whose whole
  * step is slower is not kept ("kept default", the defaults run); one faster
  * in every pair of confirmation steps is kept though the host slows down
- * during them (its median step above the defaults' fastest); an input
+ * during them (its median step above the defaults' fastest); one whose
+ * median pair meets the bar with too few wins is given as many pairs more
+ * and kept when all of them show it, but not when the median fails; an input
  * gradient slowed at its own mark gets the candidate not slowed; a budget
  * shorter than the probes ends them: nothing changes or is cached, within
  * the budget and a step; with the work carried between calls (the trainer's
  * epochs) the same budget finishes over several calls, each resuming, the
  * defaults running and nothing cached until the confirmed verdict; checks
  * longer than the budget go on over calls too, each candidate checked once,
- * and no probe step runs before every pass is checked. */
+ * and no probe step runs before every pass is checked. Layers of one shape
+ * share its candidates out in the probe steps: three layers take four
+ * candidates in two steps a round, and the one not slowed, run by one layer
+ * alone, is picked for all and confirmed. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -249,6 +254,8 @@ typedef struct slow_hook {
   double drift_s; /* at the loss of both steps of the confirmation's k-th pair: k times this */
   int dx;         /* slow c2's input gradient (at its mark) instead of its forward */
   double build_s; /* at the loss of a probe step whose c2 forward ran first: as a build */
+  unsigned lose;  /* the picked side's step of the confirmation's k-th pair slowed: bit k */
+  int picked_steps;
   int calls, pair, built;
 } slow_hook;
 
@@ -266,6 +273,7 @@ static void in_step_hook(void *ctx, clt_replica *r, const char *what, const char
     nap(h->drift_s * h->pair);
     h->pair += phase == 2; /* a pair: the current side's step, then the picked one's */
   }
+  if (phase == 2 && strcmp(what, "loss") == 0 && ((h->lose >> h->picked_steps++) & 1)) nap(0.1);
   clt_conv_geom g;
   int f;
   clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
@@ -287,24 +295,26 @@ static void in_step_hook(void *ctx, clt_replica *r, const char *what, const char
   if (h->slow >= 0 ? algo == h->slow : algo != h->keep) nap(0.03);
 }
 
-/* A training net of M on R with a loaded batch of 4. */
-static clt_net *probe_net(void) {
+/* A training net of m on R with a loaded batch of 4. */
+static clt_net *net_of(const clt_model *m) {
   clt_net *net = NULL;
-  if (api_failed(clt_net_create(&M, R, 4, 1, &net, &E), "net")) return NULL;
-  const size_t nin = (size_t)4 * clt_shape_size(M.input);
+  if (api_failed(clt_net_create(m, R, 4, 1, &net, &E), "net")) return NULL;
+  const size_t nin = (size_t)4 * clt_shape_size(m->input);
   double *x = dnew(nin);
   rand_fill(x, nin, 0, 1);
   upload(net->input, 0, x, nin);
   int labels[4] = {1, 2, 3, 4};
   upload_bytes(net->labels, 0, labels, sizeof labels);
-  float *flat = hnew(M.flat_floats * sizeof *flat);
-  for (size_t i = 0; i < M.flat_floats; i++) flat[i] = (float)urand(-0.2, 0.2);
+  float *flat = hnew(m->flat_floats * sizeof *flat);
+  for (size_t i = 0; i < m->flat_floats; i++) flat[i] = (float)urand(-0.2, 0.2);
   if (api_failed(clt_net_write_params(net, flat, &E), "params")) {
     clt_net_destroy(net);
     return NULL;
   }
   return net;
 }
+
+static clt_net *probe_net(void) { return net_of(&M); }
 
 /* A check hook that sleeps after each candidate's check and counts the
  * checks per layer, pass and algorithm. */
@@ -324,6 +334,7 @@ static void count_check(void *ctx, clt_replica *r, const clt_layer *l, int pass,
 }
 
 static check_hook *checks_hook; /* in_step_with's check hook, NULL: none */
+static int confirm_pairs;       /* in_step_with's pairs (0: the tuner's choice) */
 
 /* Tunes net in the step with hook h into cache folder dir/sub (with
  * progress: work carried between calls). */
@@ -345,6 +356,7 @@ static int in_step_with(clt_net *net, const char *dir, const char *sub, slow_hoo
                             .hook_ctx = checks_hook};
   const clt_step_opts so = {.count = 4,
                             .loss_scale = 0.25f,
+                            .confirm = confirm_pairs,
                             .in_step = in_step_hook,
                             .hook_ctx = h};
   return api_failed(clt_tune_net(net, &o, &so, lines, MAX_LINES, n, v, &E), sub);
@@ -446,6 +458,30 @@ static void test_in_step(const char *dir) {
          1);
   printf("  drift %s\n", detail);
   clt_tune_close(cache);
+
+  /* A noisy host: F(4x4) faster by 30 ms, but its steps of the 1st and 3rd
+   * of 5 pairs 100 ms slower. The median pair meets the bar, the wins (3 of
+   * 5) do not: 5 pairs more, all won, and it is kept (8 of 10). With the 1st
+   * to 3rd pairs lost, the median fails too: kept default after 5. */
+  R->nconv_choices = 0;
+  confirm_pairs = 5;
+  slow_hook noisy = {.phases = 7, .slow = -1, .keep = CLT_CONV_WINOGRAD4, .lose = 5};
+  if (in_step(net, dir, "noisy", &noisy, 0, lines, &n, &v, &cache)) return;
+  c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+  printf("  noisy: %s\n", v.why);
+  expect("a median under the bar with 3 wins of 5: 5 pairs more, then kept",
+         !c2 || c2->picked != CLT_CONV_WINOGRAD4 || !v.confirmed || v.pairs != 10 || v.wins != 8 ||
+             c2_forward() != CLT_CONV_WINOGRAD4,
+         1);
+  clt_tune_close(cache);
+  R->nconv_choices = 0;
+  slow_hook lost = {.phases = 7, .slow = -1, .keep = CLT_CONV_WINOGRAD4, .lose = 7};
+  if (in_step(net, dir, "lost", &lost, 0, lines, &n, &v, &cache)) return;
+  printf("  lost: %s\n", v.why);
+  expect("3 pairs of 5 lost: kept default, no pairs added",
+         v.confirmed || v.pairs != 5 || c2_forward() == CLT_CONV_WINOGRAD4, 1);
+  clt_tune_close(cache);
+  confirm_pairs = 0;
 
   /* The first round's steps slow, as when they build their kernels: the
    * budget, ample for the later steps, is not judged at the first round's pace,
@@ -560,6 +596,78 @@ static void test_in_step(const char *dir) {
   case_end();
 }
 
+/* ---- layers of one shape share the probes --------------------------------------------- */
+
+/* Three 3x3 stride-1 layers of one shape (the first reads the input: no
+ * input gradient), then the classifier. */
+static const char *const SHARED =
+    "a=Conv2D(16,3x3,s1,same) b=Conv2D(16,3x3,s1,same) c=Conv2D(16,3x3,s1,same) "
+    "flat=Flatten dense=Dense(10)";
+
+static clt_model S;
+
+/* Sleeps in every phase when layer a, b or c runs a forward other than *keep. */
+static void keep_hook(void *ctx, clt_replica *r, const char *what, const char *pass, int phase) {
+  (void)phase;
+  const int *keep = ctx;
+  if (strcmp(pass, "forward") != 0 || strlen(what) != 1 || what[0] < 'a' || what[0] > 'c') return;
+  clt_conv_geom g;
+  int f;
+  clt_conv2d_tunable(&S.layers[what[0] - 'a'], 4, &g, &f);
+  if (clt_conv_algos_layer(r, what, &g, f).forward != *keep) nap(0.02);
+}
+
+/* The three layers of one key take its 4 candidates in 2 probe steps a round
+ * (a, b, c on the 1st, 2nd, 3rd, then on the 4th, 1st, 2nd): F(2x2) runs on
+ * c alone, F(4x4) on a alone, and either, the one not slowed, is still
+ * picked for all three and confirmed. */
+static void test_shared(const char *dir) {
+  set_case("layers of one shape share the probes:");
+  const clt_shape in = {12, 12, 16};
+  if (api_failed(clt_model_parse("shared", in, 10, CLT_PRE_UNIT, SHARED, &S, &E), "model")) return;
+  clt_net *net = net_of(&S);
+  if (!net) return;
+  const int keeps[2] = {CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD4};
+  for (int t = 0; t < 2; t++) {
+    int keep = keeps[t];
+    char folder[256];
+    snprintf(folder, sizeof folder, "%s/shared%d", dir, t);
+    clt_tune_ident id;
+    clt_tune_cache *cache = NULL;
+    if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+        api_failed(clt_tune_open(folder, NULL, &id, NULL, &cache, &E), "open"))
+      break;
+    const clt_tuner_opts o = {.batch = 4, .tune = 1, .cache = cache};
+    const clt_step_opts so = {
+        .count = 4, .loss_scale = 0.25f, .confirm = 5, .in_step = keep_hook, .hook_ctx = &keep};
+    clt_tune_line lines[MAX_LINES];
+    int n = 0, picked = 0, runs = 0;
+    clt_tune_verdict v;
+    R->nconv_choices = 0;
+    const int failed = api_failed(clt_tune_net(net, &o, &so, lines, MAX_LINES, &n, &v, &E), "tune");
+    clt_tune_close(cache);
+    if (failed) break;
+    clt_conv_geom g;
+    int f;
+    for (int l = 0; l < 3; l++) {
+      const clt_tune_line *line = find(lines, n, S.layers[l].name, CLT_CONV_PASS_FORWARD);
+      picked += line && line->nok == 4 && line->picked == keep && line->ms > 0 &&
+                line->ms < line->default_ms;
+      clt_conv2d_tunable(&S.layers[l], 4, &g, &f);
+      runs += clt_conv_algos_layer(R, S.layers[l].name, &g, f).forward == keep;
+    }
+    printf("  %s kept: %d steps, %d of them the confirmation's\n", clt_conv_algo_name(keep),
+           v.probe_steps, 2 * v.pairs);
+    expect("two rounds of two probe steps, not of four", v.probe_steps - 2 * v.pairs != 4, 1);
+    expect("the candidate not slowed is picked for the three layers", picked != 3, 1);
+    expect("confirmed, and the three run it", !v.confirmed || runs != 3, 1);
+  }
+  R->nconv_choices = 0;
+  clt_net_destroy(net);
+  clt_model_free(&S);
+  case_end();
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   char dir[] = "/tmp/cltrain_tuner_XXXXXX";
@@ -569,6 +677,7 @@ int main(void) {
   test_choice();
   test_tuner(dir);
   test_in_step(dir);
+  test_shared(dir);
   replica_close();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

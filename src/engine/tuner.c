@@ -489,7 +489,9 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
 #define MAX_CONFIRM 15
 #define CONFIRM_MS 500.0
 /* The confirmation keeps the picked assignment when its median pair ratio is
- * at most WIN_RATIO and it won at least WIN_PAIRS of every 5 pairs. */
+ * at most WIN_RATIO and it won at least WIN_PAIRS of every 5 pairs. A median
+ * under the bar with too few wins (a noisy host) is judged again once, on
+ * as many pairs more and all of them. */
 #define WIN_RATIO 0.98
 #define WIN_PAIRS 4
 
@@ -570,17 +572,48 @@ static int apply(instep *in, const clt_tune_line *lines, int n, const int *algo,
   return status;
 }
 
-/* Probe assignment k: every varied pass on its k-th candidate (each timed
- * apart: forward, weight and input gradient have spans of their own), the
- * rest as they are. 0 when no pass varies. */
+/* The probes' schedule. The layers of one shape and pass (one key) share its
+ * candidates out: in probe step s of a round, member j of the key's L layers
+ * takes candidate (j + s*L) mod nok, so a round covers every candidate in
+ * ceil(nok / L) steps rather than nok (a lone layer takes its s-th). Each
+ * round repeats the schedule, so a layer's first launch of a candidate,
+ * which builds its kernels, is timed again. member[i], size[i]: line i's
+ * place in its key's varied lines, and their number. */
+static int probe_schedule(const clt_tune_line *lines, int n, const unsigned char *varied,
+                          int *member, int *size) {
+  int steps = 0;
+  for (int i = 0; i < n; i++) {
+    member[i] = size[i] = 0;
+    if (!varied[i]) continue;
+    for (int j = 0; j < n; j++) {
+      if (!varied[j] || strcmp(lines[j].key, lines[i].key) != 0) continue;
+      member[i] += j < i;
+      size[i]++;
+    }
+    const int need = (lines[i].nok + size[i] - 1) / size[i];
+    if (need > steps) steps = need;
+  }
+  return steps;
+}
+
+/* The candidate (an index of ok[]) line i runs in probe step s, or -1: none
+ * left to try, it stays on its current one. */
+static int probe_slot(const clt_tune_line *lines, const unsigned char *varied, const int *member,
+                      const int *size, int i, int s) {
+  if (!varied[i] || s * size[i] >= lines[i].nok) return -1;
+  return (member[i] + s * size[i]) % lines[i].nok;
+}
+
+/* Probe step s's assignment: each varied pass on its slot's candidate (each
+ * timed apart: forward, weight and input gradient have spans of their own),
+ * the rest as they are. 0 when no pass varies. */
 static int assignment(const clt_tune_line *lines, int n, const unsigned char *varied,
-                      const int *cur, int k, int *algo) {
+                      const int *member, const int *size, const int *cur, int s, int *algo) {
   int any = 0;
   for (int i = 0; i < n; i++) {
-    algo[i] = cur[i];
-    if (!varied[i] || k >= lines[i].nok) continue;
-    algo[i] = lines[i].ok[k];
-    any = 1;
+    const int k = probe_slot(lines, varied, member, size, i, s);
+    algo[i] = k < 0 ? cur[i] : lines[i].ok[k];
+    any |= k >= 0;
   }
   return any;
 }
@@ -590,37 +623,40 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Per shape and pass, the candidate fastest in the step, summed over the
- * layers of that shape: pick[] (the current one unless another was faster). */
+/* Per shape and pass, the candidate fastest in the step: each candidate's
+ * mean over the layers of that shape that ran it (each layer's fastest
+ * span), pick[] the current one unless another was faster. */
 static void choose(clt_tune_line *lines, int n, const unsigned char *varied, const int *cur,
                    const double *best, int *pick) {
   for (int i = 0; i < n; i++) pick[i] = cur[i];
   unsigned char *done = calloc((size_t)n + 1, 1);
   for (int i = 0; i < n; i++) {
     if (!varied[i] || (done && done[i])) continue;
-    double sum[CLT_CONV_MAX_CANDIDATES];
-    int layers = 0;
-    for (int k = 0; k < lines[i].nok; k++) sum[k] = 0;
-    for (int j = i; j < n; j++) {
-      if (!varied[j] || strcmp(lines[j].key, lines[i].key) != 0) continue;
-      layers++;
-      for (int k = 0; k < lines[i].nok; k++)
-        sum[k] += k < lines[j].nok && lines[j].ok[k] == lines[i].ok[k]
-                      ? best[(size_t)j * CLT_CONV_MAX_CANDIDATES + k]
-                      : INFINITY;
+    double mean[CLT_CONV_MAX_CANDIDATES];
+    for (int k = 0; k < lines[i].nok; k++) {
+      double sum = 0;
+      int runs = 0;
+      for (int j = i; j < n; j++) {
+        if (!varied[j] || strcmp(lines[j].key, lines[i].key) != 0) continue;
+        const double t = best[(size_t)j * CLT_CONV_MAX_CANDIDATES + k];
+        if (k < lines[j].nok && lines[j].ok[k] == lines[i].ok[k] && isfinite(t)) {
+          sum += t;
+          runs++;
+        }
+      }
+      mean[k] = runs ? sum / runs : INFINITY;
     }
     int kc = -1, kb = -1;
     for (int k = 0; k < lines[i].nok; k++) {
       if (lines[i].ok[k] == cur[i]) kc = k;
-      if (isfinite(sum[k]) && (kb < 0 || sum[k] < sum[kb])) kb = k;
+      if (isfinite(mean[k]) && (kb < 0 || mean[k] < mean[kb])) kb = k;
     }
     int chosen = cur[i];
-    double ms = 0, dms = kc >= 0 && isfinite(sum[kc]) ? sum[kc] / layers : 0;
-    if (kb >= 0 && (kc < 0 || !isfinite(sum[kc]) || sum[kb] < sum[kc])) {
+    const double dms = kc >= 0 && isfinite(mean[kc]) ? mean[kc] : 0;
+    double ms = dms;
+    if (kb >= 0 && (kc < 0 || !isfinite(mean[kc]) || mean[kb] < mean[kc])) {
       chosen = lines[i].ok[kb];
-      ms = sum[kb] / layers;
-    } else {
-      ms = dms;
+      ms = mean[kb];
     }
     for (int j = i; j < n; j++) {
       if (!varied[j] || strcmp(lines[j].key, lines[i].key) != 0) continue;
@@ -644,6 +680,7 @@ struct clt_tune_progress {
   int pos;              /* the next probe: (round, k) in order */
   int probed, differs;
   int confirm, timed; /* confirmation pairs wanted, and timed so far */
+  int extended;       /* the confirmation was given more pairs */
   double d[MAX_CONFIRM], t[MAX_CONFIRM];
   double ms;        /* the latest probe step's */
   double slowest;   /* the first round's slowest probe step's */
@@ -676,7 +713,7 @@ static int progress_start(clt_tune_progress *p, int n, clt_err *e) {
     p->room = p->lines && p->best && p->pick ? n : 0;
     if (!p->room) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   }
-  p->active = p->pos = p->probed = p->differs = p->confirm = p->timed = 0;
+  p->active = p->pos = p->probed = p->differs = p->confirm = p->timed = p->extended = 0;
   p->steps = p->calls = 0;
   p->n = n;
   p->ms = p->slowest = 0;
@@ -719,6 +756,14 @@ static void verdict(const double *d, const double *t, int n, clt_tune_verdict *r
            wins, n, res->ratio, res->confirmed ? "" : ": short of the bar");
 }
 
+/* Whether a verdict on n pairs gets n more (see WIN_RATIO): its median met
+ * the bar but its wins did not, it was not extended before, and the pairs
+ * fit MAX_CONFIRM and, at pace ms a step, the deadline (0: none). */
+static int extend(const clt_tune_verdict *res, int n, int extended, double ms, double deadline) {
+  if (res->confirmed || res->ratio > WIN_RATIO || extended || 2 * n > MAX_CONFIRM) return 0;
+  return deadline <= 0 || clt_now_seconds() + 2.0 * n * ms * 1e-3 <= deadline;
+}
+
 /* Probes and confirms (see tuner.h), from where p left off; the replica
  * holds the verdict's choices. With resumable, a budget that ends keeps the
  * work done in p for the next call. */
@@ -729,16 +774,16 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   const int rounds = s->rounds > 0 ? s->rounds : DEFAULT_ROUNDS;
   int confirm = s->confirm > 0 ? (s->confirm < MAX_CONFIRM ? s->confirm : MAX_CONFIRM)
                                : DEFAULT_CONFIRM;
-  int kmax = 0;
-  for (int i = 0; i < n; i++)
-    if (varied[i] && lines[i].nok > kmax) kmax = lines[i].nok;
-  int *algo = malloc(((size_t)n + 1) * sizeof *algo);
+  int *algo = malloc(((size_t)n + 1) * 3 * sizeof *algo);
   if (!algo) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  int *member = algo + n + 1, *size = member + n + 1;
+  const int steps = probe_schedule(lines, n, varied, member, size);
   int status = CLT_OK, configs = 0, ran = 0;
-  for (int k = 0; k < kmax; k++) configs += assignment(lines, n, varied, cur, k, algo);
+  for (int k = 0; k < steps; k++)
+    configs += assignment(lines, n, varied, member, size, cur, k, algo);
   /* Every round is timed and a candidate keeps its fastest span: first
    * launches, which build and specialize kernels, only ever add time. */
-  const int per_round = kmax > 0 ? kmax : 1, total = kmax > 0 ? rounds * per_round : 0;
+  const int per_round = steps > 0 ? steps : 1, total = steps > 0 ? rounds * per_round : 0;
   for (; p->pos < total && !status && !res->over; p->pos++) {
     const int k = p->pos % per_round;
     /* What is left must fit the budget (all in one call: judged once, after
@@ -756,7 +801,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
         break;
       }
     }
-    if (!assignment(lines, n, varied, cur, k, algo)) continue;
+    if (!assignment(lines, n, varied, member, size, cur, k, algo)) continue;
     if (!may_step(p, deadline, resumable, ran)) {
       res->over = 1;
       snprintf(res->why, sizeof res->why, "the budget ended during the probe steps");
@@ -767,9 +812,10 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     if (p->pos < per_round && p->ms > p->slowest) p->slowest = p->ms;
     ran = 1;
     for (int i = 0; i < n && !status; i++) {
-      if (!varied[i] || k >= lines[i].nok) continue;
+      const int slot = probe_slot(lines, varied, member, size, i, k);
+      if (slot < 0) continue;
       const double t = span_ms(in, &lines[i]);
-      double *b = &p->best[(size_t)i * CLT_CONV_MAX_CANDIDATES + k];
+      double *b = &p->best[(size_t)i * CLT_CONV_MAX_CANDIDATES + slot];
       if (t >= 0 && t < *b) *b = t;
     }
   }
@@ -791,24 +837,31 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     snprintf(res->why, sizeof res->why, "the current algorithms were the fastest in the step");
   /* The confirmation: pairs of whole steps, alternating (the probes built
    * every kernel either side runs). */
-  while (!status && p->probed && p->differs && !res->over && p->timed < p->confirm) {
-    double ms[2] = {0, 0};
-    for (int side = 0; side < 2 && !status && !res->over; side++) {
-      if (!may_step(p, deadline, resumable, ran)) {
-        res->over = 1;
-        snprintf(res->why, sizeof res->why, "the budget ended during the confirmation");
-        break;
+  for (;;) {
+    while (!status && p->probed && p->differs && !res->over && p->timed < p->confirm) {
+      double ms[2] = {0, 0};
+      for (int side = 0; side < 2 && !status && !res->over; side++) {
+        if (!may_step(p, deadline, resumable, ran)) {
+          res->over = 1;
+          snprintf(res->why, sizeof res->why, "the budget ended during the confirmation");
+          break;
+        }
+        status = apply(in, lines, n, side ? p->pick : cur, e);
+        if (!status) status = probe(in, 1 + side, &ms[side], e);
+        ran = 1;
       }
-      status = apply(in, lines, n, side ? p->pick : cur, e);
-      if (!status) status = probe(in, 1 + side, &ms[side], e);
-      ran = 1;
+      if (status || res->over) break;
+      p->ms = ms[1];
+      p->d[p->timed] = ms[0];
+      p->t[p->timed++] = ms[1];
     }
-    if (status || res->over) break;
-    p->ms = ms[1];
-    p->d[p->timed] = ms[0];
-    p->t[p->timed++] = ms[1];
+    if (status || !p->probed || !p->differs || res->over) break;
+    verdict(p->d, p->t, p->confirm, res);
+    /* A resumed call may end its budget in the pairs added: the next goes on. */
+    if (!extend(res, p->confirm, p->extended, p->ms, resumable ? 0 : deadline)) break;
+    p->extended = 1;
+    p->confirm *= 2;
   }
-  if (!status && p->probed && p->differs && !res->over) verdict(p->d, p->t, p->confirm, res);
   free(algo);
   return status;
 }
@@ -836,36 +889,40 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
   in.marks->ctx = &in;
   double d[MAX_CONFIRM] = {0}, t[MAX_CONFIRM] = {0};
   /* Pairs of steps, each side's kernels built already (timed alone). */
-  for (int c = 0; c < confirm && !status && !res->over; c++) {
-    for (int side = 0; side < 2 && !status; side++) {
-      if (deadline > 0 && clt_now_seconds() > deadline) {
-        res->over = 1;
-        snprintf(res->why, sizeof res->why, "the budget ended during the confirmation");
-        break;
-      }
-      double ms = 0;
-      status = set(ctx, side, e);
-      if (!status) status = clt_net_prepare(net, e);
-      cl_int rc = status ? CL_SUCCESS : clFinish(r->queue);
-      if (rc) status = clt_replica_fail(r, e, rc, "tuning: clFinish");
-      if (!status) status = probe(&in, 1 + side, &ms, e);
-      if (side) t[c] = ms;
-      else d[c] = ms;
-      /* Short steps: more pairs of them, as in clt_tune_net. */
-      if (c == 0 && side && s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
-        confirm = (int)(CONFIRM_MS / ms);
-        if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
+  for (int from = 0, extended = 0; !status && !res->over; extended = 1) {
+    for (int c = from; c < confirm && !status && !res->over; c++) {
+      for (int side = 0; side < 2 && !status; side++) {
+        if (deadline > 0 && clt_now_seconds() > deadline) {
+          res->over = 1;
+          snprintf(res->why, sizeof res->why, "the budget ended during the confirmation");
+          break;
+        }
+        double ms = 0;
+        status = set(ctx, side, e);
+        if (!status) status = clt_net_prepare(net, e);
+        cl_int rc = status ? CL_SUCCESS : clFinish(r->queue);
+        if (rc) status = clt_replica_fail(r, e, rc, "tuning: clFinish");
+        if (!status) status = probe(&in, 1 + side, &ms, e);
+        if (side) t[c] = ms;
+        else d[c] = ms;
+        /* Short steps: more pairs of them, as in clt_tune_net. */
+        if (c == 0 && side && s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
+          confirm = (int)(CONFIRM_MS / ms);
+          if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
+        }
       }
     }
+    if (status || res->over) break;
+    res->probed = res->differs = 1;
+    verdict(d, t, confirm, res);
+    if (!extend(res, confirm, extended, t[confirm - 1], deadline)) break;
+    from = confirm;
+    confirm *= 2;
   }
   r->profile = profile;
   r->marks = NULL;
   res->probe_steps = res->all_steps = in.steps;
   res->calls = 1;
-  if (!status && !res->over) {
-    res->probed = res->differs = 1;
-    verdict(d, t, confirm, res);
-  }
   /* The verdict's side stays (the current one when none). */
   if (!status) status = set(ctx, res->confirmed, e);
   if (!status) status = clt_net_prepare(net, e);

@@ -5,12 +5,15 @@
  *
  * clt_tune_net chooses among those that passed inside the step: probe steps
  * (forward and backward of a net on its loaded batch, no update) run with many
- * layers trying their k-th candidate at once, each layer's passes timed in
- * place from markers at its scopes (clt_scope_marks); per shape and pass the
- * fastest in the step is picked. Whole probe steps of the picked assignment
- * and of the current one (defaults or cached), alternating, then confirm it:
- * it is kept only when its median step is faster than the current one's
- * fastest, else the current one stays. Either verdict goes to the tuning
+ * layers trying a candidate at once, the layers of one shape and pass sharing
+ * its candidates out (three layers try four in two steps), each layer's
+ * passes timed in place from markers at its scopes (clt_scope_marks); per
+ * shape and pass the fastest in the step (its mean over the layers that ran
+ * it) is picked. Whole probe steps of the picked assignment and of the
+ * current one (defaults or cached), alternating, then confirm it: it is kept
+ * only when it won 4 of every 5 pairs and the median pair by 2% (a median
+ * under that bar with too few wins gets as many pairs more, once), else the
+ * current one stays. Either verdict goes to the tuning
  * cache (tune.h) with the step times, so a shape is tuned once per device.
  *
  * clt_tune_model alone times each candidate on a copy of its layer (the
@@ -86,7 +89,8 @@ typedef struct clt_step_opts {
   float loss_scale; /* as the step's (1 / global batch) */
   int metric_slot;  /* the probes' metrics go there (not read) */
   int rounds;       /* probe steps per assignment, their fastest taken (0: 2) */
-  int confirm;      /* pairs of whole steps, one of each side, in the confirmation (0: 5) */
+  int confirm;      /* pairs of whole steps, one of each side, in the confirmation (0: 5);
+                       doubled once when its verdict is in doubt (see clt_tune_net) */
   /* Test-only: called inside every probe step as each layer's pass begins
    * (what, pass: clt_replica_scope's), phase 0 while probing, 1 in a
    * confirmation step of the current assignment, 2 of the picked one; a test
@@ -135,7 +139,8 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
  * of net (s's batch) alternate between the current assignment and the picked
  * one, which set(ctx, side) puts in place (0: the current, 1: the picked; s's
  * hook sees phases 1 and 2), s->confirm pairs of steps (0: 5, more for
- * short steps); res gets the verdict (confirmed: the picked one faster in 4
+ * short steps, as many again once when the median pair meets the bar but the
+ * wins do not); res gets the verdict (confirmed: the picked one faster in 4
  * of every 5 pairs and by 2% or more in the median pair), or over when the
  * deadline (0: none) came first. The verdict's side is left in place (the
  * current one unless confirmed) and the net prepared for it. */
