@@ -22,7 +22,8 @@
  * shorter than the probes ends them: nothing changes or is cached, within
  * the budget and a step; with the work carried between calls (the trainer's
  * epochs) the same budget finishes over several calls, each resuming, the
- * defaults running and nothing cached until the confirmed verdict; checks
+ * defaults running and nothing cached until the confirmed verdict; a budget
+ * short of the probes left says how much more would hold them; checks
  * longer than the budget go on over calls too, each candidate checked once,
  * and no probe step runs before every pass is checked. Layers of one shape
  * share its candidates out in the probe steps: three layers take four
@@ -519,10 +520,26 @@ static void test_in_step(const char *dir) {
   const double took = clt_now_seconds() - t0;
   c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
   snprintf(detail, sizeof detail, "(%.2f s)", took);
+  printf("  short budget: %s\n", v.why);
   expect("a short budget ends the probes", !v.over || v.confirmed, 1);
   expect("nothing cached", !c2 || clt_tune_get(cache, c2->key, NULL, NULL) != NULL, 1);
   expect("the defaults run", c2_forward() != def, 1);
   report("within the budget and a probe step (seconds over)", took - budget, 0.5, detail);
+  clt_tune_close(cache);
+
+  /* A budget that holds the first round but not the rest: judged after the
+   * second round's first step, it says how much more would hold them. The
+   * steps take 0.12 s or more (the hook's sleeps), so the judgement comes 5
+   * steps in and the 13 left need 1.5 s more, for steps up to 0.3 s. */
+  R->nconv_choices = 0;
+  slow_hook judged = {.sleep_s = 0.01};
+  if (in_step(net, dir, "judged", &judged, 1.7, lines, &n, &v, &cache)) return;
+  double more = 0;
+  const char *hint = strstr(v.why, "(about ");
+  if (hint) more = atof(hint + 7);
+  printf("  judged: %s\n", v.why);
+  expect("a budget short of the rest: it says how much more would hold it",
+         !v.over || !hint || !(more >= 1), 1);
   clt_tune_close(cache);
 
   /* The same short budget, with the work carried between calls (as between

@@ -793,11 +793,13 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     if (!resumable && p->pos == per_round + 1 && deadline > 0) {
       const double left = (double)(rounds - 1) * configs - 1 + 2.0 * confirm;
       const double pace = p->slowest < 2 * p->ms ? p->slowest : 2 * p->ms;
-      if (clt_now_seconds() + left * pace * 1e-3 > deadline) {
+      const double past = clt_now_seconds() + left * pace * 1e-3 - deadline;
+      if (past > 0) {
         res->over = 1;
         snprintf(res->why, sizeof res->why,
-                 "the budget is short of the %.0f more probe steps of %.0f ms tuning needs", left,
-                 pace);
+                 "the budget is short of the %.0f more probe steps of %.0f ms tuning needs "
+                 "(about %.0f s more would hold them)",
+                 left, pace, ceil(past));
         break;
       }
     }
