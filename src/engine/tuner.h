@@ -31,8 +31,8 @@
 /* One pass of one layer, as the tuner left it. */
 typedef struct clt_tune_line {
   char layer[64];
-  double ms, default_ms; /* median times (in the step: per layer of its shape); 0 when not
-                            timed */
+  double ms, default_ms; /* median times (in the step: a layer's, the mean over the layers
+                            of its shape that ran it); 0 when not timed */
   int pass;              /* CLT_CONV_PASS_* */
   int algo;              /* chosen (CLT_CONV_*) */
   int default_algo;      /* the backend's default */
