@@ -632,7 +632,7 @@ static void choose(clt_tune_line *lines, int n, const unsigned char *varied, con
   unsigned char *done = calloc((size_t)n + 1, 1);
   for (int i = 0; i < n; i++) {
     if (!varied[i] || (done && done[i])) continue;
-    double mean[CLT_CONV_MAX_CANDIDATES];
+    double mean[CLT_CONV_MAX_CANDIDATES] = {0};
     for (int k = 0; k < lines[i].nok; k++) {
       double sum = 0;
       int runs = 0;
