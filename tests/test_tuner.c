@@ -28,7 +28,8 @@
  * and no probe step runs before every pass is checked. Layers of one shape
  * share its candidates out in the probe steps: three layers take four
  * candidates in two steps a round, and the one not slowed, run by one layer
- * alone, is picked for all and confirmed. */
+ * alone, is picked for all and confirmed, the confirmation stopping after 4
+ * of its 5 pairs, all won, which settle the verdict. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -678,6 +679,7 @@ static void test_shared(const char *dir) {
     expect("two rounds of two probe steps, not of four", v.probe_steps - 2 * v.pairs != 4, 1);
     expect("the candidate not slowed is picked for the three layers", picked != 3, 1);
     expect("confirmed, and the three run it", !v.confirmed || runs != 3, 1);
+    expect("won in every pair: settled after 4 of the 5 pairs", v.pairs != 4 || v.wins != 4, 1);
   }
   R->nconv_choices = 0;
   clt_net_destroy(net);

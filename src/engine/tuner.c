@@ -489,9 +489,10 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
 #define MAX_CONFIRM 15
 #define CONFIRM_MS 500.0
 /* The confirmation keeps the picked assignment when its median pair ratio is
- * at most WIN_RATIO and it won at least WIN_PAIRS of every 5 pairs. A median
- * under the bar with too few wins (a noisy host) is judged again once, on
- * as many pairs more and all of them. */
+ * at most WIN_RATIO and it won at least WIN_PAIRS of every 5 pairs; it stops
+ * early once the pairs timed settle that, whatever the rest would show. A
+ * median under the bar with too few wins (a noisy host) is judged again
+ * once, on as many pairs more and all of them. */
 #define WIN_RATIO 0.98
 #define WIN_PAIRS 4
 
@@ -756,6 +757,18 @@ static void verdict(const double *d, const double *t, int n, clt_tune_verdict *r
            wins, n, res->ratio, res->confirmed ? "" : ": short of the bar");
 }
 
+/* Whether the first `timed` of n pairs settle the verdict as confirmed
+ * whatever the rest show: enough wins already, and more than half of the n
+ * pairs under the bar (then the median is too). */
+static int settled(const double *d, const double *t, int timed, int n) {
+  int wins = 0, under = 0;
+  for (int i = 0; i < timed; i++) {
+    wins += t[i] < d[i];
+    under += d[i] > 0 && t[i] / d[i] <= WIN_RATIO;
+  }
+  return wins * 5 >= WIN_PAIRS * n && under >= n / 2 + 1;
+}
+
 /* Whether a verdict on n pairs gets n more (see WIN_RATIO): its median met
  * the bar but its wins did not, it was not extended before, and the pairs
  * fit MAX_CONFIRM and, at pace ms a step, the deadline (0: none). */
@@ -840,7 +853,8 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   /* The confirmation: pairs of whole steps, alternating (the probes built
    * every kernel either side runs). */
   for (;;) {
-    while (!status && p->probed && p->differs && !res->over && p->timed < p->confirm) {
+    while (!status && p->probed && p->differs && !res->over && p->timed < p->confirm &&
+           !settled(p->d, p->t, p->timed, p->confirm)) {
       double ms[2] = {0, 0};
       for (int side = 0; side < 2 && !status && !res->over; side++) {
         if (!may_step(p, deadline, resumable, ran)) {
@@ -858,9 +872,9 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
       p->t[p->timed++] = ms[1];
     }
     if (status || !p->probed || !p->differs || res->over) break;
-    verdict(p->d, p->t, p->confirm, res);
+    verdict(p->d, p->t, p->timed, res);
     /* A resumed call may end its budget in the pairs added: the next goes on. */
-    if (!extend(res, p->confirm, p->extended, p->ms, resumable ? 0 : deadline)) break;
+    if (!extend(res, p->timed, p->extended, p->ms, resumable ? 0 : deadline)) break;
     p->extended = 1;
     p->confirm *= 2;
   }
@@ -891,8 +905,10 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
   in.marks->ctx = &in;
   double d[MAX_CONFIRM] = {0}, t[MAX_CONFIRM] = {0};
   /* Pairs of steps, each side's kernels built already (timed alone). */
-  for (int from = 0, extended = 0; !status && !res->over; extended = 1) {
-    for (int c = from; c < confirm && !status && !res->over; c++) {
+  int timed = 0;
+  for (int extended = 0; !status && !res->over; extended = 1) {
+    for (; timed < confirm && !status && !res->over && !settled(d, t, timed, confirm); timed++) {
+      const int c = timed;
       for (int side = 0; side < 2 && !status; side++) {
         if (deadline > 0 && clt_now_seconds() > deadline) {
           res->over = 1;
@@ -916,9 +932,8 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
     }
     if (status || res->over) break;
     res->probed = res->differs = 1;
-    verdict(d, t, confirm, res);
-    if (!extend(res, confirm, extended, t[confirm - 1], deadline)) break;
-    from = confirm;
+    verdict(d, t, timed, res);
+    if (!extend(res, timed, extended, t[timed - 1], deadline)) break;
     confirm *= 2;
   }
   r->profile = profile;

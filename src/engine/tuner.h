@@ -11,10 +11,11 @@
  * shape and pass the fastest in the step (its mean over the layers that ran
  * it) is picked. Whole probe steps of the picked assignment and of the
  * current one (defaults or cached), alternating, then confirm it: it is kept
- * only when it won 4 of every 5 pairs and the median pair by 2% (a median
- * under that bar with too few wins gets as many pairs more, once), else the
- * current one stays. Either verdict goes to the tuning
- * cache (tune.h) with the step times, so a shape is tuned once per device.
+ * only when it won 4 of every 5 pairs and the median pair by 2% (the pairs
+ * stop once those timed settle that; a median under that bar with too few
+ * wins gets as many pairs more, once), else the current one stays. Either
+ * verdict goes to the tuning cache (tune.h) with the step times, so a shape
+ * is tuned once per device.
  *
  * clt_tune_model alone times each candidate on a copy of its layer (the
  * median of a few runs): the older method, kept for tests of the check. */
