@@ -769,12 +769,18 @@ static int settled(const double *d, const double *t, int timed, int n) {
   return wins * 5 >= WIN_PAIRS * n && under >= n / 2 + 1;
 }
 
-/* Whether a verdict on n pairs gets n more (see WIN_RATIO): its median met
- * the bar but its wins did not, it was not extended before, and the pairs
- * fit MAX_CONFIRM and, at pace ms a step, the deadline (0: none). */
-static int extend(const clt_tune_verdict *res, int n, int extended, double ms, double deadline) {
-  if (res->confirmed || res->ratio > WIN_RATIO || extended || 2 * n > MAX_CONFIRM) return 0;
-  return deadline <= 0 || clt_now_seconds() + 2.0 * n * ms * 1e-3 <= deadline;
+/* The verdict on the n pairs timed, in res; 1 when it gets n pairs more (see
+ * WIN_RATIO), *confirm doubled: its median met the bar but its wins did not,
+ * it was not *extended before, and the pairs fit MAX_CONFIRM and, at pace ms
+ * a step, the deadline (0: none). */
+static int judge(const double *d, const double *t, int n, int *confirm, int *extended, double ms,
+                 double deadline, clt_tune_verdict *res) {
+  verdict(d, t, n, res);
+  if (res->confirmed || res->ratio > WIN_RATIO || *extended || 2 * n > MAX_CONFIRM) return 0;
+  if (deadline > 0 && clt_now_seconds() + 2.0 * n * ms * 1e-3 > deadline) return 0;
+  *extended = 1;
+  *confirm *= 2;
+  return 1;
 }
 
 /* Probes and confirms (see tuner.h), from where p left off; the replica
@@ -872,11 +878,10 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
       p->t[p->timed++] = ms[1];
     }
     if (status || !p->probed || !p->differs || res->over) break;
-    verdict(p->d, p->t, p->timed, res);
     /* A resumed call may end its budget in the pairs added: the next goes on. */
-    if (!extend(res, p->timed, p->extended, p->ms, resumable ? 0 : deadline)) break;
-    p->extended = 1;
-    p->confirm *= 2;
+    if (!judge(p->d, p->t, p->timed, &p->confirm, &p->extended, p->ms, resumable ? 0 : deadline,
+               res))
+      break;
   }
   free(algo);
   return status;
@@ -905,10 +910,9 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
   in.marks->ctx = &in;
   double d[MAX_CONFIRM] = {0}, t[MAX_CONFIRM] = {0};
   /* Pairs of steps, each side's kernels built already (timed alone). */
-  int timed = 0;
-  for (int extended = 0; !status && !res->over; extended = 1) {
+  int timed = 0, extended = 0;
+  for (;;) {
     for (; timed < confirm && !status && !res->over && !settled(d, t, timed, confirm); timed++) {
-      const int c = timed;
       for (int side = 0; side < 2 && !status; side++) {
         if (deadline > 0 && clt_now_seconds() > deadline) {
           res->over = 1;
@@ -921,10 +925,10 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
         cl_int rc = status ? CL_SUCCESS : clFinish(r->queue);
         if (rc) status = clt_replica_fail(r, e, rc, "tuning: clFinish");
         if (!status) status = probe(&in, 1 + side, &ms, e);
-        if (side) t[c] = ms;
-        else d[c] = ms;
+        if (side) t[timed] = ms;
+        else d[timed] = ms;
         /* Short steps: more pairs of them, as in clt_tune_net. */
-        if (c == 0 && side && s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
+        if (timed == 0 && side && s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
           confirm = (int)(CONFIRM_MS / ms);
           if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
         }
@@ -932,9 +936,7 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
     }
     if (status || res->over) break;
     res->probed = res->differs = 1;
-    verdict(d, t, timed, res);
-    if (!extend(res, timed, extended, t[timed - 1], deadline)) break;
-    confirm *= 2;
+    if (!judge(d, t, timed, &confirm, &extended, t[timed - 1], deadline, res)) break;
   }
   r->profile = profile;
   r->marks = NULL;
