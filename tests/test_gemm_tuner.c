@@ -163,7 +163,7 @@ static void test_tuner(const char *dir) {
   /* Every product's tiling away from the default: a step agrees with the
    * defaults' and repeats bit for bit. */
   clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
-  const int ns = clt_cpu_gemm_shapes(R, shapes, CLT_GEMM_MAX_SHAPES);
+  const int ns = clt_cpu_gemm_shapes(R, shapes, NULL, CLT_GEMM_MAX_SHAPES);
   int forced = 0;
   for (int i = 0; i < ns; i++) {
     clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
@@ -351,7 +351,8 @@ static void slow_phase(void *ctx, clt_replica *r, const char *what, const char *
  * gets them rejected (the defaults run, the cache says "kept default"),
  * one that slows the defaults' gets them kept ("confirmed"), and so does
  * one whose first pair the picked side lost (2 wins of 3: as many pairs
- * more, then 5 of 6). */
+ * more, then 5 of 6); tilings whose times alone save under 2% of the step
+ * are not kept, after one pair, though the defaults' steps are slowed. */
 static void test_confirm(const char *dir) {
   set_case("tilings in the step:");
   clt_net *net = net_with_batch(78);
@@ -359,16 +360,19 @@ static void test_confirm(const char *dir) {
   clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
   clt_cpu_gemm_shapes_clear(R);
   if (api_failed(clt_net_prepare(net, &E), "prepare")) return;
-  const int ns = clt_cpu_gemm_shapes(R, shapes, CLT_GEMM_MAX_SHAPES);
+  const int ns = clt_cpu_gemm_shapes(R, shapes, NULL, CLT_GEMM_MAX_SHAPES);
   /* 2: the defaults slowed, the picked side's first pair slowed more (a noisy
-   * host): 2 wins of 3, 3 pairs more, kept. */
-  for (int run = 0; run < 3; run++) {
+   * host): 2 wins of 3, 3 pairs more, kept. 3: the defaults slowed, but the
+   * tilings' times alone save next to nothing: judged after one pair, not
+   * kept. */
+  for (int run = 0; run < 4; run++) {
     const int side = run > 0;
     char folder[256];
     snprintf(folder, sizeof folder, "%s/%s", dir,
-             run == 2 ? "noisy"
-             : side   ? "confirmed"
-                      : "rejected");
+             run == 3   ? "gated"
+             : run == 2 ? "noisy"
+             : side     ? "confirmed"
+                        : "rejected");
     clt_tune_ident id;
     clt_tune_cache *cache = NULL;
     if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
@@ -381,7 +385,9 @@ static void test_confirm(const char *dir) {
       if (clt_cpu_gemm_candidates(R, &shapes[i], cand) < 1) continue;
       clt_gemm_tune_key(R, &shapes[i], key, sizeof key);
       clt_cpu_gemm_tiling_name(&cand[0], name, sizeof name);
-      if (api_failed(clt_tune_put(cache, key, name, 1.0, 2.0, &E), "put")) return;
+      /* Timed alone: 49 ms saved (a gain any step shows), or 1 us. */
+      const double dms = run == 3 ? 1.000001 : 50.0;
+      if (api_failed(clt_tune_put(cache, key, name, 1.0, dms, &E), "put")) return;
       picked++;
     }
     /* The defaults' steps slowed, or the picked. */
@@ -411,7 +417,15 @@ static void test_confirm(const char *dir) {
                         : strcmp(d, "kept default") == 0 && strcmp(v, "default") == 0);
     }
     expect("every picked tiling judged by the whole step", judged != picked, 1);
-    if (run == 2) {
+    if (run == 3) {
+      const char *why = "";
+      for (int i = n - 1; i >= 0; i--)
+        if (lines[i].instep) why = lines[i].why;
+      const int said = strstr(why, "timed alone") != NULL;
+      printf("  gated: %d pairs: %s\n", slowed.picked_steps, why);
+      expect("a gain timed alone under 2% of the step: judged after one pair, none kept",
+             slowed.picked_steps != 1 || kept != 0 || cpu_state(R)->ntilings != 0 || !said, 1);
+    } else if (run == 2) {
       printf("  noisy host: %d pairs\n", slowed.picked_steps);
       expect("a noisy host's first pair lost: 3 pairs more, every tiling kept, and run",
              slowed.picked_steps != 6 || kept != picked || cpu_state(R)->ntilings != picked, 1);
@@ -431,6 +445,41 @@ static void test_confirm(const char *dir) {
   case_end();
 }
 
+/* Two layers of one shape: each product is listed once with its uses, which
+ * the whole step's gain counts. Here the forward product also computes each
+ * layer's input gradient (in place, flipped: the same shape, 16 channels to
+ * 16 filters), so 4 uses; the weight gradient's 2. */
+static void test_uses(void) {
+  set_case("products a step runs:");
+  clt_model two = {0};
+  const clt_shape in = {12, 12, 16};
+  if (api_failed(clt_model_parse("two", in, 10, CLT_PRE_UNIT,
+                                 "a=Conv2D(16,3x3,s1,same,relu) b=Conv2D(16,3x3,s1,same) "
+                                 "flat=Flatten dense=Dense(10)",
+                                 &two, &E),
+                 "model"))
+    return;
+  clt_net *net = NULL;
+  if (api_failed(clt_net_create(&two, R, B, 1, &net, &E), "net")) return;
+  clt_cpu_gemm_shapes_clear(R);
+  clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
+  int uses[CLT_GEMM_MAX_SHAPES], fwd = -1, dw = -1;
+  if (!api_failed(clt_net_prepare(net, &E), "prepare")) {
+    const int ns = clt_cpu_gemm_shapes(R, shapes, uses, CLT_GEMM_MAX_SHAPES);
+    for (int i = 0; i < ns; i++) {
+      const clt_gemm_shape *s = &shapes[i];
+      if (s->trans_b || s->n != 16) continue;
+      if (!s->trans_a && s->m == (size_t)B * 144 && s->k == 144) fwd = uses[i];
+      if (s->trans_a && s->m == 144 && s->k == (size_t)B * 144) dw = uses[i];
+    }
+    printf("  forward product: %d uses, weight gradient's: %d\n", fwd, dw);
+  }
+  expect("each product listed once, with its uses", fwd != 4 || dw != 2, 1);
+  clt_net_destroy(net);
+  clt_model_free(&two);
+  case_end();
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   char dir[] = "/tmp/cltrain_gemm_tuner_XXXXXX";
@@ -441,6 +490,7 @@ int main(void) {
   test_tuner(dir);
   if (R->backend == &clt_backend_cpu && !small_mode()) test_record(dir);
   if (R->backend == &clt_backend_cpu && !small_mode()) test_confirm(dir);
+  if (R->backend == &clt_backend_cpu) test_uses();
   replica_close();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

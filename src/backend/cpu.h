@@ -31,10 +31,11 @@ typedef struct clt_cpu_state {
   cl_mem zeros;
   size_t zeros_floats;
   /* The tiled products' shapes reserved since clt_cpu_gemm_shapes_clear (what
-   * the GEMM tuner tunes), and the tilings chosen for shapes (by
-   * clt_cpu_gemm_matches). */
+   * the GEMM tuner tunes) with how many reservations each had, and the
+   * tilings chosen for shapes (by clt_cpu_gemm_matches). */
   int nshapes, ntilings;
   clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES], tiled[CLT_GEMM_MAX_SHAPES];
+  int uses[CLT_GEMM_MAX_SHAPES];
   clt_gemm_tiling tilings[CLT_GEMM_MAX_SHAPES];
 } clt_cpu_state;
 
@@ -75,8 +76,11 @@ int clt_cpu_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
 int clt_cpu_gemm_matches(const clt_gemm_shape *a, const clt_gemm_shape *b);
 
 /* The tiled shapes reserved on r since the last clear, one per match, into
- * out (at most max); returns how many. */
-int clt_cpu_gemm_shapes(const clt_replica *r, clt_gemm_shape *out, int max);
+ * out (at most max), and into uses (when not NULL) how many products of each
+ * were reserved (after a clear and one prepare of a net: how many a step
+ * runs, or a few more: the first layer's input gradient is reserved, not
+ * run); returns how many. */
+int clt_cpu_gemm_shapes(const clt_replica *r, clt_gemm_shape *out, int *uses, int max);
 void clt_cpu_gemm_shapes_clear(clt_replica *r);
 
 /* The tilings worth timing for s besides the default, at most

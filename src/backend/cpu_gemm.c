@@ -436,7 +436,7 @@ static int own_gemm(clt_replica *r, const clt_gemm_shape *s, cl_mem a, size_t a_
                     e);
 }
 
-static void note_shape(clt_replica *r, const clt_gemm_shape *s);
+static void note_shape(clt_replica *r, const clt_gemm_shape *s, size_t count);
 
 /* Grows the scratch buffer to at least `bytes`. */
 static int grow_temp(clt_replica *r, size_t bytes, clt_err *e) {
@@ -464,7 +464,7 @@ static int gemm_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count, c
     blocks.trans_a = 0;
     blocks.lda = s->k;
   }
-  if (blocks.n) note_shape(r, &blocks);
+  if (blocks.n) note_shape(r, &blocks, count);
   const own_tiles tiles = own_tiling(r, &blocks);
   char options[64];
   cl_kernel k;
@@ -561,8 +561,8 @@ static int conv_reserve(clt_replica *r, const clt_conv_geom *g, int filters, int
     return clt_fail(e, CLT_ERR_INTERNAL, "implicit convolution with %d filters", filters);
   }
   const clt_gemm_shape fwd = conv_fwd_shape(g, filters), dw = conv_dw_shape(g, filters);
-  note_shape(r, &fwd);
-  if (weight_grad) note_shape(r, &dw);
+  note_shape(r, &fwd, 1);
+  if (weight_grad) note_shape(r, &dw, 1);
   const own_tiles tf = own_tiling(r, &fwd), tw = own_tiling(r, &dw);
   char options[64];
   cl_kernel k;
@@ -698,21 +698,29 @@ static const clt_gemm_tiling *tiling_chosen(const clt_replica *r, const clt_gemm
   return NULL;
 }
 
-/* Kept with the largest batch's dimension a match has had (the reserved size). */
-static void note_shape(clt_replica *r, const clt_gemm_shape *s) {
+/* Kept with the largest batch's dimension a match has had (the reserved size),
+ * and `count` more uses (products a launch runs). */
+static void note_shape(clt_replica *r, const clt_gemm_shape *s, size_t count) {
   clt_cpu_state *c = cpu_state(r);
   for (int i = 0; i < c->nshapes; i++) {
     if (!clt_cpu_gemm_matches(&c->shapes[i], s)) continue;
     if (batch_dim(s) > batch_dim(&c->shapes[i])) c->shapes[i] = *s;
+    c->uses[i] += (int)count;
     return;
   }
-  if (c->nshapes < CLT_GEMM_MAX_SHAPES) c->shapes[c->nshapes++] = *s;
+  if (c->nshapes < CLT_GEMM_MAX_SHAPES) {
+    c->uses[c->nshapes] = (int)count;
+    c->shapes[c->nshapes++] = *s;
+  }
 }
 
-int clt_cpu_gemm_shapes(const clt_replica *r, clt_gemm_shape *out, int max) {
+int clt_cpu_gemm_shapes(const clt_replica *r, clt_gemm_shape *out, int *uses, int max) {
   const clt_cpu_state *c = cpu_state(r);
   int n = 0;
-  for (int i = 0; i < c->nshapes && n < max; i++) out[n++] = c->shapes[i];
+  for (; n < c->nshapes && n < max; n++) {
+    out[n] = c->shapes[n];
+    if (uses) uses[n] = c->uses[n];
+  }
   return n;
 }
 

@@ -133,8 +133,9 @@ static void print_gemm_lines(const clt_gemm_tune_line *lines, int n) {
 }
 
 /* The tiled products of m's net on r, as the chosen algorithms run them, tuned
- * with what is left of the budget (all cached: from the cache, no net built). */
-static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o,
+ * with what is left of the budget on net (NULL: one built when needed; all
+ * cached: from the cache, no net run). */
+static int tune_gemms(const clt_model *m, clt_replica *r, clt_net *net, const clt_tune_opts *o,
                       clt_tune_cache *cache, double t0, clt_err *e) {
   if (r->backend != &clt_backend_cpu) return CLT_OK;
   int n = 0, built = 0;
@@ -148,7 +149,8 @@ static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o
                                   .budget_s = o->budget > 0 && left <= 0 ? 1e-9 : left,
                                   .cache = cache,
                                   .step = &so,
-                                  .load = synthetic_batch};
+                                  .load = synthetic_batch,
+                                  .net = net};
   int status = clt_gemm_tune_model(m, r, o->batch, &go, lines, max, &n, &built, e);
   if (!status) {
     int tuned = 0, cached = 0;
@@ -162,8 +164,8 @@ static int tune_gemms(const clt_model *m, clt_replica *r, const clt_tune_opts *o
     /* The tilings' whole-step verdict, when one was taken now. */
     for (int i = 0; i < n; i++) {
       if (!lines[i].instep) continue;
-      printf("  tilings' step: %.2f ms default, %.2f ms tuned: %s\n", lines[i].default_step_ms,
-             lines[i].step_ms, lines[i].confirmed ? "confirmed" : "kept default");
+      printf("  tilings' step: %.2f ms default, %.2f ms tuned: %s (%s)\n", lines[i].default_step_ms,
+             lines[i].step_ms, lines[i].confirmed ? "confirmed" : "kept default", lines[i].why);
       break;
     }
   }
@@ -219,9 +221,9 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
            n, tuned, cached, left, n - tuned - cached - left, clt_now_seconds() - t0);
     print_step(lines, n, &v);
   }
+  /* Then the products, as the algorithms chosen run them, on the same net. */
+  if (!status) status = tune_gemms(m, r, net, o, cache, t0, e);
   clt_net_destroy(net);
-  /* Then the products, on a net of their own (the algorithms chosen). */
-  if (!status) status = tune_gemms(m, r, o, cache, t0, e);
   clt_tune_close(cache);
   clt_backend_destroy_replica(r);
   return status;

@@ -36,7 +36,7 @@ typedef struct shape_run {
   clt_replica *r;
   clt_gemm_shape s;
   cl_mem a, b, c;
-  float *out;
+  float *out;  /* the checked rows of C, as the product left them */
   double *ref; /* rows[0 .. nrows) of C */
   size_t rows[2 * CHECK_ROWS];
   int nrows;
@@ -86,7 +86,7 @@ static int shape_init(shape_run *t, clt_replica *r, const clt_gemm_shape *s, int
   for (size_t i = 0; i < s->m && i < CHECK_ROWS; i++) t->rows[t->nrows++] = i;
   const size_t last = s->m > (size_t)2 * CHECK_ROWS ? s->m - CHECK_ROWS : (size_t)CHECK_ROWS;
   for (size_t i = last; i < s->m; i++) t->rows[t->nrows++] = i;
-  t->out = malloc((nc ? nc : 1) * sizeof *t->out);
+  t->out = malloc((size_t)t->nrows * s->n * sizeof *t->out);
   t->ref = malloc((size_t)t->nrows * s->n * sizeof *t->ref);
   if (!status && (!t->out || !t->ref))
     status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning a GEMM");
@@ -113,12 +113,17 @@ static int check_tiling(shape_run *t, const clt_gemm_tuner_opts *o, const clt_ge
   int status = clt_gemm(t->r, s, 1.0f, t->a, 0, t->b, 0, 0.0f, t->c, 0, e);
   if (status) return status;
   if (o->after_check) o->after_check(o->hook_ctx, t->r, s, tl, t->c, s->m * s->n);
-  cl_int rc = clEnqueueReadBuffer(t->r->queue, t->c, CL_TRUE, 0, s->m * s->n * sizeof(float),
-                                  t->out, 0, NULL, NULL);
+  /* Only the checked rows come back. */
+  const size_t row = s->n * sizeof(float);
+  cl_int rc = CL_SUCCESS;
+  for (int q = 0; q < t->nrows && !rc; q++)
+    rc = clEnqueueReadBuffer(t->r->queue, t->c, CL_FALSE, t->rows[q] * row, row,
+                             t->out + (size_t)q * s->n, 0, NULL, NULL);
+  if (!rc) rc = clFinish(t->r->queue);
   if (rc) return clt_replica_fail(t->r, e, rc, "GEMM tuning: reading a result");
   *error = 0;
   for (int q = 0; q < t->nrows; q++) {
-    const double err = clt_tune_rel_error(t->out + t->rows[q] * s->n, t->ref + (size_t)q * s->n,
+    const double err = clt_tune_rel_error(t->out + (size_t)q * s->n, t->ref + (size_t)q * s->n,
                                           s->n);
     if (!(err <= *error)) *error = err;
   }
@@ -149,8 +154,8 @@ static int time_tiling(shape_run *t, double *ms, clt_err *e) {
 
 /* Tunes shape s: the default and each candidate checked, those that pass
  * timed in rounds (each round runs every one once, so a change in the load
- * falls on all alike), the one with the fastest round taken and cached. *over: the budget
- * ran out first (the default stays, nothing cached). */
+ * falls on all alike), the one with the fastest round taken and cached.
+ * *over: the budget ran out first (the default stays, nothing cached). */
 static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_gemm_shape *s,
                       int index, const char *key, double deadline, clt_gemm_tune_line *line,
                       int *over, clt_gemm_tiling *won, int *pending, clt_err *e) {
@@ -241,14 +246,16 @@ typedef struct pending_set {
     clt_gemm_tiling tiling;
     char key[160];
     double ms, default_ms;
+    int uses;                 /* products of the shape a step runs */
     clt_gemm_tune_line *line; /* NULL: none kept */
   } at[CLT_GEMM_MAX_SHAPES];
 } pending_set;
 
-/* Adds shape s's tiling t (its times in line, which is kept unless scratch)
- * to the set awaiting the verdict. */
+/* Adds shape s's tiling t (its times in line, which is kept unless scratch;
+ * `uses` products a step) to the set awaiting the verdict. */
 static void push_pending(pending_set *p, const clt_gemm_shape *s, const clt_gemm_tiling *t,
-                         const char *key, clt_gemm_tune_line *line, int scratch) {
+                         int uses, const char *key, clt_gemm_tune_line *line, int scratch) {
+  p->at[p->n].uses = uses;
   p->at[p->n].shape = *s;
   p->at[p->n].tiling = *t;
   snprintf(p->at[p->n].key, sizeof p->at[p->n].key, "%s", key);
@@ -271,7 +278,10 @@ static int set_pending(void *ctx, int side, clt_err *e) {
 static int confirm_pending(clt_net *net, const clt_gemm_tuner_opts *o, pending_set *p,
                            double deadline, clt_err *e) {
   clt_tune_verdict v;
-  int status = clt_tune_confirm(net, o->step, set_pending, p, deadline, &v, e);
+  /* What the tilings save a step, timed alone. */
+  double gain_ms = 0;
+  for (int i = 0; i < p->n; i++) gain_ms += (p->at[i].default_ms - p->at[i].ms) * p->at[i].uses;
+  int status = clt_tune_confirm(net, o->step, set_pending, p, gain_ms, deadline, &v, e);
   for (int i = 0; i < p->n && !status && !v.over; i++) {
     char name[64] = "default";
     if (v.confirmed) clt_cpu_gemm_tiling_name(&p->at[i].tiling, name, sizeof name);
@@ -284,6 +294,7 @@ static int confirm_pending(clt_net *net, const clt_gemm_tuner_opts *o, pending_s
       line->confirmed = v.confirmed;
       line->step_ms = v.tuned_ms;
       line->default_step_ms = v.default_ms;
+      snprintf(line->why, sizeof line->why, "%s", v.why);
     }
     if (o->cache)
       status = clt_tune_put_step(o->cache, p->at[i].key, name, ms, p->at[i].default_ms,
@@ -302,14 +313,16 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
   clt_cpu_gemm_shapes_clear(r);
   int status = clt_net_prepare(net, e);
   clt_gemm_shape *shapes = malloc(CLT_GEMM_MAX_SHAPES * sizeof *shapes);
+  int *uses = malloc(CLT_GEMM_MAX_SHAPES * sizeof *uses);
   pending_set *pend = o->step ? calloc(1, sizeof *pend) : NULL;
-  if (!shapes || (o->step && !pend)) {
+  if (!shapes || !uses || (o->step && !pend)) {
     free(shapes);
+    free(uses);
     free(pend);
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
   }
   if (pend) pend->r = r;
-  const int n = status ? 0 : clt_cpu_gemm_shapes(r, shapes, CLT_GEMM_MAX_SHAPES);
+  const int n = status ? 0 : clt_cpu_gemm_shapes(r, shapes, uses, CLT_GEMM_MAX_SHAPES);
   clt_profile *profile = r->profile; /* the tuner's launches stay out of the profile */
   r->profile = NULL;
   const double deadline = o->tune && o->budget_s > 0 ? clt_now_seconds() + o->budget_s : 0;
@@ -342,7 +355,7 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
       line->default_ms = dms;
       line->cached = 1;
       (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
-      if (o->tune && pend) push_pending(pend, s, &tl, key, line, line == &scratch);
+      if (o->tune && pend) push_pending(pend, s, &tl, uses[i], key, line, line == &scratch);
       continue;
     }
     if (hit && (is_default || (parsed && clt_cpu_gemm_choose(r, s, &tl, &ignored) == CLT_OK))) {
@@ -356,10 +369,12 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     if (!o->tune || over) continue;
     int pending = 0;
     status = tune_shape(r, o, s, i, key, deadline, line, &over, &tl, &pending, e);
-    if (!status && pending && pend) push_pending(pend, s, &tl, key, line, line == &scratch);
+    if (!status && pending && pend)
+      push_pending(pend, s, &tl, uses[i], key, line, line == &scratch);
   }
   r->profile = profile;
   free(shapes);
+  free(uses);
   /* Every product timed: the picked tilings against the defaults, in whole
    * steps (the budget ended first: they wait, at the default). */
   if (!status && pend && pend->n && !over) status = confirm_pending(net, o, pend, deadline, e);
@@ -459,12 +474,12 @@ int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch, const clt
   if (o->cache && from_record(r, o->cache, key, o->step != NULL, lines, max_lines, nlines))
     return CLT_OK;
   *nlines = 0;
-  clt_net *net = NULL;
-  int status = clt_net_create(m, r, batch, 2, &net, e);
+  clt_net *net = o->net;
+  int status = net ? CLT_OK : clt_net_create(m, r, batch, 2, &net, e);
   *built = !status;
-  if (!status && o->load) status = o->load(net, batch, e);
+  if (!status && o->load && !o->net) status = o->load(net, batch, e);
   if (!status) status = clt_gemm_tune_net(net, o, lines, max_lines, nlines, e);
-  if (net) clt_net_destroy(net);
+  if (net != o->net) clt_net_destroy(net);
   /* Every product's shape, for the next run (complete: the lines hold all). */
   if (!status && o->cache && *nlines < max_lines) {
     long v[CLT_GEMM_MAX_SHAPES * RECORD_FIELDS];
@@ -505,9 +520,9 @@ int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double b
   if (!status && verbose && tune && judged)
     fprintf(verbose,
             "Replica %d: GEMM tilings: %d of %d products timed now; in the step: %.2f ms "
-            "default, %.2f ms tuned: %s\n",
+            "default, %.2f ms tuned: %s (%s)\n",
             r->index, tuned, n, judged->default_step_ms, judged->step_ms,
-            judged->confirmed ? "confirmed" : "kept default");
+            judged->confirmed ? "confirmed" : "kept default", judged->why);
   else if (!status && verbose && tune && tuned)
     fprintf(verbose, "Replica %d: GEMM tilings: %d of %d products timed now\n", r->index, tuned, n);
   free(lines);

@@ -27,6 +27,7 @@ typedef struct clt_gemm_tune_line {
   int instep;                      /* judged by whole steps now (clt_gemm_tuner_opts.step) */
   int confirmed;                   /* ... and kept (else the default stays) */
   double step_ms, default_step_ms; /* the confirmation's median steps */
+  char why[192];                   /* the verdict, in words (clt_tune_verdict's) */
 } clt_gemm_tune_line;
 
 typedef struct clt_gemm_tuner_opts {
@@ -42,6 +43,9 @@ typedef struct clt_gemm_tuner_opts {
   const clt_step_opts *step;
   /* clt_gemm_tune_model: loads a batch into the net it builds (NULL: none). */
   int (*load)(clt_net *net, int batch, clt_err *e);
+  /* clt_gemm_tune_model: a net of the model at its batch, a batch loaded,
+   * to tune on rather than building one (NULL: built when needed). */
+  clt_net *net;
   /* Test-only: called after tiling t (NULL: the default) ran on shape s, with
    * C's `floats` floats; may change them (a test makes one tiling wrong and
    * sees it rejected). NULL in the product. */
@@ -66,7 +70,7 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
  * which products those are, keyed by the model (its description, input,
  * classes and frozen layers), the batch and the algorithms: with that record
  * and every product's result cached, the lines come from the cache and no net
- * is built (*built 0), nothing runs; otherwise a net is built (*built 1), its
+ * runs (*built 0); otherwise o->net, or a net built now, runs (*built 1), its
  * products tuned (clt_gemm_tune_net) and the record kept. Lines as
  * clt_gemm_tune_net's. */
 int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch, const clt_gemm_tuner_opts *o,

@@ -887,9 +887,23 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   return status;
 }
 
+/* Whether the first pair shows the gain timed alone (gain_ms a step) too
+ * small for the bar: under its margin of the faster step. Then res says so. */
+static int gain_short(const double *d, const double *t, double gain_ms, clt_tune_verdict *res) {
+  const double step = d[0] < t[0] ? d[0] : t[0];
+  if (!(gain_ms > 0) || gain_ms >= (1.0 - WIN_RATIO) * step) return 0;
+  verdict(d, t, 1, res);
+  res->confirmed = 0;
+  snprintf(res->why, sizeof res->why,
+           "the gain its kernels showed timed alone, %.2f ms a step, is under %.0f%% of the "
+           "%.0f ms step: short of the bar",
+           gain_ms, (1.0 - WIN_RATIO) * 100, step);
+  return 1;
+}
+
 int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
-                     int (*set)(void *ctx, int side, clt_err *e), void *ctx, double deadline,
-                     clt_tune_verdict *res, clt_err *e) {
+                     int (*set)(void *ctx, int side, clt_err *e), void *ctx, double gain_ms,
+                     double deadline, clt_tune_verdict *res, clt_err *e) {
   memset(res, 0, sizeof *res);
   clt_replica *r = net->replica;
   instep in = {.net = net, .r = r, .s = s};
@@ -910,9 +924,10 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
   in.marks->ctx = &in;
   double d[MAX_CONFIRM] = {0}, t[MAX_CONFIRM] = {0};
   /* Pairs of steps, each side's kernels built already (timed alone). */
-  int timed = 0, extended = 0;
+  int timed = 0, extended = 0, gated = 0;
   for (;;) {
-    for (; timed < confirm && !status && !res->over && !settled(d, t, timed, confirm); timed++) {
+    for (; timed < confirm && !status && !res->over && !gated && !settled(d, t, timed, confirm);
+         timed++) {
       for (int side = 0; side < 2 && !status; side++) {
         if (deadline > 0 && clt_now_seconds() > deadline) {
           res->over = 1;
@@ -933,10 +948,11 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
           if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
         }
       }
+      if (timed == 0 && !status && !res->over) gated = gain_short(d, t, gain_ms, res);
     }
     if (status || res->over) break;
     res->probed = res->differs = 1;
-    if (!judge(d, t, timed, &confirm, &extended, t[timed - 1], deadline, res)) break;
+    if (gated || !judge(d, t, timed, &confirm, &extended, t[timed - 1], deadline, res)) break;
   }
   r->profile = profile;
   r->marks = NULL;
