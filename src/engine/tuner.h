@@ -145,9 +145,10 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
  * of every 5 pairs and by 2% or more in the median pair), or over when the
  * deadline (0: none) came first. gain_ms (0: unknown) is what the picked
  * side's kernels saved a step timed alone: under 2% of the first pair's
- * faster step, no step could meet the bar, and the verdict (not confirmed)
- * comes after that pair. The verdict's side is left in place (the current
- * one unless confirmed) and the net prepared for it. */
+ * faster step, the bar's margin, more pairs are not worth their steps, and
+ * the verdict (not confirmed) comes after that pair. The verdict's side is
+ * left in place (the current one unless confirmed) and the net prepared for
+ * it. */
 int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
                      int (*set)(void *ctx, int side, clt_err *e), void *ctx, double gain_ms,
                      double deadline, clt_tune_verdict *res, clt_err *e);
