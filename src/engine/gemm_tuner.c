@@ -313,11 +313,10 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
   clt_cpu_gemm_shapes_clear(r);
   int status = clt_net_prepare(net, e);
   clt_gemm_shape *shapes = malloc(CLT_GEMM_MAX_SHAPES * sizeof *shapes);
-  int *uses = malloc(CLT_GEMM_MAX_SHAPES * sizeof *uses);
+  int uses[CLT_GEMM_MAX_SHAPES] = {0};
   pending_set *pend = o->step ? calloc(1, sizeof *pend) : NULL;
-  if (!shapes || !uses || (o->step && !pend)) {
+  if (!shapes || (o->step && !pend)) {
     free(shapes);
-    free(uses);
     free(pend);
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
   }
@@ -374,7 +373,6 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
   }
   r->profile = profile;
   free(shapes);
-  free(uses);
   /* Every product timed: the picked tilings against the defaults, in whole
    * steps (the budget ended first: they wait, at the default). */
   if (!status && pend && pend->n && !over) status = confirm_pending(net, o, pend, deadline, e);

@@ -757,6 +757,15 @@ static void verdict(const double *d, const double *t, int n, clt_tune_verdict *r
            wins, n, res->ratio, res->confirmed ? "" : ": short of the bar");
 }
 
+/* The confirmation's pairs: s->confirm (at most MAX_CONFIRM), else
+ * DEFAULT_CONFIRM, or for short steps of ms (0: not timed yet) as many as
+ * hold about CONFIRM_MS of each side, as noise weighs more on each. */
+static int pairs_for(const clt_step_opts *s, double ms) {
+  int n = s->confirm > 0 ? s->confirm : DEFAULT_CONFIRM;
+  if (s->confirm <= 0 && ms > 0 && ms * n < CONFIRM_MS) n = (int)(CONFIRM_MS / ms);
+  return n < MAX_CONFIRM ? n : MAX_CONFIRM;
+}
+
 /* Whether the first `timed` of n pairs settle the verdict as confirmed
  * whatever the rest show: enough wins already, and more than half of the n
  * pairs under the bar (then the median is too). */
@@ -791,8 +800,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
                    clt_tune_verdict *res, clt_err *e) {
   const clt_step_opts *s = in->s;
   const int rounds = s->rounds > 0 ? s->rounds : DEFAULT_ROUNDS;
-  int confirm = s->confirm > 0 ? (s->confirm < MAX_CONFIRM ? s->confirm : MAX_CONFIRM)
-                               : DEFAULT_CONFIRM;
+  const int confirm = pairs_for(s, 0);
   int *algo = malloc(((size_t)n + 1) * 3 * sizeof *algo);
   if (!algo) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   int *member = algo + n + 1, *size = member + n + 1;
@@ -844,13 +852,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
     choose(lines, n, varied, cur, p->best, p->pick);
     p->probed = 1;
     for (int i = 0; i < n; i++) p->differs |= p->pick[i] != cur[i];
-    /* Short steps: more pairs of them (about CONFIRM_MS of each side), as
-     * noise weighs more on each. */
-    if (s->confirm <= 0 && p->ms > 0 && p->ms * confirm < CONFIRM_MS) {
-      confirm = (int)(CONFIRM_MS / p->ms);
-      if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
-    }
-    p->confirm = confirm;
+    p->confirm = pairs_for(s, p->ms);
   }
   res->probed = p->probed;
   res->differs = p->differs;
@@ -911,8 +913,7 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
   in.end = malloc(CLT_SCOPE_MARKS_MAX * sizeof *in.end);
   int status = in.marks && in.end ? CLT_OK
                                   : clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
-  int confirm = s->confirm > 0 ? (s->confirm < MAX_CONFIRM ? s->confirm : MAX_CONFIRM)
-                               : DEFAULT_CONFIRM;
+  int confirm = pairs_for(s, 0);
   if (status) {
     free(in.marks);
     free(in.end);
@@ -942,11 +943,7 @@ int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
         if (!status) status = probe(&in, 1 + side, &ms, e);
         if (side) t[timed] = ms;
         else d[timed] = ms;
-        /* Short steps: more pairs of them, as in clt_tune_net. */
-        if (timed == 0 && side && s->confirm <= 0 && ms > 0 && ms * confirm < CONFIRM_MS) {
-          confirm = (int)(CONFIRM_MS / ms);
-          if (confirm > MAX_CONFIRM) confirm = MAX_CONFIRM;
-        }
+        if (timed == 0 && side) confirm = pairs_for(s, ms);
       }
       if (timed == 0 && !status && !res->over) gated = gain_short(d, t, gain_ms, res);
     }
