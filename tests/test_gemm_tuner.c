@@ -445,6 +445,100 @@ static void test_confirm(const char *dir) {
   case_end();
 }
 
+/* A step hook that sleeps nap_ms[phase] as c1's forward begins and counts
+ * each phase's steps. */
+typedef struct phase_hook {
+  double nap_ms[4];
+  int steps[4];
+} phase_hook;
+
+static void nap_phase(void *ctx, clt_replica *r, const char *what, const char *pass, int phase) {
+  (void)r;
+  phase_hook *h = ctx;
+  if (phase < 1 || phase > 3 || strcmp(what, "c1") != 0 || strcmp(pass, "forward") != 0) return;
+  h->steps[phase]++;
+  const long ns = (long)(h->nap_ms[phase] * 1e6);
+  struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+  nanosleep(&ts, NULL);
+}
+
+static int toggle(void *ctx, int on, clt_err *e) {
+  (void)e;
+  *(int *)ctx = on;
+  return CLT_OK;
+}
+
+/* A change under the tilings judged in the same steps (clt_gemm_tuner_opts'
+ * below, as cltrain tune judges its algorithms): steps without it, with it,
+ * and with the tilings too, in turn (phases 1 to 3), one verdict on each.
+ * Both faster: both kept, each judged in 3 pairs of 9 steps, not 12. The
+ * change slower: not kept, and the tilings are not judged (they wait, their
+ * timings cached, no verdict). No tiling to judge: the change alone, in
+ * pairs. */
+static void test_stacked(const char *dir) {
+  set_case("tilings stacked on a change:");
+  clt_net *net = net_with_batch(78);
+  if (!net) return;
+  for (int run = 0; run < 3; run++) {
+    char folder[256];
+    snprintf(folder, sizeof folder, "%s/stacked%d", dir, run);
+    clt_tune_ident id;
+    clt_tune_cache *cache = NULL;
+    if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+        api_failed(clt_tune_open(folder, NULL, &id, NULL, &cache, &E), "open"))
+      break;
+    phase_hook h = {.nap_ms = {0, 40, 20, 0}};
+    if (run == 1) h.nap_ms[1] = 0, h.nap_ms[2] = h.nap_ms[3] = 40;
+    const clt_step_opts so = {
+        .count = B, .loss_scale = 0.25f, .confirm = 3, .in_step = nap_phase, .hook_ctx = &h};
+    int on = 0;
+    clt_tune_verdict below;
+    clt_gemm_tune_line lines[MAX_LINES];
+    int n = 0;
+    /* Run 2 times nothing: no tiling is pending. */
+    const clt_gemm_tuner_opts o = {.tune = run != 2,
+                                   .runs = 1,
+                                   .cache = cache,
+                                   .step = &so,
+                                   .below = toggle,
+                                   .below_ctx = &on,
+                                   .below_verdict = &below};
+    const int failed = api_failed(clt_gemm_tune_net(net, &o, lines, MAX_LINES, &n, &E), "tune");
+    int judged = 0, kept = 0, decided = 0, timed = 0;
+    for (int i = 0; i < n && !failed; i++) {
+      judged += lines[i].instep;
+      kept += lines[i].confirmed && strcmp(lines[i].chosen, "default") != 0;
+      timed += lines[i].tuned;
+      char key[160];
+      clt_gemm_tune_key(R, &lines[i].shape, key, sizeof key);
+      decided += clt_tune_get_decision(cache, key, NULL, NULL) != NULL;
+    }
+    printf("  run %d: change %s (%s); steps %d, %d, %d; %d tilings judged, %d kept\n", run,
+           below.confirmed ? "kept" : "not kept", below.why, h.steps[1], h.steps[2], h.steps[3],
+           judged, kept);
+    if (failed) break;
+    if (run == 0) {
+      expect("both faster: the change kept and on", !below.confirmed || on != 1, 1);
+      expect("and the tilings kept, and run",
+             judged == 0 || kept != judged || cpu_state(R)->ntilings != kept, 1);
+      expect("3 pairs each in 9 steps, the middle side's shared",
+             below.pairs != 3 || h.steps[1] != 3 || h.steps[2] != 3 || h.steps[3] != 3, 1);
+    } else if (run == 1) {
+      expect("the change slower: not kept, and off", below.confirmed || !below.probed || on != 0,
+             1);
+      expect("the tilings not judged, no verdict cached, none run",
+             timed == 0 || judged != 0 || decided != 0 || cpu_state(R)->ntilings != 0, 1);
+    } else {
+      expect("no tiling pending: the change judged alone in pairs, kept and on",
+             !below.confirmed || on != 1 || h.steps[3] != 0 || h.steps[2] != 3, 1);
+    }
+    for (int i = 0; i < n; i++) (void)clt_cpu_gemm_choose(R, &lines[i].shape, NULL, &E);
+    clt_tune_close(cache);
+  }
+  clt_net_destroy(net);
+  case_end();
+}
+
 /* Two layers of one shape: each product is listed once with its uses, which
  * the whole step's gain counts. Here the forward product also computes each
  * layer's input gradient (in place, flipped: the same shape, 16 channels to
@@ -490,6 +584,7 @@ int main(void) {
   test_tuner(dir);
   if (R->backend == &clt_backend_cpu && !small_mode()) test_record(dir);
   if (R->backend == &clt_backend_cpu && !small_mode()) test_confirm(dir);
+  if (R->backend == &clt_backend_cpu && !small_mode()) test_stacked(dir);
   if (R->backend == &clt_backend_cpu) test_uses();
   replica_close();
   char cmd[128];

@@ -635,6 +635,94 @@ static void keep_hook(void *ctx, clt_replica *r, const char *what, const char *p
   if (clt_conv_algos_layer(r, what, &g, f).forward != *keep) nap(0.02);
 }
 
+typedef struct picks_ctx {
+  clt_net *net;
+  const clt_tune_line *lines;
+  int n;
+} picks_ctx;
+
+static int set_picks(void *ctx, int side, clt_err *e) {
+  const picks_ctx *p = ctx;
+  return clt_tune_put_side(p->net, p->lines, p->n, side, e);
+}
+
+/* A deferred verdict (cltrain tune's, whose GEMM stage judges the
+ * algorithms with its tilings): the probes pick F(4x4) for c2, but the
+ * replica stays on the default and nothing is cached until the caller's
+ * steps judge it; clt_tune_settle then records the verdict and runs what it
+ * kept: F(4x4) when the current side's steps are slower, else the default. */
+static void test_deferred(const char *dir) {
+  set_case("a deferred verdict:");
+  clt_net *net = probe_net();
+  if (!net) return;
+  clt_conv_geom g;
+  int f;
+  clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
+  const int def = clt_conv_algos_for(R, &g, f).forward;
+  for (int run = 0; run < 2; run++) {
+    char folder[256];
+    snprintf(folder, sizeof folder, "%s/deferred%d", dir, run);
+    clt_tune_ident id;
+    clt_tune_cache *cache = NULL;
+    if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+        api_failed(clt_tune_open(folder, NULL, &id, NULL, &cache, &E), "open"))
+      break;
+    R->nconv_choices = 0;
+    const clt_tuner_opts o = {.batch = 4, .tune = 1, .cache = cache, .defer = 1};
+    slow_hook probing = {.phases = 1, .slow = -1, .keep = CLT_CONV_WINOGRAD4};
+    const clt_step_opts so = {.count = 4,
+                              .loss_scale = 0.25f,
+                              .confirm = 3,
+                              .in_step = in_step_hook,
+                              .hook_ctx = &probing};
+    clt_tune_line lines[MAX_LINES];
+    int n = 0;
+    clt_tune_verdict v;
+    if (api_failed(clt_tune_net(net, &o, &so, lines, MAX_LINES, &n, &v, &E), "tune")) {
+      clt_tune_close(cache);
+      break;
+    }
+    const clt_tune_line *c2 = find(lines, n, "c2", CLT_CONV_PASS_FORWARD);
+    expect("picked, the default still runs, nothing cached",
+           !v.deferred || v.confirmed || !c2 || c2->picked != CLT_CONV_WINOGRAD4 || c2->instep ||
+               c2_forward() != def || clt_tune_get(cache, c2->key, NULL, NULL) != NULL,
+           1);
+    /* The caller's steps: the current side's slowed (phase 1), or the picked one's. */
+    slow_hook judging = {.phases = 2, .slow = -1, .keep = CLT_CONV_WINOGRAD4};
+    slow_hook late = {.late = 1};
+    const clt_step_opts js = {.count = 4,
+                              .loss_scale = 0.25f,
+                              .confirm = 3,
+                              .in_step = in_step_hook,
+                              .hook_ctx = run == 0 ? &judging : &late};
+    picks_ctx pc = {.net = net, .lines = lines, .n = n};
+    clt_tune_verdict jv;
+    if (api_failed(clt_tune_confirm(net, &js, set_picks, &pc, 0, 0, &jv, &E), "confirm") ||
+        api_failed(clt_tune_settle(net, &o, lines, n, &jv, &E), "settle")) {
+      clt_tune_close(cache);
+      break;
+    }
+    const char *d = c2 ? clt_tune_get_decision(cache, c2->key, NULL, NULL) : NULL;
+    const char *var = c2 ? clt_tune_get(cache, c2->key, NULL, NULL) : NULL;
+    printf("  run %d: %s\n", run, jv.why);
+    if (run == 0)
+      expect("the picked side faster: kept, cached as confirmed, and run",
+             !jv.confirmed || !c2 || !c2->instep || !c2->confirmed || !d ||
+                 strcmp(d, "confirmed") != 0 || !var || strcmp(var, "winograd4") != 0 ||
+                 c2_forward() != CLT_CONV_WINOGRAD4,
+             1);
+    else
+      expect("the picked side slower: the default kept, cached so, and run",
+             jv.confirmed || !c2 || !c2->instep || c2->confirmed || !d ||
+                 strcmp(d, "kept default") != 0 || c2_forward() != def,
+             1);
+    clt_tune_close(cache);
+  }
+  R->nconv_choices = 0;
+  clt_net_destroy(net);
+  case_end();
+}
+
 /* The three layers of one key take its 4 candidates in 2 probe steps a round
  * (a, b, c on the 1st, 2nd, 3rd, then on the 4th, 1st, 2nd): F(2x2) runs on
  * c alone, F(4x4) on a alone, and either, the one not slowed, is still
@@ -645,8 +733,9 @@ static void test_shared(const char *dir) {
   if (api_failed(clt_model_parse("shared", in, 10, CLT_PRE_UNIT, SHARED, &S, &E), "model")) return;
   clt_net *net = net_of(&S);
   if (!net) return;
-  const int keeps[2] = {CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD4};
-  for (int t = 0; t < 2; t++) {
+  /* The third time as if the steps were long: 3 pairs, all won. */
+  const int keeps[3] = {CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD4, CLT_CONV_WINOGRAD4};
+  for (int t = 0; t < 3; t++) {
     int keep = keeps[t];
     char folder[256];
     snprintf(folder, sizeof folder, "%s/shared%d", dir, t);
@@ -656,8 +745,12 @@ static void test_shared(const char *dir) {
         api_failed(clt_tune_open(folder, NULL, &id, NULL, &cache, &E), "open"))
       break;
     const clt_tuner_opts o = {.batch = 4, .tune = 1, .cache = cache};
-    const clt_step_opts so = {
-        .count = 4, .loss_scale = 0.25f, .confirm = 5, .in_step = keep_hook, .hook_ctx = &keep};
+    const clt_step_opts so = {.count = 4,
+                              .loss_scale = 0.25f,
+                              .confirm = t < 2 ? 5 : 0,
+                              .long_ms = t < 2 ? 0 : 1,
+                              .in_step = keep_hook,
+                              .hook_ctx = &keep};
     clt_tune_line lines[MAX_LINES];
     int n = 0, picked = 0, runs = 0;
     clt_tune_verdict v;
@@ -679,7 +772,9 @@ static void test_shared(const char *dir) {
     expect("two rounds of two probe steps, not of four", v.probe_steps - 2 * v.pairs != 4, 1);
     expect("the candidate not slowed is picked for the three layers", picked != 3, 1);
     expect("confirmed, and the three run it", !v.confirmed || runs != 3, 1);
-    expect("won in every pair: settled after 4 of the 5 pairs", v.pairs != 4 || v.wins != 4, 1);
+    if (t < 2)
+      expect("won in every pair: settled after 4 of the 5 pairs", v.pairs != 4 || v.wins != 4, 1);
+    else expect("long steps: 3 pairs, all won", v.pairs != 3 || v.wins != 3, 1);
   }
   R->nconv_choices = 0;
   clt_net_destroy(net);
@@ -697,6 +792,7 @@ int main(void) {
   test_tuner(dir);
   test_in_step(dir);
   test_shared(dir);
+  test_deferred(dir);
   replica_close();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -763,11 +763,14 @@ const clt_command clt_cmd_tune = {
             "times those that pass inside training steps (forward and backward of the model on "
             "a synthetic batch, as cltrain train does between epochs) and picks the fastest in "
             "the step; whole steps of the picked algorithms and of the defaults, alternating, "
-            "confirm it, or the defaults are kept. The verdict goes to the device's tuning "
-            "cache, keyed by the device, its kernels and the layer's shape with the batch "
-            "bucketed. Prints per layer and pass the chosen algorithm and its time in the step "
-            "beside the default's, then the whole step's (\"step: X ms default, Y ms tuned, "
-            "Zx\"); a shape cached already is not timed again. docs/performance.md, Tuning.\n",
+            "confirm it, or the defaults are kept. On a CPU the GEMM tilings are then timed for "
+            "the picked algorithms' products, and one set of steps judges both (the defaults, "
+            "the picked algorithms, and those with the tilings, in turn). The verdicts go to "
+            "the device's tuning cache, keyed by the device, its kernels and the layer's shape "
+            "with the batch bucketed. Prints per layer and pass the chosen algorithm and its "
+            "time in the step beside the default's, then the whole step's (\"step: X ms "
+            "default, Y ms tuned, Zx\"), then each product's tiling and the tilings' step; a "
+            "shape cached already is not timed again. docs/performance.md, Tuning.\n",
     .flags = tune_flags,
     .nflags = COUNT(tune_flags),
 };

@@ -107,6 +107,18 @@ static int synthetic_batch(clt_net *net, int batch, clt_err *e) {
   return status;
 }
 
+/* The algorithms the probes picked, for the GEMM stage's steps to judge. */
+typedef struct picks_ctx {
+  clt_net *net;
+  const clt_tune_line *lines;
+  int n;
+} picks_ctx;
+
+static int put_picks(void *ctx, int on, clt_err *e) {
+  const picks_ctx *p = ctx;
+  return clt_tune_put_side(p->net, p->lines, p->n, on, e);
+}
+
 /* The products' lines: each tiled GEMM's chosen tiling against the default. */
 static void print_gemm_lines(const clt_gemm_tune_line *lines, int n) {
   printf("  %-26s %-28s %10s %10s %7s  %s\n", "GEMM (M x N x K)", "tiling", "ms", "default ms",
@@ -134,43 +146,50 @@ static void print_gemm_lines(const clt_gemm_tune_line *lines, int n) {
 
 /* The tiled products of m's net on r, as the chosen algorithms run them, tuned
  * with what is left of the budget on net (NULL: one built when needed; all
- * cached: from the cache, no net run). */
+ * cached: from the cache, no net run); with `below`, the algorithms the
+ * probes picked (lines, n) are judged in the same steps, their verdict in
+ * *below. */
 static int tune_gemms(const clt_model *m, clt_replica *r, clt_net *net, const clt_tune_opts *o,
-                      clt_tune_cache *cache, double t0, clt_err *e) {
+                      clt_tune_cache *cache, double t0, clt_tune_line *alines, int an,
+                      clt_tune_verdict *below, clt_gemm_tune_line *lines, int *n, int *built,
+                      clt_err *e) {
+  *n = *built = 0;
   if (r->backend != &clt_backend_cpu) return CLT_OK;
-  int n = 0, built = 0;
-  const int max = CLT_GEMM_MAX_SHAPES;
-  clt_gemm_tune_line *lines = malloc((size_t)max * sizeof *lines);
-  if (!lines) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   const double left = o->budget > 0 ? o->budget - (clt_now_seconds() - t0) : 0;
   /* The tilings picked are confirmed by whole steps on a synthetic batch. */
   const clt_step_opts so = {.count = o->batch, .loss_scale = 1.0f / (float)o->batch};
+  picks_ctx pc = {.net = net, .lines = alines, .n = an};
   const clt_gemm_tuner_opts go = {.tune = 1,
                                   .budget_s = o->budget > 0 && left <= 0 ? 1e-9 : left,
                                   .cache = cache,
                                   .step = &so,
                                   .load = synthetic_batch,
-                                  .net = net};
-  int status = clt_gemm_tune_model(m, r, o->batch, &go, lines, max, &n, &built, e);
-  if (!status) {
-    int tuned = 0, cached = 0;
-    for (int i = 0; i < n; i++) {
-      tuned += lines[i].tuned;
-      cached += lines[i].cached;
-    }
-    print_gemm_lines(lines, n);
-    printf("  %d GEMM shapes: %d tuned, %d cached, %d at the default%s; %.1f s\n", n, tuned, cached,
-           n - tuned - cached, built ? "" : " (no net built)", clt_now_seconds() - t0);
-    /* The tilings' whole-step verdict, when one was taken now. */
-    for (int i = 0; i < n; i++) {
-      if (!lines[i].instep) continue;
-      printf("  tilings' step: %.2f ms default, %.2f ms tuned: %s (%s)\n", lines[i].default_step_ms,
-             lines[i].step_ms, lines[i].confirmed ? "confirmed" : "kept default", lines[i].why);
-      break;
-    }
-  }
-  free(lines);
+                                  .net = net,
+                                  .below = below ? put_picks : NULL,
+                                  .below_ctx = &pc,
+                                  .below_verdict = below};
+  int status = below ? put_picks(&pc, 1, e) : CLT_OK;
+  if (!status)
+    status = clt_gemm_tune_model(m, r, o->batch, &go, lines, CLT_GEMM_MAX_SHAPES, n, built, e);
   return status;
+}
+
+static void print_gemms(const clt_gemm_tune_line *lines, int n, int built, double t0) {
+  int tuned = 0, cached = 0;
+  for (int i = 0; i < n; i++) {
+    tuned += lines[i].tuned;
+    cached += lines[i].cached;
+  }
+  print_gemm_lines(lines, n);
+  printf("  %d GEMM shapes: %d tuned, %d cached, %d at the default%s; %.1f s\n", n, tuned, cached,
+         n - tuned - cached, built ? "" : " (no net built)", clt_now_seconds() - t0);
+  /* The tilings' whole-step verdict, when one was taken now. */
+  for (int i = 0; i < n; i++) {
+    if (!lines[i].instep) continue;
+    printf("  tilings' step: %.2f ms default, %.2f ms tuned: %s (%s)\n", lines[i].default_step_ms,
+           lines[i].step_ms, lines[i].confirmed ? "confirmed" : "kept default", lines[i].why);
+    break;
+  }
 }
 
 /* Tunes m on one device: in the step, on a synthetic batch through the
@@ -192,7 +211,10 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
          r->variant, o->batch, clt_tune_path(cache),
          clt_tune_persistent(cache) ? "" : " (in memory only)");
   fflush(stdout);
-  const clt_tuner_opts to = {.batch = o->batch, .tune = 1, .budget_s = o->budget, .cache = cache};
+  /* A pick of the probes is judged with the GEMM tilings, in the same steps. */
+  const int stacked = r->backend == &clt_backend_cpu;
+  const clt_tuner_opts to = {
+      .batch = o->batch, .tune = 1, .budget_s = o->budget, .cache = cache, .defer = stacked};
   const clt_step_opts so = {.count = o->batch, .loss_scale = 1.0f / (float)o->batch};
   int n = 0;
   clt_tune_verdict v;
@@ -207,6 +229,17 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
   if (!status && todo) status = synthetic_batch(net, o->batch, e);
   if (!status && todo)
     status = clt_tune_net(net, &to, &so, lines, LINES_PER_LAYER * m->nlayers, &n, &v, e);
+  clt_gemm_tune_line *glines = malloc(CLT_GEMM_MAX_SHAPES * sizeof *glines);
+  int gn = 0, built = 0, gemms_done = 0;
+  if (!status && !glines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
+  if (!status && v.deferred) {
+    clt_tune_verdict below;
+    status = tune_gemms(m, r, net, o, cache, t0, lines, n, &below, glines, &gn, &built, e);
+    if (!status) status = clt_tune_settle(net, &to, lines, n, &below, e);
+    v = below;
+    /* Tilings timed for algorithms not kept: tuned again for the defaults'. */
+    gemms_done = !status && (below.confirmed || below.over);
+  }
   if (!status) {
     int tuned = 0, cached = 0, left = 0;
     for (int i = 0; i < n; i++) {
@@ -222,7 +255,10 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
     print_step(lines, n, &v);
   }
   /* Then the products, as the algorithms chosen run them, on the same net. */
-  if (!status) status = tune_gemms(m, r, net, o, cache, t0, e);
+  if (!status && !gemms_done)
+    status = tune_gemms(m, r, net, o, cache, t0, NULL, 0, NULL, glines, &gn, &built, e);
+  if (!status && r->backend == &clt_backend_cpu) print_gemms(glines, gn, built, t0);
+  free(glines);
   clt_net_destroy(net);
   clt_tune_close(cache);
   clt_backend_destroy_replica(r);

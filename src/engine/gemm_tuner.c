@@ -105,12 +105,35 @@ static int shape_init(shape_run *t, clt_replica *r, const clt_gemm_shape *s, int
   return status;
 }
 
-/* Runs tiling `t` (NULL: the default) once and compares the checked rows:
- * *error gets the relative error. */
+static int marker(clt_replica *r, cl_event *ev, clt_err *e) {
+  cl_int rc = clEnqueueMarkerWithWaitList(r->queue, 0, NULL, ev);
+  return rc ? clt_replica_fail(r, e, rc, "GEMM tuning: a marker") : CLT_OK;
+}
+
+/* Runs the product once: *ms its device milliseconds. */
+static int time_tiling(shape_run *t, double *ms, clt_err *e) {
+  cl_event ev[2] = {NULL, NULL};
+  int status = marker(t->r, &ev[0], e);
+  if (!status) status = clt_gemm(t->r, &t->s, 1.0f, t->a, 0, t->b, 0, 0.0f, t->c, 0, e);
+  if (!status) status = marker(t->r, &ev[1], e);
+  cl_ulong end[2] = {0, 0};
+  cl_int rc = status ? CL_SUCCESS : clWaitForEvents(2, ev);
+  for (int k = 0; k < 2 && !status && !rc; k++)
+    rc = clGetEventProfilingInfo(ev[k], CL_PROFILING_COMMAND_END, sizeof end[k], &end[k], NULL);
+  if (!status && rc) status = clt_replica_fail(t->r, e, rc, "GEMM tuning: profiling a product");
+  for (int k = 0; k < 2; k++)
+    if (ev[k]) clReleaseEvent(ev[k]);
+  *ms = end[1] > end[0] ? (double)(end[1] - end[0]) * 1e-6 : 0.0;
+  return status;
+}
+
+/* Runs tiling `t` (NULL: the default) once, timed (*ms: the first of its
+ * timed runs), and compares the checked rows: *error gets the relative
+ * error. */
 static int check_tiling(shape_run *t, const clt_gemm_tuner_opts *o, const clt_gemm_tiling *tl,
-                        double *error, clt_err *e) {
+                        double *ms, double *error, clt_err *e) {
   const clt_gemm_shape *s = &t->s;
-  int status = clt_gemm(t->r, s, 1.0f, t->a, 0, t->b, 0, 0.0f, t->c, 0, e);
+  int status = time_tiling(t, ms, e);
   if (status) return status;
   if (o->after_check) o->after_check(o->hook_ctx, t->r, s, tl, t->c, s->m * s->n);
   /* Only the checked rows come back. */
@@ -130,32 +153,11 @@ static int check_tiling(shape_run *t, const clt_gemm_tuner_opts *o, const clt_ge
   return CLT_OK;
 }
 
-static int marker(clt_replica *r, cl_event *ev, clt_err *e) {
-  cl_int rc = clEnqueueMarkerWithWaitList(r->queue, 0, NULL, ev);
-  return rc ? clt_replica_fail(r, e, rc, "GEMM tuning: a marker") : CLT_OK;
-}
-
-/* The device milliseconds of one product. */
-static int time_tiling(shape_run *t, double *ms, clt_err *e) {
-  cl_event ev[2] = {NULL, NULL};
-  int status = marker(t->r, &ev[0], e);
-  if (!status) status = clt_gemm(t->r, &t->s, 1.0f, t->a, 0, t->b, 0, 0.0f, t->c, 0, e);
-  if (!status) status = marker(t->r, &ev[1], e);
-  cl_ulong end[2] = {0, 0};
-  cl_int rc = status ? CL_SUCCESS : clWaitForEvents(2, ev);
-  for (int k = 0; k < 2 && !status && !rc; k++)
-    rc = clGetEventProfilingInfo(ev[k], CL_PROFILING_COMMAND_END, sizeof end[k], &end[k], NULL);
-  if (!status && rc) status = clt_replica_fail(t->r, e, rc, "GEMM tuning: profiling a product");
-  for (int k = 0; k < 2; k++)
-    if (ev[k]) clReleaseEvent(ev[k]);
-  *ms = end[1] > end[0] ? (double)(end[1] - end[0]) * 1e-6 : 0.0;
-  return status;
-}
-
 /* Tunes shape s: the default and each candidate checked, those that pass
  * timed in rounds (each round runs every one once, so a change in the load
- * falls on all alike), the one with the fastest round taken and cached.
- * *over: the budget ran out first (the default stays, nothing cached). */
+ * falls on all alike; the checks' runs, timed too, are the first), the one
+ * with the fastest round taken and cached. *over: the budget ran out first
+ * (the default stays, nothing cached). */
 static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_gemm_shape *s,
                       int index, const char *key, double deadline, clt_gemm_tune_line *line,
                       int *over, clt_gemm_tiling *won, int *pending, clt_err *e) {
@@ -169,6 +171,7 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
   int status = shape_init(&t, r, s, index, e);
   /* Slot 0: the default; slot i + 1: cand[i]. */
   int passed[CLT_GEMM_MAX_TILINGS + 1], npassed = 0;
+  double times[CLT_GEMM_MAX_TILINGS + 1][MAX_RUNS] = {{0}};
   for (int i = -1; i < ncand && !status && !*over; i++) {
     if (deadline > 0 && clt_now_seconds() > deadline) {
       *over = 1;
@@ -178,12 +181,11 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
     status = clt_cpu_gemm_choose(r, s, tl, e);
     if (!status) status = clt_gemm_reserve(r, &t.s, e); /* builds the tiling's kernels */
     double error = 0;
-    if (!status) status = check_tiling(&t, o, tl, &error, e);
+    if (!status) status = check_tiling(&t, o, tl, &times[i + 1][0], &error, e);
     if (!status && error <= CLT_TUNE_TOL) passed[npassed++] = i + 1;
     else if (!status) line->rejected++;
   }
-  double times[CLT_GEMM_MAX_TILINGS + 1][MAX_RUNS] = {{0}};
-  for (int round = 0; round < runs && !status && !*over; round++) {
+  for (int round = 1; round < runs && !status && !*over; round++) {
     if (deadline > 0 && clt_now_seconds() > deadline) {
       *over = 1;
       break;
@@ -193,8 +195,10 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
       status = clt_cpu_gemm_choose(r, s, slot ? &cand[slot - 1] : NULL, e);
       if (!status) status = time_tiling(&t, &times[slot][round], e);
     }
-    /* Short products (launch-bound, the noisiest) get more rounds. */
-    if (round == 0 && o->runs <= 0 && npassed && passed[0] == 0 && times[0][0] < SHORT_MS)
+    /* Short products (launch-bound, the noisiest) get more rounds; the
+     * default's check, the first run into fresh memory, may be slow. */
+    if (round == 1 && o->runs <= 0 && npassed && passed[0] == 0 &&
+        (times[0][0] < SHORT_MS || times[0][1] < SHORT_MS))
       runs = SHORT_RUNS;
   }
   shape_free(&t);
@@ -240,6 +244,7 @@ static int tunable(const clt_gemm_shape *s) {
 /* The tilings awaiting the whole step's verdict. */
 typedef struct pending_set {
   clt_replica *r;
+  const clt_gemm_tuner_opts *o; /* its below: the change under them */
   int n;
   struct {
     clt_gemm_shape shape;
@@ -274,15 +279,38 @@ static int set_pending(void *ctx, int side, clt_err *e) {
   return status;
 }
 
-/* The whole step's verdict on the pending tilings, kept in the cache. */
+/* clt_tune_confirm_stacked's sides: 0 neither the change below nor the
+ * tilings, 1 the change, 2 both. */
+static int set_stacked(void *ctx, int side, clt_err *e) {
+  const pending_set *p = ctx;
+  int status = p->o->below(p->o->below_ctx, side > 0, e);
+  return status ? status : set_pending(ctx, side == 2, e);
+}
+
+/* clt_tune_confirm's sides for the change below alone. */
+static int set_below(void *ctx, int side, clt_err *e) {
+  const pending_set *p = ctx;
+  return p->o->below(p->o->below_ctx, side, e);
+}
+
+/* The whole step's verdict on the pending tilings (with the change below,
+ * stacked), kept in the cache. */
 static int confirm_pending(clt_net *net, const clt_gemm_tuner_opts *o, pending_set *p,
                            double deadline, clt_err *e) {
-  clt_tune_verdict v;
+  clt_tune_verdict v, both[2];
   /* What the tilings save a step, timed alone. */
   double gain_ms = 0;
   for (int i = 0; i < p->n; i++) gain_ms += (p->at[i].default_ms - p->at[i].ms) * p->at[i].uses;
-  int status = clt_tune_confirm(net, o->step, set_pending, p, gain_ms, deadline, &v, e);
-  for (int i = 0; i < p->n && !status && !v.over; i++) {
+  int status;
+  if (o->below) {
+    status = clt_tune_confirm_stacked(net, o->step, set_stacked, p, gain_ms, deadline, both, e);
+    *o->below_verdict = both[0];
+    v = both[1];
+  } else {
+    status = clt_tune_confirm(net, o->step, set_pending, p, gain_ms, deadline, &v, e);
+  }
+  /* Not judged (the change below was not kept): they wait, at the default. */
+  for (int i = 0; i < p->n && !status && !v.over && v.probed; i++) {
     char name[64] = "default";
     if (v.confirmed) clt_cpu_gemm_tiling_name(&p->at[i].tiling, name, sizeof name);
     const double ms = v.confirmed ? p->at[i].ms : p->at[i].default_ms;
@@ -320,7 +348,11 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     free(pend);
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
   }
-  if (pend) pend->r = r;
+  if (pend) {
+    pend->r = r;
+    pend->o = o;
+  }
+  if (o->below && o->below_verdict) memset(o->below_verdict, 0, sizeof *o->below_verdict);
   const int n = status ? 0 : clt_cpu_gemm_shapes(r, shapes, uses, CLT_GEMM_MAX_SHAPES);
   clt_profile *profile = r->profile; /* the tuner's launches stay out of the profile */
   r->profile = NULL;
@@ -376,6 +408,13 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
   /* Every product timed: the picked tilings against the defaults, in whole
    * steps (the budget ended first: they wait, at the default). */
   if (!status && pend && pend->n && !over) status = confirm_pending(net, o, pend, deadline, e);
+  else if (!status && o->below && o->step && !over)
+    status = clt_tune_confirm(net, o->step, set_below, pend, 0, deadline, o->below_verdict, e);
+  if (!status && o->below && over) {
+    o->below_verdict->over = 1;
+    snprintf(o->below_verdict->why, sizeof o->below_verdict->why,
+             "the budget ended while the GEMM tilings were timed");
+  }
   free(pend);
   /* The chosen tilings' kernels, before the next step. */
   if (!status) status = clt_net_prepare(net, e);
@@ -469,7 +508,9 @@ int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch, const clt
   char key[192];
   if (!record_key(m, r, batch, key, sizeof key))
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
-  if (o->cache && from_record(r, o->cache, key, o->step != NULL, lines, max_lines, nlines))
+  /* A change below to judge takes the steps, whatever the cache holds. */
+  if (o->cache && !o->below &&
+      from_record(r, o->cache, key, o->step != NULL, lines, max_lines, nlines))
     return CLT_OK;
   *nlines = 0;
   clt_net *net = o->net;

@@ -33,7 +33,8 @@ typedef struct clt_gemm_tune_line {
 typedef struct clt_gemm_tuner_opts {
   int tune;              /* 0: take what the cache holds and time nothing */
   double budget_s;       /* seconds for timing (<= 0: no limit) */
-  int runs;              /* timed rounds, each candidate once a round (0: 3) */
+  int runs;              /* timed rounds, each candidate once a round, the check's run
+                            the first (0: 3, more for short products) */
   clt_tune_cache *cache; /* NULL: nothing read or kept */
   /* Whole-step confirmation (tuner.h's clt_tune_confirm, on the batch the net
    * holds): once every product is timed, the tilings picked run against the
@@ -46,6 +47,15 @@ typedef struct clt_gemm_tuner_opts {
   /* clt_gemm_tune_model: a net of the model at its batch, a batch loaded,
    * to tune on rather than building one (NULL: built when needed). */
   clt_net *net;
+  /* With step: a change under the tilings, not yet judged (cltrain tune:
+   * the convolution algorithms its probes picked), judged in the same whole
+   * steps (clt_tune_confirm_stacked): below(below_ctx, on) puts it off or
+   * on. The products timed are those it runs (on); its verdict goes to
+   * *below_verdict (over: none), and when it is not kept the tilings are not
+   * judged. With no tiling to judge it is confirmed alone. NULL: none. */
+  int (*below)(void *ctx, int on, clt_err *e);
+  void *below_ctx;
+  clt_tune_verdict *below_verdict;
   /* Test-only: called after tiling t (NULL: the default) ran on shape s, with
    * C's `floats` floats; may change them (a test makes one tiling wrong and
    * sees it rejected). NULL in the product. */

@@ -486,8 +486,12 @@ int clt_tune_model(const clt_model *m, clt_replica *r, const clt_tuner_opts *o,
 
 #define DEFAULT_ROUNDS 2
 #define DEFAULT_CONFIRM 5
+#define MIN_CONFIRM 3
 #define MAX_CONFIRM 15
+/* A side's confirmation steps: short ones get more pairs to fill this... */
 #define CONFIRM_MS 500.0
+/* ... and long ones fewer, down to MIN_CONFIRM, to fit about this. */
+#define LONG_CONFIRM_MS 6000.0
 /* The confirmation keeps the picked assignment when its median pair ratio is
  * at most WIN_RATIO and it won at least WIN_PAIRS of every 5 pairs; it stops
  * early once the pairs timed settle that, whatever the rest would show. A
@@ -758,11 +762,17 @@ static void verdict(const double *d, const double *t, int n, clt_tune_verdict *r
 }
 
 /* The confirmation's pairs: s->confirm (at most MAX_CONFIRM), else
- * DEFAULT_CONFIRM, or for short steps of ms (0: not timed yet) as many as
- * hold about CONFIRM_MS of each side, as noise weighs more on each. */
+ * DEFAULT_CONFIRM for steps of ms (0: not timed yet), but for short steps as
+ * many as hold about CONFIRM_MS of each side, as noise weighs more on each,
+ * and for long ones as few as fit about LONG_CONFIRM_MS (s->long_ms), though
+ * at least MIN_CONFIRM: all of them must then be won, a bar no looser than 4
+ * of 5 for a step that did not change. */
 static int pairs_for(const clt_step_opts *s, double ms) {
   int n = s->confirm > 0 ? s->confirm : DEFAULT_CONFIRM;
-  if (s->confirm <= 0 && ms > 0 && ms * n < CONFIRM_MS) n = (int)(CONFIRM_MS / ms);
+  const double most = s->long_ms > 0 ? s->long_ms : LONG_CONFIRM_MS;
+  if (s->confirm <= 0 && ms > 0 && ms * n > most)
+    n = ms * MIN_CONFIRM < most ? (int)(most / ms) : MIN_CONFIRM;
+  else if (s->confirm <= 0 && ms > 0 && ms * n < CONFIRM_MS) n = (int)(CONFIRM_MS / ms);
   return n < MAX_CONFIRM ? n : MAX_CONFIRM;
 }
 
@@ -796,7 +806,7 @@ static int judge(const double *d, const double *t, int n, int *confirm, int *ext
  * holds the verdict's choices. With resumable, a budget that ends keeps the
  * work done in p for the next call. */
 static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char *varied,
-                   const int *cur, double deadline, int resumable, clt_tune_progress *p,
+                   const int *cur, double deadline, int resumable, int defer, clt_tune_progress *p,
                    clt_tune_verdict *res, clt_err *e) {
   const clt_step_opts *s = in->s;
   const int rounds = s->rounds > 0 ? s->rounds : DEFAULT_ROUNDS;
@@ -859,8 +869,11 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   if (!status && p->probed && !p->differs)
     snprintf(res->why, sizeof res->why, "the current algorithms were the fastest in the step");
   /* The confirmation: pairs of whole steps, alternating (the probes built
-   * every kernel either side runs). */
-  for (;;) {
+   * every kernel either side runs); deferred, the caller's (clt_tune_settle). */
+  res->deferred = !status && defer && p->probed && p->differs && !res->over;
+  if (res->deferred)
+    snprintf(res->why, sizeof res->why, "picked, awaiting the whole step's verdict");
+  for (; !res->deferred;) {
     while (!status && p->probed && p->differs && !res->over && p->timed < p->confirm &&
            !settled(p->d, p->t, p->timed, p->confirm)) {
       double ms[2] = {0, 0};
@@ -903,63 +916,170 @@ static int gain_short(const double *d, const double *t, double gain_ms, clt_tune
   return 1;
 }
 
-int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
-                     int (*set)(void *ctx, int side, clt_err *e), void *ctx, double gain_ms,
-                     double deadline, clt_tune_verdict *res, clt_err *e) {
-  memset(res, 0, sizeof *res);
+/* One verdict of a confirmation: the pairs of its lower and upper side. */
+typedef struct pairs {
+  double d[MAX_CONFIRM], t[MAX_CONFIRM];
+  int timed, confirm, extended, done;
+} pairs;
+
+/* Adds a pair (d the lower side's step, t the upper's) to v; once its pairs
+ * are all timed or settle it, v is judged into res (done unless it gets
+ * more pairs). gain_ms: as clt_tune_confirm's, judged on the first pair. */
+static void add_pair(pairs *v, const clt_step_opts *s, double d, double t, double gain_ms,
+                     double deadline, clt_tune_verdict *res) {
+  v->d[v->timed] = d;
+  v->t[v->timed++] = t;
+  if (v->timed == 1) {
+    v->confirm = pairs_for(s, t);
+    if (gain_short(v->d, v->t, gain_ms, res)) {
+      v->done = 1;
+      return;
+    }
+  }
+  if (v->timed < v->confirm && !settled(v->d, v->t, v->timed, v->confirm)) return;
+  v->done = !judge(v->d, v->t, v->timed, &v->confirm, &v->extended, t, deadline, res);
+}
+
+/* clt_tune_confirm and clt_tune_confirm_stacked: nsides sides (2 or 3),
+ * res[k] the verdict on sides k and k + 1. Each round steps once on every
+ * side a verdict still wants, in order, so each pair is of adjacent steps. */
+static int confirm_sides(clt_net *net, const clt_step_opts *s, int nsides,
+                         int (*set)(void *ctx, int side, clt_err *e), void *ctx, double gain_ms,
+                         double deadline, clt_tune_verdict *res, clt_err *e) {
+  const int nv = nsides - 1;
+  pairs v[2];
+  memset(v, 0, sizeof v);
+  for (int k = 0; k < nv; k++) memset(&res[k], 0, sizeof res[k]);
   clt_replica *r = net->replica;
   instep in = {.net = net, .r = r, .s = s};
   in.marks = calloc(1, sizeof *in.marks);
   in.end = malloc(CLT_SCOPE_MARKS_MAX * sizeof *in.end);
-  int status = in.marks && in.end ? CLT_OK
-                                  : clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
-  int confirm = pairs_for(s, 0);
-  if (status) {
+  if (!in.marks || !in.end) {
     free(in.marks);
     free(in.end);
-    return status;
+    return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
   }
   clt_profile *profile = r->profile;
   r->profile = NULL; /* the probes stay out of --profile */
   in.marks->at_scope = s->in_step ? at_scope : NULL;
   in.marks->ctx = &in;
-  double d[MAX_CONFIRM] = {0}, t[MAX_CONFIRM] = {0};
-  /* Pairs of steps, each side's kernels built already (timed alone). */
-  int timed = 0, extended = 0, gated = 0;
-  for (;;) {
-    for (; timed < confirm && !status && !res->over && !gated && !settled(d, t, timed, confirm);
-         timed++) {
-      for (int side = 0; side < 2 && !status; side++) {
-        if (deadline > 0 && clt_now_seconds() > deadline) {
-          res->over = 1;
-          snprintf(res->why, sizeof res->why, "the budget ended during the confirmation");
-          break;
-        }
-        double ms = 0;
-        status = set(ctx, side, e);
-        if (!status) status = clt_net_prepare(net, e);
-        cl_int rc = status ? CL_SUCCESS : clFinish(r->queue);
-        if (rc) status = clt_replica_fail(r, e, rc, "tuning: clFinish");
-        if (!status) status = probe(&in, 1 + side, &ms, e);
-        if (side) t[timed] = ms;
-        else d[timed] = ms;
-        if (timed == 0 && side) confirm = pairs_for(s, ms);
-      }
-      if (timed == 0 && !status && !res->over) gated = gain_short(d, t, gain_ms, res);
+  int status = CLT_OK, over = 0;
+  for (int k = 0; k < nv; k++) v[k].confirm = pairs_for(s, 0);
+  while (!status && !over) {
+    /* The verdicts still open, none above one that was not kept. */
+    int want[2] = {0, 0}, any = 0;
+    for (int k = 0; k < nv; k++) {
+      want[k] = !v[k].done && (k == 0 || !v[k - 1].done || res[k - 1].confirmed);
+      any |= want[k];
     }
-    if (status || res->over) break;
-    res->probed = res->differs = 1;
-    if (gated || !judge(d, t, timed, &confirm, &extended, t[timed - 1], deadline, res)) break;
+    if (!any) break;
+    double ms[3] = {0, 0, 0};
+    for (int side = 0; side < nsides && !status; side++) {
+      if (!((side < nv && want[side]) || (side > 0 && want[side - 1]))) continue;
+      if (deadline > 0 && clt_now_seconds() > deadline) {
+        over = 1;
+        break;
+      }
+      status = set(ctx, side, e);
+      if (!status) status = clt_net_prepare(net, e);
+      cl_int rc = status ? CL_SUCCESS : clFinish(r->queue);
+      if (rc) status = clt_replica_fail(r, e, rc, "tuning: clFinish");
+      if (!status) status = probe(&in, 1 + side, &ms[side], e);
+    }
+    for (int k = 0; k < nv && !status && !over; k++)
+      if (want[k])
+        add_pair(&v[k], s, ms[k], ms[k + 1], k == nv - 1 ? gain_ms : 0, deadline, &res[k]);
   }
   r->profile = profile;
   r->marks = NULL;
-  res->probe_steps = res->all_steps = in.steps;
-  res->calls = 1;
-  /* The verdict's side stays (the current one when none). */
-  if (!status) status = set(ctx, res->confirmed, e);
+  /* A verdict stands only on the changes under it kept (one judged early,
+   * after its first pair, has none). */
+  int kept_under = 1;
+  for (int k = 0; k < nv; k++) {
+    const int judged = v[k].done && kept_under;
+    res[k].probed = res[k].differs = judged;
+    res[k].confirmed &= judged;
+    res[k].over = over && !judged;
+    if (res[k].over)
+      snprintf(res[k].why, sizeof res[k].why, "the budget ended during the confirmation");
+    else if (!judged)
+      snprintf(res[k].why, sizeof res[k].why, "not judged: the change under it was not kept");
+    res[k].probe_steps = res[k].all_steps = in.steps;
+    res[k].calls = 1;
+    kept_under = res[k].confirmed;
+  }
+  /* The verdict's side stays: up to the highest change kept. */
+  int side = 0;
+  while (side < nv && res[side].confirmed) side++;
+  if (!status) status = set(ctx, side, e);
   if (!status) status = clt_net_prepare(net, e);
   free(in.marks);
   free(in.end);
+  return status;
+}
+
+int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
+                     int (*set)(void *ctx, int side, clt_err *e), void *ctx, double gain_ms,
+                     double deadline, clt_tune_verdict *res, clt_err *e) {
+  return confirm_sides(net, s, 2, set, ctx, gain_ms, deadline, res, e);
+}
+
+int clt_tune_confirm_stacked(clt_net *net, const clt_step_opts *s,
+                             int (*set)(void *ctx, int side, clt_err *e), void *ctx, double gain_ms,
+                             double deadline, clt_tune_verdict res[2], clt_err *e) {
+  return confirm_sides(net, s, 3, set, ctx, gain_ms, deadline, res, e);
+}
+
+/* Whether line i took part in the probes: checked now, with a choice left. */
+static int varied_line(const clt_tune_line *l) { return l->checked && l->nok > 1; }
+
+/* The verdict res per varied pass (pick[i] the probes' pick) and in the
+ * cache once per shape. */
+static int record(const clt_tuner_opts *o, clt_tune_line *lines, int n, const int *pick,
+                  const clt_tune_verdict *res, clt_err *e) {
+  int status = CLT_OK;
+  for (int i = 0; i < n && !status; i++) {
+    if (!varied_line(&lines[i])) continue;
+    lines[i].instep = lines[i].tuned = 1;
+    lines[i].picked = pick[i];
+    lines[i].confirmed = res->confirmed;
+    lines[i].algo = res->confirmed ? pick[i] : lines[i].algo;
+    if (!res->confirmed) lines[i].ms = lines[i].default_ms;
+    lines[i].step_ms = res->tuned_ms;
+    lines[i].default_step_ms = res->default_ms;
+    int first = 1;
+    for (int j = 0; j < i && first; j++)
+      first = !(varied_line(&lines[j]) && strcmp(lines[j].key, lines[i].key) == 0);
+    if (first && o->cache) {
+      const double ms = lines[i].algo == pick[i] ? lines[i].ms : lines[i].default_ms;
+      status = clt_tune_put_step(o->cache, lines[i].key, clt_conv_algo_name(lines[i].algo), ms,
+                                 lines[i].default_ms, res->confirmed ? "confirmed" : "kept default",
+                                 res->why, res->tuned_ms, res->default_ms, e);
+    }
+  }
+  return status;
+}
+
+int clt_tune_put_side(clt_net *net, const clt_tune_line *lines, int n, int picked, clt_err *e) {
+  int status = CLT_OK;
+  for (int i = 0; i < n && !status; i++) {
+    if (lines[i].candidates < 2) continue;
+    const int algo = picked && varied_line(&lines[i]) ? lines[i].picked : lines[i].algo;
+    status = clt_conv_choose(net->replica, lines[i].layer, &lines[i].geom, lines[i].filters,
+                             lines[i].pass, algo, e);
+  }
+  return status;
+}
+
+int clt_tune_settle(clt_net *net, const clt_tuner_opts *o, clt_tune_line *lines, int n,
+                    const clt_tune_verdict *v, clt_err *e) {
+  int *pick = calloc((size_t)n + 1, sizeof *pick);
+  if (!pick) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
+  for (int i = 0; i < n; i++) pick[i] = varied_line(&lines[i]) ? lines[i].picked : lines[i].algo;
+  int status = v->probed && !v->over ? record(o, lines, n, pick, v, e) : CLT_OK;
+  if (!status) status = clt_tune_put_side(net, lines, n, 0, e);
+  if (!status) status = clt_net_prepare(net, e);
+  free(pick);
   return status;
 }
 
@@ -1010,7 +1130,7 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
   int any = 0, unchecked = 0;
   for (int i = 0; i < n && !status; i++) {
     cur[i] = lines[i].algo;
-    varied[i] = lines[i].checked && lines[i].nok > 1;
+    varied[i] = varied_line(&lines[i]);
     any |= varied[i];
     unchecked |= lines[i].candidates > 1 && !lines[i].cached && !lines[i].checked;
     /* Checked with one candidate left: nothing to choose, the default stays. */
@@ -1033,7 +1153,8 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
     /* Only a test's hook: each call flushes the queue, which the step does not. */
     in.marks->at_scope = s->in_step ? at_scope : NULL;
     in.marks->ctx = &in;
-    status = in_step(&in, lines, n, varied, cur, deadline, resumable, p, res, e);
+    status = in_step(&in, lines, n, varied, cur, deadline, resumable, o->defer && !resumable, p,
+                     res, e);
     r->profile = profile;
     r->marks = NULL;
     /* Nothing unconfirmed stays: a pending or rejected pick is undone. */
@@ -1052,26 +1173,12 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
   p->active = !status && any && res->over && resumable;
   res->pending = p->active || p->checking;
   if (res->pending) memcpy(p->lines, lines, (size_t)n * sizeof *lines);
+  /* Deferred: the picks wait in the lines for clt_tune_settle. */
+  for (int i = 0; i < n && !status && res->deferred; i++)
+    if (varied[i]) lines[i].picked = pick[i];
   /* The verdict per pass, and in the cache once per shape. */
-  for (int i = 0; i < n && !status && any && res->probed && !res->over; i++) {
-    if (!varied[i]) continue;
-    lines[i].instep = lines[i].tuned = 1;
-    lines[i].picked = pick[i];
-    lines[i].confirmed = res->confirmed;
-    lines[i].algo = res->confirmed ? pick[i] : cur[i];
-    if (!res->confirmed) lines[i].ms = lines[i].default_ms;
-    lines[i].step_ms = res->tuned_ms;
-    lines[i].default_step_ms = res->default_ms;
-    int first = 1;
-    for (int j = 0; j < i && first; j++)
-      first = !(varied[j] && strcmp(lines[j].key, lines[i].key) == 0);
-    if (first && o->cache) {
-      const double ms = lines[i].algo == pick[i] ? lines[i].ms : lines[i].default_ms;
-      status = clt_tune_put_step(o->cache, lines[i].key, clt_conv_algo_name(lines[i].algo), ms,
-                                 lines[i].default_ms, res->confirmed ? "confirmed" : "kept default",
-                                 res->why, res->tuned_ms, res->default_ms, e);
-    }
-  }
+  if (!status && any && res->probed && !res->over && !res->deferred)
+    status = record(o, lines, n, pick, res, e);
   if (!status) status = clt_net_prepare(net, e);
   free(varied);
   free(cur);

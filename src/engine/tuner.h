@@ -66,6 +66,11 @@ typedef struct clt_tuner_opts {
   /* clt_tune_net only: where work the budget cut short is kept for the next
    * call (clt_tune_progress_new), or NULL: all in one call, nothing kept. */
   struct clt_tune_progress *progress;
+  /* clt_tune_net without progress: an assignment the probes pick is not
+   * confirmed there but left for the caller's whole steps (lines' picked,
+   * the verdict's deferred; the replica stays on the current one, nothing is
+   * cached) and its verdict given to clt_tune_settle. */
+  int defer;
   /* clt_tune_model with check_only: passes an earlier call checked (n of
    * them), whose verdicts hold for the same key; NULL: none. */
   const clt_tune_line *checked_before;
@@ -90,8 +95,11 @@ typedef struct clt_step_opts {
   float loss_scale; /* as the step's (1 / global batch) */
   int metric_slot;  /* the probes' metrics go there (not read) */
   int rounds;       /* probe steps per assignment, their fastest taken (0: 2) */
-  int confirm;      /* pairs of whole steps, one of each side, in the confirmation (0: 5);
-                       doubled once when its verdict is in doubt (see clt_tune_net) */
+  int confirm;      /* pairs of whole steps, one of each side, in the confirmation (0: 5,
+                       more for short steps, fewer for long ones); doubled once when its
+                       verdict is in doubt (see clt_tune_net) */
+  double long_ms;   /* with confirm 0: a side's steps past this many ms get fewer pairs,
+                       down to 3 (0: 6000) */
   /* Test-only: called inside every probe step as each layer's pass begins
    * (what, pass: clt_replica_scope's), phase 0 while probing, 1 in a
    * confirmation step of the current assignment, 2 of the picked one; a test
@@ -107,6 +115,7 @@ typedef struct clt_tune_verdict {
   int over;                    /* the budget ended it first: nothing changed or cached */
   int pending;                 /* ... and the progress keeps what was done */
   int resumed;                 /* this call went on from the progress's work */
+  int deferred;                /* picked, its confirmation left to the caller (defer) */
   double default_ms, tuned_ms; /* the confirmation's median steps (0: not run) */
   double ratio;                /* the median pair's tuned / default step */
   int wins, pairs;             /* pairs whose tuned step was the faster, of all */
@@ -140,18 +149,43 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
  * of net (s's batch) alternate between the current assignment and the picked
  * one, which set(ctx, side) puts in place (0: the current, 1: the picked; s's
  * hook sees phases 1 and 2), s->confirm pairs of steps (0: 5, more for
- * short steps, as many again once when the median pair meets the bar but the
- * wins do not); res gets the verdict (confirmed: the picked one faster in 4
- * of every 5 pairs and by 2% or more in the median pair), or over when the
- * deadline (0: none) came first. gain_ms (0: unknown) is what the picked
- * side's kernels saved a step timed alone: under 2% of the first pair's
- * faster step, the bar's margin, more pairs are not worth their steps, and
- * the verdict (not confirmed) comes after that pair. The verdict's side is
- * left in place (the current one unless confirmed) and the net prepared for
- * it. */
+ * short steps, as few as 3 for long ones; as many again once when the median
+ * pair meets the bar but the wins do not); res gets the verdict (confirmed:
+ * the picked one faster in 4 of every 5 pairs, all of 3 or 4, and by 2% or
+ * more in the median pair), or over when the deadline (0: none) came first.
+ * gain_ms (0: unknown) is what the picked side's kernels saved a step timed
+ * alone: under 2% of the first pair's faster step, the bar's margin, more
+ * pairs are not worth their steps, and the verdict (not confirmed) comes
+ * after that pair. The verdict's side is left in place (the current one
+ * unless confirmed) and the net prepared for it. */
 int clt_tune_confirm(clt_net *net, const clt_step_opts *s,
                      int (*set)(void *ctx, int side, clt_err *e), void *ctx, double gain_ms,
                      double deadline, clt_tune_verdict *res, clt_err *e);
+
+/* Two changes confirmed in the same steps, one on top of the other:
+ * set(ctx, side) puts side 0 (neither), 1 (the first) or 2 (both) in place,
+ * and each round steps on the three in turn (s's hook sees phases 1 to 3);
+ * res[0] is the first change's verdict (sides 0 and 1), res[1] the second's
+ * (sides 1 and 2, gain_ms its gain timed alone), each judged as
+ * clt_tune_confirm's. Once one is judged its lone side is left out; when the
+ * first is not kept the second is not judged (res[1].probed 0). Three steps
+ * judge both where two pairs, one after the other, take four. Left in place:
+ * side 0, 1 or 2, as far up as the verdicts kept. */
+int clt_tune_confirm_stacked(clt_net *net, const clt_step_opts *s,
+                             int (*set)(void *ctx, int side, clt_err *e), void *ctx, double gain_ms,
+                             double deadline, clt_tune_verdict res[2], clt_err *e);
+
+/* Puts the lines' algorithms in place on net's replica: with picked, those
+ * the probes picked for the passes they varied (a deferred verdict's
+ * assignment); else those the lines hold. The net is not prepared. */
+int clt_tune_put_side(clt_net *net, const clt_tune_line *lines, int n, int picked, clt_err *e);
+
+/* Ends a deferred tuning (clt_tuner_opts.defer) with the whole step's
+ * verdict v on the lines' picks: the lines and the cache get it as
+ * clt_tune_net gives its own (nothing when v is over or not judged), and the
+ * replica runs what it kept, the net prepared. */
+int clt_tune_settle(clt_net *net, const clt_tuner_opts *o, clt_tune_line *lines, int n,
+                    const clt_tune_verdict *v, clt_err *e);
 
 /* The work in-step tuning carries between calls (clt_tuner_opts.progress). */
 typedef struct clt_tune_progress clt_tune_progress;
