@@ -338,17 +338,21 @@ static void count_check(void *ctx, clt_replica *r, const clt_layer *l, int pass,
 static check_hook *checks_hook; /* in_step_with's check hook, NULL: none */
 static int confirm_pairs;       /* in_step_with's pairs (0: the tuner's choice) */
 
+/* Opens R's tuning cache in folder dir/sub (1: it failed, reported). */
+static int open_in(const char *dir, const char *sub, clt_tune_cache **cache) {
+  char folder[256];
+  snprintf(folder, sizeof folder, "%s/%s", dir, sub);
+  clt_tune_ident id;
+  return api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
+         api_failed(clt_tune_open(folder, NULL, &id, NULL, cache, &E), "open");
+}
+
 /* Tunes net in the step with hook h into cache folder dir/sub (with
  * progress: work carried between calls). */
 static int in_step_with(clt_net *net, const char *dir, const char *sub, slow_hook *h, double budget,
                         clt_tune_progress *progress, clt_tune_line *lines, int *n,
                         clt_tune_verdict *v, clt_tune_cache **cache) {
-  char folder[256];
-  snprintf(folder, sizeof folder, "%s/%s", dir, sub);
-  clt_tune_ident id;
-  if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
-      api_failed(clt_tune_open(folder, NULL, &id, NULL, cache, &E), "open"))
-    return 1;
+  if (open_in(dir, sub, cache)) return 1;
   const clt_tuner_opts o = {.batch = 4,
                             .tune = 1,
                             .budget_s = budget,
@@ -376,6 +380,14 @@ static int c2_forward(void) {
   return clt_conv_algos_layer(R, "c2", &g, f).forward;
 }
 
+/* The backend's default for c2's forward. */
+static int c2_default(void) {
+  clt_conv_geom g;
+  int f;
+  clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
+  return clt_conv_algos_for(R, &g, f).forward;
+}
+
 static void test_in_step(const char *dir) {
   set_case("in the step:");
   clt_net *net = probe_net();
@@ -383,7 +395,7 @@ static void test_in_step(const char *dir) {
   clt_conv_geom g;
   int f;
   clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
-  const int def = clt_conv_algos_for(R, &g, f).forward;
+  const int def = c2_default();
   clt_tune_line lines[MAX_LINES];
   int n = 0;
   clt_tune_verdict v;
@@ -655,18 +667,12 @@ static void test_deferred(const char *dir) {
   set_case("a deferred verdict:");
   clt_net *net = probe_net();
   if (!net) return;
-  clt_conv_geom g;
-  int f;
-  clt_conv2d_tunable(&M.layers[1], 4, &g, &f);
-  const int def = clt_conv_algos_for(R, &g, f).forward;
+  const int def = c2_default();
   for (int run = 0; run < 2; run++) {
-    char folder[256];
-    snprintf(folder, sizeof folder, "%s/deferred%d", dir, run);
-    clt_tune_ident id;
+    char sub[32];
+    snprintf(sub, sizeof sub, "deferred%d", run);
     clt_tune_cache *cache = NULL;
-    if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
-        api_failed(clt_tune_open(folder, NULL, &id, NULL, &cache, &E), "open"))
-      break;
+    if (open_in(dir, sub, &cache)) break;
     R->nconv_choices = 0;
     const clt_tuner_opts o = {.batch = 4, .tune = 1, .cache = cache, .defer = 1};
     slow_hook probing = {.phases = 1, .slow = -1, .keep = CLT_CONV_WINOGRAD4};
@@ -737,13 +743,10 @@ static void test_shared(const char *dir) {
   const int keeps[3] = {CLT_CONV_WINOGRAD2, CLT_CONV_WINOGRAD4, CLT_CONV_WINOGRAD4};
   for (int t = 0; t < 3; t++) {
     int keep = keeps[t];
-    char folder[256];
-    snprintf(folder, sizeof folder, "%s/shared%d", dir, t);
-    clt_tune_ident id;
+    char sub[32];
+    snprintf(sub, sizeof sub, "shared%d", t);
     clt_tune_cache *cache = NULL;
-    if (api_failed(clt_tune_ident_of(&R->device, R->defines, &id, &E), "ident") ||
-        api_failed(clt_tune_open(folder, NULL, &id, NULL, &cache, &E), "open"))
-      break;
+    if (open_in(dir, sub, &cache)) break;
     const clt_tuner_opts o = {.batch = 4, .tune = 1, .cache = cache};
     const clt_step_opts so = {.count = 4,
                               .loss_scale = 0.25f,

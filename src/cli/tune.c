@@ -174,6 +174,7 @@ static int tune_gemms(const clt_model *m, clt_replica *r, clt_net *net, const cl
   return status;
 }
 
+/* The products' table, their counts and the tilings' whole-step verdict. */
 static void print_gemms(const clt_gemm_tune_line *lines, int n, int built, double t0) {
   int tuned = 0, cached = 0;
   for (int i = 0; i < n; i++) {
@@ -183,7 +184,7 @@ static void print_gemms(const clt_gemm_tune_line *lines, int n, int built, doubl
   print_gemm_lines(lines, n);
   printf("  %d GEMM shapes: %d tuned, %d cached, %d at the default%s; %.1f s\n", n, tuned, cached,
          n - tuned - cached, built ? "" : " (no net built)", clt_now_seconds() - t0);
-  /* The tilings' whole-step verdict, when one was taken now. */
+  /* When one was taken now. */
   for (int i = 0; i < n; i++) {
     if (!lines[i].instep) continue;
     printf("  tilings' step: %.2f ms default, %.2f ms tuned: %s (%s)\n", lines[i].default_step_ms,
