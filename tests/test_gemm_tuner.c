@@ -492,7 +492,7 @@ static void test_stacked(const char *dir) {
     const clt_step_opts so = {
         .count = B, .loss_scale = 0.25f, .confirm = 3, .in_step = nap_phase, .hook_ctx = &h};
     int on = 0;
-    clt_tune_verdict below;
+    clt_tune_verdict below = {0};
     clt_gemm_tune_line lines[MAX_LINES];
     int n = 0;
     /* Run 2 times nothing: no tiling is pending. */

@@ -702,7 +702,7 @@ static void test_deferred(const char *dir) {
                               .in_step = in_step_hook,
                               .hook_ctx = run == 0 ? &judging : &late};
     picks_ctx pc = {.net = net, .lines = lines, .n = n};
-    clt_tune_verdict jv;
+    clt_tune_verdict jv = {0};
     if (api_failed(clt_tune_confirm(net, &js, set_picks, &pc, 0, 0, &jv, &E), "confirm") ||
         api_failed(clt_tune_settle(net, &o, lines, n, &jv, &E), "settle")) {
       clt_tune_close(cache);

@@ -234,7 +234,7 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
   int gn = 0, built = 0, gemms_done = 0;
   if (!status && !glines) status = clt_fail(e, CLT_ERR_NOMEM, "out of host memory");
   if (!status && v.deferred) {
-    clt_tune_verdict below;
+    clt_tune_verdict below = {0};
     status = tune_gemms(m, r, net, o, cache, t0, lines, n, &below, glines, &gn, &built, e);
     if (!status) status = clt_tune_settle(net, &to, lines, n, &below, e);
     v = below;
