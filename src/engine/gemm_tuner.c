@@ -337,6 +337,8 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
   clt_replica *r = net->replica;
   if (nlines) *nlines = 0;
   if (r->backend != &clt_backend_cpu) return CLT_OK;
+  if (o->below && (!o->below_verdict || !o->step))
+    return clt_fail(e, CLT_ERR_ARG, "GEMM tuning: a change below needs whole steps and a verdict");
   /* The shapes the net runs now (not those of algorithms tried and left). */
   clt_cpu_gemm_shapes_clear(r);
   int status = clt_net_prepare(net, e);
@@ -352,7 +354,7 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     pend->r = r;
     pend->o = o;
   }
-  if (o->below && o->below_verdict) memset(o->below_verdict, 0, sizeof *o->below_verdict);
+  if (o->below) memset(o->below_verdict, 0, sizeof *o->below_verdict);
   const int n = status ? 0 : clt_cpu_gemm_shapes(r, shapes, uses, CLT_GEMM_MAX_SHAPES);
   clt_profile *profile = r->profile; /* the tuner's launches stay out of the profile */
   r->profile = NULL;
@@ -408,7 +410,7 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
   /* Every product timed: the picked tilings against the defaults, in whole
    * steps (the budget ended first: they wait, at the default). */
   if (!status && pend && pend->n && !over) status = confirm_pending(net, o, pend, deadline, e);
-  else if (!status && o->below && o->step && !over)
+  else if (!status && o->below && !over)
     status = clt_tune_confirm(net, o->step, set_below, pend, 0, deadline, o->below_verdict, e);
   if (!status && o->below && over) {
     o->below_verdict->over = 1;
