@@ -873,7 +873,7 @@ static int in_step(instep *in, clt_tune_line *lines, int n, const unsigned char 
   res->deferred = !status && defer && p->probed && p->differs && !res->over;
   if (res->deferred)
     snprintf(res->why, sizeof res->why, "picked, awaiting the whole step's verdict");
-  for (; !res->deferred;) {
+  while (!res->deferred) {
     while (!status && p->probed && p->differs && !res->over && p->timed < p->confirm &&
            !settled(p->d, p->t, p->timed, p->confirm)) {
       double ms[2] = {0, 0};
@@ -1033,17 +1033,16 @@ int clt_tune_confirm_stacked(clt_net *net, const clt_step_opts *s,
 /* Whether line i took part in the probes: checked now, with a choice left. */
 static int varied_line(const clt_tune_line *l) { return l->checked && l->nok > 1; }
 
-/* The verdict res per varied pass (pick[i] the probes' pick) and in the
- * cache once per shape. */
-static int record(const clt_tuner_opts *o, clt_tune_line *lines, int n, const int *pick,
-                  const clt_tune_verdict *res, clt_err *e) {
+/* The verdict res per varied pass (on its picked) and in the cache once per
+ * shape. */
+static int record(const clt_tuner_opts *o, clt_tune_line *lines, int n, const clt_tune_verdict *res,
+                  clt_err *e) {
   int status = CLT_OK;
   for (int i = 0; i < n && !status; i++) {
     if (!varied_line(&lines[i])) continue;
     lines[i].instep = lines[i].tuned = 1;
-    lines[i].picked = pick[i];
     lines[i].confirmed = res->confirmed;
-    lines[i].algo = res->confirmed ? pick[i] : lines[i].algo;
+    if (res->confirmed) lines[i].algo = lines[i].picked;
     if (!res->confirmed) lines[i].ms = lines[i].default_ms;
     lines[i].step_ms = res->tuned_ms;
     lines[i].default_step_ms = res->default_ms;
@@ -1051,7 +1050,7 @@ static int record(const clt_tuner_opts *o, clt_tune_line *lines, int n, const in
     for (int j = 0; j < i && first; j++)
       first = !(varied_line(&lines[j]) && strcmp(lines[j].key, lines[i].key) == 0);
     if (first && o->cache) {
-      const double ms = lines[i].algo == pick[i] ? lines[i].ms : lines[i].default_ms;
+      const double ms = lines[i].algo == lines[i].picked ? lines[i].ms : lines[i].default_ms;
       status = clt_tune_put_step(o->cache, lines[i].key, clt_conv_algo_name(lines[i].algo), ms,
                                  lines[i].default_ms, res->confirmed ? "confirmed" : "kept default",
                                  res->why, res->tuned_ms, res->default_ms, e);
@@ -1073,13 +1072,9 @@ int clt_tune_put_side(clt_net *net, const clt_tune_line *lines, int n, int picke
 
 int clt_tune_settle(clt_net *net, const clt_tuner_opts *o, clt_tune_line *lines, int n,
                     const clt_tune_verdict *v, clt_err *e) {
-  int *pick = calloc((size_t)n + 1, sizeof *pick);
-  if (!pick) return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning");
-  for (int i = 0; i < n; i++) pick[i] = varied_line(&lines[i]) ? lines[i].picked : lines[i].algo;
-  int status = v->probed && !v->over ? record(o, lines, n, pick, v, e) : CLT_OK;
+  int status = v->probed && !v->over ? record(o, lines, n, v, e) : CLT_OK;
   if (!status) status = clt_tune_put_side(net, lines, n, 0, e);
   if (!status) status = clt_net_prepare(net, e);
-  free(pick);
   return status;
 }
 
@@ -1173,12 +1168,12 @@ int clt_tune_net(clt_net *net, const clt_tuner_opts *o, const clt_step_opts *s,
   p->active = !status && any && res->over && resumable;
   res->pending = p->active || p->checking;
   if (res->pending) memcpy(p->lines, lines, (size_t)n * sizeof *lines);
-  /* Deferred: the picks wait in the lines for clt_tune_settle. */
-  for (int i = 0; i < n && !status && res->deferred; i++)
+  /* The picks in the lines, for the verdict (deferred: clt_tune_settle's),
+   * per pass and in the cache once per shape. */
+  const int judged = !status && any && res->probed && !res->over;
+  for (int i = 0; i < n && judged; i++)
     if (varied[i]) lines[i].picked = pick[i];
-  /* The verdict per pass, and in the cache once per shape. */
-  if (!status && any && res->probed && !res->over && !res->deferred)
-    status = record(o, lines, n, pick, res, e);
+  if (judged && !res->deferred) status = record(o, lines, n, res, e);
   if (!status) status = clt_net_prepare(net, e);
   free(varied);
   free(cur);

@@ -102,7 +102,8 @@ typedef struct clt_step_opts {
                        down to 3 (0: 6000) */
   /* Test-only: called inside every probe step as each layer's pass begins
    * (what, pass: clt_replica_scope's), phase 0 while probing, 1 in a
-   * confirmation step of the current assignment, 2 of the picked one; a test
+   * confirmation step of the current assignment, 2 of the picked one (3 of
+   * the second change in clt_tune_confirm_stacked); a test
    * sleeps there to make a candidate slower in the step alone. */
   void (*in_step)(void *ctx, clt_replica *r, const char *what, const char *pass, int phase);
   void *hook_ctx;
