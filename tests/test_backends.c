@@ -25,6 +25,11 @@ static void test_table(const clt_backend *b) {
   check(in_place == 0 || in_place == 6, "%s: in-place convolutions all or none (%d of 6)", b->name,
         in_place);
   check(b->winograd, "%s: runs the Winograd passes (CLTRAIN_WINOGRAD)", b->name);
+  const clt_gemm_tilings *t = b->tilings;
+  check(!t || (t->matches && t->shapes && t->shapes_clear && t->tunable && t->candidates &&
+               t->valid && t->choose && t->chosen),
+        "%s: GEMM tilings none or complete", b->name);
+  check(t != NULL, "%s: GEMM tilings for the tuner", b->name);
 }
 
 /* The backend a device of `type` gets with CLTRAIN_KERNELS=value (NULL: unset). */

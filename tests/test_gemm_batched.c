@@ -4,8 +4,10 @@
  * A^T laid out as rows for a short K, B^T transposed first, the gemm_tail
  * columns), beta 0 and 1, operands at odd offsets and strides with gaps
  * between them that must stay untouched, a count of 1 (cpu: a split K), and
- * the Winograd passes' shapes. A batch run twice gives the same bits. Small
- * mode (tests/oclgrind.sh) keeps the cases of every kernel and tile that fit. */
+ * the Winograd passes' shapes; on gpu the same cases again with each tiling
+ * of cltrain's own GEMM (cl/gemm_tiled.cl) chosen in place of CLBlast's. A
+ * batch run twice gives the same bits. Small mode (tests/oclgrind.sh) keeps
+ * the cases of every kernel and tile that fit. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
@@ -63,15 +65,17 @@ static long transposes(void) {
   return calls;
 }
 
-static void one_launch(const batch_case *t, const clt_gemm_tiling *in_place, long before,
-                       long transposed) {
+static void one_launch(const batch_case *t, const clt_gemm_tiling *in_place, const char *tiled,
+                       long before, long transposed) {
   const long calls = launches() - before;
   /* cpu: B^T with its in-place tiling read as stored, not transposed first. */
   if (in_place)
     expect("B^T read in place, not transposed first", (size_t)(transposes() - transposed), 1);
   const double mnk = (double)t->m * t->n * t->k;
   if (t->count < 2) return;
-  if (strcmp(R->backend->name, "gpu") == 0) {
+  if (tiled) {
+    expect("one launch of the tiled kernel for the batch", calls != 1, 1);
+  } else if (strcmp(R->backend->name, "gpu") == 0) {
     if (indirect)
       expect("one launch per product (CLBlast's indirect kernel)", calls != t->count, 1);
     else
@@ -82,12 +86,14 @@ static void one_launch(const batch_case *t, const clt_gemm_tiling *in_place, lon
   }
 }
 
-/* in_place (cpu, B^T): this tiling, reading B as stored, chosen for the case. */
-static void run_case(const batch_case *t, const clt_gemm_tiling *in_place) {
+/* in_place (cpu, B^T): this tiling, reading B as stored, chosen for the case;
+ * tiled (gpu): this tiling of cl/gemm_tiled.cl chosen for it. */
+static void run_case(const batch_case *t, const clt_gemm_tiling *in_place, const char *tiled) {
   const size_t M = (size_t)t->m, N = (size_t)t->n, K = (size_t)t->k;
-  set_case("gemm batched %s%s %zux%zux%zu x %d, beta %g, offsets %d/%d/%d, gaps %d/%d/%d:",
+  set_case("gemm batched %s%s %zux%zux%zu x %d, beta %g, offsets %d/%d/%d, gaps %d/%d/%d%s%s:",
            t->trans_a ? "At" : "A", t->trans_b ? "Bt" : "B", M, N, K, t->count, (double)t->beta,
-           t->a_off, t->b_off, t->c_off, t->a_gap, t->b_gap, t->c_gap);
+           t->a_off, t->b_off, t->c_off, t->a_gap, t->b_gap, t->c_gap, tiled ? ", " : "",
+           tiled ? tiled : "");
   const double work = (double)t->count * (double)(M * N * K);
   if (t->small_limit > 0 ? skip_above(work, t->small_limit) : skip_large(work)) {
     case_end();
@@ -140,6 +146,9 @@ static void run_case(const batch_case *t, const clt_gemm_tiling *in_place) {
   if (in_place)
     expect("the in-place tiling taken",
            (size_t)(clt_cpu_gemm_choose(R, &blocks, &tl, &E) != CLT_OK), 1);
+  if (tiled)
+    expect("the tiling taken", (size_t)(R->backend->tilings->choose(R, &s, tiled, &E) != CLT_OK),
+           1);
   cl_mem A = dev_new(na), B = dev_new(nb), C1 = dev_new(nc + TAIL), C2 = dev_new(nc + TAIL);
   upload(A, 0, a, na);
   upload(B, 0, b, nb);
@@ -158,12 +167,13 @@ static void run_case(const batch_case *t, const clt_gemm_tiling *in_place) {
                                     t->beta, C1, (size_t)t->c_off, &E),
                    "batched gemm") &&
        !api_failed(clt_replica_profile_collect(R, &E), "profile");
-  if (ok) one_launch(t, in_place, before, transposed);
+  if (ok) one_launch(t, in_place, tiled, before, transposed);
   ok = ok && !api_failed(clt_gemm_batched(R, &s, &bt, 1.0f, A, (size_t)t->a_off, B,
                                           (size_t)t->b_off, t->beta, C2, (size_t)t->c_off, &E),
                          "batched gemm again");
   if (in_place) /* back to the default */
     (void)clt_cpu_gemm_choose(R, &blocks, NULL, &E);
+  if (tiled) (void)R->backend->tilings->choose(R, &s, NULL, &E);
   if (!ok) {
     case_end();
     return;
@@ -216,6 +226,19 @@ static const clt_gemm_tiling in_place_tilings[] = {{4, 5, 128, 2, 2, 0},
                                                    {6, 4, 384, 12, 2, 0},
                                                    {6, 1, 384, 12, 2, 0}};
 
+/* gpu: cl/gemm_tiled.cl's tiles, from one work-item's 2 x 2 outputs to 8 x 8
+ * (a K tile of 8), each on every case; in small mode (Oclgrind simulates each
+ * of a group's 256 work-items) each on a short case of its own transposes:
+ * a tail of K, M and N in every tile, C += the product in one. */
+static const char *const gpu_tilings[] = {"tiled 32x32 k16 2x2", "tiled 64x64 k16 4x4",
+                                          "tiled 32x64 k16 2x4", "tiled 128x128 k8 8x8"};
+static const batch_case gpu_small_cases[] = {
+    {0, 0, 7, 37, 19, 2, 0, 0, 5, 3, 7, 3, 5, 1, 0.0f, 0},
+    {0, 1, 6, 20, 13, 2, 1, 0, 2, 9, 4, 1, 2, 3, 1.0f, 0},
+    {1, 0, 9, 33, 14, 2, 0, 2, 3, 1, 2, 7, 1, 4, 0.0f, 0},
+    {1, 1, 5, 9, 10, 2, 0, 0, 2, 2, 2, 1, 1, 1, 0.0f, 0},
+};
+
 /* gpu: CLBlast's indirect kernel (forced: every GEMM from here on), for which
  * the batch goes one product at a time through the reserved scratch. */
 static const batch_case indirect_cases[] = {
@@ -236,11 +259,19 @@ int main(void) {
     int *done = &seen[cases[i].trans_a][cases[i].trans_b];
     if (gpu && small_mode() && (*done || cases[i].trans_b)) continue;
     *done = 1;
-    run_case(&cases[i], NULL);
+    run_case(&cases[i], NULL, NULL);
   }
   if (strcmp(R->backend->name, "cpu") == 0)
     for (size_t i = 0; i < sizeof in_place_cases / sizeof in_place_cases[0]; i++)
-      run_case(&in_place_cases[i], &in_place_tilings[i]);
+      run_case(&in_place_cases[i], &in_place_tilings[i], NULL);
+  for (int g = 0; gpu && g < 4; g++) {
+    if (small_mode()) {
+      run_case(&gpu_small_cases[g], NULL, gpu_tilings[g]);
+      continue;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      run_case(&cases[i], NULL, gpu_tilings[g]);
+  }
   /* The indirect kernels are CLBlast's plain GEMM's, which Oclgrind sees in
    * test_kernels: not again in small mode. */
   if (gpu && !small_mode()) {
@@ -251,7 +282,7 @@ int main(void) {
       fatal("forcing CLBlast's indirect GEMM");
     indirect = 1;
     for (size_t i = 0; i < sizeof indirect_cases / sizeof indirect_cases[0]; i++)
-      run_case(&indirect_cases[i], NULL);
+      run_case(&indirect_cases[i], NULL, NULL);
   }
   replica_close();
   return summary();

@@ -1,5 +1,7 @@
 /* The GEMM tuner (src/engine/gemm_tuner.c) and the tilings it chooses per
- * product shape (src/backend/cpu_gemm.c): a tiling that does not fit a shape
+ * product shape through the backend's table (src/backend/cpu_gemm.c's
+ * register tiles; on the gpu backend, CLTRAIN_KERNELS=gpu, the tiles of
+ * cl/gemm_tiled.cl against CLBlast, src/backend/gpu.c): a tiling that does not fit a shape
  * is refused, the candidates all fit and all match the reference, a tiling
  * made wrong by the test's hook is rejected and never chosen, the choices go
  * to the cache and a second run takes them from there without timing, a step
@@ -7,8 +9,8 @@
  * repeats bit for bit; a model's products come from the cache's record of
  * them with no net built (no program, no device memory) until its algorithms
  * change or a product is missing; tilings are kept only where whole probe
- * steps confirm them, and one not judged yet never runs; on the gpu backend
- * there is nothing to tune. Small
+ * steps confirm them, and one not judged yet never runs (the cases after the
+ * tuner's own run on the cpu backend alone). Small
  * mode (Oclgrind) runs each tiling's kernels once: the forced step and the
  * unhooked tuning. */
 #define _POSIX_C_SOURCE 200809L
@@ -19,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu.h"
 #include "gemm_tuner.h"
 #include "harness.h"
 
@@ -116,7 +119,7 @@ static void test_tilings(void) {
   smaller.m = 600; /* the same bucket as 576: 1024 */
   other.m = 400;
   expect("M in the same bucket matches, another does not",
-         !clt_cpu_gemm_matches(&fwd, &smaller) || clt_cpu_gemm_matches(&fwd, &other), 1);
+         !clt_gemm_shapes_match(&fwd, &smaller) || clt_gemm_shapes_match(&fwd, &other), 1);
   char key[160];
   clt_gemm_tune_key(R, &at, key, sizeof key);
   expect("the key buckets A^T's K", strcmp(key, "gemm cpu tA1 tB0 m144 n32 k4096") != 0, 1);
@@ -125,11 +128,11 @@ static void test_tilings(void) {
 
 /* The hook: each shape's first candidate made wrong by 1% of C's largest value. */
 static int hook_calls;
-static void corrupt_first(void *ctx, clt_replica *r, const clt_gemm_shape *s,
-                          const clt_gemm_tiling *t, cl_mem c, size_t floats) {
+static void corrupt_first(void *ctx, clt_replica *r, const clt_gemm_shape *s, const char *t,
+                          cl_mem c, size_t floats) {
   (void)ctx;
-  clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
-  if (!t || clt_cpu_gemm_candidates(r, s, cand) < 1 || memcmp(t, &cand[0], sizeof *t) != 0) return;
+  char cand[CLT_GEMM_MAX_TILINGS][CLT_GEMM_TILING_NAME];
+  if (!t || r->backend->tilings->candidates(r, s, cand) < 1 || strcmp(t, cand[0]) != 0) return;
   float *v = hnew(floats * sizeof *v);
   check_cl(clEnqueueReadBuffer(r->queue, c, CL_TRUE, 0, floats * sizeof *v, v, 0, NULL, NULL),
            "reading");
@@ -152,23 +155,17 @@ static void test_tuner(const char *dir) {
   if (api_failed(clt_net_create(&M, R, B, 1, &net, &E), "net")) return;
   clt_gemm_tune_line lines[MAX_LINES];
   int n = 0;
-  if (R->backend != &clt_backend_cpu) {
-    const clt_gemm_tuner_opts o = {.tune = 1, .runs = 1};
-    (void)api_failed(clt_gemm_tune_net(net, &o, lines, MAX_LINES, &n, &E), "tune");
-    expect("the gpu backend (CLBlast's GEMM): nothing to tune", n != 0, 1);
-    clt_net_destroy(net);
-    case_end();
-    return;
-  }
-  /* Every product's tiling away from the default: a step agrees with the
-   * defaults' and repeats bit for bit. */
+  /* Every product's tiling away from the default (gpu: cl/gemm_tiled.cl's in
+   * place of CLBlast's): a step agrees with the defaults' and repeats bit for
+   * bit. */
+  const clt_gemm_tilings *tt = R->backend->tilings;
   clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
-  const int ns = clt_cpu_gemm_shapes(R, shapes, NULL, CLT_GEMM_MAX_SHAPES);
+  const int ns = tt->shapes(R, shapes, NULL, CLT_GEMM_MAX_SHAPES);
   int forced = 0;
   for (int i = 0; i < ns; i++) {
-    clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
-    if (clt_cpu_gemm_candidates(R, &shapes[i], cand) > 0 &&
-        !api_failed(clt_cpu_gemm_choose(R, &shapes[i], &cand[0], &E), "choose"))
+    char cand[CLT_GEMM_MAX_TILINGS][CLT_GEMM_TILING_NAME];
+    if (tt->candidates(R, &shapes[i], cand) > 0 &&
+        !api_failed(tt->choose(R, &shapes[i], cand[0], &E), "choose"))
       forced++;
   }
   expect("the net's products: forward, weight and input gradients", ns < 5 || forced < 4, 1);
@@ -187,7 +184,7 @@ static void test_tuner(const char *dir) {
   report("its gradients against the defaults'", worst / scale, 1e-4, "");
   expect("a repeat on the same tilings: the same bits",
          loss1 != loss2 || memcmp(g1, g2, M.grad_floats * sizeof *g1) != 0, 1);
-  for (int i = 0; i < ns; i++) (void)clt_cpu_gemm_choose(R, &shapes[i], NULL, &E);
+  for (int i = 0; i < ns; i++) (void)tt->choose(R, &shapes[i], NULL, &E);
 
   /* Unhooked: every candidate matches the reference. */
   clt_gemm_tuner_opts o = {.tune = 1, .runs = 1};
@@ -220,11 +217,9 @@ static void test_tuner(const char *dir) {
   if (api_failed(clt_gemm_tune_net(net, &o, lines, MAX_LINES, &n, &E), "tune, hooked")) return;
   int wrong = 0;
   for (int i = 0; i < n; i++) {
-    clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
-    char first[64];
-    if (clt_cpu_gemm_candidates(R, &lines[i].shape, cand) < 1) continue;
-    clt_cpu_gemm_tiling_name(&cand[0], first, sizeof first);
-    wrong += lines[i].rejected != 1 || strcmp(lines[i].chosen, first) == 0;
+    char cand[CLT_GEMM_MAX_TILINGS][CLT_GEMM_TILING_NAME];
+    if (tt->candidates(R, &lines[i].shape, cand) < 1) continue;
+    wrong += lines[i].rejected != 1 || strcmp(lines[i].chosen, cand[0]) == 0;
   }
   expect("the hook ran for every shape with candidates", hook_calls != several, 1);
   expect("each wrong tiling rejected and not chosen", wrong != 0, (size_t)n);
@@ -235,7 +230,7 @@ static void test_tuner(const char *dir) {
   /* The cache, read by a new handle: nothing timed, the same tilings. */
   clt_tune_close(cache);
   cache = NULL;
-  for (int i = 0; i < nfirst; i++) (void)clt_cpu_gemm_choose(R, &first[i].shape, NULL, &E);
+  for (int i = 0; i < nfirst; i++) (void)tt->choose(R, &first[i].shape, NULL, &E);
   if (api_failed(clt_tune_open(dir, NULL, &id, NULL, &cache, &E), "reopen")) return;
   const clt_gemm_tuner_opts cached = {.tune = 0, .cache = cache};
   if (api_failed(clt_gemm_tune_net(net, &cached, lines, MAX_LINES, &n, &E), "cached")) return;
@@ -358,9 +353,9 @@ static void test_confirm(const char *dir) {
   clt_net *net = net_with_batch(78);
   if (!net) return;
   clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
-  clt_cpu_gemm_shapes_clear(R);
+  R->backend->tilings->shapes_clear(R);
   if (api_failed(clt_net_prepare(net, &E), "prepare")) return;
-  const int ns = clt_cpu_gemm_shapes(R, shapes, NULL, CLT_GEMM_MAX_SHAPES);
+  const int ns = R->backend->tilings->shapes(R, shapes, NULL, CLT_GEMM_MAX_SHAPES);
   /* 2: the defaults slowed, the picked side's first pair slowed more (a noisy
    * host): 2 wins of 3, 3 pairs more, kept. 3: the defaults slowed, but the
    * tilings' times alone save next to nothing: judged after one pair, not
@@ -555,11 +550,11 @@ static void test_uses(void) {
     return;
   clt_net *net = NULL;
   if (api_failed(clt_net_create(&two, R, B, 1, &net, &E), "net")) return;
-  clt_cpu_gemm_shapes_clear(R);
+  R->backend->tilings->shapes_clear(R);
   clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
   int uses[CLT_GEMM_MAX_SHAPES], fwd = -1, dw = -1;
   if (!api_failed(clt_net_prepare(net, &E), "prepare")) {
-    const int ns = clt_cpu_gemm_shapes(R, shapes, uses, CLT_GEMM_MAX_SHAPES);
+    const int ns = R->backend->tilings->shapes(R, shapes, uses, CLT_GEMM_MAX_SHAPES);
     for (int i = 0; i < ns; i++) {
       const clt_gemm_shape *s = &shapes[i];
       if (s->trans_b || s->n != 16) continue;

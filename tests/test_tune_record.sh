@@ -6,7 +6,8 @@
 # continues it bit for bit. A record of another build, a tiling this build cannot run and a
 # line that is no tiling each give one note and fall back; a checkpoint
 # without the record (an older cltrain's) loads with one note; a record of the
-# wrong type is one error line. Under mpirun (2 processes, each pinned to its
+# wrong type is one error line. The same record and restore for a tile of the
+# gpu backend's own GEMM in place of CLBlast's. Under mpirun (2 processes, each pinned to its
 # own file) the checkpoint records both processes' algorithms, tilings and
 # replicas, a resume on the same layout continues bit for bit, and on 3
 # processes the replica it has no record of takes those of a recorded replica
@@ -224,6 +225,40 @@ what garbled 'm["gemm_tilings"] = ["0 tA1 garbage"]' \
   "replica 0: the checkpoint's GEMM tiling \"0 tA1 garbage\" is not a tiling record: its GEMM tilings are"
 what unnamed 'm["replicas"] = []' \
   "replica 0 \(rank 0, device 0: pthread-.*\): the checkpoint records no choices for it or its device and build \(its run had 0 replicas\): its algorithms and GEMM tilings are"
+# --- the gpu backend's tiles (CLTRAIN_KERNELS=gpu: cl/gemm_tiled.cl for a product) ---------------
+# A file pinned to one tiling of cltrain's own GEMM for the weight gradient's
+# A^T product in place of CLBlast's: recorded, and restored bit for bit.
+g_tiling="tiled 32x64 k16 2x4"
+g_line="0 tA1 tB0 m576 n80 k3872 $g_tiling"
+CLTRAIN_KERNELS=gpu "$CLT" tune --model fmnist-cnn --batch 32 --tune-budget 0.001 \
+  --tune-file "$tmp/g_tuned.json" >"$tmp/g_tune.txt" 2>&1 || bad "cltrain tune, gpu ($(tail -2 "$tmp/g_tune.txt"))"
+$PY - "$tmp/g_tuned.json" "$tmp/g_pin.json" "$g_tiling" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["results"] = {"gemm gpu tA1 tB0 m576 n80 k4096": {
+    "variant": sys.argv[3], "ms": 1.0, "default_ms": 2.0, "decision": "confirmed",
+    "why": "pinned by the test", "step_ms": 1.0}}
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+CLTRAIN_KERNELS=gpu "$CLT" train --epochs 2 "${small[@]}" --tune-file "$tmp/g_pin.json" --tune-budget 0 \
+  --verbose --checkpoint-dir "$tmp/g_straight" >"$tmp/g_straight.txt" 2>&1 ||
+  bad "training pinned, gpu ($(tail -2 "$tmp/g_straight.txt"))"
+CLTRAIN_KERNELS=gpu "$CLT" train --epochs 2 "${small[@]}" --tune off --checkpoint-dir "$tmp/g_off" >/dev/null 2>&1
+if grep -q "^Replica 0: GEMM ${g_line#0 }$" "$tmp/g_straight.txt" &&
+  [ "$(meta "$tmp/g_straight/ckpt-1.npz" gemm_tilings)" = "[\"$g_line\"]" ] &&
+  ! cmp -s "$tmp/g_straight/ckpt-2.npz" "$tmp/g_off/ckpt-2.npz"; then
+  ok "gpu: the pinned tile of cltrain's GEMM runs, changes the bits and is recorded"
+else
+  bad "gpu: the pinned tile runs and is recorded ($(grep GEMM "$tmp/g_straight.txt"); $(meta "$tmp/g_straight/ckpt-1.npz" gemm_tilings))"
+fi
+if CLTRAIN_KERNELS=gpu resume_from g_resumed "$tmp/g_straight/ckpt-1.npz" &&
+  cmp -s "$tmp/g_straight/ckpt-2.npz" "$tmp/g_resumed/ckpt-2.npz" &&
+  grep -q "^Replica 0: GEMM ${g_line#0 }$" "$tmp/g_resumed.txt" && ! grep -q note "$tmp/g_resumed.txt"; then
+  ok "gpu: resume with an empty tuning cache: the recorded tile, bit for bit"
+else
+  bad "gpu: resume with an empty tuning cache ($(grep -E 'GEMM|note|error' "$tmp/g_resumed.txt"))"
+fi
+
 cp "$tmp/straight/ckpt-1.npz" "$tmp/typed.npz"
 edit "$tmp/typed.npz" 'm["gemm_tilings"] = 5'
 mkdir -p "$tmp/typed"

@@ -224,3 +224,41 @@ int clt_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem dy, 
   if (!r->backend->conv_dx) return no_in_place(r, e);
   return r->backend->conv_dx(r, g, filters, dy, w, w_off, dx, e);
 }
+
+/* ---- the GEMM tilings' shape lists ---------------------------------------------------- */
+
+static size_t batch_dim(const clt_gemm_shape *s) { return s->trans_a ? s->k : s->m; }
+static size_t fixed_dim(const clt_gemm_shape *s) { return s->trans_a ? s->m : s->k; }
+
+static size_t bucket(size_t v) {
+  size_t b = 1;
+  while (b < v && b < ((size_t)1 << 40)) b *= 2;
+  return b;
+}
+
+int clt_gemm_shapes_match(const clt_gemm_shape *a, const clt_gemm_shape *b) {
+  return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->n == b->n &&
+         fixed_dim(a) == fixed_dim(b) && bucket(batch_dim(a)) == bucket(batch_dim(b));
+}
+
+void clt_gemm_list_note(clt_gemm_shape_list *l, const clt_gemm_shape *s, size_t count) {
+  for (int i = 0; i < l->n; i++) {
+    if (!clt_gemm_shapes_match(&l->shapes[i], s)) continue;
+    if (batch_dim(s) > batch_dim(&l->shapes[i])) l->shapes[i] = *s;
+    l->uses[i] += (int)count;
+    return;
+  }
+  if (l->n < CLT_GEMM_MAX_SHAPES) {
+    l->uses[l->n] = (int)count;
+    l->shapes[l->n++] = *s;
+  }
+}
+
+int clt_gemm_list_get(const clt_gemm_shape_list *l, clt_gemm_shape *out, int *uses, int max) {
+  int n = 0;
+  for (; n < l->n && n < max; n++) {
+    out[n] = l->shapes[n];
+    if (uses) uses[n] = l->uses[n];
+  }
+  return n;
+}

@@ -14,7 +14,9 @@
  *        image in place, tiles chosen from the device's vector width.
  *   gpu  (src/backend/gpu.c): a work-item per element along the contiguous
  *        channel dimension (coalesced), local-memory tree reductions, and
- *        CLBlast's GEMM with its tuned database.
+ *        CLBlast's GEMM with its tuned database, or per product shape
+ *        cltrain's local-memory tiled GEMM (cl/gemm_tiled.cl) where the GEMM
+ *        tuner finds one of its tilings faster.
  *
  * A replica gets the backend of its device's type; $CLTRAIN_KERNELS=cpu|gpu|auto
  * forces one on every device (gpu on PoCL runs the GPU variants in tests). */
@@ -23,6 +25,62 @@
 
 #include "gemm.h"
 #include "replica.h"
+
+/* Product shapes a replica's tiling table holds at most, and tilings per
+ * shape (the default among them). */
+#define CLT_GEMM_MAX_SHAPES 128
+#define CLT_GEMM_MAX_TILINGS 6
+#define CLT_GEMM_TILING_NAME 64
+
+/* Product shapes reserved on a replica, one per match (clt_gemm_shapes_match),
+ * each kept with the largest batch's dimension it has had and with how many
+ * products were reserved: what the GEMM tuner tunes. */
+typedef struct clt_gemm_shape_list {
+  int n;
+  clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
+  int uses[CLT_GEMM_MAX_SHAPES];
+} clt_gemm_shape_list;
+
+/* Whether a and b take the same tiling: the same transposes, N and fixed
+ * dimension, and the batch's dimension (M, or K for A^T) in the same power-of-two
+ * bucket (clt_tune_batch_bucket's). */
+int clt_gemm_shapes_match(const clt_gemm_shape *a, const clt_gemm_shape *b);
+/* Adds s, `count` products, to l (a full list drops a new shape). */
+void clt_gemm_list_note(clt_gemm_shape_list *l, const clt_gemm_shape *s, size_t count);
+/* l's shapes into out (at most max) and their uses (when not NULL); how many. */
+int clt_gemm_list_get(const clt_gemm_shape_list *l, clt_gemm_shape *out, int *uses, int max);
+
+/* A backend's GEMM tilings: per product shape, kernels or blockings other than
+ * its default, chosen by the GEMM tuner (src/engine/gemm_tuner.h) and restored
+ * from checkpoints (src/dist/tuning.c). A tiling travels as its name, one line
+ * of text that the backend parses ("6x1 kc384 rb12 pack0 cb0" on cpu, "tiled
+ * 64x64 k16 4x4" on gpu); the default has none. */
+typedef struct clt_gemm_tilings {
+  /* Whether a and b take the same tiling (the batch's dimension bucketed). */
+  int (*matches)(const clt_gemm_shape *a, const clt_gemm_shape *b);
+  /* The shapes reserved on r since the last clear, one per match, into out (at
+   * most max), and into uses (when not NULL) how many products of each were
+   * reserved (after a clear and one prepare of a net: about what a step runs);
+   * returns how many. */
+  int (*shapes)(const clt_replica *r, clt_gemm_shape *out, int *uses, int max);
+  void (*shapes_clear)(clt_replica *r);
+  /* Whether the product of shape s runs the kernels its tilings choose (the
+   * cpu backend runs a short A^T as a transposed copy's plain product). */
+  int (*tunable)(const clt_gemm_shape *s);
+  /* The tilings worth timing for s besides the default, at most
+   * CLT_GEMM_MAX_TILINGS - 1 names, into out; returns how many. */
+  int (*candidates)(const clt_replica *r, const clt_gemm_shape *s,
+                    char (*out)[CLT_GEMM_TILING_NAME]);
+  /* Whether `name` is a tiling r can run for s. */
+  int (*valid)(const clt_replica *r, const clt_gemm_shape *s, const char *name);
+  /* Takes tiling `name` for the products matching s (NULL: back to the
+   * default). One that is not valid, or a full table, is an error. Its kernels
+   * are built when the shape is next reserved or run. */
+  int (*choose)(clt_replica *r, const clt_gemm_shape *s, const char *name, clt_err *e);
+  /* The tilings chosen: their shapes and names (at most max); returns how many. */
+  int (*chosen)(const clt_replica *r, clt_gemm_shape *shapes, char (*names)[CLT_GEMM_TILING_NAME],
+                int max);
+} clt_gemm_tilings;
 
 typedef struct clt_backend {
   const char *name;    /* "cpu", "gpu": what CLTRAIN_KERNELS names */
@@ -80,6 +138,8 @@ typedef struct clt_backend {
   int (*gemm_batched)(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_batch *bt,
                       float alpha, cl_mem a, size_t a_off, cl_mem b, size_t b_off, float beta,
                       cl_mem c, size_t c_off, clt_err *e);
+  /* Its GEMM tilings, what the GEMM tuner chooses between (NULL: none). */
+  const clt_gemm_tilings *tilings;
 
   /* Convolutions over the image in place (gemm.h); NULL members where the
    * backend has none (conv_algos then says im2col for every pass). */

@@ -143,6 +143,7 @@ const clt_backend clt_backend_cpu = {
     .gemm_bias_act = clt_cpu_gemm_bias_act,
     .gemm_batched_reserve = clt_cpu_gemm_batched_reserve,
     .gemm_batched = clt_cpu_gemm_batched,
+    .tilings = &clt_cpu_tilings,
     .conv_algos = clt_cpu_conv_algos,
     .conv_reserve = clt_cpu_conv_reserve,
     .conv_forward = clt_cpu_conv_forward,

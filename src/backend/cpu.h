@@ -18,9 +18,6 @@ typedef struct clt_gemm_tiling {
   int tm, nb, kc, rb, pack, cb;
 } clt_gemm_tiling;
 
-#define CLT_GEMM_MAX_SHAPES 128
-#define CLT_GEMM_MAX_TILINGS 6
-
 /* What the backend keeps per replica: the GEMM scratch (a transposed operand,
  * split-K partial sums, a flipped kernel), grown at set-up to the largest
  * product, and the zeros a padded convolution reads for taps outside the
@@ -30,12 +27,11 @@ typedef struct clt_cpu_state {
   size_t temp_bytes;
   cl_mem zeros;
   size_t zeros_floats;
-  /* The tiled products' shapes reserved since clt_cpu_gemm_shapes_clear (what
-   * the GEMM tuner tunes) with how many reservations each had, and the
-   * tilings chosen for shapes (by clt_cpu_gemm_matches). */
-  int nshapes, ntilings;
-  clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES], tiled[CLT_GEMM_MAX_SHAPES];
-  int uses[CLT_GEMM_MAX_SHAPES];
+  /* The tiled products' shapes reserved since the tuner last cleared them
+   * (clt_cpu_tilings.shapes), and the tilings chosen for shapes. */
+  clt_gemm_shape_list noted;
+  int ntilings;
+  clt_gemm_shape tiled[CLT_GEMM_MAX_SHAPES];
   clt_gemm_tiling tilings[CLT_GEMM_MAX_SHAPES];
 } clt_cpu_state;
 
@@ -70,19 +66,6 @@ int clt_cpu_conv_dx(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
  * 16-wide blocks, a B^T operand already transposed, a short A^T as a plain
  * product (the transposed copy). */
 
-/* Whether a and b take the same tiling: the same transposes, N and fixed
- * dimension, and the batch's dimension (M, or K for A^T) in the same bucket
- * (clt_tune_batch_bucket). */
-int clt_cpu_gemm_matches(const clt_gemm_shape *a, const clt_gemm_shape *b);
-
-/* The tiled shapes reserved on r since the last clear, one per match, into
- * out (at most max), and into uses (when not NULL) how many products of each
- * were reserved (after a clear and one prepare of a net: how many a step
- * runs, or a few more: the first layer's input gradient is reserved, not
- * run); returns how many. */
-int clt_cpu_gemm_shapes(const clt_replica *r, clt_gemm_shape *out, int *uses, int max);
-void clt_cpu_gemm_shapes_clear(clt_replica *r);
-
 /* The tilings worth timing for s besides the default, at most
  * CLT_GEMM_MAX_TILINGS - 1, into out; returns how many. Each passes
  * clt_cpu_gemm_tiling_valid. */
@@ -101,5 +84,8 @@ int clt_cpu_gemm_choose(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_
 /* "6x4 kc384 rb12 pack0 cb0", and back (-1: not a tiling). */
 void clt_cpu_gemm_tiling_name(const clt_gemm_tiling *t, char *out, size_t size);
 int clt_cpu_gemm_tiling_parse(const char *text, clt_gemm_tiling *out);
+
+/* The above as the backend's table of tilings, names for tilings. */
+extern const clt_gemm_tilings clt_cpu_tilings;
 
 #endif

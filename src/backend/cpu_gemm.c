@@ -677,54 +677,16 @@ int clt_cpu_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
 /* ---- Tilings chosen per shape (the GEMM tuner: src/engine/gemm_tuner.c) ---- */
 
 /* A^T products' rows are the batch's dimension in K; the others' in M. */
-static size_t batch_dim(const clt_gemm_shape *s) { return s->trans_a ? s->k : s->m; }
-static size_t fixed_dim(const clt_gemm_shape *s) { return s->trans_a ? s->m : s->k; }
-
-static size_t bucket(size_t v) {
-  size_t b = 1;
-  while (b < v && b < ((size_t)1 << 40)) b *= 2;
-  return b;
-}
-
-int clt_cpu_gemm_matches(const clt_gemm_shape *a, const clt_gemm_shape *b) {
-  return a->trans_a == b->trans_a && a->trans_b == b->trans_b && a->n == b->n &&
-         fixed_dim(a) == fixed_dim(b) && bucket(batch_dim(a)) == bucket(batch_dim(b));
-}
-
 static const clt_gemm_tiling *tiling_chosen(const clt_replica *r, const clt_gemm_shape *s) {
   const clt_cpu_state *c = cpu_state(r);
   for (int i = 0; c && i < c->ntilings; i++)
-    if (clt_cpu_gemm_matches(&c->tiled[i], s)) return &c->tilings[i];
+    if (clt_gemm_shapes_match(&c->tiled[i], s)) return &c->tilings[i];
   return NULL;
 }
 
-/* Kept with the largest batch's dimension a match has had (the reserved size),
- * and `count` more uses (products a launch runs). */
 static void note_shape(clt_replica *r, const clt_gemm_shape *s, size_t count) {
-  clt_cpu_state *c = cpu_state(r);
-  for (int i = 0; i < c->nshapes; i++) {
-    if (!clt_cpu_gemm_matches(&c->shapes[i], s)) continue;
-    if (batch_dim(s) > batch_dim(&c->shapes[i])) c->shapes[i] = *s;
-    c->uses[i] += (int)count;
-    return;
-  }
-  if (c->nshapes < CLT_GEMM_MAX_SHAPES) {
-    c->uses[c->nshapes] = (int)count;
-    c->shapes[c->nshapes++] = *s;
-  }
+  clt_gemm_list_note(&cpu_state(r)->noted, s, count);
 }
-
-int clt_cpu_gemm_shapes(const clt_replica *r, clt_gemm_shape *out, int *uses, int max) {
-  const clt_cpu_state *c = cpu_state(r);
-  int n = 0;
-  for (; n < c->nshapes && n < max; n++) {
-    out[n] = c->shapes[n];
-    if (uses) uses[n] = c->uses[n];
-  }
-  return n;
-}
-
-void clt_cpu_gemm_shapes_clear(clt_replica *r) { cpu_state(r)->nshapes = 0; }
 
 /* Float16 accumulators a register tile may hold: AVX-512's 32 registers less
  * the B vectors and the broadcast; a float16 is two of AVX2's 16. */
@@ -815,7 +777,7 @@ int clt_cpu_gemm_choose(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_
   clt_cpu_state *c = cpu_state(r);
   int at = -1;
   for (int i = 0; i < c->ntilings && at < 0; i++)
-    if (clt_cpu_gemm_matches(&c->tiled[i], s)) at = i;
+    if (clt_gemm_shapes_match(&c->tiled[i], s)) at = i;
   if (!t) {
     if (at >= 0) {
       c->ntilings--;
@@ -848,3 +810,60 @@ int clt_cpu_gemm_tiling_parse(const char *text, clt_gemm_tiling *out) {
                        &out->rb, &out->pack, &out->cb, &end);
   return n == 6 ? 0 : -1;
 }
+
+/* ---- the tilings' table for the GEMM tuner (backend.h's clt_gemm_tilings) ---- */
+
+static int cpu_shapes(const clt_replica *r, clt_gemm_shape *out, int *uses, int max) {
+  return clt_gemm_list_get(&cpu_state(r)->noted, out, uses, max);
+}
+
+static void cpu_shapes_clear(clt_replica *r) { cpu_state(r)->noted.n = 0; }
+
+/* An A^T with a short K runs as a transposed copy's plain product, recorded
+ * as that. */
+static int cpu_tunable(const clt_gemm_shape *s) {
+  return !(s->trans_a && s->k <= 512) && s->m > 0 && s->n >= 16 && s->k > 0;
+}
+
+static int cpu_candidates(const clt_replica *r, const clt_gemm_shape *s,
+                          char (*out)[CLT_GEMM_TILING_NAME]) {
+  clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
+  const int n = clt_cpu_gemm_candidates(r, s, cand);
+  for (int i = 0; i < n; i++) clt_cpu_gemm_tiling_name(&cand[i], out[i], CLT_GEMM_TILING_NAME);
+  return n;
+}
+
+static int cpu_valid(const clt_replica *r, const clt_gemm_shape *s, const char *name) {
+  clt_gemm_tiling t;
+  return clt_cpu_gemm_tiling_parse(name, &t) == 0 && clt_cpu_gemm_tiling_valid(r, s, &t);
+}
+
+static int cpu_choose(clt_replica *r, const clt_gemm_shape *s, const char *name, clt_err *e) {
+  clt_gemm_tiling t;
+  if (name && clt_cpu_gemm_tiling_parse(name, &t) != 0)
+    return clt_fail(e, CLT_ERR_ARG, "device %d (%s): \"%s\" is not a GEMM tiling", r->device.index,
+                    r->device.name, name);
+  return clt_cpu_gemm_choose(r, s, name ? &t : NULL, e);
+}
+
+static int cpu_chosen(const clt_replica *r, clt_gemm_shape *shapes,
+                      char (*names)[CLT_GEMM_TILING_NAME], int max) {
+  const clt_cpu_state *c = cpu_state(r);
+  int n = 0;
+  for (; n < c->ntilings && n < max; n++) {
+    shapes[n] = c->tiled[n];
+    clt_cpu_gemm_tiling_name(&c->tilings[n], names[n], CLT_GEMM_TILING_NAME);
+  }
+  return n;
+}
+
+const clt_gemm_tilings clt_cpu_tilings = {
+    .matches = clt_gemm_shapes_match,
+    .shapes = cpu_shapes,
+    .shapes_clear = cpu_shapes_clear,
+    .tunable = cpu_tunable,
+    .candidates = cpu_candidates,
+    .valid = cpu_valid,
+    .choose = cpu_choose,
+    .chosen = cpu_chosen,
+};

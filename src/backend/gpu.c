@@ -1,19 +1,35 @@
 /* The gpu backend: cl/'s GPU variants (-DCLT_GPU=1: a work-item per element
  * along the contiguous channel dimension, local-memory tree reductions sized
- * for -DCLT_WG) and CLBlast's GEMM with its tuned database. */
+ * for -DCLT_WG) and CLBlast's GEMM with its tuned database, or, per product
+ * shape where the GEMM tuner chose one, a tiling of cltrain's own GEMM
+ * (cl/gemm_tiled.cl). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <clblast_c.h>
 
 #include "backend.h"
 
+/* A tiling of cl/gemm_tiled.cl: a work-group's tile of C (tsm x tsn, tsk of
+ * K at a time through local memory) and each work-item's outputs (wptm x
+ * wptn). */
+typedef struct gpu_tiling {
+  int tsm, tsn, tsk, wptm, wptn;
+} gpu_tiling;
+
 /* What the backend keeps per replica: CLBlast's scratch, reserved once for
  * the largest product (its plain entry point allocates temporaries on every
- * call). */
+ * call); the products' shapes reserved since the tuner last cleared them, and
+ * the tilings chosen for shapes (the others run CLBlast). */
 typedef struct gpu_state {
   cl_mem temp;
   size_t temp_bytes;
+  clt_gemm_shape_list noted;
+  int ntilings;
+  clt_gemm_shape tiled[CLT_GEMM_MAX_SHAPES];
+  gpu_tiling tilings[CLT_GEMM_MAX_SHAPES];
 } gpu_state;
 
 static gpu_state *state(const clt_replica *r) { return (gpu_state *)r->backend_state; }
@@ -117,6 +133,98 @@ static size_t gpu_sum_block_rows(const clt_replica *r, size_t cols, size_t rows,
   return per > min_rows ? per : min_rows;
 }
 
+/* ---- cltrain's tiled GEMM (cl/gemm_tiled.cl) ------------------------------------------ */
+
+/* Local memory a tile may take: half of the 32 KiB every OpenCL device has. */
+#define TILE_LOCAL_BYTES 16384
+/* Accumulators a work-item may hold, and its work-group's size. */
+#define TILE_MAX_OUTPUTS 64
+#define TILE_MAX_GROUP 256
+
+static const gpu_tiling *tiling_chosen(const clt_replica *r, const clt_gemm_shape *s) {
+  const gpu_state *st = state(r);
+  for (int i = 0; st && i < st->ntilings; i++)
+    if (clt_gemm_shapes_match(&st->tiled[i], s)) return &st->tilings[i];
+  return NULL;
+}
+
+static void tiling_name(const gpu_tiling *t, char *out, size_t size) {
+  snprintf(out, size, "tiled %dx%d k%d %dx%d", t->tsm, t->tsn, t->tsk, t->wptm, t->wptn);
+}
+
+static int tiling_parse(const char *text, gpu_tiling *t) {
+  char end = 0;
+  return sscanf(text, "tiled %dx%d k%d %dx%d%c", &t->tsm, &t->tsn, &t->tsk, &t->wptm, &t->wptn,
+                &end) == 5
+             ? 0
+             : -1;
+}
+
+static int tiling_valid(const clt_replica *r, const gpu_tiling *t) {
+  if (t->tsm < 1 || t->tsn < 1 || t->tsk < 1 || t->wptm < 1 || t->wptn < 1 || t->tsm > 256 ||
+      t->tsn > 256 || t->tsk > 64 || t->tsm % t->wptm || t->tsn % t->wptn ||
+      t->wptm * t->wptn > TILE_MAX_OUTPUTS)
+    return 0;
+  const size_t group = (size_t)(t->tsm / t->wptm) * (size_t)(t->tsn / t->wptn);
+  const size_t local = (size_t)t->tsk * (size_t)(t->tsm + t->tsn + 2) * sizeof(float);
+  return group <= TILE_MAX_GROUP && group <= r->max_work_group && local <= TILE_LOCAL_BYTES;
+}
+
+/* The tiling's build options, for the shape's transposes. */
+static void tiling_options(const gpu_tiling *t, const clt_gemm_shape *s, char *out, size_t size) {
+  snprintf(out, size, "-DTSM=%d -DTSN=%d -DTSK=%d -DWPTM=%d -DWPTN=%d -DTRANS_A=%d -DTRANS_B=%d",
+           t->tsm, t->tsn, t->tsk, t->wptm, t->wptn, s->trans_a, s->trans_b);
+}
+
+static int tiled_kernel(clt_replica *r, const gpu_tiling *t, const clt_gemm_shape *s, cl_kernel *k,
+                        clt_err *e) {
+  char options[160];
+  tiling_options(t, s, options, sizeof options);
+  return clt_replica_kernel(r, "gemm_tiled.cl", options, "gemm_tiled", k, e);
+}
+
+/* Whether the kernel's int offsets reach past each operand's last row for
+ * `count` products of s from these offsets (bt NULL: one); a product that does
+ * not fit (operands past 8 GiB) runs CLBlast's GEMM whatever its tiling. */
+static int fits_int(const clt_gemm_shape *s, const clt_gemm_batch *bt, size_t a_off, size_t b_off,
+                    size_t c_off) {
+  const size_t before = bt ? bt->count - 1 : 0;
+  const size_t ends[3] = {a_off + before * (bt ? bt->a_stride : 0) +
+                              (s->trans_a ? s->k : s->m) * s->lda,
+                          b_off + before * (bt ? bt->b_stride : 0) +
+                              (s->trans_b ? s->n : s->k) * s->ldb,
+                          c_off + before * (bt ? bt->c_stride : 0) + s->m * s->ldc};
+  return ends[0] <= (size_t)INT32_MAX && ends[1] <= (size_t)INT32_MAX &&
+         ends[2] <= (size_t)INT32_MAX;
+}
+
+/* `count` products of shape s (strided by bt; NULL: one) with tiling t. */
+static int tiled_gemm(clt_replica *r, const gpu_tiling *t, const clt_gemm_shape *s,
+                      const clt_gemm_batch *bt, float alpha, cl_mem a, size_t a_off, cl_mem b,
+                      size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e) {
+  const size_t count = bt ? bt->count : 1;
+  const size_t strides[3] = {bt ? bt->a_stride : 0, bt ? bt->b_stride : 0, bt ? bt->c_stride : 0};
+  cl_kernel k;
+  int status = tiled_kernel(r, t, s, &k, e);
+  if (status) return status;
+  int m = (int)s->m, n = (int)s->n, kk = (int)s->k, lda = (int)s->lda, ldb = (int)s->ldb,
+      ldc = (int)s->ldc;
+  int ao = (int)a_off, bo = (int)b_off, co = (int)c_off, as = (int)strides[0], bs = (int)strides[1],
+      cs = (int)strides[2];
+  clt_karg args[] = {CLT_ARG(m),   CLT_ARG(n),   CLT_ARG(kk),   CLT_ARG(alpha), CLT_ARG(a),
+                     CLT_ARG(ao),  CLT_ARG(lda), CLT_ARG(as),   CLT_ARG(b),     CLT_ARG(bo),
+                     CLT_ARG(ldb), CLT_ARG(bs),  CLT_ARG(beta), CLT_ARG(c),     CLT_ARG(co),
+                     CLT_ARG(ldc), CLT_ARG(cs)};
+  const size_t lx = (size_t)(t->tsn / t->wptn), ly = (size_t)(t->tsm / t->wptm);
+  const size_t global[3] = {(s->n + (size_t)t->tsn - 1) / (size_t)t->tsn * lx,
+                            (s->m + (size_t)t->tsm - 1) / (size_t)t->tsm * ly, count};
+  const size_t local[3] = {lx, ly, 1};
+  char kname[72];
+  snprintf(kname, sizeof kname, "gemm_tiled %zux%zux%zu%s%s%s", s->m, s->n, s->k,
+           s->trans_a ? " At" : "", s->trans_b ? " Bt" : "", bt ? " batched" : "");
+  return clt_launch(r, k, kname, args, 17, 3, global, local, e);
+}
+
 /* ---- CLBlast's GEMM ---------------------------------------------------------------- */
 
 static CLBlastTranspose tr(int t) { return t ? CLBlastTransposeYes : CLBlastTransposeNo; }
@@ -127,8 +235,15 @@ static int clblast_fail(clt_replica *r, const clt_gemm_shape *s, CLBlastStatusCo
                   s->trans_b ? " B^T" : "", clt_status_name(rc));
 }
 
-static int gpu_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
+/* CLBlast's scratch for `count` products of s (kept whatever the tiling: the
+ * tuner switches back and forth), and the kernel of the tiling chosen for s. */
+static int reserve(clt_replica *r, const clt_gemm_shape *s, size_t count, clt_err *e) {
   if (s->m == 0 || s->n == 0 || s->k == 0) return CLT_OK;
+  clt_gemm_list_note(&state(r)->noted, s, count);
+  const gpu_tiling *t = tiling_chosen(r, s);
+  cl_kernel k;
+  int status = t ? tiled_kernel(r, t, s, &k, e) : CLT_OK;
+  if (status) return status;
   size_t bytes = 0;
   CLBlastStatusCode rc = CLBlastSGemmTempBufferSize(CLBlastLayoutRowMajor, tr(s->trans_a),
                                                     tr(s->trans_b), s->m, s->n, s->k, 0, s->lda, 0,
@@ -142,13 +257,21 @@ static int gpu_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e)
     st->temp = NULL;
     st->temp_bytes = 0;
   }
-  int status = clt_replica_alloc(r, bytes, "GEMM scratch", &st->temp, e);
+  status = clt_replica_alloc(r, bytes, "GEMM scratch", &st->temp, e);
   if (status == CLT_OK) st->temp_bytes = bytes;
   return status;
 }
 
+static int gpu_gemm_reserve(clt_replica *r, const clt_gemm_shape *s, clt_err *e) {
+  return reserve(r, s, 1, e);
+}
+
 static int gpu_gemm(clt_replica *r, const clt_gemm_shape *s, float alpha, cl_mem a, size_t a_off,
                     cl_mem b, size_t b_off, float beta, cl_mem c, size_t c_off, clt_err *e) {
+  if (s->m == 0 || s->n == 0) return CLT_OK;
+  const gpu_tiling *t = tiling_chosen(r, s);
+  if (t && fits_int(s, NULL, a_off, b_off, c_off))
+    return tiled_gemm(r, t, s, NULL, alpha, a, a_off, b, b_off, beta, c, c_off, e);
   const gpu_state *st = state(r);
   CLBlastStatusCode rc;
   if (st->temp) {
@@ -199,7 +322,7 @@ static int batched_direct(clt_replica *r, const clt_gemm_shape *s, size_t count,
 static int gpu_gemm_batched_reserve(clt_replica *r, const clt_gemm_shape *s, size_t count,
                                     clt_err *e) {
   if (s->m == 0 || s->n == 0 || s->k == 0 || count == 0) return CLT_OK;
-  int direct = 0, status = gpu_gemm_reserve(r, s, e);
+  int direct = 0, status = reserve(r, s, count, e);
   if (!status) status = batched_direct(r, s, count, &direct, e);
   if (status || !direct) return status;
   cl_mem t;
@@ -221,6 +344,10 @@ static int gpu_gemm_batched_reserve(clt_replica *r, const clt_gemm_shape *s, siz
 static int gpu_gemm_batched(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_batch *bt,
                             float alpha, cl_mem a, size_t a_off, cl_mem b, size_t b_off, float beta,
                             cl_mem c, size_t c_off, clt_err *e) {
+  if (bt->count == 0 || s->m == 0 || s->n == 0) return CLT_OK;
+  const gpu_tiling *t = tiling_chosen(r, s);
+  if (t && fits_int(s, bt, a_off, b_off, c_off))
+    return tiled_gemm(r, t, s, bt, alpha, a, a_off, b, b_off, beta, c, c_off, e);
   int direct = 0, status = batched_direct(r, s, bt->count, &direct, e);
   if (status) return status;
   if (!direct) {
@@ -262,11 +389,93 @@ static int gpu_gemm_bias_act(clt_replica *r, const clt_gemm_shape *s, cl_mem a, 
   return gpu_matrix(r, k, "bias_act", args, 6, s->n, s->m, e);
 }
 
+/* ---- the tilings' table for the GEMM tuner (backend.h's clt_gemm_tilings) ---- */
+
+static int gpu_shapes(const clt_replica *r, clt_gemm_shape *out, int *uses, int max) {
+  return clt_gemm_list_get(&state(r)->noted, out, uses, max);
+}
+
+static void gpu_shapes_clear(clt_replica *r) { state(r)->noted.n = 0; }
+
+static int gpu_tunable(const clt_gemm_shape *s) { return s->m > 0 && s->n > 0 && s->k > 0; }
+
+/* Tiles from small to large: (tsm, tsn, tsk, wptm, wptn). Those much larger
+ * than the product are left out. */
+static const gpu_tiling CANDIDATES[] = {
+    {32, 32, 16, 2, 2},  {64, 64, 16, 4, 4},  {32, 64, 16, 2, 4},
+    {64, 128, 16, 4, 8}, {128, 64, 16, 8, 4}, {128, 128, 8, 8, 8},
+};
+
+static int gpu_candidates(const clt_replica *r, const clt_gemm_shape *s,
+                          char (*out)[CLT_GEMM_TILING_NAME]) {
+  int n = 0;
+  for (size_t i = 0; i < sizeof CANDIDATES / sizeof CANDIDATES[0]; i++) {
+    const gpu_tiling *t = &CANDIDATES[i];
+    if (n == CLT_GEMM_MAX_TILINGS - 1) break;
+    if (i > 0 && ((size_t)t->tsm > 2 * s->m || (size_t)t->tsn > 2 * s->n)) continue;
+    if (tiling_valid(r, t)) tiling_name(t, out[n++], CLT_GEMM_TILING_NAME);
+  }
+  return n;
+}
+
+static int gpu_valid(const clt_replica *r, const clt_gemm_shape *s, const char *name) {
+  (void)s; /* the kernel guards every edge */
+  gpu_tiling t;
+  return tiling_parse(name, &t) == 0 && tiling_valid(r, &t);
+}
+
+static int gpu_choose(clt_replica *r, const clt_gemm_shape *s, const char *name, clt_err *e) {
+  gpu_state *st = state(r);
+  int at = -1;
+  for (int i = 0; i < st->ntilings && at < 0; i++)
+    if (clt_gemm_shapes_match(&st->tiled[i], s)) at = i;
+  if (!name) {
+    if (at >= 0) {
+      st->ntilings--;
+      st->tiled[at] = st->tiled[st->ntilings];
+      st->tilings[at] = st->tilings[st->ntilings];
+    }
+    return CLT_OK;
+  }
+  gpu_tiling t;
+  if (tiling_parse(name, &t) != 0 || !tiling_valid(r, &t))
+    return clt_fail(e, CLT_ERR_ARG, "device %d (%s): \"%s\" is not a GEMM tiling it can run",
+                    r->device.index, r->device.name, name);
+  if (at < 0 && st->ntilings == CLT_GEMM_MAX_SHAPES)
+    return clt_fail(e, CLT_ERR_INTERNAL, "more than %d GEMM tilings chosen", CLT_GEMM_MAX_SHAPES);
+  if (at < 0) at = st->ntilings++;
+  st->tiled[at] = *s;
+  st->tilings[at] = t;
+  return CLT_OK;
+}
+
+static int gpu_chosen(const clt_replica *r, clt_gemm_shape *shapes,
+                      char (*names)[CLT_GEMM_TILING_NAME], int max) {
+  const gpu_state *st = state(r);
+  int n = 0;
+  for (; n < st->ntilings && n < max; n++) {
+    shapes[n] = st->tiled[n];
+    tiling_name(&st->tilings[n], names[n], CLT_GEMM_TILING_NAME);
+  }
+  return n;
+}
+
+static const clt_gemm_tilings gpu_tilings = {
+    .matches = clt_gemm_shapes_match,
+    .shapes = gpu_shapes,
+    .shapes_clear = gpu_shapes_clear,
+    .tunable = gpu_tunable,
+    .candidates = gpu_candidates,
+    .valid = gpu_valid,
+    .choose = gpu_choose,
+    .chosen = gpu_chosen,
+};
+
 static const char *const gpu_sources[] = {NULL};
 
 const clt_backend clt_backend_gpu = {
     .name = "gpu",
-    .summary = "gpu kernels (coalesced, local-memory reductions; GEMM: CLBlast)",
+    .summary = "gpu kernels (coalesced, local-memory reductions; GEMM: CLBlast or tuned tiles)",
     .sources = gpu_sources,
     .fuses_conv_pool = 0,
     .winograd = 1,
@@ -288,4 +497,5 @@ const clt_backend clt_backend_gpu = {
     .gemm_bias_act = gpu_gemm_bias_act,
     .gemm_batched_reserve = gpu_gemm_batched_reserve,
     .gemm_batched = gpu_gemm_batched,
+    .tilings = &gpu_tilings,
 };

@@ -154,7 +154,7 @@ static int tune_gemms(const clt_model *m, clt_replica *r, clt_net *net, const cl
                       clt_tune_verdict *below, clt_gemm_tune_line *lines, int *n, int *built,
                       clt_err *e) {
   *n = *built = 0;
-  if (r->backend != &clt_backend_cpu) return CLT_OK;
+  if (!r->backend->tilings) return CLT_OK;
   const double left = o->budget > 0 ? o->budget - (clt_now_seconds() - t0) : 0;
   /* The tilings picked are confirmed by whole steps on a synthetic batch. */
   const clt_step_opts so = {.count = o->batch, .loss_scale = 1.0f / (float)o->batch};
@@ -213,7 +213,7 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
          clt_tune_persistent(cache) ? "" : " (in memory only)");
   fflush(stdout);
   /* A pick of the probes is judged with the GEMM tilings, in the same steps. */
-  const int stacked = r->backend == &clt_backend_cpu;
+  const int stacked = r->backend->tilings != NULL;
   const clt_tuner_opts to = {
       .batch = o->batch, .tune = 1, .budget_s = o->budget, .cache = cache, .defer = stacked};
   const clt_step_opts so = {.count = o->batch, .loss_scale = 1.0f / (float)o->batch};
@@ -258,7 +258,7 @@ static int tune_device(const clt_model *m, const clt_device *d, int index, const
   /* Then the products, as the algorithms chosen run them, on the same net. */
   if (!status && !gemms_done)
     status = tune_gemms(m, r, net, o, cache, t0, NULL, 0, NULL, glines, &gn, &built, e);
-  if (!status && r->backend == &clt_backend_cpu) print_gemms(glines, gn, built, t0);
+  if (!status && r->backend->tilings) print_gemms(glines, gn, built, t0);
   free(glines);
   clt_net_destroy(net);
   clt_tune_close(cache);

@@ -136,6 +136,16 @@ static int donor_of(const char *replicas, int index, const char *mine, char *own
   return -1;
 }
 
+/* Takes every product of r back to its backend's default GEMM. */
+static void clear_tilings(clt_replica *r) {
+  const clt_gemm_tilings *tt = r->backend->tilings;
+  clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
+  char names[CLT_GEMM_MAX_SHAPES][CLT_GEMM_TILING_NAME];
+  const int n = tt->chosen(r, shapes, names, CLT_GEMM_MAX_SHAPES);
+  clt_err ignored = {0};
+  for (int i = 0; i < n; i++) (void)tt->choose(r, &shapes[i], NULL, &ignored);
+}
+
 /* Replica i's recorded choices (cfg->recorded, cfg->tilings, cfg->replicas)
  * restored on its replica, from the recorded replica donor_of picks: 1 when
  * its tilings are now exactly that replica's, 0 when not (one note on
@@ -154,13 +164,13 @@ static int restore_choices(clt_trainer *t, int i, const clt_trainer_tuning *cfg)
     clt_tune_ident_hash(&ident, mine);
   char own[512], host[128] = "", build[32] = "", tiling[512];
   const int donor = donor_of(cfg->replicas, index, mine, own, sizeof own);
-  const int cpu = r->backend == &clt_backend_cpu;
+  const clt_gemm_tilings *tt = r->backend->tilings;
   if (donor < 0) {
     if (cfg->recorded) apply_record(t->model, r, index, t->local[i].cap, cfg->recorded);
     int rank = -1, name = 0;
     const char *from = NULL;
     if (own[0] && parse_replica(own, &rank, host, build, &name)) {
-      if (notes && (cpu || next_line(cfg->tilings, index, &from, tiling, sizeof tiling)))
+      if (notes && (tt || next_line(cfg->tilings, index, &from, tiling, sizeof tiling)))
         fprintf(notes,
                 "cltrain: note: replica %d: the checkpoint's GEMM tilings were chosen for "
                 "another device or build (%s of rank %d on host %s, build %s; here %s, build "
@@ -177,25 +187,24 @@ static int restore_choices(clt_trainer *t, int i, const clt_trainer_tuning *cfg)
     return 0;
   }
   if (cfg->recorded) apply_record(t->model, r, donor, t->local[i].cap, cfg->recorded);
-  if (!cpu) return 1; /* the same build: one without tilings */
+  if (!tt) return 1; /* the same build: one without tilings */
   const char *from = NULL;
   int at = -1;
   clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES];
-  clt_gemm_tiling tilings[CLT_GEMM_MAX_SHAPES];
+  char names[CLT_GEMM_MAX_SHAPES][CLT_GEMM_TILING_NAME];
   int n = 0;
   while (next_line(cfg->tilings, donor, &from, tiling, sizeof tiling)) {
     clt_gemm_shape *sh = &shapes[n < CLT_GEMM_MAX_SHAPES ? n : 0];
-    char text[128] = "";
+    char *text = names[n < CLT_GEMM_MAX_SHAPES ? n : 0];
+    text[0] = '\0';
     memset(sh, 0, sizeof *sh);
     const char *why = NULL;
     if (n == CLT_GEMM_MAX_SHAPES) why = "more tilings than a replica holds";
-    else if (sscanf(tiling, "%d tA%d tB%d m%zu n%zu k%zu %127[^\n]", &at, &sh->trans_a,
-                    &sh->trans_b, &sh->m, &sh->n, &sh->k, text) != 7 ||
-             (sh->trans_a != 0 && sh->trans_a != 1) || (sh->trans_b != 0 && sh->trans_b != 1) ||
-             clt_cpu_gemm_tiling_parse(text, &tilings[n]) != 0)
+    else if (sscanf(tiling, "%d tA%d tB%d m%zu n%zu k%zu %63[^\n]", &at, &sh->trans_a, &sh->trans_b,
+                    &sh->m, &sh->n, &sh->k, text) != 7 ||
+             (sh->trans_a != 0 && sh->trans_a != 1) || (sh->trans_b != 0 && sh->trans_b != 1))
       why = "not a tiling record";
-    else if (!clt_cpu_gemm_tiling_valid(r, sh, &tilings[n]))
-      why = "a tiling this build cannot run there";
+    else if (!tt->valid(r, sh, text)) why = "a tiling this build cannot run there";
     if (why) {
       if (notes)
         fprintf(notes,
@@ -210,13 +219,11 @@ static int restore_choices(clt_trainer *t, int i, const clt_trainer_tuning *cfg)
     n++;
   }
   /* Exactly the record's: the table emptied (the defaults), then filled. */
+  clear_tilings(r);
   int status = CLT_OK;
-  const clt_cpu_state *c = cpu_state(r);
-  while (c->ntilings > 0 && !status) status = clt_cpu_gemm_choose(r, &c->tiled[0], NULL, &ignored);
-  for (int k = 0; k < n && !status; k++)
-    status = clt_cpu_gemm_choose(r, &shapes[k], &tilings[k], &ignored);
+  for (int k = 0; k < n && !status; k++) status = tt->choose(r, &shapes[k], names[k], &ignored);
   if (status) {
-    while (c->ntilings > 0) (void)clt_cpu_gemm_choose(r, &c->tiled[0], NULL, &ignored);
+    clear_tilings(r);
     if (notes)
       fprintf(notes, "cltrain: note: replica %d: the checkpoint's GEMM tilings: %s: they are %s\n",
               index, ignored.msg, instead);
@@ -391,21 +398,21 @@ static int shape_order(const void *pa, const void *pb) {
 
 char *clt_trainer_tiling_record(const clt_trainer *t) {
   text_buf b = {0};
+  clt_gemm_shape shapes[CLT_GEMM_MAX_SHAPES], order[CLT_GEMM_MAX_SHAPES];
+  char names[CLT_GEMM_MAX_SHAPES][CLT_GEMM_TILING_NAME];
   for (int i = 0; i < t->n; i++) {
     const clt_replica *r = t->local[i].replica;
-    if (r->backend != &clt_backend_cpu) continue;
-    const clt_cpu_state *c = cpu_state(r);
-    clt_gemm_shape order[CLT_GEMM_MAX_SHAPES];
-    memcpy(order, c->tiled, (size_t)c->ntilings * sizeof order[0]);
-    qsort(order, (size_t)c->ntilings, sizeof order[0], shape_order);
-    for (int k = 0; k < c->ntilings; k++) {
+    const clt_gemm_tilings *tt = r->backend->tilings;
+    if (!tt) continue;
+    const int n = tt->chosen(r, shapes, names, CLT_GEMM_MAX_SHAPES);
+    memcpy(order, shapes, (size_t)n * sizeof order[0]);
+    qsort(order, (size_t)n, sizeof order[0], shape_order);
+    for (int k = 0; k < n; k++) {
       const clt_gemm_shape *s = &order[k];
       int at = 0;
-      while (at < c->ntilings && shape_order(&c->tiled[at], s) != 0) at++;
-      char name[64];
-      clt_cpu_gemm_tiling_name(&c->tilings[at], name, sizeof name);
+      while (at < n && shape_order(&shapes[at], s) != 0) at++;
       text_add(&b, "%d tA%d tB%d m%zu n%zu k%zu %s\n", t->base + i, s->trans_a, s->trans_b, s->m,
-               s->n, s->k, name);
+               s->n, s->k, names[at]);
     }
   }
   return text_done(&b);

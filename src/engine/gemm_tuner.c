@@ -130,8 +130,8 @@ static int time_tiling(shape_run *t, double *ms, clt_err *e) {
 /* Runs tiling `t` (NULL: the default) once, timed (*ms: the first of its
  * timed runs), and compares the checked rows: *error gets the relative
  * error. */
-static int check_tiling(shape_run *t, const clt_gemm_tuner_opts *o, const clt_gemm_tiling *tl,
-                        double *ms, double *error, clt_err *e) {
+static int check_tiling(shape_run *t, const clt_gemm_tuner_opts *o, const char *tl, double *ms,
+                        double *error, clt_err *e) {
   const clt_gemm_shape *s = &t->s;
   int status = time_tiling(t, ms, e);
   if (status) return status;
@@ -160,10 +160,11 @@ static int check_tiling(shape_run *t, const clt_gemm_tuner_opts *o, const clt_ge
  * (the default stays, nothing cached). */
 static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_gemm_shape *s,
                       int index, const char *key, double deadline, clt_gemm_tune_line *line,
-                      int *over, clt_gemm_tiling *won, int *pending, clt_err *e) {
+                      int *over, char *won, int *pending, clt_err *e) {
+  const clt_gemm_tilings *tt = r->backend->tilings;
   int runs = o->runs > 0 ? (o->runs < MAX_RUNS ? o->runs : MAX_RUNS) : DEFAULT_RUNS;
-  clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
-  const int ncand = clt_cpu_gemm_candidates(r, s, cand);
+  char cand[CLT_GEMM_MAX_TILINGS][CLT_GEMM_TILING_NAME];
+  const int ncand = tt->candidates(r, s, cand);
   line->candidates = ncand + 1;
   *over = 0;
   if (ncand == 0) return CLT_OK;
@@ -177,8 +178,8 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
       *over = 1;
       break;
     }
-    const clt_gemm_tiling *tl = i < 0 ? NULL : &cand[i];
-    status = clt_cpu_gemm_choose(r, s, tl, e);
+    const char *tl = i < 0 ? NULL : cand[i];
+    status = tt->choose(r, s, tl, e);
     if (!status) status = clt_gemm_reserve(r, &t.s, e); /* builds the tiling's kernels */
     double error = 0;
     if (!status) status = check_tiling(&t, o, tl, &times[i + 1][0], &error, e);
@@ -192,7 +193,7 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
     }
     for (int q = 0; q < npassed && !status; q++) {
       const int slot = passed[q];
-      status = clt_cpu_gemm_choose(r, s, slot ? &cand[slot - 1] : NULL, e);
+      status = tt->choose(r, s, slot ? cand[slot - 1] : NULL, e);
       if (!status) status = time_tiling(&t, &times[slot][round], e);
     }
     /* Short products (launch-bound, the noisiest) get more rounds; the
@@ -221,24 +222,16 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
                       s->k, s->trans_a ? " At" : "");
   /* A tiling to confirm in the step stays off until its verdict. */
   *pending = !status && !*over && best > 0 && o->step;
-  if (*pending) *won = cand[best - 1];
-  const int s2 = clt_cpu_gemm_choose(r, s,
-                                     status || *over || best <= 0 || *pending ? NULL
-                                                                              : &cand[best - 1],
-                                     e);
+  if (*pending) snprintf(won, CLT_GEMM_TILING_NAME, "%s", cand[best - 1]);
+  const int s2 = tt->choose(r, s, status || *over || best <= 0 || *pending ? NULL : cand[best - 1],
+                            e);
   if (status || *over) return status ? status : s2;
-  if (best > 0) clt_cpu_gemm_tiling_name(&cand[best - 1], line->chosen, sizeof line->chosen);
+  if (best > 0) snprintf(line->chosen, sizeof line->chosen, "%s", cand[best - 1]);
   line->ms = best_ms;
   line->tuned = 1;
   if (!s2 && o->cache)
     status = clt_tune_put(o->cache, key, line->chosen, best_ms, line->default_ms, e);
   return status ? status : s2;
-}
-
-/* Whether the product runs as the tiled kernel its shape names (an A^T with a
- * short K runs as a transposed copy's plain product, recorded as that). */
-static int tunable(const clt_gemm_shape *s) {
-  return !(s->trans_a && s->k <= 512) && s->m > 0 && s->n >= 16 && s->k > 0;
 }
 
 /* The tilings awaiting the whole step's verdict. */
@@ -248,7 +241,7 @@ typedef struct pending_set {
   int n;
   struct {
     clt_gemm_shape shape;
-    clt_gemm_tiling tiling;
+    char tiling[CLT_GEMM_TILING_NAME];
     char key[160];
     double ms, default_ms;
     int uses;                 /* products of the shape a step runs */
@@ -258,11 +251,11 @@ typedef struct pending_set {
 
 /* Adds shape s's tiling t (its times in line, which is kept unless scratch;
  * `uses` products a step) to the set awaiting the verdict. */
-static void push_pending(pending_set *p, const clt_gemm_shape *s, const clt_gemm_tiling *t,
-                         int uses, const char *key, clt_gemm_tune_line *line, int scratch) {
+static void push_pending(pending_set *p, const clt_gemm_shape *s, const char *t, int uses,
+                         const char *key, clt_gemm_tune_line *line, int scratch) {
   p->at[p->n].uses = uses;
   p->at[p->n].shape = *s;
-  p->at[p->n].tiling = *t;
+  snprintf(p->at[p->n].tiling, sizeof p->at[p->n].tiling, "%s", t);
   snprintf(p->at[p->n].key, sizeof p->at[p->n].key, "%s", key);
   p->at[p->n].ms = line->ms;
   p->at[p->n].default_ms = line->default_ms;
@@ -275,7 +268,8 @@ static int set_pending(void *ctx, int side, clt_err *e) {
   const pending_set *p = ctx;
   int status = CLT_OK;
   for (int i = 0; i < p->n && !status; i++)
-    status = clt_cpu_gemm_choose(p->r, &p->at[i].shape, side ? &p->at[i].tiling : NULL, e);
+    status = p->r->backend->tilings->choose(p->r, &p->at[i].shape, side ? p->at[i].tiling : NULL,
+                                            e);
   return status;
 }
 
@@ -311,8 +305,7 @@ static int confirm_pending(clt_net *net, const clt_gemm_tuner_opts *o, pending_s
   }
   /* Not judged (the change below was not kept): they wait, at the default. */
   for (int i = 0; i < p->n && !status && !v.over && v.probed; i++) {
-    char name[64] = "default";
-    if (v.confirmed) clt_cpu_gemm_tiling_name(&p->at[i].tiling, name, sizeof name);
+    const char *name = v.confirmed ? p->at[i].tiling : "default";
     const double ms = v.confirmed ? p->at[i].ms : p->at[i].default_ms;
     clt_gemm_tune_line *line = p->at[i].line;
     if (line) {
@@ -335,12 +328,13 @@ static int confirm_pending(clt_net *net, const clt_gemm_tuner_opts *o, pending_s
 int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_line *lines,
                       int max_lines, int *nlines, clt_err *e) {
   clt_replica *r = net->replica;
+  const clt_gemm_tilings *tt = r->backend->tilings;
   if (nlines) *nlines = 0;
-  if (r->backend != &clt_backend_cpu) return CLT_OK;
+  if (!tt) return CLT_OK;
   if (o->below && (!o->below_verdict || !o->step))
     return clt_fail(e, CLT_ERR_ARG, "GEMM tuning: a change below needs whole steps and a verdict");
   /* The shapes the net runs now (not those of algorithms tried and left). */
-  clt_cpu_gemm_shapes_clear(r);
+  tt->shapes_clear(r);
   int status = clt_net_prepare(net, e);
   clt_gemm_shape *shapes = malloc(CLT_GEMM_MAX_SHAPES * sizeof *shapes);
   int uses[CLT_GEMM_MAX_SHAPES] = {0};
@@ -355,30 +349,30 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     pend->o = o;
   }
   if (o->below) memset(o->below_verdict, 0, sizeof *o->below_verdict);
-  const int n = status ? 0 : clt_cpu_gemm_shapes(r, shapes, uses, CLT_GEMM_MAX_SHAPES);
+  const int n = status ? 0 : tt->shapes(r, shapes, uses, CLT_GEMM_MAX_SHAPES);
   clt_profile *profile = r->profile; /* the tuner's launches stay out of the profile */
   r->profile = NULL;
   const double deadline = o->tune && o->budget_s > 0 ? clt_now_seconds() + o->budget_s : 0;
   int over = 0;
   for (int i = 0; i < n && !status; i++) {
     const clt_gemm_shape *s = &shapes[i];
-    if (!tunable(s)) continue;
+    if (!tt->tunable(s)) continue;
     clt_gemm_tune_line scratch, *line = &scratch;
     if (lines && nlines && *nlines < max_lines) line = &lines[(*nlines)++];
     memset(line, 0, sizeof *line);
     line->shape = *s;
     snprintf(line->chosen, sizeof line->chosen, "default");
-    clt_gemm_tiling cand[CLT_GEMM_MAX_TILINGS];
-    line->candidates = clt_cpu_gemm_candidates(r, s, cand) + 1;
+    char cand[CLT_GEMM_MAX_TILINGS][CLT_GEMM_TILING_NAME];
+    line->candidates = tt->candidates(r, s, cand) + 1;
     char key[160];
     clt_gemm_tune_key(r, s, key, sizeof key);
     double ms = 0, dms = 0;
     const char *hit = o->cache ? clt_tune_get(o->cache, key, &ms, &dms) : NULL;
-    clt_gemm_tiling tl;
+    char tl[CLT_GEMM_TILING_NAME] = "";
     clt_err ignored = {0};
     const int is_default = hit && strcmp(hit, "default") == 0;
-    const int parsed = hit && !is_default && clt_cpu_gemm_tiling_parse(hit, &tl) == 0 &&
-                       clt_cpu_gemm_tiling_valid(r, s, &tl);
+    const int parsed = hit && !is_default && tt->valid(r, s, hit);
+    if (parsed) snprintf(tl, sizeof tl, "%s", hit);
     /* With whole-step confirmation a tiling runs only once confirmed; one
      * timed but not yet judged waits for the verdict, at the default. */
     const int decided = !hit || !o->step || is_default ||
@@ -387,12 +381,12 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
       line->ms = ms;
       line->default_ms = dms;
       line->cached = 1;
-      (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
-      if (o->tune && pend) push_pending(pend, s, &tl, uses[i], key, line, line == &scratch);
+      (void)tt->choose(r, s, NULL, &ignored);
+      if (o->tune && pend) push_pending(pend, s, tl, uses[i], key, line, line == &scratch);
       continue;
     }
-    if (hit && (is_default || (parsed && clt_cpu_gemm_choose(r, s, &tl, &ignored) == CLT_OK))) {
-      if (is_default) (void)clt_cpu_gemm_choose(r, s, NULL, &ignored);
+    if (hit && (is_default || (parsed && tt->choose(r, s, tl, &ignored) == CLT_OK))) {
+      if (is_default) (void)tt->choose(r, s, NULL, &ignored);
       snprintf(line->chosen, sizeof line->chosen, "%s", hit);
       line->ms = ms;
       line->default_ms = dms;
@@ -401,9 +395,8 @@ int clt_gemm_tune_net(clt_net *net, const clt_gemm_tuner_opts *o, clt_gemm_tune_
     }
     if (!o->tune || over) continue;
     int pending = 0;
-    status = tune_shape(r, o, s, i, key, deadline, line, &over, &tl, &pending, e);
-    if (!status && pending && pend)
-      push_pending(pend, s, &tl, uses[i], key, line, line == &scratch);
+    status = tune_shape(r, o, s, i, key, deadline, line, &over, tl, &pending, e);
+    if (!status && pending && pend) push_pending(pend, s, tl, uses[i], key, line, line == &scratch);
   }
   r->profile = profile;
   free(shapes);
@@ -506,7 +499,7 @@ int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch, const clt
                         clt_err *e) {
   *nlines = 0;
   *built = 0;
-  if (r->backend != &clt_backend_cpu) return CLT_OK;
+  if (!r->backend->tilings) return CLT_OK;
   char key[192];
   if (!record_key(m, r, batch, key, sizeof key))
     return clt_fail(e, CLT_ERR_NOMEM, "out of host memory tuning GEMMs");
@@ -540,7 +533,7 @@ int clt_gemm_tune_model(const clt_model *m, clt_replica *r, int batch, const clt
 int clt_gemm_tune_trainer_net(clt_net *net, const char *file, int tune, double budget_s,
                               const clt_step_opts *step, FILE *verbose, clt_err *e) {
   clt_replica *r = net->replica;
-  if (r->backend != &clt_backend_cpu) return CLT_OK;
+  if (!r->backend->tilings) return CLT_OK;
   if (tune && budget_s <= 0) budget_s = 1e-9; /* spent: nothing more is timed */
   clt_tune_ident ident;
   clt_tune_cache *cache = NULL;

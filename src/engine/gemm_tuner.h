@@ -1,28 +1,30 @@
-/* The GEMM tuner: for each tiled product a model's net runs on a cpu-backend
- * replica (its convolutions' products as their chosen algorithms run them,
- * Dense layers'), a few register tiles and blockings around the defaults
- * (clt_cpu_gemm_candidates) are each built through the replica's kernel
- * cache, checked against a double-precision product on a slice of C's rows,
- * then timed with profiling events (the fastest of a few rounds, on plain
- * matrices of the shape); the fastest that passed is taken for the shape
- * (clt_cpu_gemm_choose) and kept in the tuning cache under a "gemm ..." key,
- * so a device measures a shape once. A tiling whose result is wrong never
- * wins. Other backends have no candidates: nothing is timed. */
+/* The GEMM tuner: for each product a model's net runs on a replica whose
+ * backend has GEMM tilings (backend.h's clt_gemm_tilings: the cpu backend's
+ * register tiles and blockings of cl/gemm.cl, the gpu backend's local-memory
+ * tiles of cl/gemm_tiled.cl against CLBlast), the product's shape as the
+ * backend runs it (its convolutions' products as their chosen algorithms run
+ * them, Dense layers'), a few tilings around the default are each built
+ * through the replica's kernel cache, checked against a double-precision
+ * product on a slice of C's rows, then timed with profiling events (the
+ * fastest of a few rounds, on plain matrices of the shape); the fastest that
+ * passed is taken for the shape and kept in the tuning cache under a "gemm
+ * ..." key, so a device measures a shape once. A tiling whose result is wrong
+ * never wins. */
 #ifndef CLT_GEMM_TUNER_H
 #define CLT_GEMM_TUNER_H
 
 #include <stdio.h>
 
-#include "cpu.h"
+#include "backend.h"
 #include "net.h"
 #include "tune.h"
 #include "tuner.h"
 
 /* One product shape, as the tuner left it. */
 typedef struct clt_gemm_tune_line {
-  clt_gemm_shape shape;  /* as the tiled kernel computes it (cpu.h) */
-  char chosen[64];       /* "default" or a tiling (clt_cpu_gemm_tiling_name) */
-  double ms, default_ms; /* fastest rounds' times; 0 when not timed */
+  clt_gemm_shape shape;              /* as the backend's kernels compute it */
+  char chosen[CLT_GEMM_TILING_NAME]; /* "default" or a tiling's name */
+  double ms, default_ms;             /* fastest rounds' times; 0 when not timed */
   int cached, tuned, rejected, candidates;
   int instep;                      /* judged by whole steps now (clt_gemm_tuner_opts.step) */
   int confirmed;                   /* ... and kept (else the default stays) */
@@ -59,8 +61,8 @@ typedef struct clt_gemm_tuner_opts {
   /* Test-only: called after tiling t (NULL: the default) ran on shape s, with
    * C's `floats` floats; may change them (a test makes one tiling wrong and
    * sees it rejected). NULL in the product. */
-  void (*after_check)(void *ctx, clt_replica *r, const clt_gemm_shape *s, const clt_gemm_tiling *t,
-                      cl_mem c, size_t floats);
+  void (*after_check)(void *ctx, clt_replica *r, const clt_gemm_shape *s, const char *t, cl_mem c,
+                      size_t floats);
   void *hook_ctx;
 } clt_gemm_tuner_opts;
 

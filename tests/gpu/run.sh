@@ -8,9 +8,11 @@
 # 1. environment and prerequisites (exit 2, naming the first one missing)
 # 2. build into build-gpu-check/ (Release)
 # 3. `cltrain devices`: the GPU indices
-# 4. test_kernels, test_layers2, test_layer_kinds on every GPU
+# 4. test_kernels, test_layers2, test_layer_kinds, test_gemm_batched (CLBlast's GEMM
+#    and each tile of cltrain's own) on every GPU
 #    (no GPU: on device 0, as is and with CLTRAIN_KERNELS=gpu)
-# 5. `cltrain tune` of the reference CNN on the first GPU (each layer's choice), then
+# 5. `cltrain tune` of the reference CNN on the first GPU (each layer's choice, and how
+#    many GEMM shapes took cltrain's tiles over CLBlast), then
 #    one epoch of Fashion-MNIST: the first GPU alone with those choices, then all devices
 #    (no GPU: device 0 on 2048 images, as is and with CLTRAIN_KERNELS=gpu)
 # 6. PyTorch on the same GPU, where torch with CUDA imports: images/s and the ratio,
@@ -35,7 +37,7 @@ DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 BUDGET_S=${BUDGET_S:-450}
 NPROC=$(nproc 2>/dev/null || echo 2)
 DEADLINE=$((SECONDS + BUDGET_S))
-TESTS="test_kernels test_layers2 test_layer_kinds"
+TESTS="test_kernels test_layers2 test_layer_kinds test_gemm_batched"
 
 # ---------------------------------------------------------------- helpers
 
@@ -331,9 +333,10 @@ run_train() {
 }
 
 # run_tune DEVICE FILE: `cltrain tune` of the reference CNN on DEVICE at the
-# training runs' batch into FILE, printing each layer's chosen algorithm.
+# training runs' batch into FILE, printing each layer's chosen algorithm and
+# the GEMM tilings' count and verdict.
 run_tune() {
-  local dev=$1 file=$2 log t rc choices
+  local dev=$1 file=$2 log t rc choices gemms
   log="$LOGS/tune-$dev.log"
   if ! t=$(budget_timeout 120); then
     record "tune: device $dev" FAIL "not run: time budget spent"
@@ -349,7 +352,12 @@ run_tune() {
     record "tune: device $dev" FAIL "rc=$rc, no choices printed, see $log"
     return
   fi
-  record "tune: device $dev" PASS "$choices"
+  # "576x80x64 tiled 64x64 k16 4x4 0.21 0.35 1.67x ...": shapes whose chosen tiling
+  # is not the default, of all; then the tilings' whole-step verdict.
+  gemms=$(awk '/^  [0-9]+x[0-9]+x[0-9]+/ { n++; if ($0 !~ /^  [^ ]+( At| Bt)? +default /) t++ }
+    END { if (n) printf "; GEMM: %d of %d shapes on cltrain tiles", t, n }' "$log")
+  gemms+=$(sed -n "s/^  tilings' step: .*: \(confirmed\|kept default\).*/, \1/p" "$log" | head -1)
+  record "tune: device $dev" PASS "$choices$gemms"
 }
 
 run_training() {
