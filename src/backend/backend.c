@@ -241,6 +241,12 @@ int clt_gemm_shapes_match(const clt_gemm_shape *a, const clt_gemm_shape *b) {
          fixed_dim(a) == fixed_dim(b) && bucket(batch_dim(a)) == bucket(batch_dim(b));
 }
 
+int clt_gemm_table_find(const clt_gemm_shape *tiled, int n, const clt_gemm_shape *s) {
+  for (int i = 0; i < n; i++)
+    if (clt_gemm_shapes_match(&tiled[i], s)) return i;
+  return -1;
+}
+
 void clt_gemm_list_note(clt_gemm_shape_list *l, const clt_gemm_shape *s, size_t count) {
   for (int i = 0; i < l->n; i++) {
     if (!clt_gemm_shapes_match(&l->shapes[i], s)) continue;

@@ -45,6 +45,9 @@ typedef struct clt_gemm_shape_list {
  * dimension, and the batch's dimension (M, or K for A^T) in the same power-of-two
  * bucket (clt_tune_batch_bucket's). */
 int clt_gemm_shapes_match(const clt_gemm_shape *a, const clt_gemm_shape *b);
+/* The entry of tiled[0 .. n) that matches s, or -1: a backend's table of the
+ * shapes it has chosen tilings for. */
+int clt_gemm_table_find(const clt_gemm_shape *tiled, int n, const clt_gemm_shape *s);
 /* Adds s, `count` products, to l (a full list drops a new shape). */
 void clt_gemm_list_note(clt_gemm_shape_list *l, const clt_gemm_shape *s, size_t count);
 /* l's shapes into out (at most max) and their uses (when not NULL); how many. */

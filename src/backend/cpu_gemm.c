@@ -676,12 +676,10 @@ int clt_cpu_conv_dw(clt_replica *r, const clt_conv_geom *g, int filters, cl_mem 
 
 /* ---- Tilings chosen per shape (the GEMM tuner: src/engine/gemm_tuner.c) ---- */
 
-/* A^T products' rows are the batch's dimension in K; the others' in M. */
 static const clt_gemm_tiling *tiling_chosen(const clt_replica *r, const clt_gemm_shape *s) {
   const clt_cpu_state *c = cpu_state(r);
-  for (int i = 0; c && i < c->ntilings; i++)
-    if (clt_gemm_shapes_match(&c->tiled[i], s)) return &c->tilings[i];
-  return NULL;
+  const int at = c ? clt_gemm_table_find(c->tiled, c->ntilings, s) : -1;
+  return at < 0 ? NULL : &c->tilings[at];
 }
 
 static void note_shape(clt_replica *r, const clt_gemm_shape *s, size_t count) {
@@ -775,9 +773,7 @@ int clt_cpu_gemm_candidates(const clt_replica *r, const clt_gemm_shape *s, clt_g
 int clt_cpu_gemm_choose(clt_replica *r, const clt_gemm_shape *s, const clt_gemm_tiling *t,
                         clt_err *e) {
   clt_cpu_state *c = cpu_state(r);
-  int at = -1;
-  for (int i = 0; i < c->ntilings && at < 0; i++)
-    if (clt_gemm_shapes_match(&c->tiled[i], s)) at = i;
+  int at = clt_gemm_table_find(c->tiled, c->ntilings, s);
   if (!t) {
     if (at >= 0) {
       c->ntilings--;

@@ -143,9 +143,8 @@ static size_t gpu_sum_block_rows(const clt_replica *r, size_t cols, size_t rows,
 
 static const gpu_tiling *tiling_chosen(const clt_replica *r, const clt_gemm_shape *s) {
   const gpu_state *st = state(r);
-  for (int i = 0; st && i < st->ntilings; i++)
-    if (clt_gemm_shapes_match(&st->tiled[i], s)) return &st->tilings[i];
-  return NULL;
+  const int at = st ? clt_gemm_table_find(st->tiled, st->ntilings, s) : -1;
+  return at < 0 ? NULL : &st->tilings[at];
 }
 
 static void tiling_name(const gpu_tiling *t, char *out, size_t size) {
@@ -426,9 +425,7 @@ static int gpu_valid(const clt_replica *r, const clt_gemm_shape *s, const char *
 
 static int gpu_choose(clt_replica *r, const clt_gemm_shape *s, const char *name, clt_err *e) {
   gpu_state *st = state(r);
-  int at = -1;
-  for (int i = 0; i < st->ntilings && at < 0; i++)
-    if (clt_gemm_shapes_match(&st->tiled[i], s)) at = i;
+  int at = clt_gemm_table_find(st->tiled, st->ntilings, s);
   if (!name) {
     if (at >= 0) {
       st->ntilings--;
