@@ -144,6 +144,17 @@ static void corrupt_first(void *ctx, clt_replica *r, const clt_gemm_shape *s, co
   hook_calls++;
 }
 
+/* The hook: each shape's second candidate fails as a kernel that does not
+ * build on the device would. */
+static int fail_second(void *ctx, clt_replica *r, const clt_gemm_shape *s, const char *t,
+                       clt_err *e) {
+  (void)ctx;
+  char cand[CLT_GEMM_MAX_TILINGS][CLT_GEMM_TILING_NAME];
+  if (r->backend->tilings->candidates(r, s, cand) < 2 || strcmp(t, cand[1]) != 0) return CLT_OK;
+  hook_calls++;
+  return clt_fail(e, CL_BUILD_PROGRAM_FAILURE, "%s: the build failed (the test's hook)", t);
+}
+
 static void test_tuner(const char *dir) {
   set_case("GEMM tuner:");
   const clt_shape in = {12, 12, 3};
@@ -205,6 +216,21 @@ static void test_tuner(const char *dir) {
     case_end();
     return;
   }
+  /* A candidate that fails to build: rejected, the tuning goes on. */
+  hook_calls = 0;
+  clt_gemm_tuner_opts failing = {.tune = 1, .runs = 1, .before_check = fail_second};
+  const int failed_status = clt_gemm_tune_net(net, &failing, lines, MAX_LINES, &n, &E);
+  int unbuilt = 0, two = 0;
+  for (int i = 0; i < n && !failed_status; i++) {
+    char cand[CLT_GEMM_MAX_TILINGS][CLT_GEMM_TILING_NAME];
+    if (tt->candidates(R, &lines[i].shape, cand) < 2) continue;
+    two++;
+    unbuilt += lines[i].rejected == 1 && lines[i].tuned && strcmp(lines[i].chosen, cand[1]) != 0;
+  }
+  expect("a candidate that fails to build: rejected, never chosen, the tuning goes on",
+         failed_status != CLT_OK || two == 0 || unbuilt != two || hook_calls != two, 1);
+  for (int i = 0; i < n; i++) (void)tt->choose(R, &lines[i].shape, NULL, &E);
+  hook_calls = 0;
   /* Hooked, into the cache: the wrong tiling rejected and never chosen. */
 
   clt_tune_ident id;

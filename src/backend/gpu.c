@@ -243,6 +243,19 @@ static int reserve(clt_replica *r, const clt_gemm_shape *s, size_t count, clt_er
   cl_kernel k;
   int status = t ? tiled_kernel(r, t, s, &k, e) : CLT_OK;
   if (status) return status;
+  /* A tile's group the compiled kernel cannot take (registers): refused here
+   * rather than at its first launch. */
+  size_t most = 0;
+  const size_t group = t ? (size_t)(t->tsm / t->wptm) * (size_t)(t->tsn / t->wptn) : 0;
+  if (t && (clGetKernelWorkGroupInfo(k, r->device.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof most, &most,
+                                     NULL) != CL_SUCCESS ||
+            most < group)) {
+    char name[CLT_GEMM_TILING_NAME];
+    tiling_name(t, name, sizeof name);
+    return clt_fail(e, CLT_ERR_ARG,
+                    "device %d (%s): GEMM tiling %s needs work-groups of %zu, its kernel takes %zu",
+                    r->device.index, r->device.name, name, group, most);
+  }
   size_t bytes = 0;
   CLBlastStatusCode rc = CLBlastSGemmTempBufferSize(CLBlastLayoutRowMajor, tr(s->trans_a),
                                                     tr(s->trans_b), s->m, s->n, s->k, 0, s->lda, 0,

@@ -179,12 +179,24 @@ static int tune_shape(clt_replica *r, const clt_gemm_tuner_opts *o, const clt_ge
       break;
     }
     const char *tl = i < 0 ? NULL : cand[i];
-    status = tt->choose(r, s, tl, e);
-    if (!status) status = clt_gemm_reserve(r, &t.s, e); /* builds the tiling's kernels */
+    clt_err ce = {0};
+    status = tl && o->before_check ? o->before_check(o->hook_ctx, r, s, tl, &ce) : CLT_OK;
+    if (!status) status = tt->choose(r, s, tl, &ce);
+    if (!status) status = clt_gemm_reserve(r, &t.s, &ce); /* builds the tiling's kernels */
     double error = 0;
-    if (!status) status = check_tiling(&t, o, tl, &times[i + 1][0], &error, e);
-    if (!status && error <= CLT_TUNE_TOL) passed[npassed++] = i + 1;
-    else if (!status) line->rejected++;
+    if (!status) status = check_tiling(&t, o, tl, &times[i + 1][0], &error, &ce);
+    if (status && tl) {
+      /* A candidate that does not build or run on this device is not taken. */
+      line->rejected++;
+      status = tt->choose(r, s, NULL, e);
+      continue;
+    }
+    if (status) {
+      *e = ce;
+      break;
+    }
+    if (error <= CLT_TUNE_TOL) passed[npassed++] = i + 1;
+    else line->rejected++;
   }
   for (int round = 1; round < runs && !status && !*over; round++) {
     if (deadline > 0 && clt_now_seconds() > deadline) {

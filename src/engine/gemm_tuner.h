@@ -63,6 +63,12 @@ typedef struct clt_gemm_tuner_opts {
    * sees it rejected). NULL in the product. */
   void (*after_check)(void *ctx, clt_replica *r, const clt_gemm_shape *s, const char *t, cl_mem c,
                       size_t floats);
+  /* Test-only: called before candidate t is built for shape s; a non-zero
+   * status (its message in e) stands for a build or launch that fails on the
+   * device (a test sees that candidate rejected and the tuning go on). NULL
+   * in the product. */
+  int (*before_check)(void *ctx, clt_replica *r, const clt_gemm_shape *s, const char *t,
+                      clt_err *e);
   void *hook_ctx;
 } clt_gemm_tuner_opts;
 
