@@ -59,8 +59,6 @@ int clt_gemm_list_get(const clt_gemm_shape_list *l, clt_gemm_shape *out, int *us
  * of text that the backend parses ("6x1 kc384 rb12 pack0 cb0" on cpu, "tiled
  * 64x64 k16 4x4" on gpu); the default has none. */
 typedef struct clt_gemm_tilings {
-  /* Whether a and b take the same tiling (the batch's dimension bucketed). */
-  int (*matches)(const clt_gemm_shape *a, const clt_gemm_shape *b);
   /* The shapes reserved on r since the last clear, one per match, into out (at
    * most max), and into uses (when not NULL) how many products of each were
    * reserved (after a clear and one prepare of a net: about what a step runs);

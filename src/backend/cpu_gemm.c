@@ -854,7 +854,6 @@ static int cpu_chosen(const clt_replica *r, clt_gemm_shape *shapes,
 }
 
 const clt_gemm_tilings clt_cpu_tilings = {
-    .matches = clt_gemm_shapes_match,
     .shapes = cpu_shapes,
     .shapes_clear = cpu_shapes_clear,
     .tunable = cpu_tunable,

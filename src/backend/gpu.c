@@ -471,7 +471,6 @@ static int gpu_chosen(const clt_replica *r, clt_gemm_shape *shapes,
 }
 
 static const clt_gemm_tilings gpu_tilings = {
-    .matches = clt_gemm_shapes_match,
     .shapes = gpu_shapes,
     .shapes_clear = gpu_shapes_clear,
     .tunable = gpu_tunable,
