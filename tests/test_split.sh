@@ -90,12 +90,22 @@ run one1 1 128 equal 128 1
 run weights 0,1 64 1,3 128 1
 run zero 0,1 64 0,1 128 1
 run one2 1 128 equal 384 1 --optimizer sgd
-run auto_eq 0,1 64 auto 384 1 --optimizer sgd
+# The third split rests on one timed step per device, and on 2 shared cores
+# the pthread device's threads may wait on the basic device's: a 10 ms delay
+# was lost in that noise once (both devices timed within 3%, so the split
+# stayed equal). Here the basic device is made 50 ms slower, and a run that
+# still kept the equal split runs once more.
+for attempt in 1 2; do
+  rm -rf "$tmp/auto_eq" "$tmp/auto_eq.jsonl"
+  CLTRAIN_TEST_SLOW="replica=0,from=1,to=1000000,ms=50" run auto_eq 0,1 64 auto 384 1 --optimizer sgd
+  n=$(grep -Eo '"examples": [0-9]+' "$tmp/auto_eq.jsonl" | cut -d' ' -f2 | tr '\n' ' ')
+  [ "$n" != "192 192 " ] && break
+  echo "note: run $attempt of auto_eq kept the equal split: timing noise, running again"
+done
 unset CLTRAIN_TEST_SLOW
 close "fixed split 1,3 = one device" one1 weights
 close "split 0,1 (a replica with no examples) = one device" one1 zero
 close "auto split = one device (SGD)" one2 auto_eq 1e-6
-n=$(grep -Eo '"examples": [0-9]+' "$tmp/auto_eq.jsonl" | cut -d' ' -f2 | tr '\n' ' ')
 if [ "$n" != "192 192 " ] && [ -n "$n" ]; then ok "auto re-balanced at the third step ($n)"; else bad "auto re-balanced at the third step ($n)"; fi
 
 # Leaving and rejoining. The pthread device (replica 1) is made 100 ms slower at
