@@ -302,6 +302,8 @@ int small_mode(void) {
   return v && *v && strcmp(v, "0") != 0;
 }
 
+int simulated(void) { return R && strstr(R->device.platform_name, "Oclgrind") != NULL; }
+
 /* A few seconds of Oclgrind's simulator with its checks on and optimisation off
  * (CLBlast's GEMM there: about 0.4 ms per multiply-add). */
 #define SMALL_WORK 45000.0

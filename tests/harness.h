@@ -125,6 +125,12 @@ void check_flat(const char *what, cl_mem m, const clt_layer *l, size_t flat, int
  * take minutes each in Oclgrind's simulator, and keep every code path on small ones. */
 int small_mode(void);
 
+/* Whether R runs on Oclgrind's simulator. It runs a kernel's work-items one at a
+ * time in a fixed order, so a case run twice there can differ only through the
+ * host, which the same tests check on PoCL: the tests leave out their
+ * bit-for-bit repeats on it (half of some tests' time under its checks). */
+int simulated(void);
+
 /* In small mode, whether a case of `work` (its largest count of multiply-adds or
  * elements) is too large: it is then announced as skipped. Never in normal mode. */
 int skip_large(double work);

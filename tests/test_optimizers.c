@@ -359,10 +359,12 @@ int main(void) {
     test_steps(&o, 1.0);
     test_steps(&o, 1e-5);
     test_counts(&o);
-    /* Under Oclgrind the wide model's counts only. */
+    /* Under Oclgrind the wide model's counts only, and only where the case
+     * decays its weights: every update kernel and the decay's over several
+     * blocks, the counts' code being the same in a kernel's other cases. */
     model = &wide;
     if (!small_mode()) test_steps(&o, 1.0);
-    test_counts(&o);
+    if (!small_mode() || o.weight_decay > 0) test_counts(&o);
   }
   model = &tiny;
 

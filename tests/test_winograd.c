@@ -8,7 +8,7 @@
  * edge), channels not multiples of 8, batch 1 to 3, 'same', 'valid' and folded
  * zero padding, with and without bias and ReLU; then ResNet50's 3x3 layers at
  * 96 px and the reference CNN's second convolution (skipped in small mode).
- * A pass run twice gives the same bits. */
+ * A pass run twice gives the same bits (not checked on Oclgrind: simulated()). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -111,10 +111,12 @@ static void run_case(const wino_case *t, int tile, cl_uint width) {
   check("y", y, y_ref, ny, tol);
   check_untouched("y tail", Y, ny, TAIL);
   check_untouched("scratch tail", S, ns, TAIL);
-  float *y_bits = hnew(ny * sizeof *y_bits);
-  download_f(Y, 0, y_bits, ny);
-  if (api_failed(l.ops->forward(&l, &io, &E), "forward again")) goto done;
-  same_bits("y again, bit for bit", Y, y_bits, ny);
+  if (!simulated()) {
+    float *y_bits = hnew(ny * sizeof *y_bits);
+    download_f(Y, 0, y_bits, ny);
+    if (api_failed(l.ops->forward(&l, &io, &E), "forward again")) goto done;
+    same_bits("y again, bit for bit", Y, y_bits, ny);
+  }
 
   if (api_failed(l.ops->backward(&l, &io, &E), "backward")) goto done;
   memcpy(dy_ref, dy, ny * sizeof *dy);
@@ -130,11 +132,13 @@ static void run_case(const wino_case *t, int tile, cl_uint width) {
     check(what, grads + l.params[p].offset, grads_ref + l.params[p].offset, l.params[p].size, tol);
   }
   check_flat("no write outside the parameters' slots", G, &l, flat, 0, l.nparams - 1);
-  float *g_bits = hnew(flat * sizeof *g_bits);
-  download_f(G, 0, g_bits, flat);
-  upload(DY, 0, dy, ny);
-  if (api_failed(l.ops->backward(&l, &io, &E), "backward again")) goto done;
-  same_bits("gradients again, bit for bit", G, g_bits, flat);
+  if (!simulated()) {
+    float *g_bits = hnew(flat * sizeof *g_bits);
+    download_f(G, 0, g_bits, flat);
+    upload(DY, 0, dy, ny);
+    if (api_failed(l.ops->backward(&l, &io, &E), "backward again")) goto done;
+    same_bits("gradients again, bit for bit", G, g_bits, flat);
+  }
 done:
   R->winograd = 0;
   case_end();
