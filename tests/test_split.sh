@@ -92,9 +92,8 @@ run zero 0,1 64 0,1 128 1
 run one2 1 128 equal 384 1 --optimizer sgd
 # The third split rests on one timed step per device, and on 2 shared cores
 # the pthread device's threads may wait on the basic device's: a 10 ms delay
-# was lost in that noise once (both devices timed within 3%, so the split
-# stayed equal). Here the basic device is made 50 ms slower, and a run that
-# still kept the equal split runs once more.
+# was lost in that noise once (the split stayed equal). Here the basic device
+# is made 50 ms slower, and a run that still kept the equal split runs once more.
 for attempt in 1 2; do
   rm -rf "$tmp/auto_eq" "$tmp/auto_eq.jsonl"
   CLTRAIN_TEST_SLOW="replica=0,from=1,to=1000000,ms=50" run auto_eq 0,1 64 auto 384 1 --optimizer sgd
