@@ -128,7 +128,7 @@ int small_mode(void);
 /* Whether R runs on Oclgrind's simulator. It runs a kernel's work-items one at a
  * time in a fixed order, so a case run twice there can differ only through the
  * host, which the same tests check on PoCL: the tests leave out their
- * bit-for-bit repeats on it (half of some tests' time under its checks). */
+ * bit-for-bit repeats on it. */
 int simulated(void);
 
 /* In small mode, whether a case of `work` (its largest count of multiply-adds or
