@@ -910,8 +910,8 @@ static int gain_short(const double *d, const double *t, double gain_ms, clt_tune
   verdict(d, t, 1, res);
   res->confirmed = 0;
   snprintf(res->why, sizeof res->why,
-           "the gain its kernels showed timed alone, %.2f ms a step, is under %.0f%% of the "
-           "%.0f ms step: short of the bar",
+           "one pair only: the gain its kernels showed timed alone, %.2f ms a step, is "
+           "under %.0f%% of the %.0f ms step: short of the bar",
            gain_ms, (1.0 - WIN_RATIO) * 100, step);
   return 1;
 }
